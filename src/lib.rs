@@ -1,0 +1,1 @@
+//! ingress-status-guard: a mutating admission webhook that enforces canonical Ingress status addresses.
