@@ -1,0 +1,243 @@
+//! Load-balancer address entries: validation against the API server's rules, static lists, and the
+//! canonical form (deduplicated, sorted in ingress-nginx's order).
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// One entry of `status.loadBalancer.ingress` (`IngressLoadBalancerIngress`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Address {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortStatus>,
+}
+
+/// One entry of `ports` (`IngressPortStatus`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PortStatus {
+    pub port: i32,
+    pub protocol: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Why an address cannot be written to an Ingress status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    #[error("empty address")]
+    Empty,
+    #[error(
+        "{0:?} is neither an IP address nor a DNS-1123 hostname (lowercase letters, digits, '-' and '.', at most 253 characters)"
+    )]
+    Invalid(String),
+}
+
+impl Address {
+    pub fn ip(ip: IpAddr) -> Self {
+        Address { ip: Some(ip.to_string()), ..Default::default() }
+    }
+
+    pub fn hostname(name: impl Into<String>) -> Self {
+        Address { hostname: Some(name.into()), ..Default::default() }
+    }
+
+    /// An address from a string that is either an IP literal or a hostname, as
+    /// `--publish-status-address` items and `ExternalName` values are.
+    pub fn parse(item: &str) -> Result<Self, AddressError> {
+        if item.is_empty() {
+            return Err(AddressError::Empty);
+        }
+        if let Some(ip) = parse_ip(item) {
+            return Ok(Address::ip(ip));
+        }
+        if is_valid_hostname(item) {
+            return Ok(Address::hostname(item));
+        }
+        Err(AddressError::Invalid(item.to_owned()))
+    }
+
+    /// Re-validates an entry taken from another object (a Service status) and puts its IP in
+    /// canonical text form, so it cannot make the API server reject our patch.
+    pub fn sanitized(self) -> Result<Self, AddressError> {
+        let ip = match self.ip.as_deref().filter(|s| !s.is_empty()) {
+            Some(text) => Some(parse_ip(text).ok_or_else(|| AddressError::Invalid(text.to_owned()))?),
+            None => None,
+        };
+        let hostname = match self.hostname.filter(|s| !s.is_empty()) {
+            Some(name) if is_valid_hostname(&name) => Some(name),
+            Some(name) => return Err(AddressError::Invalid(name)),
+            None => None,
+        };
+        if ip.is_none() && hostname.is_none() {
+            return Err(AddressError::Empty);
+        }
+        Ok(Address { ip: ip.map(|ip| ip.to_string()), hostname, ports: self.ports })
+    }
+
+    /// `hostname (ip)`, `hostname` or `ip`: how an entry reads in logs and warnings.
+    pub fn display(&self) -> String {
+        match (&self.hostname, &self.ip) {
+            (Some(h), Some(i)) => format!("{h} ({i})"),
+            (Some(h), None) => h.clone(),
+            (None, Some(i)) => i.clone(),
+            (None, None) => "<empty>".to_owned(),
+        }
+    }
+
+    fn sort_key(&self) -> (&str, &str) {
+        (self.hostname.as_deref().unwrap_or(""), self.ip.as_deref().unwrap_or(""))
+    }
+}
+
+/// Parses an IP literal strictly: no leading zeros, no zone, no surrounding brackets.
+fn parse_ip(text: &str) -> Option<IpAddr> {
+    text.parse().ok()
+}
+
+/// What the API server accepts as `hostname`: a DNS-1123 subdomain that Go's lenient IP parser
+/// would not read as an IPv4 address (it allows leading zeros, so `010.0.0.1` is an IP to it).
+fn is_valid_hostname(name: &str) -> bool {
+    is_dns1123_subdomain(name) && !looks_like_ipv4(name)
+}
+
+fn looks_like_ipv4(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('.').collect();
+    parts.len() == 4
+        && parts.iter().all(|p| {
+            (1..=3).contains(&p.len())
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && p.parse::<u16>().is_ok_and(|v| v <= 255)
+        })
+}
+
+/// Kubernetes' `IsDNS1123Subdomain`: at most 253 characters of dot-separated labels, each of
+/// lowercase alphanumerics and '-', starting and ending with an alphanumeric.
+pub fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            let bytes = label.as_bytes();
+            !bytes.is_empty()
+                && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+                && bytes[0] != b'-'
+                && bytes[bytes.len() - 1] != b'-'
+        })
+}
+
+/// Parses a `--publish-status-address` value: comma separated, spaces trimmed, empty items
+/// dropped. Errors carry the offending item.
+pub fn parse_static_list(list: &str) -> Result<Vec<Address>, AddressError> {
+    let entries = list
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(Address::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    if entries.is_empty() {
+        return Err(AddressError::Empty);
+    }
+    Ok(canonicalize(entries))
+}
+
+/// Drops duplicates and sorts by hostname then IP string (ingress-nginx's
+/// `lessLoadBalancerIngress`), so IP-only entries come first.
+pub fn canonicalize(mut entries: Vec<Address>) -> Vec<Address> {
+    entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())));
+    entries.dedup();
+    entries
+}
+
+/// Whether a written list equals the canonical one, ignoring order and duplicates.
+pub fn same_set(written: &[Address], canonical: &[Address]) -> bool {
+    if written.len() == canonical.len() && written == canonical {
+        return true;
+    }
+    canonicalize(written.to_vec()) == canonical
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> Address {
+        Address::ip(s.parse().unwrap())
+    }
+    fn host(s: &str) -> Address {
+        Address::hostname(s)
+    }
+
+    #[test]
+    fn static_lists() {
+        let cases: &[(&str, &str, Result<Vec<Address>, AddressError>)] = &[
+            ("single ip", "10.0.0.1", Ok(vec![ip("10.0.0.1")])),
+            ("spaces and trailing comma", " 10.0.0.2 , 10.0.0.1 ,", Ok(vec![ip("10.0.0.1"), ip("10.0.0.2")])),
+            ("empty items dropped", "10.0.0.1,,  ,", Ok(vec![ip("10.0.0.1")])),
+            ("hostname after ips", "lb.example.com,10.0.0.1", Ok(vec![ip("10.0.0.1"), host("lb.example.com")])),
+            ("ipv6 canonical form", "2001:DB8:0::1", Ok(vec![ip("2001:db8::1")])),
+            ("duplicates dropped", "10.0.0.1,10.0.0.1", Ok(vec![ip("10.0.0.1")])),
+            ("only commas", " , ,", Err(AddressError::Empty)),
+            ("empty", "", Err(AddressError::Empty)),
+            ("uppercase hostname", "LB.example.com", Err(AddressError::Invalid("LB.example.com".into()))),
+            ("underscore", "a_b.example", Err(AddressError::Invalid("a_b.example".into()))),
+            ("leading zeros: neither ip nor hostname", "010.0.0.1", Err(AddressError::Invalid("010.0.0.1".into()))),
+            ("digits that are not an ip are a hostname", "1.2.3.4.example", Ok(vec![host("1.2.3.4.example")])),
+            ("cidr", "10.0.0.0/8", Err(AddressError::Invalid("10.0.0.0/8".into()))),
+            ("url", "http://lb", Err(AddressError::Invalid("http://lb".into()))),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(&parse_static_list(input), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn dns1123() {
+        for ok in ["a", "a-b.c", "0.example", &"a".repeat(63)] {
+            assert!(is_dns1123_subdomain(ok), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "a..b", ".a", "a.", "A", "a b", &format!("{}.{}", "a".repeat(200), "b".repeat(60))]
+        {
+            assert!(!is_dns1123_subdomain(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sorting_follows_ingress_nginx() {
+        // ingress-nginx status_test.go TestStandardizeLoadBalancerIngresses: hostname first, then IP.
+        let sorted = canonicalize(vec![
+            host("b.example"),
+            ip("10.0.0.2"),
+            Address { ip: Some("10.0.0.9".into()), hostname: Some("a.example".into()), ports: vec![] },
+            ip("10.0.0.10"),
+            host("a.example"),
+        ]);
+        let shown: Vec<String> = sorted.iter().map(Address::display).collect();
+        assert_eq!(shown, ["10.0.0.10", "10.0.0.2", "a.example", "a.example (10.0.0.9)", "b.example"]);
+    }
+
+    #[test]
+    fn equality_ignores_order_and_duplicates() {
+        let canonical = canonicalize(vec![ip("10.0.0.1"), host("a.example")]);
+        assert!(same_set(&[host("a.example"), ip("10.0.0.1")], &canonical));
+        assert!(same_set(&[ip("10.0.0.1"), host("a.example"), ip("10.0.0.1")], &canonical));
+        assert!(!same_set(&[ip("10.0.0.1")], &canonical));
+        assert!(!same_set(&[], &canonical));
+        let with_port =
+            Address { ports: vec![PortStatus { port: 80, protocol: "TCP".into(), error: None }], ..ip("10.0.0.1") };
+        assert!(!same_set(&[with_port, host("a.example")], &canonical), "ports count as a difference");
+    }
+
+    #[test]
+    fn sanitized_rejects_what_the_api_server_rejects() {
+        assert_eq!(Address { ip: Some("2001:DB8::1".into()), ..Default::default() }.sanitized(), Ok(ip("2001:db8::1")));
+        assert_eq!(Address::default().sanitized(), Err(AddressError::Empty));
+        assert_eq!(
+            Address { ip: Some("None".into()), ..Default::default() }.sanitized(),
+            Err(AddressError::Invalid("None".into()))
+        );
+        assert_eq!(host("10.0.0.1").sanitized(), Err(AddressError::Invalid("10.0.0.1".into())));
+        assert_eq!(host("Bad_Host").sanitized(), Err(AddressError::Invalid("Bad_Host".into())));
+    }
+}

@@ -1,0 +1,275 @@
+//! The command line: flags parsed with clap, validated into typed settings once, then handed to
+//! `serve` or `resolve`.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use k8s_openapi::api::core::v1::Service;
+
+use crate::{
+    address::{self, Address},
+    certs,
+    config::{self, ConfigError, FlagPolicy, Mode, OnUnresolved, Policies, ServiceRef},
+    server::{self, AppState, Listeners},
+    service,
+    sources::SourceCache,
+    tls::{self, TlsError},
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ingress-status-guard",
+    version,
+    about = "Mutating admission webhook that enforces the canonical status.loadBalancer.ingress of Ingresses"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format: plain text for people, JSON lines for log pipelines.
+    #[arg(long, global = true, env = "ISG_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+    /// Log filter, e.g. `info` or `ingress_status_guard=debug,kube=warn`. Overrides RUST_LOG.
+    #[arg(long, global = true, env = "ISG_LOG_LEVEL")]
+    pub log_level: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Plain,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the webhook (HTTPS) and its admin server (plain HTTP).
+    Serve(ServeArgs),
+    /// Print the canonical addresses for a source as JSON, without a cluster.
+    Resolve(ResolveArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address of the HTTPS webhook listener.
+    #[arg(long, env = "ISG_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP admin listener (/livez, /readyz).
+    #[arg(long, env = "ISG_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+    /// Serving certificate chain (PEM). Without it, an ephemeral self-signed certificate is used.
+    #[arg(long, env = "ISG_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of the serving certificate (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "ISG_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Largest AdmissionReview body accepted, in bytes (the API server caps objects at 3 MiB).
+    #[arg(long, env = "ISG_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Longest wait, in seconds, for in-flight reviews after SIGTERM.
+    #[arg(long, env = "ISG_DRAIN_SECONDS", default_value_t = 10)]
+    pub drain_seconds: u64,
+    /// kubeconfig for watching publish Services; default: in-cluster config, then KUBECONFIG.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// YAML file with several policies (see README); replaces the policy flags below.
+    #[arg(long, env = "ISG_CONFIG", conflicts_with_all = ["publish_service", "publish_status_address", "ingress_class", "watch_ingress_without_class", "mode", "keep_ports", "on_unresolved"])]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// The flags that describe one policy, named as in ingress-nginx.
+#[derive(Args, Debug)]
+pub struct PolicyArgs {
+    /// Publish the addresses of this Service (NAMESPACE/NAME), as ingress-nginx does.
+    #[arg(long, env = "ISG_PUBLISH_SERVICE", conflicts_with = "publish_status_address")]
+    pub publish_service: Option<ServiceRef>,
+    /// Publish these addresses (comma-separated IPs and hostnames) instead of a Service's.
+    #[arg(long, env = "ISG_PUBLISH_STATUS_ADDRESS")]
+    pub publish_status_address: Option<String>,
+    /// Govern Ingresses of this class (spec.ingressClassName or the kubernetes.io/ingress.class
+    /// annotation). Repeatable. Without it, every Ingress is governed.
+    #[arg(long, env = "ISG_INGRESS_CLASS", value_delimiter = ',')]
+    pub ingress_class: Vec<String>,
+    /// Also govern Ingresses that name no class.
+    #[arg(long, env = "ISG_WATCH_INGRESS_WITHOUT_CLASS")]
+    pub watch_ingress_without_class: bool,
+    /// What to do with a write that differs from the canonical addresses.
+    #[arg(long, env = "ISG_MODE", value_enum, default_value_t = Mode::Enforce)]
+    pub mode: Mode,
+    /// Keep the `ports` of load-balancer entries (as Contour and Traefik do); dropped by default.
+    #[arg(long, env = "ISG_KEEP_PORTS")]
+    pub keep_ports: bool,
+    /// What to do when the publish Service is missing or has no address yet.
+    #[arg(long, env = "ISG_ON_UNRESOLVED", value_enum, default_value_t = OnUnresolved::Allow)]
+    pub on_unresolved: OnUnresolved,
+}
+
+#[derive(Args, Debug)]
+pub struct ResolveArgs {
+    /// Addresses as for `serve --publish-status-address`.
+    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    pub publish_status_address: Option<String>,
+    /// A Service manifest, YAML or JSON (`-` reads stdin).
+    #[arg(short = 'f', long)]
+    pub file: Option<PathBuf>,
+    /// Keep the `ports` of load-balancer entries.
+    #[arg(long)]
+    pub keep_ports: bool,
+}
+
+/// Everything that can stop a command, each saying what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Cert(#[from] certs::CertError),
+    #[error(
+        "cannot build a Kubernetes client (needed to watch --publish-service): {0}; pass --kubeconfig or run in a cluster"
+    )]
+    Kube(String),
+    #[error("{path}: {message}")]
+    Manifest { path: String, message: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ServeArgs {
+    fn policies(&self) -> Result<Policies, ConfigError> {
+        if let Some(path) = &self.config {
+            return config::load_file(path);
+        }
+        let p = &self.policy;
+        let policy = FlagPolicy {
+            publish_service: p.publish_service.clone(),
+            publish_status_address: p.publish_status_address.clone(),
+            ingress_class: p.ingress_class.clone(),
+            watch_ingress_without_class: p.watch_ingress_without_class,
+            mode: p.mode,
+            keep_ports: p.keep_ports,
+            on_unresolved: p.on_unresolved,
+        }
+        .into_policy()?;
+        Policies::new(vec![policy])
+    }
+
+    fn tls(&self) -> Result<rustls::ServerConfig, CliError> {
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            return Ok(tls::load(cert, key)?);
+        }
+        let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
+        let bundle = certs::generate("ingress-status-guard ephemeral CA", &names)?;
+        let dir = std::env::temp_dir().join(format!("ingress-status-guard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let ca_path = dir.join("ca.crt");
+        std::fs::write(&ca_path, &bundle.ca_pem)?;
+        tracing::warn!(ca_bundle = %ca_path.display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
+        Ok(tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?)
+    }
+}
+
+/// Runs `serve` until shutdown.
+pub async fn serve(args: ServeArgs) -> Result<(), CliError> {
+    let policies = args.policies()?;
+    for p in policies.iter() {
+        let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
+        tracing::info!(policy = %p.name, classes = %classes, without_class = p.scope.without_class, source = %p.source, mode = %p.mode, "policy loaded");
+    }
+    let tls = args.tls()?;
+    let cache = SourceCache::new(&policies);
+    if !policies.services().is_empty() {
+        let client = kube_client(args.kubeconfig.as_deref()).await?;
+        tokio::spawn(cache.clone().run(client));
+    }
+    let state = AppState::new(policies, cache);
+    let listeners = Listeners {
+        webhook: args.listen,
+        admin: args.admin_listen,
+        tls,
+        max_body_bytes: args.max_body_bytes,
+        drain: Duration::from_secs(args.drain_seconds),
+    };
+    Ok(server::serve(state, listeners).await?)
+}
+
+async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| CliError::Kube(format!("--kubeconfig {}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .map_err(|e| CliError::Kube(e.to_string()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| CliError::Kube(e.to_string()))?,
+    };
+    kube::Client::try_from(config).map_err(|e| CliError::Kube(e.to_string()))
+}
+
+/// Runs `resolve`: the canonical addresses as a JSON array.
+pub fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
+    let addresses: Vec<Address> = match (&args.publish_status_address, &args.file) {
+        (Some(list), _) => address::parse_static_list(list)
+            .map_err(|reason| ConfigError::StaticFlag { value: list.clone(), reason })?,
+        (None, Some(path)) => {
+            let shown = if path.as_os_str() == "-" { "<stdin>".to_owned() } else { path.display().to_string() };
+            let text = if path.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())?
+            } else {
+                std::fs::read_to_string(path)
+                    .map_err(|e| CliError::Manifest { path: shown.clone(), message: e.to_string() })?
+            };
+            let manifest = |message: String| CliError::Manifest { path: shown.clone(), message };
+            let value: serde_json::Value =
+                serde_norway::from_str(&text).map_err(|e| manifest(format!("not YAML or JSON: {e}")))?;
+            match value.get("kind").and_then(|k| k.as_str()) {
+                Some("Service") | None => {}
+                Some(other) => return Err(manifest(format!("kind is {other:?}; expected a Service"))),
+            }
+            let svc: Service =
+                serde_json::from_value(value).map_err(|e| manifest(format!("not a valid Service: {e}")))?;
+            let name = svc.metadata.name.clone().unwrap_or_else(|| "<unnamed>".to_owned());
+            service::addresses(&svc, args.keep_ports).map_err(|e| manifest(format!("Service {name} {e}")))?
+        }
+        (None, None) => unreachable!("clap requires --publish-status-address or -f"),
+    };
+    Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
+}
+
+/// Installs the global tracing subscriber.
+pub fn init_logging(format: LogFormat, level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => EnvFilter::new(level),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
+        LogFormat::Plain => builder.init(),
+    }
+}
+
+/// Entry point for `main`: parses flags, runs the command, returns the process exit code.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    // kube's client and our listener share one TLS stack; pick its crypto once for the process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    init_logging(cli.log_format, cli.log_level.as_deref());
+    let result = match cli.command {
+        Command::Resolve(args) => resolve(&args).map(|json| println!("{json}")),
+        Command::Serve(args) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(runtime) => runtime.block_on(serve(args)),
+            Err(e) => Err(CliError::Io(e)),
+        },
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

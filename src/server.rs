@@ -1,0 +1,207 @@
+//! The HTTP edges: the admission router (`POST /mutate`), the admin router (`/livez`, `/readyz`),
+//! and `serve`, which binds them (the webhook over TLS), runs the source watches and drains on
+//! SIGTERM.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::{DefaultBodyLimit, State, rejection::BytesRejection},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use axum_server::tls_rustls::RustlsConfig;
+
+use crate::{
+    config::Policies,
+    review::{self, Outcome},
+    sources::Sources,
+};
+
+/// Everything a request handler reads; shared by every connection.
+pub struct AppState {
+    pub policies: Policies,
+    pub sources: Arc<dyn Sources>,
+    /// Cleared on SIGTERM so load balancers stop sending before the listener closes.
+    pub serving: AtomicBool,
+}
+
+impl AppState {
+    pub fn new(policies: Policies, sources: Arc<dyn Sources>) -> Arc<Self> {
+        Arc::new(AppState { policies, sources, serving: AtomicBool::new(true) })
+    }
+
+    pub fn ready(&self) -> bool {
+        self.serving.load(Ordering::Relaxed) && self.sources.synced()
+    }
+}
+
+/// The webhook's router. Tests drive this exact router.
+pub fn webhook_router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate).fallback(method_not_allowed))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}
+
+/// The admin router: liveness and readiness.
+pub fn admin_router(state: Arc<AppState>) -> Router {
+    Router::new().route("/livez", get(|| async { "ok\n" })).route("/readyz", get(readyz)).with_state(state)
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.ready() {
+        (StatusCode::OK, "ok\n").into_response()
+    } else if !state.serving.load(Ordering::Relaxed) {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "publish Service caches not synced yet\n").into_response()
+    }
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = serde_json::json!({ "error": message.into() });
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    let mut response = error(StatusCode::METHOD_NOT_ALLOWED, "use POST with an AdmissionReview JSON body");
+    response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+    response
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "not found: the webhook path is /mutate")
+}
+
+async fn mutate(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let media_type = content_type.split(';').next().unwrap_or("").trim();
+    if !media_type.eq_ignore_ascii_case("application/json") {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("content-type must be application/json, got {content_type:?}"),
+        );
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, "body exceeds --max-body-bytes");
+        }
+        Err(rejection) => return error(rejection.status(), rejection.body_text()),
+    };
+    if body.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object");
+    }
+    match review::decide(&body, &state.policies, state.sources.as_ref()) {
+        Ok(decision) => {
+            log_decision(&decision);
+            (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], decision.response).into_response()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "rejected malformed AdmissionReview");
+            error(StatusCode::BAD_REQUEST, e.to_string())
+        }
+    }
+}
+
+fn log_decision(d: &review::Decision) {
+    match d.outcome {
+        Outcome::Ignored => {
+            tracing::warn!(uid = %d.uid, object = %d.object, detail = d.detail.as_deref().unwrap_or(""), "allowed a request the webhook should not receive")
+        }
+        Outcome::Unresolved => {
+            tracing::warn!(uid = %d.uid, ingress = %d.object, policy = d.policy.as_deref().unwrap_or(""), detail = d.detail.as_deref().unwrap_or(""), "canonical address unresolved; status left as written")
+        }
+        Outcome::NotGoverned | Outcome::Unchanged => {
+            tracing::debug!(uid = %d.uid, ingress = %d.object, outcome = %d.outcome, "reviewed")
+        }
+        Outcome::Patched | Outcome::Audited | Outcome::Denied => {
+            tracing::info!(uid = %d.uid, ingress = %d.object, outcome = %d.outcome, policy = d.policy.as_deref().unwrap_or(""), user = %d.username, "status write differs from the canonical addresses")
+        }
+    }
+}
+
+/// How `serve` listens.
+pub struct Listeners {
+    pub webhook: SocketAddr,
+    pub admin: SocketAddr,
+    pub tls: rustls::ServerConfig,
+    pub max_body_bytes: usize,
+    /// Longest wait for in-flight reviews after SIGTERM.
+    pub drain: Duration,
+}
+
+/// Serves until SIGTERM or Ctrl-C, then stops being ready, lets in-flight reviews finish and
+/// returns.
+pub async fn serve(state: Arc<AppState>, listeners: Listeners) -> std::io::Result<()> {
+    let handle = axum_server::Handle::new();
+    let admin = tokio::net::TcpListener::bind(listeners.admin).await?;
+    tracing::info!(address = %admin.local_addr()?, "admin server listening (/livez, /readyz)");
+    let admin_state = state.clone();
+    let (admin_stop_tx, admin_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let admin_task = tokio::spawn(async move {
+        axum::serve(admin, admin_router(admin_state))
+            .with_graceful_shutdown(async {
+                let _ = admin_stop_rx.await;
+            })
+            .await
+    });
+
+    let shutdown_handle = handle.clone();
+    let shutdown_state = state.clone();
+    let drain = listeners.drain;
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!(drain_seconds = drain.as_secs(), "shutting down: not ready, draining in-flight reviews");
+        shutdown_state.serving.store(false, Ordering::Relaxed);
+        shutdown_handle.graceful_shutdown(Some(drain));
+    });
+
+    let tls = RustlsConfig::from_config(Arc::new(listeners.tls));
+    let server = axum_server::bind_rustls(listeners.webhook, tls).handle(handle.clone());
+    let app = webhook_router(state, listeners.max_body_bytes);
+    let log_handle = handle.clone();
+    tokio::spawn(async move {
+        if let Some(address) = log_handle.listening().await {
+            tracing::info!(%address, "webhook listening (HTTPS, POST /mutate)");
+        }
+    });
+    let result = server.serve(app.into_make_service()).await;
+    let _ = admin_stop_tx.send(());
+    let _ = admin_task.await;
+    tracing::info!("stopped");
+    result
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

@@ -1,0 +1,217 @@
+//! Canonical addresses published by a Service: ingress-nginx's `statusAddressFromService`, made
+//! dual-stack and unable to produce an entry the API server would reject.
+
+use k8s_openapi::api::core::v1::Service;
+
+use crate::address::{self, Address, AddressError, PortStatus};
+
+/// Why a Service yields no address to publish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    #[error(
+        "is headless (clusterIP: None), so it has no address to publish; use a ClusterIP, NodePort or LoadBalancer Service"
+    )]
+    Headless,
+    #[error("has no cluster IP yet (the API server allocates it when the Service is created)")]
+    NoClusterIp,
+    #[error("is of type LoadBalancer but has no load-balancer address yet (status.loadBalancer.ingress is empty)")]
+    Pending,
+    #[error(
+        "is of type {0:?}, which has no address to publish (expected ClusterIP, NodePort, LoadBalancer or ExternalName)"
+    )]
+    UnsupportedType(String),
+    #[error("has an address the API server would reject in an Ingress status: {0}")]
+    InvalidAddress(#[from] AddressError),
+}
+
+impl ServiceError {
+    /// Pending and not-yet-allocated Services are expected to resolve on their own; the other
+    /// errors need an operator.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ServiceError::Pending | ServiceError::NoClusterIp)
+    }
+}
+
+/// The canonical, sorted, deduplicated addresses for a publish Service. `keep_ports` copies the
+/// `ports` of load-balancer entries, as Contour and Traefik do; ingress-nginx drops them.
+pub fn addresses(svc: &Service, keep_ports: bool) -> Result<Vec<Address>, ServiceError> {
+    let spec = svc.spec.clone().unwrap_or_default();
+    let external_ips = spec.external_ips.unwrap_or_default();
+    // The API server defaults an unset type to ClusterIP; manifests given to `resolve` may omit it.
+    let entries = match spec.type_.as_deref().unwrap_or("ClusterIP") {
+        "ExternalName" => vec![Address::parse(spec.external_name.as_deref().unwrap_or(""))?],
+        "ClusterIP" => cluster_ips(spec.cluster_ip, spec.cluster_ips)?,
+        "NodePort" if !external_ips.is_empty() => ips(&external_ips)?,
+        "NodePort" => cluster_ips(spec.cluster_ip, spec.cluster_ips)?,
+        "LoadBalancer" => {
+            let lb_entries = svc
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut entries = Vec::with_capacity(lb_entries.len() + external_ips.len());
+            for lb in lb_entries {
+                let ports = match (&lb.ports, keep_ports) {
+                    (Some(ports), true) => ports
+                        .iter()
+                        .map(|p| PortStatus { port: p.port, protocol: p.protocol.clone(), error: p.error.clone() })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                entries.push(Address { ip: lb.ip.clone(), hostname: lb.hostname.clone(), ports }.sanitized()?);
+            }
+            for ip in ips(&external_ips)? {
+                let present = entries.iter().any(|e| e.ip == ip.ip || e.hostname == ip.ip);
+                if !present {
+                    entries.push(ip);
+                }
+            }
+            if entries.is_empty() {
+                return Err(ServiceError::Pending);
+            }
+            entries
+        }
+        other => return Err(ServiceError::UnsupportedType(other.to_owned())),
+    };
+    Ok(address::canonicalize(entries))
+}
+
+fn cluster_ips(cluster_ip: Option<String>, cluster_ips: Option<Vec<String>>) -> Result<Vec<Address>, ServiceError> {
+    // `clusterIPs` lists every family of a dual-stack Service; its first item equals `clusterIP`.
+    let all = match cluster_ips {
+        Some(all) if !all.is_empty() => all,
+        _ => cluster_ip.into_iter().filter(|ip| !ip.is_empty()).collect(),
+    };
+    if all.is_empty() {
+        return Err(ServiceError::NoClusterIp);
+    }
+    if all.iter().any(|ip| ip == "None") {
+        return Err(ServiceError::Headless);
+    }
+    ips(&all)
+}
+
+fn ips(items: &[String]) -> Result<Vec<Address>, ServiceError> {
+    items
+        .iter()
+        .map(|ip| Address { ip: Some(ip.clone()), ..Default::default() }.sanitized().map_err(Into::into))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn svc(value: serde_json::Value) -> Service {
+        serde_json::from_value(value).expect("test Service must deserialize")
+    }
+
+    fn shown(result: Result<Vec<Address>, ServiceError>) -> Result<Vec<String>, ServiceError> {
+        result.map(|entries| entries.iter().map(Address::display).collect())
+    }
+
+    #[test]
+    fn service_types() {
+        let cases: Vec<(&str, serde_json::Value, Result<Vec<&str>, ServiceError>)> = vec![
+            // ingress-nginx status_test.go TestStatusAddressFromService cases, then ours.
+            ("clusterip", json!({"spec": {"type": "ClusterIP", "clusterIP": "1.1.1.1"}}), Ok(vec!["1.1.1.1"])),
+            ("type defaults to clusterip", json!({"spec": {"clusterIP": "1.1.1.1"}}), Ok(vec!["1.1.1.1"])),
+            (
+                "dual-stack clusterips",
+                json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.5", "clusterIPs": ["10.0.0.5", "fd00::5"]}}),
+                Ok(vec!["10.0.0.5", "fd00::5"]),
+            ),
+            (
+                "clusterip ignores externalips",
+                json!({"spec": {"type": "ClusterIP", "clusterIP": "1.1.1.1", "externalIPs": ["2.2.2.2"]}}),
+                Ok(vec!["1.1.1.1"]),
+            ),
+            (
+                "headless",
+                json!({"spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"]}}),
+                Err(ServiceError::Headless),
+            ),
+            ("clusterip not allocated", json!({"spec": {"type": "ClusterIP"}}), Err(ServiceError::NoClusterIp)),
+            (
+                "nodeport without externalips",
+                json!({"spec": {"type": "NodePort", "clusterIP": "1.1.1.1"}}),
+                Ok(vec!["1.1.1.1"]),
+            ),
+            (
+                "nodeport with externalips",
+                json!({"spec": {"type": "NodePort", "clusterIP": "1.1.1.1", "externalIPs": ["10.0.0.2", "10.0.0.1"]}}),
+                Ok(vec!["10.0.0.1", "10.0.0.2"]),
+            ),
+            (
+                "nodeport empty externalips",
+                json!({"spec": {"type": "NodePort", "clusterIP": "1.1.1.1", "externalIPs": []}}),
+                Ok(vec!["1.1.1.1"]),
+            ),
+            ("externalname", json!({"spec": {"type": "ExternalName", "externalName": "foo.bar"}}), Ok(vec!["foo.bar"])),
+            (
+                "externalname ip becomes ip",
+                json!({"spec": {"type": "ExternalName", "externalName": "10.1.1.1"}}),
+                Ok(vec!["10.1.1.1"]),
+            ),
+            (
+                "externalname empty",
+                json!({"spec": {"type": "ExternalName"}}),
+                Err(ServiceError::InvalidAddress(AddressError::Empty)),
+            ),
+            (
+                "loadbalancer ip",
+                json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}}}),
+                Ok(vec!["10.0.0.1"]),
+            ),
+            (
+                "loadbalancer hostname",
+                json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"hostname": "foo.bar"}]}}}),
+                Ok(vec!["foo.bar"]),
+            ),
+            (
+                "loadbalancer keeps ip and hostname together",
+                json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1", "hostname": "foo.bar"}]}}}),
+                Ok(vec!["foo.bar (10.0.0.1)"]),
+            ),
+            (
+                "loadbalancer plus externalips, lb ip deduplicated",
+                json!({"spec": {"type": "LoadBalancer", "externalIPs": ["10.0.0.1", "10.0.0.2"]},
+                       "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}, {"hostname": "foo.bar"}]}}}),
+                Ok(vec!["10.0.0.1", "10.0.0.2", "foo.bar"]),
+            ),
+            (
+                "loadbalancer pending",
+                json!({"spec": {"type": "LoadBalancer", "clusterIP": "1.1.1.1"}}),
+                Err(ServiceError::Pending),
+            ),
+            (
+                "loadbalancer pending with externalips",
+                json!({"spec": {"type": "LoadBalancer", "externalIPs": ["10.0.0.9"]}}),
+                Ok(vec!["10.0.0.9"]),
+            ),
+            (
+                "loadbalancer invalid entry",
+                json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "not-an-ip"}]}}}),
+                Err(ServiceError::InvalidAddress(AddressError::Invalid("not-an-ip".into()))),
+            ),
+            ("empty type", json!({"spec": {"type": ""}}), Err(ServiceError::UnsupportedType(String::new()))),
+            ("unknown type", json!({"spec": {"type": "Magic"}}), Err(ServiceError::UnsupportedType("Magic".into()))),
+        ];
+        for (name, input, want) in cases {
+            let want = want.map(|v| v.into_iter().map(String::from).collect());
+            assert_eq!(shown(addresses(&svc(input), false)), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn ports_dropped_unless_kept() {
+        let s = svc(json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [
+            {"ip": "10.0.0.1", "ports": [{"port": 443, "protocol": "TCP"}]}]}}}));
+        assert!(addresses(&s, false).unwrap()[0].ports.is_empty());
+        let kept = addresses(&s, true).unwrap();
+        assert_eq!(kept[0].ports, vec![PortStatus { port: 443, protocol: "TCP".into(), error: None }]);
+    }
+}

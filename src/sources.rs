@@ -1,0 +1,146 @@
+//! Where a policy's canonical addresses come from at request time: static lists held in the
+//! policy, and publish Services held in watch-fed caches. The request path only reads memory.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Service;
+use kube::{
+    Api, Client,
+    runtime::{WatchStreamExt, watcher},
+};
+
+use crate::{
+    address::Address,
+    config::{Policies, Policy, ServiceRef, Source},
+    service::{self, ServiceError},
+};
+
+/// Why a policy's source has no canonical addresses right now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unresolved {
+    #[error("Service {0} is not in the cache yet (watch not synced)")]
+    NotSynced(ServiceRef),
+    #[error("Service {0} not found")]
+    Missing(ServiceRef),
+    #[error("Service {0} {1}")]
+    Service(ServiceRef, ServiceError),
+}
+
+/// What a cache holds for one Service: its addresses with ports kept (policies that drop ports
+/// strip them at lookup).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    NotSynced,
+    Missing,
+    Resolved(Result<Vec<Address>, ServiceError>),
+}
+
+/// Lookup of the current canonical addresses of a policy. Implemented by [`SourceCache`];
+/// tests implement it with fixed values.
+pub trait Sources: Send + Sync {
+    fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved>;
+
+    /// Whether every source has been read at least once (readiness).
+    fn synced(&self) -> bool {
+        true
+    }
+
+    fn canonical(&self, policy: &Policy) -> Result<Vec<Address>, Unresolved> {
+        let with_ports = match &policy.source {
+            Source::Static(list) => return Ok(list.clone()),
+            Source::Service(svc) => self.service(svc)?,
+        };
+        if policy.keep_ports || with_ports.iter().all(|a| a.ports.is_empty()) {
+            return Ok(with_ports);
+        }
+        let stripped = with_ports.into_iter().map(|a| Address { ports: Vec::new(), ..a }).collect();
+        Ok(crate::address::canonicalize(stripped))
+    }
+}
+
+/// In-memory state of every publish Service, updated by [`SourceCache::run`].
+#[derive(Debug, Default)]
+pub struct SourceCache {
+    entries: RwLock<HashMap<ServiceRef, Entry>>,
+}
+
+impl SourceCache {
+    pub fn new(policies: &Policies) -> Arc<Self> {
+        let entries = policies.services().into_iter().map(|svc| (svc, Entry::NotSynced)).collect();
+        Arc::new(SourceCache { entries: RwLock::new(entries) })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ServiceRef, Entry>> {
+        // A panic while holding the lock cannot leave a half-written entry (insert is atomic).
+        self.entries.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn set(&self, svc: &ServiceRef, entry: Entry) {
+        let mut entries = self.entries.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let old = entries.insert(svc.clone(), entry.clone());
+        if old.as_ref() != Some(&entry) {
+            match &entry {
+                Entry::Resolved(Ok(addrs)) => {
+                    let shown: Vec<String> = addrs.iter().map(Address::display).collect();
+                    tracing::info!(service = %svc, addresses = %shown.join(","), "publish Service resolved");
+                }
+                Entry::Resolved(Err(e)) => {
+                    tracing::warn!(service = %svc, error = %e, "publish Service has no usable address")
+                }
+                Entry::Missing => tracing::warn!(service = %svc, "publish Service not found"),
+                Entry::NotSynced => {}
+            }
+        }
+    }
+
+    /// Watches every publish Service (one watch each, field-selected by name) until the
+    /// process ends. Watch errors are logged and retried with backoff; the cache keeps the
+    /// last known state meanwhile.
+    pub async fn run(self: Arc<Self>, client: Client) {
+        let services: Vec<ServiceRef> = self.read().keys().cloned().collect();
+        let watches = services.into_iter().map(|svc| {
+            let cache = self.clone();
+            let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace);
+            let config = watcher::Config::default().fields(&format!("metadata.name={}", svc.name));
+            async move {
+                let mut seen_in_init = false;
+                let mut events = watcher(api, config).default_backoff().boxed();
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(watcher::Event::Init) => seen_in_init = false,
+                        Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
+                            seen_in_init = true;
+                            cache.set(&svc, Entry::Resolved(service::addresses(&obj, true)));
+                        }
+                        Ok(watcher::Event::InitDone) if !seen_in_init => cache.set(&svc, Entry::Missing),
+                        Ok(watcher::Event::InitDone) => {}
+                        Ok(watcher::Event::Delete(_)) => cache.set(&svc, Entry::Missing),
+                        Err(e) => {
+                            tracing::warn!(service = %svc, error = %e, "watch of publish Service failed; retrying")
+                        }
+                    }
+                }
+            }
+        });
+        futures::future::join_all(watches).await;
+    }
+}
+
+impl Sources for SourceCache {
+    fn synced(&self) -> bool {
+        self.read().values().all(|e| *e != Entry::NotSynced)
+    }
+
+    fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
+        match self.read().get(svc) {
+            Some(Entry::Resolved(Ok(addrs))) => Ok(addrs.clone()),
+            Some(Entry::Resolved(Err(e))) => Err(Unresolved::Service(svc.clone(), e.clone())),
+            Some(Entry::Missing) => Err(Unresolved::Missing(svc.clone())),
+            Some(Entry::NotSynced) | None => Err(Unresolved::NotSynced(svc.clone())),
+        }
+    }
+}

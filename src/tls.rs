@@ -1,0 +1,85 @@
+//! TLS for the webhook listener: rustls with TLS 1.2 and 1.3, ALPN h2 and http/1.1, from PEM files
+//! or from an ephemeral self-signed certificate.
+
+use std::{path::Path, sync::Arc};
+
+use rustls::{
+    ServerConfig,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("--tls-cert {path}: cannot read: {source}")]
+    ReadCert { path: String, source: std::io::Error },
+    #[error("--tls-key {path}: cannot read: {source}")]
+    ReadKey { path: String, source: std::io::Error },
+    #[error("--tls-cert {path}: no PEM certificate found (expected -----BEGIN CERTIFICATE-----)")]
+    NoCert { path: String },
+    #[error("--tls-cert {path}: invalid PEM: {message}")]
+    BadCert { path: String, message: String },
+    #[error("--tls-key {path}: no PEM private key found (expected PKCS#8, PKCS#1 or SEC1)")]
+    NoKey { path: String },
+    #[error("--tls-cert/--tls-key: the key does not match the certificate, or is unusable: {0}")]
+    Mismatch(rustls::Error),
+}
+
+/// Builds the server configuration from a PEM certificate chain and private key.
+pub fn server_config(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert_path: &str,
+    key_path: &str,
+) -> Result<ServerConfig, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::BadCert { path: cert_path.to_owned(), message: e.to_string() })?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCert { path: cert_path.to_owned() });
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| TlsError::NoKey { path: key_path.to_owned() })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .expect("ring supports TLS 1.2 and 1.3")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(TlsError::Mismatch)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Reads `--tls-cert` and `--tls-key` and builds the server configuration.
+pub fn load(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
+    let (cert_path, key_path) = (cert.display().to_string(), key.display().to_string());
+    let cert_pem = std::fs::read(cert).map_err(|source| TlsError::ReadCert { path: cert_path.clone(), source })?;
+    let key_pem = std::fs::read(key).map_err(|source| TlsError::ReadKey { path: key_path.clone(), source })?;
+    server_config(&cert_pem, &key_pem, &cert_path, &key_path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_material_names_the_flag() {
+        let bundle = crate::certs::generate("test-ca", &["localhost".into()]).unwrap();
+        let other = crate::certs::generate("test-ca", &["localhost".into()]).unwrap();
+        let ok = server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "c.pem", "k.pem").unwrap();
+        assert_eq!(ok.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+
+        let err = |cert: &str, key: &str| {
+            server_config(cert.as_bytes(), key.as_bytes(), "c.pem", "k.pem").unwrap_err().to_string()
+        };
+        assert!(err("", &bundle.key_pem).starts_with("--tls-cert c.pem: no PEM certificate"));
+        assert!(err(&bundle.key_pem, &bundle.key_pem).starts_with("--tls-cert c.pem: no PEM certificate"));
+        assert!(err(&bundle.cert_pem, "garbage").starts_with("--tls-key k.pem: no PEM private key"));
+        assert!(err(&bundle.cert_pem, &other.key_pem).starts_with("--tls-cert/--tls-key: the key does not match"));
+        assert!(
+            load(Path::new("/nonexistent/c.pem"), Path::new("k.pem"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("--tls-cert /nonexistent/c.pem: cannot read")
+        );
+    }
+}
