@@ -1,7 +1,9 @@
 //! The command line: flags parsed with clap, validated into typed settings once, then handed to
 //! `serve` or `resolve`.
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use axum_server::tls_rustls::RustlsConfig;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use k8s_openapi::api::core::v1::Service;
@@ -132,6 +134,8 @@ pub enum CliError {
     Kube(String),
     #[error("{path}: {message}")]
     Manifest { path: String, message: String },
+    #[error("{flag} {addr}: cannot listen: {source}")]
+    Bind { flag: String, addr: SocketAddr, source: std::io::Error },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -184,14 +188,17 @@ pub async fn serve(args: ServeArgs) -> Result<(), CliError> {
         tokio::spawn(cache.clone().run(client));
     }
     let state = AppState::new(policies, cache);
+    let bind = |addr: SocketAddr, flag: &str| {
+        std::net::TcpListener::bind(addr).map_err(|e| CliError::Bind { flag: flag.to_owned(), addr, source: e })
+    };
     let listeners = Listeners {
-        webhook: args.listen,
-        admin: args.admin_listen,
-        tls,
+        webhook: bind(args.listen, "--listen")?,
+        admin: bind(args.admin_listen, "--admin-listen")?,
+        tls: RustlsConfig::from_config(Arc::new(tls)),
         max_body_bytes: args.max_body_bytes,
         drain: Duration::from_secs(args.drain_seconds),
     };
-    Ok(server::serve(state, listeners).await?)
+    Ok(server::serve(state, listeners, server::shutdown_signal()).await?)
 }
 
 async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {

@@ -3,7 +3,6 @@
 //! SIGTERM.
 
 use std::{
-    net::SocketAddr,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -136,26 +135,35 @@ fn log_decision(d: &review::Decision) {
     }
 }
 
-/// How `serve` listens.
+/// How `serve` listens. The sockets are bound by the caller, so tests can use port 0.
 pub struct Listeners {
-    pub webhook: SocketAddr,
-    pub admin: SocketAddr,
-    pub tls: rustls::ServerConfig,
+    pub webhook: std::net::TcpListener,
+    pub admin: std::net::TcpListener,
+    /// Shared with the certificate reloader, which swaps the configuration in place.
+    pub tls: RustlsConfig,
     pub max_body_bytes: usize,
-    /// Longest wait for in-flight reviews after SIGTERM.
+    /// Longest wait for in-flight reviews once shutdown starts.
     pub drain: Duration,
 }
 
-/// Serves until SIGTERM or Ctrl-C, then stops being ready, lets in-flight reviews finish and
-/// returns.
-pub async fn serve(state: Arc<AppState>, listeners: Listeners) -> std::io::Result<()> {
-    let handle = axum_server::Handle::new();
-    let admin = tokio::net::TcpListener::bind(listeners.admin).await?;
+/// Serves until `shutdown` completes, then stops being ready, lets in-flight reviews finish
+/// (up to `drain`) and returns.
+pub async fn serve(
+    state: Arc<AppState>,
+    listeners: Listeners,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    listeners.webhook.set_nonblocking(true)?;
+    listeners.admin.set_nonblocking(true)?;
+    let admin = tokio::net::TcpListener::from_std(listeners.admin)?;
     tracing::info!(address = %admin.local_addr()?, "admin server listening (/livez, /readyz)");
-    let admin_state = state.clone();
+    tracing::info!(address = %listeners.webhook.local_addr()?, "webhook listening (HTTPS, POST /mutate)");
+
+    let handle = axum_server::Handle::new();
     let (admin_stop_tx, admin_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let admin_app = admin_router(state.clone());
     let admin_task = tokio::spawn(async move {
-        axum::serve(admin, admin_router(admin_state))
+        axum::serve(admin, admin_app)
             .with_graceful_shutdown(async {
                 let _ = admin_stop_rx.await;
             })
@@ -166,29 +174,25 @@ pub async fn serve(state: Arc<AppState>, listeners: Listeners) -> std::io::Resul
     let shutdown_state = state.clone();
     let drain = listeners.drain;
     tokio::spawn(async move {
-        shutdown_signal().await;
+        shutdown.await;
         tracing::info!(drain_seconds = drain.as_secs(), "shutting down: not ready, draining in-flight reviews");
         shutdown_state.serving.store(false, Ordering::Relaxed);
         shutdown_handle.graceful_shutdown(Some(drain));
     });
 
-    let tls = RustlsConfig::from_config(Arc::new(listeners.tls));
-    let server = axum_server::bind_rustls(listeners.webhook, tls).handle(handle.clone());
     let app = webhook_router(state, listeners.max_body_bytes);
-    let log_handle = handle.clone();
-    tokio::spawn(async move {
-        if let Some(address) = log_handle.listening().await {
-            tracing::info!(%address, "webhook listening (HTTPS, POST /mutate)");
-        }
-    });
-    let result = server.serve(app.into_make_service()).await;
+    let result = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
+        .handle(handle)
+        .serve(app.into_make_service())
+        .await;
     let _ = admin_stop_tx.send(());
     let _ = admin_task.await;
     tracing::info!("stopped");
     result
 }
 
-async fn shutdown_signal() {
+/// Completes on SIGTERM (kubelet stopping the pod) or Ctrl-C.
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
