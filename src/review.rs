@@ -22,7 +22,9 @@ const MAX_WARNING: usize = 120;
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
     #[error("body is not a valid AdmissionReview: {0}")]
-    Json(serde_json::Error),
+    Json(String),
+    #[error("body is not a valid AdmissionReview: expected a JSON object")]
+    NotObject,
     #[error("kind must be \"AdmissionReview\", got {0:?}")]
     Kind(String),
     #[error("apiVersion must be \"admission.k8s.io/v1\" or \"admission.k8s.io/v1beta1\", got {0:?}")]
@@ -32,7 +34,7 @@ pub enum ReviewError {
     #[error("request.object is required for an Ingress status UPDATE")]
     MissingObject,
     #[error("request.object is not a valid Ingress: {0}")]
-    Object(serde_json::Error),
+    Object(String),
 }
 
 /// What the webhook did with a review; each maps to one response shape.
@@ -239,7 +241,11 @@ struct StatusOut {
 
 /// Decides one AdmissionReview.
 pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result<Decision, ReviewError> {
-    let review: ReviewIn = serde_json::from_slice(body).map_err(ReviewError::Json)?;
+    // serde reads a struct from a JSON array too, which would make the errors below confusing.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') && serde_json::from_slice::<de::IgnoredAny>(body).is_ok() {
+        return Err(ReviewError::NotObject);
+    }
+    let review: ReviewIn = serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn>(body)))?;
     let kind = review.kind.as_deref().unwrap_or("");
     if kind != "AdmissionReview" {
         return Err(ReviewError::Kind(kind.to_owned()));
@@ -286,7 +292,8 @@ pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result
     }
 
     let raw = request.object.ok_or(ReviewError::MissingObject)?;
-    let ingress: IngressIn = serde_json::from_str(raw.get()).map_err(ReviewError::Object)?;
+    let ingress: IngressIn =
+        serde_json::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))?;
     let class = ingress.spec.ingress_class_name.as_deref().or(ingress.metadata.annotations.as_deref());
     let Some(policy) = policies.governing(class) else {
         decision.outcome = Outcome::NotGoverned;
@@ -366,6 +373,18 @@ pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result
     Ok(finish(decision, api_version, response))
 }
 
+/// Parses again, off the fast path, to name the field that failed (`request.uid: missing ...`).
+fn explain<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Ok(_) => "unexpected trailing data".to_owned(),
+        Err(e) => {
+            let path = e.path().to_string();
+            if path == "." || path == "?" { e.into_inner().to_string() } else { format!("{path}: {}", e.into_inner()) }
+        }
+    }
+}
+
 fn finish(mut decision: Decision, api_version: &str, response: ResponseOut<'_>) -> Decision {
     let review = ReviewOut { api_version, kind: "AdmissionReview", response };
     decision.response = serde_json::to_vec(&review).expect("a response of strings and numbers always serializes");
@@ -397,4 +416,305 @@ fn warning(text: &str) -> String {
     let mut cut: String = text.chars().take(MAX_WARNING - 1).collect();
     cut.push('…');
     cut
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::{
+        config::{ClassScope, Policy, ServiceRef, Source},
+        sources::Unresolved,
+    };
+
+    const FIXTURE: &str = include_str!("../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+
+    /// Sources answering from a fixed value, for the one Service the tests use.
+    struct Fixed(Result<Vec<Address>, Unresolved>);
+    impl Sources for Fixed {
+        fn service(&self, _: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
+            self.0.clone()
+        }
+    }
+
+    fn policy(mode: Mode, classes: &[&str], source: Source) -> Policies {
+        Policies::new(vec![Policy {
+            name: "p".into(),
+            scope: ClassScope { classes: classes.iter().map(|c| c.to_string()).collect(), without_class: false },
+            source,
+            mode,
+            keep_ports: false,
+            on_unresolved: OnUnresolved::Allow,
+        }])
+        .unwrap()
+    }
+
+    fn static_policy(mode: Mode) -> Policies {
+        policy(mode, &[], Source::Static(address::parse_static_list("192.0.2.10,lb.example.test").unwrap()))
+    }
+
+    fn canonical_json() -> Value {
+        json!([{"ip": "192.0.2.10"}, {"hostname": "lb.example.test"}])
+    }
+
+    /// The fixture review with `status` replaced (`None` removes it) and optional edits.
+    fn review(status: Option<Value>, edit: impl FnOnce(&mut Value)) -> Value {
+        let mut review: Value = serde_json::from_str(FIXTURE).unwrap();
+        let object = &mut review["request"]["object"];
+        match status {
+            Some(status) => object["status"] = status,
+            None => {
+                object.as_object_mut().unwrap().remove("status");
+            }
+        }
+        edit(&mut review);
+        review
+    }
+
+    fn run(review: &Value, policies: &Policies, sources: &dyn Sources) -> (Decision, Value) {
+        let decision = decide(&serde_json::to_vec(review).unwrap(), policies, sources).unwrap();
+        let response: Value = serde_json::from_slice(&decision.response).unwrap();
+        (decision, response)
+    }
+
+    fn decoded_patch(response: &Value) -> Option<json_patch::Patch> {
+        let encoded = response["response"]["patch"].as_str()?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap();
+        Some(serde_json::from_slice(&bytes).expect("patch must be an RFC 6902 array"))
+    }
+
+    const NO_SERVICE: Fixed = Fixed(Err(Unresolved::NotSynced(ServiceRef { namespace: String::new(), name: String::new() })));
+
+    #[test]
+    fn patch_applies_to_every_status_shape_and_is_idempotent() {
+        let cases: Vec<(&str, Option<Value>)> = vec![
+            ("status absent", None),
+            ("status null", Some(Value::Null)),
+            ("status empty", Some(json!({}))),
+            ("loadBalancer null", Some(json!({"loadBalancer": null}))),
+            ("loadBalancer empty", Some(json!({"loadBalancer": {}}))),
+            ("ingress null", Some(json!({"loadBalancer": {"ingress": null}}))),
+            ("ingress empty", Some(json!({"loadBalancer": {"ingress": []}}))),
+            ("wrong values", Some(json!({"loadBalancer": {"ingress": [{"ip": "10.7.7.7"}, {"hostname": "old.example"}]}}))),
+            ("subset", Some(json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}))),
+            (
+                "right addresses with ports",
+                Some(json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10", "ports": [{"port": 80, "protocol": "TCP"}]}, {"hostname": "lb.example.test"}]}})),
+            ),
+        ];
+        let policies = static_policy(Mode::Enforce);
+        for (name, status) in cases {
+            let input = review(status, |_| {});
+            let (decision, response) = run(&input, &policies, &NO_SERVICE);
+            assert_eq!(decision.outcome, Outcome::Patched, "case {name}");
+            assert_eq!(response["response"]["patchType"], "JSONPatch", "case {name}");
+            let patch = decoded_patch(&response).unwrap_or_else(|| panic!("case {name}: no patch"));
+            for op in &patch.0 {
+                let path = serde_json::to_value(op).unwrap()["path"].as_str().unwrap().to_owned();
+                assert!(path.starts_with("/status"), "case {name}: patch touches {path}");
+            }
+            let mut object = input["request"]["object"].clone();
+            let spec_before = object["spec"].clone();
+            json_patch::patch(&mut object, &patch).unwrap_or_else(|e| panic!("case {name}: patch does not apply: {e}"));
+            assert_eq!(object["status"]["loadBalancer"]["ingress"], canonical_json(), "case {name}");
+            assert_eq!(object["spec"], spec_before, "case {name}");
+
+            let mut again = input.clone();
+            again["request"]["object"] = object;
+            let (second, response) = run(&again, &policies, &NO_SERVICE);
+            assert_eq!(second.outcome, Outcome::Unchanged, "case {name}: second pass");
+            assert!(response["response"].get("patch").is_none(), "case {name}: second pass patched");
+        }
+    }
+
+    #[test]
+    fn canonical_writes_are_not_patched() {
+        let policies = static_policy(Mode::Enforce);
+        for (name, list) in [
+            ("same order", json!([{"ip": "192.0.2.10"}, {"hostname": "lb.example.test"}])),
+            ("other order", json!([{"hostname": "lb.example.test"}, {"ip": "192.0.2.10"}])),
+            ("duplicated", json!([{"hostname": "lb.example.test"}, {"ip": "192.0.2.10"}, {"ip": "192.0.2.10"}])),
+        ] {
+            let (decision, response) = run(&review(Some(json!({"loadBalancer": {"ingress": list}})), |_| {}), &policies, &NO_SERVICE);
+            assert_eq!(decision.outcome, Outcome::Unchanged, "case {name}");
+            assert_eq!(response["response"], json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true}), "case {name}");
+        }
+    }
+
+    #[test]
+    fn golden_wire_format() {
+        let (_, response) = run(&serde_json::from_str(FIXTURE).unwrap(), &static_policy(Mode::Enforce), &NO_SERVICE);
+        assert_eq!(
+            response,
+            json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {
+                    "uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a",
+                    "allowed": true,
+                    "patchType": "JSONPatch",
+                    // base64 of [{"op":"replace","path":"/status/loadBalancer/ingress","value":[{"ip":"192.0.2.10"},{"hostname":"lb.example.test"}]}]
+                    "patch": "W3sib3AiOiJyZXBsYWNlIiwicGF0aCI6Ii9zdGF0dXMvbG9hZEJhbGFuY2VyL2luZ3Jlc3MiLCJ2YWx1ZSI6W3siaXAiOiIxOTIuMC4yLjEwIn0seyJob3N0bmFtZSI6ImxiLmV4YW1wbGUudGVzdCJ9XX1d",
+                    "warnings": ["status.loadBalancer.ingress rewritten to [192.0.2.10,lb.example.test] by policy p"],
+                    "auditAnnotations": {"action": "patched", "attempted": "10.7.7.7", "canonical": "192.0.2.10,lb.example.test", "policy": "p"}
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn v1beta1_reviews_are_answered_in_v1beta1() {
+        let input = review(None, |r| r["apiVersion"] = json!("admission.k8s.io/v1beta1"));
+        let (_, response) = run(&input, &static_policy(Mode::Enforce), &NO_SERVICE);
+        assert_eq!(response["apiVersion"], "admission.k8s.io/v1beta1");
+        assert_eq!(response["response"]["uid"], "0f3cb218-7947-4a5f-839c-6e300a5ae86a");
+    }
+
+    #[test]
+    fn class_scoping() {
+        let policies = policy(Mode::Enforce, &["nginx"], Source::Static(address::parse_static_list("192.0.2.10").unwrap()));
+        let with = |class: Option<&str>, annotation: Option<&str>| {
+            review(None, |r| {
+                let object = &mut r["request"]["object"];
+                if let Some(class) = class {
+                    object["spec"]["ingressClassName"] = json!(class);
+                }
+                if let Some(a) = annotation {
+                    object["metadata"]["annotations"][CLASS_ANNOTATION] = json!(a);
+                }
+            })
+        };
+        let cases = [
+            ("class field", with(Some("nginx"), None), Outcome::Patched),
+            ("class annotation", with(None, Some("nginx")), Outcome::Patched),
+            ("other class", with(Some("traefik"), None), Outcome::NotGoverned),
+            ("other class annotation", with(None, Some("traefik")), Outcome::NotGoverned),
+            ("class-less", with(None, None), Outcome::NotGoverned),
+        ];
+        for (name, input, want) in cases {
+            let (decision, response) = run(&input, &policies, &NO_SERVICE);
+            assert_eq!(decision.outcome, want, "case {name}");
+            if want == Outcome::NotGoverned {
+                assert_eq!(response["response"], json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true}));
+            }
+        }
+    }
+
+    #[test]
+    fn modes() {
+        let input: Value = serde_json::from_str(FIXTURE).unwrap();
+        let (decision, response) = run(&input, &static_policy(Mode::Audit), &NO_SERVICE);
+        assert_eq!(decision.outcome, Outcome::Audited);
+        assert_eq!(response["response"]["allowed"], true);
+        assert!(response["response"].get("patch").is_none());
+        assert_eq!(response["response"]["auditAnnotations"]["action"], "audited");
+        assert!(response["response"]["warnings"][0].as_str().unwrap().contains("audit mode"));
+
+        let (decision, response) = run(&input, &static_policy(Mode::Deny), &NO_SERVICE);
+        assert_eq!(decision.outcome, Outcome::Denied);
+        assert_eq!(response["response"]["allowed"], false);
+        assert!(response["response"].get("patch").is_none());
+        assert_eq!(response["response"]["status"]["code"], 403);
+        let message = response["response"]["status"]["message"].as_str().unwrap();
+        assert_eq!(message, "ingress-status-guard policy \"p\" requires status.loadBalancer.ingress [192.0.2.10,lb.example.test], not [10.7.7.7]");
+    }
+
+    #[test]
+    fn service_source_and_unresolved() {
+        let svc: ServiceRef = "ingress/lb".parse().unwrap();
+        let mut policies = policy(Mode::Enforce, &[], Source::Service(svc.clone()));
+        let input: Value = serde_json::from_str(FIXTURE).unwrap();
+
+        let resolved = Fixed(Ok(address::parse_static_list("203.0.113.5").unwrap()));
+        let (decision, response) = run(&input, &policies, &resolved);
+        assert_eq!(decision.outcome, Outcome::Patched);
+        assert_eq!(decision.canonical, address::parse_static_list("203.0.113.5").unwrap());
+        assert!(decoded_patch(&response).is_some());
+
+        let missing = Fixed(Err(Unresolved::Missing(svc.clone())));
+        let (decision, response) = run(&input, &policies, &missing);
+        assert_eq!(decision.outcome, Outcome::Unresolved);
+        assert_eq!(response["response"]["allowed"], true);
+        assert!(response["response"].get("patch").is_none());
+        assert_eq!(response["response"]["warnings"][0], "canonical address unknown (Service ingress/lb not found); status left as written");
+
+        policies = Policies::new(
+            policies.iter().cloned().map(|p| Policy { on_unresolved: OnUnresolved::Deny, ..p }).collect(),
+        )
+        .unwrap();
+        let (decision, response) = run(&input, &policies, &missing);
+        assert_eq!(decision.outcome, Outcome::Denied);
+        assert_eq!(response["response"]["allowed"], false);
+        assert!(response["response"]["status"]["message"].as_str().unwrap().contains("Service ingress/lb not found"));
+    }
+
+    #[test]
+    fn ports_kept_by_policy() {
+        let svc: ServiceRef = "ingress/lb".parse().unwrap();
+        let with_port = Address {
+            ports: vec![address::PortStatus { port: 443, protocol: "TCP".into(), error: None }],
+            ..Address::parse("203.0.113.5").unwrap()
+        };
+        let sources = Fixed(Ok(vec![with_port.clone()]));
+        let input: Value = serde_json::from_str(FIXTURE).unwrap();
+        let dropping = policy(Mode::Enforce, &[], Source::Service(svc.clone()));
+        assert_eq!(run(&input, &dropping, &sources).0.canonical, vec![Address::parse("203.0.113.5").unwrap()]);
+        let keeping = Policies::new(dropping.iter().cloned().map(|p| Policy { keep_ports: true, ..p }).collect()).unwrap();
+        assert_eq!(run(&input, &keeping, &sources).0.canonical, vec![with_port]);
+    }
+
+    #[test]
+    fn requests_that_are_not_ingress_status_updates_pass() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+            ("create", Box::new(|r: &mut Value| r["request"]["operation"] = json!("CREATE"))),
+            ("main resource", Box::new(|r: &mut Value| r["request"].as_object_mut().unwrap().remove("subResource").map(drop).unwrap_or(()))),
+            ("service status", Box::new(|r: &mut Value| r["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Service"}))),
+        ];
+        for (name, edit) in cases {
+            let input = review(None, edit);
+            let (decision, response) = run(&input, &static_policy(Mode::Enforce), &NO_SERVICE);
+            assert_eq!(decision.outcome, Outcome::Ignored, "case {name}");
+            assert!(decision.detail.as_deref().unwrap().contains("not an Ingress status UPDATE"), "case {name}");
+            assert_eq!(response["response"], json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true}), "case {name}");
+        }
+    }
+
+    #[test]
+    fn malformed_reviews_say_what_is_wrong() {
+        let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+        let edited = |edit: &dyn Fn(&mut Value)| {
+            let mut v = fixture.clone();
+            edit(&mut v);
+            serde_json::to_vec(&v).unwrap()
+        };
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            ("not json", b"{".to_vec(), "body is not a valid AdmissionReview: EOF while parsing"),
+            ("array", b"[]".to_vec(), "body is not a valid AdmissionReview: expected a JSON object"),
+            ("wrong kind", edited(&|v| v["kind"] = json!("Pod")), "kind must be \"AdmissionReview\", got \"Pod\""),
+            ("wrong version", edited(&|v| v["apiVersion"] = json!("v1")), "apiVersion must be"),
+            ("no request", edited(&|v| drop(v.as_object_mut().unwrap().remove("request"))), "AdmissionReview has no request"),
+            ("no uid", edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("uid"))), "body is not a valid AdmissionReview: request: missing field `uid`"),
+            ("no object", edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("object"))), "request.object is required"),
+            (
+                "bad status",
+                edited(&|v| v["request"]["object"]["status"] = json!({"loadBalancer": {"ingress": [{"ip": 7}]}})),
+                "request.object is not a valid Ingress: status.loadBalancer.ingress[0].ip: invalid type: integer `7`",
+            ),
+        ];
+        for (name, body, want) in cases {
+            let err = decide(&body, &static_policy(Mode::Enforce), &NO_SERVICE).unwrap_err().to_string();
+            assert!(err.starts_with(want), "case {name}: {err}");
+        }
+    }
+
+    #[test]
+    fn warnings_fit_kubectl() {
+        let many: Vec<String> = (1..=40).map(|i| format!("192.0.2.{i}")).collect();
+        let policies = policy(Mode::Enforce, &[], Source::Static(address::parse_static_list(&many.join(",")).unwrap()));
+        let (_, response) = run(&serde_json::from_str(FIXTURE).unwrap(), &policies, &NO_SERVICE);
+        let warning = response["response"]["warnings"][0].as_str().unwrap();
+        assert_eq!(warning.chars().count(), MAX_WARNING);
+        assert!(warning.ends_with('…') && !warning.starts_with("Warning:"));
+    }
 }
