@@ -12,6 +12,9 @@ use crate::{
     address::{self, Address},
     certs,
     config::{self, ConfigError, FlagPolicy, Mode, OnUnresolved, Policies, ServiceRef},
+    events,
+    metrics::Metrics,
+    reload,
     server::{self, AppState, Listeners},
     service,
     sources::SourceCache,
@@ -47,6 +50,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print the canonical addresses for a source as JSON, without a cluster.
     Resolve(ResolveArgs),
+    /// Make serving certificates: into files (`generate`) or, in a cluster, into the serving
+    /// Secret and the webhook configuration's caBundle (`bootstrap`).
+    Certs(certs::CertsArgs),
 }
 
 #[derive(Args, Debug)]
@@ -63,6 +69,10 @@ pub struct ServeArgs {
     /// Private key of the serving certificate (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, env = "ISG_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by a CA in this PEM file (mTLS with the API server).
+    /// Reloaded, like --tls-cert and --tls-key, when it changes.
+    #[arg(long, env = "ISG_CLIENT_CA", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
     /// Largest AdmissionReview body accepted, in bytes (the API server caps objects at 3 MiB).
     #[arg(long, env = "ISG_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -72,6 +82,10 @@ pub struct ServeArgs {
     /// kubeconfig for watching publish Services; default: in-cluster config, then KUBECONFIG.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Do not write Kubernetes Events about rogue writes (logs, metrics, warnings and audit
+    /// annotations still report them).
+    #[arg(long, env = "ISG_NO_EVENTS")]
+    pub no_events: bool,
     /// YAML file with several policies (see README); replaces the policy flags below.
     #[arg(long, env = "ISG_CONFIG", conflicts_with_all = ["publish_service", "publish_status_address", "ingress_class", "watch_ingress_without_class", "mode", "keep_ports", "on_unresolved"])]
     pub config: Option<PathBuf>,
@@ -159,10 +173,14 @@ impl ServeArgs {
         Policies::new(vec![policy])
     }
 
+    /// The TLS files to serve with and watch, if given.
+    fn cert_files(&self) -> Option<reload::CertFiles> {
+        let (cert, key) = (self.tls_cert.clone()?, self.tls_key.clone()?);
+        Some(reload::CertFiles { cert, key, client_ca: self.client_ca.clone() })
+    }
+
+    /// The ephemeral configuration used without --tls-cert/--tls-key.
     fn tls(&self) -> Result<rustls::ServerConfig, CliError> {
-        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            return Ok(tls::load(cert, key)?);
-        }
         let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
         let bundle = certs::generate("ingress-status-guard ephemeral CA", &names)?;
         let dir = std::env::temp_dir().join(format!("ingress-status-guard-{}", std::process::id()));
@@ -181,27 +199,48 @@ pub async fn serve(args: ServeArgs) -> Result<(), CliError> {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
         tracing::info!(policy = %p.name, classes = %classes, without_class = p.scope.without_class, source = %p.source, mode = %p.mode, "policy loaded");
     }
-    let tls = args.tls()?;
+    let (tls, _reloader) = match args.cert_files() {
+        Some(files) => reload::start(files, reload::POLL_INTERVAL).await.map(|(tls, r)| (tls, Some(r)))?,
+        None => (RustlsConfig::from_config(Arc::new(args.tls()?)), None),
+    };
     let cache = SourceCache::new(&policies);
-    if !policies.services().is_empty() {
-        let client = kube_client(args.kubeconfig.as_deref()).await?;
-        tokio::spawn(cache.clone().run(client));
+    // A Service source needs a cluster; Events only use one when there is one to use.
+    let client = if !policies.services().is_empty() {
+        Some(kube_client(args.kubeconfig.as_deref()).await?)
+    } else if args.no_events {
+        None
+    } else {
+        kube_client(args.kubeconfig.as_deref())
+            .await
+            .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events about rogue writes are off"))
+            .ok()
+    };
+    if let Some(client) = &client {
+        tokio::spawn(cache.clone().run(client.clone()));
     }
-    let state = AppState::new(policies, cache);
+    let metrics = Arc::new(Metrics::new());
+    let events = match (&client, args.no_events) {
+        (Some(client), false) => {
+            let instance = std::env::var("POD_NAME").ok().or_else(|| std::env::var("HOSTNAME").ok());
+            Some(events::start(client.clone(), instance, metrics.clone()))
+        }
+        _ => None,
+    };
+    let state = AppState::with(policies, cache, metrics, events);
     let bind = |addr: SocketAddr, flag: &str| {
         std::net::TcpListener::bind(addr).map_err(|e| CliError::Bind { flag: flag.to_owned(), addr, source: e })
     };
     let listeners = Listeners {
         webhook: bind(args.listen, "--listen")?,
         admin: bind(args.admin_listen, "--admin-listen")?,
-        tls: RustlsConfig::from_config(Arc::new(tls)),
+        tls,
         max_body_bytes: args.max_body_bytes,
         drain: Duration::from_secs(args.drain_seconds),
     };
     Ok(server::serve(state, listeners, server::shutdown_signal()).await?)
 }
 
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
+pub(crate) async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -267,6 +306,7 @@ pub fn main() -> std::process::ExitCode {
     init_logging(cli.log_format, cli.log_level.as_deref());
     let result = match cli.command {
         Command::Resolve(args) => resolve(&args).map(|json| println!("{json}")),
+        Command::Certs(args) => certs::run(args).map_err(CliError::from),
         Command::Serve(args) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(runtime) => runtime.block_on(serve(args)),
             Err(e) => Err(CliError::Io(e)),

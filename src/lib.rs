@@ -5,10 +5,14 @@
 //! returns values; the edges ([`sources`] watches, [`server`] HTTP and TLS, [`cli`]) do the I/O.
 
 pub mod address;
+pub mod audit;
 pub mod certs;
 pub mod cli;
 pub mod config;
+pub mod events;
+pub mod metrics;
 pub mod patch;
+pub mod reload;
 pub mod review;
 pub mod server;
 pub mod service;

@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::{
     address::{self, Address},
+    audit::{Finding, Writer, joined},
     config::{Mode, OnUnresolved, Policies},
     patch::{self, StatusShape},
     sources::Sources,
@@ -86,11 +87,12 @@ pub struct Decision {
     /// `namespace/name` of the reviewed object.
     pub object: String,
     pub policy: Option<String>,
-    pub attempted: Vec<Address>,
+    /// The canonical addresses, when the Ingress is governed and its source resolved.
     pub canonical: Vec<Address>,
     /// Why the policy's source is unresolved, or what the ignored request was.
     pub detail: Option<String>,
-    pub username: String,
+    /// Set when a governed write differs from the canonical addresses.
+    pub finding: Option<Finding>,
     pub dry_run: bool,
 }
 
@@ -139,6 +141,8 @@ struct GroupVersionKind {
 struct UserInfo {
     #[serde(default)]
     username: String,
+    #[serde(default)]
+    groups: Vec<String>,
 }
 
 /// The parts of an Ingress the decision reads; everything else is skipped unparsed.
@@ -155,6 +159,8 @@ struct IngressIn {
 
 #[derive(Deserialize, Default)]
 struct MetadataIn {
+    #[serde(default)]
+    uid: Option<String>,
     #[serde(default, deserialize_with = "class_annotation")]
     annotations: Option<String>,
 }
@@ -242,7 +248,9 @@ struct StatusOut {
 /// Decides one AdmissionReview.
 pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result<Decision, ReviewError> {
     // serde reads a struct from a JSON array too, which would make the errors below confusing.
-    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') && serde_json::from_slice::<de::IgnoredAny>(body).is_ok() {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
+        && serde_json::from_slice::<de::IgnoredAny>(body).is_ok()
+    {
         return Err(ReviewError::NotObject);
     }
     let review: ReviewIn = serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn>(body)))?;
@@ -261,10 +269,9 @@ pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result
         uid: request.uid.clone(),
         object: format!("{}/{}", request.namespace.as_deref().unwrap_or(""), request.name.as_deref().unwrap_or("")),
         policy: None,
-        attempted: Vec::new(),
         canonical: Vec::new(),
         detail: None,
-        username: request.user_info.username.clone(),
+        finding: None,
         dry_run: request.dry_run.unwrap_or(false),
     };
     let mut response = ResponseOut {
@@ -301,7 +308,7 @@ pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result
     };
     decision.policy = Some(policy.name.clone());
     let written = ingress.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_deref());
-    decision.attempted = written.map(<[Address]>::to_vec).unwrap_or_default();
+    let attempted = written.map(<[Address]>::to_vec).unwrap_or_default();
 
     let canonical = match sources.canonical(policy) {
         Ok(canonical) => canonical,
@@ -331,14 +338,15 @@ pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result
     };
     decision.canonical = canonical;
 
-    if address::same_set(&decision.attempted, &decision.canonical) {
+    if address::same_set(&attempted, &decision.canonical) {
         decision.outcome = Outcome::Unchanged;
         return Ok(finish(decision, api_version, response));
     }
 
     let canonical_text = joined(&decision.canonical);
+    let attempted_text = joined(&attempted);
     response.audit_annotations.insert("policy", policy.name.clone());
-    response.audit_annotations.insert("attempted", joined(&decision.attempted));
+    response.audit_annotations.insert("attempted", attempted_text.clone());
     response.audit_annotations.insert("canonical", canonical_text.clone());
     match policy.mode {
         Mode::Enforce => {
@@ -363,13 +371,25 @@ pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result
             response.allowed = false;
             response.status = Some(forbidden(format!(
                 "ingress-status-guard policy {:?} requires status.loadBalancer.ingress [{canonical_text}], not [{}]",
-                policy.name,
-                joined(&decision.attempted)
+                policy.name, attempted_text
             )));
             decision.outcome = Outcome::Denied;
         }
     }
     response.audit_annotations.insert("action", decision.outcome.as_str().to_owned());
+    decision.finding = Some(Finding {
+        uid: request.uid.clone(),
+        object_uid: ingress.metadata.uid.clone(),
+        namespace: request.namespace.clone().unwrap_or_default(),
+        name: request.name.clone().unwrap_or_default(),
+        class: class.map(str::to_owned),
+        policy: policy.name.clone(),
+        writer: Writer::new(request.user_info.username.clone(), request.user_info.groups.clone()),
+        attempted,
+        canonical: decision.canonical.clone(),
+        action: decision.outcome,
+        dry_run: decision.dry_run,
+    });
     Ok(finish(decision, api_version, response))
 }
 
@@ -402,10 +422,6 @@ fn shape(status: Option<&StatusIn>) -> StatusShape {
 
 fn forbidden(message: String) -> StatusOut {
     StatusOut { code: 403, reason: "Forbidden", message }
-}
-
-fn joined(list: &[Address]) -> String {
-    list.iter().map(Address::display).collect::<Vec<_>>().join(",")
 }
 
 /// Cuts a warning to what kubectl shows in full, on a character boundary.
@@ -484,7 +500,8 @@ mod tests {
         Some(serde_json::from_slice(&bytes).expect("patch must be an RFC 6902 array"))
     }
 
-    const NO_SERVICE: Fixed = Fixed(Err(Unresolved::NotSynced(ServiceRef { namespace: String::new(), name: String::new() })));
+    const NO_SERVICE: Fixed =
+        Fixed(Err(Unresolved::NotSynced(ServiceRef { namespace: String::new(), name: String::new() })));
 
     #[test]
     fn patch_applies_to_every_status_shape_and_is_idempotent() {
@@ -496,11 +513,16 @@ mod tests {
             ("loadBalancer empty", Some(json!({"loadBalancer": {}}))),
             ("ingress null", Some(json!({"loadBalancer": {"ingress": null}}))),
             ("ingress empty", Some(json!({"loadBalancer": {"ingress": []}}))),
-            ("wrong values", Some(json!({"loadBalancer": {"ingress": [{"ip": "10.7.7.7"}, {"hostname": "old.example"}]}}))),
+            (
+                "wrong values",
+                Some(json!({"loadBalancer": {"ingress": [{"ip": "10.7.7.7"}, {"hostname": "old.example"}]}})),
+            ),
             ("subset", Some(json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}))),
             (
                 "right addresses with ports",
-                Some(json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10", "ports": [{"port": 80, "protocol": "TCP"}]}, {"hostname": "lb.example.test"}]}})),
+                Some(
+                    json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10", "ports": [{"port": 80, "protocol": "TCP"}]}, {"hostname": "lb.example.test"}]}}),
+                ),
             ),
         ];
         let policies = static_policy(Mode::Enforce);
@@ -536,9 +558,14 @@ mod tests {
             ("other order", json!([{"hostname": "lb.example.test"}, {"ip": "192.0.2.10"}])),
             ("duplicated", json!([{"hostname": "lb.example.test"}, {"ip": "192.0.2.10"}, {"ip": "192.0.2.10"}])),
         ] {
-            let (decision, response) = run(&review(Some(json!({"loadBalancer": {"ingress": list}})), |_| {}), &policies, &NO_SERVICE);
+            let (decision, response) =
+                run(&review(Some(json!({"loadBalancer": {"ingress": list}})), |_| {}), &policies, &NO_SERVICE);
             assert_eq!(decision.outcome, Outcome::Unchanged, "case {name}");
-            assert_eq!(response["response"], json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true}), "case {name}");
+            assert_eq!(
+                response["response"],
+                json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true}),
+                "case {name}"
+            );
         }
     }
 
@@ -573,7 +600,8 @@ mod tests {
 
     #[test]
     fn class_scoping() {
-        let policies = policy(Mode::Enforce, &["nginx"], Source::Static(address::parse_static_list("192.0.2.10").unwrap()));
+        let policies =
+            policy(Mode::Enforce, &["nginx"], Source::Static(address::parse_static_list("192.0.2.10").unwrap()));
         let with = |class: Option<&str>, annotation: Option<&str>| {
             review(None, |r| {
                 let object = &mut r["request"]["object"];
@@ -596,7 +624,10 @@ mod tests {
             let (decision, response) = run(&input, &policies, &NO_SERVICE);
             assert_eq!(decision.outcome, want, "case {name}");
             if want == Outcome::NotGoverned {
-                assert_eq!(response["response"], json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true}));
+                assert_eq!(
+                    response["response"],
+                    json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true})
+                );
             }
         }
     }
@@ -617,7 +648,10 @@ mod tests {
         assert!(response["response"].get("patch").is_none());
         assert_eq!(response["response"]["status"]["code"], 403);
         let message = response["response"]["status"]["message"].as_str().unwrap();
-        assert_eq!(message, "ingress-status-guard policy \"p\" requires status.loadBalancer.ingress [192.0.2.10,lb.example.test], not [10.7.7.7]");
+        assert_eq!(
+            message,
+            "ingress-status-guard policy \"p\" requires status.loadBalancer.ingress [192.0.2.10,lb.example.test], not [10.7.7.7]"
+        );
     }
 
     #[test]
@@ -637,7 +671,10 @@ mod tests {
         assert_eq!(decision.outcome, Outcome::Unresolved);
         assert_eq!(response["response"]["allowed"], true);
         assert!(response["response"].get("patch").is_none());
-        assert_eq!(response["response"]["warnings"][0], "canonical address unknown (Service ingress/lb not found); status left as written");
+        assert_eq!(
+            response["response"]["warnings"][0],
+            "canonical address unknown (Service ingress/lb not found); status left as written"
+        );
 
         policies = Policies::new(
             policies.iter().cloned().map(|p| Policy { on_unresolved: OnUnresolved::Deny, ..p }).collect(),
@@ -660,7 +697,8 @@ mod tests {
         let input: Value = serde_json::from_str(FIXTURE).unwrap();
         let dropping = policy(Mode::Enforce, &[], Source::Service(svc.clone()));
         assert_eq!(run(&input, &dropping, &sources).0.canonical, vec![Address::parse("203.0.113.5").unwrap()]);
-        let keeping = Policies::new(dropping.iter().cloned().map(|p| Policy { keep_ports: true, ..p }).collect()).unwrap();
+        let keeping =
+            Policies::new(dropping.iter().cloned().map(|p| Policy { keep_ports: true, ..p }).collect()).unwrap();
         assert_eq!(run(&input, &keeping, &sources).0.canonical, vec![with_port]);
     }
 
@@ -668,15 +706,29 @@ mod tests {
     fn requests_that_are_not_ingress_status_updates_pass() {
         let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
             ("create", Box::new(|r: &mut Value| r["request"]["operation"] = json!("CREATE"))),
-            ("main resource", Box::new(|r: &mut Value| r["request"].as_object_mut().unwrap().remove("subResource").map(drop).unwrap_or(()))),
-            ("service status", Box::new(|r: &mut Value| r["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Service"}))),
+            (
+                "main resource",
+                Box::new(|r: &mut Value| {
+                    r["request"].as_object_mut().unwrap().remove("subResource").map(drop).unwrap_or(())
+                }),
+            ),
+            (
+                "service status",
+                Box::new(|r: &mut Value| {
+                    r["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Service"})
+                }),
+            ),
         ];
         for (name, edit) in cases {
             let input = review(None, edit);
             let (decision, response) = run(&input, &static_policy(Mode::Enforce), &NO_SERVICE);
             assert_eq!(decision.outcome, Outcome::Ignored, "case {name}");
             assert!(decision.detail.as_deref().unwrap().contains("not an Ingress status UPDATE"), "case {name}");
-            assert_eq!(response["response"], json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true}), "case {name}");
+            assert_eq!(
+                response["response"],
+                json!({"uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "allowed": true}),
+                "case {name}"
+            );
         }
     }
 
@@ -693,9 +745,21 @@ mod tests {
             ("array", b"[]".to_vec(), "body is not a valid AdmissionReview: expected a JSON object"),
             ("wrong kind", edited(&|v| v["kind"] = json!("Pod")), "kind must be \"AdmissionReview\", got \"Pod\""),
             ("wrong version", edited(&|v| v["apiVersion"] = json!("v1")), "apiVersion must be"),
-            ("no request", edited(&|v| drop(v.as_object_mut().unwrap().remove("request"))), "AdmissionReview has no request"),
-            ("no uid", edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("uid"))), "body is not a valid AdmissionReview: request: missing field `uid`"),
-            ("no object", edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("object"))), "request.object is required"),
+            (
+                "no request",
+                edited(&|v| drop(v.as_object_mut().unwrap().remove("request"))),
+                "AdmissionReview has no request",
+            ),
+            (
+                "no uid",
+                edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("uid"))),
+                "body is not a valid AdmissionReview: request: missing field `uid`",
+            ),
+            (
+                "no object",
+                edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("object"))),
+                "request.object is required",
+            ),
             (
                 "bad status",
                 edited(&|v| v["request"]["object"]["status"] = json!({"loadBalancer": {"ingress": [{"ip": 7}]}})),
@@ -716,5 +780,55 @@ mod tests {
         let warning = response["response"]["warnings"][0].as_str().unwrap();
         assert_eq!(warning.chars().count(), MAX_WARNING);
         assert!(warning.ends_with('…') && !warning.starts_with("Warning:"));
+    }
+
+    #[test]
+    fn findings_classify_writes() {
+        let rogue = |edit: &dyn Fn(&mut Value)| {
+            review(Some(json!({"loadBalancer": {"ingress": [{"ip": "10.9.9.9"}]}})), |r| {
+                r["request"]["userInfo"] = json!({"username": "system:serviceaccount:kube-system:old-controller", "groups": ["system:serviceaccounts"]});
+                edit(r)
+            })
+        };
+        let canonical = review(Some(json!({"loadBalancer": {"ingress": canonical_json()}})), |_| {});
+        let other_class = rogue(&|r| r["request"]["object"]["spec"]["ingressClassName"] = json!("traefik"));
+        let dry_run = rogue(&|r| r["request"]["dryRun"] = json!(true));
+        let nginx_only =
+            policy(Mode::Enforce, &["nginx"], Source::Static(address::parse_static_list("192.0.2.10").unwrap()));
+        let cases: Vec<(&str, Value, Policies, Option<(Outcome, bool)>)> = vec![
+            ("matching write", canonical, static_policy(Mode::Enforce), None),
+            ("not governed", other_class, nginx_only, None),
+            ("mismatch, enforce", rogue(&|_| {}), static_policy(Mode::Enforce), Some((Outcome::Patched, false))),
+            ("mismatch, audit", rogue(&|_| {}), static_policy(Mode::Audit), Some((Outcome::Audited, false))),
+            ("mismatch, deny", rogue(&|_| {}), static_policy(Mode::Deny), Some((Outcome::Denied, false))),
+            ("mismatch, dry run", dry_run, static_policy(Mode::Enforce), Some((Outcome::Patched, true))),
+        ];
+        for (name, input, policies, want) in cases {
+            let (decision, _) = run(&input, &policies, &NO_SERVICE);
+            let got = decision.finding.as_ref().map(|f| (f.action, f.dry_run));
+            assert_eq!(got, want, "case {name}");
+            if let Some(f) = decision.finding {
+                assert_eq!(f.uid, "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "case {name}");
+                assert_eq!(f.object_uid.as_deref(), Some("8d85ab45-0193-4e14-b7ab-45d58c9dc450"), "case {name}");
+                assert_eq!(
+                    (f.namespace.as_str(), f.name.as_str(), f.policy.as_str()),
+                    ("default", "demo-ing", "p"),
+                    "case {name}"
+                );
+                assert_eq!(f.writer.username, "system:serviceaccount:kube-system:old-controller", "case {name}");
+                assert_eq!(f.writer.groups, ["system:serviceaccounts"], "case {name}");
+                assert_eq!(
+                    f.writer.service_account,
+                    Some(("kube-system".into(), "old-controller".into())),
+                    "case {name}"
+                );
+                assert_eq!(f.attempted, address::parse_static_list("10.9.9.9").unwrap(), "case {name}");
+                assert_eq!(
+                    f.canonical,
+                    address::parse_static_list("192.0.2.10,lb.example.test").unwrap(),
+                    "case {name}"
+                );
+            }
+        }
     }
 }

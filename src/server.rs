@@ -7,7 +7,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use axum::{
@@ -22,6 +22,8 @@ use axum_server::tls_rustls::RustlsConfig;
 
 use crate::{
     config::Policies,
+    events::EventSink,
+    metrics::Metrics,
     review::{self, Outcome},
     sources::Sources,
 };
@@ -30,13 +32,25 @@ use crate::{
 pub struct AppState {
     pub policies: Policies,
     pub sources: Arc<dyn Sources>,
+    pub metrics: Arc<Metrics>,
+    /// Where findings go to become Kubernetes Events; `None` without a cluster.
+    pub events: Option<EventSink>,
     /// Cleared on SIGTERM so load balancers stop sending before the listener closes.
     pub serving: AtomicBool,
 }
 
 impl AppState {
     pub fn new(policies: Policies, sources: Arc<dyn Sources>) -> Arc<Self> {
-        Arc::new(AppState { policies, sources, serving: AtomicBool::new(true) })
+        Self::with(policies, sources, Arc::new(Metrics::new()), None)
+    }
+
+    pub fn with(
+        policies: Policies,
+        sources: Arc<dyn Sources>,
+        metrics: Arc<Metrics>,
+        events: Option<EventSink>,
+    ) -> Arc<Self> {
+        Arc::new(AppState { policies, sources, metrics, events, serving: AtomicBool::new(true) })
     }
 
     pub fn ready(&self) -> bool {
@@ -53,9 +67,21 @@ pub fn webhook_router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .with_state(state)
 }
 
-/// The admin router: liveness and readiness.
+/// The admin router: liveness, readiness and Prometheus metrics.
 pub fn admin_router(state: Arc<AppState>) -> Router {
-    Router::new().route("/livez", get(|| async { "ok\n" })).route("/readyz", get(readyz)).with_state(state)
+    Router::new()
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    for (service, age) in state.sources.cache_ages() {
+        state.metrics.set_cache_age(&service, age);
+    }
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    ([(header::CONTENT_TYPE, content_type)], state.metrics.encode()).into_response()
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
@@ -88,49 +114,61 @@ async fn mutate(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let started = Instant::now();
+    let (response, outcome) = answer(&state, &headers, body);
+    state.metrics.observe(outcome, started.elapsed());
+    response
+}
+
+fn answer(state: &AppState, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> (Response, Option<Outcome>) {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!("content-type must be application/json, got {content_type:?}"),
-        );
+        let message = format!("content-type must be application/json, got {content_type:?}");
+        return (error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message), None);
     }
     let body = match body {
+        Ok(body) if body.is_empty() => {
+            return (error(StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object"), None);
+        }
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, "body exceeds --max-body-bytes");
+            return (error(StatusCode::PAYLOAD_TOO_LARGE, "body exceeds --max-body-bytes"), None);
         }
-        Err(rejection) => return error(rejection.status(), rejection.body_text()),
+        Err(rejection) => return (error(rejection.status(), rejection.body_text()), None),
     };
-    if body.is_empty() {
-        return error(StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object");
-    }
     match review::decide(&body, &state.policies, state.sources.as_ref()) {
         Ok(decision) => {
-            log_decision(&decision);
-            (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], decision.response).into_response()
+            report(state, &decision);
+            let response = (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], decision.response);
+            (response.into_response(), Some(decision.outcome))
         }
         Err(e) => {
             tracing::warn!(error = %e, "rejected malformed AdmissionReview");
-            error(StatusCode::BAD_REQUEST, e.to_string())
+            (error(StatusCode::BAD_REQUEST, e.to_string()), None)
         }
     }
 }
 
-fn log_decision(d: &review::Decision) {
+/// Logs, counts and queues the Event for a decision; never waits.
+fn report(state: &AppState, d: &review::Decision) {
+    let policy = d.policy.as_deref().unwrap_or("");
+    let detail = d.detail.as_deref().unwrap_or("");
     match d.outcome {
         Outcome::Ignored => {
-            tracing::warn!(uid = %d.uid, object = %d.object, detail = d.detail.as_deref().unwrap_or(""), "allowed a request the webhook should not receive")
+            tracing::warn!(uid = %d.uid, object = %d.object, detail, "allowed a request the webhook should not receive")
         }
-        Outcome::Unresolved => {
-            tracing::warn!(uid = %d.uid, ingress = %d.object, policy = d.policy.as_deref().unwrap_or(""), detail = d.detail.as_deref().unwrap_or(""), "canonical address unresolved; status left as written")
+        Outcome::Unresolved | Outcome::Denied if d.finding.is_none() => {
+            state.metrics.unresolved(policy);
+            tracing::warn!(uid = %d.uid, ingress = %d.object, policy, detail, outcome = %d.outcome, "canonical address unresolved");
         }
-        Outcome::NotGoverned | Outcome::Unchanged => {
-            tracing::debug!(uid = %d.uid, ingress = %d.object, outcome = %d.outcome, "reviewed")
-        }
-        Outcome::Patched | Outcome::Audited | Outcome::Denied => {
-            tracing::info!(uid = %d.uid, ingress = %d.object, outcome = %d.outcome, policy = d.policy.as_deref().unwrap_or(""), user = %d.username, "status write differs from the canonical addresses")
+        _ => tracing::debug!(uid = %d.uid, ingress = %d.object, policy, outcome = %d.outcome, "reviewed"),
+    }
+    if let Some(finding) = &d.finding {
+        finding.log();
+        state.metrics.rogue_write(finding);
+        if let (Some(events), false) = (&state.events, finding.dry_run) {
+            events.publish(finding.clone());
         }
     }
 }

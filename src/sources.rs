@@ -4,6 +4,7 @@
 use std::{
     collections::HashMap,
     sync::{Arc, RwLock},
+    time::{Duration, Instant},
 };
 
 use futures::StreamExt;
@@ -49,6 +50,11 @@ pub trait Sources: Send + Sync {
         true
     }
 
+    /// `(namespace/name, time since the API server was last heard)` of each watched Service.
+    fn cache_ages(&self) -> Vec<(String, Duration)> {
+        Vec::new()
+    }
+
     fn canonical(&self, policy: &Policy) -> Result<Vec<Address>, Unresolved> {
         let with_ports = match &policy.source {
             Source::Static(list) => return Ok(list.clone()),
@@ -66,12 +72,13 @@ pub trait Sources: Send + Sync {
 #[derive(Debug, Default)]
 pub struct SourceCache {
     entries: RwLock<HashMap<ServiceRef, Entry>>,
+    heard: RwLock<HashMap<ServiceRef, Instant>>,
 }
 
 impl SourceCache {
     pub fn new(policies: &Policies) -> Arc<Self> {
         let entries = policies.services().into_iter().map(|svc| (svc, Entry::NotSynced)).collect();
-        Arc::new(SourceCache { entries: RwLock::new(entries) })
+        Arc::new(SourceCache { entries: RwLock::new(entries), heard: RwLock::default() })
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ServiceRef, Entry>> {
@@ -110,6 +117,9 @@ impl SourceCache {
                 let mut seen_in_init = false;
                 let mut events = watcher(api, config).default_backoff().boxed();
                 while let Some(event) = events.next().await {
+                    if event.is_ok() {
+                        cache.heard.write().unwrap_or_else(|p| p.into_inner()).insert(svc.clone(), Instant::now());
+                    }
                     match event {
                         Ok(watcher::Event::Init) => seen_in_init = false,
                         Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
@@ -131,6 +141,11 @@ impl SourceCache {
 }
 
 impl Sources for SourceCache {
+    fn cache_ages(&self) -> Vec<(String, Duration)> {
+        let heard = self.heard.read().unwrap_or_else(|p| p.into_inner());
+        heard.iter().map(|(svc, at)| (svc.to_string(), at.elapsed())).collect()
+    }
+
     fn synced(&self) -> bool {
         self.read().values().all(|e| *e != Entry::NotSynced)
     }

@@ -4,8 +4,9 @@
 use std::{path::Path, sync::Arc};
 
 use rustls::{
-    ServerConfig,
+    RootCertStore, ServerConfig,
     pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+    server::WebPkiClientVerifier,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -22,12 +23,28 @@ pub enum TlsError {
     NoKey { path: String },
     #[error("--tls-cert/--tls-key: the key does not match the certificate, or is unusable: {0}")]
     Mismatch(rustls::Error),
+    #[error("--client-ca {path}: cannot read: {source}")]
+    ReadClientCa { path: String, source: std::io::Error },
+    #[error("--client-ca {path}: no usable CA certificate: {message}")]
+    BadClientCa { path: String, message: String },
 }
 
 /// Builds the server configuration from a PEM certificate chain and private key.
 pub fn server_config(
     cert_pem: &[u8],
     key_pem: &[u8],
+    cert_path: &str,
+    key_path: &str,
+) -> Result<ServerConfig, TlsError> {
+    server_config_with_client_ca(cert_pem, key_pem, None, cert_path, key_path)
+}
+
+/// As [`server_config`]; with `client_ca` (PEM and its path), every client must present a
+/// certificate that chains to one of its CAs (mTLS).
+pub fn server_config_with_client_ca(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    client_ca: Option<(&[u8], &str)>,
     cert_path: &str,
     key_path: &str,
 ) -> Result<ServerConfig, TlsError> {
@@ -39,10 +56,23 @@ pub fn server_config(
     }
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| TlsError::NoKey { path: key_path.to_owned() })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client_verifier = match client_ca {
+        None => WebPkiClientVerifier::no_client_auth(),
+        Some((pem, path)) => {
+            let bad = |message: String| TlsError::BadClientCa { path: path.to_owned(), message };
+            let mut roots = RootCertStore::empty();
+            for ca in CertificateDer::pem_slice_iter(pem) {
+                roots.add(ca.map_err(|e| bad(e.to_string()))?).map_err(|e| bad(e.to_string()))?;
+            }
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| bad(e.to_string()))?
+        }
+    };
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .expect("ring supports TLS 1.2 and 1.3")
-        .with_no_client_auth()
+        .with_client_cert_verifier(client_verifier)
         .with_single_cert(chain, key)
         .map_err(TlsError::Mismatch)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

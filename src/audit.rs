@@ -1,0 +1,152 @@
+//! Findings: who tried to write which addresses to a governed Ingress, against what the policy
+//! says, and what the webhook did about it. Pure values, plus their log line.
+
+use crate::{address::Address, review::Outcome};
+
+/// The identity that sent a status write, from `request.userInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Writer {
+    pub username: String,
+    pub groups: Vec<String>,
+    /// `(namespace, name)` when the writer is a ServiceAccount.
+    pub service_account: Option<(String, String)>,
+}
+
+impl Writer {
+    pub fn new(username: String, groups: Vec<String>) -> Self {
+        let service_account = username
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'))
+            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains(':'))
+            .map(|(ns, name)| (ns.to_owned(), name.to_owned()));
+        Writer { username, groups, service_account }
+    }
+}
+
+/// A governed status write whose addresses differ from the canonical ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub uid: String,
+    /// `metadata.uid` of the Ingress, so `kubectl describe` finds the Event.
+    pub object_uid: Option<String>,
+    pub namespace: String,
+    pub name: String,
+    pub class: Option<String>,
+    pub policy: String,
+    pub writer: Writer,
+    pub attempted: Vec<Address>,
+    pub canonical: Vec<Address>,
+    /// `Patched`, `Audited` or `Denied`.
+    pub action: Outcome,
+    pub dry_run: bool,
+}
+
+pub fn joined(list: &[Address]) -> String {
+    if list.is_empty() {
+        return "<none>".to_owned();
+    }
+    list.iter().map(Address::display).collect::<Vec<_>>().join(",")
+}
+
+impl Finding {
+    /// What was done, as a verb for people.
+    pub fn verb(&self) -> &'static str {
+        match self.action {
+            Outcome::Patched => "rewritten",
+            Outcome::Denied => "denied",
+            _ => "allowed (audit mode)",
+        }
+    }
+
+    /// The message of the Kubernetes Event (at most 1 kB, as the events API requires).
+    pub fn note(&self) -> String {
+        let mut note = format!(
+            "{} wrote status.loadBalancer.ingress [{}]; policy {} requires [{}]; {}",
+            self.writer.username,
+            joined(&self.attempted),
+            self.policy,
+            joined(&self.canonical),
+            self.verb()
+        );
+        if note.len() > 1024 {
+            let mut end = 1021;
+            while !note.is_char_boundary(end) {
+                end -= 1;
+            }
+            note.truncate(end);
+            note.push_str("...");
+        }
+        note
+    }
+
+    /// One WARN event with every field structured, for log pipelines.
+    pub fn log(&self) {
+        let (sa_namespace, sa_name) = match &self.writer.service_account {
+            Some((ns, name)) => (ns.as_str(), name.as_str()),
+            None => ("", ""),
+        };
+        tracing::warn!(
+            uid = %self.uid,
+            ingress_namespace = %self.namespace,
+            ingress_name = %self.name,
+            ingress_class = self.class.as_deref().unwrap_or(""),
+            policy = %self.policy,
+            writer = %self.writer.username,
+            writer_groups = %self.writer.groups.join(","),
+            writer_sa_namespace = sa_namespace,
+            writer_sa_name = sa_name,
+            attempted = %joined(&self.attempted),
+            canonical = %joined(&self.canonical),
+            action = %self.action,
+            dry_run = self.dry_run,
+            "rogue status write"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writers() {
+        let cases = [
+            ("system:serviceaccount:ingress-nginx:ingress-nginx", Some(("ingress-nginx", "ingress-nginx"))),
+            ("system:serviceaccount:ns:", None),
+            ("system:serviceaccount:ns", None),
+            ("system:serviceaccount:ns:a:b", None),
+            ("kubernetes-admin", None),
+            ("system:node:worker-1", None),
+        ];
+        for (username, want) in cases {
+            let writer = Writer::new(username.to_owned(), vec![]);
+            let got = writer.service_account.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
+            assert_eq!(got, want, "{username}");
+        }
+    }
+
+    #[test]
+    fn note_is_bounded() {
+        let many: Vec<Address> = (0..200).map(|i| Address::hostname(format!("host-{i}.example.com"))).collect();
+        let finding = Finding {
+            uid: "u".into(),
+            object_uid: None,
+            namespace: "ns".into(),
+            name: "ing".into(),
+            class: None,
+            policy: "p".into(),
+            writer: Writer::new("rogue".into(), vec![]),
+            attempted: many,
+            canonical: vec![Address::hostname("lb.example")],
+            action: Outcome::Patched,
+            dry_run: false,
+        };
+        let note = finding.note();
+        assert!(note.len() <= 1024 && note.starts_with("rogue wrote status.loadBalancer.ingress [host-0.example.com,"));
+        let empty = Finding { attempted: vec![], ..finding };
+        assert_eq!(
+            empty.note(),
+            "rogue wrote status.loadBalancer.ingress [<none>]; policy p requires [lb.example]; rewritten"
+        );
+    }
+}

@@ -1,0 +1,341 @@
+//! `certs bootstrap`: run in the cluster (a Job) to give the webhook a serving certificate
+//! without cert-manager, as ingress-nginx's kube-webhook-certgen does.
+//!
+//! 1. The serving Secret (type `kubernetes.io/tls`, with `ca.crt`) is created if missing, and
+//!    replaced by a new CA and certificate if it does not verify for the Service's names or
+//!    expires within `--renew-before-days`. Writes carry the resourceVersion read, so two
+//!    bootstraps racing never overwrite each other: the loser re-reads and uses the winner's.
+//! 2. Every webhook of the MutatingWebhookConfiguration whose `caBundle` does not hold the
+//!    Secret's CA gets it. Right after a renewal the bundle holds the new CA *and* the old one,
+//!    so the API server keeps trusting the pods that still serve the old certificate until the
+//!    kubelet refreshes their Secret volume and `serve` reloads it.
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    time::{Duration, Instant, SystemTime},
+};
+
+use base64::Engine as _;
+use clap::Args;
+use k8s_openapi::{ByteString, api::admissionregistration::v1::MutatingWebhookConfiguration, api::core::v1::Secret};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+};
+use rustls::pki_types::{CertificateDer, pem::PemObject};
+use serde_json::json;
+
+use super::{Ca, CertError, days, service_names, verify_serving};
+
+const SECRET_TYPE: &str = "kubernetes.io/tls";
+const FIELD_MANAGER: &str = "ingress-status-guard-certs";
+
+#[derive(Args, Debug)]
+pub struct BootstrapArgs {
+    /// Name of the webhook's Service (the certificate is for `<service>.<namespace>.svc`).
+    #[arg(long, default_value = "ingress-status-guard")]
+    pub service: String,
+    /// Namespace of the Service and of the Secret.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: String,
+    /// The serving Secret to create or renew.
+    #[arg(long, default_value = "ingress-status-guard-tls")]
+    pub secret: String,
+    /// The MutatingWebhookConfiguration whose webhooks get the CA as caBundle.
+    #[arg(long, default_value = "ingress-status-guard")]
+    pub webhook_configuration: String,
+    /// Renew the certificate when it expires within this many days.
+    #[arg(long, default_value_t = 30)]
+    pub renew_before_days: u32,
+    /// Validity of a new CA and serving certificate, in days.
+    #[arg(long, default_value_t = super::DEFAULT_VALIDITY_DAYS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub validity_days: u32,
+    /// How long to wait for the MutatingWebhookConfiguration to exist (kubectl apply creates it
+    /// after the Job), in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub wait_seconds: u64,
+    /// kubeconfig; default: in-cluster config, then KUBECONFIG.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// What `ensure_secret` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretAction {
+    Created,
+    Renewed { reason: String },
+    Kept,
+}
+
+/// The outcome of a bootstrap, for logs and tests.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub secret: SecretAction,
+    /// The CA in the Secret.
+    pub ca_pem: String,
+    /// Names of the webhooks whose caBundle was patched.
+    pub patched: Vec<String>,
+}
+
+pub async fn run(args: &BootstrapArgs) -> Result<(), CertError> {
+    let client =
+        crate::cli::kube_client(args.kubeconfig.as_deref()).await.map_err(|e| CertError::Kube(e.to_string()))?;
+    let report = bootstrap(client, args).await?;
+    tracing::info!(
+        secret = %format!("{}/{}", args.namespace, args.secret),
+        action = ?report.secret,
+        webhook_configuration = %args.webhook_configuration,
+        patched = %report.patched.join(","),
+        "certificates bootstrapped"
+    );
+    Ok(())
+}
+
+/// Ensures the Secret, then the caBundles.
+pub async fn bootstrap(client: Client, args: &BootstrapArgs) -> Result<Report, CertError> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &args.namespace);
+    let (action, ca_pem, previous_ca) = ensure_secret(&secrets, args).await?;
+    match &action {
+        SecretAction::Created => tracing::info!(secret = %args.secret, "created the serving Secret"),
+        SecretAction::Renewed { reason } => {
+            tracing::info!(secret = %args.secret, %reason, "renewed the serving Secret")
+        }
+        SecretAction::Kept => tracing::info!(secret = %args.secret, "the serving Secret is valid; kept it"),
+    }
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client);
+    let patched = patch_ca_bundles(&configs, args, &ca_pem, previous_ca.as_deref()).await?;
+    Ok(Report { secret: action, ca_pem, patched })
+}
+
+fn kube_error(what: String) -> impl FnOnce(kube::Error) -> CertError {
+    move |e| CertError::Kube(format!("{what}: {e}"))
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Returns what was done, the CA now in the Secret, and the CA it replaced (on renewal).
+async fn ensure_secret(
+    api: &Api<Secret>,
+    args: &BootstrapArgs,
+) -> Result<(SecretAction, String, Option<String>), CertError> {
+    let names = service_names(&args.service, &args.namespace);
+    let shown = format!("Secret {}/{}", args.namespace, args.secret);
+    let validity = days(args.validity_days);
+    for _ in 0..5 {
+        let existing = api.get_opt(&args.secret).await.map_err(kube_error(format!("get {shown}")))?;
+        let Some(existing) = existing else {
+            let (secret, ca_pem) = new_secret(args, &names, validity, None)?;
+            match api
+                .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &secret)
+                .await
+            {
+                Ok(_) => return Ok((SecretAction::Created, ca_pem, None)),
+                Err(e) if is_status(&e, 409) => continue, // another bootstrap created it first
+                Err(e) => return Err(kube_error(format!("create {shown}"))(e)),
+            }
+        };
+        if existing.type_.as_deref() != Some(SECRET_TYPE) {
+            return Err(CertError::Usage(format!(
+                "{shown} has type {:?}, not {SECRET_TYPE}; delete it and run again",
+                existing.type_.as_deref().unwrap_or("")
+            )));
+        }
+        let renew_before = days(args.renew_before_days);
+        let reason = match assess(&existing, &names, renew_before, SystemTime::now()) {
+            Ok(ca_pem) => return Ok((SecretAction::Kept, ca_pem, None)),
+            Err(reason) => reason,
+        };
+        let previous_ca =
+            data(&existing, "ca.crt").filter(|ca| CertificateDer::pem_slice_iter(ca.as_bytes()).all(|c| c.is_ok()));
+        let (mut secret, ca_pem) = new_secret(args, &names, validity, Some(&existing))?;
+        secret.metadata.resource_version = existing.metadata.resource_version.clone();
+        match api
+            .replace(
+                &args.secret,
+                &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() },
+                &secret,
+            )
+            .await
+        {
+            Ok(_) => return Ok((SecretAction::Renewed { reason }, ca_pem, previous_ca)),
+            Err(e) if is_status(&e, 409) => continue, // changed since read: look again
+            Err(e) => return Err(kube_error(format!("update {shown}"))(e)),
+        }
+    }
+    Err(CertError::Kube(format!("{shown}: kept changing under us; giving up after 5 attempts")))
+}
+
+fn data(secret: &Secret, key: &str) -> Option<String> {
+    secret.data.as_ref()?.get(key).and_then(|b| String::from_utf8(b.0.clone()).ok())
+}
+
+/// `Ok(ca.crt)` when the Secret serves `names` correctly for longer than `renew_before` from
+/// `now`; else why it must be renewed.
+pub fn assess(secret: &Secret, names: &[String], renew_before: Duration, now: SystemTime) -> Result<String, String> {
+    let get = |key: &str| data(secret, key).ok_or_else(|| format!("{key} is missing or not UTF-8"));
+    let (cert, key, ca) = (get("tls.crt")?, get("tls.key")?, get("ca.crt")?);
+    let expiry = verify_serving(cert.as_bytes(), key.as_bytes(), ca.as_bytes(), names)?;
+    let left = expiry.duration_since(now).unwrap_or_default();
+    if left <= renew_before {
+        return Err(format!(
+            "expires in {} days (renewing {} days before)",
+            left.as_secs() / 86400,
+            renew_before.as_secs() / 86400
+        ));
+    }
+    Ok(ca)
+}
+
+fn new_secret(
+    args: &BootstrapArgs,
+    names: &[String],
+    validity: Duration,
+    existing: Option<&Secret>,
+) -> Result<(Secret, String), CertError> {
+    let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let ca = Ca::new(&format!("ingress-status-guard CA ({}/{}) {stamp}", args.namespace, args.service), validity)?;
+    let (cert_pem, key_pem) = ca.issue(names, validity)?;
+    let ca_pem = ca.pem();
+    let mut metadata = existing.map(|s| s.metadata.clone()).unwrap_or_default();
+    metadata.name = Some(args.secret.clone());
+    metadata.namespace = Some(args.namespace.clone());
+    metadata.managed_fields = None;
+    metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert("app.kubernetes.io/name".into(), "ingress-status-guard".into());
+    let data = [("ca.crt", &ca_pem), ("tls.crt", &cert_pem), ("tls.key", &key_pem)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect();
+    let secret = Secret { metadata, type_: Some(SECRET_TYPE.into()), data: Some(data), ..Default::default() };
+    Ok((secret, ca_pem))
+}
+
+/// Sets the caBundle of every webhook that does not trust `ca_pem` yet: to `ca_pem`, followed
+/// by `previous_ca` (the CA a renewal just replaced) so pods still serving the old certificate
+/// stay trusted. Returns the names of the webhooks patched.
+async fn patch_ca_bundles(
+    api: &Api<MutatingWebhookConfiguration>,
+    args: &BootstrapArgs,
+    ca_pem: &str,
+    previous_ca: Option<&str>,
+) -> Result<Vec<String>, CertError> {
+    let name = &args.webhook_configuration;
+    let shown = format!("MutatingWebhookConfiguration {name}");
+    let deadline = Instant::now() + Duration::from_secs(args.wait_seconds);
+    let config = loop {
+        match api.get_opt(name).await.map_err(kube_error(format!("get {shown}")))? {
+            Some(config) => break config,
+            None if Instant::now() < deadline => {
+                tracing::info!(webhook_configuration = %name, "waiting for the webhook configuration to exist");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            None => return Err(CertError::Kube(format!("{shown} not found after {}s", args.wait_seconds))),
+        }
+    };
+    let want = der_set(ca_pem.as_bytes());
+    let bundle = match previous_ca {
+        Some(old) if der_set(old.as_bytes()) != want => format!("{}\n{}", ca_pem.trim_end(), old.trim_end()) + "\n",
+        _ => ca_pem.to_owned(),
+    };
+    let encoded = super::ca_bundle(&bundle);
+    let mut patched = Vec::new();
+    for webhook in config.webhooks.iter().flatten() {
+        let current = webhook.client_config.ca_bundle.as_ref().map(|b| der_set(&b.0)).unwrap_or_default();
+        if want.iter().all(|ca| current.contains(ca)) {
+            continue;
+        }
+        patched.push(webhook.name.clone());
+    }
+    if patched.is_empty() {
+        return Ok(patched);
+    }
+    // Strategic merge: webhooks merge by name, so only their caBundle changes.
+    let webhooks: Vec<_> = patched.iter().map(|w| json!({"name": w, "clientConfig": {"caBundle": encoded}})).collect();
+    let patch = json!({"webhooks": webhooks});
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+    api.patch(name, &params, &Patch::Strategic(&patch)).await.map_err(kube_error(format!("patch {shown}")))?;
+    Ok(patched)
+}
+
+/// The DER of every certificate in a PEM bundle (unparsable blocks are skipped).
+fn der_set(pem: &[u8]) -> Vec<Vec<u8>> {
+    CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).map(|c| c.as_ref().to_vec()).collect()
+}
+
+/// The caBundle bytes a configuration holds, decoded (for tests and diagnostics).
+pub fn decode_ca_bundle(encoded: &str) -> Option<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD.decode(encoded).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> BootstrapArgs {
+        BootstrapArgs {
+            service: "isg".into(),
+            namespace: "ns".into(),
+            secret: "isg-tls".into(),
+            webhook_configuration: "isg".into(),
+            renew_before_days: 30,
+            validity_days: 365,
+            wait_seconds: 0,
+            kubeconfig: None,
+        }
+    }
+
+    #[test]
+    fn assess_secrets() {
+        let a = args();
+        let names = service_names(&a.service, &a.namespace);
+        let (secret, ca) = new_secret(&a, &names, days(365), None).unwrap();
+        assert_eq!(secret.type_.as_deref(), Some(SECRET_TYPE));
+        let now = SystemTime::now();
+        assert_eq!(assess(&secret, &names, days(30), now), Ok(ca));
+
+        let soon = now + days(340);
+        let reason = assess(&secret, &names, days(30), soon).unwrap_err();
+        assert!(reason.starts_with("expires in 2"), "{reason}");
+
+        let other_names = service_names("other", "ns");
+        assert!(assess(&secret, &other_names, days(30), now).unwrap_err().contains("other.ns.svc"));
+
+        let mut broken = secret.clone();
+        broken.data.as_mut().unwrap().remove("tls.key");
+        assert_eq!(assess(&broken, &names, days(30), now).unwrap_err(), "tls.key is missing or not UTF-8");
+
+        let (other, _) = new_secret(&a, &names, days(365), None).unwrap();
+        let mut mixed = secret.clone();
+        mixed.data.as_mut().unwrap().insert("ca.crt".into(), other.data.as_ref().unwrap()["ca.crt"].clone());
+        assert!(assess(&mixed, &names, days(30), now).unwrap_err().contains("UnknownIssuer"));
+    }
+
+    #[test]
+    fn renewal_keeps_the_existing_metadata() {
+        let a = args();
+        let names = service_names(&a.service, &a.namespace);
+        let (mut first, _) = new_secret(&a, &names, days(1), None).unwrap();
+        first.metadata.annotations = Some([("keep".to_owned(), "me".to_owned())].into());
+        let (second, _) = new_secret(&a, &names, days(1), Some(&first)).unwrap();
+        assert_eq!(second.metadata.annotations, first.metadata.annotations);
+        assert_ne!(second.data, first.data);
+    }
+
+    #[test]
+    fn der_sets() {
+        let a = generate_pair();
+        let b = generate_pair();
+        assert_eq!(der_set(a.as_bytes()).len(), 1);
+        assert_eq!(der_set(format!("{a}{b}").as_bytes()).len(), 2);
+        assert!(der_set(b"garbage").is_empty());
+    }
+
+    fn generate_pair() -> String {
+        super::super::generate("ca", &["x.ns.svc".into()]).unwrap().ca_pem
+    }
+}

@@ -1,0 +1,99 @@
+//! Kubernetes Events about rogue writes, published off the request path: the handler queues a
+//! finding without waiting, and one background task writes Events through kube's recorder,
+//! which counts repeats of the same writer on the same Ingress up instead of creating new Events.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::{
+    Client,
+    runtime::events::{Event, EventType, Recorder, Reporter},
+};
+use tokio::sync::mpsc;
+
+use crate::{audit::Finding, metrics::Metrics};
+
+/// Reason shown by `kubectl describe ingress`.
+pub const REASON: &str = "RogueStatusWrite";
+/// Findings waiting to be published; beyond this the newest are dropped and counted, so a storm
+/// of writes can never make the webhook wait or grow without bound.
+const QUEUE: usize = 1024;
+
+/// The handler's end of the queue.
+#[derive(Clone)]
+pub struct EventSink {
+    tx: mpsc::Sender<Finding>,
+    metrics: Arc<Metrics>,
+}
+
+impl EventSink {
+    /// Queues a finding without waiting. Dry runs must not get here (no side effects).
+    pub fn publish(&self, finding: Finding) {
+        debug_assert!(!finding.dry_run);
+        if self.tx.try_send(finding).is_err() {
+            self.metrics.event("dropped");
+        }
+    }
+}
+
+/// Starts the publisher task and returns the sink for the handler.
+pub fn start(client: Client, instance: Option<String>, metrics: Arc<Metrics>) -> EventSink {
+    let (tx, mut rx) = mpsc::channel::<Finding>(QUEUE);
+    let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
+    let recorder = Recorder::new(client, reporter);
+    let task_metrics = metrics.clone();
+    tokio::spawn(async move {
+        while let Some(finding) = rx.recv().await {
+            let (event, regarding) = to_event(&finding);
+            match recorder.publish(&event, &regarding).await {
+                Ok(()) => task_metrics.event("published"),
+                Err(e) => {
+                    task_metrics.event("failed");
+                    tracing::warn!(ingress = %format!("{}/{}", finding.namespace, finding.name), error = %e, "cannot write Kubernetes Event; check RBAC for events.k8s.io events create/patch");
+                }
+            }
+        }
+    });
+    EventSink { tx, metrics }
+}
+
+/// The Event for a finding. The writer is the `related` object, so the recorder aggregates
+/// repeats per writer and Ingress.
+pub fn to_event(finding: &Finding) -> (Event, ObjectReference) {
+    let regarding = ObjectReference {
+        api_version: Some("networking.k8s.io/v1".to_owned()),
+        kind: Some("Ingress".to_owned()),
+        namespace: Some(finding.namespace.clone()),
+        name: Some(finding.name.clone()),
+        uid: finding.object_uid.clone(),
+        ..Default::default()
+    };
+    let writer = match &finding.writer.service_account {
+        Some((namespace, name)) => ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("ServiceAccount".to_owned()),
+            namespace: Some(namespace.clone()),
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        None => ObjectReference {
+            api_version: Some("rbac.authorization.k8s.io/v1".to_owned()),
+            kind: Some("User".to_owned()),
+            name: Some(finding.writer.username.clone()),
+            ..Default::default()
+        },
+    };
+    let action = match finding.action {
+        crate::review::Outcome::Patched => "RewriteStatus",
+        crate::review::Outcome::Denied => "DenyStatus",
+        _ => "AuditStatus",
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: REASON.to_owned(),
+        note: Some(finding.note()),
+        action: action.to_owned(),
+        secondary: Some(writer),
+    };
+    (event, regarding)
+}

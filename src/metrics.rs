@@ -1,0 +1,156 @@
+//! Prometheus metrics of the webhook, served as text on the admin port's `/metrics`.
+
+use std::time::Duration;
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+use crate::{audit::Finding, review::Outcome};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RogueLabels {
+    policy: String,
+    writer: String,
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabel {
+    policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServiceLabel {
+    service: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabel {
+    result: &'static str,
+}
+
+/// Every metric the webhook exports.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<ResultLabel, Counter>,
+    duration: Histogram,
+    rogue_writes: Family<RogueLabels, Counter>,
+    unresolved: Family<PolicyLabel, Counter>,
+    cache_age: Family<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    events: Family<EventLabel, Counter>,
+}
+
+/// Review outcomes, plus `error` for requests answered with an HTTP error.
+pub const ERROR: &str = "error";
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("ingress_status_guard");
+        let requests = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "admission_requests",
+            "AdmissionReviews answered, by result (patched, unchanged, not_governed, audited, denied, unresolved, ignored, error)",
+            requests.clone(),
+        );
+        // Handling takes tens of microseconds: buckets from 25 µs, so the histogram resolves it.
+        let buckets = [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25];
+        let duration = Histogram::new(buckets);
+        registry.register(
+            "admission_duration_seconds",
+            "Time from request body received to response built",
+            duration.clone(),
+        );
+        let rogue_writes = Family::<RogueLabels, Counter>::default();
+        registry.register(
+            "rogue_writes",
+            "Governed status writes whose addresses differed from the canonical ones, by policy, writer and action",
+            rogue_writes.clone(),
+        );
+        let unresolved = Family::<PolicyLabel, Counter>::default();
+        registry.register(
+            "unresolved_sources",
+            "Governed status writes let through or denied because the policy's source had no address",
+            unresolved.clone(),
+        );
+        let cache_age = Family::<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "source_cache_age_seconds",
+            "Seconds since the publish Service cache last heard from the API server (list or watch event)",
+            cache_age.clone(),
+        );
+        let events = Family::<EventLabel, Counter>::default();
+        registry.register(
+            "kubernetes_events",
+            "Kubernetes Events about rogue writes, by result (published, failed, dropped when the queue was full)",
+            events.clone(),
+        );
+        Metrics { registry, requests, duration, rogue_writes, unresolved, cache_age, events }
+    }
+
+    pub fn observe(&self, outcome: Option<Outcome>, elapsed: Duration) {
+        let result = outcome.map_or(ERROR, Outcome::as_str);
+        self.requests.get_or_create(&ResultLabel { result }).inc();
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    pub fn rogue_write(&self, finding: &Finding) {
+        let labels = RogueLabels {
+            policy: finding.policy.clone(),
+            writer: finding.writer.username.clone(),
+            action: finding.action.as_str(),
+        };
+        self.rogue_writes.get_or_create(&labels).inc();
+    }
+
+    pub fn unresolved(&self, policy: &str) {
+        self.unresolved.get_or_create(&PolicyLabel { policy: policy.to_owned() }).inc();
+    }
+
+    pub fn event(&self, result: &'static str) {
+        self.events.get_or_create(&EventLabel { result }).inc();
+    }
+
+    pub fn set_cache_age(&self, service: &str, age: Duration) {
+        self.cache_age.get_or_create(&ServiceLabel { service: service.to_owned() }).set(age.as_secs_f64());
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_result() {
+        let m = Metrics::new();
+        m.observe(Some(Outcome::Patched), Duration::from_micros(30));
+        m.observe(Some(Outcome::Patched), Duration::from_micros(30));
+        m.observe(None, Duration::from_micros(5));
+        m.set_cache_age("ns/svc", Duration::from_secs(3));
+        let text = m.encode();
+        assert!(text.contains("ingress_status_guard_admission_requests_total{result=\"patched\"} 2"), "{text}");
+        assert!(text.contains("ingress_status_guard_admission_requests_total{result=\"error\"} 1"), "{text}");
+        assert!(text.contains("ingress_status_guard_admission_duration_seconds_bucket{le=\"0.00005\"} 3"), "{text}");
+        assert!(text.contains("ingress_status_guard_source_cache_age_seconds{service=\"ns/svc\"} 3.0"), "{text}");
+    }
+}

@@ -1,0 +1,244 @@
+//! Certificate rotation without restart: watches `--tls-cert`, `--tls-key` and `--client-ca` and
+//! swaps the listener's rustls configuration in place when their contents change. New
+//! connections get the new configuration; connections already open keep theirs.
+//!
+//! The kubelet updates a Secret volume by writing a new timestamped directory and renaming a
+//! `..data` symlink over the old one, so the files themselves never change: the directories
+//! holding them are watched (inotify through `notify`), and every [`POLL_INTERVAL`] the files
+//! are read anyway, as a backstop for missed events, network filesystems and symlinks that point
+//! elsewhere. Contents are compared, not timestamps. A new set that does not load (unparsable,
+//! key not matching the certificate, bad client CA) is refused with a log line naming the file,
+//! and the configuration in use stays.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use axum_server::tls_rustls::RustlsConfig;
+use notify::{EventKind, RecursiveMode, Watcher as _};
+use rustls::{
+    ServerConfig,
+    pki_types::{CertificateDer, pem::PemObject},
+};
+use tokio::sync::{mpsc, watch};
+
+use crate::tls::{self, TlsError};
+
+/// How often the files are read even without a filesystem event.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(10);
+/// Events come in bursts (the kubelet's swap is several renames); settle before reading.
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// The files the TLS configuration is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// With it, clients must present a certificate signed by one of these CAs.
+    pub client_ca: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Contents {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    client_ca: Option<Vec<u8>>,
+}
+
+impl CertFiles {
+    fn read(&self) -> Result<Contents, TlsError> {
+        let show = |p: &Path| p.display().to_string();
+        Ok(Contents {
+            cert: std::fs::read(&self.cert).map_err(|source| TlsError::ReadCert { path: show(&self.cert), source })?,
+            key: std::fs::read(&self.key).map_err(|source| TlsError::ReadKey { path: show(&self.key), source })?,
+            client_ca: match &self.client_ca {
+                Some(path) => {
+                    Some(std::fs::read(path).map_err(|source| TlsError::ReadClientCa { path: show(path), source })?)
+                }
+                None => None,
+            },
+        })
+    }
+
+    /// Reads until two reads in a row agree, so a swap between reading the certificate and the
+    /// key is not mistaken for a mismatched pair.
+    async fn read_settled(&self) -> Result<Contents, TlsError> {
+        let mut previous = self.read()?;
+        for _ in 0..5 {
+            let current = self.read()?;
+            if current == previous {
+                return Ok(current);
+            }
+            previous = current;
+            tokio::time::sleep(SETTLE).await;
+        }
+        Ok(previous)
+    }
+
+    fn build(&self, contents: &Contents) -> Result<ServerConfig, TlsError> {
+        let client_ca_path = self.client_ca.as_ref().map(|p| p.display().to_string());
+        let client_ca = contents.client_ca.as_deref().zip(client_ca_path.as_deref());
+        tls::server_config_with_client_ca(
+            &contents.cert,
+            &contents.key,
+            client_ca,
+            &self.cert.display().to_string(),
+            &self.key.display().to_string(),
+        )
+    }
+
+    /// The directories to watch: where the files (or the symlinks naming them) live.
+    fn directories(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = [Some(&self.cert), Some(&self.key), self.client_ca.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|f| match f.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            })
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    }
+}
+
+/// The result of the latest look at the files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The files as loaded at start.
+    Loaded,
+    /// New contents are in use.
+    Reloaded,
+    /// New contents were refused (the error names the flag and file); the previous stay.
+    Refused(String),
+}
+
+/// Each outcome with a sequence number, so a watcher can tell two refusals apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub seq: u64,
+    pub outcome: Outcome,
+}
+
+/// Keeps the watch running; dropping it stops reloading.
+pub struct Reloader {
+    task: tokio::task::JoinHandle<()>,
+    status: watch::Receiver<Status>,
+}
+
+impl Reloader {
+    /// Notified on every reload or refusal.
+    pub fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+}
+
+impl Drop for Reloader {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Loads the files and starts watching them: the returned configuration is the one to serve
+/// with, updated in place. Fails, naming the file, if the files do not load now.
+/// Must be called inside a tokio runtime.
+pub async fn start(files: CertFiles, poll: Duration) -> Result<(RustlsConfig, Reloader), TlsError> {
+    let contents = files.read_settled().await?;
+    let config = RustlsConfig::from_config(Arc::new(files.build(&contents)?));
+    log_certificate("serving certificate loaded", &files.cert, &contents.cert);
+
+    let (events_tx, events_rx) = mpsc::channel::<()>(1);
+    let watcher = match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // Our own reads show up as Access events; only changes matter.
+        if event.is_ok_and(|e| !matches!(e.kind, EventKind::Access(_))) {
+            let _ = events_tx.try_send(());
+        }
+    }) {
+        Ok(mut watcher) => {
+            for dir in files.directories() {
+                if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                    tracing::warn!(directory = %dir.display(), error = %e, "cannot watch the certificate directory; polling only");
+                }
+            }
+            Some(watcher)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the certificate files; polling only");
+            None
+        }
+    };
+    let (status_tx, status_rx) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
+    let task = tokio::spawn(watch_files(files, config.clone(), contents, poll, events_rx, status_tx, watcher));
+    Ok((config, Reloader { task, status: status_rx }))
+}
+
+async fn watch_files(
+    files: CertFiles,
+    config: RustlsConfig,
+    mut current: Contents,
+    poll: Duration,
+    mut events: mpsc::Receiver<()>,
+    status: watch::Sender<Status>,
+    _watcher: Option<notify::RecommendedWatcher>,
+) {
+    let mut ticker = tokio::time::interval(poll);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    // What was last refused, so a broken set is logged once, not at every poll.
+    let mut refused: Option<(Option<Contents>, String)> = None;
+    let mut seq = 0;
+    loop {
+        tokio::select! {
+            Some(()) = events.recv() => tokio::time::sleep(SETTLE).await,
+            _ = ticker.tick() => {}
+        }
+        while events.try_recv().is_ok() {}
+
+        let loaded = match files.read_settled().await {
+            Ok(contents) if contents == current => {
+                refused = None;
+                continue;
+            }
+            Ok(contents) => files.build(&contents).map(|c| (c, contents.clone())).map_err(|e| (Some(contents), e)),
+            Err(e) => Err((None, e)),
+        };
+        match loaded {
+            Ok((new_config, contents)) => {
+                seq += 1;
+                config.reload_from_config(Arc::new(new_config));
+                log_certificate("serving certificate reloaded", &files.cert, &contents.cert);
+                current = contents;
+                refused = None;
+                status.send_replace(Status { seq, outcome: Outcome::Reloaded });
+            }
+            Err((contents, e)) => {
+                let message = e.to_string();
+                let key = (contents, message.clone());
+                if refused.as_ref() != Some(&key) {
+                    seq += 1;
+                    tracing::error!(error = %message, "refused the new TLS files; still serving the previous certificate");
+                    refused = Some(key);
+                    status.send_replace(Status { seq, outcome: Outcome::Refused(message) });
+                }
+            }
+        }
+    }
+}
+
+fn log_certificate(message: &str, path: &Path, pem: &[u8]) {
+    let leaf = CertificateDer::pem_slice_iter(pem).next().and_then(Result::ok);
+    let parsed = leaf.as_ref().and_then(|der| x509_parser::parse_x509_certificate(der).ok());
+    match parsed {
+        Some((_, cert)) => tracing::info!(
+            file = %path.display(),
+            subject = %cert.subject(),
+            serial = %cert.raw_serial_as_string(),
+            not_after = %cert.validity().not_after,
+            "{message}"
+        ),
+        None => tracing::info!(file = %path.display(), "{message}"),
+    }
+}

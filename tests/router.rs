@@ -1,0 +1,186 @@
+//! The production router, driven in-process: every kind of bad input gets a precise status and a
+//! JSON error body; a good review gets the AdmissionReview response.
+
+use axum::{
+    body::{Body, to_bytes},
+    http::{Request, StatusCode, header},
+};
+use ingress_status_guard::{
+    config::{FlagPolicy, Mode, OnUnresolved, Policies},
+    server::{AppState, admin_router, webhook_router},
+    sources::SourceCache,
+};
+use serde_json::Value;
+use tower::ServiceExt;
+
+const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+const LIMIT: usize = 64 * 1024;
+
+fn router() -> axum::Router {
+    let policy = FlagPolicy {
+        publish_service: None,
+        publish_status_address: Some("192.0.2.10".into()),
+        ingress_class: vec![],
+        watch_ingress_without_class: false,
+        mode: Mode::Enforce,
+        keep_ports: false,
+        on_unresolved: OnUnresolved::Allow,
+    }
+    .into_policy()
+    .unwrap();
+    let policies = Policies::new(vec![policy]).unwrap();
+    let cache = SourceCache::new(&policies);
+    webhook_router(AppState::new(policies, cache), LIMIT)
+}
+
+async fn send(request: Request<Body>) -> (StatusCode, Option<String>, Value) {
+    let response = router().oneshot(request).await.unwrap();
+    let status = response.status();
+    let content_type = response.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned());
+    let body = to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    let json = serde_json::from_slice(&body).unwrap_or_else(|_| panic!("body is not JSON: {body:?}"));
+    (status, content_type, json)
+}
+
+fn post(content_type: Option<&str>, body: impl Into<Body>) -> Request<Body> {
+    let mut builder = Request::post("/mutate");
+    if let Some(ct) = content_type {
+        builder = builder.header(header::CONTENT_TYPE, ct);
+    }
+    builder.body(body.into()).unwrap()
+}
+
+#[tokio::test]
+async fn good_review_is_answered() {
+    let (status, content_type, json) = send(post(Some("application/json"), FIXTURE)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type.as_deref(), Some("application/json"));
+    assert_eq!(json["response"]["uid"], "0f3cb218-7947-4a5f-839c-6e300a5ae86a");
+    assert_eq!(json["response"]["patchType"], "JSONPatch");
+}
+
+#[tokio::test]
+async fn content_type_with_parameters_is_accepted() {
+    let (status, _, _) = send(post(Some("application/json; charset=utf-8"), FIXTURE)).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn bad_inputs_get_precise_errors() {
+    let oversized = format!("{{\"pad\": \"{}\"}}", "x".repeat(LIMIT));
+    let cases: Vec<(&str, Request<Body>, StatusCode, &str)> = vec![
+        ("GET", Request::get("/mutate").body(Body::empty()).unwrap(), StatusCode::METHOD_NOT_ALLOWED, "use POST"),
+        ("PUT", Request::put("/mutate").body(Body::from(FIXTURE)).unwrap(), StatusCode::METHOD_NOT_ALLOWED, "use POST"),
+        (
+            "no content type",
+            post(None, FIXTURE),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content-type must be application/json",
+        ),
+        (
+            "yaml",
+            post(Some("application/yaml"), FIXTURE),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "got \"application/yaml\"",
+        ),
+        ("empty", post(Some("application/json"), ""), StatusCode::BAD_REQUEST, "empty body"),
+        (
+            "malformed",
+            post(Some("application/json"), "{\"kind\":"),
+            StatusCode::BAD_REQUEST,
+            "body is not a valid AdmissionReview",
+        ),
+        (
+            "no request",
+            post(Some("application/json"), r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#),
+            StatusCode::BAD_REQUEST,
+            "AdmissionReview has no request",
+        ),
+        ("too large", post(Some("application/json"), oversized), StatusCode::PAYLOAD_TOO_LARGE, "--max-body-bytes"),
+        ("other path", Request::post("/validate").body(Body::empty()).unwrap(), StatusCode::NOT_FOUND, "/mutate"),
+    ];
+    for (name, request, want_status, want_message) in cases {
+        let (status, content_type, json) = send(request).await;
+        assert_eq!(status, want_status, "case {name}");
+        assert_eq!(content_type.as_deref(), Some("application/json"), "case {name}");
+        let message = json["error"].as_str().unwrap_or_else(|| panic!("case {name}: no error field in {json}"));
+        assert!(message.contains(want_message), "case {name}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn admin_probes() {
+    let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+    let flags = |service: Option<&str>, list: Option<&str>| FlagPolicy {
+        publish_service: service.map(|s| s.parse().unwrap()),
+        publish_status_address: list.map(String::from),
+        ingress_class: vec![],
+        watch_ingress_without_class: false,
+        mode: Mode::Enforce,
+        keep_ports: false,
+        on_unresolved: OnUnresolved::Allow,
+    };
+    let state = |policy: FlagPolicy| {
+        let policies = Policies::new(vec![policy.into_policy().unwrap()]).unwrap();
+        AppState::new(policies.clone(), SourceCache::new(&policies))
+    };
+
+    let static_source = state(flags(None, Some("192.0.2.10")));
+    let live = admin_router(static_source.clone()).oneshot(get("/livez")).await.unwrap();
+    assert_eq!(live.status(), StatusCode::OK);
+    let ready = admin_router(static_source.clone()).oneshot(get("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), StatusCode::OK, "a static source needs no sync");
+
+    // A publish Service whose cache is never fed (no watch runs here): live, but not ready.
+    let service_source = state(flags(Some("ingress/lb"), None));
+    let live = admin_router(service_source.clone()).oneshot(get("/livez")).await.unwrap();
+    assert_eq!(live.status(), StatusCode::OK);
+    let ready = admin_router(service_source).oneshot(get("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn findings_reach_the_response_and_the_metrics() {
+    let policy = FlagPolicy {
+        publish_service: None,
+        publish_status_address: Some("192.0.2.10".into()),
+        ingress_class: vec![],
+        watch_ingress_without_class: false,
+        mode: Mode::Enforce,
+        keep_ports: false,
+        on_unresolved: OnUnresolved::Allow,
+    };
+    let policies = Policies::new(vec![policy.into_policy().unwrap()]).unwrap();
+    let state = AppState::new(policies.clone(), SourceCache::new(&policies));
+    let webhook = webhook_router(state.clone(), LIMIT);
+    let metrics = || async {
+        let response =
+            admin_router(state.clone()).oneshot(Request::get("/metrics").body(Body::empty()).unwrap()).await.unwrap();
+        String::from_utf8(to_bytes(response.into_body(), usize::MAX).await.unwrap().to_vec()).unwrap()
+    };
+    assert!(!metrics().await.contains("result=\"patched\""));
+
+    for _ in 0..2 {
+        let response = webhook.clone().oneshot(post(Some("application/json"), FIXTURE)).await.unwrap();
+        let json: Value = serde_json::from_slice(&to_bytes(response.into_body(), usize::MAX).await.unwrap()).unwrap();
+        assert_eq!(
+            json["response"]["warnings"],
+            serde_json::json!(["status.loadBalancer.ingress rewritten to [192.0.2.10] by policy default"])
+        );
+        assert_eq!(
+            json["response"]["auditAnnotations"],
+            serde_json::json!({"policy": "default", "attempted": "10.7.7.7", "canonical": "192.0.2.10", "action": "patched"})
+        );
+    }
+    webhook.clone().oneshot(post(Some("application/json"), "{")).await.unwrap();
+
+    let text = metrics().await;
+    for line in [
+        "ingress_status_guard_admission_requests_total{result=\"patched\"} 2",
+        "ingress_status_guard_admission_requests_total{result=\"error\"} 1",
+        "ingress_status_guard_rogue_writes_total{policy=\"default\",writer=\"kubernetes-admin\",action=\"patched\"} 2",
+        "ingress_status_guard_admission_duration_seconds_count 3",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+}

@@ -1,0 +1,159 @@
+//! `serve` over real TLS on loopback: a client that trusts only the generated CA posts a review
+//! over HTTP/1.1 and over HTTP/2 (ALPN), with TLS 1.3 and TLS 1.2.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use axum_server::tls_rustls::RustlsConfig;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, body::Bytes};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use ingress_status_guard::{
+    certs,
+    config::{FlagPolicy, Mode, OnUnresolved, Policies},
+    server::{AppState, Listeners, serve},
+    sources::SourceCache,
+    tls,
+};
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use serde_json::Value;
+
+const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+
+struct Running {
+    webhook: SocketAddr,
+    admin: SocketAddr,
+    ca_pem: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start() -> Running {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let bundle = certs::generate("test CA", &["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let config = tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
+    let policy = FlagPolicy {
+        publish_service: None,
+        publish_status_address: Some("192.0.2.10".into()),
+        ingress_class: vec![],
+        watch_ingress_without_class: false,
+        mode: Mode::Enforce,
+        keep_ports: false,
+        on_unresolved: OnUnresolved::Allow,
+    };
+    let policies = Policies::new(vec![policy.into_policy().unwrap()]).unwrap();
+    let state = AppState::new(policies.clone(), SourceCache::new(&policies));
+    let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
+    let listeners = Listeners {
+        webhook,
+        admin,
+        tls: RustlsConfig::from_config(Arc::new(config)),
+        max_body_bytes: 1 << 20,
+        drain: Duration::from_secs(5),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve(state, listeners, async {
+        let _ = stopped.await;
+    }));
+    Running { webhook: webhook_addr, admin: admin_addr, ca_pem: bundle.ca_pem, stop, task }
+}
+
+fn client_config(
+    ca_pem: &str,
+    alpn: &[u8],
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    config
+}
+
+/// Posts the fixture review and returns (negotiated ALPN, TLS version, HTTP status, response JSON).
+async fn post_review(addr: SocketAddr, config: rustls::ClientConfig) -> (Vec<u8>, rustls::ProtocolVersion, u16, Value) {
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let stream = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    let (_, session) = stream.get_ref();
+    let alpn = session.alpn_protocol().unwrap_or_default().to_vec();
+    let version = session.protocol_version().unwrap();
+    let request = Request::post("/mutate")
+        .header("content-type", "application/json")
+        .header("host", "localhost")
+        .body(Full::new(Bytes::from_static(FIXTURE.as_bytes())))
+        .unwrap();
+    let io = TokioIo::new(stream);
+    let response = if alpn == b"h2" {
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.unwrap();
+        tokio::spawn(conn);
+        sender.send_request(request).await.unwrap()
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        sender.send_request(request).await.unwrap()
+    };
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (alpn, version, status, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test]
+async fn reviews_over_h1_and_h2_with_tls13_and_tls12() {
+    let server = start().await;
+    let tls13 = [&rustls::version::TLS13];
+    let tls12 = [&rustls::version::TLS12];
+    let cases: [(&[u8], &[&'static rustls::SupportedProtocolVersion], rustls::ProtocolVersion); 4] = [
+        (b"h2", &tls13, rustls::ProtocolVersion::TLSv1_3),
+        (b"http/1.1", &tls13, rustls::ProtocolVersion::TLSv1_3),
+        (b"h2", &tls12, rustls::ProtocolVersion::TLSv1_2),
+        (b"http/1.1", &tls12, rustls::ProtocolVersion::TLSv1_2),
+    ];
+    for (alpn, versions, want_version) in cases {
+        let name = String::from_utf8_lossy(alpn).into_owned();
+        let (negotiated, version, status, json) =
+            post_review(server.webhook, client_config(&server.ca_pem, alpn, versions)).await;
+        assert_eq!(negotiated, alpn, "{name}: ALPN");
+        assert_eq!(version, want_version, "{name}");
+        assert_eq!(status, 200, "{name}");
+        assert_eq!(json["response"]["uid"], "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "{name}");
+        assert_eq!(json["response"]["patchType"], "JSONPatch", "{name}");
+    }
+    server.stop.send(()).unwrap();
+    server.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn untrusted_clients_cannot_connect_and_shutdown_stops_serving() {
+    let server = start().await;
+    let stranger = certs::generate("another CA", &["localhost".into()]).unwrap();
+    let connector =
+        tokio_rustls::TlsConnector::from(Arc::new(client_config(&stranger.ca_pem, b"h2", &[&rustls::version::TLS13])));
+    let tcp = tokio::net::TcpStream::connect(server.webhook).await.unwrap();
+    let err = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap_err();
+    assert!(err.to_string().contains("UnknownIssuer"), "{err}");
+
+    let ready = reqwest_like_get(server.admin, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    server.stop.send(()).unwrap();
+    server.task.await.unwrap().unwrap();
+    assert!(tokio::net::TcpStream::connect(server.webhook).await.is_err(), "listener closed after shutdown");
+}
+
+/// A plain HTTP/1.1 GET on the admin port, returning the raw response text.
+async fn reqwest_like_get(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut text = String::new();
+    tcp.read_to_string(&mut text).await.unwrap();
+    text
+}
