@@ -1,0 +1,480 @@
+//! End-to-end tests: the built `ingress-status-guard` binary, black box, registered as a
+//! mutating webhook in a real kube-apiserver + etcd on 127.0.0.1 (see `support`).
+//!
+//! Every test makes its own namespace and its own MutatingWebhookConfiguration selecting only
+//! that namespace, so tests run in parallel against the one shared API server. Status writes
+//! are made by another identity (`rogue-controller`), as a competing controller would.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use support::{
+    Class, FailurePolicy, ROGUE_USER, TestEnv, Webhook, addresses, create_ingress, eventually, stored, write_status,
+};
+
+/// The harness itself, without the webhook: the API server stores what another identity
+/// writes to the status subresource, RBAC is enforced for that identity, and kubectl shows
+/// the address.
+#[tokio::test]
+async fn harness_smoke_apiserver_stores_ingress_status() {
+    let t = TestEnv::new("smoke").await;
+    create_ingress(&t.ingresses, "web", Class::Field("guarded")).await;
+
+    let written = write_status(&t.rogue, "web", &["198.51.100.1:80", "lb.example.com"], false)
+        .await
+        .expect("the rogue identity may patch ingresses/status");
+    assert_eq!(addresses(&written), ["198.51.100.1:80", "lb.example.com"]);
+    assert_eq!(stored(&t.ingresses, "web").await, ["198.51.100.1:80", "lb.example.com"]);
+
+    // The rogue identity is not an administrator: RBAC refuses it the Ingress's spec.
+    let denied = t
+        .rogue
+        .patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"ingressClassName": "other"}})))
+        .await
+        .expect_err("rogue-controller must not be allowed to patch the spec");
+    assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "expected 403 Forbidden, got {denied:?}");
+
+    // The audit log records the status write, with no webhook involved.
+    let audit = t.audited("web", 1).await;
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].user, ROGUE_USER);
+    assert_eq!(audit[0].mutated, None, "{audit:?}");
+
+    let get = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["get", "ingress", "web", "-n", &t.ns, "--no-headers"]);
+    assert!(get.success, "kubectl get failed: {}", get.stderr);
+    assert!(get.stdout.contains("198.51.100.1,lb.example.com"), "kubectl shows the ADDRESS: {}", get.stdout);
+}
+
+const STATIC_CANONICAL: [&str; 2] = ["192.0.2.10", "lb.example.com"];
+
+/// Case 1: static source. Another identity writes a wrong address (with a port) to a governed
+/// Ingress; the stored status is the canonical one, and the API server records that the
+/// webhook patched that write.
+#[tokio::test]
+async fn static_list_replaces_a_rogue_status_write() {
+    let t = TestEnv::new("static").await;
+    // The space checks that list items are trimmed.
+    let webhook =
+        t.start_webhook(&["--ingress-class=guarded", "--publish-status-address=192.0.2.10, lb.example.com"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field("guarded"), &STATIC_CANONICAL).await;
+
+    create_ingress(&t.ingresses, "web", Class::Field("guarded")).await;
+    let answer = write_status(&t.rogue, "web", &["198.51.100.66:443"], false)
+        .await
+        .expect("the rogue write is allowed (and rewritten)");
+    assert_eq!(addresses(&answer), STATIC_CANONICAL, "what the writer gets back");
+    assert_eq!(stored(&t.ingresses, "web").await, STATIC_CANONICAL);
+
+    let audit = t.audited("web", 1).await;
+    let last = audit.last().expect("one audit event");
+    assert_eq!(last.user, ROGUE_USER);
+    assert_eq!(last.mutated, Some(true), "the webhook changed the write: {last:?}");
+    assert!(last.patch.is_some(), "the webhook answered with a patch: {last:?}");
+}
+
+/// Case 2: publish Service of type LoadBalancer. Its `status.loadBalancer` (written through
+/// `services/status`, as a cloud controller would) and its externalIPs give the canonical
+/// status; when the Service's address changes, later writes follow without a restart.
+#[tokio::test]
+async fn publish_load_balancer_service_follows_the_service() {
+    let t = TestEnv::new("lb").await;
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    create_service(
+        &services,
+        json!({
+            "metadata": {"name": "edge"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}],
+                     "externalIPs": ["203.0.113.20", "203.0.113.10"]}
+        }),
+    )
+    .await;
+    set_service_load_balancer(&services, "edge", json!([{"ip": "203.0.113.10"}])).await;
+
+    let publish = format!("--publish-service={}/edge", t.ns);
+    let webhook = t.start_webhook(&[&publish]).await;
+    // No --ingress-class: every Ingress is governed, class-less ones included.
+    // 203.0.113.10 is both in the status and an externalIP: kept once.
+    let first = ["203.0.113.10", "203.0.113.20"];
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &first).await;
+
+    create_ingress(&t.ingresses, "web", Class::Field("any-class")).await;
+    write_status(&t.rogue, "web", &["198.51.100.1"], false).await.expect("rogue write");
+    assert_eq!(stored(&t.ingresses, "web").await, first);
+
+    // The load balancer moves: a hostname entry, and an entry with both ip and hostname.
+    set_service_load_balancer(
+        &services,
+        "edge",
+        json!([{"hostname": "edge.example.com"},
+               {"ip": "203.0.113.11", "hostname": "edge-b.example.com"}]),
+    )
+    .await;
+    // Sorted by hostname then IP: IP-only entries (the externalIPs) first.
+    let second = ["203.0.113.10", "203.0.113.20", "203.0.113.11/edge-b.example.com", "edge.example.com"];
+    eventually(
+        &format!("a rogue write ends with the Service's new addresses (webhook log: {})", webhook.log_path().display()),
+        Duration::from_secs(20),
+        || async {
+            let answer = write_status(&t.rogue, "web", &["198.51.100.1"], false).await.map_err(|e| e.to_string())?;
+            let got = addresses(&answer);
+            if got == second { Ok(()) } else { Err(format!("stored {got:?}")) }
+        },
+    )
+    .await;
+    assert_eq!(stored(&t.ingresses, "web").await, second);
+}
+
+/// Case 3a: publish Service of type ClusterIP, dual-stack: one IP entry per `spec.clusterIPs`.
+#[tokio::test]
+async fn publish_cluster_ip_service_gives_its_cluster_ips() {
+    let t = TestEnv::new("clusterip").await;
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    let svc = create_service(
+        &services,
+        json!({
+            "metadata": {"name": "internal"},
+            "spec": {"type": "ClusterIP", "ipFamilyPolicy": "RequireDualStack",
+                     "ports": [{"port": 80}]}
+        }),
+    )
+    .await;
+    let mut cluster_ips = svc.spec.and_then(|s| s.cluster_ips).unwrap_or_default();
+    assert_eq!(cluster_ips.len(), 2, "a dual-stack Service: {cluster_ips:?}");
+    cluster_ips.sort();
+    let canonical: Vec<&str> = cluster_ips.iter().map(String::as_str).collect();
+
+    let publish = format!("--publish-service={}/internal", t.ns);
+    let webhook = t.start_webhook(&[&publish]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &canonical).await;
+
+    create_ingress(&t.ingresses, "web", Class::Field("any-class")).await;
+    write_status(&t.rogue, "web", &["198.51.100.1", "wrong.example.com"], false).await.expect("rogue write");
+    assert_eq!(stored(&t.ingresses, "web").await, canonical);
+}
+
+/// Case 3b: publish Service of type NodePort: its externalIPs when it has some, else its
+/// cluster IP; a spec change of the Service is followed without a restart.
+#[tokio::test]
+async fn publish_node_port_service_gives_external_ips_else_cluster_ip() {
+    let t = TestEnv::new("nodeport").await;
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    let svc = create_service(
+        &services,
+        json!({
+            "metadata": {"name": "nodes"},
+            "spec": {"type": "NodePort", "ports": [{"port": 80}],
+                     "externalIPs": ["198.51.100.7", "198.51.100.3"]}
+        }),
+    )
+    .await;
+    let cluster_ip = svc.spec.and_then(|s| s.cluster_ip).expect("a ClusterIP");
+
+    let publish = format!("--publish-service={}/nodes", t.ns);
+    let webhook = t.start_webhook(&[&publish]).await;
+    let canonical = ["198.51.100.3", "198.51.100.7"];
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &canonical).await;
+
+    create_ingress(&t.ingresses, "web", Class::None).await;
+    write_status(&t.rogue, "web", &["198.51.100.1"], false).await.expect("rogue write");
+    assert_eq!(stored(&t.ingresses, "web").await, canonical);
+
+    // Without externalIPs a NodePort Service publishes its cluster IP.
+    services
+        .patch("nodes", &PatchParams::default(), &Patch::Merge(json!({"spec": {"externalIPs": null}})))
+        .await
+        .expect("drop the externalIPs");
+    t.await_governed(&webhook, "later", Class::None, &[&cluster_ip]).await;
+}
+
+/// Case 4: an Ingress of another class and a class-less Ingress (no
+/// `--watch-ingress-without-class`) keep whatever is written; an Ingress naming the governed
+/// class through the legacy annotation is governed.
+#[tokio::test]
+async fn other_class_and_class_less_ingresses_are_untouched() {
+    let t = TestEnv::new("classes").await;
+    let webhook = t.start_webhook(&["--ingress-class=guarded", "--publish-status-address=192.0.2.10"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field("guarded"), &["192.0.2.10"]).await;
+
+    for (name, class) in [
+        ("other-class", Class::Field("other")),
+        ("other-annotation", Class::Annotation("other")),
+        ("no-class", Class::None),
+    ] {
+        create_ingress(&t.ingresses, name, class).await;
+        write_status(&t.rogue, name, &["198.51.100.9", "other.example.com"], false)
+            .await
+            .unwrap_or_else(|e| panic!("rogue write on {name}: {e}"));
+        assert_eq!(
+            stored(&t.ingresses, name).await,
+            ["198.51.100.9", "other.example.com"],
+            "Ingress {name} ({class:?}) is not governed"
+        );
+        let audit = t.audited(name, 1).await;
+        assert!(audit[0].patch.is_none(), "no patch for Ingress {name}: {audit:?}");
+    }
+
+    t.await_governed(&webhook, "legacy-annotation", Class::Annotation("guarded"), &["192.0.2.10"]).await;
+}
+
+/// Case 4, continued: with `--watch-ingress-without-class`, class-less Ingresses are governed
+/// too, and other classes still are not.
+#[tokio::test]
+async fn class_less_ingresses_are_governed_with_watch_ingress_without_class() {
+    let t = TestEnv::new("classless").await;
+    let webhook = t
+        .start_webhook(&[
+            "--ingress-class=guarded",
+            "--watch-ingress-without-class",
+            "--publish-status-address=192.0.2.10",
+        ])
+        .await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &["192.0.2.10"]).await;
+
+    create_ingress(&t.ingresses, "other-class", Class::Field("other")).await;
+    write_status(&t.rogue, "other-class", &["198.51.100.9"], false).await.expect("rogue write");
+    assert_eq!(stored(&t.ingresses, "other-class").await, ["198.51.100.9"]);
+}
+
+/// Case 5: a write that is already canonical is stored as written, and the webhook answered
+/// without a patch: the API server's audit record of the call has `mutated: false` and no
+/// patch annotation (an identity patch would be recorded there).
+#[tokio::test]
+async fn canonical_write_is_stored_as_is_without_a_patch() {
+    let t = TestEnv::new("canonical").await;
+    let webhook = t.start_webhook(&["--publish-status-address=192.0.2.10,lb.example.com"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &STATIC_CANONICAL).await;
+
+    create_ingress(&t.ingresses, "web", Class::None).await;
+    let before = t.ingresses.get("web").await.expect("get web");
+    let answer = write_status(&t.rogue, "web", &STATIC_CANONICAL, false).await.expect("canonical write");
+    assert_eq!(addresses(&answer), STATIC_CANONICAL);
+    assert_ne!(answer.metadata.resource_version, before.metadata.resource_version, "the write was stored");
+    assert_eq!(stored(&t.ingresses, "web").await, STATIC_CANONICAL);
+
+    let audit = t.audited("web", 1).await;
+    let verdict = &audit[0];
+    assert_eq!(verdict.code, 200, "{verdict:?}");
+    assert_eq!(verdict.mutated, Some(false), "the webhook was called: {verdict:?}");
+    assert!(verdict.patch.is_none(), "the webhook sent no patch: {verdict:?}");
+}
+
+/// Case 6: a server-side dry-run status patch returns the canonical value and stores nothing.
+#[tokio::test]
+async fn dry_run_returns_the_canonical_status_and_stores_nothing() {
+    let t = TestEnv::new("dryrun").await;
+    let webhook = t.start_webhook(&["--publish-status-address=192.0.2.10,lb.example.com"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &STATIC_CANONICAL).await;
+
+    let created = create_ingress(&t.ingresses, "web", Class::None).await;
+    let answer = write_status(&t.rogue, "web", &["198.51.100.1"], true)
+        .await
+        .expect("dry-run write (the webhook is registered with sideEffects NoneOnDryRun)");
+    assert_eq!(addresses(&answer), STATIC_CANONICAL, "the dry-run answer");
+
+    let after = t.ingresses.get("web").await.expect("get web");
+    assert_eq!(addresses(&after), Vec::<String>::new(), "nothing stored by the dry run");
+    assert_eq!(after.metadata.resource_version, created.metadata.resource_version);
+}
+
+/// Case 7: the webhook is down. With `failurePolicy: Fail` the API server refuses the status
+/// write, naming the webhook; with `failurePolicy: Ignore` the write passes unchanged and the
+/// API server records that it failed open.
+#[tokio::test]
+async fn webhook_down_fail_refuses_and_ignore_passes() {
+    let t = TestEnv::new("down-fail").await;
+    let ignoring = TestEnv::new("down-ignore").await;
+    let mut webhook = t.start_webhook(&["--publish-status-address=192.0.2.10"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &["192.0.2.10"]).await;
+    ignoring.register(&webhook, FailurePolicy::Ignore, Class::None, &["192.0.2.10"]).await;
+    create_ingress(&t.ingresses, "web", Class::None).await;
+    create_ingress(&ignoring.ingresses, "web", Class::None).await;
+
+    webhook.stop();
+
+    // failurePolicy: Fail
+    let refused = write_status(&t.rogue, "web", &["198.51.100.1"], false)
+        .await
+        .expect_err("with failurePolicy Fail a write must be refused while the webhook is down");
+    let message = refused.to_string();
+    assert!(
+        message.contains("failed calling webhook")
+            && message.contains(&format!("{}.e2e.ingress-status-guard.test", t.ns)),
+        "a clear error naming the webhook: {message}"
+    );
+    assert_eq!(stored(&t.ingresses, "web").await, Vec::<String>::new());
+
+    // failurePolicy: Ignore
+    let passed = write_status(&ignoring.rogue, "web", &["198.51.100.1"], false)
+        .await
+        .expect("with failurePolicy Ignore the write passes while the webhook is down");
+    assert_eq!(addresses(&passed), ["198.51.100.1"]);
+    assert_eq!(stored(&ignoring.ingresses, "web").await, ["198.51.100.1"]);
+    let audit = ignoring.audited("web", 1).await;
+    assert!(audit[0].failed_open, "recorded as failed open: {audit:?}");
+}
+
+/// Case 8: the webhook runs as a least-privilege identity: only list/watch on Services in the
+/// publish Service's namespace, and create/patch on Events.
+#[tokio::test]
+async fn works_with_a_least_privilege_identity() {
+    let t = TestEnv::new("leastpriv").await;
+    let system_ns = t.cluster.namespace(&t.admin, "isg-system").await;
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &system_ns);
+    create_service(
+        &services,
+        json!({
+            "metadata": {"name": "ingress-nginx-controller"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 443}]}
+        }),
+    )
+    .await;
+    set_service_load_balancer(&services, "ingress-nginx-controller", json!([{"ip": "203.0.113.50"}])).await;
+
+    // The identity of a ServiceAccount, presented as a client certificate.
+    let sa = "ingress-status-guard";
+    let user = format!("system:serviceaccount:{system_ns}:{sa}");
+    let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": system_ns}]);
+    grant(
+        &t.admin,
+        Some(&system_ns),
+        &format!("{}-services", t.ns),
+        json!([{"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch"]}]),
+        subject.clone(),
+    )
+    .await;
+    grant(
+        &t.admin,
+        None,
+        &format!("{}-events", t.ns),
+        json!([{"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+                "verbs": ["create", "patch"]}]),
+        subject,
+    )
+    .await;
+    let kubeconfig = t.cluster.kubeconfig_for(&user, None);
+
+    // The identity really is that narrow.
+    let narrow = support::cluster::client_from(&kubeconfig).await;
+    let denied = Api::<Service>::namespaced(narrow.clone(), &t.ns)
+        .list(&Default::default())
+        .await
+        .expect_err("no access to Services outside the publish Service's namespace");
+    assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "{denied:?}");
+    let denied = Api::<Service>::namespaced(narrow, &system_ns)
+        .get("ingress-nginx-controller")
+        .await
+        .expect_err("no get on Services");
+    assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "{denied:?}");
+
+    let publish = format!("--publish-service={system_ns}/ingress-nginx-controller");
+    let webhook = Webhook::start(t.cluster, &t.ns, &kubeconfig, &[&publish]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &["203.0.113.50"]).await;
+
+    create_ingress(&t.ingresses, "web", Class::Field("nginx")).await;
+    write_status(&t.rogue, "web", &["198.51.100.1"], false).await.expect("rogue write");
+    assert_eq!(stored(&t.ingresses, "web").await, ["203.0.113.50"]);
+    assert!(
+        !webhook.log().contains("Forbidden") && !webhook.log().contains("forbidden"),
+        "the webhook needed more rights:\n{}",
+        webhook.log_tail()
+    );
+}
+
+/// Case 9: after a rogue `kubectl patch --subresource=status`, `kubectl get ingress` shows the
+/// canonical ADDRESS.
+#[tokio::test]
+async fn kubectl_shows_the_canonical_address_after_a_rogue_kubectl_patch() {
+    let t = TestEnv::new("kubectl").await;
+    let webhook = t.start_webhook(&["--publish-status-address=192.0.2.10,lb.example.com"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &STATIC_CANONICAL).await;
+    create_ingress(&t.ingresses, "web", Class::Field("nginx")).await;
+
+    let rogue = t.cluster.kubeconfig_for(ROGUE_USER, Some(support::cluster::STATUS_WRITERS));
+    let patch = t.cluster.kubectl(
+        &rogue,
+        &[
+            "patch",
+            "ingress",
+            "web",
+            "-n",
+            &t.ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"loadBalancer":{"ingress":[{"ip":"198.51.100.99"}]}}}"#,
+        ],
+    );
+    assert!(patch.success, "kubectl patch: {}{}", patch.stdout, patch.stderr);
+
+    let get = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["get", "ingress", "web", "-n", &t.ns]);
+    assert!(get.success, "kubectl get: {}", get.stderr);
+    let mut lines = get.stdout.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    let row: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    let column =
+        header.iter().position(|h| *h == "ADDRESS").unwrap_or_else(|| panic!("no ADDRESS column: {}", get.stdout));
+    assert_eq!(row.get(column).copied(), Some("192.0.2.10,lb.example.com"), "kubectl get ingress:\n{}", get.stdout);
+}
+
+async fn create_service(api: &Api<Service>, service: serde_json::Value) -> Service {
+    let service: Service = serde_json::from_value(service).expect("Service object");
+    api.create(&PostParams::default(), &service).await.unwrap_or_else(|e| panic!("create Service: {e}"))
+}
+
+/// Writes `status.loadBalancer.ingress` of a Service, as a cloud controller would.
+async fn set_service_load_balancer(api: &Api<Service>, name: &str, ingress: serde_json::Value) {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": ingress}}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("write the status of Service {name}: {e}"));
+}
+
+/// Creates a Role (in `namespace`) or ClusterRole (without) with `rules`, bound to `subjects`.
+async fn grant(
+    admin: &kube::Client,
+    namespace: Option<&str>,
+    name: &str,
+    rules: serde_json::Value,
+    subjects: serde_json::Value,
+) {
+    let pp = PostParams::default();
+    let (role_kind, result) = match namespace {
+        Some(ns) => {
+            let role: Role = serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules})).expect("Role");
+            let binding: RoleBinding = serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": subjects,
+            }))
+            .expect("RoleBinding");
+            let r = Api::<Role>::namespaced(admin.clone(), ns).create(&pp, &role).await;
+            let b = Api::<RoleBinding>::namespaced(admin.clone(), ns).create(&pp, &binding).await;
+            ("Role", r.and(b.map(|_| ())))
+        }
+        None => {
+            let role: ClusterRole =
+                serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules})).expect("ClusterRole");
+            let binding: ClusterRoleBinding = serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": name},
+                "subjects": subjects,
+            }))
+            .expect("ClusterRoleBinding");
+            let r = Api::<ClusterRole>::all(admin.clone()).create(&pp, &role).await;
+            let b = Api::<ClusterRoleBinding>::all(admin.clone()).create(&pp, &binding).await;
+            ("ClusterRole", r.map(|_| ()).and(b.map(|_| ())))
+        }
+    };
+    result.unwrap_or_else(|e| panic!("grant {role_kind} {name}: {e}"));
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Provides the kube-apiserver and etcd binaries the end-to-end tests run, and prints the
+# directory holding them on the last line of stdout (everything else goes to stderr).
+#
+# - KUBEBUILDER_ASSETS (the envtest convention) holding both binaries: use it, build nothing.
+# - Otherwise build them from this Go module (go.mod pins k8s.io/kubernetes and etcd) into
+#   ${ISG_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-status-guard}/k8s-<version>/,
+#   once: later runs find the binaries and return at once. A flock serializes concurrent
+#   callers (parallel test binaries), so only one of them builds.
+set -euo pipefail
+
+# Keep in sync with go.mod.
+K8S_VERSION=v1.33.13
+
+log() { printf 'tests/k8s/build.sh: %s\n' "$*" >&2; }
+
+if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
+  if [[ -x "$KUBEBUILDER_ASSETS/kube-apiserver" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then
+    printf '%s\n' "$KUBEBUILDER_ASSETS"
+    exit 0
+  fi
+  log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks an executable kube-apiserver or etcd; building instead"
+fi
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+out="${ISG_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-status-guard}/k8s-$K8S_VERSION"
+mkdir -p "$out"
+
+# The stamp ties the binaries to the exact dependency set, so editing go.mod/go.sum rebuilds.
+stamp_want=$(cat "$here/go.mod" "$here/go.sum" "$here/cmd/etcd/main.go" | sha256sum | cut -d' ' -f1)
+is_built() {
+  [[ -x "$out/kube-apiserver" && -x "$out/etcd" && "$(cat "$out/.stamp" 2>/dev/null)" == "$stamp_want" ]]
+}
+
+if ! is_built; then
+  exec 9>"$out/.lock"
+  if ! flock -n 9; then
+    log "another process is building into $out; waiting for it"
+    flock 9
+  fi
+  if ! is_built; then
+    command -v go >/dev/null || { log "the go tool is not on PATH (or set KUBEBUILDER_ASSETS)"; exit 1; }
+    log "building kube-apiserver $K8S_VERSION and etcd into $out (a cold build takes many minutes)"
+    start=$SECONDS
+    version_flags=""
+    for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+      version_flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=33"
+      version_flags+=" -X $pkg.gitTreeState=clean"
+    done
+    rm -f "$out/.stamp"
+    (
+      cd "$here"
+      go build -trimpath -ldflags="-s -w$version_flags" -o "$out/kube-apiserver.tmp" \
+        k8s.io/kubernetes/cmd/kube-apiserver
+      go build -trimpath -ldflags="-s -w" -o "$out/etcd.tmp" ./cmd/etcd
+    ) >&2
+    mv -f "$out/kube-apiserver.tmp" "$out/kube-apiserver"
+    mv -f "$out/etcd.tmp" "$out/etcd"
+    printf '%s\n' "$stamp_want" >"$out/.stamp"
+    log "built in $((SECONDS - start))s"
+  fi
+fi
+
+printf '%s\n' "$out"

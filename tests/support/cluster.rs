@@ -1,0 +1,448 @@
+//! One real control plane (etcd + kube-apiserver on 127.0.0.1) shared by the tests of a test
+//! binary, started on first use with freshly generated certificates.
+//!
+//! Sharing: the processes live in a static and die with the test process (see `process`);
+//! an `atexit` hook also stops them and deletes etcd's data when the harness exits normally.
+//! Tests isolate themselves by namespace (`Cluster::namespace`). kube-rs clients are bound to
+//! the tokio runtime that created them and every `#[tokio::test]` has its own, so the static
+//! holds only paths and keys and each test makes its own clients.
+//!
+//! Files of a run (kubeconfigs, logs, audit log) stay under
+//! `target/tmp/e2e/run-<pid>/` until the next run, for post-mortems.
+
+use std::fmt::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::ServiceCIDR;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+
+use super::pki::{self, Ca};
+use super::process::{self, Proc};
+
+/// The identity the tests use to write Ingress statuses "behind the controller's back".
+pub const ROGUE_USER: &str = "rogue-controller";
+/// Group bound (cluster-wide) to get, list, watch Ingresses and update/patch their status.
+pub const STATUS_WRITERS: &str = "isg-e2e:ingress-status-writers";
+/// Label put on every test namespace; its value is the namespace's name, so a webhook's
+/// `namespaceSelector` can match exactly one test's namespace.
+pub const NAMESPACE_LABEL: &str = "e2e.ingress-status-guard.test/namespace";
+
+const SERVICE_CIDRS: &str = "10.0.0.0/24,fd00:10::/108";
+
+pub struct Cluster {
+    /// `https://127.0.0.1:<port>`
+    pub server: String,
+    dir: PathBuf,
+    ca: Ca,
+    admin_kubeconfig: PathBuf,
+    audit_log: PathBuf,
+    procs: Mutex<Vec<Proc>>,
+    counter: AtomicU32,
+}
+
+static SHARED: tokio::sync::OnceCell<Result<Cluster, String>> = tokio::sync::OnceCell::const_new();
+
+impl Cluster {
+    /// The control plane of this test binary, started by the first caller.
+    pub async fn shared() -> &'static Cluster {
+        let started = SHARED.get_or_init(start).await;
+        match started {
+            Ok(cluster) => cluster,
+            Err(e) => panic!("the test control plane did not start: {e}"),
+        }
+    }
+
+    pub fn admin_kubeconfig(&self) -> &Path {
+        &self.admin_kubeconfig
+    }
+
+    /// A client with `system:masters` rights.
+    pub async fn admin(&self) -> Client {
+        client_from(&self.admin_kubeconfig).await
+    }
+
+    /// Writes a kubeconfig that authenticates as `user` (in `group`, if any) with a client
+    /// certificate signed by the cluster's CA.
+    pub fn kubeconfig_for(&self, user: &str, group: Option<&str>) -> PathBuf {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let path =
+            self.dir.join(format!("kubeconfig-{}-{n}.yaml", user.replace(|c: char| !c.is_ascii_alphanumeric(), "-")));
+        let cert = self.ca.client(user, group);
+        write_kubeconfig(&path, &self.server, &self.ca.cert_pem, user, &cert);
+        path
+    }
+
+    /// A client acting as `user` (in `group`, if any).
+    pub async fn client_for(&self, user: &str, group: Option<&str>) -> Client {
+        client_from(&self.kubeconfig_for(user, group)).await
+    }
+
+    /// A client for the rogue status writer (user `rogue-controller`).
+    pub async fn rogue(&self) -> Client {
+        self.client_for(ROGUE_USER, Some(STATUS_WRITERS)).await
+    }
+
+    /// A fresh directory for one test's files.
+    pub fn scratch_dir(&self, name: &str) -> PathBuf {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let dir = self.dir.join(format!("{name}-{n}"));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        dir
+    }
+
+    /// Creates a namespace `<prefix>-<n>` carrying `NAMESPACE_LABEL=<its name>`.
+    pub async fn namespace(&self, client: &Client, prefix: &str) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{n}");
+        let ns: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {NAMESPACE_LABEL: name}}
+        }))
+        .expect("namespace object");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+        name
+    }
+
+    /// Runs kubectl (`$KUBECTL` or `kubectl` on PATH) with the given kubeconfig.
+    pub fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> KubectlOutput {
+        let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+        let out = Command::new(&kubectl)
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--cache-dir={}", self.dir.join("kubectl-cache").display()))
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("run {kubectl}: {e}"));
+        KubectlOutput {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The API server's audit events (stage ResponseComplete) for status writes on one Ingress,
+    /// oldest first. The audit policy records those at level Request, so mutating webhooks'
+    /// `mutation.webhook.admission.k8s.io/*` and `patch.webhook.admission.k8s.io/*`
+    /// annotations are present: the API server's own record of what a webhook did.
+    pub fn ingress_status_audit(&self, namespace: &str, name: &str) -> Vec<Value> {
+        let log = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|e| {
+                let r = &e["objectRef"];
+                e["stage"] == "ResponseComplete"
+                    && r["resource"] == "ingresses"
+                    && r["subresource"] == "status"
+                    && r["namespace"] == namespace
+                    && r["name"] == name
+            })
+            .collect()
+    }
+
+    /// The tail of the API server's log, for failure messages.
+    pub fn apiserver_log_tail(&self) -> String {
+        let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        procs.iter().map(|p| p.log_tail(30)).collect::<Vec<_>>().join("\n")
+    }
+
+    fn stop(&self) {
+        if let Ok(mut procs) = self.procs.try_lock() {
+            for p in procs.iter_mut().rev() {
+                p.kill();
+            }
+        }
+        let _ = std::fs::remove_dir_all(self.dir.join("etcd-data"));
+    }
+}
+
+pub struct KubectlOutput {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A kube-rs client from a kubeconfig file.
+pub async fn client_from(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap_or_else(|e| panic!("read {}: {e}", kubeconfig.display()));
+    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("load {}: {e}", kubeconfig.display()));
+    config.read_timeout = Some(Duration::from_secs(30));
+    Client::try_from(config).expect("build kube client")
+}
+
+/// Picks a free TCP port on 127.0.0.1. Another process may take it before we bind it again,
+/// so callers retry their start when the port turns out to be taken.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind an ephemeral port").port()
+}
+
+fn write_kubeconfig(path: &Path, server: &str, ca_pem: &str, user: &str, cert: &pki::Issued) {
+    let text = format!(
+        r#"apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: {server}
+    certificate-authority-data: {ca}
+users:
+- name: "{user}"
+  user:
+    client-certificate-data: {cert}
+    client-key-data: {key}
+contexts:
+- name: e2e
+  context:
+    cluster: e2e
+    user: "{user}"
+current-context: e2e
+"#,
+        ca = BASE64.encode(ca_pem),
+        cert = BASE64.encode(&cert.cert_pem),
+        key = BASE64.encode(&cert.key_pem),
+    );
+    write(path, &text);
+}
+
+fn write(path: &Path, contents: &str) {
+    std::fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// Runs tests/k8s/build.sh and returns the directory holding kube-apiserver and etcd.
+fn binaries() -> Result<PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/k8s/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("run {}: {e}", script.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = stdout.lines().last().unwrap_or("").trim();
+    if !out.status.success() || dir.is_empty() {
+        return Err(format!("{} failed ({})", script.display(), out.status));
+    }
+    Ok(PathBuf::from(dir))
+}
+
+/// `target/tmp/e2e/run-<pid>`, after deleting the directories of runs that are gone.
+fn run_dir() -> PathBuf {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e");
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("run-")).and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            // SAFETY: kill with signal 0 only checks whether the process exists.
+            let alive = unsafe { libc::kill(pid, 0) } == 0;
+            if !alive || pid == std::process::id() as i32 {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = base.join(format!("run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the run directory");
+    dir
+}
+
+extern "C" fn stop_at_exit() {
+    if let Some(Ok(cluster)) = SHARED.get() {
+        cluster.stop();
+    }
+}
+
+async fn start() -> Result<Cluster, String> {
+    let bin = binaries()?;
+    let dir = run_dir();
+
+    let ca = Ca::new("isg-e2e cluster CA");
+    let serving = ca.server("kube-apiserver", &["127.0.0.1", "localhost", "10.0.0.1"]);
+    let (sa_key, sa_pub) = pki::signing_key_pair();
+    let admin_cert = ca.client("isg-e2e-admin", Some("system:masters"));
+    for (file, contents) in [
+        ("ca.crt", &ca.cert_pem),
+        ("apiserver.crt", &serving.cert_pem),
+        ("apiserver.key", &serving.key_pem),
+        ("sa.key", &sa_key),
+        ("sa.pub", &sa_pub),
+    ] {
+        write(&dir.join(file), contents);
+    }
+    // Only Ingress status writes are audited, with their request bodies and annotations.
+    write(
+        &dir.join("audit-policy.yaml"),
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: Request\n  resources:\n  - group: networking.k8s.io\n    resources: [ingresses/status]\n\
+         - level: None\n",
+    );
+    let audit_log = dir.join("audit.log");
+    let admin_kubeconfig = dir.join("kubeconfig-admin.yaml");
+
+    let mut last_error = String::new();
+    for attempt in 1..=3 {
+        match start_processes(&bin, &dir, &ca, &admin_cert, &admin_kubeconfig, &audit_log).await {
+            Ok((server, procs)) => {
+                let cluster = Cluster {
+                    server,
+                    dir,
+                    ca,
+                    admin_kubeconfig,
+                    audit_log,
+                    procs: Mutex::new(procs),
+                    counter: AtomicU32::new(0),
+                };
+                // SAFETY: registering a plain extern "C" function has no preconditions.
+                unsafe { libc::atexit(stop_at_exit) };
+                prepare(&cluster).await?;
+                return Ok(cluster);
+            }
+            Err(e) => last_error = format!("attempt {attempt}: {e}"),
+        }
+    }
+    Err(last_error)
+}
+
+async fn start_processes(
+    bin: &Path,
+    dir: &Path,
+    ca: &Ca,
+    admin_cert: &pki::Issued,
+    admin_kubeconfig: &Path,
+    audit_log: &Path,
+) -> Result<(String, Vec<Proc>), String> {
+    let etcd_port = free_port();
+    let api_port = free_port();
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    let data = dir.join("etcd-data");
+    let _ = std::fs::remove_dir_all(&data);
+
+    let mut etcd = Command::new(bin.join("etcd"));
+    etcd.args([
+        &format!("--data-dir={}", data.display()),
+        &format!("--listen-client-urls={etcd_url}"),
+        &format!("--advertise-client-urls={etcd_url}"),
+        // Port 0: no fixed peer port to collide with; a single member never dials its peers
+        // (as controller-runtime's envtest does).
+        "--listen-peer-urls=http://127.0.0.1:0",
+        "--unsafe-no-fsync=true",
+        "--log-level=warn",
+    ]);
+    let etcd = process::spawn("etcd", etcd, &dir.join("etcd.log")).map_err(|e| format!("start etcd: {e}"))?;
+
+    let file = |name: &str| dir.join(name).display().to_string();
+    let mut apiserver = Command::new(bin.join("kube-apiserver"));
+    apiserver.args([
+        format!("--etcd-servers={etcd_url}"),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={api_port}"),
+        format!("--cert-dir={}", file("apiserver-certs")),
+        format!("--tls-cert-file={}", file("apiserver.crt")),
+        format!("--tls-private-key-file={}", file("apiserver.key")),
+        format!("--client-ca-file={}", file("ca.crt")),
+        format!("--service-account-key-file={}", file("sa.pub")),
+        format!("--service-account-signing-key-file={}", file("sa.key")),
+        "--service-account-issuer=https://kubernetes.default.svc".into(),
+        format!("--service-cluster-ip-range={SERVICE_CIDRS}"),
+        "--authorization-mode=RBAC".into(),
+        // No endpoints for the `kubernetes` Service: 127.0.0.1 is not a valid endpoint.
+        "--endpoint-reconciler-type=none".into(),
+        format!("--audit-policy-file={}", file("audit-policy.yaml")),
+        format!("--audit-log-path={}", audit_log.display()),
+        "--profiling=false".into(),
+    ]);
+    let apiserver = process::spawn("kube-apiserver", apiserver, &dir.join("kube-apiserver.log"))
+        .map_err(|e| format!("start kube-apiserver: {e}"))?;
+    let mut procs = vec![etcd, apiserver];
+
+    let server = format!("https://127.0.0.1:{api_port}");
+    write_kubeconfig(admin_kubeconfig, &server, &ca.cert_pem, "isg-e2e-admin", admin_cert);
+    let client = client_from(admin_kubeconfig).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        for p in procs.iter_mut() {
+            if let Some(status) = p.exited() {
+                return Err(format!("exited with {status}\n{}", p.log_tail(40)));
+            }
+        }
+        let req = hyper::Request::get("/readyz?verbose").body(Vec::new()).expect("request");
+        let last = match client.request_text(req).await {
+            Ok(_) => return Ok((server, procs)),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            let mut msg = format!("kube-apiserver not ready after 120s: {last}\n");
+            for p in &procs {
+                let _ = writeln!(msg, "{}", p.log_tail(40));
+            }
+            return Err(msg);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// What every test relies on once the API server answers: the default ServiceCIDR is ready
+/// (Services cannot get a ClusterIP before), and the rogue writer's RBAC.
+async fn prepare(cluster: &Cluster) -> Result<(), String> {
+    let client = cluster.admin().await;
+    let cidrs = Api::<ServiceCIDR>::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = cidrs.get_opt("kubernetes").await.ok().flatten().is_some_and(|c| {
+            c.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        if ready {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the default ServiceCIDR never became Ready\n{}", cluster.apiserver_log_tail()));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": STATUS_WRITERS},
+        "rules": [
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses/status"],
+             "verbs": ["get", "update", "patch"]},
+        ]
+    }))
+    .map_err(|e| e.to_string())?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": STATUS_WRITERS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": STATUS_WRITERS},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                      "name": STATUS_WRITERS}]
+    }))
+    .map_err(|e| e.to_string())?;
+    let pp = PostParams::default();
+    Api::<ClusterRole>::all(client.clone()).create(&pp, &role).await.map_err(|e| format!("create ClusterRole: {e}"))?;
+    Api::<ClusterRoleBinding>::all(client)
+        .create(&pp, &binding)
+        .await
+        .map_err(|e| format!("create ClusterRoleBinding: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! The webhook under test, black box: the built binary started as a child process with its own
+//! CA and serving certificate, and its MutatingWebhookConfiguration in the test API server.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use super::cluster::{Cluster, NAMESPACE_LABEL, free_port};
+use super::pki::Ca;
+use super::process::{self, Proc};
+
+pub const BINARY: &str = env!("CARGO_BIN_EXE_ingress-status-guard");
+
+/// A running `ingress-status-guard serve`.
+pub struct Webhook {
+    proc: Proc,
+    ca_pem: String,
+    port: u16,
+    admin_port: u16,
+}
+
+impl Webhook {
+    /// Starts `ingress-status-guard serve` with fresh TLS files, the given kubeconfig and the
+    /// policy flags in `args`, and waits until its admin `/readyz` answers 200 (every Service
+    /// cache synced). Panics with the webhook's log if it exits or never gets ready.
+    pub async fn start(cluster: &Cluster, name: &str, kubeconfig: &Path, args: &[&str]) -> Webhook {
+        let dir = cluster.scratch_dir(&format!("webhook-{name}"));
+        let ca = Ca::new(&format!("isg-e2e webhook CA ({name})"));
+        let serving = ca.server("ingress-status-guard", &["127.0.0.1", "localhost"]);
+        let cert = dir.join("tls.crt");
+        let key = dir.join("tls.key");
+        std::fs::write(&cert, &serving.cert_pem).expect("write webhook cert");
+        std::fs::write(&key, &serving.key_pem).expect("write webhook key");
+
+        let mut failures = Vec::new();
+        for attempt in 1..=3 {
+            let (port, admin_port) = (free_port(), free_port());
+            let mut command = Command::new(BINARY);
+            command
+                .arg("serve")
+                .arg(format!("--listen=127.0.0.1:{port}"))
+                .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
+                .arg(format!("--tls-cert={}", cert.display()))
+                .arg(format!("--tls-key={}", key.display()))
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg("--log-format=json")
+                .args(args)
+                .env("RUST_LOG", "info");
+            let log = dir.join(format!("webhook-{attempt}.log"));
+            let _ = std::fs::write(&log, format!("$ {command:?}\n"));
+            let proc =
+                process::spawn("ingress-status-guard", command, &log).unwrap_or_else(|e| panic!("start {BINARY}: {e}"));
+            let mut webhook = Webhook { proc, ca_pem: ca.cert_pem.clone(), port, admin_port };
+            match webhook.wait_ready(Duration::from_secs(30)).await {
+                Ok(()) => return webhook,
+                Err(e) => {
+                    let tail = webhook.proc.log_tail(40);
+                    let port_taken = tail.contains("in use");
+                    failures.push(format!("attempt {attempt}: {e}\n{tail}"));
+                    if !port_taken {
+                        break;
+                    }
+                }
+            }
+        }
+        panic!("webhook {name} did not get ready:\n{}", failures.join("\n"));
+    }
+
+    async fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            if let Some(status) = self.proc.exited() {
+                return Err(format!("exited with {status}"));
+            }
+            last = http_get_status(self.admin_port, "/readyz").or(last);
+            if last == Some(200) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "GET /readyz on 127.0.0.1:{} did not answer 200 within {timeout:?} (last status: {last:?})",
+                    self.admin_port
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `https://127.0.0.1:<port>/mutate`
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}/mutate", self.port)
+    }
+
+    /// Kills the webhook (SIGKILL): the API server's calls then fail to connect.
+    pub fn stop(&mut self) {
+        self.proc.kill();
+    }
+
+    pub fn log(&self) -> String {
+        self.proc.log()
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.proc.log_path().to_path_buf()
+    }
+
+    pub fn log_tail(&self) -> String {
+        self.proc.log_tail(40)
+    }
+
+    /// Registers this webhook for Ingress status updates in exactly one namespace (selected by
+    /// `NAMESPACE_LABEL`), so parallel tests never call each other's webhooks. Returns the
+    /// MutatingWebhookConfiguration's name. The API server picks it up asynchronously: wait
+    /// for a probe write to be mutated before relying on it.
+    pub async fn register(&self, admin: &Client, namespace: &str, failure_policy: FailurePolicy) -> String {
+        let name = format!("isg-e2e-{namespace}");
+        let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": format!("{namespace}.e2e.ingress-status-guard.test"),
+                "clientConfig": {"url": self.url(), "caBundle": BASE64.encode(&self.ca_pem)},
+                "rules": [{
+                    "apiGroups": ["networking.k8s.io"],
+                    "apiVersions": ["v1"],
+                    "operations": ["UPDATE"],
+                    "resources": ["ingresses/status"],
+                    "scope": "Namespaced",
+                }],
+                "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: namespace}},
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "NoneOnDryRun",
+                "matchPolicy": "Equivalent",
+                "failurePolicy": failure_policy.as_str(),
+                "timeoutSeconds": 5,
+            }]
+        }))
+        .expect("MutatingWebhookConfiguration object");
+        Api::<MutatingWebhookConfiguration>::all(admin.clone())
+            .create(&PostParams::default(), &config)
+            .await
+            .unwrap_or_else(|e| panic!("create MutatingWebhookConfiguration {name}: {e}"));
+        name
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum FailurePolicy {
+    Fail,
+    Ignore,
+}
+
+impl FailurePolicy {
+    fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        }
+    }
+}
+
+/// A plain HTTP/1.1 GET on 127.0.0.1, returning the status code.
+fn http_get_status(port: u16, path: &str) -> Option<u16> {
+    let timeout = Duration::from_secs(2);
+    let addr = ([127, 0, 0, 1], port).into();
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).ok()?;
+    // "HTTP/1.1 200 OK"
+    std::str::from_utf8(&head[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
+}
