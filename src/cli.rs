@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// Longest wait, in seconds, for in-flight reviews after SIGTERM.
     #[arg(long, env = "ISG_DRAIN_SECONDS", default_value_t = 10)]
     pub drain_seconds: u64,
+    /// Seconds to keep serving after SIGTERM while already reporting not ready, so endpoints
+    /// drop the pod before its listener closes (set it in a Deployment; 0 for local runs).
+    #[arg(long, env = "ISG_SHUTDOWN_DELAY_SECONDS", default_value_t = 0)]
+    pub shutdown_delay_seconds: u64,
     /// kubeconfig for watching publish Services; default: in-cluster config, then KUBECONFIG.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -237,7 +241,17 @@ pub async fn serve(args: ServeArgs) -> Result<(), CliError> {
         max_body_bytes: args.max_body_bytes,
         drain: Duration::from_secs(args.drain_seconds),
     };
-    Ok(server::serve(state, listeners, server::shutdown_signal()).await?)
+    let delay = Duration::from_secs(args.shutdown_delay_seconds);
+    let shutdown_state = state.clone();
+    let shutdown = async move {
+        server::shutdown_signal().await;
+        if !delay.is_zero() {
+            shutdown_state.serving.store(false, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(delay_seconds = delay.as_secs(), "SIGTERM: not ready; serving on until endpoints drop this pod");
+            tokio::time::sleep(delay).await;
+        }
+    };
+    Ok(server::serve(state, listeners, shutdown).await?)
 }
 
 pub(crate) async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
