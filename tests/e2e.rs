@@ -16,7 +16,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use support::{
-    Class, FailurePolicy, ROGUE_USER, TestEnv, Webhook, addresses, create_ingress, eventually, stored, write_status,
+    Class, FailurePolicy, ROGUE_USER, TestEnv, Webhook, addresses, create_ingress, events_about, eventually, stored,
+    write_status,
 };
 
 /// The harness itself, without the webhook: the API server stores what another identity
@@ -77,6 +78,11 @@ async fn static_list_replaces_a_rogue_status_write() {
     assert_eq!(last.user, ROGUE_USER);
     assert_eq!(last.mutated, Some(true), "the webhook changed the write: {last:?}");
     assert!(last.patch.is_some(), "the webhook answered with a patch: {last:?}");
+
+    // An Event on the Ingress names the writer.
+    let event = t.await_event(&webhook, "web").await;
+    let note = event.note.clone().unwrap_or_default();
+    assert!(note.contains(ROGUE_USER), "the Event names the writer: {event:?}");
 }
 
 /// Case 2: publish Service of type LoadBalancer. Its `status.loadBalancer` (written through
@@ -281,6 +287,14 @@ async fn dry_run_returns_the_canonical_status_and_stores_nothing() {
     let after = t.ingresses.get("web").await.expect("get web");
     assert_eq!(addresses(&after), Vec::<String>::new(), "nothing stored by the dry run");
     assert_eq!(after.metadata.resource_version, created.metadata.resource_version);
+
+    // No side effect either: no Event about the dry run. Events are published in order, so
+    // once the Event about a later real write exists, one about the dry run would too.
+    create_ingress(&t.ingresses, "witness", Class::None).await;
+    write_status(&t.rogue, "witness", &["198.51.100.1"], false).await.expect("real write");
+    t.await_event(&webhook, "witness").await;
+    let events = events_about(&t.admin, &t.ns, "web").await;
+    assert!(events.is_empty(), "the dry run wrote Events: {events:?}");
 }
 
 /// Case 7: the webhook is down. With `failurePolicy: Fail` the API server refuses the status
@@ -380,6 +394,9 @@ async fn works_with_a_least_privilege_identity() {
     create_ingress(&t.ingresses, "web", Class::Field("nginx")).await;
     write_status(&t.rogue, "web", &["198.51.100.1"], false).await.expect("rogue write");
     assert_eq!(stored(&t.ingresses, "web").await, ["203.0.113.50"]);
+    // Its Events get written with the narrow identity.
+    let event = t.await_event(&webhook, "web").await;
+    assert_eq!(event.reporting_controller.as_deref(), Some("ingress-status-guard"), "{event:?}");
     assert!(
         !webhook.log().contains("Forbidden") && !webhook.log().contains("forbidden"),
         "the webhook needed more rights:\n{}",

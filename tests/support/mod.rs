@@ -14,6 +14,7 @@ pub mod webhook;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -219,6 +220,32 @@ impl TestEnv {
                 } else {
                     Err(format!("{} events", events.len()))
                 }
+            },
+        )
+        .await
+    }
+}
+
+/// The `events.k8s.io/v1` Events in `ns` regarding Ingress `name`.
+pub async fn events_about(client: &kube::Client, ns: &str, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("list Events in {ns}: {e}"))
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
+impl TestEnv {
+    /// Waits for the webhook's Event about Ingress `name` (written off the request path).
+    pub async fn await_event(&self, webhook: &Webhook, name: &str) -> Event {
+        eventually(
+            &format!("an Event regarding Ingress {}/{name} (webhook log: {})", self.ns, webhook.log_path().display()),
+            Duration::from_secs(15),
+            || async {
+                events_about(&self.admin, &self.ns, name).await.pop().ok_or_else(|| "no Event yet".to_string())
             },
         )
         .await
