@@ -175,6 +175,7 @@ pub enum ConfigError {
 }
 
 /// The policy that command-line flags describe (named `default`).
+#[derive(Debug, Clone, Default)]
 pub struct FlagPolicy {
     pub publish_service: Option<ServiceRef>,
     pub publish_status_address: Option<String>,
@@ -186,6 +187,11 @@ pub struct FlagPolicy {
 }
 
 impl FlagPolicy {
+    /// The policy set of just this policy.
+    pub fn into_policies(self) -> Result<Policies, ConfigError> {
+        Policies::new(vec![self.into_policy()?])
+    }
+
     pub fn into_policy(self) -> Result<Policy, ConfigError> {
         let source = match (self.publish_service, self.publish_status_address) {
             (Some(svc), _) => Source::Service(svc),
@@ -431,11 +437,7 @@ policies:
         let flags = |svc: Option<&str>, list: Option<&str>| FlagPolicy {
             publish_service: svc.map(|s| s.parse().unwrap()),
             publish_status_address: list.map(String::from),
-            ingress_class: vec![],
-            watch_ingress_without_class: false,
-            mode: Mode::Enforce,
-            keep_ports: false,
-            on_unresolved: OnUnresolved::Allow,
+            ..Default::default()
         };
         assert!(matches!(flags(None, None).into_policy(), Err(ConfigError::NoSource)));
         let err = flags(None, Some("1.1.1.1, bad_host")).into_policy().unwrap_err().to_string();

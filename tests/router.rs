@@ -6,7 +6,7 @@ use axum::{
     http::{Request, StatusCode, header},
 };
 use ingress_status_guard::{
-    config::{FlagPolicy, Mode, OnUnresolved, Policies},
+    config::{FlagPolicy, Policies},
     server::{AppState, admin_router, webhook_router},
     sources::SourceCache,
 };
@@ -17,18 +17,8 @@ const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.2
 const LIMIT: usize = 64 * 1024;
 
 fn router() -> axum::Router {
-    let policy = FlagPolicy {
-        publish_service: None,
-        publish_status_address: Some("192.0.2.10".into()),
-        ingress_class: vec![],
-        watch_ingress_without_class: false,
-        mode: Mode::Enforce,
-        keep_ports: false,
-        on_unresolved: OnUnresolved::Allow,
-    }
-    .into_policy()
-    .unwrap();
-    let policies = Policies::new(vec![policy]).unwrap();
+    let policies =
+        FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }.into_policies().unwrap();
     let cache = SourceCache::new(&policies);
     webhook_router(AppState::new(policies, cache), LIMIT)
 }
@@ -114,14 +104,10 @@ async fn admin_probes() {
     let flags = |service: Option<&str>, list: Option<&str>| FlagPolicy {
         publish_service: service.map(|s| s.parse().unwrap()),
         publish_status_address: list.map(String::from),
-        ingress_class: vec![],
-        watch_ingress_without_class: false,
-        mode: Mode::Enforce,
-        keep_ports: false,
-        on_unresolved: OnUnresolved::Allow,
+        ..Default::default()
     };
     let state = |policy: FlagPolicy| {
-        let policies = Policies::new(vec![policy.into_policy().unwrap()]).unwrap();
+        let policies = policy.into_policies().unwrap();
         AppState::new(policies.clone(), SourceCache::new(&policies))
     };
 
@@ -141,16 +127,8 @@ async fn admin_probes() {
 
 #[tokio::test]
 async fn findings_reach_the_response_and_the_metrics() {
-    let policy = FlagPolicy {
-        publish_service: None,
-        publish_status_address: Some("192.0.2.10".into()),
-        ingress_class: vec![],
-        watch_ingress_without_class: false,
-        mode: Mode::Enforce,
-        keep_ports: false,
-        on_unresolved: OnUnresolved::Allow,
-    };
-    let policies = Policies::new(vec![policy.into_policy().unwrap()]).unwrap();
+    let policy = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() };
+    let policies = policy.into_policies().unwrap();
     let state = AppState::new(policies.clone(), SourceCache::new(&policies));
     let webhook = webhook_router(state.clone(), LIMIT);
     let metrics = || async {

@@ -9,7 +9,7 @@ use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use ingress_status_guard::{
     certs,
-    config::{FlagPolicy, Mode, OnUnresolved, Policies},
+    config::{FlagPolicy, Policies},
     server::{AppState, Listeners, serve},
     sources::SourceCache,
     tls,
@@ -31,16 +31,8 @@ async fn start() -> Running {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let bundle = certs::generate("test CA", &["localhost".into(), "127.0.0.1".into()]).unwrap();
     let config = tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
-    let policy = FlagPolicy {
-        publish_service: None,
-        publish_status_address: Some("192.0.2.10".into()),
-        ingress_class: vec![],
-        watch_ingress_without_class: false,
-        mode: Mode::Enforce,
-        keep_ports: false,
-        on_unresolved: OnUnresolved::Allow,
-    };
-    let policies = Policies::new(vec![policy.into_policy().unwrap()]).unwrap();
+    let policy = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() };
+    let policies = policy.into_policies().unwrap();
     let state = AppState::new(policies.clone(), SourceCache::new(&policies));
     let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
