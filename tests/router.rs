@@ -6,7 +6,7 @@ use axum::{
     http::{Request, StatusCode, header},
 };
 use ingress_status_guard::{
-    config::{FlagPolicy, Policies},
+    config::FlagPolicy,
     server::{AppState, admin_router, webhook_router},
     sources::SourceCache,
 };

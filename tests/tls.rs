@@ -9,7 +9,7 @@ use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use ingress_status_guard::{
     certs,
-    config::{FlagPolicy, Policies},
+    config::FlagPolicy,
     server::{AppState, Listeners, serve},
     sources::SourceCache,
     tls,
