@@ -110,6 +110,12 @@ pub fn service_names(service: &str, namespace: &str) -> Vec<String> {
     vec![format!("{service}.{namespace}.svc"), format!("{service}.{namespace}.svc.cluster.local")]
 }
 
+/// A CA name unique to this CA (it is the issuer name clients look up), naming the Service.
+pub fn ca_name(service: &str, namespace: &str) -> String {
+    let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    format!("ingress-status-guard CA for {service}.{namespace} {}.{:09}", stamp.as_secs(), stamp.subsec_nanos())
+}
+
 /// The `caBundle` value of a webhook configuration: base64 of the PEM.
 pub fn ca_bundle(ca_pem: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(ca_pem)
@@ -216,11 +222,14 @@ pub fn run(args: CertsArgs) -> Result<(), CertError> {
 
 /// `certs generate`: writes `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `--out`.
 pub fn generate_files(args: &GenerateArgs) -> Result<ServingBundle, CertError> {
-    let names = service_names(&args.service, &args.namespace);
-    for name in &names {
-        ServerName::try_from(name.as_str())
-            .map_err(|_| CertError::Usage(format!("--service/--namespace: {name:?} is not a valid DNS name")))?;
+    for (flag, value) in [("--service", &args.service), ("--namespace", &args.namespace)] {
+        if value.len() > 63 || value.contains('.') || !crate::address::is_dns1123_subdomain(value) {
+            return Err(CertError::Usage(format!(
+                "{flag} {value:?} is not a valid Kubernetes name (lowercase letters, digits and '-')"
+            )));
+        }
     }
+    let names = service_names(&args.service, &args.namespace);
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| CertError::Io { path, source }
@@ -232,8 +241,7 @@ pub fn generate_files(args: &GenerateArgs) -> Result<ServingBundle, CertError> {
     {
         return Err(CertError::Usage(format!("{} exists; pass --force to replace it", existing.display())));
     }
-    let ca_name = format!("ingress-status-guard CA ({}/{})", args.namespace, args.service);
-    let bundle = generate_with_validity(&ca_name, &names, days(args.validity_days))?;
+    let bundle = generate_with_validity(&ca_name(&args.service, &args.namespace), &names, days(args.validity_days))?;
     write_file(&files[0], bundle.ca_pem.as_bytes(), 0o644).map_err(io(&files[0]))?;
     write_file(&files[1], bundle.cert_pem.as_bytes(), 0o644).map_err(io(&files[1]))?;
     write_file(&files[2], bundle.key_pem.as_bytes(), 0o600).map_err(io(&files[2]))?;

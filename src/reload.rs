@@ -219,7 +219,12 @@ async fn watch_files(
                 let key = (contents, message.clone());
                 if refused.as_ref() != Some(&key) {
                     seq += 1;
-                    tracing::error!(error = %message, "refused the new TLS files; still serving the previous certificate");
+                    tracing::error!(
+                        error = %message,
+                        cert = %files.cert.display(),
+                        key = %files.key.display(),
+                        "refused the new TLS files; still serving the previous certificate"
+                    );
                     refused = Some(key);
                     status.send_replace(Status { seq, outcome: Outcome::Refused(message) });
                 }

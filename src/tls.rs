@@ -21,8 +21,10 @@ pub enum TlsError {
     BadCert { path: String, message: String },
     #[error("--tls-key {path}: no PEM private key found (expected PKCS#8, PKCS#1 or SEC1)")]
     NoKey { path: String },
-    #[error("--tls-cert/--tls-key: the key does not match the certificate, or is unusable: {0}")]
-    Mismatch(rustls::Error),
+    #[error(
+        "--tls-cert {cert_path} / --tls-key {key_path}: the key does not match the certificate, or is unusable: {source}"
+    )]
+    Mismatch { cert_path: String, key_path: String, source: rustls::Error },
     #[error("--client-ca {path}: cannot read: {source}")]
     ReadClientCa { path: String, source: std::io::Error },
     #[error("--client-ca {path}: no usable CA certificate: {message}")]
@@ -74,7 +76,11 @@ pub fn server_config_with_client_ca(
         .expect("ring supports TLS 1.2 and 1.3")
         .with_client_cert_verifier(client_verifier)
         .with_single_cert(chain, key)
-        .map_err(TlsError::Mismatch)?;
+        .map_err(|source| TlsError::Mismatch {
+            cert_path: cert_path.to_owned(),
+            key_path: key_path.to_owned(),
+            source,
+        })?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -104,7 +110,10 @@ mod tests {
         assert!(err("", &bundle.key_pem).starts_with("--tls-cert c.pem: no PEM certificate"));
         assert!(err(&bundle.key_pem, &bundle.key_pem).starts_with("--tls-cert c.pem: no PEM certificate"));
         assert!(err(&bundle.cert_pem, "garbage").starts_with("--tls-key k.pem: no PEM private key"));
-        assert!(err(&bundle.cert_pem, &other.key_pem).starts_with("--tls-cert/--tls-key: the key does not match"));
+        assert!(
+            err(&bundle.cert_pem, &other.key_pem)
+                .starts_with("--tls-cert c.pem / --tls-key k.pem: the key does not match")
+        );
         assert!(
             load(Path::new("/nonexistent/c.pem"), Path::new("k.pem"))
                 .unwrap_err()

@@ -195,8 +195,7 @@ fn new_secret(
     validity: Duration,
     existing: Option<&Secret>,
 ) -> Result<(Secret, String), CertError> {
-    let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
-    let ca = Ca::new(&format!("ingress-status-guard CA ({}/{}) {stamp}", args.namespace, args.service), validity)?;
+    let ca = Ca::new(&super::ca_name(&args.service, &args.namespace), validity)?;
     let (cert_pem, key_pem) = ca.issue(names, validity)?;
     let ca_pem = ca.pem();
     let mut metadata = existing.map(|s| s.metadata.clone()).unwrap_or_default();
@@ -312,7 +311,8 @@ mod tests {
         let (other, _) = new_secret(&a, &names, days(365), None).unwrap();
         let mut mixed = secret.clone();
         mixed.data.as_mut().unwrap().insert("ca.crt".into(), other.data.as_ref().unwrap()["ca.crt"].clone());
-        assert!(assess(&mixed, &names, days(30), now).unwrap_err().contains("UnknownIssuer"));
+        let reason = assess(&mixed, &names, days(30), now).unwrap_err();
+        assert!(reason.contains("UnknownIssuer"), "{reason}");
     }
 
     #[test]
