@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::networking::v1::ServiceCIDR;
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -397,27 +396,27 @@ async fn start_processes(
     }
 }
 
-/// What every test relies on once the API server answers: the default ServiceCIDR is ready
-/// (Services cannot get a ClusterIP before), and the rogue writer's RBAC.
+/// What every test relies on once the API server answers: Services get cluster IPs (with the
+/// ServiceCIDR allocator, only once the default ServiceCIDR is ready; probed with a dry-run
+/// create so any API server version works), and the rogue writer's RBAC.
 async fn prepare(cluster: &Cluster) -> Result<(), String> {
     let client = cluster.admin().await;
-    let cidrs = Api::<ServiceCIDR>::all(client.clone());
+    let services = Api::<Service>::namespaced(client.clone(), "default");
+    let probe: Service = serde_json::from_value(json!({
+        "metadata": {"name": "isg-e2e-allocation-probe"},
+        "spec": {"type": "ClusterIP", "ipFamilyPolicy": "RequireDualStack", "ports": [{"port": 80}]}
+    }))
+    .map_err(|e| e.to_string())?;
+    let dry_run = PostParams { dry_run: true, ..PostParams::default() };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ready = cidrs.get_opt("kubernetes").await.ok().flatten().is_some_and(|c| {
-            c.status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        });
-        if ready {
-            break;
+        match services.create(&dry_run, &probe).await {
+            Ok(_) => break,
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("Services still get no cluster IPs: {e}\n{}", cluster.apiserver_log_tail()));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
         }
-        if Instant::now() > deadline {
-            return Err(format!("the default ServiceCIDR never became Ready\n{}", cluster.apiserver_log_tail()));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
     let role: ClusterRole = serde_json::from_value(json!({
