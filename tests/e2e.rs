@@ -495,3 +495,150 @@ async fn grant(
     };
     result.unwrap_or_else(|e| panic!("grant {role_kind} {name}: {e}"));
 }
+
+// Issue 4: the audit signals, seen where operators look.
+
+/// `kubectl patch ingress NAME --subresource=status` as the rogue identity; returns kubectl's
+/// output (warnings are on stderr).
+fn rogue_kubectl_patch(t: &TestEnv, name: &str, ip: &str) -> support::cluster::KubectlOutput {
+    let rogue = t.cluster.kubeconfig_for(ROGUE_USER, Some(support::cluster::STATUS_WRITERS));
+    let patch = format!(r#"{{"status":{{"loadBalancer":{{"ingress":[{{"ip":"{ip}"}}]}}}}}}"#);
+    t.cluster
+        .kubectl(&rogue, &["patch", "ingress", name, "-n", &t.ns, "--subresource=status", "--type=merge", "-p", &patch])
+}
+
+const ROGUE_PATCHED: &str =
+    "ingress_status_guard_rogue_writes_total{policy=\"default\",writer=\"rogue-controller\",action=\"patched\"}";
+
+/// A rogue write is reported to the writer (warning), the API server's audit log (annotations),
+/// `kubectl describe` (one Event, counted up on repeats), and the metrics.
+#[tokio::test]
+async fn rogue_writes_are_reported_everywhere_operators_look() {
+    let t = TestEnv::new("audit-signals").await;
+    let webhook = t.start_webhook(&["--publish-status-address=192.0.2.10,lb.example.com"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &STATIC_CANONICAL).await;
+    create_ingress(&t.ingresses, "web", Class::Field("nginx")).await;
+    let before = webhook.metric(ROGUE_PATCHED);
+
+    let first = rogue_kubectl_patch(&t, "web", "198.51.100.99");
+    assert!(first.success, "kubectl patch: {}", first.stderr);
+    assert!(
+        first.stderr.contains(
+            "Warning: status.loadBalancer.ingress rewritten to [192.0.2.10,lb.example.com] by policy default"
+        ),
+        "the writer is warned: {}",
+        first.stderr
+    );
+    assert_eq!(stored(&t.ingresses, "web").await, STATIC_CANONICAL);
+    assert_eq!(webhook.metric(ROGUE_PATCHED), before + 1.0, "{}", webhook.metrics());
+
+    // The API server's audit log carries our annotations, prefixed by the webhook's name.
+    // (kubectl also GETs the status subresource first; only the PATCH was reviewed.)
+    t.audited("web", 1).await;
+    let events: Vec<_> =
+        t.cluster.ingress_status_audit(&t.ns, "web").into_iter().filter(|e| e["verb"] == "patch").collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let annotations = events[0]["annotations"].as_object().cloned().unwrap_or_default();
+    let annotation = |key: &str| {
+        annotations
+            .iter()
+            .find(|(k, _)| k.ends_with(&format!(".e2e.ingress-status-guard.test/{key}")))
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(annotation("attempted"), Some(json!("198.51.100.99")), "{annotations:?}");
+    assert_eq!(annotation("canonical"), Some(json!("192.0.2.10,lb.example.com")), "{annotations:?}");
+    assert_eq!(annotation("policy"), Some(json!("default")), "{annotations:?}");
+    assert_eq!(annotation("action"), Some(json!("patched")), "{annotations:?}");
+
+    let event = t.await_event(&webhook, "web").await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.reason.as_deref(), Some("RogueStatusWrite"));
+    assert_eq!(event.reporting_controller.as_deref(), Some("ingress-status-guard"));
+    assert_eq!(
+        event.note.as_deref(),
+        Some(
+            "rogue-controller wrote status.loadBalancer.ingress [198.51.100.99]; policy default requires [192.0.2.10,lb.example.com]; rewritten"
+        )
+    );
+    let related = event.related.clone().expect("the writer is the related object");
+    assert_eq!((related.kind.as_deref(), related.name.as_deref()), (Some("User"), Some(ROGUE_USER)));
+
+    // The same writer again: the one Event is counted up, not duplicated.
+    let second = rogue_kubectl_patch(&t, "web", "198.51.100.98");
+    assert!(second.success, "kubectl patch: {}", second.stderr);
+    let counted = eventually("the Event's series counts the second write", Duration::from_secs(15), || async {
+        let events = events_about(&t.admin, &t.ns, "web").await;
+        match events.as_slice() {
+            [one] if one.series.as_ref().is_some_and(|s| s.count >= 2) => Ok(one.clone()),
+            other => Err(format!("{} Events: {other:?}", other.len())),
+        }
+    })
+    .await;
+    assert_eq!(counted.metadata.name, event.metadata.name);
+    assert_eq!(webhook.metric(ROGUE_PATCHED), before + 2.0);
+    let log = webhook.log();
+    let finding = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["message"] == "rogue status write" && l["ingress_name"] == "web")
+        .unwrap_or_else(|| panic!("a structured finding in the log:\n{}", webhook.log_tail()));
+    assert_eq!(finding["level"], "WARN");
+    assert_eq!(finding["writer"], ROGUE_USER);
+    assert_eq!(finding["attempted"], "198.51.100.99");
+    assert_eq!(finding["action"], "patched");
+}
+
+/// `--mode=deny`: the rogue write is refused with the canonical value in the message, nothing
+/// is stored, and it is still reported.
+#[tokio::test]
+async fn deny_mode_refuses_the_write_and_names_the_canonical_value() {
+    let t = TestEnv::new("deny").await;
+    let webhook = t.start_webhook(&["--publish-status-address=192.0.2.10", "--mode=deny"]).await;
+    webhook.register(&t.admin, &t.ns, FailurePolicy::Fail).await;
+    create_ingress(&t.ingresses, "web", Class::Field("nginx")).await;
+
+    let message = eventually("the webhook denies a rogue write", Duration::from_secs(30), || async {
+        match write_status(&t.rogue, "web", &["198.51.100.7"], false).await {
+            Err(kube::Error::Api(status)) => Ok(status.message),
+            Ok(stored) => Err(format!("stored {:?}", addresses(&stored))),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
+    assert!(
+        message.contains("denied the request: ingress-status-guard policy \"default\" requires status.loadBalancer.ingress [192.0.2.10], not [198.51.100.7]"),
+        "{message}"
+    );
+    assert!(stored(&t.ingresses, "web").await.is_empty(), "nothing stored");
+    let event = t.await_event(&webhook, "web").await;
+    assert!(event.note.unwrap_or_default().ends_with("; denied"));
+}
+
+/// `--mode=audit`: the rogue value is stored as written, and the write is still reported.
+#[tokio::test]
+async fn audit_mode_stores_the_rogue_value_and_reports_it() {
+    let t = TestEnv::new("audit-mode").await;
+    let webhook = t.start_webhook(&["--publish-status-address=192.0.2.10", "--mode=audit"]).await;
+    webhook.register(&t.admin, &t.ns, FailurePolicy::Fail).await;
+    create_ingress(&t.ingresses, "web", Class::Field("nginx")).await;
+
+    let mut n = 0;
+    let warned = eventually("the webhook reviews a rogue write", Duration::from_secs(30), || {
+        n += 1;
+        let out = rogue_kubectl_patch(&t, "web", &format!("198.51.100.{n}"));
+        async move {
+            match out.stderr.lines().find(|l| l.contains("audit mode")) {
+                Some(line) if out.success => Ok((n, line.to_owned())),
+                _ => Err(format!("{}{}", out.stdout, out.stderr)),
+            }
+        }
+    })
+    .await;
+    assert_eq!(warned.1, "Warning: status.loadBalancer.ingress differs from [192.0.2.10] (policy default, audit mode)");
+    assert_eq!(stored(&t.ingresses, "web").await, [format!("198.51.100.{}", warned.0)], "audit mode stores the write");
+    let event = t.await_event(&webhook, "web").await;
+    assert!(event.note.unwrap_or_default().ends_with("; allowed (audit mode)"));
+    let audited =
+        "ingress_status_guard_rogue_writes_total{policy=\"default\",writer=\"rogue-controller\",action=\"audited\"}";
+    assert!(webhook.metric(audited) >= 1.0, "{}", webhook.metrics());
+}

@@ -101,6 +101,17 @@ impl Webhook {
         format!("https://127.0.0.1:{}/mutate", self.port)
     }
 
+    /// The admin port's Prometheus text (`GET /metrics`).
+    pub fn metrics(&self) -> String {
+        http_get(self.admin_port, "/metrics").map(|(_, body)| body).unwrap_or_default()
+    }
+
+    /// The value of one sample line of `/metrics` (`name{labels}`), 0 when absent.
+    pub fn metric(&self, sample: &str) -> f64 {
+        let text = self.metrics();
+        text.lines().find_map(|line| line.strip_prefix(sample).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
+    }
+
     /// Kills the webhook (SIGKILL): the API server's calls then fail to connect.
     pub fn stop(&mut self) {
         self.proc.kill();
@@ -170,13 +181,20 @@ impl FailurePolicy {
 
 /// A plain HTTP/1.1 GET on 127.0.0.1, returning the status code.
 fn http_get_status(port: u16, path: &str) -> Option<u16> {
+    http_get(port, path).map(|(status, _)| status)
+}
+
+/// A plain HTTP/1.1 GET on 127.0.0.1, returning the status code and body.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let timeout = Duration::from_secs(2);
     let addr = ([127, 0, 0, 1], port).into();
     let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").ok()?;
-    let mut head = [0u8; 64];
-    let n = stream.read(&mut head).ok()?;
-    // "HTTP/1.1 200 OK"
-    std::str::from_utf8(&head[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    // "HTTP/1.1 200 OK\r\n...\r\n\r\nbody"
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Some((status, body))
 }
