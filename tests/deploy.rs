@@ -1,0 +1,441 @@
+//! The deployment in `manifests/`, checked with kubectl and the real API server of `support`:
+//!
+//! - every kustomization renders, and the API server accepts it (server-side dry run, strict
+//!   field validation, no Pod Security warnings for the namespace's `restricted` level);
+//! - the rendered objects say what docs/deploy.md promises (webhook registration, pod security,
+//!   probes, drain, names that agree between files);
+//! - the manifests' RBAC is all the webhook needs: the built binary runs as the manifests'
+//!   ServiceAccount with exactly their Role and ClusterRole, watches its publish Service and
+//!   writes Events, with no forbidden error in its log;
+//! - `certs bootstrap`, run with the self-signed overlay's Job arguments as its ServiceAccount,
+//!   creates the serving Secret, patches the caBundle, leaves both alone when valid, and renews.
+
+#[allow(dead_code)]
+mod support;
+
+use std::{collections::BTreeMap, path::Path, process::Command};
+
+use k8s_openapi::api::{
+    admissionregistration::v1::MutatingWebhookConfiguration,
+    core::v1::{Secret, Service},
+};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+
+use support::{Class, Cluster, FailurePolicy, TestEnv, Webhook, cluster::KubectlOutput, webhook::BINARY};
+
+const NAMESPACE: &str = "ingress-status-guard";
+const WEBHOOK_SA: &str = "system:serviceaccount:ingress-status-guard:ingress-status-guard";
+const CERTGEN_SA: &str = "system:serviceaccount:ingress-status-guard:ingress-status-guard-certgen";
+const KUSTOMIZATIONS: [&str; 3] = ["base", "overlays/cert-manager", "overlays/self-signed"];
+
+fn manifests(dir: &str) -> String {
+    format!("{}/manifests/{dir}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn kubectl(args: &[&str]) -> KubectlOutput {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = Command::new(&kubectl).args(args).output().unwrap_or_else(|e| panic!("run {kubectl}: {e}"));
+    KubectlOutput {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `kubectl kustomize manifests/<dir>`, as JSON values.
+fn render(dir: &str) -> Vec<Value> {
+    let out = kubectl(&["kustomize", &manifests(dir)]);
+    assert!(out.success, "kubectl kustomize {dir}: {}", out.stderr);
+    serde_norway::Deserializer::from_str(&out.stdout)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{dir}: rendered YAML: {e}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"].as_str().is_some_and(|n| n == name))
+        .unwrap_or_else(|| panic!("no {kind} {name} in the rendered manifests"))
+}
+
+fn find_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+/// Applies `objects` for real, as the administrator.
+fn apply(cluster: &Cluster, objects: &[Value]) {
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    let file = cluster.scratch_dir("deploy-apply").join("objects.json");
+    std::fs::write(&file, list.to_string()).unwrap();
+    let out = cluster.kubectl(cluster.admin_kubeconfig(), &["apply", "-f", &file.display().to_string()]);
+    assert!(out.success, "kubectl apply: {}\n{}", out.stderr, out.stdout);
+}
+
+static PREREQUISITES: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+
+/// What a cluster has before installing: the namespace of the publish Service (ingress-nginx's),
+/// the manifests' Namespace (a server-side dry run cannot create a namespace for the objects in
+/// it), and cert-manager's API (a fixture: see tests/fixtures/deploy/).
+async fn prerequisites(cluster: &'static Cluster) {
+    PREREQUISITES
+        .get_or_init(|| async {
+            let crds = format!("{}/tests/fixtures/deploy/cert-manager-crds.yaml", env!("CARGO_MANIFEST_DIR"));
+            let admin = cluster.admin_kubeconfig();
+            let out = cluster.kubectl(admin, &["apply", "--server-side", "-f", &crds]);
+            assert!(out.success, "install the cert-manager CRDs: {}", out.stderr);
+            let namespace = find(&render("base"), "Namespace", NAMESPACE).clone();
+            apply(
+                cluster,
+                &[namespace, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ingress-nginx"}})],
+            );
+            let out = cluster.kubectl(
+                admin,
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    "crd/issuers.cert-manager.io",
+                    "crd/certificates.cert-manager.io",
+                ],
+            );
+            assert!(out.success, "cert-manager CRDs established: {}", out.stderr);
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn every_kustomization_renders_and_the_api_server_accepts_it() {
+    let cluster = Cluster::shared().await;
+    prerequisites(cluster).await;
+    for dir in KUSTOMIZATIONS {
+        let objects = render(dir).len();
+        // What an operator types: kubectl runs kustomize itself.
+        let out = cluster.kubectl(
+            cluster.admin_kubeconfig(),
+            &["apply", "--dry-run=server", "--validate=strict", "-k", &manifests(dir)],
+        );
+        assert!(out.success, "{dir}: the API server refused it:\n{}\n{}", out.stderr, out.stdout);
+        let accepted = out.stdout.lines().filter(|l| l.ends_with("(server dry run)")).count();
+        assert_eq!(accepted, objects, "{dir}: every object accepted:\n{}", out.stdout);
+        // Pod Security admission warns about workloads whose pods the namespace would refuse.
+        assert!(!out.stderr.contains("PodSecurity"), "{dir}: warnings:\n{}", out.stderr);
+    }
+}
+
+#[test]
+fn the_rendered_objects_are_what_the_docs_promise() {
+    for dir in KUSTOMIZATIONS {
+        let docs = render(dir);
+        let webhook = &find(&docs, "MutatingWebhookConfiguration", "ingress-status-guard")["webhooks"];
+        assert_eq!(webhook.as_array().unwrap().len(), 1, "{dir}");
+        let webhook = &webhook[0];
+        assert_eq!(
+            webhook["rules"],
+            json!([{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                    "resources": ["ingresses/status"], "scope": "Namespaced"}]),
+            "{dir}: only Ingress status updates"
+        );
+        assert_eq!(webhook["matchPolicy"], "Equivalent", "{dir}");
+        assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]), "{dir}");
+        assert_eq!(webhook["sideEffects"], "NoneOnDryRun", "{dir}");
+        assert!(webhook["timeoutSeconds"].as_i64().is_some_and(|t| (1..=5).contains(&t)), "{dir}");
+        assert!(["Ignore", "Fail"].contains(&webhook["failurePolicy"].as_str().unwrap()), "{dir}");
+        let client = &webhook["clientConfig"]["service"];
+        assert_eq!((client["path"].as_str(), client["port"].as_i64()), (Some("/mutate"), Some(443)), "{dir}");
+        let service = find(&docs, "Service", client["name"].as_str().unwrap());
+        assert_eq!(service["metadata"]["namespace"], client["namespace"], "{dir}");
+        assert_eq!(
+            service["spec"]["ports"],
+            json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": "https"}])
+        );
+
+        let deployment = find(&docs, "Deployment", "ingress-status-guard");
+        let spec = &deployment["spec"]["template"]["spec"];
+        assert!(deployment["spec"]["replicas"].as_i64().unwrap() >= 2, "{dir}");
+        assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{dir}");
+        assert_eq!(spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{dir}");
+        let spread = spec["topologySpreadConstraints"].as_array().unwrap();
+        assert!(spread.iter().any(|c| c["topologyKey"] == "kubernetes.io/hostname"), "{dir}: spread across nodes");
+        let container = &spec["containers"][0];
+        let sc = &container["securityContext"];
+        assert_eq!(
+            (&sc["readOnlyRootFilesystem"], &sc["allowPrivilegeEscalation"], &sc["capabilities"]["drop"]),
+            (&json!(true), &json!(false), &json!(["ALL"])),
+            "{dir}"
+        );
+        assert!(
+            container["resources"]["requests"]["memory"].is_string()
+                && container["resources"]["limits"]["memory"].is_string()
+        );
+        let ports: BTreeMap<&str, i64> = container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["name"].as_str().unwrap(), p["containerPort"].as_i64().unwrap()))
+            .collect();
+        assert_eq!(ports, BTreeMap::from([("admin", 8080), ("https", 8443)]), "{dir}");
+        assert_eq!(container["livenessProbe"]["httpGet"], json!({"path": "/livez", "port": "admin"}), "{dir}");
+        assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "admin"}), "{dir}");
+
+        // The flags point at the mounted files, and a pod gets time to drain before SIGKILL.
+        let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        assert_eq!(args[0], "serve");
+        let flag = |name: &str| {
+            args.iter().find_map(|a| a.strip_prefix(&format!("--{name}="))).unwrap_or_else(|| panic!("{dir}: --{name}"))
+        };
+        let drain: i64 = flag("drain-seconds").parse().unwrap();
+        let pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"].as_i64().unwrap_or(0);
+        assert!(spec["terminationGracePeriodSeconds"].as_i64().unwrap() > pre_stop + drain, "{dir}");
+        let mounted = |file: &str, volume: &str| {
+            let mount = container["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == volume).unwrap();
+            assert!(mount["subPath"].is_null(), "{dir}: {volume} must be a directory mount to see updates");
+            Path::new(file).parent().unwrap() == Path::new(mount["mountPath"].as_str().unwrap())
+        };
+        assert!(mounted(flag("tls-cert"), "tls") && mounted(flag("tls-key"), "tls"), "{dir}");
+        assert!(mounted(flag("config"), "config"), "{dir}");
+        let volumes = spec["volumes"].as_array().unwrap();
+        let tls_secret = volumes.iter().find(|v| v["name"] == "tls").unwrap()["secret"]["secretName"].as_str().unwrap();
+        let config_map = volumes.iter().find(|v| v["name"] == "config").unwrap()["configMap"]["name"].as_str().unwrap();
+
+        // The policy file parses, and the webhook may watch exactly its publish Services.
+        let config = find(&docs, "ConfigMap", config_map);
+        let policies =
+            ingress_status_guard::config::parse_file("config.yaml", config["data"]["config.yaml"].as_str().unwrap())
+                .unwrap_or_else(|e| panic!("{dir}: {e}"));
+        for svc in policies.services() {
+            let role = docs
+                .iter()
+                .find(|d| d["kind"] == "Role" && d["metadata"]["namespace"] == svc.namespace.as_str())
+                .unwrap_or_else(|| panic!("{dir}: no Role in {} for publish Service {svc}", svc.namespace));
+            assert_eq!(
+                role["rules"],
+                json!([{"apiGroups": [""], "resources": ["services"], "resourceNames": [svc.name], "verbs": ["list", "watch"]}]),
+                "{dir}"
+            );
+        }
+        assert_eq!(
+            find_kind(&docs, "Role").len() + find_kind(&docs, "ClusterRole").len(),
+            if dir.ends_with("self-signed") { 4 } else { 2 },
+            "{dir}: no RBAC beyond what is listed"
+        );
+
+        match dir {
+            "overlays/cert-manager" => {
+                let mwc = find(&docs, "MutatingWebhookConfiguration", "ingress-status-guard");
+                let from = mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].as_str().unwrap();
+                let (ns, name) = from.split_once('/').unwrap();
+                let certificate = find(&docs, "Certificate", name);
+                assert_eq!(certificate["metadata"]["namespace"], ns);
+                assert_eq!(certificate["spec"]["secretName"], tls_secret, "the mounted Secret is the Certificate's");
+                let names = ingress_status_guard::certs::service_names(
+                    client["name"].as_str().unwrap(),
+                    client["namespace"].as_str().unwrap(),
+                );
+                assert_eq!(certificate["spec"]["dnsNames"], json!(names));
+            }
+            "overlays/self-signed" => {
+                for job in [
+                    find(&docs, "Job", "ingress-status-guard-certgen"),
+                    &find(&docs, "CronJob", "ingress-status-guard-certgen")["spec"]["jobTemplate"],
+                ] {
+                    let args = &job["spec"]["template"]["spec"]["containers"][0]["args"];
+                    let args: Vec<&str> = args.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+                    assert_eq!(&args[..2], ["certs", "bootstrap"]);
+                    assert!(args.contains(&format!("--secret={tls_secret}").as_str()), "{args:?}");
+                    assert!(
+                        args.contains(&format!("--service={}", client["name"].as_str().unwrap()).as_str()),
+                        "{args:?}"
+                    );
+                    assert!(args.contains(&"--webhook-configuration=ingress-status-guard"), "{args:?}");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The certgen Job's container arguments, as rendered.
+fn certgen_args() -> Vec<String> {
+    let docs = render("overlays/self-signed");
+    let job = find(&docs, "Job", "ingress-status-guard-certgen");
+    job["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Runs `ingress-status-guard` with the Job's arguments (some replaced) as the certgen
+/// ServiceAccount; returns its log.
+fn run_bootstrap(kubeconfig: &Path, replace: &[(&str, &str)]) -> String {
+    let args: Vec<String> = certgen_args()
+        .into_iter()
+        .map(|a| match replace.iter().find(|(flag, _)| a.starts_with(&format!("{flag}="))) {
+            Some((flag, value)) => format!("{flag}={value}"),
+            None => a,
+        })
+        .collect();
+    let out = Command::new(BINARY)
+        .args(&args)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .env("POD_NAMESPACE", NAMESPACE)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "certs bootstrap {args:?} failed:\n{log}");
+    log
+}
+
+fn ca_bundle(mwc: &MutatingWebhookConfiguration) -> Vec<u8> {
+    mwc.webhooks.as_ref().unwrap()[0].client_config.ca_bundle.clone().map(|b| b.0).unwrap_or_default()
+}
+
+fn secret_data(secret: &Secret, key: &str) -> Vec<u8> {
+    secret.data.as_ref().unwrap()[key].0.clone()
+}
+
+#[tokio::test]
+async fn certs_bootstrap_creates_the_secret_patches_the_ca_bundle_and_renews() {
+    let cluster = Cluster::shared().await;
+    prerequisites(cluster).await;
+    let admin = cluster.admin().await;
+    let docs = render("overlays/self-signed");
+    let mut objects: Vec<Value> = docs
+        .iter()
+        .filter(|d| {
+            d["metadata"]["labels"]["app.kubernetes.io/component"] == "certgen"
+                && ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                    .contains(&d["kind"].as_str().unwrap())
+        })
+        .cloned()
+        .collect();
+    assert_eq!(objects.len(), 5, "the certgen identity and its RBAC");
+    // The real registration, except that it selects no namespace: nothing in this test cluster
+    // serves it, and the other tests' status writes must not wait for it.
+    let mut mwc = find(&docs, "MutatingWebhookConfiguration", "ingress-status-guard").clone();
+    mwc["webhooks"][0]["namespaceSelector"] = json!({"matchLabels": {"e2e.ingress-status-guard.test/never": "true"}});
+    objects.push(mwc);
+    apply(cluster, &objects);
+
+    let kubeconfig = cluster.kubeconfig_for(CERTGEN_SA, Some("system:serviceaccounts"));
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NAMESPACE);
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    let names = ingress_status_guard::certs::service_names("ingress-status-guard", NAMESPACE);
+
+    // 1. Install: the Secret is created and its CA becomes the caBundle.
+    let log = run_bootstrap(&kubeconfig, &[]);
+    assert!(log.contains("created the serving Secret"), "{log}");
+    let secret = secrets.get("ingress-status-guard-tls").await.unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    let ca = secret_data(&secret, "ca.crt");
+    let expiry = ingress_status_guard::certs::verify_serving(
+        &secret_data(&secret, "tls.crt"),
+        &secret_data(&secret, "tls.key"),
+        &ca,
+        &names,
+    )
+    .expect("the Secret serves the Service's names under its CA");
+    let days_left = expiry.duration_since(std::time::SystemTime::now()).unwrap().as_secs() / 86400;
+    assert!((363..=365).contains(&days_left), "--validity-days=365: {days_left}");
+    let config = configs.get("ingress-status-guard").await.unwrap();
+    assert_eq!(ca_bundle(&config), ca, "caBundle is the Secret's CA");
+
+    // 2. Again: all valid, nothing written.
+    let log = run_bootstrap(&kubeconfig, &[]);
+    assert!(log.contains("the serving Secret is valid; kept it"), "{log}");
+    let again = secrets.get("ingress-status-guard-tls").await.unwrap();
+    assert_eq!(again.metadata.resource_version, secret.metadata.resource_version);
+    let config_again = configs.get("ingress-status-guard").await.unwrap();
+    assert_eq!(config_again.metadata.resource_version, config.metadata.resource_version);
+
+    // 3. Inside the renewal window: a new CA and certificate; the caBundle trusts both the new
+    //    CA and the old one until every pod has reloaded.
+    let log = run_bootstrap(&kubeconfig, &[("--renew-before-days", "400")]);
+    assert!(log.contains("renewed the serving Secret"), "{log}");
+    let renewed = secrets.get("ingress-status-guard-tls").await.unwrap();
+    let new_ca = secret_data(&renewed, "ca.crt");
+    assert_ne!(new_ca, ca);
+    let bundle = String::from_utf8(ca_bundle(&configs.get("ingress-status-guard").await.unwrap())).unwrap();
+    assert_eq!(
+        bundle,
+        format!("{}\n{}\n", String::from_utf8_lossy(&new_ca).trim_end(), String::from_utf8_lossy(&ca).trim_end())
+    );
+    assert_eq!(renewed.metadata.labels, secret.metadata.labels);
+
+    // 4. Someone empties the caBundle (say, a tool re-applying an older manifest): put back.
+    let patch = json!({"webhooks": [{"name": "ingress-status-guard.ingress-status-guard.svc", "clientConfig": {"caBundle": null}}]});
+    configs.patch("ingress-status-guard", &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
+    let log = run_bootstrap(&kubeconfig, &[]);
+    assert!(log.contains("the serving Secret is valid; kept it"), "{log}");
+    assert_eq!(ca_bundle(&configs.get("ingress-status-guard").await.unwrap()), new_ca);
+
+    // The identity can do nothing else with Secrets.
+    let narrow = support::cluster::client_from(&kubeconfig).await;
+    let other = Api::<Secret>::namespaced(narrow.clone(), NAMESPACE).get("another-secret").await.unwrap_err();
+    assert!(matches!(&other, kube::Error::Api(s) if s.code == 403), "{other:?}");
+    let list = Api::<Secret>::namespaced(narrow, NAMESPACE).list(&Default::default()).await.unwrap_err();
+    assert!(matches!(&list, kube::Error::Api(s) if s.code == 403), "{list:?}");
+}
+
+#[tokio::test]
+async fn the_manifests_rbac_is_all_the_webhook_needs() {
+    let t = TestEnv::new("deploy-rbac").await;
+    prerequisites(t.cluster).await;
+    let docs = render("base");
+    let objects: Vec<Value> = docs
+        .iter()
+        .filter(|d| {
+            ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                .contains(&d["kind"].as_str().unwrap())
+        })
+        .cloned()
+        .collect();
+    assert_eq!(objects.len(), 5, "the webhook's identity and its RBAC");
+    apply(t.cluster, &objects);
+
+    // The publish Service of the manifests' policy file, with a load balancer address.
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), "ingress-nginx");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "ingress-nginx-controller"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443}]}
+    }))
+    .unwrap();
+    match services.create(&PostParams::default(), &service).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create the publish Service: {e}"),
+    }
+    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.60"}]}}});
+    services.patch_status("ingress-nginx-controller", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+
+    // The identity is as narrow as the manifests say.
+    let kubeconfig = t.cluster.kubeconfig_for(WEBHOOK_SA, Some("system:serviceaccounts"));
+    let narrow = support::cluster::client_from(&kubeconfig).await;
+    let all = Api::<Service>::namespaced(narrow.clone(), "ingress-nginx").list(&Default::default()).await.unwrap_err();
+    assert!(matches!(&all, kube::Error::Api(s) if s.code == 403), "only the named Service: {all:?}");
+    let elsewhere = Api::<Service>::namespaced(narrow, &t.ns).list(&Default::default()).await.unwrap_err();
+    assert!(matches!(&elsewhere, kube::Error::Api(s) if s.code == 403), "{elsewhere:?}");
+
+    // The built binary, as that identity, with the manifests' policy file.
+    let deployment = find(&docs, "Deployment", "ingress-status-guard");
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    let config_map = volumes.iter().find(|v| v["name"] == "config").unwrap()["configMap"]["name"].as_str().unwrap();
+    let config = find(&docs, "ConfigMap", config_map)["data"]["config.yaml"].as_str().unwrap().to_owned();
+    let config_file = t.cluster.scratch_dir("deploy-rbac-config").join("config.yaml");
+    std::fs::write(&config_file, config).unwrap();
+    let config_arg = format!("--config={}", config_file.display());
+    let webhook = Webhook::start(t.cluster, &t.ns, &kubeconfig, &[&config_arg]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field("nginx"), &["203.0.113.60"]).await;
+    let event = t.await_event(&webhook, "probe").await;
+    assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("probe"));
+
+    let log = webhook.log();
+    assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
+}
