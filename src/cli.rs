@@ -60,7 +60,7 @@ pub struct ServeArgs {
     /// Address of the HTTPS webhook listener.
     #[arg(long, env = "ISG_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
-    /// Address of the plain-HTTP admin listener (/livez, /readyz).
+    /// Address of the plain-HTTP admin listener (/livez, /readyz, /metrics).
     #[arg(long, env = "ISG_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
     pub admin_listen: SocketAddr,
     /// Serving certificate chain (PEM). Without it, an ephemeral self-signed certificate is used.
@@ -247,7 +247,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), CliError> {
         server::shutdown_signal().await;
         if !delay.is_zero() {
             shutdown_state.serving.store(false, std::sync::atomic::Ordering::Relaxed);
-            tracing::info!(delay_seconds = delay.as_secs(), "SIGTERM: not ready; serving on until endpoints drop this pod");
+            tracing::info!(
+                delay_seconds = delay.as_secs(),
+                "SIGTERM: not ready; serving on until endpoints drop this pod"
+            );
             tokio::time::sleep(delay).await;
         }
     };

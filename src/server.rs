@@ -1,6 +1,6 @@
-//! The HTTP edges: the admission router (`POST /mutate`), the admin router (`/livez`, `/readyz`),
-//! and `serve`, which binds them (the webhook over TLS), runs the source watches and drains on
-//! SIGTERM.
+//! The HTTP edges: the admission router (`POST /mutate`), the admin router (`/livez`,
+//! `/readyz`, `/metrics`), and `serve`, which binds them (the webhook over TLS) and drains on
+//! shutdown.
 
 use std::{
     sync::{
@@ -194,7 +194,7 @@ pub async fn serve(
     listeners.webhook.set_nonblocking(true)?;
     listeners.admin.set_nonblocking(true)?;
     let admin = tokio::net::TcpListener::from_std(listeners.admin)?;
-    tracing::info!(address = %admin.local_addr()?, "admin server listening (/livez, /readyz)");
+    tracing::info!(address = %admin.local_addr()?, "admin server listening (/livez, /readyz, /metrics)");
     tracing::info!(address = %listeners.webhook.local_addr()?, "webhook listening (HTTPS, POST /mutate)");
 
     let handle = axum_server::Handle::new();

@@ -150,7 +150,7 @@ fn serve_starts_with_no_setup_and_stops_cleanly_on_sigterm() {
         if let Some(path) = line["ca_bundle"].as_str() {
             ca_bundle = Some(path.to_owned());
         }
-        if line["message"] == "admin server listening (/livez, /readyz)" {
+        if line["message"] == "admin server listening (/livez, /readyz, /metrics)" {
             admin = line["address"].as_str().map(String::from);
         }
         if line["message"] == "webhook listening (HTTPS, POST /mutate)" {
