@@ -125,6 +125,16 @@ async fn every_kustomization_renders_and_the_api_server_accepts_it() {
         // Pod Security admission warns about workloads whose pods the namespace would refuse.
         assert!(!out.stderr.contains("PodSecurity"), "{dir}: warnings:\n{}", out.stderr);
     }
+
+    // That check has teeth: the same Deployment without its container securityContext is
+    // warned about.
+    let mut weaker = find(&render("base"), "Deployment", "ingress-status-guard").clone();
+    weaker["spec"]["template"]["spec"]["containers"][0].as_object_mut().unwrap().remove("securityContext");
+    let file = cluster.scratch_dir("deploy-weaker").join("deployment.json");
+    std::fs::write(&file, weaker.to_string()).unwrap();
+    let out =
+        cluster.kubectl(cluster.admin_kubeconfig(), &["apply", "--dry-run=server", "-f", &file.display().to_string()]);
+    assert!(out.stderr.contains("would violate PodSecurity \"restricted:latest\""), "{}", out.stderr);
 }
 
 #[test]
