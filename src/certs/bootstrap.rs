@@ -148,8 +148,10 @@ async fn ensure_secret(
             Ok(ca_pem) => return Ok((SecretAction::Kept, ca_pem, None)),
             Err(reason) => reason,
         };
-        let previous_ca =
-            data(&existing, "ca.crt").filter(|ca| CertificateDer::pem_slice_iter(ca.as_bytes()).all(|c| c.is_ok()));
+        // Kept in the caBundle until the next renewal, if it is a readable CA bundle.
+        let previous_ca = data(&existing, "ca.crt").filter(|ca| {
+            CertificateDer::pem_slice_iter(ca.as_bytes()).all(|c| c.is_ok()) && !der_set(ca.as_bytes()).is_empty()
+        });
         let (mut secret, ca_pem) = new_secret(args, &names, validity, Some(&existing))?;
         secret.metadata.resource_version = existing.metadata.resource_version.clone();
         match api
