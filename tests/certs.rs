@@ -2,18 +2,16 @@
 //! (`reload::start` + `server::serve`, as `serve --tls-cert --tls-key` does), and a client that
 //! trusts only the printed caBundle verifies them for the Service's names.
 
-use std::{net::SocketAddr, path::Path, process::Command, sync::Arc, time::Duration};
+mod local;
+
+use std::{net::SocketAddr, path::Path, process::Command, sync::Arc};
 
 use base64::Engine as _;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use ingress_status_guard::{
-    config::{FlagPolicy, Mode, OnUnresolved, Policies},
-    reload::{self, CertFiles},
-    server::{AppState, Listeners, serve},
-    sources::SourceCache,
-};
+use ingress_status_guard::reload::{self, CertFiles};
+use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_ingress-status-guard");
@@ -28,31 +26,12 @@ fn generate(out: &Path, extra: &[&str]) -> std::process::Output {
         .expect("run ingress-status-guard")
 }
 
-async fn serve_files(dir: &Path) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+/// `serve --tls-cert DIR/tls.crt --tls-key DIR/tls.key`, in process.
+async fn serve_files(dir: &Path) -> (LocalServer, reload::Reloader) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let files = CertFiles { cert: dir.join("tls.crt"), key: dir.join("tls.key"), client_ca: None };
     let (tls, reloader) = reload::start(files, reload::POLL_INTERVAL).await.expect("our TLS stack loads the files");
-    let policy = FlagPolicy {
-        publish_service: None,
-        publish_status_address: Some("192.0.2.10".into()),
-        ingress_class: vec![],
-        watch_ingress_without_class: false,
-        mode: Mode::Enforce,
-        keep_ports: false,
-        on_unresolved: OnUnresolved::Allow,
-    };
-    let policies = Policies::new(vec![policy.into_policy().unwrap()]).unwrap();
-    let state = AppState::new(policies.clone(), SourceCache::new(&policies));
-    let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = webhook.local_addr().unwrap();
-    let listeners = Listeners { webhook, admin, tls, max_body_bytes: 1 << 20, drain: Duration::from_secs(5) };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve(state, listeners, async move {
-        let _ = stopped.await;
-        drop(reloader);
-    }));
-    (addr, stop)
+    (LocalServer::start(tls), reloader)
 }
 
 /// Connects as `name` trusting only `ca_pem` and posts a review over HTTP/2; returns the HTTP
@@ -107,7 +86,8 @@ async fn generated_files_are_served_and_verified_against_the_printed_ca_bundle()
         assert_eq!(mode & 0o777, 0o600, "the key is private");
     }
 
-    let (addr, stop) = serve_files(&out).await;
+    let (server, _reloader) = serve_files(&out).await;
+    let addr = server.webhook;
     for name in ["guard.infra.svc", "guard.infra.svc.cluster.local"] {
         assert_eq!(post(addr, &bundle, name).await, Ok(200), "{name}");
     }
@@ -117,7 +97,7 @@ async fn generated_files_are_served_and_verified_against_the_printed_ca_bundle()
     assert!(generate(stranger.path(), &[]).status.success());
     let untrusted = post(addr, &std::fs::read(stranger.path().join("ca.crt")).unwrap(), "guard.infra.svc").await;
     assert!(untrusted.unwrap_err().contains("UnknownIssuer"));
-    stop.send(()).unwrap();
+    server.stop().await;
 }
 
 #[test]

@@ -7,6 +7,8 @@
 //! Waits are "until the state is reached, or fail after a generous deadline"; nothing asserts
 //! how long anything took.
 
+mod local;
+
 use std::{
     future::Future,
     net::SocketAddr,
@@ -23,11 +25,9 @@ use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use ingress_status_guard::{
     certs::Ca,
-    config::{FlagPolicy, Mode, OnUnresolved, Policies},
     reload::{self, CertFiles, Outcome, Reloader},
-    server::{AppState, Listeners, serve},
-    sources::SourceCache,
 };
+use local::LocalServer;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
 
 const REVIEW: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
@@ -96,44 +96,24 @@ fn issue(ca: &Ca) -> Pair {
     Pair { cert, key }
 }
 
+/// `serve` with its certificate reloader.
 struct Running {
     addr: SocketAddr,
     reloader: Reloader,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    server: LocalServer,
 }
 
 impl Running {
     async fn stop(self) {
         drop(self.reloader);
-        self.stop.send(()).unwrap();
-        self.task.await.unwrap().unwrap();
+        self.server.stop().await;
     }
 }
 
 async fn start(files: CertFiles, poll: Duration) -> Running {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let (tls, reloader) = reload::start(files, poll).await.unwrap();
-    let policy = FlagPolicy {
-        publish_service: None,
-        publish_status_address: Some("192.0.2.10".into()),
-        ingress_class: vec![],
-        watch_ingress_without_class: false,
-        mode: Mode::Enforce,
-        keep_ports: false,
-        on_unresolved: OnUnresolved::Allow,
-    };
-    let policies = Policies::new(vec![policy.into_policy().unwrap()]).unwrap();
-    let state = AppState::new(policies.clone(), SourceCache::new(&policies));
-    let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = webhook.local_addr().unwrap();
-    let listeners = Listeners { webhook, admin, tls, max_body_bytes: 1 << 20, drain: Duration::from_secs(5) };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(serve(state, listeners, async {
-        let _ = stopped.await;
-    }));
-    Running { addr, reloader, stop, task }
+    let server = LocalServer::start(tls);
+    Running { addr: server.webhook, reloader, server }
 }
 
 /// A client trusting `ca_pem`, presenting `identity` (certificate and key PEM) if given.

@@ -1,54 +1,27 @@
 //! `serve` over real TLS on loopback: a client that trusts only the generated CA posts a review
 //! over HTTP/1.1 and over HTTP/2 (ALPN), with TLS 1.3 and TLS 1.2.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+mod local;
+
+use std::{net::SocketAddr, sync::Arc};
 
 use axum_server::tls_rustls::RustlsConfig;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use ingress_status_guard::{
-    certs,
-    config::FlagPolicy,
-    server::{AppState, Listeners, serve},
-    sources::SourceCache,
-    tls,
-};
+use ingress_status_guard::{certs, tls};
+use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::Value;
 
 const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
 
-struct Running {
-    webhook: SocketAddr,
-    admin: SocketAddr,
-    ca_pem: String,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-async fn start() -> Running {
+/// `serve` with a fresh serving certificate for localhost, and the CA that signed it.
+fn start() -> (LocalServer, String) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let bundle = certs::generate("test CA", &["localhost".into(), "127.0.0.1".into()]).unwrap();
     let config = tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
-    let policy = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() };
-    let policies = policy.into_policies().unwrap();
-    let state = AppState::new(policies.clone(), SourceCache::new(&policies));
-    let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
-    let listeners = Listeners {
-        webhook,
-        admin,
-        tls: RustlsConfig::from_config(Arc::new(config)),
-        max_body_bytes: 1 << 20,
-        drain: Duration::from_secs(5),
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(serve(state, listeners, async {
-        let _ = stopped.await;
-    }));
-    Running { webhook: webhook_addr, admin: admin_addr, ca_pem: bundle.ca_pem, stop, task }
+    (LocalServer::start(RustlsConfig::from_config(Arc::new(config))), bundle.ca_pem)
 }
 
 fn client_config(
@@ -100,7 +73,7 @@ async fn post_review(addr: SocketAddr, config: rustls::ClientConfig) -> (Vec<u8>
 
 #[tokio::test]
 async fn reviews_over_h1_and_h2_with_tls13_and_tls12() {
-    let server = start().await;
+    let (server, ca_pem) = start();
     let tls13 = [&rustls::version::TLS13];
     let tls12 = [&rustls::version::TLS12];
     let cases: [(&[u8], &[&'static rustls::SupportedProtocolVersion], rustls::ProtocolVersion); 4] = [
@@ -112,20 +85,19 @@ async fn reviews_over_h1_and_h2_with_tls13_and_tls12() {
     for (alpn, versions, want_version) in cases {
         let name = String::from_utf8_lossy(alpn).into_owned();
         let (negotiated, version, status, json) =
-            post_review(server.webhook, client_config(&server.ca_pem, alpn, versions)).await;
+            post_review(server.webhook, client_config(&ca_pem, alpn, versions)).await;
         assert_eq!(negotiated, alpn, "{name}: ALPN");
         assert_eq!(version, want_version, "{name}");
         assert_eq!(status, 200, "{name}");
         assert_eq!(json["response"]["uid"], "0f3cb218-7947-4a5f-839c-6e300a5ae86a", "{name}");
         assert_eq!(json["response"]["patchType"], "JSONPatch", "{name}");
     }
-    server.stop.send(()).unwrap();
-    server.task.await.unwrap().unwrap();
+    server.stop().await;
 }
 
 #[tokio::test]
 async fn untrusted_clients_cannot_connect_and_shutdown_stops_serving() {
-    let server = start().await;
+    let (server, _) = start();
     let stranger = certs::generate("another CA", &["localhost".into()]).unwrap();
     let connector =
         tokio_rustls::TlsConnector::from(Arc::new(client_config(&stranger.ca_pem, b"h2", &[&rustls::version::TLS13])));
@@ -135,9 +107,9 @@ async fn untrusted_clients_cannot_connect_and_shutdown_stops_serving() {
 
     let ready = reqwest_like_get(server.admin, "/readyz").await;
     assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
-    server.stop.send(()).unwrap();
-    server.task.await.unwrap().unwrap();
-    assert!(tokio::net::TcpStream::connect(server.webhook).await.is_err(), "listener closed after shutdown");
+    let webhook = server.webhook;
+    server.stop().await;
+    assert!(tokio::net::TcpStream::connect(webhook).await.is_err(), "listener closed after shutdown");
 }
 
 /// A plain HTTP/1.1 GET on the admin port, returning the raw response text.

@@ -1,0 +1,46 @@
+//! Support for in-process tests: the production `server::serve` on loopback ports, with a static
+//! policy (`192.0.2.10`) and a TLS configuration the test chooses.
+
+use std::{net::SocketAddr, time::Duration};
+
+use axum_server::tls_rustls::RustlsConfig;
+use ingress_status_guard::{
+    config::FlagPolicy,
+    server::{AppState, Listeners, serve},
+    sources::SourceCache,
+};
+
+/// A running `serve`; stops when told to, or when the test's runtime ends.
+pub struct LocalServer {
+    pub webhook: SocketAddr,
+    #[allow(dead_code)] // not every test binary probes the admin port
+    pub admin: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl LocalServer {
+    /// Starts `serve` on 127.0.0.1 ports chosen by the kernel.
+    pub fn start(tls: RustlsConfig) -> LocalServer {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let policies = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
+            .into_policies()
+            .unwrap();
+        let state = AppState::new(policies.clone(), SourceCache::new(&policies));
+        let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
+        let listeners = Listeners { webhook, admin, tls, max_body_bytes: 1 << 20, drain: Duration::from_secs(5) };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve(state, listeners, async {
+            let _ = stopped.await;
+        }));
+        LocalServer { webhook: webhook_addr, admin: admin_addr, stop, task }
+    }
+
+    /// Shuts down and waits for `serve` to return; panics if it failed.
+    pub async fn stop(self) {
+        self.stop.send(()).unwrap();
+        self.task.await.unwrap().unwrap();
+    }
+}
