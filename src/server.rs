@@ -18,7 +18,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use axum_server::tls_rustls::RustlsConfig;
+use axum_server::{accept::NoDelayAcceptor, tls_rustls::RustlsConfig};
 
 use crate::{
     config::Policies,
@@ -219,7 +219,11 @@ pub async fn serve(
     });
 
     let app = webhook_router(state, listeners.max_body_bytes);
+    // TCP_NODELAY: an HTTP/2 response is several small writes (HEADERS, DATA, WINDOW_UPDATE);
+    // with Nagle's algorithm on they wait for the client's delayed ACK, which added ~10 ms at
+    // p50 and ~40 ms at p99 per review over HTTP/2, the protocol the API server uses.
     let result = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
+        .map(|tls| tls.acceptor(NoDelayAcceptor::new()))
         .handle(handle)
         .serve(app.into_make_service())
         .await;
