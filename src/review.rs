@@ -96,20 +96,21 @@ pub struct Decision {
     pub dry_run: bool,
 }
 
+/// `O` is how `request.object` is read: an [`IngressIn`] in one pass, or `&RawValue` to parse it
+/// on its own afterwards.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewIn<'a> {
+struct ReviewIn<'a, O> {
     #[serde(borrow)]
     api_version: Option<Cow<'a, str>>,
     #[serde(borrow)]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    request: Option<RequestIn<'a>>,
+    request: Option<RequestIn<O>>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RequestIn<'a> {
+struct RequestIn<O> {
     uid: String,
     #[serde(default)]
     kind: GroupVersionKind,
@@ -123,8 +124,8 @@ struct RequestIn<'a> {
     namespace: Option<String>,
     #[serde(default)]
     user_info: UserInfo,
-    #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
+    /// Missing: `None` (no `default` here, which would require `O: Default`).
+    object: Option<O>,
     #[serde(default)]
     dry_run: Option<bool>,
 }
@@ -253,7 +254,25 @@ pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result
     {
         return Err(ReviewError::NotObject);
     }
-    let review: ReviewIn = serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn>(body)))?;
+    // A well-formed review is read in one pass. Anything else is read again with the object
+    // kept raw and parsed on its own, so that the error names the right document and field.
+    if let Ok(review) = serde_json::from_slice::<ReviewIn<IngressIn>>(body) {
+        return decide_review(review, Ok, policies, sources);
+    }
+    let review: ReviewIn<&RawValue> =
+        serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
+    let parse = |raw: &RawValue| {
+        serde_json::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))
+    };
+    decide_review(review, parse, policies, sources)
+}
+
+fn decide_review<O>(
+    review: ReviewIn<O>,
+    read_object: impl FnOnce(O) -> Result<IngressIn, ReviewError>,
+    policies: &Policies,
+    sources: &dyn Sources,
+) -> Result<Decision, ReviewError> {
     let kind = review.kind.as_deref().unwrap_or("");
     if kind != "AdmissionReview" {
         return Err(ReviewError::Kind(kind.to_owned()));
@@ -298,9 +317,7 @@ pub fn decide(body: &[u8], policies: &Policies, sources: &dyn Sources) -> Result
         return Ok(finish(decision, api_version, response));
     }
 
-    let raw = request.object.ok_or(ReviewError::MissingObject)?;
-    let ingress: IngressIn =
-        serde_json::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))?;
+    let ingress = read_object(request.object.ok_or(ReviewError::MissingObject)?)?;
     let class = ingress.spec.ingress_class_name.as_deref().or(ingress.metadata.annotations.as_deref());
     let Some(policy) = policies.governing(class) else {
         decision.outcome = Outcome::NotGoverned;
