@@ -1,0 +1,262 @@
+//! Handler cost in-process: AdmissionReview bytes in, response bytes out, through
+//! `review::decide` and through the production router (`tower::ServiceExt::oneshot`), for a
+//! typical review (~5 KB) and a large one (hundreds of rules), each as no patch / patch /
+//! not governed. Also counts heap allocations per review with a counting global allocator.
+//!
+//! Run: `cargo bench --bench handler` (or `benches/run.sh`). With `ISG_BENCH_OUT=<dir>`, the
+//! allocation counts are also written to `<dir>/allocations.json`.
+
+use std::{
+    alloc::{GlobalAlloc, Layout, System},
+    hint::black_box,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+};
+
+use axum::{
+    Router,
+    body::{Body, Bytes},
+    http::Request,
+};
+use criterion::{BenchmarkId, Criterion, Throughput};
+use ingress_status_guard::{
+    config::{FlagPolicy, Mode, OnUnresolved, Policies},
+    review::{self, Outcome},
+    server::{AppState, webhook_router},
+    sources::{SourceCache, Sources},
+};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// Counts allocations (and bytes) while `COUNTING` is set; otherwise only a relaxed load.
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        // SAFETY: same layout contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const FIXTURE: &str = include_str!("../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+const GOVERNED_CLASS: &str = "nginx";
+const CANONICAL: &str = "192.0.2.10,lb.example.test";
+
+/// The three cases of every size: (name, ingress class, written status, expected outcome).
+fn cases() -> [(&'static str, &'static str, Value, Outcome); 3] {
+    let canonical = json!([{"ip": "192.0.2.10"}, {"hostname": "lb.example.test"}]);
+    let rogue = json!([{"ip": "10.7.7.7"}]);
+    [
+        ("no_patch", GOVERNED_CLASS, canonical, Outcome::Unchanged),
+        ("patch", GOVERNED_CLASS, rogue.clone(), Outcome::Patched),
+        ("not_governed", "traefik", rogue, Outcome::NotGoverned),
+    ]
+}
+
+/// The two sizes: (name, number of rules). 4 rules make the fixture about 5 KB.
+const SIZES: [(&str, usize); 2] = [("typical", 4), ("large", 300)];
+
+/// The fixture (a real API server's review), with `rules` rules in `spec` and in the
+/// `last-applied-configuration` annotation of both `object` and `oldObject`, the given class,
+/// and `written` as the new `status.loadBalancer.ingress`.
+fn review_body(rules: usize, class: &str, written: &Value) -> Vec<u8> {
+    let mut review: Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
+    let rules: Vec<Value> = (0..rules)
+        .map(|i| {
+            json!({"host": format!("app-{i}.demo.example.test"), "http": {"paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": format!("app-{i}"), "port": {"number": 80}}}
+            }]}})
+        })
+        .collect();
+    for key in ["object", "oldObject"] {
+        let object = &mut review["request"][key];
+        object["spec"] = json!({"ingressClassName": class, "rules": rules});
+        let applied = json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"annotations": {}, "name": "demo-ing", "namespace": "default"},
+            "spec": object["spec"],
+        });
+        object["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+            Value::String(format!("{applied}\n"));
+    }
+    review["request"]["object"]["status"]["loadBalancer"]["ingress"] = written.clone();
+    serde_json::to_vec(&review).expect("serializes")
+}
+
+fn policies() -> Policies {
+    let policy = FlagPolicy {
+        publish_service: None,
+        publish_status_address: Some(CANONICAL.into()),
+        ingress_class: vec![GOVERNED_CLASS.into()],
+        watch_ingress_without_class: false,
+        mode: Mode::Enforce,
+        keep_ports: false,
+        on_unresolved: OnUnresolved::Allow,
+    };
+    Policies::new(vec![policy.into_policy().expect("valid policy")]).expect("one policy")
+}
+
+fn request(body: &Bytes) -> Request<Body> {
+    Request::post("/mutate").header("content-type", "application/json").body(Body::from(body.clone())).expect("request")
+}
+
+async fn through_router(router: &Router, body: &Bytes) -> Bytes {
+    let response = router.clone().oneshot(request(body)).await.expect("infallible");
+    assert_eq!(response.status(), 200);
+    axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
+}
+
+/// Allocations and bytes allocated per call of `f`, averaged over `n` calls after a warm-up.
+fn allocations(n: u64, mut f: impl FnMut()) -> (f64, f64) {
+    for _ in 0..10 {
+        f();
+    }
+    ALLOCS.store(0, Ordering::Relaxed);
+    BYTES.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    for _ in 0..n {
+        f();
+    }
+    COUNTING.store(false, Ordering::Relaxed);
+    (ALLOCS.load(Ordering::Relaxed) as f64 / n as f64, BYTES.load(Ordering::Relaxed) as f64 / n as f64)
+}
+
+fn handler(c: &mut Criterion) {
+    let policies = policies();
+    let sources: Arc<dyn Sources> = SourceCache::new(&policies);
+    let router = webhook_router(AppState::new(policies.clone(), sources.clone()), 3 * 1024 * 1024);
+    let rt = runtime();
+    let mut counts = Vec::new();
+
+    for (size, rules) in SIZES {
+        let mut decide_group = c.benchmark_group(format!("decide/{size}"));
+        let mut bodies = Vec::new();
+        for (case, class, written, want) in cases() {
+            let body = Bytes::from(review_body(rules, class, &written));
+            let decision = review::decide(&body, &policies, sources.as_ref()).expect("valid review");
+            assert_eq!(decision.outcome, want, "{size}/{case}: the input does not exercise the intended case");
+            decide_group.throughput(Throughput::Bytes(body.len() as u64));
+            decide_group.bench_with_input(BenchmarkId::from_parameter(case), &body, |b, body| {
+                b.iter(|| review::decide(black_box(body), &policies, sources.as_ref()).expect("valid").response)
+            });
+            let (allocs, bytes) = allocations(1000, || {
+                black_box(review::decide(black_box(&body), &policies, sources.as_ref()).expect("valid"));
+            });
+            counts.push(json!({"path": "decide", "size": size, "case": case, "request_bytes": body.len(),
+                               "response_bytes": decision.response.len(), "allocs": allocs, "bytes": bytes}));
+            bodies.push((case, body));
+        }
+        decide_group.finish();
+
+        let mut router_group = c.benchmark_group(format!("router/{size}"));
+        for (case, body) in &bodies {
+            router_group.throughput(Throughput::Bytes(body.len() as u64));
+            router_group.bench_with_input(BenchmarkId::from_parameter(case), body, |b, body| {
+                b.iter(|| rt.block_on(through_router(&router, black_box(body))))
+            });
+            let (allocs, bytes) = allocations(1000, || {
+                black_box(rt.block_on(through_router(&router, body)));
+            });
+            counts.push(json!({"path": "router", "size": size, "case": case, "request_bytes": body.len(),
+                               "allocs": allocs, "bytes": bytes}));
+        }
+        router_group.finish();
+    }
+
+    println!("\nallocations per review (mean of 1000 after warm-up):");
+    for c in &counts {
+        println!(
+            "  {:>6}/{:<7}/{:<12} request {:>7} B: {:>7.1} allocations, {:>9.0} bytes allocated",
+            c["path"].as_str().unwrap_or_default(),
+            c["size"].as_str().unwrap_or_default(),
+            c["case"].as_str().unwrap_or_default(),
+            c["request_bytes"],
+            c["allocs"].as_f64().unwrap_or_default(),
+            c["bytes"].as_f64().unwrap_or_default()
+        );
+    }
+    if let Some(dir) = std::env::var_os("ISG_BENCH_OUT") {
+        let path = std::path::Path::new(&dir).join("allocations.json");
+        std::fs::create_dir_all(&dir).expect("create ISG_BENCH_OUT");
+        std::fs::write(&path, serde_json::to_vec_pretty(&counts).expect("json")).expect("write allocations.json");
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(50)
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(3))
+}
+
+/// `ISG_BENCH_LOOP=decide/typical/patch:N` (or `router/...`): run that case N times and exit,
+/// for profilers (`valgrind --tool=callgrind`, `perf record`) instead of criterion.
+fn profile_loop(spec: &str) {
+    let (case, n) = spec.rsplit_once(':').unwrap_or((spec, "1000"));
+    let n: u64 = n.parse().expect("ISG_BENCH_LOOP=<path>/<size>/<case>:<count>");
+    let mut parts = case.split('/');
+    let (path, size, case) = (parts.next(), parts.next(), parts.next());
+    let rules = SIZES.iter().find(|(s, _)| Some(*s) == size).map(|(_, r)| *r).expect("size: typical or large");
+    let (_, class, written, _) = cases().into_iter().find(|c| Some(c.0) == case).expect("case");
+    let body = Bytes::from(review_body(rules, class, &written));
+    let policies = policies();
+    let sources: Arc<dyn Sources> = SourceCache::new(&policies);
+    match path {
+        Some("decide") => {
+            for _ in 0..n {
+                black_box(review::decide(black_box(&body), &policies, sources.as_ref()).expect("valid"));
+            }
+        }
+        Some("router") => {
+            let router = webhook_router(AppState::new(policies.clone(), sources), 3 * 1024 * 1024);
+            let rt = runtime();
+            for _ in 0..n {
+                black_box(rt.block_on(through_router(&router, &body)));
+            }
+        }
+        _ => panic!("path: decide or router"),
+    }
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("ISG_BENCH_LOOP") {
+        profile_loop(&spec);
+        return;
+    }
+    let mut c = config().configure_from_args();
+    handler(&mut c);
+    c.final_summary();
+}
