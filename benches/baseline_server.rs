@@ -18,7 +18,7 @@ use axum::{
 };
 use axum_server::{accept::NoDelayAcceptor, tls_rustls::RustlsConfig};
 use clap::Parser;
-use ingress_status_guard::tls;
+use ingress_status_guard::load_tls;
 
 /// What the webhook answers to the benchmark's no-patch review, byte for byte.
 const RESPONSE: &[u8] = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"0f3cb218-7947-4a5f-839c-6e300a5ae86a","allowed":true}}"#;
@@ -49,7 +49,7 @@ fn main() -> std::process::ExitCode {
     }
     let args = Args::parse();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = match tls::load(&args.tls_cert, &args.tls_key) {
+    let config = match load_tls(&args.tls_cert, &args.tls_key) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("error: {e}");

@@ -25,6 +25,25 @@ pub struct PortStatus {
     pub error: Option<String>,
 }
 
+/// A list of entries as it reads in logs, warnings and annotations: `a,b`, or `<none>`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Addresses<'a>(pub &'a [Address]);
+
+impl std::fmt::Display for Addresses<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("<none>");
+        }
+        for (i, entry) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{entry}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Why an address cannot be written to an Ingress status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddressError {
@@ -78,18 +97,20 @@ impl Address {
         Ok(Address { ip: ip.map(|ip| ip.to_string()), hostname, ports: self.ports })
     }
 
-    /// `hostname (ip)`, `hostname` or `ip`: how an entry reads in logs and warnings.
-    pub fn display(&self) -> String {
-        match (&self.hostname, &self.ip) {
-            (Some(h), Some(i)) => format!("{h} ({i})"),
-            (Some(h), None) => h.clone(),
-            (None, Some(i)) => i.clone(),
-            (None, None) => "<empty>".to_owned(),
-        }
-    }
-
     fn sort_key(&self) -> (&str, &str) {
         (self.hostname.as_deref().unwrap_or(""), self.ip.as_deref().unwrap_or(""))
+    }
+}
+
+/// `hostname (ip)`, `hostname` or `ip`: how an entry reads in logs and warnings.
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.hostname, &self.ip) {
+            (Some(h), Some(i)) => write!(f, "{h} ({i})"),
+            (Some(h), None) => f.write_str(h),
+            (None, Some(i)) => f.write_str(i),
+            (None, None) => f.write_str("<empty>"),
+        }
     }
 }
 
@@ -101,7 +122,7 @@ fn parse_ip(text: &str) -> Option<IpAddr> {
 /// What the API server accepts as `hostname`: a DNS-1123 subdomain that Go's lenient IP parser
 /// would not read as an IPv4 address (it allows leading zeros, so `010.0.0.1` is an IP to it).
 fn is_valid_hostname(name: &str) -> bool {
-    is_dns1123_subdomain(name) && !looks_like_ipv4(name)
+    crate::names::is_dns1123_subdomain(name) && !looks_like_ipv4(name)
 }
 
 fn looks_like_ipv4(name: &str) -> bool {
@@ -114,22 +135,9 @@ fn looks_like_ipv4(name: &str) -> bool {
         })
 }
 
-/// Kubernetes' `IsDNS1123Subdomain`: at most 253 characters of dot-separated labels, each of
-/// lowercase alphanumerics and '-', starting and ending with an alphanumeric.
-pub fn is_dns1123_subdomain(name: &str) -> bool {
-    name.len() <= 253
-        && name.split('.').all(|label| {
-            let bytes = label.as_bytes();
-            !bytes.is_empty()
-                && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-                && bytes[0] != b'-'
-                && bytes[bytes.len() - 1] != b'-'
-        })
-}
-
 /// Parses a `--publish-status-address` value: comma separated, spaces trimmed, empty items
 /// dropped. Errors carry the offending item.
-pub fn parse_static_list(list: &str) -> Result<Vec<Address>, AddressError> {
+pub(crate) fn parse_static_list(list: &str) -> Result<Vec<Address>, AddressError> {
     let entries = list
         .split(',')
         .map(str::trim)
@@ -144,14 +152,14 @@ pub fn parse_static_list(list: &str) -> Result<Vec<Address>, AddressError> {
 
 /// Drops duplicates and sorts by hostname then IP string (ingress-nginx's
 /// `lessLoadBalancerIngress`), so IP-only entries come first.
-pub fn canonicalize(mut entries: Vec<Address>) -> Vec<Address> {
+pub(crate) fn canonicalize(mut entries: Vec<Address>) -> Vec<Address> {
     entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())));
     entries.dedup();
     entries
 }
 
 /// Whether a written list equals the canonical one, ignoring order and duplicates.
-pub fn same_set(written: &[Address], canonical: &[Address]) -> bool {
+pub(crate) fn same_set(written: &[Address], canonical: &[Address]) -> bool {
     if written.len() == canonical.len() && written == canonical {
         return true;
     }
@@ -193,17 +201,6 @@ mod tests {
     }
 
     #[test]
-    fn dns1123() {
-        for ok in ["a", "a-b.c", "0.example", &"a".repeat(63)] {
-            assert!(is_dns1123_subdomain(ok), "{ok}");
-        }
-        for bad in ["", "-a", "a-", "a..b", ".a", "a.", "A", "a b", &format!("{}.{}", "a".repeat(200), "b".repeat(60))]
-        {
-            assert!(!is_dns1123_subdomain(bad), "{bad}");
-        }
-    }
-
-    #[test]
     fn sorting_follows_ingress_nginx() {
         // ingress-nginx status_test.go TestStandardizeLoadBalancerIngresses: hostname first, then IP.
         let sorted = canonicalize(vec![
@@ -213,7 +210,7 @@ mod tests {
             ip("10.0.0.10"),
             host("a.example"),
         ]);
-        let shown: Vec<String> = sorted.iter().map(Address::display).collect();
+        let shown: Vec<String> = sorted.iter().map(Address::to_string).collect();
         assert_eq!(shown, ["10.0.0.10", "10.0.0.2", "a.example", "a.example (10.0.0.9)", "b.example"]);
     }
 

@@ -1,7 +1,15 @@
 //! Findings: who tried to write which addresses to a governed Ingress, against what the policy
 //! says, and what the webhook did about it. Pure values, plus their log line.
 
-use crate::{address::Address, review::Outcome};
+use crate::{
+    address::{Address, Addresses},
+    decision::{Action, Verdict},
+    names::truncate,
+    wire::{Review, Target},
+};
+
+/// The Events API refuses notes over 1 kB.
+const MAX_NOTE: usize = 1024;
 
 /// The identity that sent a status write, from `request.userInfo`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -36,47 +44,53 @@ pub struct Finding {
     pub writer: Writer,
     pub attempted: Vec<Address>,
     pub canonical: Vec<Address>,
-    /// `Patched`, `Audited` or `Denied`.
-    pub action: Outcome,
+    pub action: Action,
     pub dry_run: bool,
 }
 
-pub fn joined(list: &[Address]) -> String {
-    if list.is_empty() {
-        return "<none>".to_owned();
-    }
-    list.iter().map(Address::display).collect::<Vec<_>>().join(",")
-}
-
 impl Finding {
+    /// The finding of a review, when its verdict is a mismatch.
+    pub fn of(review: &Review, verdict: &Verdict<'_>) -> Option<Finding> {
+        let (Verdict::Mismatch { policy, action, canonical }, Target::IngressStatus { write, object_uid, .. }) =
+            (verdict, &review.target)
+        else {
+            return None;
+        };
+        Some(Finding {
+            uid: review.uid.clone(),
+            object_uid: object_uid.clone(),
+            namespace: write.namespace.clone(),
+            name: write.name.clone(),
+            class: write.class.clone(),
+            policy: policy.name.clone(),
+            writer: Writer::new(review.user.username.clone(), review.user.groups.clone()),
+            attempted: write.addresses.clone(),
+            canonical: canonical.clone(),
+            action: *action,
+            dry_run: review.dry_run,
+        })
+    }
+
     /// What was done, as a verb for people.
     pub fn verb(&self) -> &'static str {
         match self.action {
-            Outcome::Patched => "rewritten",
-            Outcome::Denied => "denied",
-            _ => "allowed (audit mode)",
+            Action::Rewrite => "rewritten",
+            Action::Deny => "denied",
+            Action::Audit => "allowed (audit mode)",
         }
     }
 
     /// The message of the Kubernetes Event (at most 1 kB, as the events API requires).
     pub fn note(&self) -> String {
-        let mut note = format!(
+        let note = format!(
             "{} wrote status.loadBalancer.ingress [{}]; policy {} requires [{}]; {}",
             self.writer.username,
-            joined(&self.attempted),
+            Addresses(&self.attempted),
             self.policy,
-            joined(&self.canonical),
+            Addresses(&self.canonical),
             self.verb()
         );
-        if note.len() > 1024 {
-            let mut end = 1021;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            note.truncate(end);
-            note.push_str("...");
-        }
-        note
+        truncate(&note, usize::MAX, MAX_NOTE)
     }
 
     /// One WARN event with every field structured, for log pipelines.
@@ -95,9 +109,9 @@ impl Finding {
             writer_groups = %self.writer.groups.join(","),
             writer_sa_namespace = sa_namespace,
             writer_sa_name = sa_name,
-            attempted = %joined(&self.attempted),
-            canonical = %joined(&self.canonical),
-            action = %self.action,
+            attempted = %Addresses(&self.attempted),
+            canonical = %Addresses(&self.canonical),
+            action = self.action.result(),
             dry_run = self.dry_run,
             "rogue status write"
         );
@@ -138,7 +152,7 @@ mod tests {
             writer: Writer::new("rogue".into(), vec![]),
             attempted: many,
             canonical: vec![Address::hostname("lb.example")],
-            action: Outcome::Patched,
+            action: Action::Rewrite,
             dry_run: false,
         };
         let note = finding.note();

@@ -4,7 +4,7 @@
 //!
 //! Also used for the ephemeral certificate of `serve` without `--tls-cert`, and by tests.
 
-pub mod bootstrap;
+pub(crate) mod bootstrap;
 
 use std::{
     path::{Path, PathBuf},
@@ -39,12 +39,18 @@ pub enum CertError {
     Io { path: String, source: std::io::Error },
     #[error("{0}")]
     Usage(String),
-    #[error("{0}")]
-    Kube(String),
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
+    #[error("{what}: {source}")]
+    Kube { what: String, source: kube::Error },
+    #[error("{0}: kept changing under us; giving up after 5 attempts")]
+    Contended(String),
+    #[error("{what} not found after {seconds}s")]
+    NotFound { what: String, seconds: u64 },
 }
 
 /// How long certificates made without an explicit validity last.
-pub const DEFAULT_VALIDITY_DAYS: u32 = 365;
+pub(crate) const DEFAULT_VALIDITY_DAYS: u32 = 365;
 
 /// Generates a fresh CA named `ca_name` and a serving certificate for `names` (DNS names or IP
 /// literals) signed by it, both valid for [`DEFAULT_VALIDITY_DAYS`].
@@ -53,7 +59,11 @@ pub fn generate(ca_name: &str, names: &[String]) -> Result<ServingBundle, CertEr
 }
 
 /// As [`generate`], valid from an hour ago (clock skew) for `validity`.
-pub fn generate_with_validity(ca_name: &str, names: &[String], validity: Duration) -> Result<ServingBundle, CertError> {
+pub(crate) fn generate_with_validity(
+    ca_name: &str,
+    names: &[String],
+    validity: Duration,
+) -> Result<ServingBundle, CertError> {
     let ca = Ca::new(ca_name, validity)?;
     let (cert_pem, key_pem) = ca.issue(names, validity)?;
     Ok(ServingBundle { ca_pem: ca.pem(), cert_pem, key_pem })
@@ -111,13 +121,13 @@ pub fn service_names(service: &str, namespace: &str) -> Vec<String> {
 }
 
 /// A CA name unique to this CA (it is the issuer name clients look up), naming the Service.
-pub fn ca_name(service: &str, namespace: &str) -> String {
+pub(crate) fn ca_name(service: &str, namespace: &str) -> String {
     let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     format!("ingress-status-guard CA for {service}.{namespace} {}.{:09}", stamp.as_secs(), stamp.subsec_nanos())
 }
 
 /// The `caBundle` value of a webhook configuration: base64 of the PEM.
-pub fn ca_bundle(ca_pem: &str) -> String {
+pub(crate) fn ca_bundle(ca_pem: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(ca_pem)
 }
 
@@ -156,20 +166,20 @@ pub fn verify_serving(cert_pem: &[u8], key_pem: &[u8], ca_pem: &[u8], names: &[S
 }
 
 /// The end of a certificate's validity.
-pub fn not_after(der: &CertificateDer<'_>) -> Result<SystemTime, String> {
+pub(crate) fn not_after(der: &CertificateDer<'_>) -> Result<SystemTime, String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| format!("unparsable certificate: {e}"))?;
     let secs = cert.validity().not_after.timestamp();
     Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
 }
 
 #[derive(Args, Debug)]
-pub struct CertsArgs {
+pub(crate) struct CertsArgs {
     #[command(subcommand)]
     pub command: CertsCommand,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum CertsCommand {
+pub(crate) enum CertsCommand {
     /// Write a new CA and a serving certificate for the webhook Service into a directory
     /// (ca.crt, tls.crt, tls.key).
     Generate(GenerateArgs),
@@ -179,7 +189,7 @@ pub enum CertsCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct GenerateArgs {
+pub(crate) struct GenerateArgs {
     /// Name of the webhook's Service.
     #[arg(long, default_value = "ingress-status-guard")]
     pub service: String,
@@ -201,7 +211,7 @@ pub struct GenerateArgs {
 }
 
 /// Runs `certs generate` or `certs bootstrap`.
-pub fn run(args: CertsArgs) -> Result<(), CertError> {
+pub(crate) fn run(args: CertsArgs) -> Result<(), CertError> {
     match args.command {
         CertsCommand::Generate(args) => {
             let bundle = generate_files(&args)?;
@@ -221,9 +231,9 @@ pub fn run(args: CertsArgs) -> Result<(), CertError> {
 }
 
 /// `certs generate`: writes `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `--out`.
-pub fn generate_files(args: &GenerateArgs) -> Result<ServingBundle, CertError> {
+pub(crate) fn generate_files(args: &GenerateArgs) -> Result<ServingBundle, CertError> {
     for (flag, value) in [("--service", &args.service), ("--namespace", &args.namespace)] {
-        if value.len() > 63 || value.contains('.') || !crate::address::is_dns1123_subdomain(value) {
+        if !crate::names::is_dns1123_label(value) {
             return Err(CertError::Usage(format!(
                 "{flag} {value:?} is not a valid Kubernetes name (lowercase letters, digits and '-')"
             )));
@@ -297,11 +307,5 @@ mod tests {
         // A bundle of two CAs (as during a rotation) trusts both.
         let both = format!("{}{}", other.ca_pem, b.ca_pem);
         verify_serving(b.cert_pem.as_bytes(), b.key_pem.as_bytes(), both.as_bytes(), &names).unwrap();
-    }
-
-    #[test]
-    fn ca_bundle_is_base64_of_the_pem() {
-        let bundle = ca_bundle("-----BEGIN CERTIFICATE-----\n");
-        assert_eq!(base64::engine::general_purpose::STANDARD.decode(bundle).unwrap(), b"-----BEGIN CERTIFICATE-----\n");
     }
 }

@@ -9,9 +9,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use k8s_openapi::api::core::v1::Service;
 
 use crate::{
-    address::{self, Address},
+    address::{self, Address, AddressError},
     certs,
-    config::{self, ConfigError, FlagPolicy, Mode, OnUnresolved, Policies, ServiceRef},
+    client::{self, ClientError},
+    config::{self, ConfigError, Mode, OnUnresolved, Policies, PolicySpec, ServiceRef, SpecError},
     events,
     metrics::Metrics,
     reload,
@@ -27,7 +28,7 @@ use crate::{
     version,
     about = "Mutating admission webhook that enforces the canonical status.loadBalancer.ingress of Ingresses"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Log format: plain text for people, JSON lines for log pipelines.
@@ -39,13 +40,13 @@ pub struct Cli {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Plain,
     Json,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the webhook (HTTPS) and its admin server (plain HTTP).
     Serve(ServeArgs),
     /// Print the canonical addresses for a source as JSON, without a cluster.
@@ -56,7 +57,7 @@ pub enum Command {
 }
 
 #[derive(Args, Debug)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address of the HTTPS webhook listener.
     #[arg(long, env = "ISG_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
@@ -94,12 +95,12 @@ pub struct ServeArgs {
     #[arg(long, env = "ISG_CONFIG", conflicts_with_all = ["publish_service", "publish_status_address", "ingress_class", "watch_ingress_without_class", "mode", "keep_ports", "on_unresolved"])]
     pub config: Option<PathBuf>,
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub policy: FlagPolicy,
 }
 
-/// The flags that describe one policy, named as in ingress-nginx.
-#[derive(Args, Debug)]
-pub struct PolicyArgs {
+/// The flags that describe one policy (named `default`), named as in ingress-nginx.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FlagPolicy {
     /// Publish the addresses of this Service (NAMESPACE/NAME), as ingress-nginx does.
     #[arg(long, env = "ISG_PUBLISH_SERVICE", conflicts_with = "publish_status_address")]
     pub publish_service: Option<ServiceRef>,
@@ -125,7 +126,7 @@ pub struct PolicyArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct ResolveArgs {
+pub(crate) struct ResolveArgs {
     /// Addresses as for `serve --publish-status-address`.
     #[arg(long, conflicts_with = "file", required_unless_present = "file")]
     pub publish_status_address: Option<String>,
@@ -142,6 +143,12 @@ pub struct ResolveArgs {
 pub enum CliError {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error("no address source: pass --publish-service NAMESPACE/NAME, --publish-status-address LIST or --config FILE")]
+    NoSource,
+    #[error("--publish-status-address {value:?}: {source}")]
+    StaticFlag { value: String, source: AddressError },
+    #[error("--ingress-class: {0}")]
+    ClassFlag(SpecError),
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error(transparent)]
@@ -149,7 +156,7 @@ pub enum CliError {
     #[error(
         "cannot build a Kubernetes client (needed to watch --publish-service): {0}; pass --kubeconfig or run in a cluster"
     )]
-    Kube(String),
+    Client(#[from] ClientError),
     #[error("{path}: {message}")]
     Manifest { path: String, message: String },
     #[error("{flag} {addr}: cannot listen: {source}")]
@@ -158,23 +165,41 @@ pub enum CliError {
     Io(#[from] std::io::Error),
 }
 
+impl From<&FlagPolicy> for PolicySpec {
+    fn from(flags: &FlagPolicy) -> Self {
+        PolicySpec {
+            name: "default".to_owned(),
+            ingress_classes: flags.ingress_class.clone(),
+            watch_ingress_without_class: flags.watch_ingress_without_class,
+            publish_service: flags.publish_service.as_ref().map(ServiceRef::to_string),
+            publish_status_address: flags.publish_status_address.clone(),
+            mode: flags.mode,
+            keep_ports: flags.keep_ports,
+            on_unresolved: flags.on_unresolved,
+        }
+    }
+}
+
+impl FlagPolicy {
+    /// The policy set of just the policy these flags describe; errors name the flag.
+    pub fn into_policies(&self) -> Result<Policies, CliError> {
+        let value = || self.publish_status_address.clone().unwrap_or_default();
+        let policy = PolicySpec::from(self).build().map_err(|e| match e {
+            SpecError::NoSource => CliError::NoSource,
+            SpecError::Static(source) => CliError::StaticFlag { value: value(), source },
+            // clap already refuses both sources at once and parses --publish-service.
+            other => CliError::ClassFlag(other),
+        })?;
+        Ok(Policies::new(vec![policy]).map_err(ConfigError::from)?)
+    }
+}
+
 impl ServeArgs {
-    fn policies(&self) -> Result<Policies, ConfigError> {
-        if let Some(path) = &self.config {
-            return config::load_file(path);
+    fn policies(&self) -> Result<Policies, CliError> {
+        match &self.config {
+            Some(path) => Ok(config::load_file(path)?),
+            None => self.policy.into_policies(),
         }
-        let p = &self.policy;
-        let policy = FlagPolicy {
-            publish_service: p.publish_service.clone(),
-            publish_status_address: p.publish_status_address.clone(),
-            ingress_class: p.ingress_class.clone(),
-            watch_ingress_without_class: p.watch_ingress_without_class,
-            mode: p.mode,
-            keep_ports: p.keep_ports,
-            on_unresolved: p.on_unresolved,
-        }
-        .into_policy()?;
-        Policies::new(vec![policy])
     }
 
     /// The TLS files to serve with and watch, if given.
@@ -197,7 +222,7 @@ impl ServeArgs {
 }
 
 /// Runs `serve` until shutdown.
-pub async fn serve(args: ServeArgs) -> Result<(), CliError> {
+pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let policies = args.policies()?;
     for p in policies.iter() {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
@@ -210,11 +235,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let cache = SourceCache::new(&policies);
     // A Service source needs a cluster; Events only use one when there is one to use.
     let client = if !policies.services().is_empty() {
-        Some(kube_client(args.kubeconfig.as_deref()).await?)
+        Some(client::connect(args.kubeconfig.as_deref()).await?)
     } else if args.no_events {
         None
     } else {
-        kube_client(args.kubeconfig.as_deref())
+        client::connect(args.kubeconfig.as_deref())
             .await
             .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events about rogue writes are off"))
             .ok()
@@ -257,25 +282,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), CliError> {
     Ok(server::serve(state, listeners, shutdown).await?)
 }
 
-pub(crate) async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| CliError::Kube(format!("--kubeconfig {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default())
-                .await
-                .map_err(|e| CliError::Kube(e.to_string()))?
-        }
-        None => kube::Config::infer().await.map_err(|e| CliError::Kube(e.to_string()))?,
-    };
-    kube::Client::try_from(config).map_err(|e| CliError::Kube(e.to_string()))
-}
-
 /// Runs `resolve`: the canonical addresses as a JSON array.
-pub fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
+pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
     let addresses: Vec<Address> = match (&args.publish_status_address, &args.file) {
-        (Some(list), _) => address::parse_static_list(list)
-            .map_err(|reason| ConfigError::StaticFlag { value: list.clone(), reason })?,
+        (Some(list), _) => {
+            address::parse_static_list(list).map_err(|source| CliError::StaticFlag { value: list.clone(), source })?
+        }
         (None, Some(path)) => {
             let shown = if path.as_os_str() == "-" { "<stdin>".to_owned() } else { path.display().to_string() };
             let text = if path.as_os_str() == "-" {
@@ -302,7 +314,7 @@ pub fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
 }
 
 /// Installs the global tracing subscriber.
-pub fn init_logging(format: LogFormat, level: Option<&str>) {
+pub(crate) fn init_logging(format: LogFormat, level: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(level) => EnvFilter::new(level),

@@ -5,7 +5,10 @@ use std::{fmt, path::Path, str::FromStr};
 
 use serde::Deserialize;
 
-use crate::address::{self, Address};
+use crate::{
+    address::{self, Address, AddressError, Addresses},
+    names,
+};
 
 /// What to do with a governed write whose addresses are not the canonical ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
@@ -54,19 +57,23 @@ impl fmt::Display for ServiceRef {
     }
 }
 
+/// Why a text is not a `NAMESPACE/NAME` Service reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceRefError {
+    #[error("{0:?} must be NAMESPACE/NAME, e.g. ingress-nginx/ingress-nginx-controller")]
+    Shape(String),
+    #[error("{text:?}: {part} {value:?} is not a valid Kubernetes name (lowercase letters, digits and '-')")]
+    Name { text: String, part: &'static str, value: String },
+}
+
 impl FromStr for ServiceRef {
-    type Err = String;
+    type Err = ServiceRefError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (namespace, name) = s
-            .split_once('/')
-            .ok_or_else(|| format!("{s:?} must be NAMESPACE/NAME, e.g. ingress-nginx/ingress-nginx-controller"))?;
-        for (what, part) in [("namespace", namespace), ("name", name)] {
-            // Namespaces and Service names are both DNS labels: a subdomain without dots.
-            if part.len() > 63 || part.contains('.') || !address::is_dns1123_subdomain(part) {
-                return Err(format!(
-                    "{s:?}: {what} {part:?} is not a valid Kubernetes name (lowercase letters, digits and '-')"
-                ));
+        let (namespace, name) = s.split_once('/').ok_or_else(|| ServiceRefError::Shape(s.to_owned()))?;
+        for (part, value) in [("namespace", namespace), ("name", name)] {
+            if !names::is_dns1123_label(value) {
+                return Err(ServiceRefError::Name { text: s.to_owned(), part, value: value.to_owned() });
             }
         }
         Ok(ServiceRef { namespace: namespace.to_owned(), name: name.to_owned() })
@@ -85,10 +92,7 @@ pub enum Source {
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Source::Static(list) => {
-                let shown: Vec<String> = list.iter().map(Address::display).collect();
-                write!(f, "static [{}]", shown.join(", "))
-            }
+            Source::Static(list) => write!(f, "static [{}]", Addresses(list)),
             Source::Service(svc) => write!(f, "service {svc}"),
         }
     }
@@ -129,7 +133,7 @@ pub struct Policy {
 pub struct Policies(Vec<Policy>);
 
 impl Policies {
-    pub fn new(policies: Vec<Policy>) -> Result<Self, ConfigError> {
+    pub fn new(policies: Vec<Policy>) -> Result<Self, OverlapError> {
         validate_overlaps(&policies)?;
         Ok(Policies(policies))
     }
@@ -158,52 +162,99 @@ impl Policies {
     }
 }
 
+/// Why a policy file cannot be used. Errors in one policy name it by its index and field.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("no address source: pass --publish-service NAMESPACE/NAME, --publish-status-address LIST or --config FILE")]
-    NoSource,
-    #[error("--publish-status-address {value:?}: {reason}")]
-    StaticFlag { value: String, reason: address::AddressError },
     #[error("cannot read config file {path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("config file {path}: {message}")]
     Parse { path: String, message: String },
-    #[error("config file {path}: {field}: {message}")]
-    Field { path: String, field: String, message: String },
-    #[error("{0}")]
-    Overlap(String),
+    #[error("config file {path}: policies: must list at least one policy")]
+    NoPolicies { path: String },
+    #[error("config file {path}: policies[{index}].{}: {source}", source.field())]
+    Policy { path: String, index: usize, source: SpecError },
+    #[error("config file {path}: policies[{index}].name: {name:?} is used by an earlier policy; names must be unique")]
+    DuplicateName { path: String, index: usize, name: String },
+    #[error(transparent)]
+    Overlap(#[from] OverlapError),
 }
 
-/// The policy that command-line flags describe (named `default`).
-#[derive(Debug, Clone, Default)]
-pub struct FlagPolicy {
-    pub publish_service: Option<ServiceRef>,
-    pub publish_status_address: Option<String>,
-    pub ingress_class: Vec<String>,
+/// Two policies that could govern the same Ingress.
+#[derive(Debug, thiserror::Error)]
+#[error("policies {first:?} and {second:?} overlap: {why}; each Ingress must be governed by at most one policy")]
+pub struct OverlapError {
+    first: String,
+    second: String,
+    why: String,
+}
+
+/// One policy as written, before validation: a YAML file's entry, or what the flags say.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct PolicySpec {
+    pub name: String,
+    #[serde(default)]
+    pub ingress_classes: Vec<String>,
+    #[serde(default)]
     pub watch_ingress_without_class: bool,
+    pub publish_service: Option<String>,
+    pub publish_status_address: Option<String>,
+    #[serde(default)]
     pub mode: Mode,
+    #[serde(default)]
     pub keep_ports: bool,
+    #[serde(default)]
     pub on_unresolved: OnUnresolved,
 }
 
-impl FlagPolicy {
-    /// The policy set of just this policy.
-    pub fn into_policies(self) -> Result<Policies, ConfigError> {
-        Policies::new(vec![self.into_policy()?])
-    }
+/// A field of [`PolicySpec`] that is wrong, and why. Messages use the file's field names; the
+/// command line puts its flag names on them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("must not be empty")]
+    EmptyName,
+    #[error("{0:?}: class names must not be empty")]
+    EmptyClass(String),
+    #[error("one of publishService or publishStatusAddress is required")]
+    NoSource,
+    #[error("and publishStatusAddress are mutually exclusive; set one")]
+    BothSources,
+    #[error(transparent)]
+    Service(ServiceRefError),
+    #[error(transparent)]
+    Static(AddressError),
+}
 
-    pub fn into_policy(self) -> Result<Policy, ConfigError> {
+impl SpecError {
+    /// The field of the policy file at fault.
+    pub fn field(&self) -> &'static str {
+        match self {
+            SpecError::EmptyName => "name",
+            SpecError::EmptyClass(_) => "ingressClasses",
+            SpecError::NoSource | SpecError::BothSources | SpecError::Service(_) => "publishService",
+            SpecError::Static(_) => "publishStatusAddress",
+        }
+    }
+}
+
+impl PolicySpec {
+    /// Validates the spec into a policy.
+    pub(crate) fn build(self) -> Result<Policy, SpecError> {
+        if self.name.is_empty() {
+            return Err(SpecError::EmptyName);
+        }
+        if let Some(class) = self.ingress_classes.iter().find(|c| c.is_empty()) {
+            return Err(SpecError::EmptyClass(class.clone()));
+        }
         let source = match (self.publish_service, self.publish_status_address) {
-            (Some(svc), _) => Source::Service(svc),
-            (None, Some(list)) => Source::Static(
-                address::parse_static_list(&list)
-                    .map_err(|reason| ConfigError::StaticFlag { value: list.clone(), reason })?,
-            ),
-            (None, None) => return Err(ConfigError::NoSource),
+            (Some(_), Some(_)) => return Err(SpecError::BothSources),
+            (Some(svc), None) => Source::Service(svc.parse().map_err(SpecError::Service)?),
+            (None, Some(list)) => Source::Static(address::parse_static_list(&list).map_err(SpecError::Static)?),
+            (None, None) => return Err(SpecError::NoSource),
         };
         Ok(Policy {
-            name: "default".to_owned(),
-            scope: ClassScope { classes: self.ingress_class, without_class: self.watch_ingress_without_class },
+            name: self.name,
+            scope: ClassScope { classes: self.ingress_classes, without_class: self.watch_ingress_without_class },
             source,
             mode: self.mode,
             keep_ports: self.keep_ports,
@@ -215,29 +266,11 @@ impl FlagPolicy {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct FileConfig {
-    policies: Vec<FilePolicy>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct FilePolicy {
-    name: String,
-    #[serde(default)]
-    ingress_classes: Vec<String>,
-    #[serde(default)]
-    watch_ingress_without_class: bool,
-    publish_service: Option<String>,
-    publish_status_address: Option<String>,
-    #[serde(default)]
-    mode: Mode,
-    #[serde(default)]
-    keep_ports: bool,
-    #[serde(default)]
-    on_unresolved: OnUnresolved,
+    policies: Vec<PolicySpec>,
 }
 
 /// Reads and validates a YAML policy file.
-pub fn load_file(path: &Path) -> Result<Policies, ConfigError> {
+pub(crate) fn load_file(path: &Path) -> Result<Policies, ConfigError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
     parse_file(&shown, &text)
@@ -248,65 +281,21 @@ pub fn parse_file(path: &str, text: &str) -> Result<Policies, ConfigError> {
     let file: FileConfig = serde_norway::from_str(text)
         .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
     if file.policies.is_empty() {
-        return Err(field_error(path, "policies", "must list at least one policy"));
+        return Err(ConfigError::NoPolicies { path: path.to_owned() });
     }
-    let mut policies = Vec::with_capacity(file.policies.len());
-    for (i, p) in file.policies.into_iter().enumerate() {
-        let at = |field: &str| format!("policies[{i}].{field}");
-        if p.name.is_empty() {
-            return Err(field_error(path, &at("name"), "must not be empty"));
+    let mut policies: Vec<Policy> = Vec::with_capacity(file.policies.len());
+    for (index, spec) in file.policies.into_iter().enumerate() {
+        if policies.iter().any(|q| q.name == spec.name) {
+            return Err(ConfigError::DuplicateName { path: path.to_owned(), index, name: spec.name });
         }
-        if policies.iter().any(|q: &Policy| q.name == p.name) {
-            return Err(field_error(
-                path,
-                &at("name"),
-                &format!("{:?} is used by an earlier policy; names must be unique", p.name),
-            ));
-        }
-        if let Some(class) = p.ingress_classes.iter().find(|c| c.is_empty()) {
-            return Err(field_error(path, &at("ingressClasses"), &format!("{class:?}: class names must not be empty")));
-        }
-        let source = match (p.publish_service, p.publish_status_address) {
-            (Some(_), Some(_)) => {
-                return Err(field_error(
-                    path,
-                    &at("publishService"),
-                    "and publishStatusAddress are mutually exclusive; set one",
-                ));
-            }
-            (Some(svc), None) => {
-                Source::Service(svc.parse().map_err(|m: String| field_error(path, &at("publishService"), &m))?)
-            }
-            (None, Some(list)) => Source::Static(
-                address::parse_static_list(&list)
-                    .map_err(|e| field_error(path, &at("publishStatusAddress"), &e.to_string()))?,
-            ),
-            (None, None) => {
-                return Err(field_error(
-                    path,
-                    &at("publishService"),
-                    "one of publishService or publishStatusAddress is required",
-                ));
-            }
-        };
-        policies.push(Policy {
-            name: p.name,
-            scope: ClassScope { classes: p.ingress_classes, without_class: p.watch_ingress_without_class },
-            source,
-            mode: p.mode,
-            keep_ports: p.keep_ports,
-            on_unresolved: p.on_unresolved,
-        });
+        let policy = spec.build().map_err(|source| ConfigError::Policy { path: path.to_owned(), index, source })?;
+        policies.push(policy);
     }
-    Policies::new(policies)
-}
-
-fn field_error(path: &str, field: &str, message: &str) -> ConfigError {
-    ConfigError::Field { path: path.to_owned(), field: field.to_owned(), message: message.to_owned() }
+    Ok(Policies::new(policies)?)
 }
 
 /// Two policies must never claim the same Ingress, or which one wins would depend on file order.
-fn validate_overlaps(policies: &[Policy]) -> Result<(), ConfigError> {
+fn validate_overlaps(policies: &[Policy]) -> Result<(), OverlapError> {
     for (i, p) in policies.iter().enumerate() {
         for q in &policies[..i] {
             let clash = if p.scope.classes.is_empty() || q.scope.classes.is_empty() {
@@ -319,10 +308,7 @@ fn validate_overlaps(policies: &[Policy]) -> Result<(), ConfigError> {
                 None
             };
             if let Some(why) = clash {
-                return Err(ConfigError::Overlap(format!(
-                    "policies {:?} and {:?} overlap: {why}; each Ingress must be governed by at most one policy",
-                    q.name, p.name
-                )));
+                return Err(OverlapError { first: q.name.clone(), second: p.name.clone(), why });
             }
         }
     }
@@ -334,7 +320,7 @@ mod tests {
     use super::*;
 
     fn scope(classes: &[&str], without_class: bool) -> ClassScope {
-        ClassScope { classes: classes.iter().map(|s| s.to_string()).collect(), without_class }
+        ClassScope { classes: classes.iter().map(std::string::ToString::to_string).collect(), without_class }
     }
 
     #[test]
@@ -357,7 +343,7 @@ mod tests {
     fn service_refs() {
         assert_eq!("ns/svc".parse::<ServiceRef>().unwrap().to_string(), "ns/svc");
         for bad in ["svc", "/svc", "ns/", "Ns/svc", "ns/svc/x", "n.s/svc"] {
-            let err = bad.parse::<ServiceRef>().unwrap_err();
+            let err = bad.parse::<ServiceRef>().unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
         }
     }
@@ -385,7 +371,7 @@ policies:
         assert_eq!(internal.mode, Mode::Audit);
         assert_eq!(internal.on_unresolved, OnUnresolved::Deny);
         assert!(internal.keep_ports);
-        assert_eq!(internal.source.to_string(), "static [10.0.0.1, 10.0.0.2]");
+        assert_eq!(internal.source.to_string(), "static [10.0.0.1,10.0.0.2]");
         assert!(policies.governing(Some("traefik")).is_none());
         assert_eq!(policies.services(), vec!["ingress-nginx/ingress-nginx-controller".parse().unwrap()]);
     }
@@ -433,15 +419,21 @@ policies:
     }
 
     #[test]
-    fn flag_policy() {
-        let flags = |svc: Option<&str>, list: Option<&str>| FlagPolicy {
-            publish_service: svc.map(|s| s.parse().unwrap()),
+    fn specs_say_which_field_is_wrong() {
+        let spec = |svc: Option<&str>, list: Option<&str>| PolicySpec {
+            name: "p".into(),
+            publish_service: svc.map(String::from),
             publish_status_address: list.map(String::from),
             ..Default::default()
         };
-        assert!(matches!(flags(None, None).into_policy(), Err(ConfigError::NoSource)));
-        let err = flags(None, Some("1.1.1.1, bad_host")).into_policy().unwrap_err().to_string();
-        assert!(err.starts_with("--publish-status-address \"1.1.1.1, bad_host\": \"bad_host\" is neither"), "{err}");
-        assert_eq!(flags(Some("a/b"), None).into_policy().unwrap().source.to_string(), "service a/b");
+        assert_eq!(spec(None, None).build().unwrap_err(), SpecError::NoSource);
+        assert_eq!(spec(Some("a/b"), Some("1.1.1.1")).build().unwrap_err(), SpecError::BothSources);
+        let err = spec(None, Some("1.1.1.1, bad_host")).build().unwrap_err();
+        assert_eq!(err.field(), "publishStatusAddress");
+        assert!(err.to_string().starts_with("\"bad_host\" is neither"), "{err}");
+        assert_eq!(spec(Some("x"), None).build().unwrap_err().field(), "publishService");
+        assert_eq!(spec(Some("a/b"), None).build().unwrap().source.to_string(), "service a/b");
+        let unnamed = PolicySpec { name: String::new(), ..spec(Some("a/b"), None) };
+        assert_eq!(unnamed.build().unwrap_err(), SpecError::EmptyName);
     }
 }

@@ -11,10 +11,10 @@ use kube::{
 };
 use tokio::sync::mpsc;
 
-use crate::{audit::Finding, metrics::Metrics};
+use crate::{audit::Finding, decision::Action, metrics::Metrics};
 
 /// Reason shown by `kubectl describe ingress`.
-pub const REASON: &str = "RogueStatusWrite";
+pub(crate) const REASON: &str = "RogueStatusWrite";
 /// Findings waiting to be published; beyond this the newest are dropped and counted, so a storm
 /// of writes can never make the webhook wait or grow without bound.
 const QUEUE: usize = 1024;
@@ -37,7 +37,7 @@ impl EventSink {
 }
 
 /// Starts the publisher task and returns the sink for the handler.
-pub fn start(client: Client, instance: Option<String>, metrics: Arc<Metrics>) -> EventSink {
+pub(crate) fn start(client: Client, instance: Option<String>, metrics: Arc<Metrics>) -> EventSink {
     let (tx, mut rx) = mpsc::channel::<Finding>(QUEUE);
     let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
     let recorder = Recorder::new(client, reporter);
@@ -59,7 +59,7 @@ pub fn start(client: Client, instance: Option<String>, metrics: Arc<Metrics>) ->
 
 /// The Event for a finding. The writer is the `related` object, so the recorder aggregates
 /// repeats per writer and Ingress.
-pub fn to_event(finding: &Finding) -> (Event, ObjectReference) {
+pub(crate) fn to_event(finding: &Finding) -> (Event, ObjectReference) {
     let regarding = ObjectReference {
         api_version: Some("networking.k8s.io/v1".to_owned()),
         kind: Some("Ingress".to_owned()),
@@ -84,9 +84,9 @@ pub fn to_event(finding: &Finding) -> (Event, ObjectReference) {
         },
     };
     let action = match finding.action {
-        crate::review::Outcome::Patched => "RewriteStatus",
-        crate::review::Outcome::Denied => "DenyStatus",
-        _ => "AuditStatus",
+        Action::Rewrite => "RewriteStatus",
+        Action::Deny => "DenyStatus",
+        Action::Audit => "AuditStatus",
     };
     let event = Event {
         type_: EventType::Warning,

@@ -1,20 +1,42 @@
 //! ingress-status-guard: a mutating admission webhook that enforces the canonical
 //! `status.loadBalancer.ingress` of Kubernetes Ingresses.
 //!
-//! The pure core ([`address`], [`service`], [`config`], [`review`], [`patch`]) takes values and
-//! returns values; the edges ([`sources`] watches, [`server`] HTTP and TLS, [`cli`]) do the I/O.
+//! Read top-down: the wire ([`wire`] in, [`render`] out), the decision ([`decision`], over
+//! [`config`] policies and [`sources`] of [`address`]es), then the runtime edges ([`server`],
+//! [`cli`], watches, certificates). The pure core takes values and returns values.
 
-pub mod address;
-pub mod audit;
-pub mod certs;
-pub mod cli;
-pub mod config;
-pub mod events;
-pub mod metrics;
-pub mod patch;
-pub mod reload;
-pub mod review;
-pub mod server;
-pub mod service;
-pub mod sources;
-pub mod tls;
+#![forbid(unsafe_code)]
+
+mod address;
+mod audit;
+mod certs;
+mod cli;
+mod client;
+mod config;
+mod decision;
+mod events;
+mod metrics;
+mod names;
+mod patch;
+mod reload;
+mod render;
+mod server;
+mod service;
+mod sources;
+mod tls;
+mod wire;
+
+// What the binary, the integration tests and the benchmarks use; everything else is private to
+// the crate, so the compiler reports what nothing uses.
+pub use certs::{Ca, generate as generate_certificates, service_names, verify_serving};
+pub use cli::{FlagPolicy, main};
+pub use config::{Mode, OnUnresolved, Policies, parse_file};
+pub use decision::decide;
+pub use reload::{
+    CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
+};
+pub use render::render;
+pub use server::{AppState, Listeners, admin_router, serve, webhook_router};
+pub use sources::{SourceCache, Sources};
+pub use tls::{load as load_tls, server_config as tls_server_config};
+pub use wire::read as read_review;

@@ -8,7 +8,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::{audit::Finding, review::Outcome};
+use crate::audit::Finding;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -49,7 +49,7 @@ pub struct Metrics {
 }
 
 /// Review outcomes, plus `error` for requests answered with an HTTP error.
-pub const ERROR: &str = "error";
+pub(crate) const ERROR: &str = "error";
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -63,7 +63,7 @@ impl Metrics {
         let requests = Family::<ResultLabel, Counter>::default();
         registry.register(
             "admission_requests",
-            "AdmissionReviews answered, by result (patched, unchanged, not_governed, audited, denied, unresolved, ignored, error)",
+            "AdmissionReviews answered, by result (patched, unchanged, not_governed, audited, denied, unresolved, unresolved_denied, ignored, error)",
             requests.clone(),
         );
         // Handling takes tens of microseconds: buckets from 25 µs, so the histogram resolves it.
@@ -77,7 +77,7 @@ impl Metrics {
         let rogue_writes = Family::<RogueLabels, Counter>::default();
         registry.register(
             "rogue_writes",
-            "Governed status writes whose addresses differed from the canonical ones, by policy, writer and action",
+            "Governed status writes whose addresses differed from the canonical ones, by policy, writer and action (patched, audited, denied, or dry_run for dry runs)",
             rogue_writes.clone(),
         );
         let unresolved = Family::<PolicyLabel, Counter>::default();
@@ -101,8 +101,8 @@ impl Metrics {
         Metrics { registry, requests, duration, rogue_writes, unresolved, cache_age, events }
     }
 
-    pub fn observe(&self, outcome: Option<Outcome>, elapsed: Duration) {
-        let result = outcome.map_or(ERROR, Outcome::as_str);
+    /// Counts one answered review: `result` is the verdict's label, or [`ERROR`].
+    pub fn observe(&self, result: &'static str, elapsed: Duration) {
         self.requests.get_or_create(&ResultLabel { result }).inc();
         self.duration.observe(elapsed.as_secs_f64());
     }
@@ -111,7 +111,8 @@ impl Metrics {
         let labels = RogueLabels {
             policy: finding.policy.clone(),
             writer: finding.writer.username.clone(),
-            action: finding.action.as_str(),
+            // A dry run changes nothing: it is counted apart from the writes that happened.
+            action: if finding.dry_run { "dry_run" } else { finding.action.result() },
         };
         self.rogue_writes.get_or_create(&labels).inc();
     }
@@ -143,9 +144,9 @@ mod tests {
     #[test]
     fn counts_by_result() {
         let m = Metrics::new();
-        m.observe(Some(Outcome::Patched), Duration::from_micros(30));
-        m.observe(Some(Outcome::Patched), Duration::from_micros(30));
-        m.observe(None, Duration::from_micros(5));
+        m.observe("patched", Duration::from_micros(30));
+        m.observe("patched", Duration::from_micros(30));
+        m.observe(ERROR, Duration::from_micros(5));
         m.set_cache_age("ns/svc", Duration::from_secs(3));
         let text = m.encode();
         assert!(text.contains("ingress_status_guard_admission_requests_total{result=\"patched\"} 2"), "{text}");

@@ -17,7 +17,7 @@ pub enum StatusShape {
 
 /// One patch operation. Only `add` and `replace` are ever needed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PatchOp {
+pub(crate) struct PatchOp {
     pub op: &'static str,
     pub path: &'static str,
     pub value: serde_json::Value,
@@ -28,7 +28,7 @@ pub struct PatchOp {
 /// `add` onto an existing member replaces it (RFC 6902 section 4.1), so `add` at the deepest
 /// parent that exists is right whether the member below is absent or `null`; `replace` is used
 /// when the list is there, so the API server's audit log reads as a replacement.
-pub fn set_addresses(shape: StatusShape, canonical: &[Address]) -> Vec<PatchOp> {
+pub(crate) fn set_addresses(shape: StatusShape, canonical: &[Address]) -> Vec<PatchOp> {
     let list = serde_json::to_value(canonical).expect("addresses always serialize");
     let (op, path, value) = match shape {
         StatusShape::NoStatus => ("add", "/status", serde_json::json!({"loadBalancer": {"ingress": list}})),

@@ -21,11 +21,14 @@ use axum::{
 use axum_server::{accept::NoDelayAcceptor, tls_rustls::RustlsConfig};
 
 use crate::{
+    audit::Finding,
     config::Policies,
+    decision::Verdict,
     events::EventSink,
-    metrics::Metrics,
-    review::{self, Outcome},
+    metrics::{self, Metrics},
+    render,
     sources::Sources,
+    wire,
 };
 
 /// Everything a request handler reads; shared by every connection.
@@ -115,60 +118,70 @@ async fn mutate(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let started = Instant::now();
-    let (response, outcome) = answer(&state, &headers, body);
-    state.metrics.observe(outcome, started.elapsed());
+    let (response, result) = match answer(&state, &headers, body) {
+        Ok((bytes, result)) => {
+            ((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(), result)
+        }
+        Err((status, message)) => (error(status, message), metrics::ERROR),
+    };
+    state.metrics.observe(result, started.elapsed());
     response
 }
 
-fn answer(state: &AppState, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> (Response, Option<Outcome>) {
+/// Route, read, decide, render, report: the response bytes and the result label, or the HTTP
+/// error for a request that is not a review.
+fn answer(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Vec<u8>, &'static str), (StatusCode, String)> {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {
         let message = format!("content-type must be application/json, got {content_type:?}");
-        return (error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message), None);
+        return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, message));
     }
     let body = match body {
         Ok(body) if body.is_empty() => {
-            return (error(StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object"), None);
+            return Err((StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object".to_owned()));
         }
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return (error(StatusCode::PAYLOAD_TOO_LARGE, "body exceeds --max-body-bytes"), None);
+            return Err((StatusCode::PAYLOAD_TOO_LARGE, "body exceeds --max-body-bytes".to_owned()));
         }
-        Err(rejection) => return (error(rejection.status(), rejection.body_text()), None),
+        Err(rejection) => return Err((rejection.status(), rejection.body_text())),
     };
-    match review::decide(&body, &state.policies, state.sources.as_ref()) {
-        Ok(decision) => {
-            report(state, &decision);
-            let response = (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], decision.response);
-            (response.into_response(), Some(decision.outcome))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "rejected malformed AdmissionReview");
-            (error(StatusCode::BAD_REQUEST, e.to_string()), None)
-        }
-    }
+    let review = wire::read(&body).map_err(|e| {
+        tracing::warn!(error = %e, "rejected malformed AdmissionReview");
+        (StatusCode::BAD_REQUEST, e.to_string())
+    })?;
+    let verdict = review.decide(&state.policies, state.sources.as_ref());
+    let bytes = render::render(&review, &verdict);
+    report(state, &review, &verdict);
+    Ok((bytes, verdict.result()))
 }
 
 /// Logs, counts and queues the Event for a decision; never waits.
-fn report(state: &AppState, d: &review::Decision) {
-    let policy = d.policy.as_deref().unwrap_or("");
-    let detail = d.detail.as_deref().unwrap_or("");
-    match d.outcome {
-        Outcome::Ignored => {
-            tracing::warn!(uid = %d.uid, object = %d.object, detail, "allowed a request the webhook should not receive")
+fn report(state: &AppState, review: &wire::Review, verdict: &Verdict<'_>) {
+    match verdict {
+        Verdict::Ignored(what) => {
+            tracing::warn!(uid = %review.uid, request = %what, "allowed a request the webhook should not receive");
         }
-        Outcome::Unresolved | Outcome::Denied if d.finding.is_none() => {
-            state.metrics.unresolved(policy);
-            tracing::warn!(uid = %d.uid, ingress = %d.object, policy, detail, outcome = %d.outcome, "canonical address unresolved");
+        Verdict::Unresolved { policy, reason, .. } => {
+            state.metrics.unresolved(&policy.name);
+            tracing::warn!(uid = %review.uid, policy = %policy.name, reason = %reason, result = verdict.result(), "canonical address unresolved");
         }
-        _ => tracing::debug!(uid = %d.uid, ingress = %d.object, policy, outcome = %d.outcome, "reviewed"),
-    }
-    if let Some(finding) = &d.finding {
-        finding.log();
-        state.metrics.rogue_write(finding);
-        if let (Some(events), false) = (&state.events, finding.dry_run) {
-            events.publish(finding.clone());
+        Verdict::NotGoverned | Verdict::Canonical { .. } => {
+            tracing::debug!(uid = %review.uid, result = verdict.result(), "reviewed");
+        }
+        Verdict::Mismatch { .. } => {
+            if let Some(finding) = Finding::of(review, verdict) {
+                finding.log();
+                state.metrics.rogue_write(&finding);
+                if let (Some(events), false) = (&state.events, finding.dry_run) {
+                    events.publish(finding);
+                }
+            }
         }
     }
 }
@@ -234,7 +247,7 @@ pub async fn serve(
 }
 
 /// Completes on SIGTERM (kubelet stopping the pod) or Ctrl-C.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

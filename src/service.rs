@@ -24,17 +24,9 @@ pub enum ServiceError {
     InvalidAddress(#[from] AddressError),
 }
 
-impl ServiceError {
-    /// Pending and not-yet-allocated Services are expected to resolve on their own; the other
-    /// errors need an operator.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, ServiceError::Pending | ServiceError::NoClusterIp)
-    }
-}
-
 /// The canonical, sorted, deduplicated addresses for a publish Service. `keep_ports` copies the
 /// `ports` of load-balancer entries, as Contour and Traefik do; ingress-nginx drops them.
-pub fn addresses(svc: &Service, keep_ports: bool) -> Result<Vec<Address>, ServiceError> {
+pub(crate) fn addresses(svc: &Service, keep_ports: bool) -> Result<Vec<Address>, ServiceError> {
     let spec = svc.spec.clone().unwrap_or_default();
     let external_ips = spec.external_ips.unwrap_or_default();
     // The API server defaults an unset type to ClusterIP; manifests given to `resolve` may omit it.
@@ -110,7 +102,7 @@ mod tests {
     }
 
     fn shown(result: Result<Vec<Address>, ServiceError>) -> Result<Vec<String>, ServiceError> {
-        result.map(|entries| entries.iter().map(Address::display).collect())
+        result.map(|entries| entries.iter().map(Address::to_string).collect())
     }
 
     #[test]

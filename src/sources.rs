@@ -15,7 +15,7 @@ use kube::{
 };
 
 use crate::{
-    address::Address,
+    address::{Address, Addresses},
     config::{Policies, Policy, ServiceRef, Source},
     service::{self, ServiceError},
 };
@@ -83,24 +83,23 @@ impl SourceCache {
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ServiceRef, Entry>> {
         // A panic while holding the lock cannot leave a half-written entry (insert is atomic).
-        self.entries.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.entries.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn set(&self, svc: &ServiceRef, entry: Entry) {
-        let mut entries = self.entries.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let old = entries.insert(svc.clone(), entry.clone());
-        if old.as_ref() != Some(&entry) {
+        let mut entries = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.get(svc) != Some(&entry) {
             match &entry {
                 Entry::Resolved(Ok(addrs)) => {
-                    let shown: Vec<String> = addrs.iter().map(Address::display).collect();
-                    tracing::info!(service = %svc, addresses = %shown.join(","), "publish Service resolved");
+                    tracing::info!(service = %svc, addresses = %Addresses(addrs), "publish Service resolved");
                 }
                 Entry::Resolved(Err(e)) => {
-                    tracing::warn!(service = %svc, error = %e, "publish Service has no usable address")
+                    tracing::warn!(service = %svc, error = %e, "publish Service has no usable address");
                 }
                 Entry::Missing => tracing::warn!(service = %svc, "publish Service not found"),
                 Entry::NotSynced => {}
             }
+            entries.insert(svc.clone(), entry);
         }
     }
 
@@ -118,7 +117,11 @@ impl SourceCache {
                 let mut events = watcher(api, config).default_backoff().boxed();
                 while let Some(event) = events.next().await {
                     if event.is_ok() {
-                        cache.heard.write().unwrap_or_else(|p| p.into_inner()).insert(svc.clone(), Instant::now());
+                        cache
+                            .heard
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .insert(svc.clone(), Instant::now());
                     }
                     match event {
                         Ok(watcher::Event::Init) => seen_in_init = false,
@@ -130,7 +133,7 @@ impl SourceCache {
                         Ok(watcher::Event::InitDone) => {}
                         Ok(watcher::Event::Delete(_)) => cache.set(&svc, Entry::Missing),
                         Err(e) => {
-                            tracing::warn!(service = %svc, error = %e, "watch of publish Service failed; retrying")
+                            tracing::warn!(service = %svc, error = %e, "watch of publish Service failed; retrying");
                         }
                     }
                 }
@@ -142,7 +145,7 @@ impl SourceCache {
 
 impl Sources for SourceCache {
     fn cache_ages(&self) -> Vec<(String, Duration)> {
-        let heard = self.heard.read().unwrap_or_else(|p| p.into_inner());
+        let heard = self.heard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         heard.iter().map(|(svc, at)| (svc.to_string(), at.elapsed())).collect()
     }
 

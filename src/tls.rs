@@ -43,7 +43,7 @@ pub fn server_config(
 
 /// As [`server_config`]; with `client_ca` (PEM and its path), every client must present a
 /// certificate that chains to one of its CAs (mTLS).
-pub fn server_config_with_client_ca(
+pub(crate) fn server_config_with_client_ca(
     cert_pem: &[u8],
     key_pem: &[u8],
     client_ca: Option<(&[u8], &str)>,

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use ingress_status_guard::reload::{self, CertFiles};
+use ingress_status_guard::{CERT_POLL_INTERVAL, CertFiles, Reloader, watch_certificates};
 use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 
@@ -27,10 +27,10 @@ fn generate(out: &Path, extra: &[&str]) -> std::process::Output {
 }
 
 /// `serve --tls-cert DIR/tls.crt --tls-key DIR/tls.key`, in process.
-async fn serve_files(dir: &Path) -> (LocalServer, reload::Reloader) {
+async fn serve_files(dir: &Path) -> (LocalServer, Reloader) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let files = CertFiles { cert: dir.join("tls.crt"), key: dir.join("tls.key"), client_ca: None };
-    let (tls, reloader) = reload::start(files, reload::POLL_INTERVAL).await.expect("our TLS stack loads the files");
+    let (tls, reloader) = watch_certificates(files, CERT_POLL_INTERVAL).await.expect("our TLS stack loads the files");
     (LocalServer::start(tls), reloader)
 }
 

@@ -214,9 +214,8 @@ fn the_rendered_objects_are_what_the_docs_promise() {
 
         // The policy file parses, and the webhook may watch exactly its publish Services.
         let config = find(&docs, "ConfigMap", config_map);
-        let policies =
-            ingress_status_guard::config::parse_file("config.yaml", config["data"]["config.yaml"].as_str().unwrap())
-                .unwrap_or_else(|e| panic!("{dir}: {e}"));
+        let policies = ingress_status_guard::parse_file("config.yaml", config["data"]["config.yaml"].as_str().unwrap())
+            .unwrap_or_else(|e| panic!("{dir}: {e}"));
         for svc in policies.services() {
             let role = docs
                 .iter()
@@ -242,7 +241,7 @@ fn the_rendered_objects_are_what_the_docs_promise() {
                 let certificate = find(&docs, "Certificate", name);
                 assert_eq!(certificate["metadata"]["namespace"], ns);
                 assert_eq!(certificate["spec"]["secretName"], tls_secret, "the mounted Secret is the Certificate's");
-                let names = ingress_status_guard::certs::service_names(
+                let names = ingress_status_guard::service_names(
                     client["name"].as_str().unwrap(),
                     client["namespace"].as_str().unwrap(),
                 );
@@ -337,7 +336,7 @@ async fn certs_bootstrap_creates_the_secret_patches_the_ca_bundle_and_renews() {
     let kubeconfig = cluster.kubeconfig_for(CERTGEN_SA, Some("system:serviceaccounts"));
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), NAMESPACE);
     let configs: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
-    let names = ingress_status_guard::certs::service_names("ingress-status-guard", NAMESPACE);
+    let names = ingress_status_guard::service_names("ingress-status-guard", NAMESPACE);
 
     // 1. Install: the Secret is created and its CA becomes the caBundle.
     let log = run_bootstrap(&kubeconfig, &[]);
@@ -345,7 +344,7 @@ async fn certs_bootstrap_creates_the_secret_patches_the_ca_bundle_and_renews() {
     let secret = secrets.get("ingress-status-guard-tls").await.unwrap();
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
     let ca = secret_data(&secret, "ca.crt");
-    let expiry = ingress_status_guard::certs::verify_serving(
+    let expiry = ingress_status_guard::verify_serving(
         &secret_data(&secret, "tls.crt"),
         &secret_data(&secret, "tls.key"),
         &ca,

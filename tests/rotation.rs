@@ -23,10 +23,7 @@ use std::{
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use ingress_status_guard::{
-    certs::Ca,
-    reload::{self, CertFiles, Outcome, Reloader},
-};
+use ingress_status_guard::{Ca, CertFiles, ReloadOutcome as Outcome, Reloader, watch_certificates};
 use local::LocalServer;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
 
@@ -111,7 +108,7 @@ impl Running {
 }
 
 async fn start(files: CertFiles, poll: Duration) -> Running {
-    let (tls, reloader) = reload::start(files, poll).await.unwrap();
+    let (tls, reloader) = watch_certificates(files, poll).await.unwrap();
     let server = LocalServer::start(tls);
     Running { addr: server.webhook, reloader, server }
 }

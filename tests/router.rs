@@ -5,11 +5,7 @@ use axum::{
     body::{Body, to_bytes},
     http::{Request, StatusCode, header},
 };
-use ingress_status_guard::{
-    config::FlagPolicy,
-    server::{AppState, admin_router, webhook_router},
-    sources::SourceCache,
-};
+use ingress_status_guard::{AppState, FlagPolicy, SourceCache, admin_router, webhook_router};
 use serde_json::Value;
 use tower::ServiceExt;
 

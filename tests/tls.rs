@@ -9,7 +9,7 @@ use axum_server::tls_rustls::RustlsConfig;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use ingress_status_guard::{certs, tls};
+use ingress_status_guard::{generate_certificates, tls_server_config};
 use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::Value;
@@ -19,8 +19,8 @@ const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.2
 /// `serve` with a fresh serving certificate for localhost, and the CA that signed it.
 fn start() -> (LocalServer, String) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let bundle = certs::generate("test CA", &["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let config = tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
+    let bundle = generate_certificates("test CA", &["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let config = tls_server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
     (LocalServer::start(RustlsConfig::from_config(Arc::new(config))), bundle.ca_pem)
 }
 
@@ -98,7 +98,7 @@ async fn reviews_over_h1_and_h2_with_tls13_and_tls12() {
 #[tokio::test]
 async fn untrusted_clients_cannot_connect_and_shutdown_stops_serving() {
     let (server, _) = start();
-    let stranger = certs::generate("another CA", &["localhost".into()]).unwrap();
+    let stranger = generate_certificates("another CA", &["localhost".into()]).unwrap();
     let connector =
         tokio_rustls::TlsConnector::from(Arc::new(client_config(&stranger.ca_pem, b"h2", &[&rustls::version::TLS13])));
     let tcp = tokio::net::TcpStream::connect(server.webhook).await.unwrap();

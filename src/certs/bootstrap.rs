@@ -16,7 +16,6 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use base64::Engine as _;
 use clap::Args;
 use k8s_openapi::{ByteString, api::admissionregistration::v1::MutatingWebhookConfiguration, api::core::v1::Secret};
 use kube::{
@@ -32,7 +31,7 @@ const SECRET_TYPE: &str = "kubernetes.io/tls";
 const FIELD_MANAGER: &str = "ingress-status-guard-certs";
 
 #[derive(Args, Debug)]
-pub struct BootstrapArgs {
+pub(crate) struct BootstrapArgs {
     /// Name of the webhook's Service (the certificate is for `<service>.<namespace>.svc`).
     #[arg(long, default_value = "ingress-status-guard")]
     pub service: String,
@@ -62,7 +61,7 @@ pub struct BootstrapArgs {
 
 /// What `ensure_secret` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SecretAction {
+pub(crate) enum SecretAction {
     Created,
     Renewed { reason: String },
     Kept,
@@ -70,17 +69,14 @@ pub enum SecretAction {
 
 /// The outcome of a bootstrap, for logs and tests.
 #[derive(Debug, Clone)]
-pub struct Report {
+pub(crate) struct Report {
     pub secret: SecretAction,
-    /// The CA in the Secret.
-    pub ca_pem: String,
     /// Names of the webhooks whose caBundle was patched.
     pub patched: Vec<String>,
 }
 
-pub async fn run(args: &BootstrapArgs) -> Result<(), CertError> {
-    let client =
-        crate::cli::kube_client(args.kubeconfig.as_deref()).await.map_err(|e| CertError::Kube(e.to_string()))?;
+pub(crate) async fn run(args: &BootstrapArgs) -> Result<(), CertError> {
+    let client = crate::client::connect(args.kubeconfig.as_deref()).await?;
     let report = bootstrap(client, args).await?;
     tracing::info!(
         secret = %format!("{}/{}", args.namespace, args.secret),
@@ -93,23 +89,23 @@ pub async fn run(args: &BootstrapArgs) -> Result<(), CertError> {
 }
 
 /// Ensures the Secret, then the caBundles.
-pub async fn bootstrap(client: Client, args: &BootstrapArgs) -> Result<Report, CertError> {
+pub(crate) async fn bootstrap(client: Client, args: &BootstrapArgs) -> Result<Report, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &args.namespace);
     let (action, ca_pem, previous_ca) = ensure_secret(&secrets, args).await?;
     match &action {
         SecretAction::Created => tracing::info!(secret = %args.secret, "created the serving Secret"),
         SecretAction::Renewed { reason } => {
-            tracing::info!(secret = %args.secret, %reason, "renewed the serving Secret")
+            tracing::info!(secret = %args.secret, %reason, "renewed the serving Secret");
         }
         SecretAction::Kept => tracing::info!(secret = %args.secret, "the serving Secret is valid; kept it"),
     }
     let configs: Api<MutatingWebhookConfiguration> = Api::all(client);
     let patched = patch_ca_bundles(&configs, args, &ca_pem, previous_ca.as_deref()).await?;
-    Ok(Report { secret: action, ca_pem, patched })
+    Ok(Report { secret: action, patched })
 }
 
 fn kube_error(what: String) -> impl FnOnce(kube::Error) -> CertError {
-    move |e| CertError::Kube(format!("{what}: {e}"))
+    move |source| CertError::Kube { what, source }
 }
 
 fn is_status(e: &kube::Error, code: u16) -> bool {
@@ -167,7 +163,7 @@ async fn ensure_secret(
             Err(e) => return Err(kube_error(format!("update {shown}"))(e)),
         }
     }
-    Err(CertError::Kube(format!("{shown}: kept changing under us; giving up after 5 attempts")))
+    Err(CertError::Contended(shown))
 }
 
 fn data(secret: &Secret, key: &str) -> Option<String> {
@@ -176,7 +172,12 @@ fn data(secret: &Secret, key: &str) -> Option<String> {
 
 /// `Ok(ca.crt)` when the Secret serves `names` correctly for longer than `renew_before` from
 /// `now`; else why it must be renewed.
-pub fn assess(secret: &Secret, names: &[String], renew_before: Duration, now: SystemTime) -> Result<String, String> {
+pub(crate) fn assess(
+    secret: &Secret,
+    names: &[String],
+    renew_before: Duration,
+    now: SystemTime,
+) -> Result<String, String> {
     let get = |key: &str| data(secret, key).ok_or_else(|| format!("{key} is missing or not UTF-8"));
     let (cert, key, ca) = (get("tls.crt")?, get("tls.key")?, get("ca.crt")?);
     let expiry = verify_serving(cert.as_bytes(), key.as_bytes(), ca.as_bytes(), names)?;
@@ -235,7 +236,7 @@ async fn patch_ca_bundles(
                 tracing::info!(webhook_configuration = %name, "waiting for the webhook configuration to exist");
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
-            None => return Err(CertError::Kube(format!("{shown} not found after {}s", args.wait_seconds))),
+            None => return Err(CertError::NotFound { what: shown, seconds: args.wait_seconds }),
         }
     };
     let want = der_set(ca_pem.as_bytes());
@@ -266,11 +267,6 @@ async fn patch_ca_bundles(
 /// The DER of every certificate in a PEM bundle (unparsable blocks are skipped).
 fn der_set(pem: &[u8]) -> Vec<Vec<u8>> {
     CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).map(|c| c.as_ref().to_vec()).collect()
-}
-
-/// The caBundle bytes a configuration holds, decoded (for tests and diagnostics).
-pub fn decode_ca_bundle(encoded: &str) -> Option<Vec<u8>> {
-    base64::engine::general_purpose::STANDARD.decode(encoded).ok()
 }
 
 #[cfg(test)]

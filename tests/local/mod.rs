@@ -4,14 +4,10 @@
 use std::{net::SocketAddr, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
-use ingress_status_guard::{
-    config::FlagPolicy,
-    server::{AppState, Listeners, serve},
-    sources::SourceCache,
-};
+use ingress_status_guard::{AppState, FlagPolicy, Listeners, SourceCache, serve};
 
 /// A running `serve`; stops when told to, or when the test's runtime ends.
-pub struct LocalServer {
+pub(crate) struct LocalServer {
     pub webhook: SocketAddr,
     #[allow(dead_code)] // not every test binary probes the admin port
     pub admin: SocketAddr,
@@ -21,7 +17,7 @@ pub struct LocalServer {
 
 impl LocalServer {
     /// Starts `serve` on 127.0.0.1 ports chosen by the kernel.
-    pub fn start(tls: RustlsConfig) -> LocalServer {
+    pub(crate) fn start(tls: RustlsConfig) -> LocalServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let policies = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
             .into_policies()
@@ -39,7 +35,7 @@ impl LocalServer {
     }
 
     /// Shuts down and waits for `serve` to return; panics if it failed.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop.send(()).unwrap();
         self.task.await.unwrap().unwrap();
     }

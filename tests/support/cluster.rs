@@ -31,16 +31,16 @@ use super::pki::{self, Ca};
 use super::process::{self, Proc};
 
 /// The identity the tests use to write Ingress statuses "behind the controller's back".
-pub const ROGUE_USER: &str = "rogue-controller";
+pub(crate) const ROGUE_USER: &str = "rogue-controller";
 /// Group bound (cluster-wide) to get, list, watch Ingresses and update/patch their status.
-pub const STATUS_WRITERS: &str = "isg-e2e:ingress-status-writers";
+pub(crate) const STATUS_WRITERS: &str = "isg-e2e:ingress-status-writers";
 /// Label put on every test namespace; its value is the namespace's name, so a webhook's
 /// `namespaceSelector` can match exactly one test's namespace.
-pub const NAMESPACE_LABEL: &str = "e2e.ingress-status-guard.test/namespace";
+pub(crate) const NAMESPACE_LABEL: &str = "e2e.ingress-status-guard.test/namespace";
 
 const SERVICE_CIDRS: &str = "10.0.0.0/24,fd00:10::/108";
 
-pub struct Cluster {
+pub(crate) struct Cluster {
     /// `https://127.0.0.1:<port>`
     pub server: String,
     dir: PathBuf,
@@ -55,7 +55,7 @@ static SHARED: tokio::sync::OnceCell<Result<Cluster, String>> = tokio::sync::Onc
 
 impl Cluster {
     /// The control plane of this test binary, started by the first caller.
-    pub async fn shared() -> &'static Cluster {
+    pub(crate) async fn shared() -> &'static Cluster {
         let started = SHARED.get_or_init(start).await;
         match started {
             Ok(cluster) => cluster,
@@ -63,18 +63,18 @@ impl Cluster {
         }
     }
 
-    pub fn admin_kubeconfig(&self) -> &Path {
+    pub(crate) fn admin_kubeconfig(&self) -> &Path {
         &self.admin_kubeconfig
     }
 
     /// A client with `system:masters` rights.
-    pub async fn admin(&self) -> Client {
+    pub(crate) async fn admin(&self) -> Client {
         client_from(&self.admin_kubeconfig).await
     }
 
     /// Writes a kubeconfig that authenticates as `user` (in `group`, if any) with a client
     /// certificate signed by the cluster's CA.
-    pub fn kubeconfig_for(&self, user: &str, group: Option<&str>) -> PathBuf {
+    pub(crate) fn kubeconfig_for(&self, user: &str, group: Option<&str>) -> PathBuf {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let path =
             self.dir.join(format!("kubeconfig-{}-{n}.yaml", user.replace(|c: char| !c.is_ascii_alphanumeric(), "-")));
@@ -84,17 +84,17 @@ impl Cluster {
     }
 
     /// A client acting as `user` (in `group`, if any).
-    pub async fn client_for(&self, user: &str, group: Option<&str>) -> Client {
+    pub(crate) async fn client_for(&self, user: &str, group: Option<&str>) -> Client {
         client_from(&self.kubeconfig_for(user, group)).await
     }
 
     /// A client for the rogue status writer (user `rogue-controller`).
-    pub async fn rogue(&self) -> Client {
+    pub(crate) async fn rogue(&self) -> Client {
         self.client_for(ROGUE_USER, Some(STATUS_WRITERS)).await
     }
 
     /// A fresh directory for one test's files.
-    pub fn scratch_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn scratch_dir(&self, name: &str) -> PathBuf {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let dir = self.dir.join(format!("{name}-{n}"));
         std::fs::create_dir_all(&dir).expect("create scratch dir");
@@ -102,7 +102,7 @@ impl Cluster {
     }
 
     /// Creates a namespace `<prefix>-<n>` carrying `NAMESPACE_LABEL=<its name>`.
-    pub async fn namespace(&self, client: &Client, prefix: &str) -> String {
+    pub(crate) async fn namespace(&self, client: &Client, prefix: &str) -> String {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let name = format!("{prefix}-{n}");
         let ns: Namespace = serde_json::from_value(json!({
@@ -117,7 +117,7 @@ impl Cluster {
     }
 
     /// Runs kubectl (`$KUBECTL` or `kubectl` on PATH) with the given kubeconfig.
-    pub fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> KubectlOutput {
+    pub(crate) fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> KubectlOutput {
         let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
         let out = Command::new(&kubectl)
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
@@ -136,7 +136,7 @@ impl Cluster {
     /// oldest first. The audit policy records those at level Request, so mutating webhooks'
     /// `mutation.webhook.admission.k8s.io/*` and `patch.webhook.admission.k8s.io/*`
     /// annotations are present: the API server's own record of what a webhook did.
-    pub fn ingress_status_audit(&self, namespace: &str, name: &str) -> Vec<Value> {
+    pub(crate) fn ingress_status_audit(&self, namespace: &str, name: &str) -> Vec<Value> {
         let log = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
         log.lines()
             .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -152,8 +152,8 @@ impl Cluster {
     }
 
     /// The tail of the API server's log, for failure messages.
-    pub fn apiserver_log_tail(&self) -> String {
-        let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+    pub(crate) fn apiserver_log_tail(&self) -> String {
+        let procs = self.procs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         procs.iter().map(|p| p.log_tail(30)).collect::<Vec<_>>().join("\n")
     }
 
@@ -167,14 +167,14 @@ impl Cluster {
     }
 }
 
-pub struct KubectlOutput {
+pub(crate) struct KubectlOutput {
     pub success: bool,
     pub stdout: String,
     pub stderr: String,
 }
 
 /// A kube-rs client from a kubeconfig file.
-pub async fn client_from(kubeconfig: &Path) -> Client {
+pub(crate) async fn client_from(kubeconfig: &Path) -> Client {
     let kc = Kubeconfig::read_from(kubeconfig).unwrap_or_else(|e| panic!("read {}: {e}", kubeconfig.display()));
     let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
@@ -185,7 +185,7 @@ pub async fn client_from(kubeconfig: &Path) -> Client {
 
 /// Picks a free TCP port on 127.0.0.1. Another process may take it before we bind it again,
 /// so callers retry their start when the port turns out to be taken.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind an ephemeral port").port()
 }
 
@@ -249,6 +249,7 @@ fn run_dir() -> PathBuf {
                 continue;
             };
             // SAFETY: kill with signal 0 only checks whether the process exists.
+            #[allow(unsafe_code)] // kill(pid, 0) only probes whether the process exists.
             let alive = unsafe { libc::kill(pid, 0) } == 0;
             if !alive || pid == std::process::id() as i32 {
                 let _ = std::fs::remove_dir_all(entry.path());
@@ -307,7 +308,10 @@ async fn start() -> Result<Cluster, String> {
                     counter: AtomicU32::new(0),
                 };
                 // SAFETY: registering a plain extern "C" function has no preconditions.
-                unsafe { libc::atexit(stop_at_exit) };
+                #[allow(unsafe_code)] // registers a plain `extern "C" fn()`; nothing else is touched.
+                unsafe {
+                    libc::atexit(stop_at_exit)
+                };
                 prepare(&cluster).await?;
                 return Ok(cluster);
             }
@@ -375,7 +379,7 @@ async fn start_processes(
     let client = client_from(admin_kubeconfig).await;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        for p in procs.iter_mut() {
+        for p in &mut procs {
             if let Some(status) = p.exited() {
                 return Err(format!("exited with {status}\n{}", p.log_tail(40)));
             }

@@ -6,10 +6,10 @@
 //! The binaries come from `tests/k8s/build.sh` (built once from Go modules and cached, or
 //! taken from `KUBEBUILDER_ASSETS`).
 
-pub mod cluster;
-pub mod pki;
-pub mod process;
-pub mod webhook;
+pub(crate) mod cluster;
+pub(crate) mod pki;
+pub(crate) mod process;
+pub(crate) mod webhook;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -20,13 +20,13 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-pub use cluster::{Cluster, ROGUE_USER};
-pub use webhook::{FailurePolicy, Webhook};
+pub(crate) use cluster::{Cluster, ROGUE_USER};
+pub(crate) use webhook::{FailurePolicy, Webhook};
 
 /// Calls `attempt` every 200 ms until it returns `Ok`, and panics with `what` and the last
 /// error once `timeout` has passed. For state that settles asynchronously (webhook
 /// registrations, watch caches); the assertion is on the final state, never on the duration.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut attempt: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut attempt: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
@@ -45,7 +45,7 @@ where
 
 /// Which way an Ingress names its class.
 #[derive(Clone, Copy, Debug)]
-pub enum Class<'a> {
+pub(crate) enum Class<'a> {
     /// `spec.ingressClassName`
     Field(&'a str),
     /// the legacy annotation `kubernetes.io/ingress.class`
@@ -54,7 +54,7 @@ pub enum Class<'a> {
 }
 
 /// Creates an Ingress with one rule routing to Service `backend:80`.
-pub async fn create_ingress(api: &Api<Ingress>, name: &str, class: Class<'_>) -> Ingress {
+pub(crate) async fn create_ingress(api: &Api<Ingress>, name: &str, class: Class<'_>) -> Ingress {
     let mut ingress = json!({
         "metadata": {"name": name},
         "spec": {"rules": [{"host": format!("{name}.example.test"), "http": {"paths": [{
@@ -74,7 +74,7 @@ pub async fn create_ingress(api: &Api<Ingress>, name: &str, class: Class<'_>) ->
 /// `status.loadBalancer.ingress` as a JSON array from short strings: `"1.2.3.4"` is an IP
 /// entry, `"lb.example.com"` a hostname entry, `"1.2.3.4/lb.example.com"` an entry with both,
 /// and a `:80` suffix adds a TCP port.
-pub fn entries(addresses: &[&str]) -> Value {
+pub(crate) fn entries(addresses: &[&str]) -> Value {
     Value::Array(
         addresses
             .iter()
@@ -99,7 +99,7 @@ pub fn entries(addresses: &[&str]) -> Value {
 
 /// The inverse of `entries`: an Ingress's `status.loadBalancer.ingress` in the same short
 /// form, order kept.
-pub fn addresses(ingress: &Ingress) -> Vec<String> {
+pub(crate) fn addresses(ingress: &Ingress) -> Vec<String> {
     ingress
         .status
         .as_ref()
@@ -126,25 +126,30 @@ pub fn addresses(ingress: &Ingress) -> Vec<String> {
 
 /// Merge-patches `status.loadBalancer.ingress` through the status subresource (replacing the
 /// list), as a controller would; returns what the API server stored (or, on dry run, would).
-pub async fn write_status(api: &Api<Ingress>, name: &str, addresses: &[&str], dry_run: bool) -> kube::Result<Ingress> {
+pub(crate) async fn write_status(
+    api: &Api<Ingress>,
+    name: &str,
+    addresses: &[&str],
+    dry_run: bool,
+) -> kube::Result<Ingress> {
     let params = PatchParams { field_manager: Some(ROGUE_USER.into()), dry_run, ..PatchParams::default() };
     let patch = json!({"status": {"loadBalancer": {"ingress": entries(addresses)}}});
     api.patch_status(name, &params, &Patch::Merge(&patch)).await
 }
 
 /// Reads an Ingress's stored addresses.
-pub async fn stored(api: &Api<Ingress>, name: &str) -> Vec<String> {
+pub(crate) async fn stored(api: &Api<Ingress>, name: &str) -> Vec<String> {
     let ingress = api.get(name).await.unwrap_or_else(|e| panic!("get Ingress {name}: {e}"));
     addresses(&ingress)
 }
 
 /// IPs no canonical set contains: what rogue probe writes put in.
-pub const SENTINEL: &str = "192.0.2.254";
-pub const SENTINEL_2: &str = "192.0.2.253";
+pub(crate) const SENTINEL: &str = "192.0.2.254";
+pub(crate) const SENTINEL_2: &str = "192.0.2.253";
 
 /// One test's slice of the shared cluster: its namespace, an admin and a rogue view of the
 /// Ingresses in it, and the webhook it registered.
-pub struct TestEnv {
+pub(crate) struct TestEnv {
     pub cluster: &'static Cluster,
     pub admin: kube::Client,
     pub ns: String,
@@ -155,7 +160,7 @@ pub struct TestEnv {
 }
 
 impl TestEnv {
-    pub async fn new(prefix: &str) -> TestEnv {
+    pub(crate) async fn new(prefix: &str) -> TestEnv {
         let cluster = Cluster::shared().await;
         let admin = cluster.admin().await;
         let ns = cluster.namespace(&admin, prefix).await;
@@ -169,21 +174,27 @@ impl TestEnv {
     }
 
     /// Starts the webhook with the administrator's kubeconfig and `args`.
-    pub async fn start_webhook(&self, args: &[&str]) -> Webhook {
+    pub(crate) async fn start_webhook(&self, args: &[&str]) -> Webhook {
         Webhook::start(self.cluster, &self.ns, self.cluster.admin_kubeconfig(), args).await
     }
 
     /// Registers `webhook` for this namespace and waits until the API server calls it: an
     /// Ingress `probe` (of `class`) gets rogue writes of `SENTINEL` until the stored status is
     /// `canonical`.
-    pub async fn register(&self, webhook: &Webhook, policy: FailurePolicy, class: Class<'_>, canonical: &[&str]) {
+    pub(crate) async fn register(
+        &self,
+        webhook: &Webhook,
+        policy: FailurePolicy,
+        class: Class<'_>,
+        canonical: &[&str],
+    ) {
         webhook.register(&self.admin, &self.ns, policy).await;
         self.await_governed(webhook, "probe", class, canonical).await;
     }
 
     /// Creates Ingress `name` (of `class`) and writes `SENTINEL` to its status as the rogue
     /// identity until the stored status is `canonical`.
-    pub async fn await_governed(&self, webhook: &Webhook, name: &str, class: Class<'_>, canonical: &[&str]) {
+    pub(crate) async fn await_governed(&self, webhook: &Webhook, name: &str, class: Class<'_>, canonical: &[&str]) {
         create_ingress(&self.ingresses, name, class).await;
         let mut flip = false;
         eventually(
@@ -204,12 +215,12 @@ impl TestEnv {
                 }
             },
         )
-        .await
+        .await;
     }
 
     /// The audited webhook verdicts on status writes of Ingress `name`, oldest first, once
     /// there are at least `count` of them.
-    pub async fn audited(&self, name: &str, count: usize) -> Vec<Audited> {
+    pub(crate) async fn audited(&self, name: &str, count: usize) -> Vec<Audited> {
         eventually(
             &format!("{count} audited status writes of Ingress {}/{name}", self.ns),
             Duration::from_secs(10),
@@ -227,7 +238,7 @@ impl TestEnv {
 }
 
 /// The `events.k8s.io/v1` Events in `ns` regarding Ingress `name`.
-pub async fn events_about(client: &kube::Client, ns: &str, name: &str) -> Vec<Event> {
+pub(crate) async fn events_about(client: &kube::Client, ns: &str, name: &str) -> Vec<Event> {
     Api::<Event>::namespaced(client.clone(), ns)
         .list(&Default::default())
         .await
@@ -240,7 +251,7 @@ pub async fn events_about(client: &kube::Client, ns: &str, name: &str) -> Vec<Ev
 
 impl TestEnv {
     /// Waits for the webhook's Event about Ingress `name` (written off the request path).
-    pub async fn await_event(&self, webhook: &Webhook, name: &str) -> Event {
+    pub(crate) async fn await_event(&self, webhook: &Webhook, name: &str) -> Event {
         eventually(
             &format!("an Event regarding Ingress {}/{name} (webhook log: {})", self.ns, webhook.log_path().display()),
             Duration::from_secs(15),
@@ -256,7 +267,7 @@ impl TestEnv {
 /// Annotation keys end in `round_<r>_index_<i>`, `i` counting every registered webhook, so
 /// they are found by prefix; a test namespace is selected by one webhook only.
 #[derive(Debug)]
-pub struct Audited {
+pub(crate) struct Audited {
     pub user: String,
     pub code: i64,
     /// `mutation.webhook.admission.k8s.io/*`: the webhook was called; `mutated` says whether

@@ -7,19 +7,19 @@ use rcgen::{
 };
 
 /// A certificate and its private key, both PEM.
-pub struct Issued {
+pub(crate) struct Issued {
     pub cert_pem: String,
     pub key_pem: String,
 }
 
 /// A certificate authority that issues serving and client certificates.
-pub struct Ca {
+pub(crate) struct Ca {
     pub cert_pem: String,
     issuer: Issuer<'static, KeyPair>,
 }
 
 impl Ca {
-    pub fn new(common_name: &str) -> Ca {
+    pub(crate) fn new(common_name: &str) -> Ca {
         let key = KeyPair::generate().expect("generate CA key");
         let mut params = CertificateParams::default();
         params.distinguished_name = name(common_name, None);
@@ -31,8 +31,8 @@ impl Ca {
     }
 
     /// A TLS server certificate for the given DNS names and IP literals.
-    pub fn server(&self, common_name: &str, sans: &[&str]) -> Issued {
-        let mut params = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    pub(crate) fn server(&self, common_name: &str, sans: &[&str]) -> Issued {
+        let mut params = CertificateParams::new(sans.iter().map(std::string::ToString::to_string).collect::<Vec<_>>())
             .expect("valid subject alternative names");
         params.distinguished_name = name(common_name, None);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
@@ -42,7 +42,7 @@ impl Ca {
 
     /// A client certificate: the API server's x509 authenticator reads the user name from the
     /// common name and the group from the organization.
-    pub fn client(&self, user: &str, group: Option<&str>) -> Issued {
+    pub(crate) fn client(&self, user: &str, group: Option<&str>) -> Issued {
         let mut params = CertificateParams::default();
         params.distinguished_name = name(user, group);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
@@ -58,7 +58,7 @@ impl Ca {
 }
 
 /// An ECDSA P-256 key pair for signing service-account tokens: (private PEM, public PEM).
-pub fn signing_key_pair() -> (String, String) {
+pub(crate) fn signing_key_pair() -> (String, String) {
     let key = KeyPair::generate().expect("generate service-account key");
     (key.serialize_pem(), key.public_key_pem())
 }

@@ -36,17 +36,18 @@ fn spawner() -> &'static Sender<SpawnJob> {
 }
 
 /// A running child process whose stdout and stderr go to a log file.
-pub struct Proc {
+pub(crate) struct Proc {
     name: String,
     child: Child,
     log: PathBuf,
 }
 
 /// Starts `command` with its output appended to `log`.
-pub fn spawn(name: &str, mut command: Command, log: &Path) -> io::Result<Proc> {
+pub(crate) fn spawn(name: &str, mut command: Command, log: &Path) -> io::Result<Proc> {
     let out = File::options().create(true).append(true).open(log)?;
     command.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls.
+    #[allow(unsafe_code)] // pre_exec runs between fork and exec; prctl is async-signal-safe.
     unsafe {
         command.pre_exec(|| {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -63,29 +64,29 @@ pub fn spawn(name: &str, mut command: Command, log: &Path) -> io::Result<Proc> {
 
 impl Proc {
     /// The exit status if the process has ended.
-    pub fn exited(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
 
     /// Kills the process (SIGKILL) and reaps it.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if self.exited().is_none() {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
     }
 
-    pub fn log_path(&self) -> &Path {
+    pub(crate) fn log_path(&self) -> &Path {
         &self.log
     }
 
     /// The whole log, for assertions.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The last lines of the log, for failure messages.
-    pub fn log_tail(&self, lines: usize) -> String {
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
         let log = self.log();
         let all: Vec<&str> = log.lines().collect();
         format!(

@@ -18,10 +18,10 @@ use super::cluster::{Cluster, NAMESPACE_LABEL, free_port};
 use super::pki::Ca;
 use super::process::{self, Proc};
 
-pub const BINARY: &str = env!("CARGO_BIN_EXE_ingress-status-guard");
+pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ingress-status-guard");
 
 /// A running `ingress-status-guard serve`.
-pub struct Webhook {
+pub(crate) struct Webhook {
     proc: Proc,
     ca_pem: String,
     port: u16,
@@ -32,7 +32,7 @@ impl Webhook {
     /// Starts `ingress-status-guard serve` with fresh TLS files, the given kubeconfig and the
     /// policy flags in `args`, and waits until its admin `/readyz` answers 200 (every Service
     /// cache synced). Panics with the webhook's log if it exits or never gets ready.
-    pub async fn start(cluster: &Cluster, name: &str, kubeconfig: &Path, args: &[&str]) -> Webhook {
+    pub(crate) async fn start(cluster: &Cluster, name: &str, kubeconfig: &Path, args: &[&str]) -> Webhook {
         let dir = cluster.scratch_dir(&format!("webhook-{name}"));
         let ca = Ca::new(&format!("isg-e2e webhook CA ({name})"));
         let serving = ca.server("ingress-status-guard", &["127.0.0.1", "localhost"]);
@@ -97,35 +97,35 @@ impl Webhook {
     }
 
     /// `https://127.0.0.1:<port>/mutate`
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("https://127.0.0.1:{}/mutate", self.port)
     }
 
     /// The admin port's Prometheus text (`GET /metrics`).
-    pub fn metrics(&self) -> String {
+    pub(crate) fn metrics(&self) -> String {
         http_get(self.admin_port, "/metrics").map(|(_, body)| body).unwrap_or_default()
     }
 
     /// The value of one sample line of `/metrics` (`name{labels}`), 0 when absent.
-    pub fn metric(&self, sample: &str) -> f64 {
+    pub(crate) fn metric(&self, sample: &str) -> f64 {
         let text = self.metrics();
         text.lines().find_map(|line| line.strip_prefix(sample).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
     }
 
     /// Kills the webhook (SIGKILL): the API server's calls then fail to connect.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.proc.kill();
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.proc.log()
     }
 
-    pub fn log_path(&self) -> PathBuf {
+    pub(crate) fn log_path(&self) -> PathBuf {
         self.proc.log_path().to_path_buf()
     }
 
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         self.proc.log_tail(40)
     }
 
@@ -133,7 +133,7 @@ impl Webhook {
     /// `NAMESPACE_LABEL`), so parallel tests never call each other's webhooks. Returns the
     /// MutatingWebhookConfiguration's name. The API server picks it up asynchronously: wait
     /// for a probe write to be mutated before relying on it.
-    pub async fn register(&self, admin: &Client, namespace: &str, failure_policy: FailurePolicy) -> String {
+    pub(crate) async fn register(&self, admin: &Client, namespace: &str, failure_policy: FailurePolicy) -> String {
         let name = format!("isg-e2e-{namespace}");
         let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
             "metadata": {"name": name},
@@ -165,7 +165,7 @@ impl Webhook {
 }
 
 #[derive(Clone, Copy, Debug)]
-pub enum FailurePolicy {
+pub(crate) enum FailurePolicy {
     Fail,
     Ignore,
 }

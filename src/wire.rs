@@ -1,0 +1,383 @@
+//! The AdmissionReview on the wire, going in: the fields the decision needs, read from the
+//! request body in one pass (everything else, `oldObject` above all, is skipped unparsed), and
+//! errors that name the field when a body is not a review we can answer.
+
+use std::{borrow::Cow, fmt};
+
+use serde::{Deserialize, Deserializer, de};
+use serde_json::value::RawValue;
+
+use crate::{
+    address::Address,
+    config::Policies,
+    decision::{StatusWrite, Verdict, decide},
+    patch::StatusShape,
+    sources::Sources,
+};
+
+const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+
+/// A request body that is not an AdmissionReview we can answer (HTTP 400).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("body is not a valid AdmissionReview: {0}")]
+    Json(String),
+    #[error("body is not a valid AdmissionReview: expected a JSON object")]
+    NotObject,
+    #[error("kind must be \"AdmissionReview\", got {0:?}")]
+    Kind(String),
+    #[error("apiVersion must be \"admission.k8s.io/v1\" or \"admission.k8s.io/v1beta1\", got {0:?}")]
+    ApiVersion(String),
+    #[error("AdmissionReview has no request")]
+    MissingRequest,
+    #[error("request.object is required for an Ingress status UPDATE")]
+    MissingObject,
+    #[error("request.object is not a valid Ingress: {0}")]
+    Object(String),
+}
+
+/// `O` is how `request.object` is read: an [`IngressIn`] in one pass, or `&RawValue` to parse it
+/// on its own afterwards.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewIn<'a, O> {
+    #[serde(borrow)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    kind: Option<Cow<'a, str>>,
+    request: Option<RequestIn<O>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn<O> {
+    uid: String,
+    #[serde(default)]
+    kind: GroupVersionKind,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    operation: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    user_info: User,
+    /// Missing: `None` (no `default` here, which would require `O: Default`).
+    object: Option<O>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+struct GroupVersionKind {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    kind: String,
+}
+
+/// The parts of an Ingress the decision reads; everything else is skipped unparsed.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IngressIn {
+    #[serde(default)]
+    metadata: MetadataIn,
+    #[serde(default)]
+    spec: SpecIn,
+    #[serde(default)]
+    status: Option<StatusIn>,
+}
+
+#[derive(Deserialize, Default)]
+struct MetadataIn {
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default, deserialize_with = "class_annotation")]
+    annotations: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct SpecIn {
+    #[serde(default)]
+    ingress_class_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusIn {
+    #[serde(default)]
+    load_balancer: Option<LoadBalancerIn>,
+}
+
+#[derive(Deserialize)]
+struct LoadBalancerIn {
+    #[serde(default)]
+    ingress: Option<Vec<Address>>,
+}
+
+/// Reads only the class annotation out of `metadata.annotations`, which often carries large
+/// values such as `kubectl.kubernetes.io/last-applied-configuration`.
+fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct Visit;
+    impl<'de> de::Visitor<'de> for Visit {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut class = None;
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                if key == CLASS_ANNOTATION {
+                    class = Some(map.next_value::<String>()?);
+                } else {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+            Ok(class)
+        }
+    }
+    d.deserialize_any(Visit)
+}
+
+/// A review we can answer: what the response must echo, who wrote, and what was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    /// The request's `apiVersion`, which the response must repeat.
+    pub api_version: ApiVersion,
+    pub uid: String,
+    pub dry_run: bool,
+    pub user: User,
+    pub target: Target,
+}
+
+/// The AdmissionReview versions the API server may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiVersion {
+    V1,
+    V1beta1,
+}
+
+impl ApiVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiVersion::V1 => "admission.k8s.io/v1",
+            ApiVersion::V1beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
+}
+
+/// `request.userInfo`: who sent the write.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+pub struct User {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+/// What the review is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// An UPDATE of an Ingress's `status` subresource.
+    IngressStatus {
+        write: StatusWrite,
+        /// `metadata.uid` of the Ingress, so Events find it.
+        object_uid: Option<String>,
+        /// How much of `status.loadBalancer.ingress` the object has: where a patch must go.
+        shape: StatusShape,
+    },
+    /// Anything else, described for the log: the webhook's rules match more than they should.
+    Other(String),
+}
+
+impl Review {
+    /// The decision on this review.
+    pub fn decide<'p>(&self, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
+        match &self.target {
+            Target::IngressStatus { write, .. } => decide(write, policies, sources),
+            Target::Other(what) => Verdict::Ignored(what.clone()),
+        }
+    }
+
+    /// What was written to `status.loadBalancer.ingress` (empty for other requests).
+    pub fn attempted(&self) -> &[Address] {
+        match &self.target {
+            Target::IngressStatus { write, .. } => &write.addresses,
+            Target::Other(_) => &[],
+        }
+    }
+}
+
+/// Reads an AdmissionReview body.
+pub fn read(body: &[u8]) -> Result<Review, ReviewError> {
+    // serde reads a struct from a JSON array too, which would make the errors below confusing.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
+        && serde_json::from_slice::<de::IgnoredAny>(body).is_ok()
+    {
+        return Err(ReviewError::NotObject);
+    }
+    // A well-formed review is read in one pass. Anything else is read again with the object
+    // kept raw and parsed on its own, so that the error names the right document and field.
+    if let Ok(review) = serde_json::from_slice::<ReviewIn<IngressIn>>(body) {
+        return convert(review, Ok);
+    }
+    let review: ReviewIn<&RawValue> =
+        serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
+    let parse = |raw: &RawValue| {
+        serde_json::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))
+    };
+    convert(review, parse)
+}
+
+fn convert<O>(
+    review: ReviewIn<O>,
+    read_object: impl FnOnce(O) -> Result<IngressIn, ReviewError>,
+) -> Result<Review, ReviewError> {
+    let kind = review.kind.as_deref().unwrap_or("");
+    if kind != "AdmissionReview" {
+        return Err(ReviewError::Kind(kind.to_owned()));
+    }
+    let api_version = match review.api_version.as_deref().unwrap_or("") {
+        "admission.k8s.io/v1" => ApiVersion::V1,
+        "admission.k8s.io/v1beta1" => ApiVersion::V1beta1,
+        other => return Err(ReviewError::ApiVersion(other.to_owned())),
+    };
+    let request = review.request.ok_or(ReviewError::MissingRequest)?;
+    let is_ingress =
+        matches!(request.kind.group.as_str(), "networking.k8s.io" | "extensions") && request.kind.kind == "Ingress";
+    let sub_resource = request.sub_resource.as_deref().unwrap_or("");
+    let operation = request.operation.as_deref().unwrap_or("");
+    let target = if is_ingress && sub_resource == "status" && operation == "UPDATE" {
+        let ingress = read_object(request.object.ok_or(ReviewError::MissingObject)?)?;
+        let shape = shape(ingress.status.as_ref());
+        let addresses = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
+        Target::IngressStatus {
+            write: StatusWrite {
+                namespace: request.namespace.unwrap_or_default(),
+                name: request.name.unwrap_or_default(),
+                class: ingress.spec.ingress_class_name.or(ingress.metadata.annotations),
+                addresses,
+            },
+            object_uid: ingress.metadata.uid,
+            shape,
+        }
+    } else {
+        Target::Other(format!(
+            "{operation} of {}/{}{}{sub_resource} ({}/{}) is not an Ingress status UPDATE; check the webhook's rules",
+            request.kind.group,
+            request.kind.kind,
+            if sub_resource.is_empty() { "" } else { "/" },
+            request.namespace.as_deref().unwrap_or(""),
+            request.name.as_deref().unwrap_or(""),
+        ))
+    };
+    Ok(Review {
+        api_version,
+        uid: request.uid,
+        dry_run: request.dry_run.unwrap_or(false),
+        user: request.user_info,
+        target,
+    })
+}
+
+fn shape(status: Option<&StatusIn>) -> StatusShape {
+    match status {
+        None => StatusShape::NoStatus,
+        Some(StatusIn { load_balancer: None }) => StatusShape::NoLoadBalancer,
+        Some(StatusIn { load_balancer: Some(LoadBalancerIn { ingress: None }) }) => StatusShape::NoIngressList,
+        Some(_) => StatusShape::IngressList,
+    }
+}
+
+/// Parses again, off the fast path, to name the field that failed (`request.uid: missing ...`).
+fn explain<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Ok(_) => "unexpected trailing data".to_owned(),
+        Err(e) => {
+            let path = e.path().to_string();
+            if path == "." || path == "?" { e.into_inner().to_string() } else { format!("{path}: {}", e.into_inner()) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const FIXTURE: &str = include_str!("../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+
+    #[test]
+    fn malformed_reviews_say_what_is_wrong() {
+        let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+        let edited = |edit: &dyn Fn(&mut Value)| {
+            let mut v = fixture.clone();
+            edit(&mut v);
+            serde_json::to_vec(&v).unwrap()
+        };
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            ("not json", b"{".to_vec(), "body is not a valid AdmissionReview: EOF while parsing"),
+            ("array", b"[]".to_vec(), "body is not a valid AdmissionReview: expected a JSON object"),
+            ("wrong kind", edited(&|v| v["kind"] = json!("Pod")), "kind must be \"AdmissionReview\", got \"Pod\""),
+            ("wrong version", edited(&|v| v["apiVersion"] = json!("v1")), "apiVersion must be"),
+            (
+                "no request",
+                edited(&|v| drop(v.as_object_mut().unwrap().remove("request"))),
+                "AdmissionReview has no request",
+            ),
+            (
+                "no uid",
+                edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("uid"))),
+                "body is not a valid AdmissionReview: request: missing field `uid`",
+            ),
+            (
+                "no object",
+                edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("object"))),
+                "request.object is required",
+            ),
+            (
+                "bad status",
+                edited(&|v| v["request"]["object"]["status"] = json!({"loadBalancer": {"ingress": [{"ip": 7}]}})),
+                "request.object is not a valid Ingress: status.loadBalancer.ingress[0].ip: invalid type: integer `7`",
+            ),
+        ];
+        for (name, body, want) in cases {
+            let err = read(&body).unwrap_err().to_string();
+            assert!(err.starts_with(want), "case {name}: {err}");
+        }
+    }
+
+    #[test]
+    fn reads_what_the_decision_needs() {
+        let review = read(FIXTURE.as_bytes()).unwrap();
+        assert_eq!(review.api_version, ApiVersion::V1);
+        assert_eq!(review.uid, "0f3cb218-7947-4a5f-839c-6e300a5ae86a");
+        assert!(!review.dry_run);
+        let Target::IngressStatus { write, object_uid, shape } = &review.target else { panic!("{review:?}") };
+        assert_eq!((write.namespace.as_str(), write.name.as_str()), ("default", "demo-ing"));
+        assert_eq!(write.addresses, crate::address::parse_static_list("10.7.7.7").unwrap());
+        assert_eq!(object_uid.as_deref(), Some("8d85ab45-0193-4e14-b7ab-45d58c9dc450"));
+        assert_eq!(*shape, StatusShape::IngressList);
+        let mut with_class: Value = serde_json::from_str(FIXTURE).unwrap();
+        with_class["request"]["object"]["metadata"]["annotations"] = json!({CLASS_ANNOTATION: "legacy"});
+        let Target::IngressStatus { write, .. } = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
+        else {
+            panic!()
+        };
+        assert_eq!(write.class.as_deref(), Some("legacy"));
+        with_class["request"]["object"]["spec"]["ingressClassName"] = json!("field");
+        let Target::IngressStatus { write, .. } = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
+        else {
+            panic!()
+        };
+        assert_eq!(write.class.as_deref(), Some("field"), "spec.ingressClassName wins over the annotation");
+    }
+}
