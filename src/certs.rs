@@ -211,7 +211,7 @@ pub(crate) struct GenerateArgs {
 }
 
 /// Runs `certs generate` or `certs bootstrap`.
-pub(crate) fn run(args: CertsArgs) -> Result<(), CertError> {
+pub(crate) async fn run(args: CertsArgs) -> Result<(), CertError> {
     match args.command {
         CertsCommand::Generate(args) => {
             let bundle = generate_files(&args)?;
@@ -220,13 +220,7 @@ pub(crate) fn run(args: CertsArgs) -> Result<(), CertError> {
             }
             Ok(())
         }
-        CertsCommand::Bootstrap(args) => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|source| CertError::Io { path: "tokio runtime".to_owned(), source })?;
-            runtime.block_on(bootstrap::run(&args))
-        }
+        CertsCommand::Bootstrap(args) => bootstrap::run(&args).await,
     }
 }
 

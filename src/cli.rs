@@ -14,6 +14,7 @@ use crate::{
     client::{self, ClientError},
     config::{self, ConfigError, Mode, OnUnresolved, Policies, PolicySpec, ServiceRef, SpecError},
     events,
+    lifecycle::Tasks,
     metrics::Metrics,
     reload,
     server::{self, AppState, Listeners},
@@ -244,14 +245,17 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events about rogue writes are off"))
             .ok()
     };
+    let mut tasks = Tasks::default();
     if let Some(client) = &client {
-        tokio::spawn(cache.clone().run(client.clone()));
+        tasks.spawn("publish Service watch", cache.clone().run(client.clone(), tasks.shutdown_token()));
     }
     let metrics = Arc::new(Metrics::new());
     let events = match (&client, args.no_events) {
         (Some(client), false) => {
             let instance = std::env::var("POD_NAME").ok().or_else(|| std::env::var("HOSTNAME").ok());
-            Some(events::start(client.clone(), instance, metrics.clone()))
+            let (sink, publisher) = events::start(client.clone(), instance, metrics.clone(), tasks.shutdown_token());
+            tasks.spawn("Kubernetes Event publisher", publisher);
+            Some(sink)
         }
         _ => None,
     };
@@ -271,7 +275,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let shutdown = async move {
         server::shutdown_signal().await;
         if !delay.is_zero() {
-            shutdown_state.serving.store(false, std::sync::atomic::Ordering::Relaxed);
+            shutdown_state.readiness.drain();
             tracing::info!(
                 delay_seconds = delay.as_secs(),
                 "SIGTERM: not ready; serving on until endpoints drop this pod"
@@ -279,7 +283,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             tokio::time::sleep(delay).await;
         }
     };
-    Ok(server::serve(state, listeners, shutdown).await?)
+    Ok(server::serve(state, listeners, tasks, shutdown).await?)
 }
 
 /// Runs `resolve`: the canonical addresses as a JSON array.
@@ -320,7 +324,9 @@ pub(crate) fn init_logging(format: LogFormat, level: Option<&str>) {
         Some(level) => EnvFilter::new(level),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour codes only for a person at a terminal, never in a file or a container log.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
         LogFormat::Plain => builder.init(),
@@ -333,13 +339,16 @@ pub fn main() -> std::process::ExitCode {
     // kube's client and our listener share one TLS stack; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     init_logging(cli.log_format, cli.log_level.as_deref());
-    let result = match cli.command {
-        Command::Resolve(args) => resolve(&args).map(|json| println!("{json}")),
-        Command::Certs(args) => certs::run(args).map_err(CliError::from),
-        Command::Serve(args) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-            Ok(runtime) => runtime.block_on(serve(args)),
-            Err(e) => Err(CliError::Io(e)),
-        },
+    // One runtime for every command; `resolve` and `certs generate` simply do not await.
+    let result = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Err(e) => Err(CliError::Io(e)),
+        Ok(runtime) => runtime.block_on(async {
+            match cli.command {
+                Command::Resolve(args) => resolve(&args).map(|json| println!("{json}")),
+                Command::Certs(args) => certs::run(args).await.map_err(CliError::from),
+                Command::Serve(args) => serve(args).await,
+            }
+        }),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

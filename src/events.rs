@@ -2,7 +2,7 @@
 //! finding without waiting, and one background task writes Events through kube's recorder,
 //! which counts repeats of the same writer on the same Ingress up instead of creating new Events.
 
-use std::sync::Arc;
+use std::{future::Future, sync::Arc};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
@@ -10,6 +10,7 @@ use kube::{
     runtime::events::{Event, EventType, Recorder, Reporter},
 };
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::{audit::Finding, decision::Action, metrics::Metrics};
 
@@ -36,14 +37,28 @@ impl EventSink {
     }
 }
 
-/// Starts the publisher task and returns the sink for the handler.
-pub(crate) fn start(client: Client, instance: Option<String>, metrics: Arc<Metrics>) -> EventSink {
+/// The sink for the handler, and the publisher task to run until `shutdown`; then it publishes
+/// what is still queued (its owner bounds how long) and ends.
+pub(crate) fn start(
+    client: Client,
+    instance: Option<String>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> (EventSink, impl Future<Output = ()> + Send + 'static) {
     let (tx, mut rx) = mpsc::channel::<Finding>(QUEUE);
     let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
     let recorder = Recorder::new(client, reporter);
     let task_metrics = metrics.clone();
-    tokio::spawn(async move {
-        while let Some(finding) = rx.recv().await {
+    let task = async move {
+        loop {
+            let finding = tokio::select! {
+                finding = rx.recv() => finding,
+                () = shutdown.cancelled() => {
+                    rx.close();
+                    rx.recv().await
+                }
+            };
+            let Some(finding) = finding else { break };
             let (event, regarding) = to_event(&finding);
             match recorder.publish(&event, &regarding).await {
                 Ok(()) => task_metrics.event("published"),
@@ -53,8 +68,8 @@ pub(crate) fn start(client: Client, instance: Option<String>, metrics: Arc<Metri
                 }
             }
         }
-    });
-    EventSink { tx, metrics }
+    };
+    (EventSink { tx, metrics }, task)
 }
 
 /// The Event for a finding. The writer is the `related` object, so the recorder aggregates

@@ -15,6 +15,7 @@ mod client;
 mod config;
 mod decision;
 mod events;
+mod lifecycle;
 mod metrics;
 mod names;
 mod patch;
@@ -32,6 +33,7 @@ pub use certs::{Ca, generate as generate_certificates, service_names, verify_ser
 pub use cli::{FlagPolicy, main};
 pub use config::{Mode, OnUnresolved, Policies, parse_file};
 pub use decision::decide;
+pub use lifecycle::Tasks;
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
 };

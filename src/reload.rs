@@ -48,15 +48,22 @@ struct Contents {
 }
 
 impl CertFiles {
-    fn read(&self) -> Result<Contents, TlsError> {
+    /// Reads the files without blocking the runtime's workers.
+    async fn read(&self) -> Result<Contents, TlsError> {
         let show = |p: &Path| p.display().to_string();
         Ok(Contents {
-            cert: std::fs::read(&self.cert).map_err(|source| TlsError::ReadCert { path: show(&self.cert), source })?,
-            key: std::fs::read(&self.key).map_err(|source| TlsError::ReadKey { path: show(&self.key), source })?,
+            cert: tokio::fs::read(&self.cert)
+                .await
+                .map_err(|source| TlsError::ReadCert { path: show(&self.cert), source })?,
+            key: tokio::fs::read(&self.key)
+                .await
+                .map_err(|source| TlsError::ReadKey { path: show(&self.key), source })?,
             client_ca: match &self.client_ca {
-                Some(path) => {
-                    Some(std::fs::read(path).map_err(|source| TlsError::ReadClientCa { path: show(path), source })?)
-                }
+                Some(path) => Some(
+                    tokio::fs::read(path)
+                        .await
+                        .map_err(|source| TlsError::ReadClientCa { path: show(path), source })?,
+                ),
                 None => None,
             },
         })
@@ -65,9 +72,9 @@ impl CertFiles {
     /// Reads until two reads in a row agree, so a swap between reading the certificate and the
     /// key is not mistaken for a mismatched pair.
     async fn read_settled(&self) -> Result<Contents, TlsError> {
-        let mut previous = self.read()?;
+        let mut previous = self.read().await?;
         for _ in 0..5 {
-            let current = self.read()?;
+            let current = self.read().await?;
             if current == previous {
                 return Ok(current);
             }

@@ -3,10 +3,7 @@
 //! shutdown.
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -25,6 +22,7 @@ use crate::{
     config::Policies,
     decision::Verdict,
     events::EventSink,
+    lifecycle::{Readiness, Tasks},
     metrics::{self, Metrics},
     render,
     sources::Sources,
@@ -38,8 +36,9 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Where findings go to become Kubernetes Events; `None` without a cluster.
     pub events: Option<EventSink>,
-    /// Cleared on SIGTERM so load balancers stop sending before the listener closes.
-    pub serving: AtomicBool,
+    /// Draining on SIGTERM so load balancers stop sending before the listener closes; failed
+    /// when a background task ends.
+    pub readiness: Readiness,
 }
 
 impl AppState {
@@ -53,11 +52,11 @@ impl AppState {
         metrics: Arc<Metrics>,
         events: Option<EventSink>,
     ) -> Arc<Self> {
-        Arc::new(AppState { policies, sources, metrics, events, serving: AtomicBool::new(true) })
+        Arc::new(AppState { policies, sources, metrics, events, readiness: Readiness::default() })
     }
 
     pub fn ready(&self) -> bool {
-        self.serving.load(Ordering::Relaxed) && self.sources.synced()
+        !self.readiness.draining() && self.readiness.failed().is_none() && self.sources.synced()
     }
 }
 
@@ -90,8 +89,10 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.ready() {
         (StatusCode::OK, "ok\n").into_response()
-    } else if !state.serving.load(Ordering::Relaxed) {
+    } else if state.readiness.draining() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    } else if let Some(task) = state.readiness.failed() {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("background task {task:?} ended; see the log\n")).into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "publish Service caches not synced yet\n").into_response()
     }
@@ -198,10 +199,12 @@ pub struct Listeners {
 }
 
 /// Serves until `shutdown` completes, then stops being ready, lets in-flight reviews finish
-/// (up to `drain`) and returns.
+/// (up to `drain`), stops the background `tasks` (up to `drain` again) and returns. A task that
+/// ends while serving makes the process not ready.
 pub async fn serve(
     state: Arc<AppState>,
     listeners: Listeners,
+    mut tasks: Tasks,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     listeners.webhook.set_nonblocking(true)?;
@@ -227,21 +230,28 @@ pub async fn serve(
     tokio::spawn(async move {
         shutdown.await;
         tracing::info!(drain_seconds = drain.as_secs(), "shutting down: not ready, draining in-flight reviews");
-        shutdown_state.serving.store(false, Ordering::Relaxed);
+        shutdown_state.readiness.drain();
         shutdown_handle.graceful_shutdown(Some(drain));
     });
 
-    let app = webhook_router(state, listeners.max_body_bytes);
+    let app = webhook_router(state.clone(), listeners.max_body_bytes);
     // TCP_NODELAY: an HTTP/2 response is several small writes (HEADERS, DATA, WINDOW_UPDATE);
     // with Nagle's algorithm on they wait for the client's delayed ACK, which added ~10 ms at
     // p50 and ~40 ms at p99 per review over HTTP/2, the protocol the API server uses.
-    let result = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
+    let server = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
         .map(|tls| tls.acceptor(NoDelayAcceptor::new()))
         .handle(handle)
-        .serve(app.into_make_service())
-        .await;
+        .serve(app.into_make_service());
+    tokio::pin!(server);
+    let result = loop {
+        tokio::select! {
+            result = &mut server => break result,
+            () = tasks.watch(&state.readiness) => {}
+        }
+    };
     let _ = admin_stop_tx.send(());
     let _ = admin_task.await;
+    tasks.stop(drain).await;
     tracing::info!("stopped");
     result
 }

@@ -13,6 +13,7 @@ use kube::{
     Api, Client,
     runtime::{WatchStreamExt, watcher},
 };
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     address::{Address, Addresses},
@@ -103,11 +104,14 @@ impl SourceCache {
         }
     }
 
-    /// Watches every publish Service (one watch each, field-selected by name) until the
-    /// process ends. Watch errors are logged and retried with backoff; the cache keeps the
-    /// last known state meanwhile.
-    pub async fn run(self: Arc<Self>, client: Client) {
+    /// Watches every publish Service (one watch each, field-selected by name) until
+    /// `shutdown`. Watch errors are logged and retried with backoff; the cache keeps the last
+    /// known state meanwhile.
+    pub async fn run(self: Arc<Self>, client: Client, shutdown: CancellationToken) {
         let services: Vec<ServiceRef> = self.read().keys().cloned().collect();
+        if services.is_empty() {
+            return shutdown.cancelled().await;
+        }
         let watches = services.into_iter().map(|svc| {
             let cache = self.clone();
             let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace);
@@ -139,7 +143,10 @@ impl SourceCache {
                 }
             }
         });
-        futures::future::join_all(watches).await;
+        tokio::select! {
+            _ = futures::future::join_all(watches) => {}
+            () = shutdown.cancelled() => {}
+        }
     }
 }
 

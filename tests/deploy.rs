@@ -446,5 +446,8 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("probe"));
 
     let log = webhook.log();
+    // The log is the one this webhook wrote (the finding behind the Event is in it), so the
+    // absence below means something.
+    assert!(log.contains("rogue status write") && log.contains("publish Service resolved"), "{log}");
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
 }

@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
-use ingress_status_guard::{AppState, FlagPolicy, Listeners, SourceCache, serve};
+use ingress_status_guard::{AppState, FlagPolicy, Listeners, SourceCache, Tasks, serve};
 
 /// A running `serve`; stops when told to, or when the test's runtime ends.
 pub(crate) struct LocalServer {
@@ -28,7 +28,7 @@ impl LocalServer {
         let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
         let listeners = Listeners { webhook, admin, tls, max_body_bytes: 1 << 20, drain: Duration::from_secs(5) };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(serve(state, listeners, async {
+        let task = tokio::spawn(serve(state, listeners, Tasks::default(), async {
             let _ = stopped.await;
         }));
         LocalServer { webhook: webhook_addr, admin: admin_addr, stop, task }
