@@ -1,5 +1,5 @@
 //! Handler cost in-process: AdmissionReview bytes in, response bytes out, through
-//! `review::decide` and through the production router (`tower::ServiceExt::oneshot`), for a
+//! `read_review` + `decide` + `render` and through the production router (`tower::ServiceExt::oneshot`), for a
 //! typical review (~5 KB) and a large one (hundreds of rules), each as no patch / patch /
 //! not governed. Also counts heap allocations per review with a counting global allocator.
 //!

@@ -104,7 +104,7 @@ if [[ $callgrind == 1 ]]; then
       n=100
       [[ $size == large ]] && n=5
       total=$(ISG_BENCH_LOOP="decide/$size/$case:$n" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        --toggle-collect='ingress_status_guard::review::decide*' "$handler" 2>&1 |
+        --toggle-collect='handler::decide*' "$handler" 2>&1 |
         sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
       printf '%s "decide/%s/%s": %s\n' "$sep" "$size" "$case" "$((total / n))" >>"$out/instructions.json"
       sep=","
