@@ -20,7 +20,7 @@ use crate::{
     server::{self, AppState, Listeners},
     service,
     sources::SourceCache,
-    tls::{self, TlsError},
+    tls::{self, TlsError, TlsFile},
 };
 
 #[derive(Parser, Debug)]
@@ -150,7 +150,7 @@ pub enum CliError {
     StaticFlag { value: String, source: AddressError },
     #[error("--ingress-class: {0}")]
     ClassFlag(SpecError),
-    #[error(transparent)]
+    #[error("{}", .0.message(tls_flag))]
     Tls(#[from] TlsError),
     #[error(transparent)]
     Cert(#[from] certs::CertError),
@@ -164,6 +164,15 @@ pub enum CliError {
     Bind { flag: String, addr: SocketAddr, source: std::io::Error },
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// The flag that names each TLS file.
+fn tls_flag(file: TlsFile) -> &'static str {
+    match file {
+        TlsFile::Cert => "--tls-cert",
+        TlsFile::Key => "--tls-key",
+        TlsFile::ClientCa => "--client-ca",
+    }
 }
 
 impl From<&FlagPolicy> for PolicySpec {

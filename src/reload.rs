@@ -24,7 +24,7 @@ use rustls::{
 };
 use tokio::sync::{mpsc, watch};
 
-use crate::tls::{self, TlsError};
+use crate::tls::{self, TlsError, TlsFile};
 
 /// How often the files are read even without a filesystem event.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(10);
@@ -52,18 +52,22 @@ impl CertFiles {
     async fn read(&self) -> Result<Contents, TlsError> {
         let show = |p: &Path| p.display().to_string();
         Ok(Contents {
-            cert: tokio::fs::read(&self.cert)
-                .await
-                .map_err(|source| TlsError::ReadCert { path: show(&self.cert), source })?,
-            key: tokio::fs::read(&self.key)
-                .await
-                .map_err(|source| TlsError::ReadKey { path: show(&self.key), source })?,
+            cert: tokio::fs::read(&self.cert).await.map_err(|source| TlsError::Read {
+                file: TlsFile::Cert,
+                path: show(&self.cert),
+                source,
+            })?,
+            key: tokio::fs::read(&self.key).await.map_err(|source| TlsError::Read {
+                file: TlsFile::Key,
+                path: show(&self.key),
+                source,
+            })?,
             client_ca: match &self.client_ca {
-                Some(path) => Some(
-                    tokio::fs::read(path)
-                        .await
-                        .map_err(|source| TlsError::ReadClientCa { path: show(path), source })?,
-                ),
+                Some(path) => Some(tokio::fs::read(path).await.map_err(|source| TlsError::Read {
+                    file: TlsFile::ClientCa,
+                    path: show(path),
+                    source,
+                })?),
                 None => None,
             },
         })

@@ -9,26 +9,62 @@ use rustls::{
     server::WebPkiClientVerifier,
 };
 
+/// The files a TLS configuration is built from. Errors say which one is at fault; the command
+/// line names them by their flags ([`TlsError::message`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFile {
+    Cert,
+    Key,
+    ClientCa,
+}
+
+impl TlsFile {
+    /// How the file reads in a message without flags.
+    pub fn role(self) -> &'static str {
+        match self {
+            TlsFile::Cert => "certificate",
+            TlsFile::Key => "private key",
+            TlsFile::ClientCa => "client CA",
+        }
+    }
+}
+
+/// Why a TLS configuration cannot be built. `Display` names the files by role; see
+/// [`TlsError::message`] to name them otherwise.
 #[derive(Debug, thiserror::Error)]
+#[error("{}", self.message(TlsFile::role))]
 pub enum TlsError {
-    #[error("--tls-cert {path}: cannot read: {source}")]
-    ReadCert { path: String, source: std::io::Error },
-    #[error("--tls-key {path}: cannot read: {source}")]
-    ReadKey { path: String, source: std::io::Error },
-    #[error("--tls-cert {path}: no PEM certificate found (expected -----BEGIN CERTIFICATE-----)")]
+    Read { file: TlsFile, path: String, source: std::io::Error },
     NoCert { path: String },
-    #[error("--tls-cert {path}: invalid PEM: {message}")]
     BadCert { path: String, message: String },
-    #[error("--tls-key {path}: no PEM private key found (expected PKCS#8, PKCS#1 or SEC1)")]
     NoKey { path: String },
-    #[error(
-        "--tls-cert {cert_path} / --tls-key {key_path}: the key does not match the certificate, or is unusable: {source}"
-    )]
     Mismatch { cert_path: String, key_path: String, source: rustls::Error },
-    #[error("--client-ca {path}: cannot read: {source}")]
-    ReadClientCa { path: String, source: std::io::Error },
-    #[error("--client-ca {path}: no usable CA certificate: {message}")]
     BadClientCa { path: String, message: String },
+}
+
+impl TlsError {
+    /// The message, with each file named by `name` (a role, or the flag that gave it).
+    pub fn message(&self, name: impl Fn(TlsFile) -> &'static str) -> String {
+        use TlsFile::{Cert, ClientCa, Key};
+        match self {
+            TlsError::Read { file, path, source } => format!("{} {path}: cannot read: {source}", name(*file)),
+            TlsError::NoCert { path } => {
+                format!("{} {path}: no PEM certificate found (expected -----BEGIN CERTIFICATE-----)", name(Cert))
+            }
+            TlsError::BadCert { path, message } => format!("{} {path}: invalid PEM: {message}", name(Cert)),
+            TlsError::NoKey { path } => {
+                format!("{} {path}: no PEM private key found (expected PKCS#8, PKCS#1 or SEC1)", name(Key))
+            }
+            TlsError::Mismatch { cert_path, key_path, source } => format!(
+                "{} {cert_path} / {} {key_path}: the key does not match the certificate, or is unusable: {source}",
+                name(Cert),
+                name(Key)
+            ),
+            TlsError::BadClientCa { path, message } => {
+                format!("{} {path}: no usable CA certificate: {message}", name(ClientCa))
+            }
+        }
+    }
 }
 
 /// Builds the server configuration from a PEM certificate chain and private key.
@@ -88,8 +124,11 @@ pub(crate) fn server_config_with_client_ca(
 /// Reads `--tls-cert` and `--tls-key` and builds the server configuration.
 pub fn load(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
     let (cert_path, key_path) = (cert.display().to_string(), key.display().to_string());
-    let cert_pem = std::fs::read(cert).map_err(|source| TlsError::ReadCert { path: cert_path.clone(), source })?;
-    let key_pem = std::fs::read(key).map_err(|source| TlsError::ReadKey { path: key_path.clone(), source })?;
+    let read = |file, path: &Path, shown: &String| {
+        std::fs::read(path).map_err(|source| TlsError::Read { file, path: shown.clone(), source })
+    };
+    let cert_pem = read(TlsFile::Cert, cert, &cert_path)?;
+    let key_pem = read(TlsFile::Key, key, &key_path)?;
     server_config(&cert_pem, &key_pem, &cert_path, &key_path)
 }
 
@@ -107,18 +146,20 @@ mod tests {
         let err = |cert: &str, key: &str| {
             server_config(cert.as_bytes(), key.as_bytes(), "c.pem", "k.pem").unwrap_err().to_string()
         };
-        assert!(err("", &bundle.key_pem).starts_with("--tls-cert c.pem: no PEM certificate"));
-        assert!(err(&bundle.key_pem, &bundle.key_pem).starts_with("--tls-cert c.pem: no PEM certificate"));
-        assert!(err(&bundle.cert_pem, "garbage").starts_with("--tls-key k.pem: no PEM private key"));
+        assert!(err("", &bundle.key_pem).starts_with("certificate c.pem: no PEM certificate"));
+        assert!(err(&bundle.key_pem, &bundle.key_pem).starts_with("certificate c.pem: no PEM certificate"));
+        assert!(err(&bundle.cert_pem, "garbage").starts_with("private key k.pem: no PEM private key"));
         assert!(
             err(&bundle.cert_pem, &other.key_pem)
-                .starts_with("--tls-cert c.pem / --tls-key k.pem: the key does not match")
+                .starts_with("certificate c.pem / private key k.pem: the key does not match")
         );
-        assert!(
-            load(Path::new("/nonexistent/c.pem"), Path::new("k.pem"))
-                .unwrap_err()
-                .to_string()
-                .starts_with("--tls-cert /nonexistent/c.pem: cannot read")
-        );
+        let missing = load(Path::new("/nonexistent/c.pem"), Path::new("k.pem")).unwrap_err();
+        assert!(missing.to_string().starts_with("certificate /nonexistent/c.pem: cannot read"), "{missing}");
+        let flags = |f| match f {
+            TlsFile::Cert => "--tls-cert",
+            TlsFile::Key => "--tls-key",
+            TlsFile::ClientCa => "--client-ca",
+        };
+        assert!(missing.message(flags).starts_with("--tls-cert /nonexistent/c.pem: cannot read"));
     }
 }

@@ -292,7 +292,7 @@ async fn a_broken_pair_is_refused_and_the_old_certificate_stays() {
     let (seq, outcome) = next_outcome(&server.reloader, 0).await;
     let Outcome::Refused(message) = outcome else { panic!("expected a refusal, got {outcome:?}") };
     assert!(
-        message.starts_with(&format!("--tls-cert {cert_path} / --tls-key {key_path}: the key does not match")),
+        message.starts_with(&format!("certificate {cert_path} / private key {key_path}: the key does not match")),
         "{message}"
     );
     assert_eq!(post_new_connection(server.addr, &connector).await.unwrap(), a.der(), "the old pair stays");
@@ -303,7 +303,7 @@ async fn a_broken_pair_is_refused_and_the_old_certificate_stays() {
     assert_eq!(
         outcome,
         Outcome::Refused(format!(
-            "--tls-cert {cert_path}: no PEM certificate found (expected -----BEGIN CERTIFICATE-----)"
+            "certificate {cert_path}: no PEM certificate found (expected -----BEGIN CERTIFICATE-----)"
         ))
     );
     assert_eq!(post_new_connection(server.addr, &connector).await.unwrap(), a.der(), "the old pair stays");
@@ -400,7 +400,7 @@ async fn client_ca_requires_verified_client_certificates_and_is_reloaded() {
     let (_, outcome) = next_outcome(&server.reloader, seq).await;
     let Outcome::Refused(message) = outcome else { panic!("expected a refusal, got {outcome:?}") };
     let path = dir.path("client-ca.crt").display().to_string();
-    assert!(message.starts_with(&format!("--client-ca {path}: no usable CA certificate")), "{message}");
+    assert!(message.starts_with(&format!("client CA {path}: no usable CA certificate")), "{message}");
     assert!(post_new_connection(server.addr, &second).await.is_ok());
     server.stop().await;
 }
