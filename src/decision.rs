@@ -76,16 +76,6 @@ impl Verdict<'_> {
             Verdict::Unresolved { deny: true, .. } => "unresolved_denied",
         }
     }
-
-    /// The governing policy, if any.
-    pub fn policy(&self) -> Option<&Policy> {
-        match self {
-            Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
-                Some(policy)
-            }
-            Verdict::Ignored(_) | Verdict::NotGoverned => None,
-        }
-    }
 }
 
 /// Decides one status write.
