@@ -1,7 +1,7 @@
 //! The command line: flags parsed with clap, validated into typed settings once, then handed to
 //! `serve` or `resolve`.
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
 
@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Service;
 
 use crate::{
     address::{self, Address, AddressError},
-    certs,
+    certs, check,
     client::{self, ClientError},
     config::{self, ConfigError, Mode, OnUnresolved, Policies, PolicySpec, ServiceRef, SpecError},
     events,
@@ -55,6 +55,10 @@ pub(crate) enum Command {
     /// Make serving certificates: into files (`generate`) or, in a cluster, into the serving
     /// Secret and the webhook configuration's caBundle (`bootstrap`).
     Certs(certs::CertsArgs),
+    /// Report every governed Ingress whose stored status is off canonical (exit 1), read-only.
+    Check(check::CheckArgs),
+    /// Explain how one Ingress (NAMESPACE/NAME) is governed and what the webhook would do.
+    Explain(check::ExplainArgs),
 }
 
 #[derive(Args, Debug)]
@@ -92,11 +96,29 @@ pub(crate) struct ServeArgs {
     /// annotations still report them).
     #[arg(long, env = "ISG_NO_EVENTS")]
     pub no_events: bool,
+    #[command(flatten)]
+    pub policy: PolicyInput,
+}
+
+/// Where the policies come from: a file, or the flags of one policy. `serve`, `check` and
+/// `explain` all take it, so they read the same policies from the same flags.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct PolicyInput {
     /// YAML file with several policies (see README); replaces the policy flags below.
     #[arg(long, env = "ISG_CONFIG", conflicts_with_all = ["publish_service", "publish_status_address", "ingress_class", "watch_ingress_without_class", "mode", "keep_ports", "on_unresolved"])]
     pub config: Option<PathBuf>,
     #[command(flatten)]
-    pub policy: FlagPolicy,
+    pub flags: FlagPolicy,
+}
+
+impl PolicyInput {
+    /// The validated policies; errors name the file's field or the flag.
+    pub(crate) fn policies(&self) -> Result<Policies, CliError> {
+        match &self.config {
+            Some(path) => Ok(config::load_file(path)?),
+            None => self.flags.into_policies(),
+        }
+    }
 }
 
 /// The flags that describe one policy (named `default`), named as in ingress-nginx.
@@ -205,13 +227,6 @@ impl FlagPolicy {
 }
 
 impl ServeArgs {
-    fn policies(&self) -> Result<Policies, CliError> {
-        match &self.config {
-            Some(path) => Ok(config::load_file(path)?),
-            None => self.policy.into_policies(),
-        }
-    }
-
     /// The TLS files to serve with and watch, if given.
     fn cert_files(&self) -> Option<reload::CertFiles> {
         let (cert, key) = (self.tls_cert.clone()?, self.tls_key.clone()?);
@@ -233,7 +248,7 @@ impl ServeArgs {
 
 /// Runs `serve` until shutdown.
 pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
-    let policies = args.policies()?;
+    let policies = args.policy.policies()?;
     for p in policies.iter() {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
         tracing::info!(policy = %p.name, classes = %classes, without_class = p.scope.without_class, source = %p.source, mode = %p.mode, "policy loaded");
@@ -343,27 +358,36 @@ pub(crate) fn init_logging(format: LogFormat, level: Option<&str>) {
 }
 
 /// Entry point for `main`: parses flags, runs the command, returns the process exit code.
-pub fn main() -> std::process::ExitCode {
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // kube's client and our listener share one TLS stack; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     init_logging(cli.log_format, cli.log_level.as_deref());
+    // `check` and `explain` tell what they found by their exit code (0 canonical, 1 drift) and
+    // print their own errors; any error of theirs is 2, as clap's usage errors are.
+    let failure = match cli.command {
+        Command::Check(_) | Command::Explain(_) => ExitCode::from(2),
+        _ => ExitCode::FAILURE,
+    };
     // One runtime for every command; `resolve` and `certs generate` simply do not await.
     let result = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Err(e) => Err(CliError::Io(e)),
         Ok(runtime) => runtime.block_on(async {
+            let done = |()| ExitCode::SUCCESS;
             match cli.command {
-                Command::Resolve(args) => resolve(&args).map(|json| println!("{json}")),
-                Command::Certs(args) => certs::run(args).await.map_err(CliError::from),
-                Command::Serve(args) => serve(args).await,
+                Command::Resolve(args) => resolve(&args).map(|json| println!("{json}")).map(done),
+                Command::Certs(args) => certs::run(args).await.map_err(CliError::from).map(done),
+                Command::Serve(args) => serve(args).await.map(done),
+                Command::Check(args) => Ok(check::exit(check::check(args).await)),
+                Command::Explain(args) => Ok(check::exit(check::explain_one(args).await)),
             }
         }),
     };
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
+            failure
         }
     }
 }

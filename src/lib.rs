@@ -10,6 +10,7 @@
 mod address;
 mod audit;
 mod certs;
+mod check;
 mod cli;
 mod client;
 mod config;

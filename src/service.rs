@@ -70,6 +70,52 @@ pub(crate) fn addresses(svc: &Service, keep_ports: bool) -> Result<Vec<Address>,
     Ok(address::canonicalize(entries))
 }
 
+/// Which rule of [`addresses`] applies to a Service, in words (`explain` shows it next to the
+/// addresses). Reads the same fields in the same order as [`addresses`].
+pub(crate) fn rule(svc: &Service) -> String {
+    let spec = svc.spec.clone().unwrap_or_default();
+    let has_external_ips = spec.external_ips.as_ref().is_some_and(|ips| !ips.is_empty());
+    let cluster_ips = || {
+        let all = spec
+            .cluster_ips
+            .clone()
+            .filter(|all| !all.is_empty())
+            .unwrap_or_else(|| spec.cluster_ip.clone().into_iter().filter(|ip| !ip.is_empty()).collect());
+        match all.len() {
+            _ if all.iter().any(|ip| ip == "None") => "headless (clusterIP: None), no address".to_owned(),
+            0 => "no cluster IP allocated yet".to_owned(),
+            1 => "spec.clusterIP".to_owned(),
+            _ => "spec.clusterIPs (dual-stack)".to_owned(),
+        }
+    };
+    match spec.type_.as_deref().unwrap_or("ClusterIP") {
+        "ExternalName" => "ExternalName Service: spec.externalName".to_owned(),
+        "ClusterIP" => format!("ClusterIP Service: {}", cluster_ips()),
+        "NodePort" if has_external_ips => "NodePort Service: spec.externalIPs".to_owned(),
+        "NodePort" => format!("NodePort Service without externalIPs: {}", cluster_ips()),
+        "LoadBalancer" => {
+            let entries = svc
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_deref())
+                .unwrap_or_default();
+            let ip = entries.iter().any(|e| e.ip.is_some());
+            let hostname = entries.iter().any(|e| e.hostname.is_some());
+            let status = match (ip, hostname) {
+                (true, true) => "status ip + hostname",
+                (true, false) => "status ip",
+                (false, true) => "status hostname",
+                (false, false) if has_external_ips => "no status yet",
+                (false, false) => "no status yet (pending)",
+            };
+            let external = if has_external_ips { ", externalIPs appended" } else { "" };
+            format!("LoadBalancer Service: {status}{external}")
+        }
+        other => format!("Service of type {other:?}: no address to publish"),
+    }
+}
+
 fn cluster_ips(cluster_ip: Option<String>, cluster_ips: Option<Vec<String>>) -> Result<Vec<Address>, ServiceError> {
     // `clusterIPs` lists every family of a dual-stack Service; its first item equals `clusterIP`.
     let all = match cluster_ips {
@@ -195,6 +241,74 @@ mod tests {
         for (name, input, want) in cases {
             let want = want.map(|v| v.into_iter().map(String::from).collect());
             assert_eq!(shown(addresses(&svc(input), false)), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn rules_say_which_fields_gave_the_addresses() {
+        let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+            (
+                "externalname",
+                json!({"spec": {"type": "ExternalName", "externalName": "foo.bar"}}),
+                "ExternalName Service: spec.externalName",
+            ),
+            (
+                "clusterip",
+                json!({"spec": {"type": "ClusterIP", "clusterIP": "1.1.1.1"}}),
+                "ClusterIP Service: spec.clusterIP",
+            ),
+            (
+                "type defaults to clusterip",
+                json!({"spec": {"clusterIP": "1.1.1.1"}}),
+                "ClusterIP Service: spec.clusterIP",
+            ),
+            (
+                "dual-stack",
+                json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.5", "clusterIPs": ["10.0.0.5", "fd00::5"]}}),
+                "ClusterIP Service: spec.clusterIPs (dual-stack)",
+            ),
+            (
+                "headless",
+                json!({"spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"]}}),
+                "ClusterIP Service: headless (clusterIP: None), no address",
+            ),
+            ("not allocated", json!({"spec": {"type": "ClusterIP"}}), "ClusterIP Service: no cluster IP allocated yet"),
+            (
+                "nodeport with externalips",
+                json!({"spec": {"type": "NodePort", "clusterIP": "1.1.1.1", "externalIPs": ["10.0.0.1"]}}),
+                "NodePort Service: spec.externalIPs",
+            ),
+            (
+                "nodeport empty externalips",
+                json!({"spec": {"type": "NodePort", "clusterIP": "1.1.1.1", "externalIPs": []}}),
+                "NodePort Service without externalIPs: spec.clusterIP",
+            ),
+            (
+                "lb ip + hostname + externalips",
+                json!({"spec": {"type": "LoadBalancer", "externalIPs": ["10.0.0.2"]},
+                       "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1", "hostname": "foo.bar"}]}}}),
+                "LoadBalancer Service: status ip + hostname, externalIPs appended",
+            ),
+            (
+                "lb ip",
+                json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}}}),
+                "LoadBalancer Service: status ip",
+            ),
+            (
+                "lb hostname",
+                json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"hostname": "foo.bar"}]}}}),
+                "LoadBalancer Service: status hostname",
+            ),
+            ("lb pending", json!({"spec": {"type": "LoadBalancer"}}), "LoadBalancer Service: no status yet (pending)"),
+            (
+                "lb pending with externalips",
+                json!({"spec": {"type": "LoadBalancer", "externalIPs": ["10.0.0.9"]}}),
+                "LoadBalancer Service: no status yet, externalIPs appended",
+            ),
+            ("unknown type", json!({"spec": {"type": "Magic"}}), "Service of type \"Magic\": no address to publish"),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(rule(&svc(input)), want, "case {name}");
         }
     }
 

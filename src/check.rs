@@ -1,0 +1,957 @@
+//! `check` and `explain`: the drift report operators and CI run. Stored Ingresses and their
+//! sources are read with one-shot GETs, then judged by the webhook's own [`decide`] (and, for
+//! `explain`, answered by its own [`render`]). Pure report building from values; the I/O is the
+//! thin async functions at the end. Nothing is written to the cluster.
+
+use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf, process::ExitCode, time::Duration};
+
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
+use kube::{Api, Client, api::ListParams};
+use serde::Serialize;
+
+use crate::{
+    address::{Address, Addresses, PortStatus},
+    cli::{CliError, PolicyInput},
+    client::{self, ClientError},
+    config::{Policies, Policy, ServiceRef},
+    decision::{StatusWrite, Verdict, decide},
+    names::truncate,
+    patch::StatusShape,
+    render::render,
+    service::{self, ServiceError},
+    sources::{Sources, Unresolved},
+    wire::{ApiVersion, Review, Target, User},
+};
+
+const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+/// Ingresses per list request: bounds what one page holds in memory.
+const PAGE_SIZE: u32 = 500;
+/// A class is shown as read; an annotation value can be anything, so it is cut and quoted.
+const MAX_CLASS_CHARS: usize = 80;
+
+/// How `check` and `explain` reach the cluster.
+#[derive(Args, Debug)]
+pub(crate) struct ClusterArgs {
+    /// kubeconfig to read Ingresses and publish Services with; default: in-cluster config, then
+    /// KUBECONFIG.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Longest wait for each request to the API server, in seconds (`30` or `30s`).
+    #[arg(long, env = "ISG_REQUEST_TIMEOUT", default_value = "30", value_parser = parse_timeout)]
+    pub request_timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct CheckArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Only Ingresses in this namespace; default: all namespaces.
+    #[arg(short = 'n', long, env = "ISG_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Output format: an aligned table, or one JSON document.
+    #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    #[command(flatten)]
+    pub policy: PolicyInput,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ExplainArgs {
+    /// The Ingress to explain, as NAMESPACE/NAME.
+    #[arg(value_name = "NAMESPACE/NAME", value_parser = parse_ingress_ref)]
+    pub ingress: (String, String),
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub policy: PolicyInput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Output {
+    Table,
+    Json,
+}
+
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let digits = text.strip_suffix('s').unwrap_or(text);
+    match digits.parse::<u64>() {
+        Ok(secs @ 1..=3600) => Ok(Duration::from_secs(secs)),
+        _ => Err(format!("{text:?} must be a whole number of seconds from 1 to 3600, e.g. 30 or 30s")),
+    }
+}
+
+fn parse_ingress_ref(text: &str) -> Result<(String, String), String> {
+    let shape = || format!("{text:?} must be NAMESPACE/NAME, e.g. default/web");
+    let (namespace, name) = text.split_once('/').ok_or_else(shape)?;
+    if !crate::names::is_dns1123_label(namespace) {
+        return Err(format!("{}: namespace {namespace:?} is not a valid namespace name", shape()));
+    }
+    if !crate::names::is_dns1123_subdomain(name) {
+        return Err(format!("{}: name {name:?} is not a valid Ingress name", shape()));
+    }
+    Ok((namespace.to_owned(), name.to_owned()))
+}
+
+/// What stops `check` or `explain` (exit code 2), each saying what to fix.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CheckError {
+    #[error(transparent)]
+    Policy(#[from] CliError),
+    #[error("cannot build a Kubernetes client: {0}; pass --kubeconfig or run in a cluster")]
+    Client(#[from] ClientError),
+    #[error(
+        "cannot {what}: {source}; check --kubeconfig, that the API server is reachable and that this identity may read it"
+    )]
+    Api { what: String, source: kube::Error },
+    #[error("cannot {what}: no answer from the API server within {timeout:?} (--request-timeout); is it reachable?")]
+    Timeout { what: String, timeout: Duration },
+    #[error("Ingress {namespace}/{name} not found")]
+    NotFound { namespace: String, name: String },
+}
+
+// ---- Pure: stored Ingresses, fetched sources, the report ----
+
+/// Where an Ingress's class was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClassFrom {
+    Field,
+    Annotation,
+    Neither,
+}
+
+/// A stored Ingress as the decision sees it, plus what `explain` shows about how it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stored {
+    pub write: StatusWrite,
+    pub class_from: ClassFrom,
+    pub object_uid: Option<String>,
+    pub shape: StatusShape,
+}
+
+impl Stored {
+    /// Reads an Ingress as the webhook reads a status write of it: the class from
+    /// `spec.ingressClassName`, else the legacy annotation.
+    pub(crate) fn of(ingress: &Ingress) -> Stored {
+        let field = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.clone());
+        let annotation = ingress.metadata.annotations.as_ref().and_then(|a| a.get(CLASS_ANNOTATION)).cloned();
+        let class_from = match (&field, &annotation) {
+            (Some(_), _) => ClassFrom::Field,
+            (None, Some(_)) => ClassFrom::Annotation,
+            (None, None) => ClassFrom::Neither,
+        };
+        let lb = ingress.status.as_ref().map(|s| s.load_balancer.as_ref());
+        let shape = match lb {
+            None => StatusShape::NoStatus,
+            Some(None) => StatusShape::NoLoadBalancer,
+            Some(Some(lb)) if lb.ingress.is_none() => StatusShape::NoIngressList,
+            Some(Some(_)) => StatusShape::IngressList,
+        };
+        let addresses = lb
+            .flatten()
+            .and_then(|lb| lb.ingress.as_ref())
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|e| Address {
+                        ip: e.ip.clone(),
+                        hostname: e.hostname.clone(),
+                        ports: e
+                            .ports
+                            .iter()
+                            .flatten()
+                            .map(|p| PortStatus { port: p.port, protocol: p.protocol.clone(), error: p.error.clone() })
+                            .collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Stored {
+            write: StatusWrite {
+                namespace: ingress.metadata.namespace.clone().unwrap_or_default(),
+                name: ingress.metadata.name.clone().unwrap_or_default(),
+                class: field.or(annotation),
+                addresses,
+            },
+            class_from,
+            object_uid: ingress.metadata.uid.clone(),
+            shape,
+        }
+    }
+}
+
+/// A publish Service as one GET found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fetched {
+    Missing,
+    /// Its addresses (ports kept, as the watch cache holds them) and the rule that gave them.
+    Found {
+        addresses: Result<Vec<Address>, ServiceError>,
+        rule: String,
+    },
+}
+
+impl Fetched {
+    pub(crate) fn of(svc: Option<&Service>) -> Fetched {
+        match svc {
+            None => Fetched::Missing,
+            Some(svc) => Fetched::Found { addresses: service::addresses(svc, true), rule: service::rule(svc) },
+        }
+    }
+}
+
+/// The publish Services of the policies, read once: the [`Sources`] `check` and `explain`
+/// decide with, in place of the webhook's watch-fed cache.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Snapshot(pub BTreeMap<ServiceRef, Fetched>);
+
+impl Sources for Snapshot {
+    fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
+        match self.0.get(svc) {
+            Some(Fetched::Found { addresses: Ok(list), .. }) => Ok(list.clone()),
+            Some(Fetched::Found { addresses: Err(e), .. }) => Err(Unresolved::Service(svc.clone(), e.clone())),
+            Some(Fetched::Missing) => Err(Unresolved::Missing(svc.clone())),
+            None => Err(Unresolved::NotSynced(svc.clone())),
+        }
+    }
+}
+
+/// How a governed Ingress's stored status compares with the canonical one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub(crate) enum State {
+    Ok,
+    Drift,
+    Unresolved,
+}
+
+impl State {
+    fn as_str(self) -> &'static str {
+        match self {
+            State::Ok => "OK",
+            State::Drift => "DRIFT",
+            State::Unresolved => "UNRESOLVED",
+        }
+    }
+}
+
+/// One governed Ingress in the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Row {
+    pub namespace: String,
+    pub name: String,
+    pub class: Option<String>,
+    pub policy: String,
+    pub mode: String,
+    pub source: String,
+    pub stored: Vec<Address>,
+    /// `None` while the source is unresolved.
+    pub canonical: Option<Vec<Address>>,
+    pub state: State,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Row {
+    /// The row of a decided write; `None` when no policy governs it.
+    fn of(write: &StatusWrite, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row> {
+        let (policy, state, canonical, reason) = match verdict {
+            Verdict::Ignored(_) | Verdict::NotGoverned => return None,
+            // The same lookup `decide` compared with; stored equals it as a set.
+            Verdict::Canonical { policy } => {
+                (policy, State::Ok, Some(sources.canonical(policy).unwrap_or_else(|_| write.addresses.clone())), None)
+            }
+            Verdict::Mismatch { policy, canonical, .. } => (policy, State::Drift, Some(canonical.clone()), None),
+            Verdict::Unresolved { policy, reason, .. } => (policy, State::Unresolved, None, Some(reason.to_string())),
+        };
+        Some(Row {
+            namespace: write.namespace.clone(),
+            name: write.name.clone(),
+            class: write.class.clone(),
+            policy: policy.name.clone(),
+            mode: policy.mode.to_string(),
+            source: policy.source.to_string(),
+            stored: write.addresses.clone(),
+            canonical,
+            state,
+            reason,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Summary {
+    pub governed: usize,
+    pub ok: usize,
+    pub drift: usize,
+    pub unresolved: usize,
+    pub not_governed: usize,
+}
+
+/// The drift report of `check`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Report {
+    pub ingresses: Vec<Row>,
+    pub summary: Summary,
+}
+
+impl Report {
+    /// Decides every stored Ingress, as the webhook would decide a write of its stored status.
+    pub(crate) fn build(stored: &[StatusWrite], policies: &Policies, sources: &dyn Sources) -> Report {
+        let mut summary = Summary::default();
+        let mut ingresses: Vec<Row> = stored
+            .iter()
+            .filter_map(|write| {
+                let row = Row::of(write, &decide(write, policies, sources), sources);
+                if row.is_none() {
+                    summary.not_governed += 1;
+                }
+                row
+            })
+            .collect();
+        ingresses.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        for row in &ingresses {
+            match row.state {
+                State::Ok => summary.ok += 1,
+                State::Drift => summary.drift += 1,
+                State::Unresolved => summary.unresolved += 1,
+            }
+        }
+        summary.governed = ingresses.len();
+        Report { ingresses, summary }
+    }
+
+    /// 0 when every governed Ingress is canonical, 1 when any drifts or cannot be judged.
+    pub(crate) fn exit_code(&self) -> u8 {
+        u8::from(self.summary.drift + self.summary.unresolved > 0)
+    }
+
+    pub(crate) fn summary_line(&self) -> String {
+        let s = &self.summary;
+        format!(
+            "governed Ingresses: {} ({} OK, {} DRIFT, {} UNRESOLVED); not governed: {}",
+            s.governed, s.ok, s.drift, s.unresolved, s.not_governed
+        )
+    }
+
+    /// An aligned table, one line per governed Ingress, then the summary line.
+    pub(crate) fn table(&self) -> String {
+        let mut lines: Vec<[String; 6]> =
+            vec![["INGRESS", "POLICY", "SOURCE", "STORED", "CANONICAL", "STATE"].map(String::from)];
+        for row in &self.ingresses {
+            let state = match &row.reason {
+                Some(reason) => format!("{} ({reason})", row.state.as_str()),
+                None => row.state.as_str().to_owned(),
+            };
+            lines.push([
+                format!("{}/{}", row.namespace, row.name),
+                row.policy.clone(),
+                row.source.clone(),
+                Addresses(&row.stored).to_string(),
+                row.canonical.as_deref().map_or_else(|| "?".to_owned(), |c| Addresses(c).to_string()),
+                state,
+            ]);
+        }
+        let mut out = String::new();
+        if !self.ingresses.is_empty() {
+            let widths: Vec<usize> =
+                (0..6).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
+            for line in &lines {
+                let mut text = String::new();
+                for (i, cell) in line.iter().enumerate() {
+                    if i == 5 {
+                        text.push_str(cell);
+                    } else {
+                        let _ = write!(text, "{cell:<width$}  ", width = widths[i]);
+                    }
+                }
+                out.push_str(text.trim_end());
+                out.push('\n');
+            }
+        }
+        out.push_str(&self.summary_line());
+        out.push('\n');
+        out
+    }
+
+    pub(crate) fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report of strings and numbers always serializes") + "\n"
+    }
+}
+
+/// What `explain` says about one Ingress: labelled lines, and the exit code of its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Explanation {
+    pub lines: Vec<(&'static str, String)>,
+    pub exit_code: u8,
+}
+
+impl Explanation {
+    pub(crate) fn text(&self) -> String {
+        // As wide as the longest label, "Canonical:", whichever lines there are.
+        let width = "Canonical:".len();
+        self.lines.iter().map(|(label, value)| format!("{:<width$} {value}\n", format!("{label}:"))).collect()
+    }
+}
+
+fn class_shown(stored: &Stored) -> String {
+    let class = |c: &str| format!("{:?}", truncate(c, MAX_CLASS_CHARS, usize::MAX));
+    match (&stored.write.class, stored.class_from) {
+        (Some(c), ClassFrom::Field) => format!("{} (from spec.ingressClassName)", class(c)),
+        (Some(c), _) => format!("{} (from annotation {CLASS_ANNOTATION})", class(c)),
+        (None, _) => format!("none (neither spec.ingressClassName nor annotation {CLASS_ANNOTATION} is set)"),
+    }
+}
+
+fn scope_shown(policy: &Policy) -> String {
+    let classes = if policy.scope.classes.is_empty() {
+        "every class".to_owned()
+    } else {
+        format!("classes {}", policy.scope.classes.join(","))
+    };
+    let without = if policy.scope.classes.is_empty() || policy.scope.without_class {
+        "and class-less Ingresses"
+    } else {
+        "but not class-less Ingresses"
+    };
+    format!("{classes} {without}")
+}
+
+fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn Sources) -> String {
+    let rule = match &policy.source {
+        crate::config::Source::Static(_) => "static list of the policy".to_owned(),
+        crate::config::Source::Service(svc) => match snapshot.0.get(svc) {
+            Some(Fetched::Found { rule, .. }) => rule.clone(),
+            Some(Fetched::Missing) => "Service not found".to_owned(),
+            None => "Service not read".to_owned(),
+        },
+    };
+    let ports = if policy.keep_ports { "ports kept" } else { "ports dropped" };
+    match sources.canonical(policy) {
+        Ok(list) => format!("{} ({rule}; {ports})", Addresses(&list)),
+        Err(reason) => format!("unresolved: {reason} ({rule})"),
+    }
+}
+
+/// What the webhook answers to a write of `stored`'s status: its own [`render`] of the
+/// verdict, read back.
+fn webhook_shown(stored: &Stored, verdict: &Verdict<'_>) -> String {
+    let review = Review {
+        api_version: ApiVersion::V1,
+        uid: "explain".to_owned(),
+        dry_run: true,
+        user: User::default(),
+        target: Target::IngressStatus {
+            write: stored.write.clone(),
+            object_uid: stored.object_uid.clone(),
+            shape: stored.shape,
+        },
+    };
+    let answer: serde_json::Value =
+        serde_json::from_slice(&render(&review, verdict)).expect("render always writes JSON");
+    let response = &answer["response"];
+    let warnings: Vec<&str> =
+        response["warnings"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_str).collect();
+    let warned = if warnings.is_empty() { String::new() } else { format!("; warning {:?}", warnings.join("; ")) };
+    if response["allowed"] == serde_json::Value::Bool(false) {
+        let message = response["status"]["message"].as_str().unwrap_or("");
+        return format!("refuse it ({}): {message}", verdict.result());
+    }
+    let patch = response["patch"].as_str().and_then(|b64| {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+        String::from_utf8(bytes).ok()
+    });
+    match patch {
+        Some(patch) => format!("rewrite it ({}) with JSON patch {patch}{warned}", verdict.result()),
+        None => format!("allow it unchanged ({}){warned}", verdict.result()),
+    }
+}
+
+/// Explains how the webhook judges `stored`.
+pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot) -> Explanation {
+    let write = &stored.write;
+    let verdict = decide(write, policies, snapshot);
+    let mut lines = vec![("Ingress", format!("{}/{}", write.namespace, write.name)), ("Class", class_shown(stored))];
+    let governing = match &verdict {
+        Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
+            Some(*policy)
+        }
+        Verdict::Ignored(_) | Verdict::NotGoverned => None,
+    };
+    let exit_code = match governing {
+        None => {
+            let why: Vec<String> =
+                policies.iter().map(|p| format!("policy {:?} governs {}", p.name, scope_shown(p))).collect();
+            lines.push(("Policy", format!("none: {}", why.join("; "))));
+            0
+        }
+        Some(policy) => {
+            lines
+                .push(("Policy", format!("{:?} (mode {}; governs {})", policy.name, policy.mode, scope_shown(policy))));
+            lines.push(("Source", policy.source.to_string()));
+            lines.push(("Resolved", resolved_shown(policy, snapshot, snapshot)));
+            match &verdict {
+                Verdict::Canonical { .. } => 0,
+                _ => 1,
+            }
+        }
+    };
+    lines.push(("Stored", Addresses(&write.addresses).to_string()));
+    if let Some(row) = Row::of(write, &verdict, snapshot) {
+        lines.push((
+            "Canonical",
+            row.canonical
+                .as_deref()
+                .map_or_else(|| "unknown (source unresolved)".to_owned(), |c| Addresses(c).to_string()),
+        ));
+        lines.push(("State", row.state.as_str().to_owned()));
+    }
+    lines.push(("Webhook", format!("a write of the stored value: {}", webhook_shown(stored, &verdict))));
+    Explanation { lines, exit_code }
+}
+
+// ---- I/O: one-shot reads ----
+
+async fn bounded<T>(
+    what: impl Fn() -> String,
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CheckError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(CheckError::Api { what: what(), source }),
+        Err(_) => Err(CheckError::Timeout { what: what(), timeout }),
+    }
+}
+
+/// Reads every publish Service the policies name, once.
+async fn snapshot(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, CheckError> {
+    let mut fetched = BTreeMap::new();
+    for svc in policies.services() {
+        let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace);
+        let found = bounded(|| format!("get publish Service {svc}"), timeout, api.get_opt(&svc.name)).await?;
+        fetched.insert(svc, Fetched::of(found.as_ref()));
+    }
+    Ok(Snapshot(fetched))
+}
+
+/// Lists Ingresses page by page, keeping only what the decision reads.
+async fn stored_ingresses(
+    client: &Client,
+    namespace: Option<&str>,
+    timeout: Duration,
+) -> Result<Vec<StatusWrite>, CheckError> {
+    let api: Api<Ingress> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let mut writes = Vec::new();
+    let mut params = ListParams::default().limit(PAGE_SIZE);
+    loop {
+        let page = bounded(|| "list Ingresses".to_owned(), timeout, api.list(&params)).await?;
+        writes.extend(page.items.iter().map(|ingress| Stored::of(ingress).write));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(writes),
+        }
+    }
+}
+
+/// Runs `check`: prints the report, returns 0, 1 (drift) or an error (2).
+pub(crate) async fn check(args: CheckArgs) -> Result<u8, CheckError> {
+    let policies = args.policy.policies()?;
+    let timeout = args.cluster.request_timeout;
+    let client = client::connect(args.cluster.kubeconfig.as_deref()).await?;
+    let sources = snapshot(&client, &policies, timeout).await?;
+    let stored = stored_ingresses(&client, args.namespace.as_deref(), timeout).await?;
+    let report = Report::build(&stored, &policies, &sources);
+    print!("{}", if args.output == Output::Json { report.json() } else { report.table() });
+    Ok(report.exit_code())
+}
+
+/// Runs `explain`: prints the explanation, returns 0, 1 (drift or unresolved) or an error (2).
+pub(crate) async fn explain_one(args: ExplainArgs) -> Result<u8, CheckError> {
+    let policies = args.policy.policies()?;
+    let timeout = args.cluster.request_timeout;
+    let (namespace, name) = args.ingress;
+    let client = client::connect(args.cluster.kubeconfig.as_deref()).await?;
+    let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
+    let ingress = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(&name))
+        .await?
+        .ok_or_else(|| CheckError::NotFound { namespace: namespace.clone(), name: name.clone() })?;
+    let sources = snapshot(&client, &policies, timeout).await?;
+    let explanation = explain(&Stored::of(&ingress), &policies, &sources);
+    print!("{}", explanation.text());
+    Ok(explanation.exit_code)
+}
+
+/// The process exit code of `check` or `explain`: every error is 2, as clap's usage errors are.
+pub(crate) fn exit(result: Result<u8, CheckError>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{
+        address::parse_static_list,
+        config::{ClassScope, Mode, OnUnresolved, Source},
+    };
+
+    fn ingress(value: serde_json::Value) -> Ingress {
+        serde_json::from_value(value).expect("test Ingress must deserialize")
+    }
+
+    fn list(text: &str) -> Vec<Address> {
+        if text.is_empty() { Vec::new() } else { parse_static_list(text).unwrap() }
+    }
+
+    fn svc_ref() -> ServiceRef {
+        "edge/lb".parse().unwrap()
+    }
+
+    fn policy(name: &str, classes: &[&str], source: Source, mode: Mode) -> Policy {
+        Policy {
+            name: name.into(),
+            scope: ClassScope { classes: classes.iter().map(|c| (*c).to_owned()).collect(), without_class: false },
+            source,
+            mode,
+            keep_ports: false,
+            on_unresolved: OnUnresolved::Allow,
+        }
+    }
+
+    /// `nginx` Ingresses follow Service edge/lb (enforce); `static` ones a fixed list (audit).
+    fn policies() -> Policies {
+        Policies::new(vec![
+            policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce),
+            policy("fixed", &["static"], Source::Static(list("192.0.2.10")), Mode::Audit),
+        ])
+        .unwrap()
+    }
+
+    fn snapshot(fetched: Fetched) -> Snapshot {
+        Snapshot(BTreeMap::from([(svc_ref(), fetched)]))
+    }
+
+    fn lb_service() -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": "lb", "namespace": "edge"},
+            "spec": {"type": "LoadBalancer", "externalIPs": ["203.0.113.20"]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10", "ports": [{"port": 80, "protocol": "TCP"}]}]}}
+        }))
+        .unwrap()
+    }
+
+    fn write(ns: &str, name: &str, class: Option<&str>, addresses: &str) -> StatusWrite {
+        StatusWrite {
+            namespace: ns.into(),
+            name: name.into(),
+            class: class.map(str::to_owned),
+            addresses: list(addresses),
+        }
+    }
+
+    #[test]
+    fn stored_ingresses_are_read_as_the_webhook_reads_writes() {
+        let cases: Vec<(&str, serde_json::Value, Option<&str>, ClassFrom, StatusShape, &str)> = vec![
+            (
+                "bare",
+                json!({"metadata": {"name": "a", "namespace": "n"}}),
+                None,
+                ClassFrom::Neither,
+                StatusShape::NoStatus,
+                "",
+            ),
+            (
+                "field",
+                json!({"metadata": {"name": "a", "namespace": "n"}, "spec": {"ingressClassName": "nginx"}, "status": {}}),
+                Some("nginx"),
+                ClassFrom::Field,
+                StatusShape::NoLoadBalancer,
+                "",
+            ),
+            (
+                "annotation",
+                json!({"metadata": {"name": "a", "namespace": "n", "annotations": {CLASS_ANNOTATION: "old"}},
+                       "status": {"loadBalancer": {}}}),
+                Some("old"),
+                ClassFrom::Annotation,
+                StatusShape::NoIngressList,
+                "",
+            ),
+            (
+                "field wins over the annotation",
+                json!({"metadata": {"name": "a", "namespace": "n", "annotations": {CLASS_ANNOTATION: "old"}},
+                       "spec": {"ingressClassName": "new"},
+                       "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}, {"hostname": "lb.example"}]}}}),
+                Some("new"),
+                ClassFrom::Field,
+                StatusShape::IngressList,
+                "10.0.0.1,lb.example",
+            ),
+        ];
+        for (name, value, class, from, shape, addresses) in cases {
+            let stored = Stored::of(&ingress(value));
+            assert_eq!(stored.write, write("n", "a", class, addresses), "case {name}");
+            assert_eq!((stored.class_from, stored.shape), (from, shape), "case {name}");
+        }
+        let with_ports = Stored::of(&ingress(json!({"metadata": {"name": "a"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1", "ports": [{"port": 443, "protocol": "TCP"}]}]}}})));
+        assert_eq!(
+            with_ports.write.addresses[0].ports,
+            vec![PortStatus { port: 443, protocol: "TCP".into(), error: None }]
+        );
+    }
+
+    #[test]
+    fn snapshot_answers_like_the_watch_cache() {
+        let svc = svc_ref();
+        let pending: Service = serde_json::from_value(json!({"spec": {"type": "LoadBalancer"}})).unwrap();
+        let cases: Vec<(&str, Option<Fetched>, Result<Vec<Address>, Unresolved>)> = vec![
+            // Ports are kept in the snapshot and dropped by the policy, as the cache does.
+            ("found", Some(Fetched::of(Some(&lb_service()))), Ok(list("203.0.113.10,203.0.113.20"))),
+            ("missing", Some(Fetched::of(None)), Err(Unresolved::Missing(svc.clone()))),
+            (
+                "pending",
+                Some(Fetched::of(Some(&pending))),
+                Err(Unresolved::Service(svc.clone(), ServiceError::Pending)),
+            ),
+            ("not read", None, Err(Unresolved::NotSynced(svc.clone()))),
+        ];
+        let policies = policies();
+        let lb = policies.iter().next().unwrap();
+        for (name, fetched, want) in cases {
+            let snapshot = Snapshot(fetched.into_iter().map(|f| (svc.clone(), f)).collect());
+            assert_eq!(snapshot.canonical(lb), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn report_rows_states_and_exit_codes() {
+        let found = || snapshot(Fetched::of(Some(&lb_service())));
+        let canonical = "203.0.113.10,203.0.113.20";
+        // (case, stored writes, sources, want (name, state) rows, want summary, want exit code)
+        let cases: Vec<(&str, Vec<StatusWrite>, Snapshot, Vec<(&str, State)>, [usize; 5], u8)> = vec![
+            ("nothing stored", vec![], found(), vec![], [0, 0, 0, 0, 0], 0),
+            (
+                "all canonical, other order, ungoverned ignored",
+                vec![
+                    write("b", "web", Some("nginx"), "203.0.113.20,203.0.113.10"),
+                    write("a", "other", Some("traefik"), "10.9.9.9"),
+                    write("a", "none", None, ""),
+                ],
+                found(),
+                vec![("web", State::Ok)],
+                [1, 1, 0, 0, 2],
+                0,
+            ),
+            (
+                "drift in enforce and in audit mode, sorted by namespace then name",
+                vec![
+                    write("b", "web", Some("nginx"), "10.0.0.1"),
+                    write("a", "z", Some("static"), ""),
+                    write("a", "y", Some("static"), "192.0.2.10"),
+                ],
+                found(),
+                vec![("y", State::Ok), ("z", State::Drift), ("web", State::Drift)],
+                [3, 1, 2, 0, 0],
+                1,
+            ),
+            (
+                "unresolved is not canonical",
+                vec![write("a", "web", Some("nginx"), canonical)],
+                snapshot(Fetched::Missing),
+                vec![("web", State::Unresolved)],
+                [1, 0, 0, 1, 0],
+                1,
+            ),
+        ];
+        for (name, stored, sources, want_rows, want_summary, want_exit) in cases {
+            let report = Report::build(&stored, &policies(), &sources);
+            let rows: Vec<(&str, State)> = report.ingresses.iter().map(|r| (r.name.as_str(), r.state)).collect();
+            assert_eq!(rows, want_rows, "case {name}");
+            let s = report.summary;
+            assert_eq!([s.governed, s.ok, s.drift, s.unresolved, s.not_governed], want_summary, "case {name}");
+            assert_eq!(report.exit_code(), want_exit, "case {name}");
+            for row in &report.ingresses {
+                match row.state {
+                    State::Ok | State::Drift if row.policy == "lb" => {
+                        assert_eq!(row.canonical, Some(list(canonical)), "case {name}");
+                    }
+                    State::Unresolved => assert_eq!(row.reason.as_deref(), Some("Service edge/lb not found")),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn table_and_json_output() {
+        let stored = vec![
+            write("team-a", "web", Some("nginx"), "10.0.0.1"),
+            write("team-a", "api", Some("nginx"), "203.0.113.10,203.0.113.20"),
+            write("team-b", "shop", Some("static"), ""),
+        ];
+        let report = Report::build(&stored, &policies(), &snapshot(Fetched::of(Some(&lb_service()))));
+        assert_eq!(
+            report.table(),
+            "\
+INGRESS      POLICY  SOURCE               STORED                     CANONICAL                  STATE
+team-a/api   lb      service edge/lb      203.0.113.10,203.0.113.20  203.0.113.10,203.0.113.20  OK
+team-a/web   lb      service edge/lb      10.0.0.1                   203.0.113.10,203.0.113.20  DRIFT
+team-b/shop  fixed   static [192.0.2.10]  <none>                     192.0.2.10                 DRIFT
+governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
+"
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(json["summary"], json!({"governed": 3, "ok": 1, "drift": 2, "unresolved": 0, "notGoverned": 0}));
+        assert_eq!(
+            json["ingresses"][1],
+            json!({"namespace": "team-a", "name": "web", "class": "nginx", "policy": "lb", "mode": "enforce",
+                   "source": "service edge/lb", "stored": [{"ip": "10.0.0.1"}],
+                   "canonical": [{"ip": "203.0.113.10"}, {"ip": "203.0.113.20"}], "state": "DRIFT"})
+        );
+
+        let unresolved = Report::build(&stored[..1], &policies(), &snapshot(Fetched::Missing));
+        let table = unresolved.table();
+        let columns: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(columns[5..], ["?", "UNRESOLVED", "(Service", "edge/lb", "not", "found)"], "{table}");
+        let json: serde_json::Value = serde_json::from_str(&unresolved.json()).unwrap();
+        assert_eq!(json["ingresses"][0]["canonical"], serde_json::Value::Null);
+
+        assert_eq!(
+            Report::build(&[], &policies(), &Snapshot::default()).table(),
+            "governed Ingresses: 0 (0 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0\n"
+        );
+    }
+
+    #[test]
+    fn explanations() {
+        let found = || snapshot(Fetched::of(Some(&lb_service())));
+        let stored = |value: serde_json::Value| Stored::of(&ingress(value));
+        let drifted = json!({"metadata": {"name": "web", "namespace": "team-a"}, "spec": {"ingressClassName": "nginx"},
+                             "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}}});
+        // (case, Ingress, sources, exit code, lines that must appear)
+        let cases: Vec<(&str, serde_json::Value, Snapshot, u8, Vec<&str>)> = vec![
+            (
+                "drift",
+                drifted.clone(),
+                found(),
+                1,
+                vec![
+                    "Ingress:   team-a/web",
+                    "Class:     \"nginx\" (from spec.ingressClassName)",
+                    "Policy:    \"lb\" (mode enforce; governs classes nginx but not class-less Ingresses)",
+                    "Source:    service edge/lb",
+                    "Resolved:  203.0.113.10,203.0.113.20 (LoadBalancer Service: status ip, externalIPs appended; ports dropped)",
+                    "Stored:    10.0.0.1",
+                    "Canonical: 203.0.113.10,203.0.113.20",
+                    "State:     DRIFT",
+                    "Webhook:   a write of the stored value: rewrite it (patched) with JSON patch [{\"op\":\"replace\",\"path\":\"/status/loadBalancer/ingress\",\"value\":[{\"ip\":\"203.0.113.10\"},{\"ip\":\"203.0.113.20\"}]}]; warning \"status.loadBalancer.ingress rewritten to [203.0.113.10,203.0.113.20] by policy lb\"",
+                ],
+            ),
+            (
+                "canonical, no status list yet is not canonical",
+                json!({"metadata": {"name": "web", "namespace": "team-a"}, "spec": {"ingressClassName": "nginx"},
+                       "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.20"}, {"ip": "203.0.113.10"}]}}}),
+                found(),
+                0,
+                vec!["State:     OK", "Webhook:   a write of the stored value: allow it unchanged (unchanged)"],
+            ),
+            (
+                "audit mode",
+                json!({"metadata": {"name": "shop", "namespace": "b", "annotations": {CLASS_ANNOTATION: "static"}}}),
+                found(),
+                1,
+                vec![
+                    "Class:     \"static\" (from annotation kubernetes.io/ingress.class)",
+                    "Resolved:  192.0.2.10 (static list of the policy; ports dropped)",
+                    "Stored:    <none>",
+                    "Webhook:   a write of the stored value: allow it unchanged (audited); warning \"status.loadBalancer.ingress differs from [192.0.2.10] (policy fixed, audit mode)\"",
+                ],
+            ),
+            (
+                "unresolved",
+                drifted.clone(),
+                snapshot(Fetched::Missing),
+                1,
+                vec![
+                    "Resolved:  unresolved: Service edge/lb not found (Service not found)",
+                    "Canonical: unknown (source unresolved)",
+                    "State:     UNRESOLVED",
+                    "Webhook:   a write of the stored value: allow it unchanged (unresolved); warning \"canonical address unknown (Service edge/lb not found); status left as written\"",
+                ],
+            ),
+            (
+                "not governed",
+                json!({"metadata": {"name": "x", "namespace": "n"}}),
+                found(),
+                0,
+                vec![
+                    "Class:     none (neither spec.ingressClassName nor annotation kubernetes.io/ingress.class is set)",
+                    "Policy:    none: policy \"lb\" governs classes nginx but not class-less Ingresses; policy \"fixed\" governs classes static but not class-less Ingresses",
+                    "Stored:    <none>",
+                    "Webhook:   a write of the stored value: allow it unchanged (not_governed)",
+                ],
+            ),
+        ];
+        for (name, value, sources, exit_code, want) in cases {
+            let explanation = explain(&stored(value), &policies(), &sources);
+            let text = explanation.text();
+            assert_eq!(explanation.exit_code, exit_code, "case {name}:\n{text}");
+            for line in want {
+                assert!(text.lines().any(|l| l == line), "case {name}: no line {line:?} in\n{text}");
+            }
+        }
+
+        let deny = Policies::new(vec![policy("strict", &["nginx"], Source::Service(svc_ref()), Mode::Deny)]).unwrap();
+        let text = explain(&stored(drifted), &deny, &found()).text();
+        assert!(
+            text.contains("Webhook:   a write of the stored value: refuse it (denied): ingress-status-guard policy \"strict\" requires status.loadBalancer.ingress [203.0.113.10,203.0.113.20], not [10.0.0.1]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_hostile_class_annotation_is_quoted_and_cut() {
+        let class = format!("evil\n\u{1b}[31m{}", "x".repeat(500));
+        let stored = Stored::of(&ingress(
+            json!({"metadata": {"name": "a", "namespace": "n", "annotations": {CLASS_ANNOTATION: class}}}),
+        ));
+        let text = explain(&stored, &policies(), &Snapshot::default()).text();
+        let line = text.lines().find(|l| l.starts_with("Class:")).unwrap();
+        assert!(line.contains("\"evil\\n\\u{1b}[31m"), "{line}");
+        assert!(line.chars().count() < 200, "{line}");
+        assert_eq!(text.lines().count(), 5, "one line per label, none injected:\n{text}");
+    }
+
+    #[test]
+    fn flag_values() {
+        assert_eq!(parse_timeout("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_timeout("5s"), Ok(Duration::from_secs(5)));
+        for bad in ["0", "-1", "1m", "", "3601"] {
+            assert!(parse_timeout(bad).unwrap_err().contains("whole number of seconds"), "{bad}");
+        }
+        assert_eq!(parse_ingress_ref("default/web"), Ok(("default".into(), "web".into())));
+        for (bad, want) in [
+            ("web", "must be NAMESPACE/NAME"),
+            ("Default/web", "namespace \"Default\""),
+            ("default/", "name \"\""),
+            ("a/b/c", "name \"b/c\""),
+        ] {
+            assert!(parse_ingress_ref(bad).unwrap_err().contains(want), "{bad}");
+        }
+    }
+}
