@@ -101,9 +101,9 @@ pub(crate) enum CheckError {
     #[error("cannot build a Kubernetes client: {0}; pass --kubeconfig or run in a cluster")]
     Client(#[from] ClientError),
     #[error(
-        "cannot {what}: {source}; check --kubeconfig, that the API server is reachable and that this identity may read it"
+        "cannot {what}: {detail}; check --kubeconfig, that the API server is reachable and that this identity may read it"
     )]
-    Api { what: String, source: kube::Error },
+    Api { what: String, detail: String },
     #[error("cannot {what}: no answer from the API server within {timeout:?} (--request-timeout); is it reachable?")]
     Timeout { what: String, timeout: Duration },
     #[error("Ingress {namespace}/{name} not found")]
@@ -522,9 +522,27 @@ async fn bounded<T>(
 ) -> Result<T, CheckError> {
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(CheckError::Api { what: what(), source }),
+        Ok(Err(e)) => Err(CheckError::Api { what: what(), detail: describe(&e) }),
         Err(_) => Err(CheckError::Timeout { what: what(), timeout }),
     }
+}
+
+/// A kube error in one line: the API server's own message, or the causes down to the socket
+/// ("client error (Connect)" alone does not say that the connection was refused).
+fn describe(e: &kube::Error) -> String {
+    if let kube::Error::Api(status) = e {
+        return format!("{} (HTTP {} {})", status.message, status.code, status.reason);
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// Reads every publish Service the policies name, once.

@@ -341,12 +341,12 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
     Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
 }
 
-/// Installs the global tracing subscriber.
-pub(crate) fn init_logging(format: LogFormat, level: Option<&str>) {
+/// Installs the global tracing subscriber; `default` applies without --log-level and RUST_LOG.
+pub(crate) fn init_logging(format: LogFormat, level: Option<&str>, default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(level) => EnvFilter::new(level),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
     };
     // Colour codes only for a person at a terminal, never in a file or a container log.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -362,7 +362,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // kube's client and our listener share one TLS stack; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    init_logging(cli.log_format, cli.log_level.as_deref());
+    // `check` and `explain` report on stdout and their errors in one line on stderr; kube's
+    // own log lines would only repeat those errors.
+    let default_level = match cli.command {
+        Command::Check(_) | Command::Explain(_) => "warn,kube_client=off",
+        _ => "info",
+    };
+    init_logging(cli.log_format, cli.log_level.as_deref(), default_level);
     // `check` and `explain` tell what they found by their exit code (0 canonical, 1 drift) and
     // print their own errors; any error of theirs is 2, as clap's usage errors are.
     let failure = match cli.command {
