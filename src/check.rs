@@ -12,7 +12,6 @@ use serde::Serialize;
 
 use crate::{
     address::{Address, Addresses, PortStatus},
-    cli::{CliError, PolicyInput},
     client::{self, ClientError},
     config::{Policies, Policy, ServiceRef},
     decision::{StatusWrite, Verdict, decide},
@@ -52,8 +51,6 @@ pub(crate) struct CheckArgs {
     /// Output format: an aligned table, or one JSON document.
     #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Output::Table)]
     pub output: Output,
-    #[command(flatten)]
-    pub policy: PolicyInput,
 }
 
 #[derive(Args, Debug)]
@@ -63,8 +60,6 @@ pub(crate) struct ExplainArgs {
     pub ingress: (String, String),
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    #[command(flatten)]
-    pub policy: PolicyInput,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -96,8 +91,6 @@ fn parse_ingress_ref(text: &str) -> Result<(String, String), String> {
 /// What stops `check` or `explain` (exit code 2), each saying what to fix.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CheckError {
-    #[error(transparent)]
-    Policy(#[from] CliError),
     #[error("cannot build a Kubernetes client: {0}; pass --kubeconfig or run in a cluster")]
     Client(#[from] ClientError),
     #[error(
@@ -579,20 +572,18 @@ async fn stored_ingresses(
 }
 
 /// Runs `check`: prints the report, returns 0, 1 (drift) or an error (2).
-pub(crate) async fn check(args: CheckArgs) -> Result<u8, CheckError> {
-    let policies = args.policy.policies()?;
+pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> Result<u8, CheckError> {
     let timeout = args.cluster.request_timeout;
     let client = client::connect(args.cluster.kubeconfig.as_deref()).await?;
-    let sources = snapshot(&client, &policies, timeout).await?;
+    let sources = snapshot(&client, policies, timeout).await?;
     let stored = stored_ingresses(&client, args.namespace.as_deref(), timeout).await?;
-    let report = Report::build(&stored, &policies, &sources);
+    let report = Report::build(&stored, policies, &sources);
     print!("{}", if args.output == Output::Json { report.json() } else { report.table() });
     Ok(report.exit_code())
 }
 
 /// Runs `explain`: prints the explanation, returns 0, 1 (drift or unresolved) or an error (2).
-pub(crate) async fn explain_one(args: ExplainArgs) -> Result<u8, CheckError> {
-    let policies = args.policy.policies()?;
+pub(crate) async fn explain_one(args: ExplainArgs, policies: &Policies) -> Result<u8, CheckError> {
     let timeout = args.cluster.request_timeout;
     let (namespace, name) = args.ingress;
     let client = client::connect(args.cluster.kubeconfig.as_deref()).await?;
@@ -600,8 +591,8 @@ pub(crate) async fn explain_one(args: ExplainArgs) -> Result<u8, CheckError> {
     let ingress = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
         .ok_or_else(|| CheckError::NotFound { namespace: namespace.clone(), name: name.clone() })?;
-    let sources = snapshot(&client, &policies, timeout).await?;
-    let explanation = explain(&Stored::of(&ingress), &policies, &sources);
+    let sources = snapshot(&client, policies, timeout).await?;
+    let explanation = explain(&Stored::of(&ingress), policies, &sources);
     print!("{}", explanation.text());
     Ok(explanation.exit_code)
 }

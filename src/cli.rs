@@ -56,9 +56,19 @@ pub(crate) enum Command {
     /// Secret and the webhook configuration's caBundle (`bootstrap`).
     Certs(certs::CertsArgs),
     /// Report every governed Ingress whose stored status is off canonical (exit 1), read-only.
-    Check(check::CheckArgs),
+    Check {
+        #[command(flatten)]
+        args: check::CheckArgs,
+        #[command(flatten)]
+        policy: PolicyInput,
+    },
     /// Explain how one Ingress (NAMESPACE/NAME) is governed and what the webhook would do.
-    Explain(check::ExplainArgs),
+    Explain {
+        #[command(flatten)]
+        args: check::ExplainArgs,
+        #[command(flatten)]
+        policy: PolicyInput,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -365,14 +375,14 @@ pub fn main() -> ExitCode {
     // `check` and `explain` report on stdout and their errors in one line on stderr; kube's
     // own log lines would only repeat those errors.
     let default_level = match cli.command {
-        Command::Check(_) | Command::Explain(_) => "warn,kube_client=off",
+        Command::Check { .. } | Command::Explain { .. } => "warn,kube_client=off",
         _ => "info",
     };
     init_logging(cli.log_format, cli.log_level.as_deref(), default_level);
     // `check` and `explain` tell what they found by their exit code (0 canonical, 1 drift) and
     // print their own errors; any error of theirs is 2, as clap's usage errors are.
     let failure = match cli.command {
-        Command::Check(_) | Command::Explain(_) => ExitCode::from(2),
+        Command::Check { .. } | Command::Explain { .. } => ExitCode::from(2),
         _ => ExitCode::FAILURE,
     };
     // One runtime for every command; `resolve` and `certs generate` simply do not await.
@@ -384,8 +394,14 @@ pub fn main() -> ExitCode {
                 Command::Resolve(args) => resolve(&args).map(|json| println!("{json}")).map(done),
                 Command::Certs(args) => certs::run(args).await.map_err(CliError::from).map(done),
                 Command::Serve(args) => serve(args).await.map(done),
-                Command::Check(args) => Ok(check::exit(check::check(args).await)),
-                Command::Explain(args) => Ok(check::exit(check::explain_one(args).await)),
+                Command::Check { args, policy } => match policy.policies() {
+                    Ok(policies) => Ok(check::exit(check::check(args, &policies).await)),
+                    Err(e) => Err(e),
+                },
+                Command::Explain { args, policy } => match policy.policies() {
+                    Ok(policies) => Ok(check::exit(check::explain_one(args, &policies).await)),
+                    Err(e) => Err(e),
+                },
             }
         }),
     };
