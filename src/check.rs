@@ -947,6 +947,23 @@ governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
     }
 
     #[test]
+    fn kube_errors_read_in_one_line() {
+        let status: kube::core::Status = serde_json::from_value(json!({
+            "code": 403, "reason": "Forbidden",
+            "message": "ingresses.networking.k8s.io is forbidden: User \"x\" cannot list resource \"ingresses\""
+        }))
+        .unwrap();
+        assert_eq!(
+            describe(&kube::Error::Api(Box::new(status))),
+            "ingresses.networking.k8s.io is forbidden: User \"x\" cannot list resource \"ingresses\" (HTTP 403 Forbidden)"
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "tcp connect error: Connection refused");
+        let text = describe(&kube::Error::Service(Box::new(io)));
+        assert!(text.ends_with("tcp connect error: Connection refused"), "{text}");
+        assert_eq!(text.matches("Connection refused").count(), 1, "causes are not repeated: {text}");
+    }
+
+    #[test]
     fn flag_values() {
         assert_eq!(parse_timeout("30"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_timeout("5s"), Ok(Duration::from_secs(5)));
