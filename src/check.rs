@@ -46,7 +46,7 @@ pub(crate) struct CheckArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Only Ingresses in this namespace; default: all namespaces.
-    #[arg(short = 'n', long, env = "ISG_NAMESPACE")]
+    #[arg(short = 'n', long, env = "ISG_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
     /// Output format: an aligned table, or one JSON document.
     #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Output::Table)]
@@ -73,6 +73,14 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     match digits.parse::<u64>() {
         Ok(secs @ 1..=3600) => Ok(Duration::from_secs(secs)),
         _ => Err(format!("{text:?} must be a whole number of seconds from 1 to 3600, e.g. 30 or 30s")),
+    }
+}
+
+fn parse_namespace(text: &str) -> Result<String, String> {
+    if crate::names::is_dns1123_label(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("{text:?} is not a valid namespace name (lowercase letters, digits and '-', at most 63)"))
     }
 }
 
@@ -969,6 +977,10 @@ governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
         assert_eq!(parse_timeout("5s"), Ok(Duration::from_secs(5)));
         for bad in ["0", "-1", "1m", "", "3601"] {
             assert!(parse_timeout(bad).unwrap_err().contains("whole number of seconds"), "{bad}");
+        }
+        assert_eq!(parse_namespace("team-a"), Ok("team-a".into()));
+        for bad in ["", "Team", "a/b", "../x"] {
+            assert!(parse_namespace(bad).unwrap_err().contains("not a valid namespace name"), "{bad}");
         }
         assert_eq!(parse_ingress_ref("default/web"), Ok(("default".into(), "web".into())));
         for (bad, want) in [
