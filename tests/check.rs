@@ -316,6 +316,11 @@ async fn errors_exit_2_with_a_message_naming_what_to_fix() {
             vec!["check", &admin, "--publish-status-address=192.0.2.1", "-o", "yaml"],
             "invalid value 'yaml'",
         ),
+        (
+            "bad namespace",
+            vec!["check", &admin, "--publish-status-address=192.0.2.1", "-n", "Bad"],
+            "not a valid namespace name",
+        ),
         ("bad target", vec!["explain", "web", &admin, "--publish-status-address=192.0.2.1"], "must be NAMESPACE/NAME"),
         (
             "bad timeout",
