@@ -263,6 +263,7 @@ impl ServeArgs {
 
 /// Runs `serve` until shutdown.
 pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
+    let (reconcile_settings, leader_settings) = args.reconcile.settings().map_err(CliError::Flag)?;
     let policies = args.policy.policies()?;
     for p in policies.iter() {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
@@ -272,7 +273,6 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         Some(files) => reload::start(files, reload::POLL_INTERVAL).await.map(|(tls, r)| (tls, Some(r)))?,
         None => (RustlsConfig::from_config(Arc::new(args.tls()?)), None),
     };
-    let (reconcile_settings, leader_settings) = args.reconcile.settings().map_err(CliError::Flag)?;
     let cache = SourceCache::new(&policies);
     // A Service source needs a cluster; Events, the reconciler and reloads that add a Service
     // use one when there is one to use.
