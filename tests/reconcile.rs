@@ -273,7 +273,7 @@ async fn an_audit_policy_is_measured_and_never_patched() {
 }
 
 /// Test 5: two replicas; only the leader patches. Stopped, it hands over its Lease and the
-/// other replica takes over.
+/// other replica takes over; killed, its Lease expires and a third replica takes over.
 #[tokio::test]
 async fn only_the_leader_patches_and_the_other_replica_takes_over() {
     let t = TestEnv::new("rec-leader").await;
@@ -325,6 +325,16 @@ async fn only_the_leader_patches_and_the_other_replica_takes_over() {
         !patchers.is_empty() && patchers.iter().all(|u| u == users[follower]),
         "the new leader patched: {patchers:?}"
     );
+
+    // A leader that dies without releasing (SIGKILL): a third replica takes over once the
+    // Lease expires.
+    let third = t.cluster.kubeconfig_for("isg-replica-c", Some("system:masters"));
+    let replica_c = start(&t, &third, &args, &[("POD_NAME", "isg-replica-c")]).await;
+    assert_eq!(replica_c.metric("ingress_status_guard_leader"), 0.0, "the Lease is held");
+    replicas[follower].stop();
+    await_leader_within(&replica_c, LEASE_DURATION + Duration::from_secs(5)).await;
+    stale_ingress(&t, &t.ns, "last", Class::Field(&class), &["198.51.100.3"]).await;
+    await_all(&t, &t.ns, &["last"], &["192.0.2.10"], &replica_c, HEAL).await;
 }
 
 async fn await_leader_within(webhook: &Webhook, timeout: Duration) {
