@@ -365,9 +365,26 @@ impl Reconciler {
 
     /// Stores the latest state of one Ingress and judges it.
     fn upsert(&self, key: Key, stored: Stored) {
+        self.store(key, stored, None);
+    }
+
+    /// Stores what a request of ours returned, unless the watch has delivered a change since
+    /// `seen` (the resourceVersion the request was based on): that change is at least as new,
+    /// and a response arriving late must not overwrite it. (Resource versions are only compared
+    /// for equality, as the API conventions require.)
+    fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored) {
+        self.store(key, stored, Some(seen));
+    }
+
+    fn store(&self, key: Key, stored: Stored, only_if_at: Option<Option<&str>>) {
         let policies = self.policies.load();
         let judgement = judge(&stored.write, &policies, self.sources.as_ref());
         let mut state = self.lock();
+        if let Some(seen) = only_if_at
+            && state.ingresses.get(&key).map(|current| current.resource_version.as_deref()) != Some(seen)
+        {
+            return;
+        }
         state.ingresses.insert(key.clone(), stored);
         if !state.synced {
             return;
@@ -587,7 +604,7 @@ impl Reconciler {
                         "reconciled stored status to the canonical addresses"
                     );
                     if let Some((key, stored)) = Stored::from(obj) {
-                        self.upsert(key, stored);
+                        self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                     }
                     return Ok(());
                 }
@@ -596,7 +613,7 @@ impl Reconciler {
                     match api.get(&key.1).await {
                         Ok(fresh) => {
                             if let Some((key, stored)) = Stored::from(fresh) {
-                                self.upsert(key, stored);
+                                self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                             }
                         }
                         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
