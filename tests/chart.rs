@@ -8,6 +8,8 @@
 //! - on a fresh API server: `helm install` with the default values, `helm upgrade` to several
 //!   policies (their Roles appear) and back (they go), a cert-manager mode release, and
 //!   `helm uninstall` leaving nothing behind, the MutatingWebhookConfiguration included;
+//! - the chart's RBAC and policy file for a publish Service are all the webhook needs (the built
+//!   binary runs as its ServiceAccount and enforces the Service's address);
 //! - the chart says what the kustomize tree says: RBAC rules, webhook registration,
 //!   securityContexts, probes, args, policies (one is checked against the other).
 
@@ -20,7 +22,10 @@ use std::process::Command;
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
-use support::{Cluster, cluster::KubectlOutput};
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use support::{Class, Cluster, FailurePolicy, TestEnv, Webhook, cluster::KubectlOutput};
 
 const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/ingress-status-guard");
 const RELEASE: &str = "ingress-status-guard";
@@ -404,6 +409,65 @@ fn the_chart_and_the_kustomize_tree_agree() {
             }
         }
     }
+}
+
+/// The chart's identity, RBAC and policy file for a publish Service are all the webhook needs: the
+/// built binary, run as the chart's ServiceAccount with the chart's config file, watches the
+/// Service, enforces its address and writes Events, with no forbidden error in its log.
+#[tokio::test]
+async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
+    let t = TestEnv::new("chart-rbac").await;
+    let helm = Helm::new(3, &t.cluster.scratch_dir("chart-rbac-helm"));
+    let docs = helm.template(&[
+        "--set",
+        "policy.publishStatusAddress=",
+        "--set",
+        "policy.publishService=chart-edge/lb",
+        "--set",
+        "policy.mode=enforce",
+    ]);
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "chart-edge"}}),
+    ];
+    objects.extend(
+        docs.iter()
+            .filter(|d| {
+                d["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+                    && ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                        .contains(&d["kind"].as_str().unwrap())
+            })
+            .cloned(),
+    );
+    assert_eq!(objects.len(), 7, "namespaces, the webhook's identity and its RBAC");
+    let file = t.cluster.scratch_dir("chart-rbac").join("objects.json");
+    std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()).unwrap();
+    kubectl_ok(t.cluster, &["apply", "-f", &file.display().to_string()]);
+
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), "chart-edge");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "lb"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &service).await.unwrap();
+    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.61"}]}}});
+    services.patch_status("lb", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+
+    let config = find(&docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
+    let config_file = t.cluster.scratch_dir("chart-rbac-config").join("config.yaml");
+    std::fs::write(&config_file, config).unwrap();
+    let config_arg = format!("--config={}", config_file.display());
+    let kubeconfig = t.cluster.kubeconfig_for(
+        "system:serviceaccount:ingress-status-guard:ingress-status-guard",
+        Some("system:serviceaccounts"),
+    );
+    let webhook = Webhook::start(t.cluster, &t.ns, &kubeconfig, &[&config_arg]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field("nginx"), &["203.0.113.61"]).await;
+    let event = t.await_event(&webhook, "probe").await;
+    assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("probe"));
+    let log = webhook.log();
+    assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
 }
 
 /// Applies with `kubectl apply --dry-run=server --validate=strict`; returns kubectl's output.
