@@ -100,14 +100,17 @@ EOF
 port=$((20000 + RANDOM % 20000))
 admin=$((port + 1))
 # Smoke-run settings: the host's network (to reach /readyz), a writable /tmp for the ephemeral
-# certificate's CA file, a static source, no Kubernetes client. crun here cannot apply the
-# rlimits umoci puts in the spec (setrlimit is refused inside this machine's container), so
-# they are removed; the run is otherwise the image's.
+# certificate's CA file, a static source, no Kubernetes client. Inside this project's build
+# machines (themselves containers) crun cannot apply the rlimits umoci puts in the spec
+# (setrlimit is refused) nor manage cgroups, so rlimits and resources are removed and crun runs
+# with --cgroup-manager=disabled; the process, rootfs, user and arguments are the image's.
 python3 - "$smoke/bundle/config.json" "$port" "$admin" <<'EOF'
 import json, sys
 path, port, admin = sys.argv[1], sys.argv[2], sys.argv[3]
 spec = json.load(open(path))
 spec["process"].pop("rlimits", None)
+spec["linux"].pop("resources", None)
+spec["linux"].pop("cgroupsPath", None)
 spec["process"]["terminal"] = False
 spec["process"]["args"] += ["--publish-status-address=192.0.2.10", "--no-events",
     f"--listen=127.0.0.1:{port}", f"--admin-listen=127.0.0.1:{admin}"]
@@ -119,7 +122,15 @@ EOF
 
 name="isg-smoke-$$"
 crun_log="$smoke/crun.log"
-crun run --bundle "$smoke/bundle" "$name" >"$smoke/serve.log" 2>"$crun_log" &
+# crun refuses a "hybrid" cgroup layout (v1 controllers plus a cgroup2 mount, as here) even with
+# cgroups disabled: it then runs in a private mount namespace without the cgroup2 mount.
+if [[ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ]] && grep -q ' cgroup2 ' /proc/self/mounts; then
+  cgroup2=$(awk '$3 == "cgroup2" { print $2 }' /proc/self/mounts | tr '\n' ' ')
+  unshare -m sh -c "for m in $cgroup2; do umount \"\$m\"; done; exec crun --cgroup-manager=disabled run --bundle '$smoke/bundle' '$name'" \
+    >"$smoke/serve.log" 2>"$crun_log" &
+else
+  crun --cgroup-manager=disabled run --bundle "$smoke/bundle" "$name" >"$smoke/serve.log" 2>"$crun_log" &
+fi
 crun_pid=$!
 trap 'crun kill "$name" KILL >/dev/null 2>&1 || true; wait "$crun_pid" 2>/dev/null || true; crun delete -f "$name" >/dev/null 2>&1 || true; buildah "${storage[@]}" rm "$ctr" >/dev/null 2>&1 || true' EXIT
 ready=""
