@@ -103,6 +103,10 @@ pub(crate) struct ServeArgs {
     /// kubeconfig for watching publish Services; default: in-cluster config, then KUBECONFIG.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Distinct `writer` label values in metrics; further writers are counted as `other`
+    /// (and in `writer_labels_folded_total`), so callers cannot grow /metrics without bound.
+    #[arg(long, env = "ISG_MAX_WRITER_LABELS", default_value_t = crate::metrics::DEFAULT_MAX_WRITERS)]
+    pub max_writer_labels: usize,
     /// Do not write Kubernetes Events about rogue writes (logs, metrics, warnings and audit
     /// annotations still report them).
     #[arg(long, env = "ISG_NO_EVENTS")]
@@ -290,7 +294,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut tasks = Tasks::default();
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies.services()));
     let store = PolicyStore::new(policies);
-    let mut metrics = Metrics::new();
+    let mut metrics = Metrics::with_max_writers(args.max_writer_labels);
     if let Some(reloader) = &reloader {
         metrics.register_tls_cert_expiry(reloader.cert_expiry());
     }
@@ -430,7 +434,7 @@ pub(crate) fn init_logging(format: LogFormat, level: Option<&str>, default: &str
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
-        LogFormat::Plain => builder.init(),
+        LogFormat::Plain => builder.fmt_fields(crate::logging::plain_fields()).init(),
     }
 }
 

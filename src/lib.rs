@@ -19,6 +19,7 @@ mod events;
 mod fswatch;
 mod leader;
 mod lifecycle;
+mod logging;
 mod metrics;
 mod names;
 mod patch;

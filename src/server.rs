@@ -155,7 +155,8 @@ fn answer(
         Err(rejection) => return Err((rejection.status(), rejection.body_text())),
     };
     let review = wire::read(&body).map_err(|e| {
-        tracing::warn!(error = %e, "rejected malformed AdmissionReview");
+        // The error quotes the body (a forged `kind` of 3 MiB): bounded in the log.
+        tracing::warn!(error = %crate::names::truncate(&e.to_string(), usize::MAX, 1024), "rejected malformed AdmissionReview");
         (StatusCode::BAD_REQUEST, e.to_string())
     })?;
     let policies = state.policies.load();
