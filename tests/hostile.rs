@@ -1,0 +1,135 @@
+//! Hostile callers of `serve` on loopback (issue 12): whatever reaches the webhook port can post
+//! a forged review, and must not be able to forge metrics or log lines, grow memory through
+//! labels, or make the webhook write unbounded text. Every run is bounded in count and time.
+
+mod local;
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use axum_server::tls_rustls::RustlsConfig;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, body::Bytes};
+use hyper_util::rt::TokioIo;
+use ingress_status_guard::{generate_certificates, tls_server_config};
+use local::LocalServer;
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+/// Longest any single exchange of these tests may take before the test fails.
+const BOUND: Duration = Duration::from_secs(20);
+
+fn start() -> (LocalServer, Arc<rustls::ClientConfig>) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let bundle = generate_certificates("hostile test CA", &["localhost".into()]).unwrap();
+    let config = tls_server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
+    let server = LocalServer::start(RustlsConfig::from_config(Arc::new(config)));
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(bundle.ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut client = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    (server, Arc::new(client))
+}
+
+type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+async fn connect(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> Tls {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(config.clone());
+    connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
+}
+
+/// An HTTP/1.1 connection that posts reviews one after another.
+struct Poster(hyper::client::conn::http1::SendRequest<Full<Bytes>>);
+
+impl Poster {
+    async fn open(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> Poster {
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(connect(addr, config).await)).await.unwrap();
+        tokio::spawn(conn);
+        Poster(sender)
+    }
+
+    async fn post(&mut self, body: Vec<u8>) -> (u16, Value) {
+        let request = Request::post("/mutate")
+            .header("content-type", "application/json")
+            .header("host", "localhost")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap();
+        let exchange = async {
+            self.0.ready().await.unwrap();
+            let response = self.0.send_request(request).await.unwrap();
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+        };
+        tokio::time::timeout(BOUND, exchange).await.expect("the webhook answers")
+    }
+}
+
+/// The fixture review, written by `username` with `addresses` as its status.
+fn review(username: &str, addresses: Value) -> Vec<u8> {
+    let mut review: Value = serde_json::from_str(FIXTURE).unwrap();
+    review["request"]["userInfo"]["username"] = json!(username);
+    review["request"]["object"]["status"] = json!({"loadBalancer": {"ingress": addresses}});
+    serde_json::to_vec(&review).unwrap()
+}
+
+/// `GET path` on the plain-HTTP admin port.
+async fn admin_get(addr: SocketAddr, path: &str) -> String {
+    let exchange = async {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes()).await.unwrap();
+        let mut text = String::new();
+        tcp.read_to_string(&mut text).await.unwrap();
+        text
+    };
+    tokio::time::timeout(BOUND, exchange).await.expect("the admin port answers")
+}
+
+#[tokio::test]
+async fn usernames_cannot_forge_metrics_or_grow_them() {
+    let (server, client) = start();
+    let mut poster = Poster::open(server.webhook, &client).await;
+    let forged = "evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n# x";
+    let (status, _) = poster.post(review(forged, json!([{"ip": "10.7.7.7"}]))).await;
+    assert_eq!(status, 200);
+    // 60 distinct writers of 64 KiB each, against the default cap of 50 writer labels.
+    for i in 0..60 {
+        let (status, _) = poster.post(review(&format!("{i}-{}", "u".repeat(64 * 1024)), json!([{"ip": "10.7.7.7"}]))).await;
+        assert_eq!(status, 200);
+    }
+    let metrics = admin_get(server.admin, "/metrics").await;
+    let requests: Vec<&str> =
+        metrics.lines().filter(|l| l.starts_with("ingress_status_guard_admission_requests_total")).collect();
+    assert_eq!(requests, ["ingress_status_guard_admission_requests_total{result=\"patched\"} 61"], "{metrics}");
+    let series = metrics.lines().filter(|l| l.starts_with("ingress_status_guard_rogue_writes_total{")).count();
+    assert_eq!(series, 51, "50 writers of their own plus \"other\"");
+    assert!(metrics.contains("writer=\"other\",action=\"patched\"} 11"), "{metrics}");
+    assert!(metrics.contains("ingress_status_guard_writer_labels_folded_total 11"), "{metrics}");
+    assert!(metrics.len() < 64 * 1024, "/metrics is {} bytes", metrics.len());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn attempted_addresses_are_bounded_everywhere() {
+    let (server, client) = start();
+    let mut poster = Poster::open(server.webhook, &client).await;
+    let many: Vec<Value> = (0..10_000).map(|i| json!({"hostname": format!("host-{i}.example.test")})).collect();
+    let (status, response) = poster.post(review("rogue", Value::Array(many))).await;
+    assert_eq!(status, 200);
+    let attempted = response["response"]["auditAnnotations"]["attempted"].as_str().unwrap();
+    assert!(attempted.len() <= 1024 + 20, "attempted annotation is {} bytes", attempted.len());
+    assert!(attempted.starts_with("host-0.example.test,") && attempted.ends_with("more)"), "{attempted}");
+    let warning = response["response"]["warnings"][0].as_str().unwrap();
+    assert!(warning.chars().count() <= 120, "{warning}");
+
+    let forged = json!([{"hostname": "a\nINFO forged line\r\u{1b}[2K"}]);
+    let (status, response) = poster.post(review("rogue", forged)).await;
+    assert_eq!(status, 200);
+    let attempted = response["response"]["auditAnnotations"]["attempted"].as_str().unwrap();
+    assert_eq!(attempted, r"a\nINFO forged line\r\u{1b}[2K");
+    server.stop().await;
+}
