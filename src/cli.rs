@@ -17,7 +17,7 @@ use crate::{
     lifecycle::Tasks,
     metrics::Metrics,
     policy_store::{self, PodEvents, PolicyStore, ServiceWatches},
-    reconcile, reload,
+    reconcile, reload, scratch,
     server::{self, AppState, Listeners},
     service,
     sources::SourceCache,
@@ -252,16 +252,16 @@ impl ServeArgs {
         Some(reload::CertFiles { cert, key, client_ca: self.client_ca.clone() })
     }
 
-    /// The ephemeral configuration used without --tls-cert/--tls-key.
-    fn tls(&self) -> Result<rustls::ServerConfig, CliError> {
+    /// The ephemeral configuration used without --tls-cert/--tls-key, and the private directory
+    /// holding its CA certificate (removed when dropped).
+    fn tls(&self) -> Result<(rustls::ServerConfig, scratch::CaDir), CliError> {
         let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
         let bundle = certs::generate("ingress-status-guard ephemeral CA", &names)?;
-        let dir = std::env::temp_dir().join(format!("ingress-status-guard-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let ca_path = dir.join("ca.crt");
-        std::fs::write(&ca_path, &bundle.ca_pem)?;
-        tracing::warn!(ca_bundle = %ca_path.display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
-        Ok(tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?)
+        let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
+        tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
+        let config =
+            tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?;
+        Ok((config, dir))
     }
 }
 
@@ -273,9 +273,13 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
         tracing::info!(policy = %p.name, classes = %classes, without_class = p.scope.without_class, source = %p.source, mode = %p.mode, "policy loaded");
     }
-    let (tls, reloader) = match args.cert_files() {
-        Some(files) => reload::start(files, reload::POLL_INTERVAL).await.map(|(tls, r)| (tls, Some(r)))?,
-        None => (RustlsConfig::from_config(Arc::new(args.tls()?)), None),
+    // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
+    let (tls, reloader, _ca_dir) = match args.cert_files() {
+        Some(files) => reload::start(files, reload::POLL_INTERVAL).await.map(|(tls, r)| (tls, Some(r), None))?,
+        None => {
+            let (config, dir) = args.tls()?;
+            (RustlsConfig::from_config(Arc::new(config)), None, Some(dir))
+        }
     };
     let cache = SourceCache::new(&policies);
     // A Service source needs a cluster; Events, the reconciler and reloads that add a Service

@@ -27,6 +27,7 @@ mod policy_store;
 mod reconcile;
 mod reload;
 mod render;
+mod scratch;
 mod server;
 mod service;
 mod sources;

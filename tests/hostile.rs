@@ -47,7 +47,8 @@ struct Poster(hyper::client::conn::http1::SendRequest<Full<Bytes>>);
 
 impl Poster {
     async fn open(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> Poster {
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(connect(addr, config).await)).await.unwrap();
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(connect(addr, config).await)).await.unwrap();
         tokio::spawn(conn);
         Poster(sender)
     }
@@ -98,7 +99,8 @@ async fn usernames_cannot_forge_metrics_or_grow_them() {
     assert_eq!(status, 200);
     // 60 distinct writers of 64 KiB each, against the default cap of 50 writer labels.
     for i in 0..60 {
-        let (status, _) = poster.post(review(&format!("{i}-{}", "u".repeat(64 * 1024)), json!([{"ip": "10.7.7.7"}]))).await;
+        let (status, _) =
+            poster.post(review(&format!("{i}-{}", "u".repeat(64 * 1024)), json!([{"ip": "10.7.7.7"}]))).await;
         assert_eq!(status, 200);
     }
     let metrics = admin_get(server.admin, "/metrics").await;
@@ -132,4 +134,49 @@ async fn attempted_addresses_are_bounded_everywhere() {
     let attempted = response["response"]["auditAnnotations"]["attempted"].as_str().unwrap();
     assert_eq!(attempted, r"a\nINFO forged line\r\u{1b}[2K");
     server.stop().await;
+}
+
+/// Without --tls-cert, `serve` writes its ephemeral CA to a private directory with a random
+/// name, and removes it on exit (before: `$TMPDIR/ingress-status-guard-<pid>`, 0755, written
+/// through a planted symlink, never removed).
+#[test]
+fn ephemeral_ca_directory_is_private_and_removed() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
+        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--no-events"])
+        .args(["--publish-status-address=192.0.2.10"])
+        .env("TMPDIR", tmp.path())
+        .env_remove("KUBECONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + BOUND;
+    let dir = loop {
+        let found = std::fs::read_dir(tmp.path()).unwrap().flatten().find(|e| e.path().join("ca.crt").exists());
+        if let Some(entry) = found {
+            break entry.path();
+        }
+        assert!(std::time::Instant::now() < deadline, "no CA directory appeared in {}", tmp.path().display());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    assert_ne!(name, format!("ingress-status-guard-{}", child.id()), "name must not be predictable");
+    assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700, "{name}");
+    let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + BOUND;
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve did not stop after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit}");
+    assert!(!dir.exists(), "{} is removed on exit", dir.display());
 }
