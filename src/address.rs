@@ -7,17 +7,19 @@ use serde::{Deserialize, Serialize};
 
 /// One entry of `status.loadBalancer.ingress` (`IngressLoadBalancerIngress`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(expecting = "an IngressLoadBalancerIngress object (ip, hostname, ports)")]
 pub struct Address {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::strict::objects")]
     pub ports: Vec<PortStatus>,
 }
 
 /// One entry of `ports` (`IngressPortStatus`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(expecting = "an IngressPortStatus object (port, protocol, error)")]
 pub struct PortStatus {
     pub port: i32,
     pub protocol: String,

@@ -31,6 +31,7 @@ mod scratch;
 mod server;
 mod service;
 mod sources;
+mod strict;
 mod tls;
 mod wire;
 

@@ -144,6 +144,15 @@ fn answer(
         let message = format!("content-type must be application/json, got {content_type:?}");
         return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, message));
     }
+    // A body we cannot read as sent: a compressed review would fail as malformed JSON, and a
+    // plain one under a false header must not be read as if the header were not there.
+    if let Some(encoding) = headers.get(header::CONTENT_ENCODING) {
+        let text = encoding.to_str().unwrap_or("");
+        if !text.trim().eq_ignore_ascii_case("identity") {
+            let message = format!("content-encoding {text:?} is not supported: send the review uncompressed");
+            return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, message));
+        }
+    }
     let body = match body {
         Ok(body) if body.is_empty() => {
             return Err((StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object".to_owned()));
