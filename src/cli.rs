@@ -380,16 +380,22 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     };
     let delay = Duration::from_secs(args.shutdown_delay_seconds);
     let shutdown_state = state.clone();
+    let first_signal = server::shutdown_signal();
     let shutdown = async move {
-        server::shutdown_signal().await;
+        first_signal.await;
         let _ = stop_tx.send(());
         if !delay.is_zero() {
+            let second_signal = server::shutdown_signal();
             shutdown_state.readiness.drain();
             tracing::info!(
                 delay_seconds = delay.as_secs(),
-                "SIGTERM: not ready; serving on until endpoints drop this pod"
+                "SIGTERM: not ready; serving on until endpoints drop this pod (a second SIGTERM ends the delay)"
             );
-            tokio::time::sleep(delay).await;
+            // An operator who sends SIGTERM again (or Ctrl-C twice) wants out now.
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = second_signal => tracing::info!("second signal: shutdown delay cut short"),
+            }
         }
     };
     Ok(server::serve(state, listeners, tasks, shutdown).await?)

@@ -180,3 +180,55 @@ fn ephemeral_ca_directory_is_private_and_removed() {
     assert!(exit.success(), "{exit}");
     assert!(!dir.exists(), "{} is removed on exit", dir.display());
 }
+
+/// A long --shutdown-delay-seconds is cut short by a second SIGTERM.
+#[test]
+fn second_sigterm_ends_the_shutdown_delay() {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
+        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--no-events"])
+        .args(["--publish-status-address=192.0.2.10", "--shutdown-delay-seconds=600"])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let wait_for = |needle: &str| {
+        let deadline = std::time::Instant::now() + BOUND;
+        while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            if line.contains(needle) {
+                return;
+            }
+        }
+        panic!("no log line containing {needle:?}");
+    };
+    let term = || {
+        assert!(
+            std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success()
+        );
+    };
+    wait_for("webhook listening");
+    term();
+    wait_for("serving on until endpoints drop this pod");
+    term();
+    let deadline = std::time::Instant::now() + BOUND;
+    loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            assert!(exit.success(), "{exit}");
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still in the 600 s shutdown delay after a second SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
