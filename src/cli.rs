@@ -115,6 +115,8 @@ pub(crate) struct ServeArgs {
     pub policy: PolicyInput,
     #[command(flatten)]
     pub reconcile: reconcile::Flags,
+    #[command(flatten)]
+    pub limits: crate::limits::LimitFlags,
 }
 
 /// Where the policies come from: a file, or the flags of one policy. `serve`, `check` and
@@ -375,7 +377,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         webhook: bind(args.listen, "--listen")?,
         admin: bind(args.admin_listen, "--admin-listen")?,
         tls,
-        max_body_bytes: args.max_body_bytes,
+        limits: crate::limits::Limits::new(&args.limits, args.max_body_bytes),
         drain: Duration::from_secs(args.drain_seconds),
     };
     let delay = Duration::from_secs(args.shutdown_delay_seconds);

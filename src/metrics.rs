@@ -77,6 +77,16 @@ struct PatchLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabel {
+    listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
     revision: &'static str,
@@ -111,6 +121,8 @@ pub struct Metrics {
     writers: Mutex<HashSet<String>>,
     max_writers: usize,
     folded_writers: Counter,
+    connections_refused: Family<ListenerLabel, Counter>,
+    requests_refused: Family<ReasonLabel, Counter>,
 }
 
 /// Review outcomes, plus `error` for requests answered with an HTTP error.
@@ -203,8 +215,22 @@ impl Metrics {
             "Rogue writes counted under writer=\"other\" because --max-writer-labels distinct writers already had a label",
             folded_writers.clone(),
         );
+        let connections_refused = Family::<ListenerLabel, Counter>::default();
+        registry.register(
+            "connections_refused",
+            "Connections closed on accept because the listener had --max-connections (or --admin-max-connections) open",
+            connections_refused.clone(),
+        );
+        let requests_refused = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "requests_refused",
+            "Requests refused before their body was read in full, by reason (body_too_large, body_timeout, buffered_bytes, body_read_error), or answered without a decision (decide_timeout)",
+            requests_refused.clone(),
+        );
         Metrics {
             registry,
+            connections_refused,
+            requests_refused,
             requests,
             duration,
             rogue_writes,
@@ -267,6 +293,14 @@ impl Metrics {
 
     pub fn unresolved(&self, policy: &str) {
         self.unresolved.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).inc();
+    }
+
+    pub fn connection_refused(&self, listener: &'static str) {
+        self.connections_refused.get_or_create(&ListenerLabel { listener }).inc();
+    }
+
+    pub fn request_refused(&self, reason: &'static str) {
+        self.requests_refused.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     pub fn event(&self, result: &'static str) {

@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
-use ingress_status_guard::{AppState, FlagPolicy, Listeners, SourceCache, Tasks, serve};
+use ingress_status_guard::{AppState, FlagPolicy, Limits, Listeners, SourceCache, Tasks, serve};
 
 /// A running `serve`; stops when told to, or when the test's runtime ends.
 pub(crate) struct LocalServer {
@@ -26,7 +26,8 @@ impl LocalServer {
         let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
-        let listeners = Listeners { webhook, admin, tls, max_body_bytes: 1 << 20, drain: Duration::from_secs(5) };
+        let limits = Limits { max_body_bytes: 1 << 20, ..Limits::default() };
+        let listeners = Listeners { webhook, admin, tls, limits, drain: Duration::from_secs(5) };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(serve(state, listeners, Tasks::default(), async {
             let _ = stopped.await;
