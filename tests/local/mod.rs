@@ -17,7 +17,14 @@ pub(crate) struct LocalServer {
 
 impl LocalServer {
     /// Starts `serve` on 127.0.0.1 ports chosen by the kernel.
+    #[allow(dead_code)] // not every test binary uses the default bounds
     pub(crate) fn start(tls: RustlsConfig) -> LocalServer {
+        Self::start_with(tls, Limits { max_body_bytes: 1 << 20, ..Limits::default() })
+    }
+
+    /// Starts `serve` with the given bounds.
+    #[allow(dead_code)] // not every test binary sets bounds
+    pub(crate) fn start_with(tls: RustlsConfig, limits: Limits) -> LocalServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let policies = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
             .into_policies()
@@ -26,7 +33,6 @@ impl LocalServer {
         let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
-        let limits = Limits { max_body_bytes: 1 << 20, ..Limits::default() };
         let listeners = Listeners { webhook, admin, tls, limits, drain: Duration::from_secs(5) };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(serve(state, listeners, Tasks::default(), async {
