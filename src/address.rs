@@ -18,7 +18,7 @@ pub struct Address {
 }
 
 /// One entry of `ports` (`IngressPortStatus`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(expecting = "an IngressPortStatus object (port, protocol, error)")]
 pub struct PortStatus {
     pub port: i32,
@@ -182,7 +182,11 @@ pub(crate) fn parse_static_list(list: &str) -> Result<Vec<Address>, AddressError
 /// Drops duplicates and sorts by hostname then IP string (ingress-nginx's
 /// `lessLoadBalancerIngress`), so IP-only entries come first.
 pub(crate) fn canonicalize(mut entries: Vec<Address>) -> Vec<Address> {
-    entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())));
+    // Ports break ties completely (not only by count), so the result does not depend on the
+    // order the entries came in (found by the property tests).
+    entries.sort_by(|a, b| {
+        a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())).then_with(|| a.ports.cmp(&b.ports))
+    });
     entries.dedup();
     entries
 }

@@ -26,6 +26,8 @@ mod metrics;
 mod names;
 mod patch;
 mod policy_store;
+#[cfg(test)]
+mod props;
 mod reconcile;
 mod reload;
 mod render;
