@@ -185,7 +185,10 @@ pub(crate) fn canonicalize(mut entries: Vec<Address>) -> Vec<Address> {
     // Ports break ties completely (not only by count), so the result does not depend on the
     // order the entries came in (found by the property tests).
     entries.sort_by(|a, b| {
-        a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())).then_with(|| a.ports.cmp(&b.ports))
+        a.sort_key()
+            .cmp(&b.sort_key())
+            .then_with(|| a.ports.len().cmp(&b.ports.len()))
+            .then_with(|| a.ports.cmp(&b.ports))
     });
     entries.dedup();
     entries

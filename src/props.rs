@@ -22,7 +22,11 @@ fn ip() -> impl Strategy<Value = String> {
 }
 
 fn port() -> impl Strategy<Value = PortStatus> {
-    (prop_oneof![Just(80), Just(443), any::<i32>()], prop_oneof![Just("TCP"), Just("UDP")], proptest::option::of("[a-z]{1,4}"))
+    (
+        prop_oneof![Just(80), Just(443), any::<i32>()],
+        prop_oneof![Just("TCP"), Just("UDP")],
+        proptest::option::of("[a-z]{1,4}"),
+    )
         .prop_map(|(port, protocol, error)| PortStatus { port, protocol: protocol.to_owned(), error })
 }
 
@@ -41,7 +45,7 @@ fn api_server_accepts(entry: &Address) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn canonical_is_idempotent(entries in proptest::collection::vec(address(), 0..8)) {
