@@ -2,7 +2,10 @@
 //! finding without waiting, and one background task writes Events through kube's recorder,
 //! which counts repeats of the same writer on the same Ingress up instead of creating new Events.
 
-use std::{future::Future, sync::Arc};
+use std::{
+    future::Future,
+    sync::{Arc, Mutex},
+};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
@@ -12,7 +15,12 @@ use kube::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{audit::Finding, decision::Action, metrics::Metrics};
+use crate::{
+    audit::Finding,
+    decision::Action,
+    metrics::Metrics,
+    ratelimit::{self, Limiter},
+};
 
 /// Reason shown by `kubectl describe ingress`.
 pub(crate) const REASON: &str = "RogueStatusWrite";
@@ -25,12 +33,24 @@ const QUEUE: usize = 1024;
 pub struct EventSink {
     tx: mpsc::Sender<Finding>,
     metrics: Arc<Metrics>,
+    limiter: Arc<Mutex<Limiter>>,
 }
 
 impl EventSink {
     /// Queues a finding without waiting. Dry runs must not get here (no side effects).
     pub fn publish(&self, finding: Finding) {
         debug_assert!(!finding.dry_run);
+        let now = tokio::time::Instant::now();
+        let allowed = self.limiter.lock().unwrap_or_else(std::sync::PoisonError::into_inner).allow(
+            &finding.namespace,
+            &finding.name,
+            now,
+        );
+        if !allowed {
+            // Logs, metrics, warnings and audit annotations still report the write.
+            self.metrics.event("rate_limited");
+            return;
+        }
         if self.tx.try_send(finding).is_err() {
             self.metrics.event("dropped");
         }
@@ -69,7 +89,8 @@ pub(crate) fn start(
             }
         }
     };
-    (EventSink { tx, metrics }, task)
+    let limiter = Limiter::new(ratelimit::PER_INGRESS, ratelimit::OVERALL, tokio::time::Instant::now());
+    (EventSink { tx, metrics, limiter: Arc::new(Mutex::new(limiter)) }, task)
 }
 
 /// The Event for a finding. The writer is the `related` object, so the recorder aggregates

@@ -28,6 +28,7 @@ mod patch;
 mod policy_store;
 #[cfg(test)]
 mod props;
+mod ratelimit;
 mod reconcile;
 mod reload;
 mod render;

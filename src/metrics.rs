@@ -177,7 +177,7 @@ impl Metrics {
         let events = Family::<EventLabel, Counter>::default();
         registry.register(
             "kubernetes_events",
-            "Kubernetes Events about rogue writes, by result (published, failed, dropped when the queue was full)",
+            "Kubernetes Events about rogue writes, by result (published, failed, dropped when the queue was full, rate_limited by the per-Ingress or overall token bucket)",
             events.clone(),
         );
         let drift = Family::<PolicyLabel, Gauge>::default();
