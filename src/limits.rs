@@ -47,7 +47,7 @@ pub struct LimitFlags {
     pub http2_max_concurrent_streams: u32,
     /// Request body bytes held at once across all requests in flight; a request that would go
     /// over gets 503 (the API server retries per its failurePolicy).
-    #[arg(long, env = "ISG_MAX_BUFFERED_BODY_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    #[arg(long, env = "ISG_MAX_BUFFERED_BODY_BYTES", default_value_t = 16 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
     pub max_buffered_body_bytes: u64,
     /// Reviews larger than this, in bytes, are read and decided on a small blocking pool (one
     /// thread per CPU), so one heavy caller cannot stall the async workers.
