@@ -60,15 +60,17 @@ pub struct LimitFlags {
 }
 
 impl Default for LimitFlags {
+    /// The flags' defaults, whatever the environment says.
     fn default() -> Self {
-        use clap::Parser;
+        use clap::{CommandFactory, FromArgMatches, Parser};
         #[derive(Parser)]
         struct Defaults {
             #[command(flatten)]
             flags: LimitFlags,
         }
-        // No environment here: defaults are what the flags say they are.
-        Defaults::parse_from(["defaults"]).flags
+        let command = Defaults::command().mut_args(|arg| arg.env(None));
+        let matches = command.get_matches_from(["defaults"]);
+        Defaults::from_arg_matches(&matches).expect("the defaults parse").flags
     }
 }
 
@@ -271,6 +273,15 @@ mod tests {
             i.read(&headers, Body::from("")).await.err(),
             Some(IntakeError::Declared { declared: 1_073_741_825, max: 10 })
         );
+    }
+
+    #[test]
+    fn defaults_ignore_the_environment() {
+        let limits = Limits::default();
+        assert_eq!(limits.max_connections, 512);
+        assert_eq!(limits.max_header_bytes, 64 * 1024);
+        assert_eq!(limits.max_buffered_body_bytes, 16 * 1024 * 1024);
+        assert_eq!(limits.body_read_timeout, Duration::from_secs(5));
     }
 
     #[tokio::test]

@@ -270,3 +270,20 @@ fn futures_poll<T>(
 ) -> impl futures::Stream<Item = T> + Unpin {
     futures::stream::poll_fn(f)
 }
+
+#[tokio::test]
+async fn oversized_heads_are_refused_on_both_ports() {
+    let (server, client) = start(small_limits());
+    let big = format!("x-pad: {}\r\n", "a".repeat(70 * 1024));
+    let mut tls = connect(server.webhook, &client).await.unwrap();
+    let request = format!("POST /mutate HTTP/1.1\r\nhost: localhost\r\n{big}content-length: 2\r\n\r\n{{}}");
+    let _ = tls.write_all(request.as_bytes()).await;
+    let response = read_until_closed(&mut tls).await;
+    assert!(response.is_empty() || response.starts_with("HTTP/1.1 431"), "{response}");
+
+    let mut admin = tokio::net::TcpStream::connect(server.admin).await.unwrap();
+    let _ = admin.write_all(format!("GET /livez HTTP/1.1\r\nhost: x\r\n{big}\r\n").as_bytes()).await;
+    let response = read_until_closed(&mut admin).await;
+    assert!(response.is_empty() || response.starts_with("HTTP/1.1 431"), "{response}");
+    server.stop().await;
+}
