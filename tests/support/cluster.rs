@@ -72,6 +72,11 @@ impl Cluster {
         start(Setup::Fresh).await.unwrap_or_else(|e| panic!("a fresh control plane did not start: {e}"))
     }
 
+    /// The CA of the client certificate the API server presents to webhooks.
+    pub(crate) fn webhook_client_ca(&self) -> PathBuf {
+        self.dir.join("webhook-client-ca.crt")
+    }
+
     pub(crate) fn admin_kubeconfig(&self) -> &Path {
         &self.admin_kubeconfig
     }
@@ -318,15 +323,39 @@ async fn start(setup: Setup) -> Result<Cluster, String> {
     let serving = ca.server("kube-apiserver", &["127.0.0.1", "localhost", "10.0.0.1"]);
     let (sa_key, sa_pub) = pki::signing_key_pair();
     let admin_cert = ca.client("isg-e2e-admin", Some("system:masters"));
+    // The API server's client certificate for webhooks, from its own CA, named in an
+    // AdmissionConfiguration as docs/deploy.md shows: a webhook started with
+    // `--client-ca <dir>/webhook-client-ca.crt` accepts only the API server.
+    let webhook_client_ca = Ca::new("isg-e2e webhook client CA");
+    let webhook_client = webhook_client_ca.client("kube-apiserver-webhook-client", None);
     for (file, contents) in [
         ("ca.crt", &ca.cert_pem),
         ("apiserver.crt", &serving.cert_pem),
         ("apiserver.key", &serving.key_pem),
         ("sa.key", &sa_key),
         ("sa.pub", &sa_pub),
+        ("webhook-client-ca.crt", &webhook_client_ca.cert_pem),
+        ("webhook-client.crt", &webhook_client.cert_pem),
+        ("webhook-client.key", &webhook_client.key_pem),
     ] {
         write(&dir.join(file), contents);
     }
+    // `*`: every webhook gets the certificate; those without --client-ca never ask for it.
+    write(
+        &dir.join("webhook-client-kubeconfig.yaml"),
+        &format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: \"*\"\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+            dir.join("webhook-client.crt").display(),
+            dir.join("webhook-client.key").display()
+        ),
+    );
+    write(
+        &dir.join("admission-config.yaml"),
+        &format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: MutatingAdmissionWebhook\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            dir.join("webhook-client-kubeconfig.yaml").display()
+        ),
+    );
     // Only Ingress status writes are audited, with their request bodies and annotations.
     write(
         &dir.join("audit-policy.yaml"),
@@ -413,6 +442,7 @@ async fn start_processes(
         "--endpoint-reconciler-type=none".into(),
         format!("--audit-policy-file={}", file("audit-policy.yaml")),
         format!("--audit-log-path={}", audit_log.display()),
+        format!("--admission-control-config-file={}", file("admission-config.yaml")),
         "--profiling=false".into(),
     ]);
     let apiserver = process::spawn("kube-apiserver", apiserver, &dir.join("kube-apiserver.log"))

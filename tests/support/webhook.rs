@@ -114,6 +114,11 @@ impl Webhook {
         }
     }
 
+    /// The CA that signed the webhook's serving certificate.
+    pub(crate) fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
     /// `https://127.0.0.1:<port>/mutate`
     pub(crate) fn url(&self) -> String {
         format!("https://127.0.0.1:{}/mutate", self.port)
