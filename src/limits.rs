@@ -285,6 +285,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn heavy_work_runs_off_the_workers_within_the_deadline() {
+        let limits =
+            Limits { blocking_threshold_bytes: 10, decide_timeout: Duration::from_millis(50), ..Limits::default() };
+        let i = Intake::new(limits);
+        assert_eq!(i.run(10, || 1).await, Some(1), "small: inline");
+        let worker = std::thread::current().id();
+        let ran_on = i.run(11, move || std::thread::current().id()).await.unwrap();
+        assert_ne!(ran_on, worker, "large: on the blocking pool");
+        // Work past the deadline is answered without its result (the caller allows the write).
+        assert_eq!(i.run(11, || std::thread::sleep(Duration::from_millis(500))).await, None);
+    }
+
+    #[tokio::test]
     async fn stalled_bodies_time_out() {
         let limits = Limits { max_body_bytes: 10, body_read_timeout: Duration::from_millis(50), ..Limits::default() };
         let i = Intake::new(limits);
