@@ -50,6 +50,9 @@ pub(crate) struct Cluster {
     audit_log: PathBuf,
     procs: Mutex<Vec<Proc>>,
     counter: AtomicU32,
+    /// How kube-apiserver was started (program and arguments), to start it again.
+    #[allow(dead_code)] // only tests/outage.rs restarts the API server
+    apiserver: Vec<String>,
 }
 
 static SHARED: tokio::sync::OnceCell<Result<Cluster, String>> = tokio::sync::OnceCell::const_new();
@@ -75,6 +78,33 @@ impl Cluster {
     /// The CA of the client certificate the API server presents to webhooks.
     pub(crate) fn webhook_client_ca(&self) -> PathBuf {
         self.dir.join("webhook-client-ca.crt")
+    }
+
+    /// Stops kube-apiserver (SIGKILL, as a crash would); etcd keeps its data.
+    #[allow(dead_code)] // only tests/outage.rs stops the API server
+    pub(crate) fn stop_apiserver(&self) {
+        self.procs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[1].kill();
+    }
+
+    /// Starts kube-apiserver again, as it was started, and waits until it answers.
+    #[allow(dead_code)] // only tests/outage.rs restarts the API server
+    pub(crate) async fn restart_apiserver(&self) {
+        let mut command = Command::new(&self.apiserver[0]);
+        command.args(&self.apiserver[1..]);
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let log = self.dir.join(format!("kube-apiserver-restart-{n}.log"));
+        let proc = process::spawn("kube-apiserver", command, &log).expect("restart kube-apiserver");
+        self.procs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[1] = proc;
+        let client = self.admin().await;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let req = hyper::Request::get("/readyz").body(Vec::new()).expect("request");
+            match client.request_text(req).await {
+                Ok(_) => return,
+                Err(e) if Instant::now() > deadline => panic!("kube-apiserver did not come back: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
     }
 
     pub(crate) fn admin_kubeconfig(&self) -> &Path {
@@ -369,7 +399,7 @@ async fn start(setup: Setup) -> Result<Cluster, String> {
     let mut last_error = String::new();
     for attempt in 1..=3 {
         match start_processes(&bin, &dir, &ca, &admin_cert, &admin_kubeconfig, &audit_log).await {
-            Ok((server, procs)) => {
+            Ok((server, procs, apiserver)) => {
                 let cluster = Cluster {
                     server,
                     dir,
@@ -378,6 +408,7 @@ async fn start(setup: Setup) -> Result<Cluster, String> {
                     audit_log,
                     procs: Mutex::new(procs),
                     counter: AtomicU32::new(0),
+                    apiserver,
                 };
                 if setup == Setup::Shared {
                     // SAFETY: registering a plain extern "C" function has no preconditions.
@@ -402,7 +433,7 @@ async fn start_processes(
     admin_cert: &pki::Issued,
     admin_kubeconfig: &Path,
     audit_log: &Path,
-) -> Result<(String, Vec<Proc>), String> {
+) -> Result<(String, Vec<Proc>, Vec<String>), String> {
     let etcd_port = free_port();
     let api_port = free_port();
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -423,8 +454,7 @@ async fn start_processes(
     let etcd = process::spawn("etcd", etcd, &dir.join("etcd.log")).map_err(|e| format!("start etcd: {e}"))?;
 
     let file = |name: &str| dir.join(name).display().to_string();
-    let mut apiserver = Command::new(bin.join("kube-apiserver"));
-    apiserver.args([
+    let apiserver_args: Vec<String> = vec![
         format!("--etcd-servers={etcd_url}"),
         "--bind-address=127.0.0.1".into(),
         "--advertise-address=127.0.0.1".into(),
@@ -444,7 +474,11 @@ async fn start_processes(
         format!("--audit-log-path={}", audit_log.display()),
         format!("--admission-control-config-file={}", file("admission-config.yaml")),
         "--profiling=false".into(),
-    ]);
+    ];
+    let mut apiserver = Command::new(bin.join("kube-apiserver"));
+    apiserver.args(&apiserver_args);
+    let apiserver_command =
+        std::iter::once(bin.join("kube-apiserver").display().to_string()).chain(apiserver_args).collect();
     let apiserver = process::spawn("kube-apiserver", apiserver, &dir.join("kube-apiserver.log"))
         .map_err(|e| format!("start kube-apiserver: {e}"))?;
     let mut procs = vec![etcd, apiserver];
@@ -461,7 +495,7 @@ async fn start_processes(
         }
         let req = hyper::Request::get("/readyz?verbose").body(Vec::new()).expect("request");
         let last = match client.request_text(req).await {
-            Ok(_) => return Ok((server, procs)),
+            Ok(_) => return Ok((server, procs, apiserver_command)),
             Err(e) => e.to_string(),
         };
         if Instant::now() > deadline {

@@ -124,6 +124,12 @@ impl Webhook {
         format!("https://127.0.0.1:{}/mutate", self.port)
     }
 
+    /// The status of `GET /readyz` on the admin port, if it answers.
+    #[allow(dead_code)] // not every test binary probes readiness
+    pub(crate) fn readyz(&self) -> Option<u16> {
+        http_get_status(self.admin_port, "/readyz")
+    }
+
     /// The admin port's Prometheus text (`GET /metrics`).
     pub(crate) fn metrics(&self) -> String {
         http_get(self.admin_port, "/metrics").map(|(_, body)| body).unwrap_or_default()
