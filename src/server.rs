@@ -364,3 +364,28 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send 
         tokio::select! { () = ctrl_c => {}, () = term => {} }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undecided_reviews_are_allowed_with_a_warning() {
+        let fixture = include_bytes!("../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+        let answer: serde_json::Value = serde_json::from_slice(&undecided(fixture, 2).unwrap()).unwrap();
+        assert_eq!(
+            answer,
+            serde_json::json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {
+                    "uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a",
+                    "allowed": true,
+                    "warnings": ["ingress-status-guard: not decided within 2 s; status left as written"],
+                },
+            })
+        );
+        let (status, _) = undecided(b"{\"not\": \"a review\"}", 2).unwrap_err();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+}
