@@ -232,3 +232,63 @@ fn second_sigterm_ends_the_shutdown_delay() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The plain log format of the binary keeps a forged hostname on its one line (before: a `\n`
+/// in a status write started a whole forged log line).
+#[tokio::test]
+async fn forged_hostnames_stay_on_one_plain_log_line() {
+    use std::io::BufRead as _;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
+        .args(["serve", &format!("--listen=127.0.0.1:{port}"), "--admin-listen=127.0.0.1:0", "--no-events"])
+        .args(["--publish-status-address=192.0.2.10", "--log-format=plain"])
+        .env("TMPDIR", tmp.path())
+        .env("RUST_LOG", "info")
+        .env_remove("KUBECONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &str| -> String {
+        let deadline = std::time::Instant::now() + BOUND;
+        while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            seen.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+        panic!("no log line containing {needle:?} in {seen:?}");
+    };
+    wait_for("webhook listening");
+    let ca_dir = std::fs::read_dir(tmp.path()).unwrap().flatten().next().expect("the ephemeral CA directory").path();
+    let ca_pem = std::fs::read_to_string(ca_dir.join("ca.crt")).unwrap();
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let mut poster = Poster::open(([127, 0, 0, 1], port).into(), &Arc::new(config)).await;
+    let forged = json!([{"hostname": "a\nINFO ingress_status_guard: forged line\r\u{1b}[2K"}]);
+    let (status, _) = poster.post(review("rogue", forged)).await;
+    assert_eq!(status, 200);
+    let line = wait_for("rogue status write");
+    assert!(line.contains(r"a\nINFO ingress_status_guard: forged line\r\u{1b}[2K"), "{line}");
+    let _ = child.kill();
+    let _ = child.wait();
+    // Nothing after the finding's line may be the forged one.
+    while let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {
+        assert!(!line.contains("forged line") || line.contains("rogue status write"), "{line}");
+    }
+}
