@@ -7,17 +7,19 @@ use serde::{Deserialize, Serialize};
 
 /// One entry of `status.loadBalancer.ingress` (`IngressLoadBalancerIngress`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(expecting = "an IngressLoadBalancerIngress object (ip, hostname, ports)")]
 pub struct Address {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::strict::objects")]
     pub ports: Vec<PortStatus>,
 }
 
 /// One entry of `ports` (`IngressPortStatus`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(expecting = "an IngressPortStatus object (port, protocol, error)")]
 pub struct PortStatus {
     pub port: i32,
     pub protocol: String,
@@ -25,20 +27,44 @@ pub struct PortStatus {
     pub error: Option<String>,
 }
 
-/// A list of entries as it reads in logs, warnings and annotations: `a,b`, or `<none>`.
+/// A list of entries as it reads in logs, warnings, Event notes and audit annotations: `a,b`, or
+/// `<none>`. Bounded, because a caller chooses how many entries a review carries: at most
+/// [`MAX_SHOWN`] entries and [`MAX_SHOWN_BYTES`] bytes, then `…(+N more)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Addresses<'a>(pub &'a [Address]);
+
+/// Most entries shown of a list.
+pub(crate) const MAX_SHOWN: usize = 20;
+/// Most bytes of entries shown of a list (the `…(+N more)` suffix comes on top).
+pub(crate) const MAX_SHOWN_BYTES: usize = 1024;
 
 impl std::fmt::Display for Addresses<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.0.is_empty() {
             return f.write_str("<none>");
         }
-        for (i, entry) in self.0.iter().enumerate() {
-            if i > 0 {
+        let mut used = 0;
+        let mut shown = 0;
+        for entry in self.0.iter().take(MAX_SHOWN) {
+            let text = entry.to_string();
+            let separator = usize::from(shown > 0);
+            if used + separator + text.len() > MAX_SHOWN_BYTES {
+                if shown == 0 {
+                    // One entry longer than the whole budget: its start still says what it was.
+                    f.write_str(&crate::names::truncate(&text, usize::MAX, MAX_SHOWN_BYTES))?;
+                    shown = 1;
+                }
+                break;
+            }
+            if separator == 1 {
                 f.write_str(",")?;
             }
-            write!(f, "{entry}")?;
+            f.write_str(&text)?;
+            used += separator + text.len();
+            shown += 1;
+        }
+        if shown < self.0.len() {
+            write!(f, "…(+{} more)", self.0.len() - shown)?;
         }
         Ok(())
     }
@@ -102,13 +128,16 @@ impl Address {
     }
 }
 
-/// `hostname (ip)`, `hostname` or `ip`: how an entry reads in logs and warnings.
+/// `hostname (ip)`, `hostname` or `ip`: how an entry reads in logs and warnings. An entry read
+/// from a review is unvalidated, so control characters are escaped: a written hostname must not
+/// be able to start a new log line or move a terminal's cursor.
 impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = |v: &'_ str| crate::names::escape_control(v).into_owned();
         match (&self.hostname, &self.ip) {
-            (Some(h), Some(i)) => write!(f, "{h} ({i})"),
-            (Some(h), None) => f.write_str(h),
-            (None, Some(i)) => f.write_str(i),
+            (Some(h), Some(i)) => write!(f, "{} ({})", text(h), text(i)),
+            (Some(h), None) => f.write_str(&crate::names::escape_control(h)),
+            (None, Some(i)) => f.write_str(&crate::names::escape_control(i)),
             (None, None) => f.write_str("<empty>"),
         }
     }
@@ -153,7 +182,14 @@ pub(crate) fn parse_static_list(list: &str) -> Result<Vec<Address>, AddressError
 /// Drops duplicates and sorts by hostname then IP string (ingress-nginx's
 /// `lessLoadBalancerIngress`), so IP-only entries come first.
 pub(crate) fn canonicalize(mut entries: Vec<Address>) -> Vec<Address> {
-    entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())));
+    // Ports break ties completely (not only by count), so the result does not depend on the
+    // order the entries came in (found by the property tests).
+    entries.sort_by(|a, b| {
+        a.sort_key()
+            .cmp(&b.sort_key())
+            .then_with(|| a.ports.len().cmp(&b.ports.len()))
+            .then_with(|| a.ports.cmp(&b.ports))
+    });
     entries.dedup();
     entries
 }
@@ -236,5 +272,33 @@ mod tests {
         );
         assert_eq!(host("10.0.0.1").sanitized(), Err(AddressError::Invalid("10.0.0.1".into())));
         assert_eq!(host("Bad_Host").sanitized(), Err(AddressError::Invalid("Bad_Host".into())));
+    }
+
+    #[test]
+    fn lists_shown_are_bounded() {
+        let many: Vec<Address> = (0..10_000).map(|i| host(&format!("h{i}.example"))).collect();
+        let text = Addresses(&many).to_string();
+        assert!(text.starts_with("h0.example,h1.example,"), "{text}");
+        assert!(text.ends_with("…(+9980 more)"), "{text}");
+        assert_eq!(text.matches(',').count(), MAX_SHOWN - 1);
+
+        let long: Vec<Address> = (0..100).map(|i| host(&format!("{i}-{}", "a".repeat(200)))).collect();
+        let text = Addresses(&long).to_string();
+        assert!(text.len() <= MAX_SHOWN_BYTES + "…(+100 more)".len(), "{} bytes", text.len());
+        assert!(text.ends_with("…(+95 more)"), "{text}");
+
+        let huge = [host(&"b".repeat(1 << 20)), ip("10.0.0.1")];
+        let text = Addresses(&huge).to_string();
+        assert!(text.len() <= MAX_SHOWN_BYTES + 20 && text.ends_with("…(+1 more)"), "{text}");
+
+        assert_eq!(Addresses(&many[..2]).to_string(), "h0.example,h1.example");
+        assert_eq!(Addresses(&[]).to_string(), "<none>");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_when_shown() {
+        let forged =
+            Address { hostname: Some("a\nINFO forged\r\x1b[31m".into()), ip: Some("1\t".into()), ports: vec![] };
+        assert_eq!(forged.to_string(), "a\\nINFO forged\\r\\u{1b}[31m (1\\t)");
     }
 }

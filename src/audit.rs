@@ -10,6 +10,8 @@ use crate::{
 
 /// The Events API refuses notes over 1 kB.
 const MAX_NOTE: usize = 1024;
+/// Longest caller-chosen text field of the log line (the address lists have their own bound).
+const MAX_FIELD: usize = 1024;
 
 /// The identity that sent a status write, from `request.userInfo`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -128,8 +130,8 @@ impl Finding {
             ingress_name = %self.name,
             ingress_class = self.class.as_deref().unwrap_or(""),
             policy = %self.policy,
-            writer = %self.writer.username,
-            writer_groups = %self.writer.groups.join(","),
+            writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
+            writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
             writer_sa_namespace = sa_namespace,
             writer_sa_name = sa_name,
             attempted = %Addresses(&self.attempted),

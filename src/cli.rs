@@ -17,7 +17,7 @@ use crate::{
     lifecycle::Tasks,
     metrics::Metrics,
     policy_store::{self, PodEvents, PolicyStore, ServiceWatches},
-    reconcile, reload,
+    reconcile, reload, scratch,
     server::{self, AppState, Listeners},
     service,
     sources::SourceCache,
@@ -103,6 +103,10 @@ pub(crate) struct ServeArgs {
     /// kubeconfig for watching publish Services; default: in-cluster config, then KUBECONFIG.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Distinct `writer` label values in metrics; further writers are counted as `other`
+    /// (and in `writer_labels_folded_total`), so callers cannot grow /metrics without bound.
+    #[arg(long, env = "ISG_MAX_WRITER_LABELS", default_value_t = crate::metrics::DEFAULT_MAX_WRITERS)]
+    pub max_writer_labels: usize,
     /// Do not write Kubernetes Events about rogue writes (logs, metrics, warnings and audit
     /// annotations still report them).
     #[arg(long, env = "ISG_NO_EVENTS")]
@@ -111,6 +115,8 @@ pub(crate) struct ServeArgs {
     pub policy: PolicyInput,
     #[command(flatten)]
     pub reconcile: reconcile::Flags,
+    #[command(flatten)]
+    pub limits: crate::limits::LimitFlags,
 }
 
 /// Where the policies come from: a file, or the flags of one policy. `serve`, `check` and
@@ -248,16 +254,16 @@ impl ServeArgs {
         Some(reload::CertFiles { cert, key, client_ca: self.client_ca.clone() })
     }
 
-    /// The ephemeral configuration used without --tls-cert/--tls-key.
-    fn tls(&self) -> Result<rustls::ServerConfig, CliError> {
+    /// The ephemeral configuration used without --tls-cert/--tls-key, and the private directory
+    /// holding its CA certificate (removed when dropped).
+    fn tls(&self) -> Result<(rustls::ServerConfig, scratch::CaDir), CliError> {
         let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
         let bundle = certs::generate("ingress-status-guard ephemeral CA", &names)?;
-        let dir = std::env::temp_dir().join(format!("ingress-status-guard-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let ca_path = dir.join("ca.crt");
-        std::fs::write(&ca_path, &bundle.ca_pem)?;
-        tracing::warn!(ca_bundle = %ca_path.display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
-        Ok(tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?)
+        let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
+        tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
+        let config =
+            tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?;
+        Ok((config, dir))
     }
 }
 
@@ -269,9 +275,13 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
         tracing::info!(policy = %p.name, classes = %classes, without_class = p.scope.without_class, source = %p.source, mode = %p.mode, "policy loaded");
     }
-    let (tls, reloader) = match args.cert_files() {
-        Some(files) => reload::start(files, reload::POLL_INTERVAL).await.map(|(tls, r)| (tls, Some(r)))?,
-        None => (RustlsConfig::from_config(Arc::new(args.tls()?)), None),
+    // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
+    let (tls, reloader, _ca_dir) = match args.cert_files() {
+        Some(files) => reload::start(files, reload::POLL_INTERVAL).await.map(|(tls, r)| (tls, Some(r), None))?,
+        None => {
+            let (config, dir) = args.tls()?;
+            (RustlsConfig::from_config(Arc::new(config)), None, Some(dir))
+        }
     };
     let cache = SourceCache::new(&policies);
     // A Service source needs a cluster; Events, the reconciler and reloads that add a Service
@@ -290,7 +300,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut tasks = Tasks::default();
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies.services()));
     let store = PolicyStore::new(policies);
-    let mut metrics = Metrics::new();
+    let mut metrics = Metrics::with_max_writers(args.max_writer_labels);
     if let Some(reloader) = &reloader {
         metrics.register_tls_cert_expiry(reloader.cert_expiry());
     }
@@ -364,21 +374,27 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         webhook: bind(args.listen, "--listen")?,
         admin: bind(args.admin_listen, "--admin-listen")?,
         tls,
-        max_body_bytes: args.max_body_bytes,
+        limits: crate::limits::Limits::new(&args.limits, args.max_body_bytes),
         drain: Duration::from_secs(args.drain_seconds),
     };
     let delay = Duration::from_secs(args.shutdown_delay_seconds);
     let shutdown_state = state.clone();
+    let first_signal = server::shutdown_signal();
     let shutdown = async move {
-        server::shutdown_signal().await;
+        first_signal.await;
         let _ = stop_tx.send(());
         if !delay.is_zero() {
+            let second_signal = server::shutdown_signal();
             shutdown_state.readiness.drain();
             tracing::info!(
                 delay_seconds = delay.as_secs(),
-                "SIGTERM: not ready; serving on until endpoints drop this pod"
+                "SIGTERM: not ready; serving on until endpoints drop this pod (a second SIGTERM ends the delay)"
             );
-            tokio::time::sleep(delay).await;
+            // An operator who sends SIGTERM again (or Ctrl-C twice) wants out now.
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = second_signal => tracing::info!("second signal: shutdown delay cut short"),
+            }
         }
     };
     Ok(server::serve(state, listeners, tasks, shutdown).await?)
@@ -427,7 +443,7 @@ pub(crate) fn init_logging(format: LogFormat, level: Option<&str>, default: &str
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
-        LogFormat::Plain => builder.init(),
+        LogFormat::Plain => builder.fmt_fields(crate::logging::plain_fields()).init(),
     }
 }
 

@@ -13,7 +13,12 @@ use kube::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{audit::Finding, decision::Action, metrics::Metrics};
+use crate::{
+    audit::Finding,
+    decision::Action,
+    metrics::Metrics,
+    ratelimit::{self, Limiter},
+};
 
 /// Reason shown by `kubectl describe ingress`.
 pub(crate) const REASON: &str = "RogueStatusWrite";
@@ -51,6 +56,7 @@ pub(crate) fn start(
     let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
     let recorder = client.map(|client| Recorder::new(client, reporter));
     let task_metrics = metrics.clone();
+    let mut limiter = Limiter::new(ratelimit::PER_INGRESS, ratelimit::OVERALL, tokio::time::Instant::now());
     let task = async move {
         loop {
             let finding = tokio::select! {
@@ -64,6 +70,12 @@ pub(crate) fn start(
             finding.log();
             // A dry run has no side effects: logged, never an Event.
             let Some(recorder) = recorder.as_ref().filter(|_| !finding.dry_run) else { continue };
+            // A forged flood must not become an Event flood; the log line above, the metrics,
+            // the warning and the audit annotations still report every write.
+            if !limiter.allow(&finding.namespace, &finding.name, tokio::time::Instant::now()) {
+                task_metrics.event("rate_limited");
+                continue;
+            }
             let (event, regarding) = to_event(&finding);
             match recorder.publish(&event, &regarding).await {
                 Ok(()) => task_metrics.event("published"),

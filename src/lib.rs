@@ -14,21 +14,29 @@ mod check;
 mod cli;
 mod client;
 mod config;
+mod conn;
 mod decision;
 mod events;
 mod fswatch;
 mod leader;
 mod lifecycle;
+mod limits;
+mod logging;
 mod metrics;
 mod names;
 mod patch;
 mod policy_store;
+#[cfg(test)]
+mod props;
+mod ratelimit;
 mod reconcile;
 mod reload;
 mod render;
+mod scratch;
 mod server;
 mod service;
 mod sources;
+mod strict;
 mod tls;
 mod wire;
 
@@ -39,11 +47,12 @@ pub use cli::{FlagPolicy, main};
 pub use config::{Mode, OnUnresolved, Policies, parse_file};
 pub use decision::decide;
 pub use lifecycle::Tasks;
+pub use limits::{LimitFlags, Limits};
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
 };
 pub use render::render;
-pub use server::{AppState, Listeners, admin_router, serve, webhook_router};
+pub use server::{AppState, Listeners, admin_router, serve, webhook_router, webhook_router_with};
 pub use sources::{SourceCache, Sources};
 pub use tls::{load as load_tls, server_config as tls_server_config};
 /// The serde_json reader alone (the fast reader's error path), for the benchmarks' comparison.

@@ -1,14 +1,52 @@
-//! Prometheus metrics of the webhook, served as text on the admin port's `/metrics`.
+//! Prometheus metrics of the webhook, served as text on the admin port's `/metrics`. Label
+//! values that a caller controls are escaped and bounded here, in number and in length.
 
-use std::time::Duration;
+use std::{collections::HashSet, fmt::Write as _, sync::Mutex, time::Duration};
 
 use prometheus_client::{
-    encoding::{EncodeLabelSet, text::encode},
+    encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
-use crate::audit::Finding;
+use crate::{audit::Finding, names::truncate};
+
+/// Default of `--max-writer-labels`: distinct `writer` label values before the rest fold into
+/// [`OTHER_WRITER`].
+pub(crate) const DEFAULT_MAX_WRITERS: usize = 50;
+/// The `writer` label of every writer beyond the first `--max-writer-labels`.
+pub(crate) const OTHER_WRITER: &str = "other";
+/// Longest label value kept, in bytes: a ServiceAccount username is at most ~340 bytes, and a
+/// forged 1 MiB username must not become a 1 MiB series.
+const MAX_LABEL_BYTES: usize = 512;
+
+/// A label value as OpenMetrics requires it: `\`, `"` and line feed escaped. prometheus-client
+/// 0.24 writes `String` label values verbatim, so a `"` and a newline in a username would forge
+/// a sample line.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Escaped(String);
+
+impl Escaped {
+    fn new(value: &str) -> Self {
+        Escaped(truncate(value, usize::MAX, MAX_LABEL_BYTES))
+    }
+}
+
+impl EncodeLabelValue for Escaped {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let mut rest = self.0.as_str();
+        while let Some(at) = rest.find(['\\', '"', '\n']) {
+            encoder.write_str(&rest[..at])?;
+            encoder.write_str(match rest.as_bytes()[at] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[at + 1..];
+        }
+        encoder.write_str(rest)
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -17,25 +55,35 @@ struct ResultLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RogueLabels {
-    policy: String,
-    writer: String,
+    policy: Escaped,
+    writer: Escaped,
     action: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PolicyLabel {
-    policy: String,
+    policy: Escaped,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServiceLabel {
-    service: String,
+    service: Escaped,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PatchLabels {
-    policy: String,
+    policy: Escaped,
     result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabel {
+    listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -72,6 +120,12 @@ pub struct Metrics {
     leader: Gauge,
     reloads: Family<ResultLabel, Counter>,
     watch_errors: Counter,
+    /// Writers with a label of their own; at most `max_writers`.
+    writers: Mutex<HashSet<String>>,
+    max_writers: usize,
+    folded_writers: Counter,
+    connections_refused: Family<ListenerLabel, Counter>,
+    requests_refused: Family<ReasonLabel, Counter>,
 }
 
 /// Review outcomes, plus `error` for requests answered with an HTTP error.
@@ -89,6 +143,11 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
+        Self::with_max_writers(DEFAULT_MAX_WRITERS)
+    }
+
+    /// Metrics whose `writer` label takes at most `max_writers` distinct values.
+    pub fn with_max_writers(max_writers: usize) -> Self {
         let mut registry = Registry::with_prefix("ingress_status_guard");
         let requests = Family::<ResultLabel, Counter>::default();
         registry.register(
@@ -125,7 +184,7 @@ impl Metrics {
         let events = Family::<EventLabel, Counter>::default();
         registry.register(
             "kubernetes_events",
-            "Kubernetes Events about rogue writes, by result (published, failed, dropped when the queue was full)",
+            "Kubernetes Events about rogue writes, by result (published, failed, dropped when the queue was full, rate_limited by the per-Ingress or overall token bucket)",
             events.clone(),
         );
         let drift = Family::<PolicyLabel, Gauge>::default();
@@ -159,8 +218,28 @@ impl Metrics {
         registry.register("build_info", "Always 1; the labels say which build is running", build_info);
         let by_result =
             RESULTS.iter().map(|&result| (result, requests.get_or_create(&ResultLabel { result }).clone())).collect();
+        let folded_writers = Counter::default();
+        registry.register(
+            "writer_labels_folded",
+            "Rogue writes counted under writer=\"other\" because --max-writer-labels distinct writers already had a label",
+            folded_writers.clone(),
+        );
+        let connections_refused = Family::<ListenerLabel, Counter>::default();
+        registry.register(
+            "connections_refused",
+            "Connections closed on accept because the listener had --max-connections (or --admin-max-connections) open",
+            connections_refused.clone(),
+        );
+        let requests_refused = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "requests_refused",
+            "Requests refused before their body was read in full, by reason (body_too_large, body_timeout, buffered_bytes, body_read_error), or answered without a decision (decide_timeout)",
+            requests_refused.clone(),
+        );
         Metrics {
             registry,
+            connections_refused,
+            requests_refused,
             requests,
             by_result,
             duration,
@@ -173,6 +252,9 @@ impl Metrics {
             leader,
             reloads,
             watch_errors,
+            writers: Mutex::new(HashSet::new()),
+            max_writers,
+            folded_writers,
         }
     }
 
@@ -196,16 +278,42 @@ impl Metrics {
 
     pub fn rogue_write(&self, finding: &Finding) {
         let labels = RogueLabels {
-            policy: finding.policy.clone(),
-            writer: finding.writer.username.clone(),
+            policy: Escaped::new(&finding.policy),
+            writer: Escaped::new(self.writer_label(&finding.writer.username)),
             // A dry run changes nothing: it is counted apart from the writes that happened.
             action: if finding.dry_run { "dry_run" } else { finding.action.result() },
         };
         self.rogue_writes.get_or_create(&labels).inc();
     }
 
+    /// The writer's own label while fewer than `max_writers` have one, else [`OTHER_WRITER`]
+    /// (counted): whoever can reach the webhook chooses usernames, so they must not choose how
+    /// many series exist.
+    fn writer_label<'a>(&self, username: &'a str) -> &'a str {
+        let username_key = truncate(username, usize::MAX, MAX_LABEL_BYTES);
+        let mut writers = self.writers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if writers.contains(&username_key) {
+            return username;
+        }
+        if writers.len() < self.max_writers {
+            writers.insert(username_key);
+            return username;
+        }
+        drop(writers);
+        self.folded_writers.inc();
+        OTHER_WRITER
+    }
+
     pub fn unresolved(&self, policy: &str) {
-        self.unresolved.get_or_create(&PolicyLabel { policy: policy.to_owned() }).inc();
+        self.unresolved.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).inc();
+    }
+
+    pub fn connection_refused(&self, listener: &'static str) {
+        self.connections_refused.get_or_create(&ListenerLabel { listener }).inc();
+    }
+
+    pub fn request_refused(&self, reason: &'static str) {
+        self.requests_refused.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     pub fn event(&self, result: &'static str) {
@@ -213,21 +321,21 @@ impl Metrics {
     }
 
     pub fn set_cache_age(&self, service: &str, age: Duration) {
-        self.cache_age.get_or_create(&ServiceLabel { service: service.to_owned() }).set(age.as_secs_f64());
+        self.cache_age.get_or_create(&ServiceLabel { service: Escaped::new(service) }).set(age.as_secs_f64());
     }
 
     /// Sets the drift gauge of a policy.
     pub fn set_drift(&self, policy: &str, count: i64) {
-        self.drift.get_or_create(&PolicyLabel { policy: policy.to_owned() }).set(count);
+        self.drift.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).set(count);
     }
 
     /// Drops the drift series of a policy no longer in force.
     pub fn remove_drift(&self, policy: &str) {
-        self.drift.remove(&PolicyLabel { policy: policy.to_owned() });
+        self.drift.remove(&PolicyLabel { policy: Escaped::new(policy) });
     }
 
     pub fn patch(&self, policy: &str, result: &'static str) {
-        self.patches.get_or_create(&PatchLabels { policy: policy.to_owned(), result }).inc();
+        self.patches.get_or_create(&PatchLabels { policy: Escaped::new(policy), result }).inc();
     }
 
     pub fn set_leader(&self, leader: bool) {
@@ -279,5 +387,66 @@ mod tests {
         expiry.set(1_900_000_000);
         let text = m.encode();
         assert!(text.contains("ingress_status_guard_tls_cert_expiry_timestamp_seconds 1900000000"), "{text}");
+    }
+
+    fn finding(username: &str) -> Finding {
+        Finding {
+            uid: "u".into(),
+            object_uid: None,
+            namespace: "ns".into(),
+            name: "ing".into(),
+            class: None,
+            policy: "p".into(),
+            writer: crate::audit::Writer::new(username.to_owned(), vec![]),
+            attempted: vec![],
+            canonical: vec![],
+            action: crate::decision::Action::Rewrite,
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::new();
+        m.rogue_write(&finding(
+            "evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n#\\",
+        ));
+        let text = m.encode();
+        // Every result exists at 0 from the start; the forged sample must not appear.
+        assert!(
+            !text.lines().any(|l| l.contains("1e9") && !l.starts_with("ingress_status_guard_rogue_writes_total")),
+            "{text}"
+        );
+        let line = text.lines().find(|l| l.starts_with("ingress_status_guard_rogue_writes_total")).unwrap();
+        assert_eq!(
+            line,
+            r#"ingress_status_guard_rogue_writes_total{policy="p",writer="evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n#\\",action="patched"} 1"#
+        );
+    }
+
+    #[test]
+    fn writers_beyond_the_cap_fold_into_other() {
+        let m = Metrics::with_max_writers(3);
+        for i in 0..10 {
+            m.rogue_write(&finding(&format!("user-{i}")));
+        }
+        m.rogue_write(&finding("user-1"));
+        m.rogue_write(&finding(&"x".repeat(1 << 20)));
+        let text = m.encode();
+        let series = text.lines().filter(|l| l.starts_with("ingress_status_guard_rogue_writes_total{")).count();
+        assert_eq!(series, 4, "{text}");
+        assert!(text.contains(r#"writer="user-1",action="patched"} 2"#), "{text}");
+        assert!(text.contains(r#"writer="other",action="patched"} 8"#), "{text}");
+        assert!(text.contains("ingress_status_guard_writer_labels_folded_total 8"), "{text}");
+        assert!(text.len() < 8 * 1024, "a 1 MiB username is not a 1 MiB label: {} bytes", text.len());
+    }
+
+    #[test]
+    fn long_labels_are_cut() {
+        let m = Metrics::with_max_writers(3);
+        m.rogue_write(&finding(&"y".repeat(1 << 20)));
+        let text = m.encode();
+        assert!(text.len() < 4 * 1024, "{} bytes", text.len());
+        assert!(text.contains(&format!("writer=\"{}…\"", "y".repeat(MAX_LABEL_BYTES - 3))), "{text}");
     }
 }

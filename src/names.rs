@@ -21,6 +21,24 @@ fn is_label_chars(label: &str) -> bool {
         && bytes[bytes.len() - 1] != b'-'
 }
 
+/// `text` with every control character (line breaks, tabs, ANSI escape sequences' ESC, C1
+/// controls) written as a Rust escape, so text a caller chose stays on one log line and cannot
+/// drive a terminal. Borrowed when there is nothing to escape.
+pub(crate) fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `text` cut to at most `max_chars` characters and `max_bytes` bytes, on a character boundary,
 /// ending in `…` when cut. Warnings are bounded in characters (what kubectl shows), Event notes
 /// in bytes (what the Events API accepts).

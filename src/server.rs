@@ -8,9 +8,9 @@ use std::{
 };
 
 use axum::{
-    Router,
-    body::Bytes,
-    extract::{DefaultBodyLimit, State, rejection::BytesRejection},
+    Extension, Router,
+    body::{Body, Bytes},
+    extract::State,
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -20,9 +20,11 @@ use axum_server::{accept::NoDelayAcceptor, tls_rustls::RustlsConfig};
 use crate::{
     audit::Finding,
     config::Policies,
+    conn::Guard,
     decision::Verdict,
     events::EventSink,
     lifecycle::{Readiness, Tasks},
+    limits::{Intake, Limits},
     metrics::{self, Metrics},
     policy_store::PolicyStore,
     render,
@@ -65,10 +67,15 @@ impl AppState {
 
 /// The webhook's router. Tests drive this exact router.
 pub fn webhook_router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
+    webhook_router_with(state, Limits { max_body_bytes, ..Limits::default() })
+}
+
+/// The webhook's router with every request bound of `limits`.
+pub fn webhook_router_with(state: Arc<AppState>, limits: Limits) -> Router {
     Router::new()
         .route("/mutate", post(mutate).fallback(method_not_allowed))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(Extension(Arc::new(Intake::new(limits))))
         .with_state(state)
 }
 
@@ -118,11 +125,12 @@ async fn not_found() -> Response {
 
 async fn mutate(
     State(state): State<Arc<AppState>>,
+    Extension(intake): Extension<Arc<Intake>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Response {
     let started = Instant::now();
-    let (response, result) = match answer(&state, &headers, body) {
+    let (response, result) = match answer(&state, &intake, &headers, body).await {
         Ok((bytes, result)) => {
             ((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(), result)
         }
@@ -132,31 +140,62 @@ async fn mutate(
     response
 }
 
-/// Route, read, decide, render, report: the response bytes and the result label, or the HTTP
-/// error for a request that is not a review.
-fn answer(
-    state: &AppState,
+/// Check, read, then review the body (off the async workers when it is large): the response
+/// bytes and the result label, or the HTTP error for a request that is not a review.
+async fn answer(
+    state: &Arc<AppState>,
+    intake: &Intake,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<(Vec<u8>, &'static str), (StatusCode, String)> {
+    check_headers(headers)?;
+    let held = intake.read(headers, body).await.map_err(|e| {
+        state.metrics.request_refused(e.reason());
+        (e.status(), e.to_string())
+    })?;
+    if held.bytes.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object".to_owned()));
+    }
+    let (work_state, bytes) = (state.clone(), held.bytes.clone());
+    match intake.run(bytes.len(), move || review(&work_state, &bytes)).await {
+        Some(result) => result,
+        None => {
+            state.metrics.request_refused("decide_timeout");
+            let limit = intake.limits.decide_timeout.as_secs();
+            tracing::warn!(
+                bytes = held.bytes.len(),
+                "review not decided within --decide-timeout-seconds {limit}: allowed as written"
+            );
+            undecided(&held.bytes, limit).map(|bytes| (bytes, metrics::ERROR))
+        }
+    }
+}
+
+/// The media type and encoding of a review: JSON, sent as is.
+fn check_headers(headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {
         let message = format!("content-type must be application/json, got {content_type:?}");
         return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, message));
     }
-    let body = match body {
-        Ok(body) if body.is_empty() => {
-            return Err((StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object".to_owned()));
+    // A body we cannot read as sent: a compressed review would fail as malformed JSON, and a
+    // plain one under a false header must not be read as if the header were not there.
+    if let Some(encoding) = headers.get(header::CONTENT_ENCODING) {
+        let text = encoding.to_str().unwrap_or("");
+        if !text.trim().eq_ignore_ascii_case("identity") {
+            let message = format!("content-encoding {text:?} is not supported: send the review uncompressed");
+            return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, message));
         }
-        Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return Err((StatusCode::PAYLOAD_TOO_LARGE, "body exceeds --max-body-bytes".to_owned()));
-        }
-        Err(rejection) => return Err((rejection.status(), rejection.body_text())),
-    };
-    let review = wire::read(&body).map_err(|e| {
-        tracing::warn!(error = %e, "rejected malformed AdmissionReview");
+    }
+    Ok(())
+}
+
+/// Read, decide, render, report.
+fn review(state: &AppState, body: &Bytes) -> Result<(Vec<u8>, &'static str), (StatusCode, String)> {
+    let review = wire::read(body).map_err(|e| {
+        // The error quotes the body (a forged `kind` of 3 MiB): bounded in the log.
+        tracing::warn!(error = %crate::names::truncate(&e.to_string(), usize::MAX, 1024), "rejected malformed AdmissionReview");
         (StatusCode::BAD_REQUEST, e.to_string())
     })?;
     let policies = state.policies.load();
@@ -165,6 +204,30 @@ fn answer(
     let result = verdict.result();
     report(state, review, verdict);
     Ok((bytes, result))
+}
+
+/// The answer to a review not decided in time: allowed as written, with a warning, as when
+/// the canonical address is unknown. Only the fields the response must echo are read.
+fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Echo {
+        api_version: String,
+        request: EchoRequest,
+    }
+    #[derive(serde::Deserialize)]
+    struct EchoRequest {
+        uid: String,
+    }
+    let busy = || (StatusCode::SERVICE_UNAVAILABLE, format!("review not decided within {limit} s; retry"));
+    let echo: Echo = serde_json::from_slice(body).map_err(|_| busy())?;
+    let warning = format!("ingress-status-guard: not decided within {limit} s; status left as written");
+    let response = serde_json::json!({
+        "apiVersion": echo.api_version,
+        "kind": "AdmissionReview",
+        "response": {"uid": echo.request.uid, "allowed": true, "warnings": [warning]},
+    });
+    Ok(response.to_string().into_bytes())
 }
 
 /// Logs, counts and queues the Event for a decision; never waits.
@@ -198,7 +261,8 @@ pub struct Listeners {
     pub admin: std::net::TcpListener,
     /// Shared with the certificate reloader, which swaps the configuration in place.
     pub tls: RustlsConfig,
-    pub max_body_bytes: usize,
+    /// Every bound on connections and requests, for both ports.
+    pub limits: Limits,
     /// Longest wait for in-flight reviews once shutdown starts.
     pub drain: Duration,
 }
@@ -214,20 +278,28 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     listeners.webhook.set_nonblocking(true)?;
     listeners.admin.set_nonblocking(true)?;
-    let admin = tokio::net::TcpListener::from_std(listeners.admin)?;
-    tracing::info!(address = %admin.local_addr()?, "admin server listening (/livez, /readyz, /metrics)");
+    tracing::info!(address = %listeners.admin.local_addr()?, "admin server listening (/livez, /readyz, /metrics)");
     tracing::info!(address = %listeners.webhook.local_addr()?, "webhook listening (HTTPS, POST /mutate)");
+    let limits = listeners.limits;
 
     let handle = axum_server::Handle::new();
-    let (admin_stop_tx, admin_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // The admin port gets the same connection bounds as the webhook: a flood of idle probes
+    // must not take the file descriptors that /livez and /mutate need.
+    let admin_handle = axum_server::Handle::new();
+    let admin_guard = Guard::new(
+        NoDelayAcceptor::new(),
+        limits.admin_max_connections,
+        limits.idle_timeout,
+        "admin",
+        state.metrics.clone(),
+    );
+    let mut admin_server = axum_server::from_tcp(listeners.admin)?
+        .acceptor(admin_guard)
+        .first_request_timeout(limits.header_read_timeout)
+        .handle(admin_handle.clone());
+    limits.configure(admin_server.http_builder());
     let admin_app = admin_router(state.clone());
-    let admin_task = tokio::spawn(async move {
-        axum::serve(admin, admin_app)
-            .with_graceful_shutdown(async {
-                let _ = admin_stop_rx.await;
-            })
-            .await
-    });
+    let admin_task = tokio::spawn(admin_server.serve(admin_app.into_make_service()));
 
     let shutdown_handle = handle.clone();
     let shutdown_state = state.clone();
@@ -239,14 +311,23 @@ pub async fn serve(
         shutdown_handle.graceful_shutdown(Some(drain));
     });
 
-    let app = webhook_router(state.clone(), listeners.max_body_bytes);
+    let app = webhook_router_with(state.clone(), limits.clone());
     // TCP_NODELAY: an HTTP/2 response is several small writes (HEADERS, DATA, WINDOW_UPDATE);
     // with Nagle's algorithm on they wait for the client's delayed ACK, which added ~10 ms at
     // p50 and ~40 ms at p99 per review over HTTP/2, the protocol the API server uses.
-    let server = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
-        .map(|tls| tls.acceptor(NoDelayAcceptor::new()))
-        .handle(handle)
-        .serve(app.into_make_service());
+    let guard = Guard::new(
+        NoDelayAcceptor::new(),
+        limits.max_connections,
+        limits.idle_timeout,
+        "webhook",
+        state.metrics.clone(),
+    );
+    let mut server = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
+        .map(|tls| tls.handshake_timeout(limits.tls_handshake_timeout).acceptor(guard))
+        .first_request_timeout(limits.header_read_timeout)
+        .handle(handle);
+    limits.configure(server.http_builder());
+    let server = server.serve(app.into_make_service());
     tokio::pin!(server);
     let result = loop {
         tokio::select! {
@@ -254,28 +335,59 @@ pub async fn serve(
             () = tasks.watch(&state.readiness) => {}
         }
     };
-    let _ = admin_stop_tx.send(());
+    admin_handle.graceful_shutdown(Some(Duration::from_secs(1)));
     let _ = admin_task.await;
     tasks.stop(drain).await;
     tracing::info!("stopped");
     result
 }
 
-/// Completes on SIGTERM (kubelet stopping the pod) or Ctrl-C.
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Completes on SIGTERM (kubelet stopping the pod) or Ctrl-C received after this call: the
+/// SIGTERM handler is registered now, not when the future is first polled, so a signal that
+/// arrives in between is not lost (and does not kill the process with the default action).
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        let ctrl_c = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        #[cfg(unix)]
+        let term = async move {
+            match term {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! { () = ctrl_c => {}, () = term => {} }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undecided_reviews_are_allowed_with_a_warning() {
+        let fixture = include_bytes!("../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+        let answer: serde_json::Value = serde_json::from_slice(&undecided(fixture, 2).unwrap()).unwrap();
+        assert_eq!(
+            answer,
+            serde_json::json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {
+                    "uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a",
+                    "allowed": true,
+                    "warnings": ["ingress-status-guard: not decided within 2 s; status left as written"],
+                },
+            })
+        );
+        let (status, _) = undecided(b"{\"not\": \"a review\"}", 2).unwrap_err();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    }
 }

@@ -41,21 +41,21 @@ pub enum ReviewError {
 /// `O` is how `request.object` is read: an [`IngressIn`] in one pass, or `&RawValue` to parse it
 /// on its own afterwards.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an AdmissionReview object", bound(deserialize = "O: Deserialize<'de>"))]
 struct ReviewIn<'a, O> {
     #[serde(borrow)]
     api_version: Option<Cow<'a, str>>,
     #[serde(borrow)]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::strict::optional_object")]
     request: Option<RequestIn<'a, O>>,
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an AdmissionRequest object", bound(deserialize = "O: Deserialize<'de>"))]
 struct RequestIn<'a, O> {
     uid: String,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
     kind: GroupVersionKind<'a>,
     #[serde(default, borrow)]
     sub_resource: Option<Cow<'a, str>>,
@@ -65,15 +65,16 @@ struct RequestIn<'a, O> {
     name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::object")]
     user_info: User,
-    /// Missing: `None` (no `default` here, which would require `O: Default`).
+    #[serde(default, deserialize_with = "crate::strict::optional_object")]
     object: Option<O>,
     #[serde(default)]
     dry_run: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(expecting = "a GroupVersionKind object")]
 struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
     group: Cow<'a, str>,
@@ -83,17 +84,18 @@ struct GroupVersionKind<'a> {
 
 /// The parts of an Ingress the decision reads; everything else is skipped unparsed.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an Ingress object")]
 struct IngressIn {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::object")]
     metadata: MetadataIn,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::object")]
     spec: SpecIn,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::optional_object")]
     status: Option<StatusIn>,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(expecting = "an ObjectMeta object")]
 struct MetadataIn {
     #[serde(default)]
     uid: Option<String>,
@@ -102,22 +104,23 @@ struct MetadataIn {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an IngressSpec object")]
 struct SpecIn {
     #[serde(default)]
     ingress_class_name: Option<String>,
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an IngressStatus object")]
 struct StatusIn {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::optional_object")]
     load_balancer: Option<LoadBalancerIn>,
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an IngressLoadBalancerStatus object")]
 struct LoadBalancerIn {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::optional_objects")]
     ingress: Option<Vec<Address>>,
 }
 
@@ -177,6 +180,7 @@ impl ApiVersion {
 
 /// `request.userInfo`: who sent the write.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(expecting = "a UserInfo object")]
 pub struct User {
     #[serde(default)]
     pub username: String,
@@ -242,7 +246,7 @@ pub fn read_slow(body: &[u8]) -> Result<Review, ReviewError> {
     let review: ReviewIn<&RawValue> =
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
     let parse = |raw: &RawValue| {
-        serde_json::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))
+        crate::strict::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))
     };
     convert(review, parse)
 }
@@ -309,8 +313,7 @@ fn shape(status: Option<&StatusIn>) -> StatusShape {
 
 /// Parses again, off the fast path, to name the field that failed (`request.uid: missing ...`).
 fn explain<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+    match crate::strict::path_to_error::<T>(body) {
         Ok(_) => "unexpected trailing data".to_owned(),
         Err(e) => {
             let path = e.path().to_string();

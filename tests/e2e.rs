@@ -642,3 +642,47 @@ async fn audit_mode_stores_the_rogue_value_and_reports_it() {
         "ingress_status_guard_rogue_writes_total{policy=\"default\",writer=\"rogue-controller\",action=\"audited\"}";
     assert!(webhook.metric(audited) >= 1.0, "{}", webhook.metrics());
 }
+
+/// Issue 12: locked down with `--client-ca`, the webhook still answers the API server, which
+/// presents the client certificate its AdmissionConfiguration names (as docs/deploy.md shows),
+/// and refuses a caller without one.
+#[tokio::test]
+async fn client_ca_admits_the_api_server_and_refuses_other_callers() {
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let t = TestEnv::new("mtls").await;
+    let client_ca = format!("--client-ca={}", t.cluster.webhook_client_ca().display());
+    let webhook = t
+        .start_webhook(&["--ingress-class=guarded", "--publish-status-address=192.0.2.10,lb.example.com", &client_ca])
+        .await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field("guarded"), &STATIC_CANONICAL).await;
+    create_ingress(&t.ingresses, "web", Class::Field("guarded")).await;
+    let answer = write_status(&t.rogue, "web", &["198.51.100.66"], false).await.expect("rewritten, not refused");
+    assert_eq!(addresses(&answer), STATIC_CANONICAL);
+
+    // A caller that trusts the webhook but has no client certificate gets no answer.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(webhook.ca_pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let addr = webhook.url().trim_start_matches("https://").trim_end_matches("/mutate").to_owned();
+    let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let refused = async {
+        let mut tls = connector.connect(rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(), tcp).await?;
+        tls.write_all(
+            b"POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+        )
+        .await?;
+        let mut response = Vec::new();
+        tls.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(response)
+    };
+    match tokio::time::timeout(Duration::from_secs(20), refused).await.expect("refused within the bound") {
+        Err(e) => assert!(e.to_string().to_lowercase().contains("certificate"), "{e}"),
+        Ok(response) => panic!("answered without a client certificate: {}", String::from_utf8_lossy(&response)),
+    }
+}

@@ -159,3 +159,71 @@ async fn findings_reach_the_response_and_the_metrics() {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
 }
+
+/// Issue 12: a body the webhook would have to decode is refused, and arrays where the schema has
+/// objects are errors that name the field, not readings, and no error names an internal type.
+#[tokio::test]
+async fn encodings_and_arrays_are_refused() {
+    let json = |s: &str| post(Some("application/json"), s.to_owned());
+    let mut gzip = json(FIXTURE);
+    gzip.headers_mut().insert(header::CONTENT_ENCODING, "gzip".parse().unwrap());
+    let (status, _, body) = send(gzip).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("content-encoding \"gzip\""), "{body}");
+    let mut identity = json(FIXTURE);
+    identity.headers_mut().insert(header::CONTENT_ENCODING, "identity".parse().unwrap());
+    assert_eq!(send(identity).await.0, StatusCode::OK);
+
+    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+    let edited = |edit: &dyn Fn(&mut Value)| {
+        let mut v = fixture.clone();
+        edit(&mut v);
+        v.to_string()
+    };
+    let cases = [
+        (
+            "status: []",
+            edited(&|v| v["request"]["object"]["status"] = serde_json::json!([])),
+            "status: invalid type: sequence, expected an IngressStatus object",
+        ),
+        (
+            "address as array",
+            edited(&|v| {
+                v["request"]["object"]["status"]["loadBalancer"]["ingress"] = serde_json::json!([["10.9.9.9"]]);
+            }),
+            "status.loadBalancer.ingress[0]: invalid type: sequence, expected an IngressLoadBalancerIngress object",
+        ),
+        (
+            "loadBalancer: []",
+            edited(&|v| v["request"]["object"]["status"]["loadBalancer"] = serde_json::json!([])),
+            "status.loadBalancer: invalid type: sequence",
+        ),
+        (
+            "object: []",
+            edited(&|v| v["request"]["object"] = serde_json::json!([])),
+            "invalid type: sequence, expected an Ingress object",
+        ),
+        (
+            "request: []",
+            edited(&|v| v["request"] = serde_json::json!(["uid"])),
+            "request: invalid type: sequence, expected an AdmissionRequest object",
+        ),
+        (
+            "userInfo: []",
+            edited(&|v| v["request"]["userInfo"] = serde_json::json!(["u"])),
+            "request.userInfo: invalid type: sequence, expected a UserInfo object",
+        ),
+        (
+            "request: 7",
+            edited(&|v| v["request"] = serde_json::json!(7)),
+            "request: invalid type: integer `7`, expected an AdmissionRequest object",
+        ),
+    ];
+    for (name, body, want) in cases {
+        let (status, _, response) = send(json(&body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "case {name}: {response}");
+        let message = response["error"].as_str().unwrap();
+        assert!(message.contains(want), "case {name}: {message}");
+        assert!(!message.contains("struct "), "case {name}: {message}");
+    }
+}

@@ -202,7 +202,8 @@ impl<'a> Skim<'a> {
         self.spaces();
         let start = self.i;
         self.skip_value()?;
-        serde_json::from_slice(&self.b[start..self.i]).ok()
+        // Strict like the serde_json path: a struct is never read from an array.
+        crate::strict::from_str(std::str::from_utf8(&self.b[start..self.i]).ok()?).ok()
     }
 
     fn rest_of(&mut self, tail: &[u8]) -> Option<()> {
@@ -387,7 +388,8 @@ impl<'a> Skim<'a> {
             match f {
                 0 => metadata = s.metadata()?,
                 1 => spec = s.spec()?,
-                2 => status = s.serde::<Option<StatusIn>>()?,
+                // Strict, as IngressIn reads it: an array is not a status.
+                2 => status = s.serde::<Option<crate::strict::Strict<StatusIn>>>()?.map(|s| s.0),
                 _ => s.skip(f)?,
             }
             Some(())

@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
-use ingress_status_guard::{AppState, FlagPolicy, Listeners, SourceCache, Tasks, serve};
+use ingress_status_guard::{AppState, FlagPolicy, Limits, Listeners, SourceCache, Tasks, serve};
 
 /// A running `serve`; stops when told to, or when the test's runtime ends.
 pub(crate) struct LocalServer {
@@ -17,7 +17,14 @@ pub(crate) struct LocalServer {
 
 impl LocalServer {
     /// Starts `serve` on 127.0.0.1 ports chosen by the kernel.
+    #[allow(dead_code)] // not every test binary uses the default bounds
     pub(crate) fn start(tls: RustlsConfig) -> LocalServer {
+        Self::start_with(tls, Limits { max_body_bytes: 1 << 20, ..Limits::default() })
+    }
+
+    /// Starts `serve` with the given bounds.
+    #[allow(dead_code)] // not every test binary sets bounds
+    pub(crate) fn start_with(tls: RustlsConfig, limits: Limits) -> LocalServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let policies = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
             .into_policies()
@@ -26,7 +33,7 @@ impl LocalServer {
         let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
-        let listeners = Listeners { webhook, admin, tls, max_body_bytes: 1 << 20, drain: Duration::from_secs(5) };
+        let listeners = Listeners { webhook, admin, tls, limits, drain: Duration::from_secs(5) };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(serve(state, listeners, Tasks::default(), async {
             let _ = stopped.await;

@@ -50,6 +50,9 @@ pub(crate) struct Cluster {
     audit_log: PathBuf,
     procs: Mutex<Vec<Proc>>,
     counter: AtomicU32,
+    /// How kube-apiserver was started (program and arguments), to start it again.
+    #[allow(dead_code)] // only tests/outage.rs restarts the API server
+    apiserver: Vec<String>,
 }
 
 static SHARED: tokio::sync::OnceCell<Result<Cluster, String>> = tokio::sync::OnceCell::const_new();
@@ -70,6 +73,38 @@ impl Cluster {
     #[allow(dead_code)] // Only the install tests (deploy, chart) need one.
     pub(crate) async fn fresh() -> Cluster {
         start(Setup::Fresh).await.unwrap_or_else(|e| panic!("a fresh control plane did not start: {e}"))
+    }
+
+    /// The CA of the client certificate the API server presents to webhooks.
+    pub(crate) fn webhook_client_ca(&self) -> PathBuf {
+        self.dir.join("webhook-client-ca.crt")
+    }
+
+    /// Stops kube-apiserver (SIGKILL, as a crash would); etcd keeps its data.
+    #[allow(dead_code)] // only tests/outage.rs stops the API server
+    pub(crate) fn stop_apiserver(&self) {
+        self.procs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[1].kill();
+    }
+
+    /// Starts kube-apiserver again, as it was started, and waits until it answers.
+    #[allow(dead_code)] // only tests/outage.rs restarts the API server
+    pub(crate) async fn restart_apiserver(&self) {
+        let mut command = Command::new(&self.apiserver[0]);
+        command.args(&self.apiserver[1..]);
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let log = self.dir.join(format!("kube-apiserver-restart-{n}.log"));
+        let proc = process::spawn("kube-apiserver", command, &log).expect("restart kube-apiserver");
+        self.procs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[1] = proc;
+        let client = self.admin().await;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let req = hyper::Request::get("/readyz").body(Vec::new()).expect("request");
+            match client.request_text(req).await {
+                Ok(_) => return,
+                Err(e) if Instant::now() > deadline => panic!("kube-apiserver did not come back: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
     }
 
     pub(crate) fn admin_kubeconfig(&self) -> &Path {
@@ -318,15 +353,39 @@ async fn start(setup: Setup) -> Result<Cluster, String> {
     let serving = ca.server("kube-apiserver", &["127.0.0.1", "localhost", "10.0.0.1"]);
     let (sa_key, sa_pub) = pki::signing_key_pair();
     let admin_cert = ca.client("isg-e2e-admin", Some("system:masters"));
+    // The API server's client certificate for webhooks, from its own CA, named in an
+    // AdmissionConfiguration as docs/deploy.md shows: a webhook started with
+    // `--client-ca <dir>/webhook-client-ca.crt` accepts only the API server.
+    let webhook_client_ca = Ca::new("isg-e2e webhook client CA");
+    let webhook_client = webhook_client_ca.client("kube-apiserver-webhook-client", None);
     for (file, contents) in [
         ("ca.crt", &ca.cert_pem),
         ("apiserver.crt", &serving.cert_pem),
         ("apiserver.key", &serving.key_pem),
         ("sa.key", &sa_key),
         ("sa.pub", &sa_pub),
+        ("webhook-client-ca.crt", &webhook_client_ca.cert_pem),
+        ("webhook-client.crt", &webhook_client.cert_pem),
+        ("webhook-client.key", &webhook_client.key_pem),
     ] {
         write(&dir.join(file), contents);
     }
+    // `*`: every webhook gets the certificate; those without --client-ca never ask for it.
+    write(
+        &dir.join("webhook-client-kubeconfig.yaml"),
+        &format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: \"*\"\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+            dir.join("webhook-client.crt").display(),
+            dir.join("webhook-client.key").display()
+        ),
+    );
+    write(
+        &dir.join("admission-config.yaml"),
+        &format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: MutatingAdmissionWebhook\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            dir.join("webhook-client-kubeconfig.yaml").display()
+        ),
+    );
     // Only Ingress status writes are audited, with their request bodies and annotations.
     write(
         &dir.join("audit-policy.yaml"),
@@ -340,7 +399,7 @@ async fn start(setup: Setup) -> Result<Cluster, String> {
     let mut last_error = String::new();
     for attempt in 1..=3 {
         match start_processes(&bin, &dir, &ca, &admin_cert, &admin_kubeconfig, &audit_log).await {
-            Ok((server, procs)) => {
+            Ok((server, procs, apiserver)) => {
                 let cluster = Cluster {
                     server,
                     dir,
@@ -349,6 +408,7 @@ async fn start(setup: Setup) -> Result<Cluster, String> {
                     audit_log,
                     procs: Mutex::new(procs),
                     counter: AtomicU32::new(0),
+                    apiserver,
                 };
                 if setup == Setup::Shared {
                     // SAFETY: registering a plain extern "C" function has no preconditions.
@@ -373,7 +433,7 @@ async fn start_processes(
     admin_cert: &pki::Issued,
     admin_kubeconfig: &Path,
     audit_log: &Path,
-) -> Result<(String, Vec<Proc>), String> {
+) -> Result<(String, Vec<Proc>, Vec<String>), String> {
     let etcd_port = free_port();
     let api_port = free_port();
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -394,8 +454,7 @@ async fn start_processes(
     let etcd = process::spawn("etcd", etcd, &dir.join("etcd.log")).map_err(|e| format!("start etcd: {e}"))?;
 
     let file = |name: &str| dir.join(name).display().to_string();
-    let mut apiserver = Command::new(bin.join("kube-apiserver"));
-    apiserver.args([
+    let apiserver_args: Vec<String> = vec![
         format!("--etcd-servers={etcd_url}"),
         "--bind-address=127.0.0.1".into(),
         "--advertise-address=127.0.0.1".into(),
@@ -413,8 +472,13 @@ async fn start_processes(
         "--endpoint-reconciler-type=none".into(),
         format!("--audit-policy-file={}", file("audit-policy.yaml")),
         format!("--audit-log-path={}", audit_log.display()),
+        format!("--admission-control-config-file={}", file("admission-config.yaml")),
         "--profiling=false".into(),
-    ]);
+    ];
+    let mut apiserver = Command::new(bin.join("kube-apiserver"));
+    apiserver.args(&apiserver_args);
+    let apiserver_command =
+        std::iter::once(bin.join("kube-apiserver").display().to_string()).chain(apiserver_args).collect();
     let apiserver = process::spawn("kube-apiserver", apiserver, &dir.join("kube-apiserver.log"))
         .map_err(|e| format!("start kube-apiserver: {e}"))?;
     let mut procs = vec![etcd, apiserver];
@@ -431,7 +495,7 @@ async fn start_processes(
         }
         let req = hyper::Request::get("/readyz?verbose").body(Vec::new()).expect("request");
         let last = match client.request_text(req).await {
-            Ok(_) => return Ok((server, procs)),
+            Ok(_) => return Ok((server, procs, apiserver_command)),
             Err(e) => e.to_string(),
         };
         if Instant::now() > deadline {

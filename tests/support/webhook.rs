@@ -114,9 +114,20 @@ impl Webhook {
         }
     }
 
+    /// The CA that signed the webhook's serving certificate.
+    pub(crate) fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
     /// `https://127.0.0.1:<port>/mutate`
     pub(crate) fn url(&self) -> String {
         format!("https://127.0.0.1:{}/mutate", self.port)
+    }
+
+    /// The status of `GET /readyz` on the admin port, if it answers.
+    #[allow(dead_code)] // not every test binary probes readiness
+    pub(crate) fn readyz(&self) -> Option<u16> {
+        http_get_status(self.admin_port, "/readyz")
     }
 
     /// The admin port's Prometheus text (`GET /metrics`).

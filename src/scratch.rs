@@ -1,0 +1,84 @@
+//! The ephemeral CA's directory: created under `$TMPDIR` with an unpredictable name and mode
+//! 0700, its file created fresh (never through a planted symlink), and removed when dropped.
+
+use std::{
+    io::Write as _,
+    path::{Path, PathBuf},
+};
+
+/// A private directory holding `ca.crt`; removed with its contents on drop (when `serve`
+/// returns).
+pub(crate) struct CaDir {
+    dir: tempfile::TempDir,
+}
+
+impl CaDir {
+    /// Creates the directory in `parent` and writes `ca_pem` to `ca.crt` in it.
+    pub(crate) fn create(parent: &Path, ca_pem: &str) -> std::io::Result<CaDir> {
+        // tempfile: a random name created with mkdir (fails if it exists) and mode 0700, so no
+        // other user can pre-plant or read it, unlike the old `ingress-status-guard-<pid>`.
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("ingress-status-guard-");
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+        let dir = builder.tempdir_in(parent)?;
+        let dir = CaDir { dir };
+        write_new(&dir.ca(), ca_pem.as_bytes())?;
+        Ok(dir)
+    }
+
+    /// The CA certificate's path, for the operator to trust.
+    pub(crate) fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    #[cfg(test)]
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Writes a file that must not exist yet: `create_new` is `O_CREAT|O_EXCL`, which fails on an
+/// existing path, a symlink included, instead of writing through it.
+fn write_new(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o644);
+    options.open(path)?.write_all(contents)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_random_and_removed() {
+        let parent = tempfile::tempdir().unwrap();
+        let a = CaDir::create(parent.path(), "pem-a").unwrap();
+        let b = CaDir::create(parent.path(), "pem-b").unwrap();
+        assert_ne!(a.path(), b.path());
+        assert_eq!(std::fs::read_to_string(a.ca()).unwrap(), "pem-a");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            assert_eq!(std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777, 0o700);
+        }
+        let dir = a.path().to_owned();
+        drop(a);
+        assert!(!dir.exists(), "removed on drop");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn planted_symlink_is_not_followed() {
+        let scratch = tempfile::tempdir().unwrap();
+        let target = scratch.path().join("victim");
+        std::fs::write(&target, "precious").unwrap();
+        let planted = scratch.path().join("ca.crt");
+        std::os::unix::fs::symlink(&target, &planted).unwrap();
+        let err = write_new(&planted, b"attacker-controlled").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+    }
+}
