@@ -16,7 +16,6 @@
 use std::{
     borrow::Cow,
     collections::{HashMap, HashSet, VecDeque},
-    fmt,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
@@ -28,7 +27,7 @@ use kube::{
     api::{Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
-use serde::{Deserialize, Deserializer, de};
+use serde::{Deserialize, Deserializer};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::{
@@ -42,7 +41,6 @@ use crate::{
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
-const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
@@ -118,7 +116,7 @@ impl<'de> Deserialize<'de> for LeanIngress {
             name: Option<String>,
             namespace: Option<String>,
             resource_version: Option<String>,
-            #[serde(default, deserialize_with = "class_annotation")]
+            #[serde(default, deserialize_with = "crate::wire::class_annotation")]
             annotations: Option<String>,
         }
         #[derive(Deserialize)]
@@ -146,33 +144,6 @@ impl<'de> Deserialize<'de> for LeanIngress {
             addresses: wire.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default(),
         })
     }
-}
-
-/// Reads only the class annotation out of `metadata.annotations`, which often carries large
-/// values such as `kubectl.kubernetes.io/last-applied-configuration`.
-fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    struct Visit;
-    impl<'de> de::Visitor<'de> for Visit {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a map of annotations")
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut class = None;
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                if key == CLASS_ANNOTATION {
-                    class = Some(map.next_value::<String>()?);
-                } else {
-                    map.next_value::<de::IgnoredAny>()?;
-                }
-            }
-            Ok(class)
-        }
-    }
-    d.deserialize_any(Visit)
 }
 
 type Key = (String, String);

@@ -126,7 +126,7 @@ struct LoadBalancerIn {
 
 /// Reads only the class annotation out of `metadata.annotations`, which often carries large
 /// values such as `kubectl.kubernetes.io/last-applied-configuration`.
-fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     struct Visit;
     impl<'de> de::Visitor<'de> for Visit {
         type Value = Option<String>;
