@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::{
     address::{Address, Addresses, PortStatus},
     client::{self, ClientError},
-    config::{Policies, Policy, ServiceRef},
+    config::{Policies, Policy, ServiceRef, Source, SourceList},
     decision::{StatusWrite, Verdict, decide},
     names::truncate,
     patch::StatusShape,
@@ -272,7 +272,7 @@ impl Row {
             class: write.class.clone(),
             policy: policy.name.clone(),
             mode: policy.mode.to_string(),
-            source: policy.source.to_string(),
+            source: SourceList(&policy.sources).to_string(),
             stored: write.addresses.clone(),
             canonical,
             state,
@@ -407,28 +407,37 @@ fn class_shown(stored: &Stored) -> String {
 }
 
 fn scope_shown(policy: &Policy) -> String {
-    let classes = if policy.scope.classes.is_empty() {
-        "every class".to_owned()
-    } else {
-        format!("classes {}", policy.scope.classes.join(","))
-    };
-    let without = if policy.scope.classes.is_empty() || policy.scope.without_class {
+    let every = policy.scope.classes.is_empty() && policy.scope.controllers.is_empty();
+    let mut classes =
+        if every { "every class".to_owned() } else { format!("classes {}", policy.scope.classes.join(",")) };
+    if !policy.scope.controllers.is_empty() {
+        classes.push_str(&format!(" and IngressClasses of controllers {}", policy.scope.controllers.join(",")));
+    }
+    let without = if every || policy.scope.without_class {
         "and class-less Ingresses"
     } else {
-        "but not class-less Ingresses"
+        "and class-less Ingresses only when the default IngressClass is one of them"
     };
-    format!("{classes} {without}")
+    let namespaces =
+        policy.namespace_selector.as_ref().map_or_else(String::new, |s| format!(", in Namespaces labelled {s}"));
+    format!("{classes} {without}{namespaces}")
 }
 
 fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn Sources) -> String {
-    let rule = match &policy.source {
-        crate::config::Source::Static(_) => "static list of the policy".to_owned(),
-        crate::config::Source::Service(svc) => match snapshot.0.get(svc) {
-            Some(Fetched::Found { rule, .. }) => rule.clone(),
-            Some(Fetched::Missing) => "Service not found".to_owned(),
-            None => "Service not read".to_owned(),
-        },
-    };
+    let rules: Vec<String> = policy
+        .sources
+        .iter()
+        .map(|source| match source {
+            Source::Static(_) => "static list of the policy".to_owned(),
+            Source::Service(svc) => match snapshot.0.get(svc) {
+                Some(Fetched::Found { rule, .. }) => rule.clone(),
+                Some(Fetched::Missing) => "Service not found".to_owned(),
+                None => "Service not read".to_owned(),
+            },
+            Source::Pods(_) => "node IPs of Ready controller Pods (not read by check/explain)".to_owned(),
+        })
+        .collect();
+    let rule = rules.join("; ");
     let ports = if policy.keep_ports { "ports kept" } else { "ports dropped" };
     match sources.canonical(policy) {
         Ok(list) => format!("{} ({rule}; {ports})", Addresses(&list)),
@@ -492,7 +501,7 @@ pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot)
         Some(policy) => {
             lines
                 .push(("Policy", format!("{:?} (mode {}; governs {})", policy.name, policy.mode, scope_shown(policy))));
-            lines.push(("Source", policy.source.to_string()));
+            lines.push(("Source", SourceList(&policy.sources).to_string()));
             lines.push(("Resolved", resolved_shown(policy, snapshot, snapshot)));
             match &verdict {
                 Verdict::Canonical { .. } => 0,
@@ -641,8 +650,9 @@ mod tests {
     fn policy(name: &str, classes: &[&str], source: Source, mode: Mode) -> Policy {
         Policy {
             name: name.into(),
-            scope: ClassScope { classes: classes.iter().map(|c| (*c).to_owned()).collect(), without_class: false },
-            source,
+            scope: ClassScope { classes: classes.iter().map(|c| (*c).to_owned()).collect(), ..Default::default() },
+            namespace_selector: None,
+            sources: vec![source],
             mode,
             keep_ports: false,
             on_unresolved: OnUnresolved::Allow,
@@ -870,7 +880,7 @@ governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
                 vec![
                     "Ingress:   team-a/web",
                     "Class:     \"nginx\" (from spec.ingressClassName)",
-                    "Policy:    \"lb\" (mode enforce; governs classes nginx but not class-less Ingresses)",
+                    "Policy:    \"lb\" (mode enforce; governs classes nginx and class-less Ingresses only when the default IngressClass is one of them)",
                     "Source:    service edge/lb",
                     "Resolved:  203.0.113.10,203.0.113.20 (LoadBalancer Service: status ip, externalIPs appended; ports dropped)",
                     "Stored:    10.0.0.1",
@@ -918,7 +928,7 @@ governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
                 0,
                 vec![
                     "Class:     none (neither spec.ingressClassName nor annotation kubernetes.io/ingress.class is set)",
-                    "Policy:    none: policy \"lb\" governs classes nginx but not class-less Ingresses; policy \"fixed\" governs classes static but not class-less Ingresses",
+                    "Policy:    none: policy \"lb\" governs classes nginx and class-less Ingresses only when the default IngressClass is one of them; policy \"fixed\" governs classes static and class-less Ingresses only when the default IngressClass is one of them",
                     "Stored:    <none>",
                     "Webhook:   a write of the stored value: allow it unchanged (not_governed)",
                 ],

@@ -28,6 +28,12 @@ struct PolicyLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OverlapLabels {
+    first: String,
+    second: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServiceLabel {
     service: String,
 }
@@ -46,6 +52,7 @@ pub struct Metrics {
     unresolved: Family<PolicyLabel, Counter>,
     cache_age: Family<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     events: Family<EventLabel, Counter>,
+    overlaps: Family<OverlapLabels, Counter>,
 }
 
 /// Review outcomes, plus `error` for requests answered with an HTTP error.
@@ -98,7 +105,14 @@ impl Metrics {
             "Kubernetes Events about rogue writes, by result (published, failed, dropped when the queue was full)",
             events.clone(),
         );
-        Metrics { registry, requests, duration, rogue_writes, unresolved, cache_age, events }
+        // Labels are policy names from the configuration: bounded by it.
+        let overlaps = Family::<OverlapLabels, Counter>::default();
+        registry.register(
+            "policy_overlaps",
+            "Reviews of an Ingress that two policies match (seen only at run time: IngressClass controllers, the default class, Namespace labels); the first policy governs",
+            overlaps.clone(),
+        );
+        Metrics { registry, requests, duration, rogue_writes, unresolved, cache_age, events, overlaps }
     }
 
     /// Counts one answered review: `result` is the verdict's label, or [`ERROR`].
@@ -119,6 +133,10 @@ impl Metrics {
 
     pub fn unresolved(&self, policy: &str) {
         self.unresolved.get_or_create(&PolicyLabel { policy: policy.to_owned() }).inc();
+    }
+
+    pub fn overlap(&self, first: &str, second: &str) {
+        self.overlaps.get_or_create(&OverlapLabels { first: first.to_owned(), second: second.to_owned() }).inc();
     }
 
     pub fn event(&self, result: &'static str) {

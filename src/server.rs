@@ -164,6 +164,12 @@ fn answer(
 
 /// Logs, counts and queues the Event for a decision; never waits.
 fn report(state: &AppState, review: &wire::Review, verdict: &Verdict<'_>) {
+    if let (true, wire::Target::IngressStatus { write, .. }) = (state.policies.several(), &review.target)
+        && let Some((first, second)) = crate::decision::overlap(write, &state.policies, state.sources.as_ref())
+    {
+        state.metrics.overlap(&first.name, &second.name);
+        tracing::warn!(uid = %review.uid, ingress_namespace = %write.namespace, ingress_name = %write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");
+    }
     match verdict {
         Verdict::Ignored(what) => {
             tracing::warn!(uid = %review.uid, request = %what, "allowed a request the webhook should not receive");

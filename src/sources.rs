@@ -1,8 +1,10 @@
 //! Where a policy's canonical addresses come from at request time: static lists held in the
-//! policy, and publish Services held in watch-fed caches. The request path only reads memory.
+//! policy, publish Services held in watch-fed caches, and (through [`Inventory`]) the node-IP
+//! source and the cluster facts class and namespace matching need. The request path only
+//! reads memory.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     sync::{Arc, RwLock},
     time::{Duration, Instant},
 };
@@ -17,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     address::{Address, Addresses},
-    config::{Policies, Policy, ServiceRef, Source},
+    config::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
+    inventory::Inventory,
+    nodeip::NodeIpError,
     service::{self, ServiceError},
 };
 
@@ -30,6 +34,13 @@ pub enum Unresolved {
     Missing(ServiceRef),
     #[error("Service {0} {1}")]
     Service(ServiceRef, ServiceError),
+    #[error("{0}: not watched yet")]
+    PodsNotSynced(String),
+    #[error("{0}: {1}")]
+    Pods(String, NodeIpError),
+    /// Every source of a policy with several is unresolved.
+    #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    All(Vec<Unresolved>),
 }
 
 /// What a cache holds for one Service: its addresses with ports kept (policies that drop ports
@@ -56,16 +67,57 @@ pub trait Sources: Send + Sync {
         Vec::new()
     }
 
-    fn canonical(&self, policy: &Policy) -> Result<Vec<Address>, Unresolved> {
-        let with_ports = match &policy.source {
-            Source::Static(list) => return Ok(list.clone()),
-            Source::Service(svc) => self.service(svc)?,
-        };
-        if policy.keep_ports || with_ports.iter().all(|a| a.ports.is_empty()) {
-            return Ok(with_ports);
+    /// The node-IP source's addresses (section 1 of DESIGN.md).
+    fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
+        Err(Unresolved::PodsNotSynced(pods.to_string()))
+    }
+
+    /// `spec.controller` of the IngressClass `class`, if it is known.
+    fn ingress_class_controller(&self, _class: &str) -> Option<String> {
+        None
+    }
+
+    /// The names of the IngressClasses annotated as the cluster default.
+    fn default_ingress_classes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The labels of Namespace `namespace`, if it is known.
+    fn namespace_labels(&self, _namespace: &str) -> Option<BTreeMap<String, String>> {
+        None
+    }
+
+    /// One source's addresses, ports as the source gives them.
+    fn source(&self, source: &Source) -> Result<Vec<Address>, Unresolved> {
+        match source {
+            Source::Static(list) => Ok(list.clone()),
+            Source::Service(svc) => self.service(svc),
+            Source::Pods(pods) => self.pods(pods),
         }
-        let stripped = with_ports.into_iter().map(|a| Address { ports: Vec::new(), ..a }).collect();
-        Ok(crate::address::canonicalize(stripped))
+    }
+
+    /// The union of the policy's sources, canonical. Unresolved only when every source is;
+    /// when only some are, the others are used and a warning is logged.
+    fn canonical(&self, policy: &Policy) -> Result<Vec<Address>, Unresolved> {
+        let (mut all, mut failed) = (Vec::new(), Vec::new());
+        for source in &policy.sources {
+            match self.source(source) {
+                Ok(addrs) => all.extend(addrs),
+                Err(e) => failed.push(e),
+            }
+        }
+        if failed.len() == policy.sources.len() {
+            return Err(if failed.len() == 1 { failed.remove(0) } else { Unresolved::All(failed) });
+        }
+        for e in &failed {
+            tracing::warn!(policy = %policy.name, sources = %SourceList(&policy.sources), unresolved = %e, "some sources of the policy are unresolved; publishing the others");
+        }
+        if !policy.keep_ports {
+            for a in &mut all {
+                a.ports.clear();
+            }
+        }
+        Ok(crate::address::canonicalize(all))
     }
 }
 
@@ -74,12 +126,17 @@ pub trait Sources: Send + Sync {
 pub struct SourceCache {
     entries: RwLock<HashMap<ServiceRef, Entry>>,
     heard: RwLock<HashMap<ServiceRef, Instant>>,
+    inventory: Arc<Inventory>,
 }
 
 impl SourceCache {
     pub fn new(policies: &Policies) -> Arc<Self> {
         let entries = policies.services().into_iter().map(|svc| (svc, Entry::NotSynced)).collect();
-        Arc::new(SourceCache { entries: RwLock::new(entries), heard: RwLock::default() })
+        Arc::new(SourceCache {
+            entries: RwLock::new(entries),
+            heard: RwLock::default(),
+            inventory: Inventory::new(policies),
+        })
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ServiceRef, Entry>> {
@@ -108,9 +165,10 @@ impl SourceCache {
     /// `shutdown`. Watch errors are logged and retried with backoff; the cache keeps the last
     /// known state meanwhile.
     pub async fn run(self: Arc<Self>, client: Client, shutdown: CancellationToken) {
+        let inventory = self.inventory.clone().run(client.clone(), shutdown.clone());
         let services: Vec<ServiceRef> = self.read().keys().cloned().collect();
         if services.is_empty() {
-            return shutdown.cancelled().await;
+            return inventory.await;
         }
         let watches = services.into_iter().map(|svc| {
             let cache = self.clone();
@@ -145,6 +203,7 @@ impl SourceCache {
         });
         tokio::select! {
             _ = futures::future::join_all(watches) => {}
+            () = inventory => {}
             () = shutdown.cancelled() => {}
         }
     }
@@ -157,7 +216,23 @@ impl Sources for SourceCache {
     }
 
     fn synced(&self) -> bool {
-        self.read().values().all(|e| *e != Entry::NotSynced)
+        self.read().values().all(|e| *e != Entry::NotSynced) && self.inventory.synced()
+    }
+
+    fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
+        self.inventory.pods(pods)
+    }
+
+    fn ingress_class_controller(&self, class: &str) -> Option<String> {
+        self.inventory.ingress_class_controller(class)
+    }
+
+    fn default_ingress_classes(&self) -> Vec<String> {
+        self.inventory.default_ingress_classes()
+    }
+
+    fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
+        self.inventory.namespace_labels(namespace)
     }
 
     fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
