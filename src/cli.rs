@@ -463,7 +463,9 @@ fn node_ips(text: &str, pods: &config::PodsRef) -> Result<String, String> {
                 let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(object).map_err(what)?;
                 nodes.insert(node.metadata.name.clone().unwrap_or_default(), nodeip::NodeAddrs::of(&node));
             }
-            other => return Err(format!("object {}: kind {other:?}; expected Pod or Node", i + 1)),
+            other => {
+                return Err(format!("object {}: kind is {:?}; expected Pod or Node", i + 1, other.unwrap_or_default()));
+            }
         }
     }
     let addresses = nodeip::addresses(&facts, &nodes, pods.internal_ip).map_err(|e| format!("{pods}: {e}"))?;

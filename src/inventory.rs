@@ -24,8 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     address::Address,
     config::{PodsRef, Policies},
-    nodeip::{self, NodeAddrs, PodFacts},
-    sources::Unresolved,
+    nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
 };
 
 /// The annotation that marks the cluster's default IngressClass.
@@ -165,18 +164,11 @@ impl Inventory {
         }
     }
 
-    pub(crate) fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
-        let not_synced = || Unresolved::PodsNotSynced(pods.to_string());
-        let store = self.pods.get(&pods.watch_key()).ok_or_else(not_synced)?;
-        let nodes = self.nodes.as_ref().ok_or_else(not_synced)?;
-        store.read(|facts| {
-            let facts = facts.ok_or_else(not_synced)?;
-            nodes.read(|nodes| {
-                let nodes = nodes.ok_or_else(not_synced)?;
-                nodeip::addresses(facts.values(), nodes, pods.internal_ip)
-                    .map_err(|e| Unresolved::Pods(pods.to_string(), e))
-            })
-        })
+    /// The node-IP source's addresses; `None` until its Pod and Node watches have synced.
+    pub(crate) fn pods(&self, pods: &PodsRef) -> Option<Result<Vec<Address>, NodeIpError>> {
+        let store = self.pods.get(&pods.watch_key())?;
+        let nodes = self.nodes.as_ref()?;
+        store.read(|facts| nodes.read(|nodes| Some(nodeip::addresses(facts?.values(), nodes?, pods.internal_ip))))
     }
 
     pub(crate) fn ingress_class_controller(&self, class: &str) -> Option<String> {

@@ -220,7 +220,10 @@ impl Sources for SourceCache {
     }
 
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
-        self.inventory.pods(pods)
+        match self.inventory.pods(pods) {
+            None => Err(Unresolved::PodsNotSynced(pods.to_string())),
+            Some(result) => result.map_err(|e| Unresolved::Pods(pods.to_string(), e)),
+        }
     }
 
     fn ingress_class_controller(&self, class: &str) -> Option<String> {
