@@ -14,7 +14,7 @@ use crate::{
     address::{Address, Addresses, PortStatus},
     client::{self, ClientError},
     config::{Policies, Policy, ServiceRef, Source, SourceList},
-    decision::{StatusWrite, Verdict, decide},
+    decision::{StatusWrite, Verdict, decide, subject},
     names::truncate,
     patch::StatusShape,
     render::render,
@@ -501,6 +501,9 @@ pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot)
         Some(policy) => {
             lines
                 .push(("Policy", format!("{:?} (mode {}; governs {})", policy.name, policy.mode, scope_shown(policy))));
+            if let Some(rule) = policy.matches(&subject(write, policies, snapshot)) {
+                lines.push(("Rule", format!("governed because {rule}")));
+            }
             lines.push(("Source", SourceList(&policy.sources).to_string()));
             lines.push(("Resolved", resolved_shown(policy, snapshot, snapshot)));
             match &verdict {

@@ -30,6 +30,9 @@ use crate::{
 /// The annotation that marks the cluster's default IngressClass.
 const DEFAULT_CLASS: &str = "ingressclass.kubernetes.io/is-default-class";
 
+/// Nodes per list page of the Node watch.
+const NODE_PAGE_SIZE: u32 = 100;
+
 /// What is kept of one IngressClass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ClassFacts {
@@ -148,7 +151,10 @@ impl Inventory {
         }
         if let Some(store) = &self.nodes {
             let api: Api<Node> = Api::all(client.clone());
-            watches.push(Box::pin(store.follow(api, watcher::Config::default(), "Nodes", NodeAddrs::of)));
+            // Node objects are large (images, conditions) and only their addresses are kept:
+            // small list pages bound the transient peak of the initial list.
+            let config = watcher::Config::default().page_size(NODE_PAGE_SIZE);
+            watches.push(Box::pin(store.follow(api, config, "Nodes", NodeAddrs::of)));
         }
         for ((namespace, selector), store) in &self.pods {
             let api: Api<Pod> = Api::namespaced(client.clone(), namespace);

@@ -244,6 +244,7 @@ async fn explain_names_the_policy_the_source_and_the_canonical_value() {
     };
     assert!(line("Class").contains(&format!("{class:?} (from annotation kubernetes.io/ingress.class)")));
     assert!(line("Policy").contains("\"edge\" (mode deny;"), "{}", out.stdout);
+    assert!(line("Rule").ends_with("governed because its class is in ingressClasses"), "{}", out.stdout);
     assert!(line("Source").ends_with(&format!("service {}/edge", t.ns)), "{}", out.stdout);
     assert!(
         line("Resolved").ends_with(

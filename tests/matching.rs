@@ -301,3 +301,53 @@ async fn union_of_a_service_and_a_static_list() {
         "a warning names the partial resolution:\n{log}"
     );
 }
+
+/// The `ports` of an Ingress's first status entry, as `(port, protocol, error)`.
+fn ports_of(ingress: &k8s_openapi::api::networking::v1::Ingress) -> Vec<(i32, String, Option<String>)> {
+    let entries = ingress.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.clone());
+    let first = entries.unwrap_or_default().into_iter().next().unwrap_or_default();
+    first.ports.unwrap_or_default().into_iter().map(|p| (p.port, p.protocol, p.error)).collect()
+}
+
+/// Issue 11 section 4: with `--keep-ports`, the load balancer's `ports` (port, protocol and
+/// error) are stored exactly as the Service has them, a write that differs only in a port's
+/// error is rewritten, and the stored canonical value passes through unchanged.
+#[tokio::test]
+async fn kept_ports_are_stored_and_compared_exactly() {
+    let t = TestEnv::new("ports").await;
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "edge"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443}, {"name": "quic", "port": 443, "protocol": "UDP"}]}
+    }))
+    .expect("Service");
+    services.create(&PostParams::default(), &svc).await.expect("create Service edge");
+    let lb = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.80", "ports": [
+        {"port": 443, "protocol": "TCP"},
+        {"port": 443, "protocol": "UDP", "error": "ProtocolNotSupported"}]}]}}});
+    services.patch_status("edge", &PatchParams::default(), &Patch::Merge(&lb)).await.expect("set the load balancer");
+    let flag = format!("--publish-service={}/edge", t.ns);
+    let webhook = t.start_webhook(&[&flag, "--keep-ports"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field("any"), &["203.0.113.80:443:443"]).await;
+
+    let want = vec![(443, "TCP".to_owned(), None), (443, "UDP".to_owned(), Some("ProtocolNotSupported".to_owned()))];
+    assert_eq!(ports_of(&t.ingresses.get("probe").await.expect("get probe")), want, "stored exactly");
+
+    // Same address and ports, another error: not canonical, rewritten.
+    let params = PatchParams { field_manager: Some(support::ROGUE_USER.into()), ..PatchParams::default() };
+    let almost = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.80", "ports": [
+        {"port": 443, "protocol": "TCP"}, {"port": 443, "protocol": "UDP", "error": "Pending"}]}]}}});
+    let answer = t.rogue.patch_status("probe", &params, &Patch::Merge(&almost)).await.expect("rogue write");
+    assert_eq!(ports_of(&answer), want, "a different error is rewritten");
+
+    // The canonical value itself gets no patch: the API server records the webhook's call
+    // with mutated=false, so there is nothing for a reconciler to loop on.
+    let canonical = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.80", "ports": [
+        {"port": 443, "protocol": "TCP"}, {"port": 443, "protocol": "UDP", "error": "ProtocolNotSupported"}]}]}}});
+    let before = t.cluster.ingress_status_audit(&t.ns, "probe").len();
+    t.rogue.patch_status("probe", &params, &Patch::Merge(&canonical)).await.expect("canonical write");
+    let audit = t.audited("probe", before + 1).await;
+    let last = audit.last().expect("the canonical write is audited");
+    assert_eq!(last.mutated, Some(false), "{last:?}");
+    assert!(last.patch.is_none(), "no patch for the canonical value: {last:?}");
+}
