@@ -344,6 +344,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events about rogue writes are off"))
             .ok()
     };
+    let policies = match &client {
+        Some(client) if policies.iter().any(|p| p.keep_ports) => ports_for_server(policies, client).await,
+        _ => policies,
+    };
     let mut tasks = Tasks::default();
     if let Some(client) = &client {
         tasks.spawn("source and cluster watches", cache.clone().run(client.clone(), tasks.shutdown_token()));
@@ -383,6 +387,22 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         }
     };
     Ok(server::serve(state, listeners, tasks, shutdown).await?)
+}
+
+/// `policies`, with `keepPorts` turned off when the API server is older than the Ingress
+/// `ports` field: it would drop them from every write, which would never be canonical.
+async fn ports_for_server(policies: Policies, client: &kube::Client) -> Policies {
+    match client::server_stores_ingress_ports(client).await {
+        Some((false, version)) => {
+            tracing::warn!(server_version = %version, "the API server predates status.loadBalancer.ingress[].ports (Kubernetes 1.24) and drops them; keepPorts is ignored so that writes are not patched in a loop");
+            policies.without_ports()
+        }
+        Some((true, _)) => policies,
+        None => {
+            tracing::warn!("cannot read the API server's version; keepPorts applies as configured");
+            policies
+        }
+    }
 }
 
 /// Runs `resolve`: the canonical addresses as a JSON array.

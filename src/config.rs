@@ -275,6 +275,11 @@ impl Policies {
         self.0.iter()
     }
 
+    /// The same policies with `keepPorts` off, for an API server that cannot store ports.
+    pub fn without_ports(self) -> Policies {
+        Policies(self.0.into_iter().map(|p| Policy { keep_ports: false, ..p }).collect())
+    }
+
     /// Whether more than one policy could match an Ingress at run time.
     pub fn several(&self) -> bool {
         self.0.len() > 1
