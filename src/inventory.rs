@@ -19,6 +19,7 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -50,7 +51,7 @@ impl<V> Default for Store<V> {
     }
 }
 
-impl<V: Clone> Store<V> {
+impl<V: Clone + PartialEq> Store<V> {
     fn read<T>(&self, f: impl FnOnce(Option<&HashMap<String, V>>) -> T) -> T {
         f(self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref())
     }
@@ -65,8 +66,14 @@ impl<V: Clone> Store<V> {
 
     /// Feeds the store from a watch until it ends (never, short of shutdown: errors are
     /// retried with backoff while the last known state stays in place).
-    async fn follow<K>(&self, api: Api<K>, config: watcher::Config, what: &str, project: impl Fn(&K) -> V)
-    where
+    async fn follow<K>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        what: &str,
+        project: impl Fn(&K) -> V,
+        changed: &watch::Sender<u64>,
+    ) where
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     {
         let mut fresh: HashMap<String, V> = HashMap::new();
@@ -81,18 +88,29 @@ impl<V: Clone> Store<V> {
                     let done = std::mem::take(&mut fresh);
                     tracing::info!(watch = what, objects = done.len(), "watch synced");
                     self.write(|m| *m = Some(done));
+                    changed.send_modify(|g| *g += 1);
                 }
                 Ok(watcher::Event::Apply(obj)) => {
                     let value = project(&obj);
+                    let mut moved = false;
                     self.write(|m| {
-                        m.get_or_insert_with(HashMap::new).insert(obj.name_any(), value);
+                        let old = m.get_or_insert_with(HashMap::new).insert(obj.name_any(), value.clone());
+                        moved = old.as_ref() != Some(&value);
                     });
-                }
-                Ok(watcher::Event::Delete(obj)) => self.write(|m| {
-                    if let Some(m) = m {
-                        m.remove(&obj.name_any());
+                    // Heartbeats and unrelated fields change objects all the time; only a
+                    // change of what is kept is news.
+                    if moved {
+                        changed.send_modify(|g| *g += 1);
                     }
-                }),
+                }
+                Ok(watcher::Event::Delete(obj)) => {
+                    self.write(|m| {
+                        if let Some(m) = m {
+                            m.remove(&obj.name_any());
+                        }
+                    });
+                    changed.send_modify(|g| *g += 1);
+                }
                 Err(e) => tracing::warn!(watch = what, error = %e, "watch failed; retrying"),
             }
         }
@@ -100,13 +118,15 @@ impl<V: Clone> Store<V> {
 }
 
 /// Every cache a policy set needs; the others stay empty and count as synced.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Inventory {
     classes: Option<Store<ClassFacts>>,
     namespaces: Option<Store<BTreeMap<String, String>>>,
     /// One store per (namespace, selector) of a node-IP source.
     pods: HashMap<(String, String), Store<PodFacts>>,
     nodes: Option<Store<NodeAddrs>>,
+    /// Bumped whenever what is kept changes, so a consumer (a reconciler) can judge again.
+    changed: watch::Sender<u64>,
 }
 
 impl Inventory {
@@ -118,7 +138,14 @@ impl Inventory {
             namespaces: policies.need_namespaces().then(Store::default),
             pods,
             nodes,
+            changed: watch::Sender::new(0),
         })
+    }
+
+    /// Changes whenever a class, Namespace's labels, controller Pod or Node address changes.
+    #[allow(dead_code, reason = "for the reconciler, which judges stored statuses again when facts move")]
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     pub(crate) fn synced(&self) -> bool {
@@ -141,25 +168,30 @@ impl Inventory {
                     controller: c.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default(),
                     default: c.annotations().get(DEFAULT_CLASS).is_some_and(|v| v == "true"),
                 },
+                &self.changed,
             )));
         }
         if let Some(store) = &self.namespaces {
             let api: Api<Namespace> = Api::all(client.clone());
-            watches.push(Box::pin(
-                store.follow(api, watcher::Config::default(), "Namespaces", |n: &Namespace| n.labels().clone()),
-            ));
+            watches.push(Box::pin(store.follow(
+                api,
+                watcher::Config::default(),
+                "Namespaces",
+                |n: &Namespace| n.labels().clone(),
+                &self.changed,
+            )));
         }
         if let Some(store) = &self.nodes {
             let api: Api<Node> = Api::all(client.clone());
             // Node objects are large (images, conditions) and only their addresses are kept:
             // small list pages bound the transient peak of the initial list.
             let config = watcher::Config::default().page_size(NODE_PAGE_SIZE);
-            watches.push(Box::pin(store.follow(api, config, "Nodes", NodeAddrs::of)));
+            watches.push(Box::pin(store.follow(api, config, "Nodes", NodeAddrs::of, &self.changed)));
         }
         for ((namespace, selector), store) in &self.pods {
             let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
             let config = watcher::Config::default().labels(selector);
-            watches.push(Box::pin(store.follow(api, config, "Pods", PodFacts::of)));
+            watches.push(Box::pin(store.follow(api, config, "Pods", PodFacts::of, &self.changed)));
         }
         if watches.is_empty() {
             return shutdown.cancelled().await;

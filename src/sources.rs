@@ -122,7 +122,7 @@ pub trait Sources: Send + Sync {
 }
 
 /// In-memory state of every publish Service, updated by [`SourceCache::run`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SourceCache {
     entries: RwLock<HashMap<ServiceRef, Entry>>,
     heard: RwLock<HashMap<ServiceRef, Instant>>,
