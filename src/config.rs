@@ -565,6 +565,9 @@ impl PolicySpec {
             for (index, spec) in self.sources.into_iter().enumerate() {
                 built.push(spec.build(internal_ip).map_err(|e| SpecError::InSource { index, error: Box::new(e) })?);
             }
+            if internal_ip && !built.iter().any(|s| matches!(s, Source::Pods(_))) {
+                return Err(SpecError::InternalIpWithoutPods);
+            }
             built
         };
         let namespace_selector = match self.namespace_selector {
@@ -963,6 +966,10 @@ policies:
             ("policies: [{name: a, publishPods: {namespace: ing}}]", "missing field `selector`"),
             (
                 "policies: [{name: a, publishService: a/b, reportNodeInternalIp: true}]",
+                "policies[0].reportNodeInternalIp: applies only to a publishPods source",
+            ),
+            (
+                "policies: [{name: a, reportNodeInternalIp: true, sources: [{publishService: a/b}]}]",
                 "policies[0].reportNodeInternalIp: applies only to a publishPods source",
             ),
             (
