@@ -15,10 +15,12 @@ use crate::{
     config::{
         self, ConfigError, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SourceList, SpecError,
     },
-    events,
+    events, leader,
     lifecycle::Tasks,
     metrics::Metrics,
-    nodeip, reload,
+    nodeip,
+    policy_store::{self, PodEvents, PolicyStore, ServiceWatches},
+    reconcile, reload,
     server::{self, AppState, Listeners},
     service,
     sources::SourceCache,
@@ -52,7 +54,7 @@ pub(crate) enum LogFormat {
 #[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 pub(crate) enum Command {
     /// Run the webhook (HTTPS) and its admin server (plain HTTP).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the canonical addresses for a source as JSON, without a cluster.
     Resolve(ResolveArgs),
     /// Make serving certificates: into files (`generate`) or, in a cluster, into the serving
@@ -111,6 +113,8 @@ pub(crate) struct ServeArgs {
     pub no_events: bool,
     #[command(flatten)]
     pub policy: PolicyInput,
+    #[command(flatten)]
+    pub reconcile: reconcile::Flags,
 }
 
 /// Where the policies come from: a file, or the flags of one policy. `serve`, `check` and
@@ -236,6 +240,8 @@ pub enum CliError {
     Bind { flag: String, addr: SocketAddr, source: std::io::Error },
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Flag(String),
 }
 
 /// The flag that names each TLS file.
@@ -310,6 +316,7 @@ impl ServeArgs {
 
 /// Runs `serve` until shutdown.
 pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
+    let (reconcile_settings, leader_settings) = args.reconcile.settings().map_err(CliError::Flag)?;
     let policies = args.policy.policies()?;
     for p in policies.iter() {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
@@ -328,20 +335,21 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         None => (RustlsConfig::from_config(Arc::new(args.tls()?)), None),
     };
     let cache = SourceCache::new(&policies);
-    // A Service or node-IP source, IngressClasses and Namespaces need a cluster; Events only
-    // use one when there is one to use.
+    // A Service or node-IP source, IngressClasses and Namespaces need a cluster; Events, the
+    // reconciler and reloads that add a Service use one when there is one to use.
     let needs_cluster = !policies.services().is_empty()
         || !policies.pod_watches().is_empty()
         || policies.need_ingress_classes()
         || policies.need_namespaces();
+    let optional = !args.no_events || args.reconcile.reconcile || args.policy.config.is_some();
     let client = if needs_cluster {
         Some(client::connect(args.kubeconfig.as_deref()).await?)
-    } else if args.no_events {
+    } else if !optional {
         None
     } else {
         client::connect(args.kubeconfig.as_deref())
             .await
-            .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events about rogue writes are off"))
+            .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events and the reconciler are off"))
             .ok()
     };
     let policies = match &client {
@@ -349,10 +357,64 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         _ => policies,
     };
     let mut tasks = Tasks::default();
-    if let Some(client) = &client {
-        tasks.spawn("source and cluster watches", cache.clone().run(client.clone(), tasks.shutdown_token()));
-    }
+    let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
+    let store = PolicyStore::new(policies);
     let metrics = Arc::new(Metrics::new());
+    // One task owns the Service watches (they start and stop with the policies) and, with
+    // --config, the reload of the policy file.
+    let token = tasks.shutdown_token();
+    match args.policy.config.clone() {
+        Some(path) => {
+            let reload = policy_store::Reload {
+                path,
+                poll: policy_store::POLL_INTERVAL,
+                store: store.clone(),
+                watches,
+                metrics: metrics.clone(),
+                pod_events: client.clone().and_then(PodEvents::from_env),
+            };
+            tasks.spawn("policy reload and publish Service watches", async move {
+                tokio::select! {
+                    () = reload.run() => {}
+                    () = token.cancelled() => {}
+                }
+            });
+        }
+        None => tasks.spawn("publish Service watches", async move {
+            token.cancelled().await;
+            drop(watches);
+        }),
+    }
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    match (&client, args.reconcile.reconcile) {
+        (Some(client), true) => {
+            tracing::info!(qps = reconcile_settings.qps, lease = %format!("{}/{}", leader_settings.namespace, leader_settings.lease_name), identity = %leader_settings.identity, "reconciler on: the leader patches stored statuses that are off canonical");
+            let leadership = leader::start(client.clone(), leader_settings, metrics.clone());
+            let running = reconcile::start(
+                client.clone(),
+                store.clone(),
+                cache.clone(),
+                cache.subscribe(),
+                leadership.subscribe(),
+                metrics.clone(),
+                reconcile_settings,
+            );
+            // At SIGTERM (not only when tasks stop, after the drain): stop patching, then hand
+            // the Lease over at once.
+            let token = tasks.shutdown_token();
+            tasks.spawn("reconciler and leader election", async move {
+                tokio::select! {
+                    _ = stop_rx => {}
+                    () = token.cancelled() => {}
+                }
+                drop(running);
+                leadership.release().await;
+                // Ending before the other tasks stop would read as a failure.
+                token.cancelled().await;
+            });
+        }
+        _ => tracing::info!("reconciler off (--reconcile=false or no Kubernetes client)"),
+    }
     let events = match (&client, args.no_events) {
         (Some(client), false) => {
             let instance = std::env::var("POD_NAME").ok().or_else(|| std::env::var("HOSTNAME").ok());
@@ -362,7 +424,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         }
         _ => None,
     };
-    let state = AppState::with(policies, cache, metrics, events);
+    let state = AppState::with(store, cache, metrics, events);
     let bind = |addr: SocketAddr, flag: &str| {
         std::net::TcpListener::bind(addr).map_err(|e| CliError::Bind { flag: flag.to_owned(), addr, source: e })
     };
@@ -377,6 +439,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let shutdown_state = state.clone();
     let shutdown = async move {
         server::shutdown_signal().await;
+        let _ = stop_tx.send(());
         if !delay.is_zero() {
             shutdown_state.readiness.drain();
             tracing::info!(
@@ -534,7 +597,7 @@ pub fn main() -> ExitCode {
             match cli.command {
                 Command::Resolve(args) => resolve(&args).map(|json| println!("{json}")).map(done),
                 Command::Certs(args) => certs::run(args).await.map_err(CliError::from).map(done),
-                Command::Serve(args) => serve(args).await.map(done),
+                Command::Serve(args) => serve(*args).await.map(done),
                 Command::Check { args, policy } => match policy.policies() {
                     Ok(policies) => Ok(check::exit(check::check(args, &policies).await)),
                     Err(e) => Err(e),

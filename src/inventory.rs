@@ -20,7 +20,6 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use crate::{
     address::Address,
@@ -125,12 +124,12 @@ pub(crate) struct Inventory {
     /// One store per (namespace, selector) of a node-IP source.
     pods: HashMap<(String, String), Store<PodFacts>>,
     nodes: Option<Store<NodeAddrs>>,
-    /// Bumped whenever what is kept changes, so a consumer (a reconciler) can judge again.
-    changed: watch::Sender<u64>,
+    /// Bumped whenever what is kept changes, so a consumer (the reconciler) judges again.
+    changed: Arc<watch::Sender<u64>>,
 }
 
 impl Inventory {
-    pub(crate) fn new(policies: &Policies) -> Arc<Self> {
+    pub(crate) fn new(policies: &Policies, changed: Arc<watch::Sender<u64>>) -> Arc<Self> {
         let pods: HashMap<_, _> = policies.pod_watches().into_iter().map(|key| (key, Store::default())).collect();
         let nodes = (!pods.is_empty()).then(Store::default);
         Arc::new(Inventory {
@@ -138,14 +137,17 @@ impl Inventory {
             namespaces: policies.need_namespaces().then(Store::default),
             pods,
             nodes,
-            changed: watch::Sender::new(0),
+            changed,
         })
     }
 
-    /// Changes whenever a class, Namespace's labels, controller Pod or Node address changes.
-    #[allow(dead_code, reason = "for the reconciler, which judges stored statuses again when facts move")]
-    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
+    /// Whether this inventory holds exactly what `policies` need.
+    pub(crate) fn serves(&self, policies: &Policies) -> bool {
+        let mut mine: Vec<_> = self.pods.keys().cloned().collect();
+        mine.sort();
+        self.classes.is_some() == policies.need_ingress_classes()
+            && self.namespaces.is_some() == policies.need_namespaces()
+            && mine == policies.pod_watches()
     }
 
     pub(crate) fn synced(&self) -> bool {
@@ -155,8 +157,8 @@ impl Inventory {
             && self.pods.values().all(Store::synced)
     }
 
-    /// Runs every needed watch until `shutdown`.
-    pub(crate) async fn run(self: Arc<Self>, client: Client, shutdown: CancellationToken) {
+    /// Runs every needed watch until the task is aborted.
+    pub(crate) async fn run(self: Arc<Self>, client: Client) {
         let mut watches: Vec<futures::future::BoxFuture<'_, ()>> = Vec::new();
         if let Some(store) = &self.classes {
             let api: Api<IngressClass> = Api::all(client.clone());
@@ -194,12 +196,9 @@ impl Inventory {
             watches.push(Box::pin(store.follow(api, config, "Pods", PodFacts::of, &self.changed)));
         }
         if watches.is_empty() {
-            return shutdown.cancelled().await;
+            return futures::future::pending().await;
         }
-        tokio::select! {
-            _ = futures::future::join_all(watches) => {}
-            () = shutdown.cancelled() => {}
-        }
+        futures::future::join_all(watches).await;
     }
 
     /// The node-IP source's addresses; `None` until its Pod and Node watches have synced.

@@ -39,6 +39,12 @@ struct ServiceLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PatchLabels {
+    policy: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabel {
     result: &'static str,
 }
@@ -52,6 +58,11 @@ pub struct Metrics {
     unresolved: Family<PolicyLabel, Counter>,
     cache_age: Family<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     events: Family<EventLabel, Counter>,
+    drift: Family<PolicyLabel, Gauge>,
+    patches: Family<PatchLabels, Counter>,
+    leader: Gauge,
+    reloads: Family<ResultLabel, Counter>,
+    watch_errors: Counter,
     overlaps: Family<OverlapLabels, Counter>,
 }
 
@@ -105,6 +116,26 @@ impl Metrics {
             "Kubernetes Events about rogue writes, by result (published, failed, dropped when the queue was full)",
             events.clone(),
         );
+        let drift = Family::<PolicyLabel, Gauge>::default();
+        registry.register(
+            "drift_ingresses",
+            "Governed Ingresses whose stored status differs from the canonical addresses now, by policy",
+            drift.clone(),
+        );
+        let patches = Family::<PatchLabels, Counter>::default();
+        registry.register(
+            "reconcile_patches",
+            "Status patches by the reconciler, by policy and result (patched, conflict, failed)",
+            patches.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register("leader", "1 while this replica holds the reconciler's Lease, else 0", leader.clone());
+        let reloads = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "config_reloads",
+            "Reloads of the --config file, by result (success, failed: the old policies stay)",
+            reloads.clone(),
+        );
         // Labels are policy names from the configuration: bounded by it.
         let overlaps = Family::<OverlapLabels, Counter>::default();
         registry.register(
@@ -112,7 +143,27 @@ impl Metrics {
             "Reviews of an Ingress that two policies match (seen only at run time: IngressClass controllers, the default class, Namespace labels); the first policy governs",
             overlaps.clone(),
         );
-        Metrics { registry, requests, duration, rogue_writes, unresolved, cache_age, events, overlaps }
+        let watch_errors = Counter::default();
+        registry.register(
+            "ingress_watch_errors",
+            "Errors of the reconciler's Ingress watch (API server unreachable, forbidden, ...); retried with backoff",
+            watch_errors.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            duration,
+            rogue_writes,
+            unresolved,
+            cache_age,
+            events,
+            drift,
+            patches,
+            leader,
+            reloads,
+            watch_errors,
+            overlaps,
+        }
     }
 
     /// Counts one answered review: `result` is the verdict's label, or [`ERROR`].
@@ -145,6 +196,32 @@ impl Metrics {
 
     pub fn set_cache_age(&self, service: &str, age: Duration) {
         self.cache_age.get_or_create(&ServiceLabel { service: service.to_owned() }).set(age.as_secs_f64());
+    }
+
+    /// Sets the drift gauge of a policy.
+    pub fn set_drift(&self, policy: &str, count: i64) {
+        self.drift.get_or_create(&PolicyLabel { policy: policy.to_owned() }).set(count);
+    }
+
+    /// Drops the drift series of a policy no longer in force.
+    pub fn remove_drift(&self, policy: &str) {
+        self.drift.remove(&PolicyLabel { policy: policy.to_owned() });
+    }
+
+    pub fn patch(&self, policy: &str, result: &'static str) {
+        self.patches.get_or_create(&PatchLabels { policy: policy.to_owned(), result }).inc();
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    pub fn config_reload(&self, result: &'static str) {
+        self.reloads.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    pub fn ingress_watch_error(&self) {
+        self.watch_errors.inc();
     }
 
     /// The text exposition format.

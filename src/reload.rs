@@ -2,11 +2,8 @@
 //! swaps the listener's rustls configuration in place when their contents change. New
 //! connections get the new configuration; connections already open keep theirs.
 //!
-//! The kubelet updates a Secret volume by writing a new timestamped directory and renaming a
-//! `..data` symlink over the old one, so the files themselves never change: the directories
-//! holding them are watched (inotify through `notify`), and every [`POLL_INTERVAL`] the files
-//! are read anyway, as a backstop for missed events, network filesystems and symlinks that point
-//! elsewhere. Contents are compared, not timestamps. A new set that does not load (unparsable,
+//! The files are watched as [`crate::fswatch`] describes (the kubelet's `..data` symlink swap,
+//! and a read every [`POLL_INTERVAL`] as backstop). Contents are compared, not timestamps. A new set that does not load (unparsable,
 //! key not matching the certificate, bad client CA) is refused with a log line naming the file,
 //! and the configuration in use stays.
 
@@ -17,19 +14,19 @@ use std::{
 };
 
 use axum_server::tls_rustls::RustlsConfig;
-use notify::{EventKind, RecursiveMode, Watcher as _};
 use rustls::{
     ServerConfig,
     pki_types::{CertificateDer, pem::PemObject},
 };
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-use crate::tls::{self, TlsError, TlsFile};
+use crate::{
+    fswatch::{Changes, SETTLE},
+    tls::{self, TlsError, TlsFile},
+};
 
 /// How often the files are read even without a filesystem event.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(10);
-/// Events come in bursts (the kubelet's swap is several renames); settle before reading.
-const SETTLE: Duration = Duration::from_millis(100);
 
 /// The files the TLS configuration is built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,19 +97,12 @@ impl CertFiles {
         )
     }
 
-    /// The directories to watch: where the files (or the symlinks naming them) live.
-    fn directories(&self) -> Vec<PathBuf> {
-        let mut dirs: Vec<PathBuf> = [Some(&self.cert), Some(&self.key), self.client_ca.as_ref()]
+    fn paths(&self) -> Vec<&Path> {
+        [Some(&self.cert), Some(&self.key), self.client_ca.as_ref()]
             .into_iter()
             .flatten()
-            .map(|f| match f.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            })
-            .collect();
-        dirs.sort();
-        dirs.dedup();
-        dirs
+            .map(PathBuf::as_path)
+            .collect()
     }
 }
 
@@ -161,28 +151,9 @@ pub async fn start(files: CertFiles, poll: Duration) -> Result<(RustlsConfig, Re
     let config = RustlsConfig::from_config(Arc::new(files.build(&contents)?));
     log_certificate("serving certificate loaded", &files.cert, &contents.cert);
 
-    let (events_tx, events_rx) = mpsc::channel::<()>(1);
-    let watcher = match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        // Our own reads show up as Access events; only changes matter.
-        if event.is_ok_and(|e| !matches!(e.kind, EventKind::Access(_))) {
-            let _ = events_tx.try_send(());
-        }
-    }) {
-        Ok(mut watcher) => {
-            for dir in files.directories() {
-                if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
-                    tracing::warn!(directory = %dir.display(), error = %e, "cannot watch the certificate directory; polling only");
-                }
-            }
-            Some(watcher)
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch the certificate files; polling only");
-            None
-        }
-    };
+    let changes = Changes::watch(&files.paths(), poll, "certificate");
     let (status_tx, status_rx) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
-    let task = tokio::spawn(watch_files(files, config.clone(), contents, poll, events_rx, status_tx, watcher));
+    let task = tokio::spawn(watch_files(files, config.clone(), contents, changes, status_tx));
     Ok((config, Reloader { task, status: status_rx }))
 }
 
@@ -190,23 +161,14 @@ async fn watch_files(
     files: CertFiles,
     config: RustlsConfig,
     mut current: Contents,
-    poll: Duration,
-    mut events: mpsc::Receiver<()>,
+    mut changes: Changes,
     status: watch::Sender<Status>,
-    _watcher: Option<notify::RecommendedWatcher>,
 ) {
-    let mut ticker = tokio::time::interval(poll);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticker.tick().await;
     // What was last refused, so a broken set is logged once, not at every poll.
     let mut refused: Option<(Option<Contents>, String)> = None;
     let mut seq = 0;
     loop {
-        tokio::select! {
-            Some(()) = events.recv() => tokio::time::sleep(SETTLE).await,
-            _ = ticker.tick() => {}
-        }
-        while events.try_recv().is_ok() {}
+        changes.next().await;
 
         let loaded = match files.read_settled().await {
             Ok(contents) if contents == current => {

@@ -24,6 +24,7 @@ use crate::{
     events::EventSink,
     lifecycle::{Readiness, Tasks},
     metrics::{self, Metrics},
+    policy_store::PolicyStore,
     render,
     sources::Sources,
     wire,
@@ -31,7 +32,8 @@ use crate::{
 
 /// Everything a request handler reads; shared by every connection.
 pub struct AppState {
-    pub policies: Policies,
+    /// Swapped whole by a reload of `--config`; each review reads one consistent set.
+    pub(crate) policies: Arc<PolicyStore>,
     pub sources: Arc<dyn Sources>,
     pub metrics: Arc<Metrics>,
     /// Where findings go to become Kubernetes Events; `None` without a cluster.
@@ -43,11 +45,11 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(policies: Policies, sources: Arc<dyn Sources>) -> Arc<Self> {
-        Self::with(policies, sources, Arc::new(Metrics::new()), None)
+        Self::with(PolicyStore::new(policies), sources, Arc::new(Metrics::new()), None)
     }
 
-    pub fn with(
-        policies: Policies,
+    pub(crate) fn with(
+        policies: Arc<PolicyStore>,
         sources: Arc<dyn Sources>,
         metrics: Arc<Metrics>,
         events: Option<EventSink>,
@@ -156,16 +158,17 @@ fn answer(
         tracing::warn!(error = %e, "rejected malformed AdmissionReview");
         (StatusCode::BAD_REQUEST, e.to_string())
     })?;
-    let verdict = review.decide(&state.policies, state.sources.as_ref());
+    let policies = state.policies.load();
+    let verdict = review.decide(&policies, state.sources.as_ref());
     let bytes = render::render(&review, &verdict);
-    report(state, &review, &verdict);
+    report(state, &policies, &review, &verdict);
     Ok((bytes, verdict.result()))
 }
 
 /// Logs, counts and queues the Event for a decision; never waits.
-fn report(state: &AppState, review: &wire::Review, verdict: &Verdict<'_>) {
-    if let (true, wire::Target::IngressStatus { write, .. }) = (state.policies.several(), &review.target)
-        && let Some((first, second)) = crate::decision::overlap(write, &state.policies, state.sources.as_ref())
+fn report(state: &AppState, policies: &Policies, review: &wire::Review, verdict: &Verdict<'_>) {
+    if let (true, wire::Target::IngressStatus { write, .. }) = (policies.several(), &review.target)
+        && let Some((first, second)) = crate::decision::overlap(write, policies, state.sources.as_ref())
     {
         state.metrics.overlap(&first.name, &second.name);
         tracing::warn!(uid = %review.uid, ingress_namespace = %write.namespace, ingress_name = %write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");

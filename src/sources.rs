@@ -15,7 +15,6 @@ use kube::{
     Api, Client,
     runtime::{WatchStreamExt, watcher},
 };
-use tokio_util::sync::CancellationToken;
 
 use crate::{
     address::{Address, Addresses},
@@ -121,22 +120,75 @@ pub trait Sources: Send + Sync {
     }
 }
 
-/// In-memory state of every publish Service, updated by [`SourceCache::run`].
+/// In-memory state of every publish Service, updated by one watch per Service
+/// ([`SourceCache::watch_service`]), and the [`Inventory`] of cluster facts the policies need.
 #[derive(Debug)]
 pub struct SourceCache {
     entries: RwLock<HashMap<ServiceRef, Entry>>,
     heard: RwLock<HashMap<ServiceRef, Instant>>,
-    inventory: Arc<Inventory>,
+    /// Counts changes of any Service's entry, so the reconciler knows when canonical addresses
+    /// may have moved without polling.
+    generation: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Set once every Service of the start-up policies was read: a reload that adds a Service
+    /// must not take a serving webhook out of its endpoints.
+    synced_once: std::sync::atomic::AtomicBool,
+    /// The IngressClasses, Namespaces, controller Pods and Nodes the policies need; replaced
+    /// when a reload changes what is needed ([`SourceCache::track_inventory`]).
+    inventory: RwLock<Arc<Inventory>>,
 }
 
 impl SourceCache {
     pub fn new(policies: &Policies) -> Arc<Self> {
         let entries = policies.services().into_iter().map(|svc| (svc, Entry::NotSynced)).collect();
+        let generation = Arc::new(tokio::sync::watch::Sender::new(0));
         Arc::new(SourceCache {
             entries: RwLock::new(entries),
             heard: RwLock::default(),
-            inventory: Inventory::new(policies),
+            inventory: RwLock::new(Inventory::new(policies, generation.clone())),
+            generation,
+            synced_once: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    fn inventory(&self) -> Arc<Inventory> {
+        self.inventory.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the inventory when `policies` need other cluster facts than it holds; returns
+    /// whether it did (its watches must then be started: [`SourceCache::watch_inventory`]).
+    pub(crate) fn track_inventory(&self, policies: &Policies) -> bool {
+        let mut current = self.inventory.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if current.serves(policies) {
+            return false;
+        }
+        *current = Inventory::new(policies, self.generation.clone());
+        drop(current);
+        self.generation.send_modify(|g| *g += 1);
+        true
+    }
+
+    /// Runs the current inventory's watches until the task is aborted.
+    pub(crate) async fn watch_inventory(self: Arc<Self>, client: Client) {
+        self.inventory().run(client).await;
+    }
+
+    /// Changes whenever some Service's addresses (or resolvability), or a cluster fact of the
+    /// inventory, change.
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Makes the cache hold exactly `services`: new ones start unsynced, dropped ones are
+    /// forgotten. The caller starts and stops their watches ([`SourceCache::watch_service`]).
+    pub(crate) fn track(&self, services: &[ServiceRef]) {
+        let mut entries = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.retain(|svc, _| services.contains(svc));
+        for svc in services {
+            entries.entry(svc.clone()).or_insert(Entry::NotSynced);
+        }
+        self.heard.write().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|svc, _| services.contains(svc));
+        drop(entries);
+        self.generation.send_modify(|g| *g += 1);
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ServiceRef, Entry>> {
@@ -146,7 +198,9 @@ impl SourceCache {
 
     fn set(&self, svc: &ServiceRef, entry: Entry) {
         let mut entries = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if entries.get(svc) != Some(&entry) {
+        // A watch that outlived its policy (stopped by a reload) must not bring its Service back.
+        let Some(slot) = entries.get_mut(svc) else { return };
+        if *slot != entry {
             match &entry {
                 Entry::Resolved(Ok(addrs)) => {
                     tracing::info!(service = %svc, addresses = %Addresses(addrs), "publish Service resolved");
@@ -157,54 +211,40 @@ impl SourceCache {
                 Entry::Missing => tracing::warn!(service = %svc, "publish Service not found"),
                 Entry::NotSynced => {}
             }
-            entries.insert(svc.clone(), entry);
+            *slot = entry;
+            drop(entries);
+            self.generation.send_modify(|g| *g += 1);
         }
     }
 
-    /// Watches every publish Service (one watch each, field-selected by name) until
-    /// `shutdown`. Watch errors are logged and retried with backoff; the cache keeps the last
-    /// known state meanwhile.
-    pub async fn run(self: Arc<Self>, client: Client, shutdown: CancellationToken) {
-        let inventory = self.inventory.clone().run(client.clone(), shutdown.clone());
-        let services: Vec<ServiceRef> = self.read().keys().cloned().collect();
-        if services.is_empty() {
-            return inventory.await;
-        }
-        let watches = services.into_iter().map(|svc| {
-            let cache = self.clone();
-            let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace);
-            let config = watcher::Config::default().fields(&format!("metadata.name={}", svc.name));
-            async move {
-                let mut seen_in_init = false;
-                let mut events = watcher(api, config).default_backoff().boxed();
-                while let Some(event) = events.next().await {
-                    if event.is_ok() {
-                        cache
-                            .heard
-                            .write()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .insert(svc.clone(), Instant::now());
-                    }
-                    match event {
-                        Ok(watcher::Event::Init) => seen_in_init = false,
-                        Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
-                            seen_in_init = true;
-                            cache.set(&svc, Entry::Resolved(service::addresses(&obj, true)));
-                        }
-                        Ok(watcher::Event::InitDone) if !seen_in_init => cache.set(&svc, Entry::Missing),
-                        Ok(watcher::Event::InitDone) => {}
-                        Ok(watcher::Event::Delete(_)) => cache.set(&svc, Entry::Missing),
-                        Err(e) => {
-                            tracing::warn!(service = %svc, error = %e, "watch of publish Service failed; retrying");
-                        }
-                    }
+    /// Watches one publish Service (field-selected by name) until the task is aborted. Watch
+    /// errors are logged and retried with backoff; the cache keeps the last known state
+    /// meanwhile.
+    pub(crate) async fn watch_service(self: Arc<Self>, client: Client, svc: ServiceRef) {
+        let api: Api<Service> = Api::namespaced(client, &svc.namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", svc.name));
+        let mut seen_in_init = false;
+        let mut events = watcher(api, config).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            if event.is_ok() {
+                self.heard
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(svc.clone(), Instant::now());
+            }
+            match event {
+                Ok(watcher::Event::Init) => seen_in_init = false,
+                Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
+                    seen_in_init = true;
+                    self.set(&svc, Entry::Resolved(service::addresses(&obj, true)));
+                }
+                Ok(watcher::Event::InitDone) if !seen_in_init => self.set(&svc, Entry::Missing),
+                Ok(watcher::Event::InitDone) => {}
+                Ok(watcher::Event::Delete(_)) => self.set(&svc, Entry::Missing),
+                Err(e) => {
+                    tracing::warn!(service = %svc, error = %e, "watch of publish Service failed; retrying");
                 }
             }
-        });
-        tokio::select! {
-            _ = futures::future::join_all(watches) => {}
-            () = inventory => {}
-            () = shutdown.cancelled() => {}
         }
     }
 }
@@ -216,26 +256,34 @@ impl Sources for SourceCache {
     }
 
     fn synced(&self) -> bool {
-        self.read().values().all(|e| *e != Entry::NotSynced) && self.inventory.synced()
+        use std::sync::atomic::Ordering;
+        if self.synced_once.load(Ordering::Relaxed) {
+            return true;
+        }
+        let synced = self.read().values().all(|e| *e != Entry::NotSynced) && self.inventory().synced();
+        if synced {
+            self.synced_once.store(true, Ordering::Relaxed);
+        }
+        synced
     }
 
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
-        match self.inventory.pods(pods) {
+        match self.inventory().pods(pods) {
             None => Err(Unresolved::PodsNotSynced(pods.to_string())),
             Some(result) => result.map_err(|e| Unresolved::Pods(pods.to_string(), e)),
         }
     }
 
     fn ingress_class_controller(&self, class: &str) -> Option<String> {
-        self.inventory.ingress_class_controller(class)
+        self.inventory().ingress_class_controller(class)
     }
 
     fn default_ingress_classes(&self) -> Vec<String> {
-        self.inventory.default_ingress_classes()
+        self.inventory().default_ingress_classes()
     }
 
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
-        self.inventory.namespace_labels(namespace)
+        self.inventory().namespace_labels(namespace)
     }
 
     fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {

@@ -102,7 +102,7 @@ status: {addresses: [{type: ExternalIP, address: 203.0.113.2}]}
 #[test]
 fn bad_input_gets_a_precise_message_and_a_failure_exit() {
     let headless = "kind: Service\nmetadata: {name: hl}\nspec: {clusterIP: None}\n";
-    let cases: [(&[&str], Option<&str>, &str); 16] = [
+    let cases: [(&[&str], Option<&str>, &str); 20] = [
         (
             &["resolve", "--publish-status-address", "10.0.0.1,bad_host"],
             None,
@@ -158,6 +158,26 @@ fn bad_input_gets_a_precise_message_and_a_failure_exit() {
             &["serve", "--publish-service", "a/b", "--publish-status-address", "10.0.0.1"],
             None,
             "the argument '--publish-service <PUBLISH_SERVICE>' cannot be used with '--publish-status-address <PUBLISH_STATUS_ADDRESS>'",
+        ),
+        (
+            &["serve", "--publish-status-address", "10.0.0.1", "--reconcile-qps", "0"],
+            None,
+            "--reconcile-qps 0: must be between 0.1 and 1000",
+        ),
+        (
+            &["serve", "--publish-status-address", "10.0.0.1", "--leader-election-renew-deadline", "20s"],
+            None,
+            "--leader-election-renew-deadline (20s) must be shorter than --leader-election-lease-duration (15s)",
+        ),
+        (
+            &["serve", "--publish-status-address", "10.0.0.1", "--leader-election-retry-period", "1.5s"],
+            None,
+            "--leader-election-retry-period \"1.5s\": expected whole seconds, e.g. 15s or 1m",
+        ),
+        (
+            &["serve", "--publish-status-address", "10.0.0.1", "--leader-election-namespace", "Not_A_Namespace"],
+            None,
+            "--leader-election-namespace \"Not_A_Namespace\": must be a valid Kubernetes name",
         ),
     ];
     for (args, stdin, want) in cases {

@@ -5,8 +5,9 @@
 //! - the rendered objects say what docs/deploy.md promises (webhook registration, pod security,
 //!   probes, drain, names that agree between files);
 //! - the manifests' RBAC is all the webhook needs: the built binary runs as the manifests'
-//!   ServiceAccount with exactly their Role and ClusterRole, watches its publish Service and
-//!   writes Events, with no forbidden error in its log;
+//!   ServiceAccount with exactly their Roles and ClusterRoles, watches its publish Service,
+//!   takes its Lease, reconciles a stale Ingress status and writes Events, with no forbidden
+//!   error in its log; and nothing more (no spec patch, no status update, no other Lease);
 //! - with `manifests/extras/rbac-node-ips-and-namespaces.yaml` too, a policy with a node-IP
 //!   source, a controller class and a namespaceSelector needs nothing more, and gets only
 //!   list/watch;
@@ -20,7 +21,9 @@ use std::{collections::BTreeMap, path::Path, process::Command};
 
 use k8s_openapi::api::{
     admissionregistration::v1::MutatingWebhookConfiguration,
+    coordination::v1::Lease,
     core::v1::{Secret, Service},
+    networking::v1::Ingress,
 };
 use kube::{
     Api,
@@ -29,7 +32,10 @@ use kube::{
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
-use support::{Class, Cluster, FailurePolicy, TestEnv, Webhook, cluster::KubectlOutput, webhook::BINARY};
+use support::{
+    Class, Cluster, FailurePolicy, TestEnv, Webhook, cluster::KubectlOutput, create_ingress, webhook::BINARY,
+    write_status,
+};
 
 const NAMESPACE: &str = "ingress-status-guard";
 const WEBHOOK_SA: &str = "system:serviceaccount:ingress-status-guard:ingress-status-guard";
@@ -232,7 +238,7 @@ fn the_rendered_objects_are_what_the_docs_promise() {
         }
         assert_eq!(
             find_kind(&docs, "Role").len() + find_kind(&docs, "ClusterRole").len(),
-            if dir.ends_with("self-signed") { 5 } else { 3 },
+            if dir.ends_with("self-signed") { 7 } else { 5 },
             "{dir}: no RBAC beyond what is listed"
         );
         let classes = find(&docs, "ClusterRole", "ingress-status-guard-ingressclasses");
@@ -415,7 +421,7 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
         })
         .cloned()
         .collect();
-    assert_eq!(objects.len(), 7, "the webhook's identity and its RBAC");
+    assert_eq!(objects.len(), 11, "the webhook's identity and its RBAC");
     apply(t.cluster, &objects);
 
     // The publish Service of the manifests' policy file, with a load balancer address.
@@ -438,8 +444,30 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     let narrow = support::cluster::client_from(&kubeconfig).await;
     let all = Api::<Service>::namespaced(narrow.clone(), "ingress-nginx").list(&Default::default()).await.unwrap_err();
     assert!(matches!(&all, kube::Error::Api(s) if s.code == 403), "only the named Service: {all:?}");
-    let elsewhere = Api::<Service>::namespaced(narrow, &t.ns).list(&Default::default()).await.unwrap_err();
+    let elsewhere = Api::<Service>::namespaced(narrow.clone(), &t.ns).list(&Default::default()).await.unwrap_err();
     assert!(matches!(&elsewhere, kube::Error::Api(s) if s.code == 403), "{elsewhere:?}");
+    // The reconciler patches status only (never the spec, never a whole update), and touches
+    // only its own Lease in its own namespace.
+    let forbidden = |r: Result<_, kube::Error>, what: &str| match r {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => panic!("{what} must be forbidden, got {other:?}"),
+    };
+    create_ingress(&t.ingresses, "stale", Class::Field("nginx")).await;
+    write_status(&t.rogue, "stale", &["198.51.100.1"], false).await.expect("a stale status, no webhook yet");
+    let as_webhook: Api<Ingress> = Api::namespaced(narrow.clone(), &t.ns);
+    let spec_patch = json!({"spec": {"ingressClassName": "other"}});
+    forbidden(
+        as_webhook.patch("stale", &PatchParams::default(), &Patch::Merge(&spec_patch)).await.map(|_| ()),
+        "patching an Ingress",
+    );
+    let current = t.ingresses.get("stale").await.unwrap();
+    forbidden(
+        as_webhook.replace_status("stale", &PostParams::default(), &current).await.map(|_| ()),
+        "updating ingresses/status",
+    );
+    let leases = |ns: &str| Api::<Lease>::namespaced(narrow.clone(), ns);
+    forbidden(leases(&t.ns).list(&Default::default()).await.map(|_| ()), "listing Leases");
+    forbidden(leases(NAMESPACE).get("someone-elses-lease").await.map(|_| ()), "reading another Lease");
 
     // The built binary, as that identity, with the manifests' policy file.
     let deployment = find(&docs, "Deployment", "ingress-status-guard");
@@ -449,7 +477,22 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     let config_file = t.cluster.scratch_dir("deploy-rbac-config").join("config.yaml");
     std::fs::write(&config_file, config).unwrap();
     let config_arg = format!("--config={}", config_file.display());
-    let webhook = Webhook::start(t.cluster, &t.ns, &kubeconfig, &[&config_arg]).await;
+    // The reconciler on, its Lease where the Deployment puts it (POD_NAMESPACE).
+    let args = [
+        config_arg.as_str(),
+        "--reconcile=true",
+        "--leader-election-lease-duration=4s",
+        "--leader-election-renew-deadline=3s",
+        "--leader-election-retry-period=1s",
+    ];
+    let env = [("POD_NAMESPACE", NAMESPACE), ("POD_NAME", "ingress-status-guard-test")];
+    let webhook = Webhook::start_with_env(t.cluster, &t.ns, &kubeconfig, &args, &env).await;
+    support::eventually("the stale status healed by the reconciler", std::time::Duration::from_secs(20), || async {
+        let got = support::stored(&t.ingresses, "stale").await;
+        if got == ["203.0.113.60"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    assert_eq!(webhook.metric("ingress_status_guard_leader"), 1.0, "it holds the Lease");
     t.register(&webhook, FailurePolicy::Fail, Class::Field("nginx"), &["203.0.113.60"]).await;
     let event = t.await_event(&webhook, "probe").await;
     assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("probe"));

@@ -151,6 +151,12 @@ impl Cluster {
             .collect()
     }
 
+    /// The API server's audit log (Ingress status writes, level Request).
+    #[allow(dead_code)] // used by benches/reconcile.rs
+    pub(crate) fn audit_log(&self) -> &Path {
+        &self.audit_log
+    }
+
     /// The tail of the API server's log, for failure messages.
     pub(crate) fn apiserver_log_tail(&self) -> String {
         let procs = self.procs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

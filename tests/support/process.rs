@@ -64,6 +64,12 @@ pub(crate) fn spawn(name: &str, mut command: Command, log: &Path) -> io::Result<
 
 impl Proc {
     /// The exit status if the process has ended.
+    /// The child's process id.
+    #[allow(dead_code)] // used by benches/reconcile.rs
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
@@ -74,6 +80,26 @@ impl Proc {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the exit; SIGKILL after that.
+    #[allow(dead_code)] // not every test binary uses it
+    pub(crate) fn terminate(&mut self, timeout: std::time::Duration) -> Option<ExitStatus> {
+        if self.exited().is_none() {
+            #[allow(unsafe_code)] // kill(2) on our own child's pid has no memory effects.
+            unsafe {
+                libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM)
+            };
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        self.kill();
+        None
     }
 
     pub(crate) fn log_path(&self) -> &Path {

@@ -32,7 +32,21 @@ impl Webhook {
     /// Starts `ingress-status-guard serve` with fresh TLS files, the given kubeconfig and the
     /// policy flags in `args`, and waits until its admin `/readyz` answers 200 (every Service
     /// cache synced). Panics with the webhook's log if it exits or never gets ready.
+    ///
+    /// The reconciler is off (`--reconcile=false`) unless `args` set `--reconcile`: a test's
+    /// reconciler would otherwise patch the Ingresses of every other test in the shared API server.
     pub(crate) async fn start(cluster: &Cluster, name: &str, kubeconfig: &Path, args: &[&str]) -> Webhook {
+        Self::start_with_env(cluster, name, kubeconfig, args, &[]).await
+    }
+
+    /// As [`Webhook::start`], with extra environment variables.
+    pub(crate) async fn start_with_env(
+        cluster: &Cluster,
+        name: &str,
+        kubeconfig: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Webhook {
         let dir = cluster.scratch_dir(&format!("webhook-{name}"));
         let ca = Ca::new(&format!("isg-e2e webhook CA ({name})"));
         let serving = ca.server("ingress-status-guard", &["127.0.0.1", "localhost"]);
@@ -54,7 +68,11 @@ impl Webhook {
                 .arg(format!("--kubeconfig={}", kubeconfig.display()))
                 .arg("--log-format=json")
                 .args(args)
+                .envs(env.iter().copied())
                 .env("RUST_LOG", "info");
+            if !args.iter().any(|a| *a == "--reconcile" || a.starts_with("--reconcile=")) {
+                command.arg("--reconcile=false");
+            }
             let log = dir.join(format!("webhook-{attempt}.log"));
             let _ = std::fs::write(&log, format!("$ {command:?}\n"));
             let proc =
@@ -115,6 +133,18 @@ impl Webhook {
     /// Kills the webhook (SIGKILL): the API server's calls then fail to connect.
     pub(crate) fn stop(&mut self) {
         self.proc.kill();
+    }
+
+    /// The webhook's process id.
+    #[allow(dead_code)] // used by benches/reconcile.rs
+    pub(crate) fn pid(&self) -> u32 {
+        self.proc.pid()
+    }
+
+    /// Stops the webhook as the kubelet does (SIGTERM) and waits up to `timeout` for it to exit.
+    #[allow(dead_code)] // not every test binary uses it
+    pub(crate) fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        self.proc.terminate(timeout)
     }
 
     pub(crate) fn log(&self) -> String {
