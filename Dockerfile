@@ -1,30 +1,39 @@
 # syntax=docker/dockerfile:1
 #
-# ingress-status-guard container image: a static (musl) release binary on distroless/static,
-# running as the distroless "nonroot" user (UID/GID 65532), which the manifests also require.
+# ingress-status-guard container image, built the way scripts/image.sh builds it without a
+# registry: a static release binary (the gnu target linked with crt-static) in an image FROM
+# scratch, running as UID/GID 65532, which the manifests and the chart also require.
 #
-#   docker build -t registry.example.com/ingress-status-guard:0.1.0 .
+#   docker build --build-arg REVISION=$(git rev-parse --short=12 HEAD) \
+#     -t registry.example.com/ingress-status-guard:0.1.0 .
 #
-# The image is built for the architecture of the build machine (use `docker buildx build
-# --platform` with emulation for another one). It has no shell: debug with
-# `kubectl debug --image=busybox --target=webhook`.
+# The image is built for the architecture of the build machine. It has no shell: debug with
+# `kubectl debug --image=busybox --target=webhook`. No CA bundle either: in-cluster the API
+# server's CA comes from the mounted service-account token.
 
 ARG RUST_VERSION=1.89
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
-# musl-gcc builds ring's C and assembly for the static target.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends musl-tools \
- && rm -rf /var/lib/apt/lists/*
-RUN rustup target add "$(uname -m)-unknown-linux-musl"
+# The revision for --version and the build_info metric (.git is not in the build context).
+ARG REVISION=unknown
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin ingress-status-guard --target "$(uname -m)-unknown-linux-musl" \
- && install -D -m 0755 "target/$(uname -m)-unknown-linux-musl/release/ingress-status-guard" /out/ingress-status-guard
+    target="$(rustc -vV | awk '/^host:/ { print $2 }')" \
+ && RUSTFLAGS="-C target-feature=+crt-static" ISG_GIT_REVISION="$REVISION" \
+    cargo build --release --locked --bin ingress-status-guard --target "$target" \
+ && install -D -m 0755 "target/$target/release/ingress-status-guard" /out/ingress-status-guard \
+ && ! readelf -d /out/ingress-status-guard | grep NEEDED
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM scratch
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title=ingress-status-guard \
+      org.opencontainers.image.source=https://github.com/ingress-status-guard/ingress-status-guard \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.revision=$REVISION \
+      org.opencontainers.image.licenses=Apache-2.0
 COPY --from=build /out/ingress-status-guard /usr/local/bin/ingress-status-guard
 USER 65532:65532
 # 8443: the webhook (HTTPS); 8080: /livez, /readyz, /metrics (plain HTTP).

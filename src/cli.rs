@@ -30,7 +30,7 @@ use crate::{
 #[derive(Parser, Debug)]
 #[command(
     name = "ingress-status-guard",
-    version,
+    version = crate::metrics::VERSION_LINE,
     about = "Mutating admission webhook that enforces the canonical status.loadBalancer.ingress of Ingresses"
 )]
 pub(crate) struct Cli {
@@ -330,7 +330,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             "policies govern a common class and their namespaceSelectors may both match a Namespace; such Ingresses are governed by the first and counted in policy_overlaps_total"
         );
     }
-    let (tls, _reloader) = match args.cert_files() {
+    let (tls, reloader) = match args.cert_files() {
         Some(files) => reload::start(files, reload::POLL_INTERVAL).await.map(|(tls, r)| (tls, Some(r)))?,
         None => (RustlsConfig::from_config(Arc::new(args.tls()?)), None),
     };
@@ -359,7 +359,11 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut tasks = Tasks::default();
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
     let store = PolicyStore::new(policies);
-    let metrics = Arc::new(Metrics::new());
+    let mut metrics = Metrics::new();
+    if let Some(reloader) = &reloader {
+        metrics.register_tls_cert_expiry(reloader.cert_expiry());
+    }
+    let metrics = Arc::new(metrics);
     // One task owns the Service watches (they start and stop with the policies) and, with
     // --config, the reload of the policy file.
     let token = tasks.shutdown_token();

@@ -45,6 +45,18 @@ struct PatchLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    revision: &'static str,
+}
+
+/// The crate version and the git revision it was built from ("unknown" without git: build.rs).
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const REVISION: &str = env!("ISG_GIT_REVISION");
+/// What `--version` prints after the program name.
+pub(crate) const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (revision ", env!("ISG_GIT_REVISION"), ")");
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabel {
     result: &'static str,
 }
@@ -149,6 +161,9 @@ impl Metrics {
             "Errors of the reconciler's Ingress watch (API server unreachable, forbidden, ...); retried with backoff",
             watch_errors.clone(),
         );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info.get_or_create(&BuildLabels { version: VERSION, revision: REVISION }).set(1);
+        registry.register("build_info", "Always 1; the labels say which build is running", build_info);
         Metrics {
             registry,
             requests,
@@ -164,6 +179,15 @@ impl Metrics {
             watch_errors,
             overlaps,
         }
+    }
+
+    /// Exports the serving certificate's expiry, kept current by the certificate reloader.
+    pub fn register_tls_cert_expiry(&mut self, expiry: Gauge) {
+        self.registry.register(
+            "tls_cert_expiry_timestamp_seconds",
+            "When the serving certificate in use expires (its notAfter), in seconds since the Unix epoch",
+            expiry,
+        );
     }
 
     /// Counts one answered review: `result` is the verdict's label, or [`ERROR`].
@@ -248,5 +272,18 @@ mod tests {
         assert!(text.contains("ingress_status_guard_admission_requests_total{result=\"error\"} 1"), "{text}");
         assert!(text.contains("ingress_status_guard_admission_duration_seconds_bucket{le=\"0.00005\"} 3"), "{text}");
         assert!(text.contains("ingress_status_guard_source_cache_age_seconds{service=\"ns/svc\"} 3.0"), "{text}");
+        let build = format!("ingress_status_guard_build_info{{version=\"{VERSION}\",revision=\"{REVISION}\"}} 1");
+        assert!(text.contains(&build), "{text}");
+        assert!(!text.contains("tls_cert_expiry"), "only with a certificate reloader: {text}");
+    }
+
+    #[test]
+    fn exports_the_certificate_expiry_it_is_given() {
+        let mut m = Metrics::new();
+        let expiry = Gauge::default();
+        m.register_tls_cert_expiry(expiry.clone());
+        expiry.set(1_900_000_000);
+        let text = m.encode();
+        assert!(text.contains("ingress_status_guard_tls_cert_expiry_timestamp_seconds 1900000000"), "{text}");
     }
 }

@@ -14,6 +14,7 @@ use std::{
 };
 
 use axum_server::tls_rustls::RustlsConfig;
+use prometheus_client::metrics::gauge::Gauge;
 use rustls::{
     ServerConfig,
     pki_types::{CertificateDer, pem::PemObject},
@@ -128,9 +129,16 @@ pub struct Status {
 pub struct Reloader {
     task: tokio::task::JoinHandle<()>,
     status: watch::Receiver<Status>,
+    expiry: Gauge,
 }
 
 impl Reloader {
+    /// The notAfter (Unix seconds) of the certificate in use, updated at every reload; 0 if
+    /// it cannot be read from the PEM.
+    pub fn cert_expiry(&self) -> Gauge {
+        self.expiry.clone()
+    }
+
     /// Notified on every reload or refusal.
     pub fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.clone()
@@ -150,16 +158,25 @@ pub async fn start(files: CertFiles, poll: Duration) -> Result<(RustlsConfig, Re
     let contents = files.read_settled().await?;
     let config = RustlsConfig::from_config(Arc::new(files.build(&contents)?));
     log_certificate("serving certificate loaded", &files.cert, &contents.cert);
+    let expiry = Gauge::default();
+    expiry.set(not_after(&contents.cert).unwrap_or(0));
 
     let changes = Changes::watch(&files.paths(), poll, "certificate");
     let (status_tx, status_rx) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
-    let task = tokio::spawn(watch_files(files, config.clone(), contents, changes, status_tx));
-    Ok((config, Reloader { task, status: status_rx }))
+    let watched = Watched { files, config: config.clone(), expiry: expiry.clone() };
+    let task = tokio::spawn(watch_files(watched, contents, changes, status_tx));
+    Ok((config, Reloader { task, status: status_rx, expiry }))
+}
+
+/// What a reload updates.
+struct Watched {
+    files: CertFiles,
+    config: RustlsConfig,
+    expiry: Gauge,
 }
 
 async fn watch_files(
-    files: CertFiles,
-    config: RustlsConfig,
+    Watched { files, config, expiry }: Watched,
     mut current: Contents,
     mut changes: Changes,
     status: watch::Sender<Status>,
@@ -183,6 +200,7 @@ async fn watch_files(
                 seq += 1;
                 config.reload_from_config(Arc::new(new_config));
                 log_certificate("serving certificate reloaded", &files.cert, &contents.cert);
+                expiry.set(not_after(&contents.cert).unwrap_or(0));
                 current = contents;
                 refused = None;
                 status.send_replace(Status { seq, outcome: Outcome::Reloaded });
@@ -206,6 +224,13 @@ async fn watch_files(
     }
 }
 
+/// The notAfter of the first certificate in `pem` (the leaf), in Unix seconds.
+fn not_after(pem: &[u8]) -> Option<i64> {
+    let leaf = CertificateDer::pem_slice_iter(pem).next()?.ok()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&leaf).ok()?;
+    Some(cert.validity().not_after.timestamp())
+}
+
 fn log_certificate(message: &str, path: &Path, pem: &[u8]) {
     let leaf = CertificateDer::pem_slice_iter(pem).next().and_then(Result::ok);
     let parsed = leaf.as_ref().and_then(|der| x509_parser::parse_x509_certificate(der).ok());
@@ -218,5 +243,24 @@ fn log_certificate(message: &str, path: &Path, pem: &[u8]) {
             "{message}"
         ),
         None => tracing::info!(file = %path.display(), "{message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use super::*;
+
+    #[test]
+    fn not_after_is_the_leafs() {
+        let names = ["svc.ns.svc".to_owned()];
+        let bundle = crate::certs::generate_with_validity("test CA", &names, Duration::from_secs(20 * 86400)).unwrap();
+        // The leaf first, then its CA: the leaf's expiry counts.
+        let chain = format!("{}{}", bundle.cert_pem, bundle.ca_pem);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+        let left = not_after(chain.as_bytes()).unwrap() - now;
+        assert!((19 * 86400..=20 * 86400 + 60).contains(&left), "{left}");
+        assert_eq!(not_after(b"not a certificate"), None);
     }
 }

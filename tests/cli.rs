@@ -275,3 +275,27 @@ fn http_get(addr: &str, path: &str) -> String {
     tcp.read_to_string(&mut text).unwrap();
     text
 }
+
+#[test]
+fn version_names_the_release_and_the_revision() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard")).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let line = String::from_utf8(out.stdout).unwrap();
+    let revision = line
+        .trim_end()
+        .strip_prefix(concat!("ingress-status-guard ", env!("CARGO_PKG_VERSION"), " (revision "))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{line:?}"));
+    // Built from this checkout: its HEAD (build.rs), unless overridden or outside git.
+    let head = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match (std::env::var("ISG_GIT_REVISION").ok().filter(|r| !r.is_empty()), head) {
+        (Some(set), _) => assert_eq!(revision, set),
+        (None, Some(head)) => assert_eq!(revision, head),
+        (None, None) => assert_eq!(revision, "unknown"),
+    }
+}

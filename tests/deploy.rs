@@ -40,7 +40,7 @@ use support::{
 const NAMESPACE: &str = "ingress-status-guard";
 const WEBHOOK_SA: &str = "system:serviceaccount:ingress-status-guard:ingress-status-guard";
 const CERTGEN_SA: &str = "system:serviceaccount:ingress-status-guard:ingress-status-guard-certgen";
-const KUSTOMIZATIONS: [&str; 3] = ["base", "overlays/cert-manager", "overlays/self-signed"];
+const KUSTOMIZATIONS: [&str; 4] = ["base", "overlays/cert-manager", "overlays/self-signed", "examples/ingress-nginx"];
 
 fn manifests(dir: &str) -> String {
     format!("{}/manifests/{dir}", env!("CARGO_MANIFEST_DIR"))
@@ -87,9 +87,10 @@ fn apply(cluster: &Cluster, objects: &[Value]) {
 
 static PREREQUISITES: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
 
-/// What a cluster has before installing: the namespace of the publish Service (ingress-nginx's),
-/// the manifests' Namespace (a server-side dry run cannot create a namespace for the objects in
-/// it), and cert-manager's API (a fixture: see tests/fixtures/deploy/).
+/// What the shared cluster has before the tests below: the namespace of the publish Service of
+/// examples/ingress-nginx, the manifests' Namespace (a server-side dry run cannot create a
+/// namespace for the objects in it), and cert-manager's API (a fixture: see
+/// tests/fixtures/deploy/).
 async fn prerequisites(cluster: &'static Cluster) {
     PREREQUISITES
         .get_or_init(|| async {
@@ -144,6 +145,73 @@ async fn every_kustomization_renders_and_the_api_server_accepts_it() {
     let out =
         cluster.kubectl(cluster.admin_kubeconfig(), &["apply", "--dry-run=server", "-f", &file.display().to_string()]);
     assert!(out.stderr.contains("would violate PodSecurity \"restricted:latest\""), "{}", out.stderr);
+}
+
+/// What an operator types on a new cluster, against a fresh API server in which nothing was
+/// created first (no `ingress-nginx` namespace, nothing of ours): `kubectl apply -k` creates every
+/// object in one command, and `kubectl delete -k` removes them all again, the webhook
+/// configuration first among them (a leftover one would intercept status writes cluster-wide).
+async fn install_on_a_fresh_cluster(dir: &str) {
+    let cluster = Cluster::fresh().await;
+    let admin = cluster.admin_kubeconfig();
+    let out = cluster.kubectl(admin, &["get", "namespaces", "-o", "name"]);
+    assert!(out.success, "{}", out.stderr);
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["namespace/default", "namespace/kube-node-lease", "namespace/kube-public", "namespace/kube-system"],
+        "a fresh cluster"
+    );
+    if dir == "overlays/cert-manager" {
+        // cert-manager itself is the prerequisite of this overlay: its API (a fixture).
+        let crds = format!("{}/tests/fixtures/deploy/cert-manager-crds.yaml", env!("CARGO_MANIFEST_DIR"));
+        let out = cluster.kubectl(admin, &["apply", "--server-side", "-f", &crds]);
+        assert!(out.success, "install the cert-manager CRDs: {}", out.stderr);
+        let out = cluster.kubectl(
+            admin,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/issuers.cert-manager.io",
+                "crd/certificates.cert-manager.io",
+            ],
+        );
+        assert!(out.success, "cert-manager CRDs established: {}", out.stderr);
+    }
+
+    let rendered = render(dir);
+    let out = cluster.kubectl(admin, &["apply", "--validate=strict", "-k", &manifests(dir)]);
+    assert!(out.success, "{dir}: kubectl apply -k on a fresh cluster:\n{}\n{}", out.stderr, out.stdout);
+    let created = out.stdout.lines().filter(|l| l.ends_with(" created")).count();
+    assert_eq!(created, rendered.len(), "{dir}: every object created:\n{}", out.stdout);
+    assert!(!out.stderr.contains("PodSecurity"), "{dir}: warnings:\n{}", out.stderr);
+    let out = cluster.kubectl(admin, &["get", "mutatingwebhookconfiguration", "ingress-status-guard", "-o", "name"]);
+    assert!(out.success, "{dir}: the webhook is registered: {}", out.stderr);
+
+    // No controller-manager runs here, so the Namespace stays Terminating (in a real cluster its
+    // controller then deletes what is left in it); everything else is deleted by kubectl itself.
+    let out = cluster.kubectl(admin, &["delete", "--wait=false", "-k", &manifests(dir)]);
+    assert!(out.success, "{dir}: kubectl delete -k:\n{}\n{}", out.stderr, out.stdout);
+    let file = cluster.scratch_dir("fresh-rendered").join("rendered.json");
+    std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": rendered}).to_string()).unwrap();
+    let out = cluster.kubectl(admin, &["get", "--ignore-not-found", "-o", "name", "-f", &file.display().to_string()]);
+    assert!(out.success, "{}", out.stderr);
+    let left: Vec<&str> = out.stdout.lines().filter(|l| *l != format!("namespace/{NAMESPACE}")).collect();
+    assert!(left.is_empty(), "{dir}: left behind after kubectl delete -k: {left:?}");
+    let out = cluster.kubectl(admin, &["get", "mutatingwebhookconfigurations", "-o", "name"]);
+    assert_eq!((out.success, out.stdout.as_str()), (true, ""), "{dir}: no webhook configuration left");
+    let out = cluster.kubectl(admin, &["get", "namespace", NAMESPACE, "-o", "jsonpath={.status.phase}"]);
+    assert!(!out.success || out.stdout == "Terminating", "{dir}: the namespace is going: {}", out.stdout);
+}
+
+#[tokio::test]
+async fn the_self_signed_overlay_installs_on_a_fresh_cluster_and_deletes_cleanly() {
+    install_on_a_fresh_cluster("overlays/self-signed").await;
+}
+
+#[tokio::test]
+async fn the_cert_manager_overlay_installs_on_a_fresh_cluster_and_deletes_cleanly() {
+    install_on_a_fresh_cluster("overlays/cert-manager").await;
 }
 
 #[test]
@@ -225,6 +293,13 @@ fn the_rendered_objects_are_what_the_docs_promise() {
         let config = find(&docs, "ConfigMap", config_map);
         let policies = ingress_status_guard::parse_file("config.yaml", config["data"]["config.yaml"].as_str().unwrap())
             .unwrap_or_else(|e| panic!("{dir}: {e}"));
+        let foreign: Vec<_> =
+            docs.iter().filter_map(|d| d["metadata"]["namespace"].as_str()).filter(|ns| *ns != NAMESPACE).collect();
+        if dir == "examples/ingress-nginx" {
+            assert!(!policies.services().is_empty(), "{dir}: the component's policy reads ingress-nginx's Service");
+        } else {
+            assert!(foreign.is_empty(), "{dir}: installs on a cluster without other namespaces: {foreign:?}");
+        }
         for svc in policies.services() {
             let role = docs
                 .iter()
@@ -238,7 +313,11 @@ fn the_rendered_objects_are_what_the_docs_promise() {
         }
         assert_eq!(
             find_kind(&docs, "Role").len() + find_kind(&docs, "ClusterRole").len(),
-            if dir.ends_with("self-signed") { 7 } else { 5 },
+            match dir {
+                "overlays/self-signed" => 6,
+                "examples/ingress-nginx" => 7,
+                _ => 4,
+            },
             "{dir}: no RBAC beyond what is listed"
         );
         let classes = find(&docs, "ClusterRole", "ingress-status-guard-ingressclasses");
@@ -262,7 +341,7 @@ fn the_rendered_objects_are_what_the_docs_promise() {
                 );
                 assert_eq!(certificate["spec"]["dnsNames"], json!(names));
             }
-            "overlays/self-signed" => {
+            "overlays/self-signed" | "examples/ingress-nginx" => {
                 for job in [
                     find(&docs, "Job", "ingress-status-guard-certgen"),
                     &find(&docs, "CronJob", "ingress-status-guard-certgen")["spec"]["jobTemplate"],
@@ -412,12 +491,13 @@ async fn certs_bootstrap_creates_the_secret_patches_the_ca_bundle_and_renews() {
 async fn the_manifests_rbac_is_all_the_webhook_needs() {
     let t = TestEnv::new("deploy-rbac").await;
     prerequisites(t.cluster).await;
-    let docs = render("base");
+    let docs = render("examples/ingress-nginx");
     let objects: Vec<Value> = docs
         .iter()
         .filter(|d| {
-            ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
-                .contains(&d["kind"].as_str().unwrap())
+            d["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+                && ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                    .contains(&d["kind"].as_str().unwrap())
         })
         .cloned()
         .collect();

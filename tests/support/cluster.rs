@@ -8,7 +8,8 @@
 //! holds only paths and keys and each test makes its own clients.
 //!
 //! Files of a run (kubeconfigs, logs, audit log) stay under
-//! `target/tmp/e2e/run-<pid>/` until the next run, for post-mortems.
+//! `target/tmp/e2e/run-<pid>/shared/` (and `fresh-<n>/` for `Cluster::fresh`) until the next run,
+//! for post-mortems.
 
 use std::fmt::Write as _;
 use std::net::TcpListener;
@@ -56,11 +57,19 @@ static SHARED: tokio::sync::OnceCell<Result<Cluster, String>> = tokio::sync::Onc
 impl Cluster {
     /// The control plane of this test binary, started by the first caller.
     pub(crate) async fn shared() -> &'static Cluster {
-        let started = SHARED.get_or_init(start).await;
+        let started = SHARED.get_or_init(|| start(Setup::Shared)).await;
         match started {
             Ok(cluster) => cluster,
             Err(e) => panic!("the test control plane did not start: {e}"),
         }
+    }
+
+    /// A control plane of its own in which nothing has been created yet (no namespace, RBAC or
+    /// CRD beyond the API server's own): what an install meets on a new cluster. Stopped, and
+    /// its data deleted, when dropped.
+    #[allow(dead_code)] // Only the install tests (deploy, chart) need one.
+    pub(crate) async fn fresh() -> Cluster {
+        start(Setup::Fresh).await.unwrap_or_else(|e| panic!("a fresh control plane did not start: {e}"))
     }
 
     pub(crate) fn admin_kubeconfig(&self) -> &Path {
@@ -173,6 +182,21 @@ impl Cluster {
     }
 }
 
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What `start` prepares once the API server answers.
+#[derive(Clone, Copy, PartialEq)]
+enum Setup {
+    /// The shared control plane: also the rogue writer's RBAC, and stopped at exit.
+    Shared,
+    /// Nothing is created.
+    Fresh,
+}
+
 pub(crate) struct KubectlOutput {
     pub success: bool,
     pub stdout: String,
@@ -244,8 +268,14 @@ fn binaries() -> Result<PathBuf, String> {
     Ok(PathBuf::from(dir))
 }
 
-/// `target/tmp/e2e/run-<pid>`, after deleting the directories of runs that are gone.
+/// `target/tmp/e2e/run-<pid>`, after deleting the directories of runs that are gone (once per
+/// process: the shared and fresh control planes of one test binary live side by side in it).
 fn run_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(clean_run_dir).clone()
+}
+
+fn clean_run_dir() -> PathBuf {
     let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e");
     if let Ok(entries) = std::fs::read_dir(&base) {
         for entry in entries.flatten() {
@@ -273,9 +303,16 @@ extern "C" fn stop_at_exit() {
     }
 }
 
-async fn start() -> Result<Cluster, String> {
+async fn start(setup: Setup) -> Result<Cluster, String> {
     let bin = binaries()?;
-    let dir = run_dir();
+    let dir = match setup {
+        Setup::Shared => run_dir().join("shared"),
+        Setup::Fresh => {
+            static FRESH: AtomicU32 = AtomicU32::new(0);
+            run_dir().join(format!("fresh-{}", FRESH.fetch_add(1, Ordering::Relaxed)))
+        }
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
 
     let ca = Ca::new("isg-e2e cluster CA");
     let serving = ca.server("kube-apiserver", &["127.0.0.1", "localhost", "10.0.0.1"]);
@@ -313,12 +350,14 @@ async fn start() -> Result<Cluster, String> {
                     procs: Mutex::new(procs),
                     counter: AtomicU32::new(0),
                 };
-                // SAFETY: registering a plain extern "C" function has no preconditions.
-                #[allow(unsafe_code)] // registers a plain `extern "C" fn()`; nothing else is touched.
-                unsafe {
-                    libc::atexit(stop_at_exit)
-                };
-                prepare(&cluster).await?;
+                if setup == Setup::Shared {
+                    // SAFETY: registering a plain extern "C" function has no preconditions.
+                    #[allow(unsafe_code)] // registers a plain `extern "C" fn()`; nothing else is touched.
+                    unsafe {
+                        libc::atexit(stop_at_exit)
+                    };
+                }
+                prepare(&cluster, setup).await?;
                 return Ok(cluster);
             }
             Err(e) => last_error = format!("attempt {attempt}: {e}"),
@@ -408,8 +447,9 @@ async fn start_processes(
 
 /// What every test relies on once the API server answers: Services get cluster IPs (with the
 /// ServiceCIDR allocator, only once the default ServiceCIDR is ready; probed with a dry-run
-/// create so any API server version works), and the rogue writer's RBAC.
-async fn prepare(cluster: &Cluster) -> Result<(), String> {
+/// create so any API server version works, and so nothing is created), and for the shared
+/// control plane the rogue writer's RBAC.
+async fn prepare(cluster: &Cluster, setup: Setup) -> Result<(), String> {
     let client = cluster.admin().await;
     let services = Api::<Service>::namespaced(client.clone(), "default");
     let probe: Service = serde_json::from_value(json!({
@@ -427,6 +467,9 @@ async fn prepare(cluster: &Cluster) -> Result<(), String> {
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
         }
+    }
+    if setup == Setup::Fresh {
+        return Ok(());
     }
 
     let role: ClusterRole = serde_json::from_value(json!({

@@ -1,5 +1,5 @@
 // Command etcd is the etcd server, built from go.etcd.io/etcd/server/v3 at the version
-// k8s.io/kubernetes v1.33.13 is tested with.
+// k8s.io/kubernetes v1.37.2 is tested with.
 package main
 
 import (

@@ -1,0 +1,122 @@
+{{/* Names and labels shared by every template. */}}
+
+{{/* The name of every object: the release name, with the chart name appended unless it is in it. */}}
+{{- define "isg.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "isg.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "isg.labels" -}}
+{{ include "isg.selectorLabels" . }}
+app.kubernetes.io/part-of: ingress-status-guard
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "isg.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{- define "isg.tlsSecret" -}}
+{{- .Values.certificate.secretName | default (printf "%s-tls" (include "isg.fullname" .)) -}}
+{{- end -}}
+
+{{/* The policies of the config file: the `policies` list, or the one `policy` shorthand. */}}
+{{- define "isg.policies" -}}
+{{- if .Values.policies -}}
+{{- toYaml .Values.policies -}}
+{{- else -}}
+{{- $p := .Values.policy -}}
+{{- if and (not $p.publishService) (not $p.publishStatusAddress) -}}
+{{- fail "policy: set policy.publishStatusAddress (the addresses your load balancer publishes) or policy.publishService (NAMESPACE/NAME of the controller's Service), or give a policies list" -}}
+{{- end -}}
+{{- $one := dict "name" $p.name "ingressClasses" $p.ingressClasses "watchIngressWithoutClass" $p.watchIngressWithoutClass "mode" $p.mode "keepPorts" $p.keepPorts "onUnresolved" $p.onUnresolved -}}
+{{- if $p.publishService -}}
+{{- $_ := set $one "publishService" $p.publishService -}}
+{{- else -}}
+{{- $_ := set $one "publishStatusAddress" $p.publishStatusAddress -}}
+{{- end -}}
+{{- toYaml (list $one) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* namespace -> list of Service names: every publishService of the policies. */}}
+{{- define "isg.publishServices" -}}
+{{- $byNamespace := dict -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- if .publishService -}}
+{{- $parts := splitList "/" .publishService -}}
+{{- if ne (len $parts) 2 -}}
+{{- fail (printf "publishService %q: must be NAMESPACE/NAME" .publishService) -}}
+{{- end -}}
+{{- $ns := index $parts 0 -}}
+{{- $names := get $byNamespace $ns | default (list) -}}
+{{- $_ := set $byNamespace $ns (append $names (index $parts 1) | uniq) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $byNamespace -}}
+{{- end -}}
+
+{{/* The pod of the certgen Job and CronJob (certificate.mode selfSigned). */}}
+{{- define "isg.certgenPod" -}}
+{{- $fullname := include "isg.fullname" . -}}
+metadata:
+  labels:
+    {{- include "isg.selectorLabels" . | nindent 4 }}
+    app.kubernetes.io/component: certgen
+spec:
+  serviceAccountName: {{ $fullname }}-certgen
+  restartPolicy: OnFailure
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 65532
+    runAsGroup: 65532
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+    - name: certgen
+      image: {{ include "isg.image" . }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        - certs
+        - bootstrap
+        - --service={{ $fullname }}
+        - --secret={{ include "isg.tlsSecret" . }}
+        - --webhook-configuration={{ $fullname }}
+        - --renew-before-days={{ .Values.certificate.selfSigned.renewBeforeDays }}
+        - --validity-days={{ .Values.certificate.selfSigned.validityDays }}
+        - --log-format={{ .Values.log.format }}
+      env:
+        - name: POD_NAMESPACE
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+      # One run: 7 MiB peak RSS measured for `certs generate`; the Kubernetes client adds a few.
+      resources:
+        requests:
+          cpu: 10m
+          memory: 16Mi
+        limits:
+          memory: 64Mi
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        runAsNonRoot: true
+        capabilities:
+          drop: [ALL]
+{{- end -}}

@@ -1,0 +1,676 @@
+//! The Helm chart in `charts/ingress-status-guard`, with the real helm (built pinned from Go
+//! modules by tests/helm/build.sh, Helm 3 and Helm 4) and the real API server of `support`:
+//!
+//! - `helm lint --strict` is clean, and the schema refuses wrong values naming the field;
+//! - every rendered object (default values, cert-manager mode, a multi-policy file) passes a
+//!   server-side dry run with strict field validation and no Pod Security warning under
+//!   `restricted`;
+//! - on a fresh API server: `helm install` with the default values, `helm upgrade` to several
+//!   policies (their Roles appear) and back (they go), a cert-manager mode release, and
+//!   `helm uninstall` leaving nothing behind, the MutatingWebhookConfiguration included;
+//! - the chart's RBAC and policy file for a publish Service are all the webhook needs (the built
+//!   binary runs as its ServiceAccount and enforces the Service's address);
+//! - the chart says what the kustomize tree says: RBAC rules, webhook registration,
+//!   securityContexts, probes, args, policies (one is checked against the other).
+
+#[allow(dead_code)]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use support::{Class, Cluster, FailurePolicy, TestEnv, Webhook, cluster::KubectlOutput};
+
+const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/ingress-status-guard");
+const RELEASE: &str = "ingress-status-guard";
+const NAMESPACE: &str = "ingress-status-guard";
+const MULTI_POLICY: &str = r#"
+policies:
+  - name: nginx
+    ingressClasses: [nginx]
+    publishService: ingress-nginx/ingress-nginx-controller
+    mode: enforce
+  - name: nginx-internal
+    ingressClasses: [nginx-internal]
+    publishService: ingress-nginx/ingress-nginx-internal
+    mode: enforce
+  - name: traefik
+    ingressClasses: [traefik]
+    publishService: traefik/traefik
+    mode: deny
+  - name: static
+    ingressClasses: [haproxy]
+    publishStatusAddress: "203.0.113.5,lb.example.com"
+    mode: audit
+"#;
+
+/// The helm command line of one major version, with its own state directories.
+struct Helm {
+    major: u8,
+    bin: PathBuf,
+    home: PathBuf,
+}
+
+impl Helm {
+    fn new(major: u8, scratch: &Path) -> Helm {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helm/build.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(major.to_string())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let bin = stdout.lines().last().unwrap_or("").trim();
+        assert!(out.status.success() && !bin.is_empty(), "{} {major} failed", script.display());
+        let home = scratch.join(format!("helm{major}"));
+        std::fs::create_dir_all(&home).unwrap();
+        Helm { major, bin: bin.into(), home }
+    }
+
+    fn run(&self, args: &[&str]) -> KubectlOutput {
+        let out = Command::new(&self.bin)
+            .args(args)
+            .env("HELM_CACHE_HOME", self.home.join("cache"))
+            .env("HELM_CONFIG_HOME", self.home.join("config"))
+            .env("HELM_DATA_HOME", self.home.join("data"))
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", self.bin.display()));
+        KubectlOutput {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `helm template` of the chart as release `ingress-status-guard` in its namespace.
+    fn template(&self, args: &[&str]) -> Vec<Value> {
+        let mut all = vec!["template", RELEASE, CHART, "--namespace", NAMESPACE];
+        all.extend_from_slice(args);
+        let out = self.run(&all);
+        assert!(out.success, "helm {} template {args:?}: {}", self.major, out.stderr);
+        documents(&out.stdout)
+    }
+}
+
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_norway::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("rendered YAML: {e}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("chart").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, contents: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path.display().to_string()
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the rendered objects"))
+}
+
+fn kinds(docs: &[Value]) -> Vec<String> {
+    let mut kinds: Vec<String> = docs.iter().map(|d| d["kind"].as_str().unwrap().to_owned()).collect();
+    kinds.sort();
+    kinds
+}
+
+fn kustomize(dir: &str) -> Vec<Value> {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = Command::new(&kubectl)
+        .args(["kustomize", &format!("{}/manifests/{dir}", env!("CARGO_MANIFEST_DIR"))])
+        .output()
+        .unwrap_or_else(|e| panic!("run {kubectl}: {e}"));
+    assert!(out.status.success(), "kubectl kustomize {dir}: {}", String::from_utf8_lossy(&out.stderr));
+    documents(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn policies(docs: &[Value]) -> ingress_status_guard::Policies {
+    let config = docs.iter().find(|d| d["kind"] == "ConfigMap").expect("the policy ConfigMap");
+    ingress_status_guard::parse_file("config.yaml", config["data"]["config.yaml"].as_str().unwrap())
+        .unwrap_or_else(|e| panic!("the rendered policy file: {e}"))
+}
+
+#[test]
+fn helm_lint_is_clean_and_the_schema_names_wrong_values() {
+    let helm = Helm::new(3, &scratch("lint"));
+    let out = helm.run(&["lint", "--strict", CHART]);
+    assert!(out.success, "helm lint --strict:\n{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("[WARNING]") && !out.stdout.contains("[ERROR]"), "{}", out.stdout);
+
+    for (set, field) in [
+        ("policy.mode=block", "/policy/mode"),
+        ("webhook.failurePolicy=Never", "/webhook/failurePolicy"),
+        ("webhook.timeoutSeconds=60", "/webhook/timeoutSeconds"),
+        ("certificate.mode=vault", "/certificate/mode"),
+        ("policy.publishService=just-a-name", "/policy/publishService"),
+        ("replicaCount=0", "/replicaCount"),
+        ("extraArgs[0]=-v", "/extraArgs/0"),
+        ("polcy.mode=enforce", "'polcy' not allowed"),
+    ] {
+        let out = helm.run(&["template", RELEASE, CHART, "--set", set]);
+        assert!(!out.success, "--set {set} was accepted");
+        assert!(out.stderr.contains(field), "--set {set}: the error names {field}: {}", out.stderr);
+    }
+    // Checks the schema cannot express, with messages saying what to set.
+    let out = helm.run(&["template", RELEASE, CHART, "--set", "policy.publishStatusAddress="]);
+    assert!(!out.success && out.stderr.contains("set policy.publishStatusAddress"), "{}", out.stderr);
+    let out = helm.run(&["template", RELEASE, CHART, "--set", "certificate.mode=existingSecret"]);
+    assert!(!out.success && out.stderr.contains("caBundle"), "{}", out.stderr);
+}
+
+#[test]
+fn values_render_what_they_say() {
+    let helm = Helm::new(3, &scratch("values"));
+    let defaults = helm.template(&[]);
+    // No Role outside the release namespace, no monitoring objects, by default.
+    assert!(defaults.iter().all(|d| d["metadata"]["namespace"].is_null() || d["metadata"]["namespace"] == NAMESPACE));
+    assert!(!defaults.iter().any(|d| ["ServiceMonitor", "PrometheusRule"].contains(&d["kind"].as_str().unwrap())));
+    let policy = policies(&defaults);
+    assert!(policy.services().is_empty(), "the default policy needs no publish Service");
+
+    // The shorthand with a publish Service: its Role, in its namespace, naming only it.
+    let docs = helm.template(&["--set", "policy.publishService=edge/lb", "--set", "policy.mode=enforce"]);
+    let role = find(&docs, "Role", "ingress-status-guard-publish-service");
+    assert_eq!(role["metadata"]["namespace"], "edge");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["services"], "resourceNames": ["lb"], "verbs": ["list", "watch"]}])
+    );
+    assert_eq!(find(&docs, "RoleBinding", "ingress-status-guard-publish-service")["metadata"]["namespace"], "edge");
+
+    // A policies list: one Role per namespace, naming each of its Services.
+    let dir = scratch("values-multi");
+    let docs = helm.template(&["-f", &write(&dir, "multi.yaml", MULTI_POLICY)]);
+    assert_eq!(policies(&docs).iter().count(), 4);
+    let mut roles: Vec<(String, Value)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Role" && d["metadata"]["name"] == "ingress-status-guard-publish-service")
+        .map(|d| (d["metadata"]["namespace"].as_str().unwrap().to_owned(), d["rules"][0]["resourceNames"].clone()))
+        .collect();
+    roles.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        roles,
+        [
+            ("ingress-nginx".to_owned(), json!(["ingress-nginx-controller", "ingress-nginx-internal"])),
+            ("traefik".to_owned(), json!(["traefik"]))
+        ]
+    );
+
+    // Webhook settings, log flags and extraArgs.
+    let docs = helm.template(&[
+        "--set",
+        "webhook.failurePolicy=Fail",
+        "--set",
+        "webhook.timeoutSeconds=7",
+        "--set",
+        "webhook.namespaceSelector.matchLabels.team=edge",
+        "--set",
+        "log.level=debug",
+        "--set",
+        "extraArgs={--max-body-bytes=1048576}",
+    ]);
+    let webhook = &find(&docs, "MutatingWebhookConfiguration", RELEASE)["webhooks"][0];
+    assert_eq!(
+        (&webhook["failurePolicy"], &webhook["timeoutSeconds"], &webhook["namespaceSelector"]),
+        (&json!("Fail"), &json!(7), &json!({"matchLabels": {"team": "edge"}}))
+    );
+    let args = &find(&docs, "Deployment", RELEASE)["spec"]["template"]["spec"]["containers"][0]["args"];
+    let args: Vec<&str> = args.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.contains(&"--log-level=debug") && args.ends_with(&["--max-body-bytes=1048576"]), "{args:?}");
+
+    // Certificate modes.
+    let cert_manager = helm.template(&["--set", "certificate.mode=certManager"]);
+    assert_eq!(
+        find(&cert_manager, "MutatingWebhookConfiguration", RELEASE)["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        "ingress-status-guard/ingress-status-guard-serving"
+    );
+    assert!(!cert_manager.iter().any(|d| d["kind"] == "Job" || d["kind"] == "CronJob"));
+    let existing = helm.template(&[
+        "--set",
+        "certificate.mode=existingSecret",
+        "--set",
+        "certificate.existingSecret.caBundle=QUJD",
+        "--set",
+        "certificate.secretName=mine",
+    ]);
+    assert_eq!(
+        find(&existing, "MutatingWebhookConfiguration", RELEASE)["webhooks"][0]["clientConfig"]["caBundle"],
+        "QUJD"
+    );
+    assert_eq!(kinds(&existing).iter().filter(|k| ["Job", "CronJob", "Certificate"].contains(&k.as_str())).count(), 0);
+    let volumes = &find(&existing, "Deployment", RELEASE)["spec"]["template"]["spec"]["volumes"];
+    assert_eq!(volumes[1]["secret"]["secretName"], "mine");
+
+    // Monitoring, when asked for: the scrape of the admin port, and the alerts of the chart's file.
+    let docs = helm.template(&[
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+    ]);
+    let monitor = find(&docs, "ServiceMonitor", RELEASE);
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "admin");
+    let metrics = find(&docs, "Service", "ingress-status-guard-metrics");
+    assert_eq!(metrics["spec"]["ports"][0]["targetPort"], "admin");
+    let groups = std::fs::read_to_string(format!("{CHART}/files/prometheus-rules.yaml")).unwrap();
+    assert_eq!(find(&docs, "PrometheusRule", RELEASE)["spec"]["groups"], documents(&groups)[0]["groups"]);
+}
+
+/// The chart, as release `ingress-status-guard` in namespace `ingress-status-guard`, renders the
+/// important fields exactly as the kustomize overlays do.
+#[test]
+fn the_chart_and_the_kustomize_tree_agree() {
+    let helm = Helm::new(3, &scratch("agree"));
+    for (overlay, mode) in [("overlays/self-signed", "selfSigned"), ("overlays/cert-manager", "certManager")] {
+        let chart = helm.template(&["--set", &format!("certificate.mode={mode}")]);
+        let kust = kustomize(overlay);
+
+        // The same objects, by kind and name (the chart's Job carries the release revision,
+        // and the kustomize ConfigMap a content hash; the Namespace is helm's --namespace).
+        let names = |docs: &[Value]| {
+            let mut names: Vec<String> = docs
+                .iter()
+                .filter(|d| d["kind"] != "Namespace")
+                .map(|d| {
+                    let name = d["metadata"]["name"].as_str().unwrap();
+                    let name = match d["kind"].as_str().unwrap() {
+                        "Job" => name.trim_end_matches("-1"),
+                        "ConfigMap" if name.starts_with("ingress-status-guard-config-") => {
+                            "ingress-status-guard-config"
+                        }
+                        _ => name,
+                    };
+                    format!(
+                        "{}/{}/{name}",
+                        d["kind"].as_str().unwrap(),
+                        d["metadata"]["namespace"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(&chart), names(&kust), "{overlay}: the same objects");
+
+        for kind in ["ClusterRole", "Role"] {
+            for k in kust.iter().filter(|d| d["kind"] == kind) {
+                let name = k["metadata"]["name"].as_str().unwrap();
+                assert_eq!(find(&chart, kind, name)["rules"], k["rules"], "{overlay}: {kind} {name}");
+            }
+        }
+        for kind in ["ClusterRoleBinding", "RoleBinding"] {
+            for k in kust.iter().filter(|d| d["kind"] == kind) {
+                let name = k["metadata"]["name"].as_str().unwrap();
+                let c = find(&chart, kind, name);
+                assert_eq!(
+                    (&c["roleRef"], &c["subjects"]),
+                    (&k["roleRef"], &k["subjects"]),
+                    "{overlay}: {kind} {name}"
+                );
+            }
+        }
+
+        let k_hook = find(&kust, "MutatingWebhookConfiguration", RELEASE);
+        let c_hook = find(&chart, "MutatingWebhookConfiguration", RELEASE);
+        assert_eq!(c_hook["webhooks"], k_hook["webhooks"], "{overlay}: the webhook registration");
+        assert_eq!(
+            c_hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            k_hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "{overlay}"
+        );
+        let k_svc = &find(&kust, "Service", RELEASE)["spec"];
+        let c_svc = &find(&chart, "Service", RELEASE)["spec"];
+        assert_eq!((&c_svc["ports"], &c_svc["type"]), (&k_svc["ports"], &k_svc["type"]), "{overlay}");
+
+        let k_pod = &find(&kust, "Deployment", RELEASE)["spec"]["template"]["spec"];
+        let c_pod = &find(&chart, "Deployment", RELEASE)["spec"]["template"]["spec"];
+        for field in
+            ["securityContext", "terminationGracePeriodSeconds", "serviceAccountName", "automountServiceAccountToken"]
+        {
+            assert_eq!(c_pod[field], k_pod[field], "{overlay}: pod {field}");
+        }
+        let (k_c, c_c) = (&k_pod["containers"][0], &c_pod["containers"][0]);
+        for field in [
+            "args",
+            "ports",
+            "env",
+            "livenessProbe",
+            "readinessProbe",
+            "lifecycle",
+            "resources",
+            "securityContext",
+            "volumeMounts",
+            "image",
+        ] {
+            assert_eq!(c_c[field], k_c[field], "{overlay}: container {field}");
+        }
+        // Spread: the same constraints; the chart's selector adds the release label.
+        let without_selector = |pod: &Value| {
+            let mut spread = pod["topologySpreadConstraints"].clone();
+            for c in spread.as_array_mut().unwrap() {
+                c.as_object_mut().unwrap().remove("labelSelector");
+            }
+            spread
+        };
+        assert_eq!(without_selector(c_pod), without_selector(k_pod), "{overlay}: spread");
+        assert_eq!(c_pod["volumes"][1], k_pod["volumes"][1], "{overlay}: the TLS Secret volume");
+        assert_eq!(
+            find(&chart, "PodDisruptionBudget", RELEASE)["spec"]["minAvailable"],
+            find(&kust, "PodDisruptionBudget", RELEASE)["spec"]["minAvailable"]
+        );
+        assert_eq!(policies(&chart), policies(&kust), "{overlay}: the default policy");
+
+        match mode {
+            "selfSigned" => {
+                let k_job = &find(&kust, "Job", "ingress-status-guard-certgen")["spec"]["template"]["spec"];
+                let c_job = &find(&chart, "Job", "ingress-status-guard-certgen-1")["spec"]["template"]["spec"];
+                let k_cron = &find(&kust, "CronJob", "ingress-status-guard-certgen")["spec"];
+                let c_cron = &find(&chart, "CronJob", "ingress-status-guard-certgen")["spec"];
+                assert_eq!(c_cron["schedule"], k_cron["schedule"]);
+                for (c, k) in [
+                    (c_job, k_job),
+                    (
+                        &c_cron["jobTemplate"]["spec"]["template"]["spec"],
+                        &k_cron["jobTemplate"]["spec"]["template"]["spec"],
+                    ),
+                ] {
+                    assert_eq!(c["securityContext"], k["securityContext"], "certgen pod securityContext");
+                    for field in ["args", "securityContext", "resources", "env"] {
+                        assert_eq!(c["containers"][0][field], k["containers"][0][field], "certgen {field}");
+                    }
+                }
+            }
+            _ => {
+                for name in ["ingress-status-guard-serving", "ingress-status-guard-ca"] {
+                    assert_eq!(
+                        find(&chart, "Certificate", name)["spec"],
+                        find(&kust, "Certificate", name)["spec"],
+                        "{name}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The chart's identity, RBAC and policy file for a publish Service are all the webhook needs: the
+/// built binary, run as the chart's ServiceAccount with the chart's config file, watches the
+/// Service, enforces its address and writes Events, with no forbidden error in its log.
+#[tokio::test]
+async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
+    let t = TestEnv::new("chart-rbac").await;
+    let helm = Helm::new(3, &t.cluster.scratch_dir("chart-rbac-helm"));
+    let docs = helm.template(&[
+        "--set",
+        "policy.publishStatusAddress=",
+        "--set",
+        "policy.publishService=chart-edge/lb",
+        "--set",
+        "policy.mode=enforce",
+    ]);
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "chart-edge"}}),
+    ];
+    objects.extend(
+        docs.iter()
+            .filter(|d| {
+                d["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+                    && ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                        .contains(&d["kind"].as_str().unwrap())
+            })
+            .cloned(),
+    );
+    assert_eq!(objects.len(), 11, "namespaces, the webhook's identity and its RBAC");
+    let file = t.cluster.scratch_dir("chart-rbac").join("objects.json");
+    std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()).unwrap();
+    kubectl_ok(t.cluster, &["apply", "-f", &file.display().to_string()]);
+
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), "chart-edge");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "lb"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &service).await.unwrap();
+    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.61"}]}}});
+    services.patch_status("lb", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+
+    let config = find(&docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
+    let config_file = t.cluster.scratch_dir("chart-rbac-config").join("config.yaml");
+    std::fs::write(&config_file, config).unwrap();
+    let config_arg = format!("--config={}", config_file.display());
+    let kubeconfig = t.cluster.kubeconfig_for(
+        "system:serviceaccount:ingress-status-guard:ingress-status-guard",
+        Some("system:serviceaccounts"),
+    );
+    let webhook = Webhook::start(t.cluster, &t.ns, &kubeconfig, &[&config_arg]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field("nginx"), &["203.0.113.61"]).await;
+    let event = t.await_event(&webhook, "probe").await;
+    assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("probe"));
+    let log = webhook.log();
+    assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
+}
+
+/// Applies with `kubectl apply --dry-run=server --validate=strict`; returns kubectl's output.
+fn dry_run(cluster: &Cluster, docs: &[Value]) -> KubectlOutput {
+    let file = cluster.scratch_dir("chart-dry-run").join("objects.json");
+    std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string()).unwrap();
+    cluster.kubectl(
+        cluster.admin_kubeconfig(),
+        &["apply", "--dry-run=server", "--validate=strict", "-f", &file.display().to_string()],
+    )
+}
+
+fn kubectl_ok(cluster: &Cluster, args: &[&str]) -> String {
+    let out = cluster.kubectl(cluster.admin_kubeconfig(), args);
+    assert!(out.success, "kubectl {args:?}: {}", out.stderr);
+    out.stdout
+}
+
+/// Everything of a release still in the cluster: objects carrying its instance label, and
+/// webhook configurations by name.
+fn leftovers(cluster: &Cluster, release: &str) -> Vec<String> {
+    let kinds = "deployments,services,serviceaccounts,configmaps,secrets,roles,rolebindings,poddisruptionbudgets,jobs,cronjobs,clusterroles,clusterrolebindings,mutatingwebhookconfigurations,issuers.cert-manager.io,certificates.cert-manager.io";
+    let selector = format!("app.kubernetes.io/instance={release}");
+    let mut left: Vec<String> =
+        kubectl_ok(cluster, &["get", kinds, "-A", "-l", &selector, "-o", "name"]).lines().map(String::from).collect();
+    let webhooks = kubectl_ok(cluster, &["get", "mutatingwebhookconfigurations", "-o", "name"]);
+    left.extend(webhooks.lines().filter(|l| l.contains(release)).map(String::from));
+    left.sort();
+    left.dedup();
+    left
+}
+
+/// Install, upgrade, uninstall with one Helm major version, on a fresh API server.
+async fn lifecycle(major: u8) {
+    let cluster = Cluster::fresh().await;
+    let dir = cluster.scratch_dir("chart");
+    let helm = Helm::new(major, &dir);
+    let kubeconfig = format!("--kubeconfig={}", cluster.admin_kubeconfig().display());
+    let multi = write(&dir, "multi.yaml", MULTI_POLICY);
+
+    // The namespace an operator creates for it, at the restricted Pod Security level (helm's
+    // --create-namespace would make one without labels). ingress-nginx and traefik stand for
+    // the controllers the multi-policy file names; cert-manager's API is a fixture.
+    let namespaces = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest",
+            "pod-security.kubernetes.io/warn": "restricted"}}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ingress-nginx"}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "traefik"}},
+    ]});
+    let file = write(&dir, "namespaces.json", &namespaces.to_string());
+    kubectl_ok(&cluster, &["apply", "-f", &file]);
+    let crds = format!("{}/tests/fixtures/deploy/cert-manager-crds.yaml", env!("CARGO_MANIFEST_DIR"));
+    kubectl_ok(&cluster, &["apply", "--server-side", "-f", &crds]);
+    kubectl_ok(
+        &cluster,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/issuers.cert-manager.io",
+            "crd/certificates.cert-manager.io",
+        ],
+    );
+
+    // Every object of every mode passes the API server's own validation and Pod Security.
+    for (what, args) in [
+        ("default values", vec![]),
+        ("cert-manager mode", vec!["--set", "certificate.mode=certManager"]),
+        ("multi-policy values", vec!["-f", multi.as_str()]),
+        ("monitoring", vec!["--set", "metrics.serviceMonitor.enabled=true"]),
+    ] {
+        let mut docs = helm.template(&args);
+        if what == "monitoring" {
+            // The ServiceMonitor's CRD is not installed here; its Service is checked.
+            docs.retain(|d| d["kind"] != "ServiceMonitor");
+        }
+        let out = dry_run(&cluster, &docs);
+        assert!(out.success, "helm {major}, {what}: the API server refused:\n{}\n{}", out.stderr, out.stdout);
+        let accepted = out.stdout.lines().filter(|l| l.ends_with("(server dry run)")).count();
+        assert_eq!(accepted, docs.len(), "helm {major}, {what}: every object accepted:\n{}", out.stdout);
+        assert!(!out.stderr.contains("PodSecurity"), "helm {major}, {what}: warnings:\n{}", out.stderr);
+    }
+
+    // Install with the default values.
+    let install = helm.run(&["install", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig]);
+    assert!(install.success, "helm {major} install: {}\n{}", install.stderr, install.stdout);
+    assert!(!install.stderr.contains("PodSecurity"), "{}", install.stderr);
+    let installed = leftovers(&cluster, RELEASE);
+    assert!(
+        installed
+            .contains(&"mutatingwebhookconfiguration.admissionregistration.k8s.io/ingress-status-guard".to_owned())
+    );
+    assert!(installed.contains(&"job.batch/ingress-status-guard-certgen-1".to_owned()), "{installed:?}");
+    let roles = kubectl_ok(
+        &cluster,
+        &["get", "roles", "-A", "--field-selector", "metadata.name=ingress-status-guard-publish-service", "-o", "name"],
+    );
+    assert_eq!(roles, "", "no publish-Service Role for a fixed-address policy");
+    let config = kubectl_ok(
+        &cluster,
+        &["-n", NAMESPACE, "get", "configmap", "ingress-status-guard-config", "-o", "jsonpath={.data.config\\.yaml}"],
+    );
+    assert!(config.contains("mode: audit") && config.contains("192.0.2.10"), "{config}");
+
+    // Upgrade to several policies: their Roles appear, the policy file changes in place (the pods
+    // reload it), a new certgen Job runs.
+    let upgrade = helm.run(&["upgrade", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig, "-f", &multi]);
+    assert!(upgrade.success, "helm {major} upgrade: {}\n{}", upgrade.stderr, upgrade.stdout);
+    let roles = kubectl_ok(
+        &cluster,
+        &[
+            "get",
+            "roles",
+            "-A",
+            "--field-selector",
+            "metadata.name=ingress-status-guard-publish-service",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}:{.rules[0].resourceNames}{\"\\n\"}{end}",
+        ],
+    );
+    let mut roles: Vec<&str> = roles.lines().collect();
+    roles.sort();
+    assert_eq!(
+        roles,
+        [r#"ingress-nginx:["ingress-nginx-controller","ingress-nginx-internal"]"#, r#"traefik:["traefik"]"#]
+    );
+    let config = kubectl_ok(
+        &cluster,
+        &["-n", NAMESPACE, "get", "configmap", "ingress-status-guard-config", "-o", "jsonpath={.data.config\\.yaml}"],
+    );
+    assert!(config.contains("publishService: traefik/traefik"), "{config}");
+    let jobs = kubectl_ok(&cluster, &["-n", NAMESPACE, "get", "jobs", "-o", "name"]);
+    assert_eq!(jobs.trim(), "job.batch/ingress-status-guard-certgen-2", "the upgrade's Job replaces the install's");
+
+    // And back to one fixed-address policy, enforcing: the Roles go.
+    let upgrade = helm.run(&[
+        "upgrade",
+        RELEASE,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        &kubeconfig,
+        "--set",
+        "policy.publishStatusAddress=203.0.113.10",
+        "--set",
+        "policy.mode=enforce",
+    ]);
+    assert!(upgrade.success, "helm {major} upgrade: {}\n{}", upgrade.stderr, upgrade.stdout);
+    let roles = kubectl_ok(
+        &cluster,
+        &["get", "roles", "-A", "--field-selector", "metadata.name=ingress-status-guard-publish-service", "-o", "name"],
+    );
+    assert_eq!(roles, "", "the publish-Service Roles are removed with their policies");
+    let config = kubectl_ok(
+        &cluster,
+        &["-n", NAMESPACE, "get", "configmap", "ingress-status-guard-config", "-o", "jsonpath={.data.config\\.yaml}"],
+    );
+    assert!(config.contains("mode: enforce") && config.contains("203.0.113.10"), "{config}");
+
+    // Uninstall: nothing left, the webhook configuration first of all.
+    let uninstall = helm.run(&["uninstall", RELEASE, "--namespace", NAMESPACE, &kubeconfig]);
+    assert!(uninstall.success, "helm {major} uninstall: {}", uninstall.stderr);
+    assert_eq!(leftovers(&cluster, RELEASE), Vec::<String>::new(), "helm {major}: left behind by uninstall");
+
+    // A cert-manager mode release, under another name, installs and uninstalls cleanly too.
+    let release = "guard";
+    let install = helm.run(&[
+        "install",
+        release,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        &kubeconfig,
+        "--set",
+        "certificate.mode=certManager",
+    ]);
+    assert!(install.success, "helm {major} install (cert-manager): {}\n{}", install.stderr, install.stdout);
+    let certificates = kubectl_ok(&cluster, &["-n", NAMESPACE, "get", "certificates.cert-manager.io", "-o", "name"]);
+    assert_eq!(certificates.lines().count(), 2, "{certificates}");
+    let webhook = kubectl_ok(
+        &cluster,
+        &[
+            "get",
+            "mutatingwebhookconfiguration",
+            "guard-ingress-status-guard",
+            "-o",
+            "jsonpath={.metadata.annotations.cert-manager\\.io/inject-ca-from}",
+        ],
+    );
+    assert_eq!(webhook, "ingress-status-guard/guard-ingress-status-guard-serving");
+    let uninstall = helm.run(&["uninstall", release, "--namespace", NAMESPACE, &kubeconfig]);
+    assert!(uninstall.success, "helm {major} uninstall (cert-manager): {}", uninstall.stderr);
+    assert_eq!(leftovers(&cluster, release), Vec::<String>::new(), "helm {major}: left behind by uninstall");
+}
+
+#[tokio::test]
+async fn helm_3_installs_upgrades_and_uninstalls_cleanly_on_a_fresh_cluster() {
+    lifecycle(3).await;
+}
+
+#[tokio::test]
+async fn helm_4_installs_upgrades_and_uninstalls_cleanly_on_a_fresh_cluster() {
+    lifecycle(4).await;
+}
