@@ -352,10 +352,15 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events and the reconciler are off"))
             .ok()
     };
-    let policies = match &client {
-        Some(client) if policies.iter().any(|p| p.keep_ports) => ports_for_server(policies, client).await,
-        _ => policies,
+    // An API server older than Ingress status ports drops them; a policy that keeps them
+    // would then patch every write in a loop. Checked once; reloads apply the same rule.
+    let drops_ports = match &client {
+        Some(client) if args.policy.config.is_some() || policies.iter().any(|p| p.keep_ports) => {
+            server_drops_ports(client).await
+        }
+        _ => false,
     };
+    let policies = if drops_ports { policies.without_ports() } else { policies };
     let mut tasks = Tasks::default();
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
     let store = PolicyStore::new(policies);
@@ -376,6 +381,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
                 watches,
                 metrics: metrics.clone(),
                 pod_events: client.clone().and_then(PodEvents::from_env),
+                drops_ports,
             };
             tasks.spawn("policy reload and publish Service watches", async move {
                 tokio::select! {
@@ -456,18 +462,18 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     Ok(server::serve(state, listeners, tasks, shutdown).await?)
 }
 
-/// `policies`, with `keepPorts` turned off when the API server is older than the Ingress
-/// `ports` field: it would drop them from every write, which would never be canonical.
-async fn ports_for_server(policies: Policies, client: &kube::Client) -> Policies {
+/// Whether the API server is older than the Ingress `ports` field (it would drop them from
+/// every write, which would then never be canonical); logged when it is.
+async fn server_drops_ports(client: &kube::Client) -> bool {
     match client::server_stores_ingress_ports(client).await {
         Some((false, version)) => {
             tracing::warn!(server_version = %version, "the API server predates status.loadBalancer.ingress[].ports (Kubernetes 1.24) and drops them; keepPorts is ignored so that writes are not patched in a loop");
-            policies.without_ports()
+            true
         }
-        Some((true, _)) => policies,
+        Some((true, _)) => false,
         None => {
             tracing::warn!("cannot read the API server's version; keepPorts applies as configured");
-            policies
+            false
         }
     }
 }

@@ -176,6 +176,8 @@ pub(crate) struct Reload {
     pub(crate) watches: Option<ServiceWatches>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) pod_events: Option<PodEvents>,
+    /// The API server predates Ingress status ports: reloaded policies keep none either.
+    pub(crate) drops_ports: bool,
 }
 
 impl Reload {
@@ -206,7 +208,10 @@ impl Reload {
     }
 
     fn read(&self) -> Result<Policies, String> {
-        let policies = config::load_file(&self.path).map_err(|e| e.to_string())?;
+        let mut policies = config::load_file(&self.path).map_err(|e| e.to_string())?;
+        if self.drops_ports {
+            policies = policies.without_ports();
+        }
         if self.watches.is_none()
             && (!policies.pod_watches().is_empty() || policies.need_ingress_classes() || policies.need_namespaces())
         {
