@@ -22,7 +22,8 @@ use axum::{
 };
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ingress_status_guard::{
-    AppState, FlagPolicy, Mode, OnUnresolved, Policies, SourceCache, Sources, read_review, render, webhook_router,
+    AppState, FlagPolicy, Mode, OnUnresolved, Policies, SourceCache, Sources, read_review, read_review_serde_json,
+    render, webhook_router,
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -161,6 +162,226 @@ fn allocations(n: u64, mut f: impl FnMut()) -> (f64, f64) {
     (ALLOCS.load(Ordering::Relaxed) as f64 / n as f64, BYTES.load(Ordering::Relaxed) as f64 / n as f64)
 }
 
+/// The candidates for reading a review, compared in `read/<size>/<reader>`: the shipped reader
+/// (`skim`, a validating memchr skipper with serde_json as the error path), serde_json alone (the
+/// reader before issue 14), and two SIMD libraries extracting the same fields: sonic-rs
+/// (`get_many`, which skips unrequested subtrees lazily) and simd-json (a tape of the whole
+/// document, then lookups). Each decodes the small sub-objects (`userInfo`, `status`) the same way.
+mod candidates {
+    use simd_json::prelude::ValueAsScalar as _;
+    use sonic_rs::JsonValueTrait as _;
+
+    /// What the decision needs, as the SIMD candidates extract it.
+    #[derive(Default, Debug)]
+    #[allow(dead_code)] // Compared through `Debug` only.
+    pub(crate) struct Fields {
+        pub api_version: String,
+        pub kind: String,
+        pub uid: String,
+        pub group: String,
+        pub resource_kind: String,
+        pub sub_resource: String,
+        pub operation: String,
+        pub name: String,
+        pub namespace: String,
+        pub username: String,
+        pub groups: Vec<String>,
+        pub dry_run: bool,
+        pub object_uid: Option<String>,
+        pub class: Option<String>,
+        pub annotation_class: Option<String>,
+        pub addresses: Vec<(Option<String>, Option<String>)>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct UserIn {
+        #[serde(default)]
+        username: String,
+        #[serde(default)]
+        groups: Vec<String>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct StatusIn {
+        #[serde(default)]
+        load_balancer: Option<LbIn>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct LbIn {
+        #[serde(default)]
+        ingress: Option<Vec<AddrIn>>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct AddrIn {
+        ip: Option<String>,
+        hostname: Option<String>,
+    }
+
+    const PATHS: &[&[&str]] = &[
+        &["apiVersion"],
+        &["kind"],
+        &["request", "uid"],
+        &["request", "kind", "group"],
+        &["request", "kind", "kind"],
+        &["request", "subResource"],
+        &["request", "operation"],
+        &["request", "name"],
+        &["request", "namespace"],
+        &["request", "userInfo"],
+        &["request", "dryRun"],
+        &["request", "object", "metadata", "uid"],
+        &["request", "object", "metadata", "annotations", "kubernetes.io/ingress.class"],
+        &["request", "object", "spec", "ingressClassName"],
+        &["request", "object", "status"],
+    ];
+
+    pub(crate) fn sonic_tree() -> sonic_rs::PointerTree {
+        let mut tree = sonic_rs::PointerTree::new();
+        for path in PATHS {
+            tree.add_path(path.iter().copied());
+        }
+        tree
+    }
+
+    fn lazy_string(v: &Option<sonic_rs::LazyValue<'_>>) -> Option<String> {
+        let v = v.as_ref()?;
+        match v.as_str() {
+            Some(s) => Some(s.to_owned()),
+            None => sonic_rs::from_str(v.as_raw_str()).ok(),
+        }
+    }
+
+    #[inline(never)]
+    pub(crate) fn read_with_sonic_rs(body: &[u8], tree: &sonic_rs::PointerTree) -> Option<Fields> {
+        let found = sonic_rs::get_many(body, tree).ok()?;
+        let s = |i: usize| lazy_string(&found[i]);
+        let user: UserIn = match &found[9] {
+            Some(v) => sonic_rs::from_str(v.as_raw_str()).ok()?,
+            None => UserIn { username: String::new(), groups: vec![] },
+        };
+        let status: Option<StatusIn> = match &found[14] {
+            Some(v) => sonic_rs::from_str(v.as_raw_str()).ok()?,
+            None => None,
+        };
+        Some(Fields {
+            api_version: s(0)?,
+            kind: s(1)?,
+            uid: s(2)?,
+            group: s(3).unwrap_or_default(),
+            resource_kind: s(4).unwrap_or_default(),
+            sub_resource: s(5).unwrap_or_default(),
+            operation: s(6).unwrap_or_default(),
+            name: s(7).unwrap_or_default(),
+            namespace: s(8).unwrap_or_default(),
+            username: user.username,
+            groups: user.groups,
+            dry_run: found[10].as_ref().and_then(sonic_rs::JsonValueTrait::as_bool).unwrap_or(false),
+            object_uid: s(11),
+            annotation_class: s(12),
+            class: s(13),
+            addresses: addresses(status),
+        })
+    }
+
+    fn addresses(status: Option<StatusIn>) -> Vec<(Option<String>, Option<String>)> {
+        status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| (a.ip, a.hostname))
+            .collect()
+    }
+
+    /// simd-json parses in place: the body is copied into `scratch` (reused, as a server would).
+    #[inline(never)]
+    pub(crate) fn read_with_simd_json(
+        body: &[u8],
+        scratch: &mut Vec<u8>,
+        buffers: &mut simd_json::Buffers,
+    ) -> Option<Fields> {
+        scratch.clear();
+        scratch.extend_from_slice(body);
+        let tape = simd_json::to_tape_with_buffers(scratch, buffers).ok()?;
+        let v = tape.as_value();
+        let request = v.get("request")?;
+        let s = |v: Option<simd_json::tape::Value<'_, '_>>| v.and_then(|v| v.as_str().map(str::to_owned));
+        let object = request.get("object");
+        let metadata = object.and_then(|o| o.get("metadata"));
+        let user = request.get("userInfo");
+        let ingress = object
+            .and_then(|o| o.get("status"))
+            .and_then(|s| s.get("loadBalancer"))
+            .and_then(|lb| lb.get("ingress"))
+            .and_then(|i| i.as_array());
+        Some(Fields {
+            api_version: s(v.get("apiVersion"))?,
+            kind: s(v.get("kind"))?,
+            uid: s(request.get("uid"))?,
+            group: s(request.get("kind").and_then(|k| k.get("group"))).unwrap_or_default(),
+            resource_kind: s(request.get("kind").and_then(|k| k.get("kind"))).unwrap_or_default(),
+            sub_resource: s(request.get("subResource")).unwrap_or_default(),
+            operation: s(request.get("operation")).unwrap_or_default(),
+            name: s(request.get("name")).unwrap_or_default(),
+            namespace: s(request.get("namespace")).unwrap_or_default(),
+            username: s(user.and_then(|u| u.get("username"))).unwrap_or_default(),
+            groups: user
+                .and_then(|u| u.get("groups"))
+                .and_then(|g| g.as_array())
+                .map(|g| g.iter().filter_map(|g| g.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default(),
+            dry_run: request.get("dryRun").and_then(|d| d.as_bool()).unwrap_or(false),
+            object_uid: s(metadata.and_then(|m| m.get("uid"))),
+            annotation_class: s(metadata
+                .and_then(|m| m.get("annotations"))
+                .and_then(|a| a.get("kubernetes.io/ingress.class"))),
+            class: s(object.and_then(|o| o.get("spec")).and_then(|s| s.get("ingressClassName"))),
+            addresses: ingress
+                .map(|list| list.iter().map(|a| (s(a.get("ip")), s(a.get("hostname")))).collect())
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// The shipped reader, for callgrind's `--toggle-collect='*read_with_*'`.
+#[inline(never)]
+fn read_with_skim(body: &[u8]) -> Option<ingress_status_guard::Review> {
+    read_review(body).ok()
+}
+
+/// The reader before issue 14 (serde_json alone), likewise.
+#[inline(never)]
+fn read_with_serde_json(body: &[u8]) -> Option<ingress_status_guard::Review> {
+    read_review_serde_json(body).ok()
+}
+
+/// Reading alone, each candidate: the numbers behind the choice of parser (BENCHMARKS.md).
+fn readers(c: &mut Criterion) {
+    let tree = candidates::sonic_tree();
+    let mut scratch = Vec::new();
+    let mut buffers = simd_json::Buffers::new(256 * 1024);
+    for (size, rules) in SIZES {
+        let (_, class, written, _) = cases().into_iter().nth(1).expect("the patch case");
+        let body = review_body(rules, class, &written);
+        let fields = candidates::read_with_sonic_rs(&body, &tree).expect("sonic-rs reads the review");
+        let same = candidates::read_with_simd_json(&body, &mut scratch, &mut buffers).expect("simd-json reads it");
+        assert_eq!(format!("{fields:?}"), format!("{same:?}"), "the candidates read the same fields");
+        assert_eq!(fields.uid, read_review(&body).expect("valid").uid);
+        let mut group = c.benchmark_group(format!("read/{size}"));
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function("serde_json", |b| b.iter(|| read_with_serde_json(black_box(&body))));
+        group.bench_function("skim", |b| b.iter(|| read_with_skim(black_box(&body))));
+        group.bench_function("sonic_rs", |b| b.iter(|| candidates::read_with_sonic_rs(black_box(&body), &tree)));
+        group.bench_function("simd_json", |b| {
+            b.iter(|| candidates::read_with_simd_json(black_box(&body), &mut scratch, &mut buffers));
+        });
+        group.finish();
+    }
+}
+
 fn handler(c: &mut Criterion) {
     let policies = policies();
     let sources: Arc<dyn Sources> = SourceCache::new(&policies);
@@ -237,6 +458,9 @@ fn profile_loop(spec: &str) {
     let mut parts = case.split('/');
     let (path, size, case) = (parts.next(), parts.next(), parts.next());
     let rules = SIZES.iter().find(|(s, _)| Some(*s) == size).map(|(_, r)| *r).expect("size: typical or large");
+    if path == Some("read") {
+        return read_loop(rules, case.expect("read/<size>/<reader>"), n);
+    }
     let (_, class, written, _) = cases().into_iter().find(|c| Some(c.0) == case).expect("case");
     let body = Bytes::from(review_body(rules, class, &written));
     let policies = policies();
@@ -258,12 +482,32 @@ fn profile_loop(spec: &str) {
     }
 }
 
+/// `ISG_BENCH_LOOP=read/<size>/<reader>:N`: one reader alone, for callgrind.
+fn read_loop(rules: usize, reader: &str, n: u64) {
+    let tree = candidates::sonic_tree();
+    let mut scratch = Vec::new();
+    let mut buffers = simd_json::Buffers::new(256 * 1024);
+    let body = review_body(rules, GOVERNED_CLASS, &cases()[1].2);
+    for _ in 0..n {
+        match reader {
+            "serde_json" => drop(black_box(read_with_serde_json(black_box(&body)))),
+            "skim" => drop(black_box(read_with_skim(black_box(&body)))),
+            "sonic_rs" => drop(black_box(candidates::read_with_sonic_rs(black_box(&body), &tree))),
+            "simd_json" => {
+                drop(black_box(candidates::read_with_simd_json(black_box(&body), &mut scratch, &mut buffers)));
+            }
+            _ => panic!("reader: serde_json, skim, sonic_rs or simd_json"),
+        }
+    }
+}
+
 fn main() {
     if let Ok(spec) = std::env::var("ISG_BENCH_LOOP") {
         profile_loop(&spec);
         return;
     }
     let mut c = config().configure_from_args();
+    readers(&mut c);
     handler(&mut c);
     c.final_summary();
 }

@@ -71,6 +71,29 @@ impl Finding {
         })
     }
 
+    /// [`Finding::of`], taking the review and verdict apart instead of copying them (the
+    /// handler is done with both): fewer allocations on the request path.
+    pub fn take(review: Review, verdict: Verdict<'_>) -> Option<Finding> {
+        let (Verdict::Mismatch { policy, action, canonical }, Target::IngressStatus { write, object_uid, .. }) =
+            (verdict, review.target)
+        else {
+            return None;
+        };
+        Some(Finding {
+            uid: review.uid,
+            object_uid,
+            namespace: write.namespace,
+            name: write.name,
+            class: write.class,
+            policy: policy.name.clone(),
+            writer: Writer::new(review.user.username, review.user.groups),
+            attempted: write.addresses,
+            canonical,
+            action,
+            dry_run: review.dry_run,
+        })
+    }
+
     /// What was done, as a verb for people.
     pub fn verb(&self) -> &'static str {
         match self.action {

@@ -425,15 +425,12 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         }
         _ => tracing::info!("reconciler off (--reconcile=false or no Kubernetes client)"),
     }
-    let events = match (&client, args.no_events) {
-        (Some(client), false) => {
-            let instance = std::env::var("POD_NAME").ok().or_else(|| std::env::var("HOSTNAME").ok());
-            let (sink, publisher) = events::start(client.clone(), instance, metrics.clone(), tasks.shutdown_token());
-            tasks.spawn("Kubernetes Event publisher", publisher);
-            Some(sink)
-        }
-        _ => None,
-    };
+    // Findings are logged and turned into Events by one background task, off the request path.
+    let instance = std::env::var("POD_NAME").ok().or_else(|| std::env::var("HOSTNAME").ok());
+    let events_client = client.clone().filter(|_| !args.no_events);
+    let (events, reporter) = events::start(events_client, instance, metrics.clone(), tasks.shutdown_token());
+    tasks.spawn("finding reporter (log, Kubernetes Events)", reporter);
+    let events = Some(events);
     let state = AppState::with(store, cache, metrics, events);
     let bind = |addr: SocketAddr, flag: &str| {
         std::net::TcpListener::bind(addr).map_err(|e| CliError::Bind { flag: flag.to_owned(), addr, source: e })

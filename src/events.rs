@@ -1,6 +1,7 @@
-//! Kubernetes Events about rogue writes, published off the request path: the handler queues a
-//! finding without waiting, and one background task writes Events through kube's recorder,
-//! which counts repeats of the same writer on the same Ingress up instead of creating new Events.
+//! Findings off the request path: the handler queues each finding without waiting, and one
+//! background task logs it and (with a cluster, unless a dry run) writes a Kubernetes Event
+//! through kube's recorder, which counts repeats of the same writer on the same Ingress up
+//! instead of creating new Events.
 
 use std::{future::Future, sync::Arc};
 
@@ -16,8 +17,9 @@ use crate::{audit::Finding, decision::Action, metrics::Metrics};
 
 /// Reason shown by `kubectl describe ingress`.
 pub(crate) const REASON: &str = "RogueStatusWrite";
-/// Findings waiting to be published; beyond this the newest are dropped and counted, so a storm
-/// of writes can never make the webhook wait or grow without bound.
+/// Findings waiting to be logged and published; beyond this the newest are dropped and counted
+/// (`kubernetes_events_total{result="dropped"}`), so a storm of writes can never make the webhook
+/// wait or grow without bound.
 const QUEUE: usize = 1024;
 
 /// The handler's end of the queue.
@@ -28,26 +30,26 @@ pub struct EventSink {
 }
 
 impl EventSink {
-    /// Queues a finding without waiting. Dry runs must not get here (no side effects).
+    /// Queues a finding without waiting: one `try_send`, and the formatting of its log line
+    /// and Event happens in the background task.
     pub fn publish(&self, finding: Finding) {
-        debug_assert!(!finding.dry_run);
         if self.tx.try_send(finding).is_err() {
             self.metrics.event("dropped");
         }
     }
 }
 
-/// The sink for the handler, and the publisher task to run until `shutdown`; then it publishes
-/// what is still queued (its owner bounds how long) and ends.
+/// The sink for the handler, and the task to run until `shutdown`; then it handles what is
+/// still queued (its owner bounds how long) and ends. Without a client findings are only logged.
 pub(crate) fn start(
-    client: Client,
+    client: Option<Client>,
     instance: Option<String>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) -> (EventSink, impl Future<Output = ()> + Send + 'static) {
     let (tx, mut rx) = mpsc::channel::<Finding>(QUEUE);
     let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
-    let recorder = Recorder::new(client, reporter);
+    let recorder = client.map(|client| Recorder::new(client, reporter));
     let task_metrics = metrics.clone();
     let task = async move {
         loop {
@@ -59,6 +61,9 @@ pub(crate) fn start(
                 }
             };
             let Some(finding) = finding else { break };
+            finding.log();
+            // A dry run has no side effects: logged, never an Event.
+            let Some(recorder) = recorder.as_ref().filter(|_| !finding.dry_run) else { continue };
             let (event, regarding) = to_event(&finding);
             match recorder.publish(&event, &regarding).await {
                 Ok(()) => task_metrics.event("published"),

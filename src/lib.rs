@@ -49,4 +49,7 @@ pub use render::render;
 pub use server::{AppState, Listeners, admin_router, serve, webhook_router};
 pub use sources::{SourceCache, Sources};
 pub use tls::{load as load_tls, server_config as tls_server_config};
-pub use wire::read as read_review;
+/// The serde_json reader alone (the fast reader's error path), for the benchmarks' comparison.
+#[doc(hidden)]
+pub use wire::read_slow as read_review_serde_json;
+pub use wire::{Review, read as read_review};

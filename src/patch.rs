@@ -16,6 +16,7 @@ pub enum StatusShape {
 }
 
 /// One patch operation. Only `add` and `replace` are ever needed.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct PatchOp {
     pub op: &'static str,
@@ -23,11 +24,47 @@ pub(crate) struct PatchOp {
     pub value: serde_json::Value,
 }
 
+/// The patch of [`set_addresses`], serialized straight into `out` without building values (the
+/// handler writes it through a base64 encoder into the response).
+pub(crate) fn write(shape: StatusShape, canonical: &[Address], out: impl std::io::Write) -> serde_json::Result<()> {
+    #[derive(Serialize)]
+    struct Op<V> {
+        op: &'static str,
+        path: &'static str,
+        value: V,
+    }
+    #[derive(Serialize)]
+    struct LoadBalancer<'a> {
+        ingress: &'a [Address],
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Status<'a> {
+        load_balancer: LoadBalancer<'a>,
+    }
+    let lb = LoadBalancer { ingress: canonical };
+    match shape {
+        StatusShape::NoStatus => {
+            serde_json::to_writer(out, &[Op { op: "add", path: "/status", value: Status { load_balancer: lb } }])
+        }
+        StatusShape::NoLoadBalancer => {
+            serde_json::to_writer(out, &[Op { op: "add", path: "/status/loadBalancer", value: lb }])
+        }
+        StatusShape::NoIngressList => {
+            serde_json::to_writer(out, &[Op { op: "add", path: "/status/loadBalancer/ingress", value: canonical }])
+        }
+        StatusShape::IngressList => {
+            serde_json::to_writer(out, &[Op { op: "replace", path: "/status/loadBalancer/ingress", value: canonical }])
+        }
+    }
+}
+
 /// The patch that makes `status.loadBalancer.ingress` equal `canonical`: one operation.
 ///
 /// `add` onto an existing member replaces it (RFC 6902 section 4.1), so `add` at the deepest
 /// parent that exists is right whether the member below is absent or `null`; `replace` is used
 /// when the list is there, so the API server's audit log reads as a replacement.
+#[cfg(test)]
 pub(crate) fn set_addresses(shape: StatusShape, canonical: &[Address]) -> Vec<PatchOp> {
     let list = serde_json::to_value(canonical).expect("addresses always serialize");
     let (op, path, value) = match shape {
@@ -37,4 +74,30 @@ pub(crate) fn set_addresses(shape: StatusShape, canonical: &[Address]) -> Vec<Pa
         StatusShape::IngressList => ("replace", "/status/loadBalancer/ingress", list),
     };
     vec![PatchOp { op, path, value }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::address::PortStatus;
+
+    #[test]
+    fn written_patch_is_the_built_one() {
+        let both = Address {
+            ip: Some("192.0.2.10".into()),
+            hostname: Some("lb.example.test".into()),
+            ports: vec![PortStatus { port: 443, protocol: "TCP".into(), error: Some("x\"y".into()) }],
+        };
+        let lists = [vec![], vec![Address::hostname("lb.example.test")], vec![both, Address::hostname("b")]];
+        for shape in
+            [StatusShape::NoStatus, StatusShape::NoLoadBalancer, StatusShape::NoIngressList, StatusShape::IngressList]
+        {
+            for list in &lists {
+                let mut written = Vec::new();
+                write(shape, list, &mut written).unwrap();
+                let written: serde_json::Value = serde_json::from_slice(&written).unwrap();
+                assert_eq!(written, serde_json::to_value(set_addresses(shape, list)).unwrap(), "{shape:?} {list:?}");
+            }
+        }
+    }
 }

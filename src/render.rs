@@ -2,10 +2,7 @@
 //! into the response bytes, with the patch, the warning for the writer and the annotations for
 //! the API server's audit log.
 
-use std::collections::BTreeMap;
-
-use base64::Engine;
-use serde::Serialize;
+use std::fmt::{self, Write as _};
 
 use crate::{
     address::Addresses,
@@ -18,113 +15,176 @@ use crate::{
 /// kubectl prints warnings as they are; the API server truncates long ones.
 pub(crate) const MAX_WARNING: usize = 120;
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewOut<'a> {
-    api_version: &'a str,
-    kind: &'static str,
-    response: ResponseOut<'a>,
-}
+/// Room for every response but those with very long names or address lists, so the buffer is
+/// allocated once.
+const CAPACITY: usize = 1024;
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponseOut<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    /// Base64 of the JSON patch: the API server rejects a byte array here.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<StatusOut>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    warnings: Vec<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    audit_annotations: BTreeMap<&'static str, String>,
-}
-
-#[derive(Serialize)]
-struct StatusOut {
-    code: u16,
-    reason: &'static str,
-    message: String,
-}
-
-/// The serialized AdmissionReview response for `review` decided as `verdict`.
+/// The serialized AdmissionReview response for `review` decided as `verdict`, written straight
+/// into one buffer: members in the order of the AdmissionReview schema (`uid`, `allowed`,
+/// `patchType`, `patch`, `status`, `warnings`, `auditAnnotations` with its keys sorted), strings
+/// escaped as serde_json escapes them, the patch base64-encoded as it is serialized.
 pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
-    let mut response = ResponseOut {
-        uid: &review.uid,
-        allowed: true,
-        patch_type: None,
-        patch: None,
-        status: None,
-        warnings: Vec::new(),
-        audit_annotations: BTreeMap::new(),
-    };
+    let mut out = Vec::with_capacity(CAPACITY);
+    out.extend_from_slice(b"{\"apiVersion\":");
+    string(&mut out, format_args!("{}", review.api_version.as_str()));
+    out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
+    string(&mut out, format_args!("{}", review.uid));
     match verdict {
-        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } => {}
+        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } => allowed(&mut out, true),
         Verdict::Unresolved { policy, deny, reason } => {
+            allowed(&mut out, !*deny);
             if *deny {
-                response.allowed = false;
-                response.status = Some(forbidden(format!(
-                    "ingress-status-guard policy {:?} cannot resolve the canonical address: {reason}; the status write is refused until it resolves",
-                    policy.name
-                )));
+                status(
+                    &mut out,
+                    format_args!(
+                        "ingress-status-guard policy {:?} cannot resolve the canonical address: {reason}; the status write is refused until it resolves",
+                        policy.name
+                    ),
+                );
             } else {
-                response
-                    .warnings
-                    .push(warning(&format!("canonical address unknown ({reason}); status left as written")));
+                warning(&mut out, format!("canonical address unknown ({reason}); status left as written"));
             }
-            response.audit_annotations.insert("policy", policy.name.clone());
-            response.audit_annotations.insert("unresolved", reason.to_string());
-            response.audit_annotations.insert("action", verdict.result().to_owned());
+            annotations(
+                &mut out,
+                &[
+                    ("action", format_args!("{}", verdict.result())),
+                    ("policy", format_args!("{}", policy.name)),
+                    ("unresolved", format_args!("{reason}")),
+                ],
+            );
         }
         Verdict::Mismatch { policy, action, canonical } => {
-            let canonical_text = Addresses(canonical).to_string();
-            let attempted_text = Addresses(review.attempted()).to_string();
+            let canonical_text = Addresses(canonical);
+            let attempted_text = Addresses(review.attempted());
+            allowed(&mut out, *action != Action::Deny);
             match action {
                 Action::Rewrite => {
                     if let Target::IngressStatus { shape, .. } = &review.target {
-                        let ops = patch::set_addresses(*shape, canonical);
-                        let json = serde_json::to_vec(&ops).expect("a patch of strings and numbers always serializes");
-                        response.patch_type = Some("JSONPatch");
-                        response.patch = Some(base64::engine::general_purpose::STANDARD.encode(json));
+                        out.extend_from_slice(b",\"patchType\":\"JSONPatch\",\"patch\":\"");
+                        {
+                            let mut base64 =
+                                base64::write::EncoderWriter::new(&mut out, &base64::engine::general_purpose::STANDARD);
+                            patch::write(*shape, canonical, &mut base64)
+                                .expect("a patch of strings and numbers always serializes");
+                            base64.finish().expect("writing to a Vec cannot fail");
+                        }
+                        out.push(b'"');
                     }
-                    response.warnings.push(warning(&format!(
-                        "status.loadBalancer.ingress rewritten to [{canonical_text}] by policy {}",
-                        policy.name
-                    )));
+                    warning(
+                        &mut out,
+                        format!(
+                            "status.loadBalancer.ingress rewritten to [{canonical_text}] by policy {}",
+                            policy.name
+                        ),
+                    );
                 }
-                Action::Audit => response.warnings.push(warning(&format!(
-                    "status.loadBalancer.ingress differs from [{canonical_text}] (policy {}, audit mode)",
-                    policy.name
-                ))),
-                Action::Deny => {
-                    response.allowed = false;
-                    response.status = Some(forbidden(format!(
+                Action::Audit => warning(
+                    &mut out,
+                    format!(
+                        "status.loadBalancer.ingress differs from [{canonical_text}] (policy {}, audit mode)",
+                        policy.name
+                    ),
+                ),
+                Action::Deny => status(
+                    &mut out,
+                    format_args!(
                         "ingress-status-guard policy {:?} requires status.loadBalancer.ingress [{canonical_text}], not [{attempted_text}]",
                         policy.name
-                    )));
-                }
+                    ),
+                ),
             }
-            response.audit_annotations.insert("policy", policy.name.clone());
-            response.audit_annotations.insert("attempted", attempted_text);
-            response.audit_annotations.insert("canonical", canonical_text);
-            response.audit_annotations.insert("action", action.result().to_owned());
+            annotations(
+                &mut out,
+                &[
+                    ("action", format_args!("{}", action.result())),
+                    ("attempted", format_args!("{attempted_text}")),
+                    ("canonical", format_args!("{canonical_text}")),
+                    ("policy", format_args!("{}", policy.name)),
+                ],
+            );
         }
     }
-    let out = ReviewOut { api_version: review.api_version.as_str(), kind: "AdmissionReview", response };
-    serde_json::to_vec(&out).expect("a response of strings and numbers always serializes")
+    out.extend_from_slice(b"}}");
+    out
 }
 
-/// A warning cut to what kubectl shows in full.
-fn warning(text: &str) -> String {
-    truncate(text, MAX_WARNING, usize::MAX)
+fn allowed(out: &mut Vec<u8>, allowed: bool) {
+    out.extend_from_slice(if allowed { b",\"allowed\":true" } else { b",\"allowed\":false" });
 }
 
-fn forbidden(message: String) -> StatusOut {
-    StatusOut { code: 403, reason: "Forbidden", message }
+/// `"status"` of a refusal.
+fn status(out: &mut Vec<u8>, message: fmt::Arguments<'_>) {
+    out.extend_from_slice(b",\"status\":{\"code\":403,\"reason\":\"Forbidden\",\"message\":");
+    string(out, message);
+    out.push(b'}');
+}
+
+/// `"warnings"` with one warning, cut to what kubectl shows in full.
+fn warning(out: &mut Vec<u8>, text: String) {
+    out.extend_from_slice(b",\"warnings\":[");
+    if text.chars().count() <= MAX_WARNING {
+        string(out, format_args!("{text}"));
+    } else {
+        string(out, format_args!("{}", truncate(&text, MAX_WARNING, usize::MAX)));
+    }
+    out.push(b']');
+}
+
+/// `"auditAnnotations"`; `members` in key order.
+fn annotations(out: &mut Vec<u8>, members: &[(&str, fmt::Arguments<'_>)]) {
+    out.extend_from_slice(b",\"auditAnnotations\":{");
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        string(out, format_args!("{key}"));
+        out.push(b':');
+        string(out, *value);
+    }
+    out.push(b'}');
+}
+
+/// A JSON string of formatted text, escaped as it is formatted.
+fn string(out: &mut Vec<u8>, text: fmt::Arguments<'_>) {
+    out.push(b'"');
+    match text.as_str() {
+        Some(text) => escape(out, text),
+        None => Escaped(out).write_fmt(text).expect("writing to a Vec cannot fail"),
+    }
+    out.push(b'"');
+}
+
+struct Escaped<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for Escaped<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        escape(self.0, s);
+        Ok(())
+    }
+}
+
+/// serde_json's escaping: `"`, `\\` and control characters; nothing else.
+fn escape(out: &mut Vec<u8>, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escaped: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => &[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]],
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(escaped);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
 }
 
 #[cfg(test)]
@@ -293,6 +353,18 @@ mod tests {
                 "case {name}"
             );
         }
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let mut text: String = (0u8..0x80).map(char::from).collect();
+        text.push_str("é€😀\u{2028}");
+        let mut out = Vec::new();
+        string(&mut out, format_args!("{text}"));
+        assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&text).unwrap());
+        let mut out = Vec::new();
+        string(&mut out, format_args!("{:?} and {}", "a\"b", 7));
+        assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&format!("{:?} and {}", "a\"b", 7)).unwrap());
     }
 
     #[test]

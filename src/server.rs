@@ -36,7 +36,8 @@ pub struct AppState {
     pub(crate) policies: Arc<PolicyStore>,
     pub sources: Arc<dyn Sources>,
     pub metrics: Arc<Metrics>,
-    /// Where findings go to become Kubernetes Events; `None` without a cluster.
+    /// The queue to the background task that logs findings and makes them Kubernetes Events;
+    /// `None` logs them on the request path (tests and benchmarks without a runtime task).
     pub events: Option<EventSink>,
     /// Draining on SIGTERM so load balancers stop sending before the listener closes; failed
     /// when a background task ends.
@@ -161,19 +162,20 @@ fn answer(
     let policies = state.policies.load();
     let verdict = review.decide(&policies, state.sources.as_ref());
     let bytes = render::render(&review, &verdict);
-    report(state, &policies, &review, &verdict);
-    Ok((bytes, verdict.result()))
+    let result = verdict.result();
+    report(state, &policies, review, verdict);
+    Ok((bytes, result))
 }
 
 /// Logs, counts and queues the Event for a decision; never waits.
-fn report(state: &AppState, policies: &Policies, review: &wire::Review, verdict: &Verdict<'_>) {
+fn report(state: &AppState, policies: &Policies, review: wire::Review, verdict: Verdict<'_>) {
     if let (true, wire::Target::IngressStatus { write, .. }) = (policies.several(), &review.target)
         && let Some((first, second)) = crate::decision::overlap(write, policies, state.sources.as_ref())
     {
         state.metrics.overlap(&first.name, &second.name);
         tracing::warn!(uid = %review.uid, ingress_namespace = %write.namespace, ingress_name = %write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");
     }
-    match verdict {
+    match &verdict {
         Verdict::Ignored(what) => {
             tracing::warn!(uid = %review.uid, request = %what, "allowed a request the webhook should not receive");
         }
@@ -185,11 +187,11 @@ fn report(state: &AppState, policies: &Policies, review: &wire::Review, verdict:
             tracing::debug!(uid = %review.uid, result = verdict.result(), "reviewed");
         }
         Verdict::Mismatch { .. } => {
-            if let Some(finding) = Finding::of(review, verdict) {
-                finding.log();
+            if let Some(finding) = Finding::take(review, verdict) {
                 state.metrics.rogue_write(&finding);
-                if let (Some(events), false) = (&state.events, finding.dry_run) {
-                    events.publish(finding);
+                match &state.events {
+                    Some(queue) => queue.publish(finding),
+                    None => finding.log(),
                 }
             }
         }

@@ -1,0 +1,823 @@
+//! The fast reader: one validating pass over a compact AdmissionReview that decodes only what
+//! the decision needs and steps over everything else (`oldObject`, `managedFields`, the escaped
+//! last-applied annotation) with `memchr`, never decoding it.
+//!
+//! It reads a subset of what the serde_json reader in [`super`] reads, into the same values:
+//! wherever serde_json would fail, or where matching it exactly would take more code than the
+//! case is worth (escaped keys, duplicate fields, control characters or whitespace other than
+//! spaces inside the document, nesting deeper than [`MAX_DEPTH`], values of an unexpected type),
+//! it answers `None` and the caller reads the body again with serde_json, which words the error.
+//! So its one rule: never accept what serde_json rejects, and never read a value differently.
+//! The property test below holds it to that.
+//!
+//! What serde_json accepts in a value it skips (`IgnoredAny`): any bytes in strings except `"`,
+//! `\` and control characters (no UTF-8 check), escapes `\" \\ \/ \b \f \n \r \t \uXXXX` (any
+//! hex value), numbers by the JSON grammar, the three literals, and no trailing commas. Keys and
+//! strings of the fields it decodes must be UTF-8, and `\u` escapes there must pair surrogates.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use super::{CLASS_ANNOTATION, GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User};
+
+/// Deeper nesting anywhere in the document goes to serde_json (which skips any depth).
+const MAX_DEPTH: u32 = 64;
+
+/// Reads `body` if it is a review this reader is sure about; `None` means "ask serde_json".
+pub(super) fn review(body: &[u8]) -> Option<ReviewIn<'_, IngressIn>> {
+    let body = trim(body);
+    // Control characters are an error inside strings and whitespace elsewhere; a document
+    // without any needs no check for them while skipping strings (and only spaces between
+    // tokens). Compact JSON, which the API server sends, has none.
+    if has_control(body) {
+        return None;
+    }
+    let mut s = Skim { b: body, i: 0 };
+    let review = s.review()?;
+    (s.i == body.len()).then_some(review)
+}
+
+/// Without the whitespace serde_json allows before and after the value.
+fn trim(body: &[u8]) -> &[u8] {
+    let ws = |b: &u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t');
+    let start = body.iter().position(|b| !ws(b)).unwrap_or(body.len());
+    let end = body.iter().rposition(|b| !ws(b)).map_or(start, |e| e + 1);
+    &body[start..end]
+}
+
+/// Whether any byte is below 0x20. Written so the compiler vectorizes it.
+fn has_control(body: &[u8]) -> bool {
+    let mut chunks = body.chunks_exact(32);
+    for chunk in &mut chunks {
+        if chunk.iter().fold(false, |acc, &b| acc | (b < 0x20)) {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(|&b| b < 0x20)
+}
+
+/// The index of the first `"` or `\\` in `b` from `from`. Most strings here are short (keys,
+/// and the runs between escapes of the last-applied annotation), where a call into memchr
+/// costs more than the search: eight bytes at a time first, memchr beyond.
+fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let has = |w: u64, c: u8| {
+        let x = w ^ (ONES * u64::from(c));
+        x.wrapping_sub(ONES) & !x & HIGHS
+    };
+    let mut i = from;
+    for _ in 0..8 {
+        let Some(chunk) = b.get(i..i + 8) else { break };
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // The lowest flagged byte is exact (a borrow only flags bytes above a match).
+        let found = has(w, b'"') | has(w, b'\\');
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    memchr::memchr2(b'"', b'\\', &b[i..]).map(|k| i + k)
+}
+
+struct Skim<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+/// Which member of an object the walker reads; `Skip` for the rest.
+type Field = u8;
+const SKIP: Field = u8::MAX;
+
+impl<'a> Skim<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn spaces(&mut self) {
+        while self.b.get(self.i) == Some(&b' ') {
+            self.i += 1;
+        }
+    }
+
+    /// The next byte after spaces, consumed.
+    fn token(&mut self) -> Option<u8> {
+        self.spaces();
+        let c = self.peek()?;
+        self.i += 1;
+        Some(c)
+    }
+
+    fn expect(&mut self, c: u8) -> Option<()> {
+        (self.token()? == c).then_some(())
+    }
+
+    /// Walks an object, calling `member` with the index (in `names`) of each key it knows, after
+    /// the colon; other members are skipped. A known key seen twice is left to serde_json (its
+    /// derived structs reject duplicate fields). `None` for `null` when `nullable`.
+    fn object(
+        &mut self,
+        names: &[&str],
+        nullable: bool,
+        mut member: impl FnMut(&mut Self, Field) -> Option<()>,
+    ) -> Option<Option<()>> {
+        match self.token()? {
+            b'{' => {}
+            b'n' if nullable => return self.rest_of(b"ull").map(|()| None),
+            _ => return None,
+        }
+        let mut seen = 0u32;
+        self.spaces();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(Some(()));
+        }
+        loop {
+            self.expect(b'"')?;
+            let key = self.plain_str()?;
+            self.expect(b':')?;
+            match names.iter().position(|n| n.as_bytes() == key) {
+                Some(f) => {
+                    if seen & (1 << f) != 0 {
+                        return None;
+                    }
+                    seen |= 1 << f;
+                    member(self, f as Field)?;
+                }
+                None => {
+                    // serde_json decodes every key of a struct: it must be UTF-8.
+                    std::str::from_utf8(key).ok()?;
+                    member(self, SKIP)?;
+                }
+            }
+            match self.token()? {
+                b',' => {}
+                b'}' => return Some(Some(())),
+                _ => return None,
+            }
+        }
+    }
+
+    /// The rest of a string without escapes (the opening quote consumed), as raw bytes.
+    fn plain_str(&mut self) -> Option<&'a [u8]> {
+        let start = self.i;
+        let end = quote_or_backslash(self.b, start)?;
+        if self.b[end] != b'"' {
+            return None;
+        }
+        self.i = end + 1;
+        Some(&self.b[start..end])
+    }
+
+    /// A string value, decoded as serde_json decodes it.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.expect(b'"')?;
+        let start = self.i;
+        if let Some(plain) = self.plain_str() {
+            return std::str::from_utf8(plain).ok().map(Cow::Borrowed);
+        }
+        self.i = start;
+        self.skip_str()?;
+        serde_json::from_slice::<String>(&self.b[start - 1..self.i]).ok().map(Cow::Owned)
+    }
+
+    /// A string or `null`.
+    fn opt_string(&mut self) -> Option<Option<Cow<'a, str>>> {
+        self.spaces();
+        if self.peek()? == b'n' {
+            self.i += 1;
+            return self.rest_of(b"ull").map(|()| None);
+        }
+        self.string().map(Some)
+    }
+
+    fn opt_owned(&mut self) -> Option<Option<String>> {
+        Some(self.opt_string()?.map(Cow::into_owned))
+    }
+
+    /// A small value read by serde_json itself, from its bytes (validated by the skipper first,
+    /// so serde_json sees exactly what it would have seen in place).
+    fn serde<T: Deserialize<'a>>(&mut self) -> Option<T> {
+        self.spaces();
+        let start = self.i;
+        self.skip_value()?;
+        serde_json::from_slice(&self.b[start..self.i]).ok()
+    }
+
+    fn rest_of(&mut self, tail: &[u8]) -> Option<()> {
+        let end = self.i + tail.len();
+        (self.b.get(self.i..end)? == tail).then(|| self.i = end)
+    }
+
+    /// Skips the rest of a string (opening quote consumed), checking its escapes.
+    fn skip_str(&mut self) -> Option<()> {
+        loop {
+            let at = quote_or_backslash(self.b, self.i)?;
+            self.i = at + 1;
+            if self.b[at] == b'"' {
+                return Some(());
+            }
+            match self.peek()? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                b'u' => {
+                    let hex = self.b.get(self.i + 1..self.i + 5)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    self.i += 5;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn skip_number(&mut self) -> Option<()> {
+        let digits = |s: &mut Self| {
+            let start = s.i;
+            while s.peek().is_some_and(|c| c.is_ascii_digit()) {
+                s.i += 1;
+            }
+            s.i > start
+        };
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => {
+                digits(self);
+            }
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            if !digits(self) {
+                return None;
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            if !digits(self) {
+                return None;
+            }
+        }
+        Some(())
+    }
+
+    /// Skips one value of any kind, checking it as serde_json's `IgnoredAny` does. Iterative,
+    /// so hostile nesting cannot exhaust the stack: one bit per level says object or array.
+    fn skip_value(&mut self) -> Option<()> {
+        let mut objects: u64 = 0;
+        let mut depth: u32 = 0;
+        loop {
+            // A value.
+            match self.token()? {
+                b'"' => self.skip_str()?,
+                c @ (b'{' | b'[') => {
+                    self.spaces();
+                    let close = if c == b'{' { b'}' } else { b']' };
+                    if self.peek()? == close {
+                        self.i += 1;
+                    } else {
+                        depth += 1;
+                        if depth > MAX_DEPTH {
+                            return None;
+                        }
+                        objects = objects << 1 | u64::from(c == b'{');
+                        if c == b'{' {
+                            self.member_key()?;
+                        }
+                        continue;
+                    }
+                }
+                b't' => self.rest_of(b"rue")?,
+                b'f' => self.rest_of(b"alse")?,
+                b'n' => self.rest_of(b"ull")?,
+                b'-' | b'0'..=b'9' => {
+                    self.i -= 1;
+                    self.skip_number()?;
+                }
+                _ => return None,
+            }
+            // What follows it: closings, then a comma or the end.
+            loop {
+                if depth == 0 {
+                    return Some(());
+                }
+                let in_object = objects & 1 == 1;
+                match self.token()? {
+                    b',' => {
+                        if in_object {
+                            self.member_key()?;
+                        }
+                        break;
+                    }
+                    b'}' if in_object => {}
+                    b']' if !in_object => {}
+                    _ => return None,
+                }
+                objects >>= 1;
+                depth -= 1;
+            }
+        }
+    }
+
+    /// `"key":` inside a skipped object.
+    fn member_key(&mut self) -> Option<()> {
+        self.expect(b'"')?;
+        self.skip_str()?;
+        self.expect(b':')
+    }
+
+    fn skip(&mut self, f: Field) -> Option<()> {
+        debug_assert_eq!(f, SKIP);
+        self.skip_value()
+    }
+
+    fn review(&mut self) -> Option<ReviewIn<'a, IngressIn>> {
+        let (mut api_version, mut kind, mut request) = (None, None, None);
+        self.object(&["apiVersion", "kind", "request"], false, |s, f| {
+            match f {
+                0 => api_version = s.opt_string()?,
+                1 => kind = s.opt_string()?,
+                2 => request = s.request()?,
+                _ => s.skip(f)?,
+            }
+            Some(())
+        })??;
+        Some(ReviewIn { api_version, kind, request })
+    }
+
+    fn request(&mut self) -> Option<Option<RequestIn<'a, IngressIn>>> {
+        let mut uid = None;
+        let mut kind = GroupVersionKind::default();
+        let (mut sub_resource, mut operation, mut name, mut namespace) = (None, None, None, None);
+        let mut user_info = User::default();
+        let (mut object, mut dry_run) = (None, None);
+        let names = ["uid", "kind", "subResource", "operation", "name", "namespace", "userInfo", "object", "dryRun"];
+        let found = self.object(&names, true, |s, f| {
+            match f {
+                0 => uid = Some(s.string()?.into_owned()),
+                1 => kind = s.serde()?,
+                2 => sub_resource = s.opt_string()?,
+                3 => operation = s.opt_string()?,
+                4 => name = s.opt_owned()?,
+                5 => namespace = s.opt_owned()?,
+                6 => user_info = s.serde()?,
+                7 => object = s.ingress()?,
+                8 => dry_run = s.serde()?,
+                _ => s.skip(f)?,
+            }
+            Some(())
+        })?;
+        if found.is_none() {
+            return Some(None);
+        }
+        // A missing uid is an error serde_json words.
+        Some(Some(RequestIn { uid: uid?, kind, sub_resource, operation, name, namespace, user_info, object, dry_run }))
+    }
+
+    fn ingress(&mut self) -> Option<Option<IngressIn>> {
+        let (mut metadata, mut spec, mut status) = (MetadataIn::default(), SpecIn::default(), None);
+        let found = self.object(&["metadata", "spec", "status"], true, |s, f| {
+            match f {
+                0 => metadata = s.metadata()?,
+                1 => spec = s.spec()?,
+                2 => status = s.serde::<Option<StatusIn>>()?,
+                _ => s.skip(f)?,
+            }
+            Some(())
+        })?;
+        Some(found.map(|()| IngressIn { metadata, spec, status }))
+    }
+
+    fn metadata(&mut self) -> Option<MetadataIn> {
+        let (mut uid, mut annotations) = (None, None);
+        self.object(&["uid", "annotations"], false, |s, f| {
+            match f {
+                0 => uid = s.opt_owned()?,
+                1 => annotations = s.annotations()?,
+                _ => s.skip(f)?,
+            }
+            Some(())
+        })??;
+        Some(MetadataIn { uid, annotations })
+    }
+
+    /// The class annotation, as `class_annotation` reads it (`null` is none). A repeated class
+    /// key (serde_json takes the last) is left to serde_json.
+    fn annotations(&mut self) -> Option<Option<String>> {
+        let mut class = None;
+        let found = self.object(&[CLASS_ANNOTATION], true, |s, f| {
+            match f {
+                0 => class = Some(s.string()?.into_owned()),
+                _ => s.skip(f)?,
+            }
+            Some(())
+        })?;
+        Some(found.and(class))
+    }
+
+    fn spec(&mut self) -> Option<SpecIn> {
+        let mut ingress_class_name = None;
+        self.object(&["ingressClassName"], false, |s, f| {
+            match f {
+                0 => ingress_class_name = s.opt_owned()?,
+                _ => s.skip(f)?,
+            }
+            Some(())
+        })??;
+        Some(SpecIn { ingress_class_name })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use proptest::{prelude::*, strategy::ValueTree as _};
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::wire::{Review, ReviewError, convert, read_slow};
+
+    const FIXTURE: &str = include_str!("../../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+
+    static FAST: AtomicUsize = AtomicUsize::new(0);
+
+    /// The fast reader's answer when it has one, and the serde_json reader's answer.
+    fn both(body: &[u8]) -> (Option<Result<Review, String>>, Result<Review, String>) {
+        let fast = review(body).map(|r| convert(r, Ok).map_err(|e: ReviewError| e.to_string()));
+        if fast.is_some() {
+            FAST.fetch_add(1, Ordering::Relaxed);
+        }
+        (fast, read_slow(body).map_err(|e| e.to_string()))
+    }
+
+    /// The property: where the fast reader answers, serde_json answers the same.
+    fn agree(body: &[u8]) -> Result<(), TestCaseError> {
+        let (fast, slow) = both(body);
+        if let Some(fast) = fast {
+            prop_assert_eq!(fast, slow, "body: {}", String::from_utf8_lossy(body));
+        }
+        Ok(())
+    }
+
+    fn fixture() -> Value {
+        serde_json::from_str(FIXTURE).unwrap()
+    }
+
+    /// The fixture with the `last-applied` annotation and `rules` in both objects, as the
+    /// benchmarks build it.
+    fn with_rules(rules: usize, written: &Value) -> Vec<u8> {
+        let mut review = fixture();
+        let rules: Vec<Value> = (0..rules)
+            .map(|i| {
+                json!({"host": format!("app-{i}.example.test"), "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": format!("app-{i}"), "port": {"number": 80}}}}]}})
+            })
+            .collect();
+        for key in ["object", "oldObject"] {
+            let object = &mut review["request"][key];
+            object["spec"] = json!({"ingressClassName": "nginx", "rules": rules});
+            let applied = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "spec": object["spec"]});
+            object["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+                Value::String(format!("{applied}\n"));
+        }
+        review["request"]["object"]["status"]["loadBalancer"]["ingress"] = written.clone();
+        serde_json::to_vec(&review).unwrap()
+    }
+
+    #[test]
+    fn reads_real_reviews_fast_and_the_same() {
+        let written =
+            json!([{"ip": "192.0.2.10"}, {"hostname": "lb.example.test", "ports": [{"port": 80, "protocol": "TCP"}]}]);
+        let mut bodies = vec![FIXTURE.as_bytes().to_vec(), with_rules(4, &written), with_rules(300, &written)];
+        // What the API server sends may end with a newline; pretty-printed input is read too.
+        bodies.push(format!(" {FIXTURE}\r\n").into_bytes());
+        for body in &bodies {
+            let (fast, slow) = both(body);
+            let slow = slow.expect("a valid review");
+            assert_eq!(fast, Some(Ok(slow)), "{}", String::from_utf8_lossy(&body[..200]));
+        }
+        let pretty = serde_json::to_vec_pretty(&fixture()).unwrap();
+        assert!(review(&pretty).is_none(), "newlines inside the document go to serde_json");
+        assert!(read_slow(&pretty).is_ok());
+    }
+
+    /// Each edge case: what the fast reader must do (`Some(true)`: answer, `Some(false)`: leave
+    /// it to serde_json, `None`: either), and in every case agree with serde_json.
+    #[test]
+    fn edge_cases() {
+        let edited = |edit: &dyn Fn(&mut Value)| {
+            let mut v = fixture();
+            edit(&mut v);
+            serde_json::to_string(&v).unwrap()
+        };
+        let fx = FIXTURE.trim_end();
+        let deep = |n: usize| {
+            edited(&|v| v["request"]["oldObject"] = json!("DEEP"))
+                .replace("\"DEEP\"", &format!("{}{}", "[".repeat(n), "]".repeat(n)))
+        };
+        let cases: Vec<(&str, String, Option<bool>)> = vec![
+            ("escaped key", fx.replacen("\"uid\"", "\"u\\u0069d\"", 1), Some(false)),
+            (
+                "escaped unread key of a decoded object",
+                fx.replacen("\"resource\"", "\"r\\u0065source\"", 1),
+                Some(false),
+            ),
+            ("escaped key of a skipped object", fx.replacen("\"manager\"", "\"m\\u0061nager\"", 1), Some(true)),
+            ("duplicate uid", fx.replacen("\"uid\":", "\"uid\":\"x\",\"uid\":", 1), Some(false)),
+            ("duplicate skipped key", fx.replacen("\"resource\":", "\"resource\":1,\"resource\":", 1), Some(true)),
+            ("duplicate top-level kind", fx.replacen("{\"kind\":", "{\"kind\":1,\"kind\":", 1), Some(false)),
+            (
+                "duplicate class annotation",
+                edited(&|v| {
+                    v["request"]["object"]["metadata"]["annotations"] = json!({"kubernetes.io/ingress.class": "a"});
+                })
+                .replace(
+                    "{\"kubernetes.io/ingress.class\":\"a\"}",
+                    "{\"kubernetes.io/ingress.class\":\"a\",\"kubernetes.io/ingress.class\":\"b\"}",
+                ),
+                Some(false),
+            ),
+            ("escaped uid value", fx.replacen("\"0f3cb218", "\"\\u0030f3cb218\\n", 1), Some(true)),
+            ("lone surrogate in uid", fx.replacen("\"0f3cb218", "\"\\ud800", 1), None),
+            ("lone surrogate skipped", fx.replacen("\"Update\"", "\"\\ud800\"", 1), Some(true)),
+            ("bad escape skipped", fx.replacen("\"Update\"", "\"\\x\"", 1), None),
+            ("bad hex skipped", fx.replacen("\"Update\"", "\"\\u12G4\"", 1), None),
+            ("control character skipped", fx.replacen("\"Update\"", "\"Up\u{1}date\"", 1), None),
+            ("null status", edited(&|v| v["request"]["object"]["status"] = Value::Null), Some(true)),
+            ("null object", edited(&|v| v["request"]["object"] = Value::Null), Some(true)),
+            ("null request", edited(&|v| v["request"] = Value::Null), Some(true)),
+            ("null uid", edited(&|v| v["request"]["uid"] = Value::Null), None),
+            ("null metadata", edited(&|v| v["request"]["object"]["metadata"] = Value::Null), None),
+            (
+                "null annotations",
+                edited(&|v| v["request"]["object"]["metadata"]["annotations"] = Value::Null),
+                Some(true),
+            ),
+            ("null dryRun", edited(&|v| v["request"]["dryRun"] = Value::Null), Some(true)),
+            ("dryRun true", edited(&|v| v["request"]["dryRun"] = json!(true)), Some(true)),
+            ("dryRun number", edited(&|v| v["request"]["dryRun"] = json!(1)), None),
+            ("uid number", edited(&|v| v["request"]["uid"] = json!(7)), None),
+            ("kind as array", edited(&|v| v["request"]["kind"] = json!(["networking.k8s.io", "v1", "Ingress"])), None),
+            ("object as array", edited(&|v| v["request"]["object"] = json!([1])), None),
+            ("spec as array", edited(&|v| v["request"]["object"]["spec"] = json!([])), None),
+            ("status as array", edited(&|v| v["request"]["object"]["status"] = json!([{}])), None),
+            (
+                "port as float",
+                edited(&|v| {
+                    v["request"]["object"]["status"]["loadBalancer"]["ingress"] =
+                        json!([{"ip": "1.2.3.4", "ports": [{"port": 80.0, "protocol": "TCP"}]}]);
+                }),
+                None,
+            ),
+            (
+                "numbers skipped",
+                edited(&|v| v["request"]["oldObject"] = json!("NUMBERS"))
+                    .replace("\"NUMBERS\"", "[0,-1,1.5e-7,12E+3,-0.0,1e400,123456789012345678901234567890]"),
+                Some(true),
+            ),
+            ("leading zero skipped", fx.replacen("\"generation\":1", "\"generation\":01", 1), None),
+            ("bare minus skipped", fx.replacen("\"generation\":1", "\"generation\":-", 1), None),
+            ("trailing comma", fx.replacen("\"Update\"", "\"Update\",", 1), None),
+            ("trailing data", format!("{fx} {{}}"), None),
+            ("deep nesting skipped", deep(60), Some(true)),
+            ("deeper nesting skipped", deep(100), Some(false)),
+            ("very deep nesting skipped", deep(200_000), Some(false)),
+            ("unbalanced", deep(100).replacen(']', "", 1), None),
+            ("truncated", fx[..fx.len() / 2].to_owned(), None),
+            ("empty object", "{}".to_owned(), Some(true)),
+            ("array", "[]".to_owned(), Some(false)),
+            ("wrong kind", fx.replacen("\"AdmissionReview\"", "\"Pod\"", 1), Some(true)),
+            ("not an ingress", fx.replacen("\"kind\":\"Ingress\"", "\"kind\":\"Pod\"", 1), Some(true)),
+            ("form feed", format!("\u{c}{fx}"), Some(false)),
+        ];
+        for (name, body, want) in &cases {
+            let (fast, slow) = both(body.as_bytes());
+            if let Some(fast) = &fast {
+                assert_eq!(fast, &slow, "case {name}");
+            }
+            if let Some(want) = want {
+                assert_eq!(fast.is_some(), *want, "case {name}: fast answered {fast:?}, serde_json {slow:?}");
+            }
+        }
+        // Invalid UTF-8: serde_json does not check skipped strings, but does check keys it decodes.
+        let skipped = fx.replacen("\"Update\"", "\"Up\u{0}date\"", 1).into_bytes();
+        let skipped: Vec<u8> = skipped.iter().map(|&b| if b == 0 { 0xff } else { b }).collect();
+        let (fast, slow) = both(&skipped);
+        assert!(slow.is_ok() && fast == Some(slow), "invalid UTF-8 in a skipped string");
+        let key: Vec<u8> = fx
+            .replacen("\"requestKind\"", "\"request\u{0}Kind\"", 1)
+            .bytes()
+            .map(|b| if b == 0 { 0xff } else { b })
+            .collect();
+        let (fast, slow) = both(&key);
+        assert!(slow.is_err() && fast.is_none(), "invalid UTF-8 in a key of a decoded struct: {slow:?}");
+    }
+
+    /// A JSON value of any shape, shallow.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            prop::collection::vec(any::<char>(), 0..6).prop_map(|c| Value::String(c.into_iter().collect())),
+            prop::sample::select(vec!["Ingress", "status", "UPDATE", "networking.k8s.io", "nginx", "10.0.0.1"])
+                .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 12, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((prop::sample::select(KEYS.to_vec()), inner), 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+            ]
+        })
+    }
+
+    const KEYS: &[&str] = &[
+        "ip",
+        "hostname",
+        "ports",
+        "port",
+        "protocol",
+        "error",
+        "loadBalancer",
+        "ingress",
+        "username",
+        "groups",
+        "group",
+        "kind",
+        "uid",
+        "x",
+        "kubernetes.io/ingress.class",
+    ];
+
+    /// Where the generated values go in the fixture.
+    const PATHS: &[&[&str]] = &[
+        &["apiVersion"],
+        &["kind"],
+        &["request"],
+        &["request", "uid"],
+        &["request", "kind"],
+        &["request", "kind", "group"],
+        &["request", "subResource"],
+        &["request", "operation"],
+        &["request", "name"],
+        &["request", "userInfo"],
+        &["request", "userInfo", "groups"],
+        &["request", "dryRun"],
+        &["request", "object"],
+        &["request", "object", "metadata"],
+        &["request", "object", "metadata", "uid"],
+        &["request", "object", "metadata", "annotations"],
+        &["request", "object", "metadata", "annotations", "kubernetes.io/ingress.class"],
+        &["request", "object", "spec"],
+        &["request", "object", "spec", "ingressClassName"],
+        &["request", "object", "status"],
+        &["request", "object", "status", "loadBalancer"],
+        &["request", "object", "status", "loadBalancer", "ingress"],
+        &["request", "oldObject"],
+        &["request", "oldObject", "metadata"],
+    ];
+
+    /// Sets (or with `None`, removes) the member at `path`, creating objects on the way.
+    fn set(root: &mut Value, path: &[&str], value: Option<Value>) {
+        let (last, parents) = path.split_last().unwrap();
+        let mut at = root;
+        for key in parents {
+            if !at.is_object() {
+                *at = json!({});
+            }
+            at = at.as_object_mut().unwrap().entry(*key).or_insert(json!({}));
+        }
+        if !at.is_object() {
+            *at = json!({});
+        }
+        let map = at.as_object_mut().unwrap();
+        match value {
+            Some(v) => drop(map.insert((*last).to_owned(), v)),
+            None => drop(map.remove(*last)),
+        }
+    }
+
+    /// Byte edits that make JSON almost right: the tokens that matter, and a few bytes that
+    /// break strings and UTF-8.
+    const SPLICES: &[&str] = &[
+        "\"",
+        "\\",
+        "\\\"",
+        "\\u00",
+        "\\ud83d",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        " ",
+        "\n",
+        "null",
+        "true",
+        "0",
+        "-",
+        "1e5",
+        ".5",
+        "\"uid\":\"x\",",
+        "\"status\":null,",
+        "\"kind\":\"Ingress\",",
+        "\"ap\\u0069Version\":\"admission.k8s.io/v1\",",
+    ];
+
+    fn mutate(mut body: Vec<u8>, edits: &[(u8, f64, usize)]) -> Vec<u8> {
+        for &(op, at, pick) in edits {
+            let i = ((body.len() as f64) * at) as usize;
+            let i = i.min(body.len());
+            match op % 4 {
+                0 => {
+                    let splice = SPLICES[pick % SPLICES.len()].as_bytes();
+                    body.splice(i..i, splice.iter().copied());
+                }
+                1 => {
+                    let end = (i + 1 + pick % 16).min(body.len());
+                    body.drain(i..end);
+                }
+                2 if i < body.len() => {
+                    body[i] = [0x00, 0x1f, 0x7f, 0x80, 0xc3, 0xff, b'"', b'\\', b'{', b'9'][pick % 10];
+                }
+                _ => {
+                    // Repeat a short run: duplicate keys and values.
+                    let end = (i + 1 + pick % 40).min(body.len());
+                    let run = body[i..end].to_vec();
+                    body.splice(i..i, run);
+                }
+            }
+        }
+        body
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Generated reviews: the fixture with members replaced by values of any shape, or removed.
+        #[test]
+        fn agrees_on_generated_reviews(
+            edits in prop::collection::vec((prop::sample::select(PATHS.to_vec()), prop::option::weighted(0.8, any_json())), 0..4),
+            compact in any::<bool>(),
+        ) {
+            let mut v = fixture();
+            for (path, value) in edits {
+                set(&mut v, path, value);
+            }
+            let body = if compact { serde_json::to_vec(&v).unwrap() } else { serde_json::to_vec_pretty(&v).unwrap() };
+            agree(&body)?;
+        }
+
+        /// Mutated bytes of the real review (and of one with rules and the last-applied annotation).
+        #[test]
+        fn agrees_on_mutated_reviews(
+            big in any::<bool>(),
+            edits in prop::collection::vec((any::<u8>(), 0.0..1.0f64, any::<usize>()), 1..4),
+        ) {
+            let base = if big { with_rules(3, &json!([{"ip": "10.0.0.1"}])) } else { FIXTURE.as_bytes().to_vec() };
+            agree(&mutate(base, &edits))?;
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn finds_the_first_quote_or_backslash(
+            bytes in prop::collection::vec(prop_oneof![Just(b'"'), Just(b'\\'), Just(b'a'), any::<u8>()], 0..200),
+            from in 0..200usize,
+        ) {
+            let from = from.min(bytes.len());
+            let naive = bytes[from..].iter().position(|&c| c == b'"' || c == b'\\').map(|k| from + k);
+            prop_assert_eq!(quote_or_backslash(&bytes, from), naive);
+        }
+    }
+
+    #[test]
+    fn properties_exercise_the_fast_reader() {
+        // The proptests above pass trivially if the fast reader never answers; run a fixed sample
+        // and require that it answers for a good share of the mutated bodies.
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = prop::collection::vec((any::<u8>(), 0.0..1.0f64, any::<usize>()), 1..3);
+        let (mut answered, n) = (0, 2000);
+        for _ in 0..n {
+            let edits = strategy.new_tree(&mut runner).unwrap().current();
+            let body = mutate(FIXTURE.as_bytes().to_vec(), &edits);
+            let (fast, slow) = both(&body);
+            if let Some(fast) = fast {
+                answered += 1;
+                assert_eq!(fast, slow, "{}", String::from_utf8_lossy(&body));
+            }
+        }
+        assert!(answered > n / 5, "the fast reader answered only {answered} of {n} mutated bodies");
+    }
+}
