@@ -120,6 +120,7 @@ fn policies() -> Policies {
         mode: Mode::Enforce,
         keep_ports: false,
         on_unresolved: OnUnresolved::Allow,
+        ..FlagPolicy::default()
     };
     policy.into_policies().expect("valid policy")
 }

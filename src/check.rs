@@ -3,7 +3,13 @@
 //! `explain`, answered by its own [`render`]). Pure report building from values; the I/O is the
 //! thin async functions at the end. Nothing is written to the cluster.
 
-use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt::Write as _,
+    path::PathBuf,
+    process::ExitCode,
+    time::Duration,
+};
 
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
@@ -13,9 +19,10 @@ use serde::Serialize;
 use crate::{
     address::{Address, Addresses, PortStatus},
     client::{self, ClientError},
-    config::{Policies, Policy, ServiceRef},
-    decision::{StatusWrite, Verdict, decide},
+    config::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
+    decision::{StatusWrite, Verdict, decide, subject},
     names::truncate,
+    nodeip::{self, NodeAddrs, PodFacts},
     patch::StatusShape,
     render::render,
     service::{self, ServiceError},
@@ -24,6 +31,7 @@ use crate::{
 };
 
 const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 /// Ingresses per list request: bounds what one page holds in memory.
 const PAGE_SIZE: u32 = 500;
 /// A class is shown as read; an annotation value can be anything, so it is cut and quoted.
@@ -201,10 +209,23 @@ impl Fetched {
     }
 }
 
-/// The publish Services of the policies, read once: the [`Sources`] `check` and `explain`
-/// decide with, in place of the webhook's watch-fed cache.
+/// The publish Services of the policies, and the cluster facts their matching and node-IP
+/// sources need, read once: the [`Sources`] `check` and `explain` decide with, in place of the
+/// webhook's watch-fed caches.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Snapshot(pub BTreeMap<ServiceRef, Fetched>);
+pub(crate) struct Snapshot(pub BTreeMap<ServiceRef, Fetched>, pub Facts);
+
+/// What is kept of the IngressClasses, Namespaces, controller Pods and Nodes read for the
+/// policies (only those some policy needs are read).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Facts {
+    /// name -> (controller, is the default class)
+    pub classes: BTreeMap<String, (String, bool)>,
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// (namespace, selector) of each node-IP source -> its Pods
+    pub pods: BTreeMap<(String, String), Vec<PodFacts>>,
+    pub nodes: HashMap<String, NodeAddrs>,
+}
 
 impl Sources for Snapshot {
     fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
@@ -214,6 +235,23 @@ impl Sources for Snapshot {
             Some(Fetched::Missing) => Err(Unresolved::Missing(svc.clone())),
             None => Err(Unresolved::NotSynced(svc.clone())),
         }
+    }
+
+    fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
+        let list = self.1.pods.get(&pods.watch_key()).ok_or_else(|| Unresolved::PodsNotSynced(pods.to_string()))?;
+        nodeip::addresses(list, &self.1.nodes, pods.internal_ip).map_err(|e| Unresolved::Pods(pods.to_string(), e))
+    }
+
+    fn ingress_class_controller(&self, class: &str) -> Option<String> {
+        self.1.classes.get(class).map(|(controller, _)| controller.clone())
+    }
+
+    fn default_ingress_classes(&self) -> Vec<String> {
+        self.1.classes.iter().filter(|(_, (_, default))| *default).map(|(name, _)| name.clone()).collect()
+    }
+
+    fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
+        self.1.namespaces.get(namespace).cloned()
     }
 }
 
@@ -272,7 +310,7 @@ impl Row {
             class: write.class.clone(),
             policy: policy.name.clone(),
             mode: policy.mode.to_string(),
-            source: policy.source.to_string(),
+            source: SourceList(&policy.sources).to_string(),
             stored: write.addresses.clone(),
             canonical,
             state,
@@ -407,28 +445,37 @@ fn class_shown(stored: &Stored) -> String {
 }
 
 fn scope_shown(policy: &Policy) -> String {
-    let classes = if policy.scope.classes.is_empty() {
-        "every class".to_owned()
-    } else {
-        format!("classes {}", policy.scope.classes.join(","))
-    };
-    let without = if policy.scope.classes.is_empty() || policy.scope.without_class {
+    let every = policy.scope.classes.is_empty() && policy.scope.controllers.is_empty();
+    let mut classes =
+        if every { "every class".to_owned() } else { format!("classes {}", policy.scope.classes.join(",")) };
+    if !policy.scope.controllers.is_empty() {
+        classes.push_str(&format!(" and IngressClasses of controllers {}", policy.scope.controllers.join(",")));
+    }
+    let without = if every || policy.scope.without_class {
         "and class-less Ingresses"
     } else {
-        "but not class-less Ingresses"
+        "and class-less Ingresses only when the default IngressClass is one of them"
     };
-    format!("{classes} {without}")
+    let namespaces =
+        policy.namespace_selector.as_ref().map_or_else(String::new, |s| format!(", in Namespaces labelled {s}"));
+    format!("{classes} {without}{namespaces}")
 }
 
 fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn Sources) -> String {
-    let rule = match &policy.source {
-        crate::config::Source::Static(_) => "static list of the policy".to_owned(),
-        crate::config::Source::Service(svc) => match snapshot.0.get(svc) {
-            Some(Fetched::Found { rule, .. }) => rule.clone(),
-            Some(Fetched::Missing) => "Service not found".to_owned(),
-            None => "Service not read".to_owned(),
-        },
-    };
+    let rules: Vec<String> = policy
+        .sources
+        .iter()
+        .map(|source| match source {
+            Source::Static(_) => "static list of the policy".to_owned(),
+            Source::Service(svc) => match snapshot.0.get(svc) {
+                Some(Fetched::Found { rule, .. }) => rule.clone(),
+                Some(Fetched::Missing) => "Service not found".to_owned(),
+                None => "Service not read".to_owned(),
+            },
+            Source::Pods(_) => "node IPs of the Running and Ready controller Pods".to_owned(),
+        })
+        .collect();
+    let rule = rules.join("; ");
     let ports = if policy.keep_ports { "ports kept" } else { "ports dropped" };
     match sources.canonical(policy) {
         Ok(list) => format!("{} ({rule}; {ports})", Addresses(&list)),
@@ -492,7 +539,10 @@ pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot)
         Some(policy) => {
             lines
                 .push(("Policy", format!("{:?} (mode {}; governs {})", policy.name, policy.mode, scope_shown(policy))));
-            lines.push(("Source", policy.source.to_string()));
+            if let Some(rule) = policy.matches(&subject(write, policies, snapshot)) {
+                lines.push(("Rule", format!("governed because {rule}")));
+            }
+            lines.push(("Source", SourceList(&policy.sources).to_string()));
             lines.push(("Resolved", resolved_shown(policy, snapshot, snapshot)));
             match &verdict {
                 Verdict::Canonical { .. } => 0,
@@ -546,15 +596,68 @@ fn describe(e: &kube::Error) -> String {
     text
 }
 
-/// Reads every publish Service the policies name, once.
+/// Lists every object of `api` matching `params`, page by page.
+async fn list_all<K>(api: &Api<K>, mut params: ListParams, what: &str, timeout: Duration) -> Result<Vec<K>, CheckError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut items = Vec::new();
+    loop {
+        let page = bounded(|| format!("list {what}"), timeout, api.list(&params)).await?;
+        items.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(items),
+        }
+    }
+}
+
+/// Reads every publish Service the policies name, once, and the IngressClasses, Namespaces,
+/// controller Pods and Nodes that some policy needs.
 async fn snapshot(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, CheckError> {
+    use k8s_openapi::api::{
+        core::v1::{Namespace, Node, Pod},
+        networking::v1::IngressClass,
+    };
+    use kube::ResourceExt as _;
+
     let mut fetched = BTreeMap::new();
     for svc in policies.services() {
         let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace);
         let found = bounded(|| format!("get publish Service {svc}"), timeout, api.get_opt(&svc.name)).await?;
         fetched.insert(svc, Fetched::of(found.as_ref()));
     }
-    Ok(Snapshot(fetched))
+    let mut facts = Facts::default();
+    let pages = ListParams::default().limit(PAGE_SIZE);
+    if policies.need_ingress_classes() {
+        let api: Api<IngressClass> = Api::all(client.clone());
+        for class in list_all(&api, pages.clone(), "IngressClasses", timeout).await? {
+            let controller = class.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default();
+            let default = class.annotations().get(DEFAULT_CLASS_ANNOTATION).is_some_and(|v| v == "true");
+            facts.classes.insert(class.name_any(), (controller, default));
+        }
+    }
+    if policies.need_namespaces() {
+        let api: Api<Namespace> = Api::all(client.clone());
+        for ns in list_all(&api, pages.clone(), "Namespaces", timeout).await? {
+            facts.namespaces.insert(ns.name_any(), ns.labels().clone());
+        }
+    }
+    let watches = policies.pod_watches();
+    for (namespace, selector) in &watches {
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let what = format!("Pods in {namespace} matching {selector}");
+        let pods = list_all(&api, pages.clone().labels(selector), &what, timeout).await?;
+        facts.pods.insert((namespace.clone(), selector.clone()), pods.iter().map(PodFacts::of).collect());
+    }
+    if !watches.is_empty() {
+        let api: Api<Node> = Api::all(client.clone());
+        // Only addresses are kept; small pages bound what one page of Nodes holds.
+        for node in list_all(&api, ListParams::default().limit(100), "Nodes", timeout).await? {
+            facts.nodes.insert(node.name_any(), NodeAddrs::of(&node));
+        }
+    }
+    Ok(Snapshot(fetched, facts))
 }
 
 /// Lists Ingresses page by page, keeping only what the decision reads.
@@ -641,8 +744,9 @@ mod tests {
     fn policy(name: &str, classes: &[&str], source: Source, mode: Mode) -> Policy {
         Policy {
             name: name.into(),
-            scope: ClassScope { classes: classes.iter().map(|c| (*c).to_owned()).collect(), without_class: false },
-            source,
+            scope: ClassScope { classes: classes.iter().map(|c| (*c).to_owned()).collect(), ..Default::default() },
+            namespace_selector: None,
+            sources: vec![source],
             mode,
             keep_ports: false,
             on_unresolved: OnUnresolved::Allow,
@@ -659,7 +763,7 @@ mod tests {
     }
 
     fn snapshot(fetched: Fetched) -> Snapshot {
-        Snapshot(BTreeMap::from([(svc_ref(), fetched)]))
+        Snapshot(BTreeMap::from([(svc_ref(), fetched)]), Facts::default())
     }
 
     fn lb_service() -> Service {
@@ -750,7 +854,7 @@ mod tests {
         let policies = policies();
         let lb = policies.iter().next().unwrap();
         for (name, fetched, want) in cases {
-            let snapshot = Snapshot(fetched.into_iter().map(|f| (svc.clone(), f)).collect());
+            let snapshot = Snapshot(fetched.into_iter().map(|f| (svc.clone(), f)).collect(), Facts::default());
             assert_eq!(snapshot.canonical(lb), want, "case {name}");
         }
     }
@@ -870,7 +974,7 @@ governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
                 vec![
                     "Ingress:   team-a/web",
                     "Class:     \"nginx\" (from spec.ingressClassName)",
-                    "Policy:    \"lb\" (mode enforce; governs classes nginx but not class-less Ingresses)",
+                    "Policy:    \"lb\" (mode enforce; governs classes nginx and class-less Ingresses only when the default IngressClass is one of them)",
                     "Source:    service edge/lb",
                     "Resolved:  203.0.113.10,203.0.113.20 (LoadBalancer Service: status ip, externalIPs appended; ports dropped)",
                     "Stored:    10.0.0.1",
@@ -918,7 +1022,7 @@ governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
                 0,
                 vec![
                     "Class:     none (neither spec.ingressClassName nor annotation kubernetes.io/ingress.class is set)",
-                    "Policy:    none: policy \"lb\" governs classes nginx but not class-less Ingresses; policy \"fixed\" governs classes static but not class-less Ingresses",
+                    "Policy:    none: policy \"lb\" governs classes nginx and class-less Ingresses only when the default IngressClass is one of them; policy \"fixed\" governs classes static and class-less Ingresses only when the default IngressClass is one of them",
                     "Stored:    <none>",
                     "Webhook:   a write of the stored value: allow it unchanged (not_governed)",
                 ],
@@ -991,5 +1095,50 @@ governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
         ] {
             assert!(parse_ingress_ref(bad).unwrap_err().contains(want), "{bad}");
         }
+    }
+
+    /// The snapshot answers class, default-class, namespace and node-IP questions from what it
+    /// listed, so `check` judges those policies as the webhook does.
+    #[test]
+    fn snapshot_facts_drive_matching_and_node_ips() {
+        let yaml = r"
+policies:
+  - name: bare-metal
+    controllerClasses: [k8s.io/ingress-nginx]
+    namespaceSelector: team=a
+    publishPods: {namespace: ing, selector: app=c}
+";
+        let policies = crate::config::parse_file("p.yaml", yaml).unwrap();
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({"spec": {"nodeName": "n1"},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}))
+        .unwrap();
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(
+            json!({"status": {"addresses": [{"type": "ExternalIP", "address": "203.0.113.9"}]}}),
+        )
+        .unwrap();
+        let facts = Facts {
+            classes: BTreeMap::from([("public".to_owned(), ("k8s.io/ingress-nginx".to_owned(), true))]),
+            namespaces: BTreeMap::from([
+                ("team-a".to_owned(), BTreeMap::from([("team".to_owned(), "a".to_owned())])),
+                ("plain".to_owned(), BTreeMap::new()),
+            ]),
+            pods: BTreeMap::from([(("ing".to_owned(), "app=c".to_owned()), vec![PodFacts::of(&pod)])]),
+            nodes: HashMap::from([("n1".to_owned(), NodeAddrs::of(&node))]),
+        };
+        let snapshot = Snapshot(BTreeMap::new(), facts);
+        let write = |ns: &str, class: Option<&str>| StatusWrite {
+            namespace: ns.into(),
+            name: "web".into(),
+            class: class.map(str::to_owned),
+            addresses: list("203.0.113.9"),
+        };
+        let writes = [write("team-a", Some("public")), write("team-a", None), write("plain", Some("public"))];
+        let report = Report::build(&writes, &policies, &snapshot);
+        let table = report.table();
+        assert_eq!(report.exit_code(), 0, "{table}");
+        assert!(
+            table.contains("governed Ingresses: 2 (2 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 1"),
+            "the class and the default class are governed, plain is not:\n{table}"
+        );
     }
 }

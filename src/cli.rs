@@ -12,10 +12,13 @@ use crate::{
     address::{self, Address, AddressError},
     certs, check,
     client::{self, ClientError},
-    config::{self, ConfigError, Mode, OnUnresolved, Policies, PolicySpec, ServiceRef, SpecError},
+    config::{
+        self, ConfigError, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SourceList, SpecError,
+    },
     events, leader,
     lifecycle::Tasks,
     metrics::Metrics,
+    nodeip,
     policy_store::{self, PodEvents, PolicyStore, ServiceWatches},
     reconcile, reload, scratch,
     server::{self, AppState, Listeners},
@@ -48,6 +51,7 @@ pub(crate) enum LogFormat {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 pub(crate) enum Command {
     /// Run the webhook (HTTPS) and its admin server (plain HTTP).
     Serve(Box<ServeArgs>),
@@ -124,7 +128,7 @@ pub(crate) struct ServeArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub(crate) struct PolicyInput {
     /// YAML file with several policies (see README); replaces the policy flags below.
-    #[arg(long, env = "ISG_CONFIG", conflicts_with_all = ["publish_service", "publish_status_address", "ingress_class", "watch_ingress_without_class", "mode", "keep_ports", "on_unresolved"])]
+    #[arg(long, env = "ISG_CONFIG", conflicts_with_all = ["publish_service", "publish_status_address", "publish_pods_namespace", "publish_pods_selector", "report_node_internal_ip_address", "ingress_class", "controller_class", "watch_ingress_without_class", "mode", "keep_ports", "on_unresolved"])]
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub flags: FlagPolicy,
@@ -147,12 +151,31 @@ pub struct FlagPolicy {
     #[arg(long, env = "ISG_PUBLISH_SERVICE", conflicts_with = "publish_status_address")]
     pub publish_service: Option<ServiceRef>,
     /// Publish these addresses (comma-separated IPs and hostnames) instead of a Service's.
-    #[arg(long, env = "ISG_PUBLISH_STATUS_ADDRESS")]
+    #[arg(long, env = "ISG_PUBLISH_STATUS_ADDRESS", conflicts_with = "publish_pods_namespace")]
     pub publish_status_address: Option<String>,
+    /// Publish the IPs of the nodes that run the Running and Ready Pods of this namespace that
+    /// match --publish-pods-selector (ingress-nginx without a publish Service).
+    #[arg(
+        long,
+        env = "ISG_PUBLISH_PODS_NAMESPACE",
+        requires = "publish_pods_selector",
+        conflicts_with = "publish_service"
+    )]
+    pub publish_pods_namespace: Option<String>,
+    /// Label selector (kubectl syntax) of the controller Pods for --publish-pods-namespace.
+    #[arg(long, env = "ISG_PUBLISH_PODS_SELECTOR", requires = "publish_pods_namespace")]
+    pub publish_pods_selector: Option<String>,
+    /// Publish the nodes' InternalIP addresses even where they have ExternalIPs.
+    #[arg(long, env = "ISG_REPORT_NODE_INTERNAL_IP_ADDRESS", requires = "publish_pods_namespace")]
+    pub report_node_internal_ip_address: bool,
     /// Govern Ingresses of this class (spec.ingressClassName or the kubernetes.io/ingress.class
     /// annotation). Repeatable. Without it, every Ingress is governed.
     #[arg(long, env = "ISG_INGRESS_CLASS", value_delimiter = ',')]
     pub ingress_class: Vec<String>,
+    /// Govern Ingresses whose IngressClass has this spec.controller (e.g. k8s.io/ingress-nginx).
+    /// Repeatable; with --ingress-class, either match is enough.
+    #[arg(long, env = "ISG_CONTROLLER_CLASS", value_delimiter = ',')]
+    pub controller_class: Vec<String>,
     /// Also govern Ingresses that name no class.
     #[arg(long, env = "ISG_WATCH_INGRESS_WITHOUT_CLASS")]
     pub watch_ingress_without_class: bool,
@@ -172,9 +195,19 @@ pub(crate) struct ResolveArgs {
     /// Addresses as for `serve --publish-status-address`.
     #[arg(long, conflicts_with = "file", required_unless_present = "file")]
     pub publish_status_address: Option<String>,
-    /// A Service manifest, YAML or JSON (`-` reads stdin).
+    /// A Service manifest, YAML or JSON (`-` reads stdin); with --publish-pods-namespace, a List
+    /// or multi-document YAML of Pods and Nodes.
     #[arg(short = 'f', long)]
     pub file: Option<PathBuf>,
+    /// Resolve the node-IP source over the Pods and Nodes of -f: the Pods' namespace.
+    #[arg(long, requires_all = ["publish_pods_selector", "file"])]
+    pub publish_pods_namespace: Option<String>,
+    /// The controller Pods' label selector (kubectl syntax).
+    #[arg(long, requires = "publish_pods_namespace")]
+    pub publish_pods_selector: Option<String>,
+    /// Publish the nodes' InternalIP addresses even where they have ExternalIPs.
+    #[arg(long, requires = "publish_pods_namespace")]
+    pub report_node_internal_ip_address: bool,
     /// Keep the `ports` of load-balancer entries.
     #[arg(long)]
     pub keep_ports: bool,
@@ -185,12 +218,20 @@ pub(crate) struct ResolveArgs {
 pub enum CliError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("no address source: pass --publish-service NAMESPACE/NAME, --publish-status-address LIST or --config FILE")]
+    #[error(
+        "no address source: pass --publish-service NAMESPACE/NAME, --publish-status-address LIST, --publish-pods-namespace NS with --publish-pods-selector SELECTOR, or --config FILE"
+    )]
     NoSource,
     #[error("--publish-status-address {value:?}: {source}")]
     StaticFlag { value: String, source: AddressError },
     #[error("--ingress-class: {0}")]
     ClassFlag(SpecError),
+    #[error("--controller-class: {0}")]
+    ControllerFlag(SpecError),
+    #[error("--publish-pods-namespace: {0}")]
+    PodsNamespaceFlag(SpecError),
+    #[error("--publish-pods-selector {value:?}: {source}")]
+    PodsSelectorFlag { value: String, source: SpecError },
     #[error("{}", .0.message(tls_flag))]
     Tls(#[from] TlsError),
     #[error(transparent)]
@@ -223,12 +264,19 @@ impl From<&FlagPolicy> for PolicySpec {
         PolicySpec {
             name: "default".to_owned(),
             ingress_classes: flags.ingress_class.clone(),
+            controller_classes: flags.controller_class.clone(),
             watch_ingress_without_class: flags.watch_ingress_without_class,
             publish_service: flags.publish_service.as_ref().map(ServiceRef::to_string),
             publish_status_address: flags.publish_status_address.clone(),
+            publish_pods: flags.publish_pods_namespace.as_ref().map(|namespace| PodsSpec {
+                namespace: namespace.clone(),
+                selector: flags.publish_pods_selector.clone().unwrap_or_default(),
+            }),
+            report_node_internal_ip: flags.report_node_internal_ip_address,
             mode: flags.mode,
             keep_ports: flags.keep_ports,
             on_unresolved: flags.on_unresolved,
+            ..PolicySpec::default()
         }
     }
 }
@@ -240,6 +288,11 @@ impl FlagPolicy {
         let policy = PolicySpec::from(self).build().map_err(|e| match e {
             SpecError::NoSource => CliError::NoSource,
             SpecError::Static(source) => CliError::StaticFlag { value: value(), source },
+            e @ SpecError::EmptyController(_) => CliError::ControllerFlag(e),
+            e @ SpecError::PodsNamespace(_) => CliError::PodsNamespaceFlag(e),
+            e @ (SpecError::PodsSelector(_) | SpecError::EmptyPodsSelector) => {
+                CliError::PodsSelectorFlag { value: self.publish_pods_selector.clone().unwrap_or_default(), source: e }
+            }
             // clap already refuses both sources at once and parses --publish-service.
             other => CliError::ClassFlag(other),
         })?;
@@ -273,7 +326,15 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let policies = args.policy.policies()?;
     for p in policies.iter() {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
-        tracing::info!(policy = %p.name, classes = %classes, without_class = p.scope.without_class, source = %p.source, mode = %p.mode, "policy loaded");
+        let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
+        tracing::info!(policy = %p.name, classes = %classes, controllers = %p.scope.controllers.join(","), without_class = p.scope.without_class, namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "policy loaded");
+    }
+    for (first, second) in policies.possible_overlaps() {
+        tracing::warn!(
+            first,
+            second,
+            "policies govern a common class and their namespaceSelectors may both match a Namespace; such Ingresses are governed by the first and counted in policy_overlaps_total"
+        );
     }
     // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
     let (tls, reloader, _ca_dir) = match args.cert_files() {
@@ -284,10 +345,14 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         }
     };
     let cache = SourceCache::new(&policies);
-    // A Service source needs a cluster; Events, the reconciler and reloads that add a Service
-    // use one when there is one to use.
+    // A Service or node-IP source, IngressClasses and Namespaces need a cluster; Events, the
+    // reconciler and reloads that add a Service use one when there is one to use.
+    let needs_cluster = !policies.services().is_empty()
+        || !policies.pod_watches().is_empty()
+        || policies.need_ingress_classes()
+        || policies.need_namespaces();
     let optional = !args.no_events || args.reconcile.reconcile || args.policy.config.is_some();
-    let client = if !policies.services().is_empty() {
+    let client = if needs_cluster {
         Some(client::connect(args.kubeconfig.as_deref()).await?)
     } else if !optional {
         None
@@ -297,8 +362,17 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events and the reconciler are off"))
             .ok()
     };
+    // An API server older than Ingress status ports drops them; a policy that keeps them
+    // would then patch every write in a loop. Checked once; reloads apply the same rule.
+    let drops_ports = match &client {
+        Some(client) if args.policy.config.is_some() || policies.iter().any(|p| p.keep_ports) => {
+            server_drops_ports(client).await
+        }
+        _ => false,
+    };
+    let policies = if drops_ports { policies.without_ports() } else { policies };
     let mut tasks = Tasks::default();
-    let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies.services()));
+    let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
     let store = PolicyStore::new(policies);
     let mut metrics = Metrics::with_max_writers(args.max_writer_labels);
     if let Some(reloader) = &reloader {
@@ -317,6 +391,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
                 watches,
                 metrics: metrics.clone(),
                 pod_events: client.clone().and_then(PodEvents::from_env),
+                drops_ports,
             };
             tasks.spawn("policy reload and publish Service watches", async move {
                 tokio::select! {
@@ -400,6 +475,22 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     Ok(server::serve(state, listeners, tasks, shutdown).await?)
 }
 
+/// Whether the API server is older than the Ingress `ports` field (it would drop them from
+/// every write, which would then never be canonical); logged when it is.
+async fn server_drops_ports(client: &kube::Client) -> bool {
+    match client::server_stores_ingress_ports(client).await {
+        Some((false, version)) => {
+            tracing::warn!(server_version = %version, "the API server predates status.loadBalancer.ingress[].ports (Kubernetes 1.24) and drops them; keepPorts is ignored so that writes are not patched in a loop");
+            true
+        }
+        Some((true, _)) => false,
+        None => {
+            tracing::warn!("cannot read the API server's version; keepPorts applies as configured");
+            false
+        }
+    }
+}
+
 /// Runs `resolve`: the canonical addresses as a JSON array.
 pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
     let addresses: Vec<Address> = match (&args.publish_status_address, &args.file) {
@@ -415,6 +506,19 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
                     .map_err(|e| CliError::Manifest { path: shown.clone(), message: e.to_string() })?
             };
             let manifest = |message: String| CliError::Manifest { path: shown.clone(), message };
+            if let Some(namespace) = &args.publish_pods_namespace {
+                let flags = FlagPolicy {
+                    publish_pods_namespace: Some(namespace.clone()),
+                    publish_pods_selector: args.publish_pods_selector.clone(),
+                    report_node_internal_ip_address: args.report_node_internal_ip_address,
+                    ..FlagPolicy::default()
+                };
+                let policies = flags.into_policies()?;
+                let Some(config::Source::Pods(pods)) = policies.iter().next().and_then(|p| p.sources.first()) else {
+                    unreachable!("the pods flags build one node-IP source")
+                };
+                return node_ips(&text, pods).map_err(manifest);
+            }
             let value: serde_json::Value =
                 serde_norway::from_str(&text).map_err(|e| manifest(format!("not YAML or JSON: {e}")))?;
             match value.get("kind").and_then(|k| k.as_str()) {
@@ -428,6 +532,49 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
         }
         (None, None) => unreachable!("clap requires --publish-status-address or -f"),
     };
+    Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
+}
+
+/// The node-IP source over the Pods and Nodes of a manifest (a List, or YAML documents that
+/// are objects or Lists), as JSON; errors say which document is wrong.
+fn node_ips(text: &str, pods: &config::PodsRef) -> Result<String, String> {
+    use std::collections::HashMap;
+
+    use serde::Deserialize as _;
+    let mut objects = Vec::new();
+    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let value =
+            serde_json::Value::deserialize(doc).map_err(|e| format!("document {}: not YAML or JSON: {e}", i + 1))?;
+        match value.get("kind").and_then(|k| k.as_str()) {
+            _ if value.is_null() => {}
+            Some(kind) if kind.ends_with("List") => {
+                objects.extend(value.get("items").and_then(|v| v.as_array()).cloned().unwrap_or_default());
+            }
+            _ => objects.push(value),
+        }
+    }
+    let (mut facts, mut nodes) = (Vec::new(), HashMap::new());
+    for (i, object) in objects.into_iter().enumerate() {
+        let what = |e: serde_json::Error| format!("object {}: {e}", i + 1);
+        match object.get("kind").and_then(|k| k.as_str()) {
+            Some("Pod") => {
+                let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(object).map_err(what)?;
+                let labels = pod.metadata.labels.clone().unwrap_or_default();
+                let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+                if ns == pods.namespace && pods.selector.matches(&labels) {
+                    facts.push(nodeip::PodFacts::of(&pod));
+                }
+            }
+            Some("Node") => {
+                let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(object).map_err(what)?;
+                nodes.insert(node.metadata.name.clone().unwrap_or_default(), nodeip::NodeAddrs::of(&node));
+            }
+            other => {
+                return Err(format!("object {}: kind is {:?}; expected Pod or Node", i + 1, other.unwrap_or_default()));
+            }
+        }
+    }
+    let addresses = nodeip::addresses(&facts, &nodes, pods.internal_ip).map_err(|e| format!("{pods}: {e}"))?;
     Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
 }
 

@@ -1,5 +1,6 @@
 //! The Kubernetes client every command that talks to a cluster uses: from a kubeconfig file, or
-//! inferred (in-cluster service account, then `KUBECONFIG`, then `~/.kube/config`).
+//! inferred (in-cluster service account, then `KUBECONFIG`, then `~/.kube/config`); and what the
+//! API server's version tells about the fields it stores.
 
 use std::path::{Path, PathBuf};
 
@@ -29,4 +30,44 @@ pub(crate) async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, C
         None => kube::Config::infer().await.map_err(ClientError::Infer)?,
     };
     kube::Client::try_from(config).map_err(ClientError::Build)
+}
+
+/// Whether an API server of this version stores `status.loadBalancer.ingress[].ports` of
+/// Ingresses (added in Kubernetes 1.24). An older one drops the field from every write, so a
+/// policy that keeps ports would find every write off canonical and patch it forever.
+/// `minor` may carry a suffix (`"23+"` on some distributions); unparsable versions count as
+/// new, the common case.
+pub(crate) fn stores_ingress_ports(major: &str, minor: &str) -> bool {
+    let number = |s: &str| s.trim_start_matches('v').split(|c: char| !c.is_ascii_digit()).next()?.parse::<u32>().ok();
+    match (number(major), number(minor)) {
+        (Some(major), Some(minor)) => (major, minor) >= (1, 24),
+        _ => true,
+    }
+}
+
+/// [`stores_ingress_ports`] for the cluster `client` talks to; `None` if `/version` fails.
+pub(crate) async fn server_stores_ingress_ports(client: &kube::Client) -> Option<(bool, String)> {
+    let info = client.apiserver_version().await.ok()?;
+    Some((stores_ingress_ports(&info.major, &info.minor), info.git_version))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ingress_ports_arrived_in_1_24() {
+        let cases = [
+            ("1", "24", true),
+            ("1", "33", true),
+            ("1", "23", false),
+            ("1", "23+", false),
+            ("1", "21", false),
+            ("1", "24+", true),
+            ("2", "0", true),
+            ("", "", true),
+            ("1", "x", true),
+        ];
+        for (major, minor, want) in cases {
+            assert_eq!(super::stores_ingress_ports(major, minor), want, "{major}.{minor}");
+        }
+    }
 }

@@ -1,13 +1,14 @@
 //! Policies: which Ingresses are governed, where their canonical addresses come from, and what to
 //! do about a write that differs. Built and validated once, from flags or a YAML file.
 
-use std::{fmt, path::Path, str::FromStr};
+use std::{collections::BTreeMap, fmt, path::Path, str::FromStr};
 
 use serde::Deserialize;
 
 use crate::{
     address::{self, Address, AddressError, Addresses},
     names,
+    selector::{LabelSelector, SelectorError},
 };
 
 /// What to do with a governed write whose addresses are not the canonical ones.
@@ -80,6 +81,31 @@ impl FromStr for ServiceRef {
     }
 }
 
+/// The node-IP source: the nodes of the Running and Ready Pods in `namespace` that match
+/// `selector` (ingress-nginx without a publish Service).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodsRef {
+    pub namespace: String,
+    pub selector: LabelSelector,
+    /// Publish the nodes' `InternalIP`s even where they have `ExternalIP`s.
+    pub internal_ip: bool,
+}
+
+impl PodsRef {
+    /// What one Pod watch serves: the namespace and the selector text (the address kind is
+    /// applied at lookup, so two sources that differ only in it share a watch).
+    pub fn watch_key(&self) -> (String, String) {
+        (self.namespace.clone(), self.selector.to_string())
+    }
+}
+
+impl fmt::Display for PodsRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.internal_ip { "internal" } else { "external" };
+        write!(f, "pods {}/{{{}}} ({kind} node IPs)", self.namespace, self.selector)
+    }
+}
+
 /// Where a policy's canonical addresses come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -87,6 +113,8 @@ pub enum Source {
     Static(Vec<Address>),
     /// The addresses the Service publishes, read from a watch-fed cache.
     Service(ServiceRef),
+    /// The addresses of the nodes that run the controller's Ready Pods.
+    Pods(PodsRef),
 }
 
 impl fmt::Display for Source {
@@ -94,7 +122,24 @@ impl fmt::Display for Source {
         match self {
             Source::Static(list) => write!(f, "static [{}]", Addresses(list)),
             Source::Service(svc) => write!(f, "service {svc}"),
+            Source::Pods(pods) => pods.fmt(f),
         }
+    }
+}
+
+/// A policy's sources as they read in logs: `a + b`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SourceList<'a>(pub &'a [Source]);
+
+impl fmt::Display for SourceList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" + ")?;
+            }
+            s.fmt(f)?;
+        }
+        Ok(())
     }
 }
 
@@ -102,18 +147,80 @@ impl fmt::Display for Source {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClassScope {
     /// Matched against `spec.ingressClassName`, else the `kubernetes.io/ingress.class`
-    /// annotation. Empty: every Ingress, with or without a class.
+    /// annotation. Empty, with `controllers` empty too: every Ingress, with or without a class.
     pub classes: Vec<String>,
+    /// Matched against the `spec.controller` of the IngressClass the Ingress names.
+    pub controllers: Vec<String>,
     /// Also govern Ingresses that name no class.
     pub without_class: bool,
 }
 
+/// What the cluster says about one Ingress, beyond the write itself: the facts class and
+/// namespace matching need, read from watch-fed caches by the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subject<'a> {
+    pub namespace: &'a str,
+    pub class: Option<&'a str>,
+    /// `spec.controller` of the IngressClass named `class`, when it exists.
+    pub class_controller: Option<String>,
+    /// The default IngressClasses (annotation `ingressclass.kubernetes.io/is-default-class`),
+    /// each with its controller.
+    pub default_classes: Vec<(String, Option<String>)>,
+    /// The labels of the Ingress's Namespace; `None` when unknown.
+    pub namespace_labels: Option<BTreeMap<String, String>>,
+}
+
+/// Which rule made a policy govern an Ingress (what `explain` shows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClassRule {
+    /// The policy lists no class or controller: it governs every Ingress.
+    Everything,
+    /// The Ingress's class is listed in `ingressClasses`.
+    ClassName,
+    /// The Ingress's IngressClass names a controller in `controllerClasses`.
+    Controller(String),
+    /// A class-less Ingress, governed by `watchIngressWithoutClass`.
+    WithoutClass,
+    /// A class-less Ingress, governed because this default IngressClass is the policy's.
+    DefaultClass(String),
+}
+
+impl fmt::Display for ClassRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClassRule::Everything => f.write_str("the policy governs every class"),
+            ClassRule::ClassName => f.write_str("its class is in ingressClasses"),
+            ClassRule::Controller(c) => write!(f, "its IngressClass's controller {c} is in controllerClasses"),
+            ClassRule::WithoutClass => f.write_str("it names no class and watchIngressWithoutClass is set"),
+            ClassRule::DefaultClass(c) => write!(f, "it names no class and the default IngressClass {c} is governed"),
+        }
+    }
+}
+
 impl ClassScope {
-    pub fn matches(&self, class: Option<&str>) -> bool {
-        match class {
-            _ if self.classes.is_empty() => true,
-            Some(class) => self.classes.iter().any(|c| c == class),
-            None => self.without_class,
+    fn governs_everything(&self) -> bool {
+        self.classes.is_empty() && self.controllers.is_empty()
+    }
+
+    fn governs_class(&self, class: &str, controller: Option<&str>) -> Option<ClassRule> {
+        if self.classes.iter().any(|c| c == class) {
+            return Some(ClassRule::ClassName);
+        }
+        let controller = controller?;
+        self.controllers.iter().any(|c| c == controller).then(|| ClassRule::Controller(controller.to_owned()))
+    }
+
+    /// The rule by which this scope governs `subject`'s class, if any.
+    pub fn matches(&self, subject: &Subject<'_>) -> Option<ClassRule> {
+        if self.governs_everything() {
+            return Some(ClassRule::Everything);
+        }
+        match subject.class {
+            Some(class) => self.governs_class(class, subject.class_controller.as_deref()),
+            None if self.without_class => Some(ClassRule::WithoutClass),
+            None => subject.default_classes.iter().find_map(|(name, controller)| {
+                self.governs_class(name, controller.as_deref()).map(|_| ClassRule::DefaultClass(name.clone()))
+            }),
         }
     }
 }
@@ -122,10 +229,26 @@ impl ClassScope {
 pub struct Policy {
     pub name: String,
     pub scope: ClassScope,
-    pub source: Source,
+    /// Only Ingresses in Namespaces whose labels match (config only).
+    pub namespace_selector: Option<LabelSelector>,
+    /// Never empty; the canonical set is the union of what they resolve to.
+    pub sources: Vec<Source>,
     pub mode: Mode,
     pub keep_ports: bool,
     pub on_unresolved: OnUnresolved,
+}
+
+impl Policy {
+    /// The rule by which this policy governs `subject`, if it does. A Namespace whose labels
+    /// are unknown is not governed by a policy with a `namespaceSelector`.
+    pub fn matches(&self, subject: &Subject<'_>) -> Option<ClassRule> {
+        if let Some(selector) = &self.namespace_selector
+            && !subject.namespace_labels.as_ref().is_some_and(|labels| selector.matches(labels))
+        {
+            return None;
+        }
+        self.scope.matches(subject)
+    }
 }
 
 /// The validated set of policies; the first policy whose scope matches an Ingress governs it.
@@ -138,27 +261,91 @@ impl Policies {
         Ok(Policies(policies))
     }
 
-    pub fn governing(&self, class: Option<&str>) -> Option<&Policy> {
-        self.0.iter().find(|p| p.scope.matches(class))
+    /// The policy that governs `subject`: the first match in file order.
+    pub fn governing(&self, subject: &Subject<'_>) -> Option<&Policy> {
+        self.0.iter().find(|p| p.matches(subject).is_some())
+    }
+
+    /// Every policy that matches `subject`, in file order (more than one is a run-time overlap).
+    pub fn matching(&self, subject: &Subject<'_>) -> Vec<&Policy> {
+        self.0.iter().filter(|p| p.matches(subject).is_some()).collect()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Policy> {
         self.0.iter()
     }
 
+    /// The same policies with `keepPorts` off, for an API server that cannot store ports.
+    pub fn without_ports(self) -> Policies {
+        Policies(self.0.into_iter().map(|p| Policy { keep_ports: false, ..p }).collect())
+    }
+
+    /// Whether more than one policy could match an Ingress at run time.
+    pub fn several(&self) -> bool {
+        self.0.len() > 1
+    }
+
     /// Every distinct publish Service, each to be watched once.
     pub fn services(&self) -> Vec<ServiceRef> {
         let mut refs: Vec<ServiceRef> = self
-            .0
-            .iter()
-            .filter_map(|p| match &p.source {
+            .sources()
+            .filter_map(|s| match s {
                 Source::Service(svc) => Some(svc.clone()),
-                Source::Static(_) => None,
+                _ => None,
             })
             .collect();
         refs.sort();
         refs.dedup();
         refs
+    }
+
+    /// Every distinct node-IP source's Pod watch (namespace, selector).
+    pub fn pod_watches(&self) -> Vec<(String, String)> {
+        let mut keys: Vec<_> = self
+            .sources()
+            .filter_map(|s| match s {
+                Source::Pods(pods) => Some(pods.watch_key()),
+                _ => None,
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    fn sources(&self) -> impl Iterator<Item = &Source> {
+        self.0.iter().flat_map(|p| &p.sources)
+    }
+
+    /// Whether matching needs IngressClasses: a policy matches by controller, or could govern
+    /// class-less Ingresses through the default IngressClass.
+    pub fn need_ingress_classes(&self) -> bool {
+        self.0
+            .iter()
+            .any(|p| !p.scope.controllers.is_empty() || (!p.scope.classes.is_empty() && !p.scope.without_class))
+    }
+
+    /// Pairs of policies (earlier, later) that govern a common class in Namespaces whose
+    /// selectors are not provably disjoint: they overlap if a Namespace matches both, which is
+    /// counted at run time (the earlier wins). Logged at start-up.
+    pub fn possible_overlaps(&self) -> Vec<(&str, &str)> {
+        let mut pairs = Vec::new();
+        for (i, p) in self.0.iter().enumerate() {
+            for q in &self.0[..i] {
+                if let (Some(a), Some(b)) = (&q.namespace_selector, &p.namespace_selector)
+                    && class_clash(&p.scope, &q.scope).is_some()
+                    && !a.disjoint(b)
+                {
+                    pairs.push((q.name.as_str(), p.name.as_str()));
+                }
+            }
+        }
+        pairs
+    }
+
+    /// Whether matching needs Namespace labels.
+    pub fn need_namespaces(&self) -> bool {
+        self.0.iter().any(|p| p.namespace_selector.is_some())
     }
 }
 
@@ -188,6 +375,33 @@ pub struct OverlapError {
     why: String,
 }
 
+/// The node-IP source as written: `publishPods: {namespace, selector}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PodsSpec {
+    pub namespace: String,
+    pub selector: String,
+}
+
+/// One entry of `sources:`: exactly one of its source fields.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SourceSpec {
+    pub publish_service: Option<String>,
+    pub publish_status_address: Option<String>,
+    pub publish_pods: Option<PodsSpec>,
+    /// Overrides the policy's `reportNodeInternalIp` for this `publishPods` source.
+    pub report_node_internal_ip: Option<bool>,
+}
+
+/// `namespaceSelector:` as kubectl text or as a Kubernetes `LabelSelector` object.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum SelectorSpec {
+    Text(String),
+    Object(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector),
+}
+
 /// One policy as written, before validation: a YAML file's entry, or what the flags say.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -196,9 +410,17 @@ pub(crate) struct PolicySpec {
     #[serde(default)]
     pub ingress_classes: Vec<String>,
     #[serde(default)]
+    pub controller_classes: Vec<String>,
+    #[serde(default)]
     pub watch_ingress_without_class: bool,
+    pub namespace_selector: Option<SelectorSpec>,
     pub publish_service: Option<String>,
     pub publish_status_address: Option<String>,
+    pub publish_pods: Option<PodsSpec>,
+    #[serde(default)]
+    pub report_node_internal_ip: bool,
+    #[serde(default)]
+    pub sources: Vec<SourceSpec>,
     #[serde(default)]
     pub mode: Mode,
     #[serde(default)]
@@ -215,25 +437,89 @@ pub enum SpecError {
     EmptyName,
     #[error("{0:?}: class names must not be empty")]
     EmptyClass(String),
-    #[error("one of publishService or publishStatusAddress is required")]
+    #[error("{0:?}: controller names must not be empty")]
+    EmptyController(String),
+    #[error("one of publishService, publishStatusAddress, publishPods or sources is required")]
     NoSource,
-    #[error("and publishStatusAddress are mutually exclusive; set one")]
-    BothSources,
+    #[error("{0} and {1} are mutually exclusive; set one, or list both under sources to use their union")]
+    BothSources(&'static str, &'static str),
+    #[error("must list at least one source")]
+    EmptySources,
     #[error(transparent)]
     Service(ServiceRefError),
     #[error(transparent)]
     Static(AddressError),
+    #[error("{0:?} is not a valid namespace name (DNS-1123 label)")]
+    PodsNamespace(String),
+    #[error("must not be empty (it would select every Pod of the namespace)")]
+    EmptyPodsSelector,
+    #[error(transparent)]
+    PodsSelector(SelectorError),
+    #[error("applies only to a publishPods source")]
+    InternalIpWithoutPods,
+    #[error(transparent)]
+    NamespaceSelector(SelectorError),
+    /// An error in entry `index` of `sources`.
+    #[error("{error}")]
+    InSource { index: usize, error: Box<SpecError> },
 }
 
 impl SpecError {
     /// The field of the policy file at fault.
-    pub fn field(&self) -> &'static str {
+    pub fn field(&self) -> String {
         match self {
-            SpecError::EmptyName => "name",
-            SpecError::EmptyClass(_) => "ingressClasses",
-            SpecError::NoSource | SpecError::BothSources | SpecError::Service(_) => "publishService",
-            SpecError::Static(_) => "publishStatusAddress",
+            SpecError::EmptyName => "name".into(),
+            SpecError::EmptyClass(_) => "ingressClasses".into(),
+            SpecError::EmptyController(_) => "controllerClasses".into(),
+            SpecError::NoSource | SpecError::Service(_) => "publishService".into(),
+            SpecError::BothSources(first, _) => (*first).into(),
+            SpecError::EmptySources => "sources".into(),
+            SpecError::Static(_) => "publishStatusAddress".into(),
+            SpecError::PodsNamespace(_) => "publishPods.namespace".into(),
+            SpecError::EmptyPodsSelector | SpecError::PodsSelector(_) => "publishPods.selector".into(),
+            SpecError::InternalIpWithoutPods => "reportNodeInternalIp".into(),
+            SpecError::NamespaceSelector(_) => "namespaceSelector".into(),
+            SpecError::InSource { index, error } => format!("sources[{index}].{}", error.field()),
         }
+    }
+}
+
+impl SourceSpec {
+    /// Validates one source; `internal_ip` is the policy's `reportNodeInternalIp`.
+    fn build(self, internal_ip: bool) -> Result<Source, SpecError> {
+        let given = [
+            ("publishService", self.publish_service.is_some()),
+            ("publishStatusAddress", self.publish_status_address.is_some()),
+            ("publishPods", self.publish_pods.is_some()),
+        ];
+        let mut set = given.iter().filter(|(_, on)| *on).map(|(name, _)| *name);
+        if let (Some(first), Some(second)) = (set.next(), set.next()) {
+            return Err(SpecError::BothSources(first, second));
+        }
+        if self.publish_pods.is_none() && self.report_node_internal_ip == Some(true) {
+            return Err(SpecError::InternalIpWithoutPods);
+        }
+        if let Some(svc) = self.publish_service {
+            return Ok(Source::Service(svc.parse().map_err(SpecError::Service)?));
+        }
+        if let Some(list) = self.publish_status_address {
+            return Ok(Source::Static(address::parse_static_list(&list).map_err(SpecError::Static)?));
+        }
+        let Some(pods) = self.publish_pods else {
+            return Err(SpecError::NoSource);
+        };
+        if !names::is_dns1123_label(&pods.namespace) {
+            return Err(SpecError::PodsNamespace(pods.namespace));
+        }
+        let selector = LabelSelector::parse(&pods.selector).map_err(SpecError::PodsSelector)?;
+        if selector.is_empty() {
+            return Err(SpecError::EmptyPodsSelector);
+        }
+        Ok(Source::Pods(PodsRef {
+            namespace: pods.namespace,
+            selector,
+            internal_ip: self.report_node_internal_ip.unwrap_or(internal_ip),
+        }))
     }
 }
 
@@ -246,16 +532,60 @@ impl PolicySpec {
         if let Some(class) = self.ingress_classes.iter().find(|c| c.is_empty()) {
             return Err(SpecError::EmptyClass(class.clone()));
         }
-        let source = match (self.publish_service, self.publish_status_address) {
-            (Some(_), Some(_)) => return Err(SpecError::BothSources),
-            (Some(svc), None) => Source::Service(svc.parse().map_err(SpecError::Service)?),
-            (None, Some(list)) => Source::Static(address::parse_static_list(&list).map_err(SpecError::Static)?),
-            (None, None) => return Err(SpecError::NoSource),
+        if let Some(controller) = self.controller_classes.iter().find(|c| c.is_empty()) {
+            return Err(SpecError::EmptyController(controller.clone()));
+        }
+        let shorthand = SourceSpec {
+            publish_service: self.publish_service,
+            publish_status_address: self.publish_status_address,
+            publish_pods: self.publish_pods,
+            report_node_internal_ip: None,
+        };
+        let has_shorthand = shorthand.publish_service.is_some()
+            || shorthand.publish_status_address.is_some()
+            || shorthand.publish_pods.is_some();
+        let internal_ip = self.report_node_internal_ip;
+        let sources = if self.sources.is_empty() {
+            if internal_ip && shorthand.publish_pods.is_none() {
+                return Err(SpecError::InternalIpWithoutPods);
+            }
+            vec![shorthand.build(internal_ip)?]
+        } else if has_shorthand {
+            let first = [
+                ("publishService", shorthand.publish_service.is_some()),
+                ("publishStatusAddress", shorthand.publish_status_address.is_some()),
+                ("publishPods", shorthand.publish_pods.is_some()),
+            ]
+            .into_iter()
+            .find_map(|(name, on)| on.then_some(name))
+            .unwrap_or("publishService");
+            return Err(SpecError::BothSources(first, "sources"));
+        } else {
+            let mut built = Vec::with_capacity(self.sources.len());
+            for (index, spec) in self.sources.into_iter().enumerate() {
+                built.push(spec.build(internal_ip).map_err(|e| SpecError::InSource { index, error: Box::new(e) })?);
+            }
+            if internal_ip && !built.iter().any(|s| matches!(s, Source::Pods(_))) {
+                return Err(SpecError::InternalIpWithoutPods);
+            }
+            built
+        };
+        let namespace_selector = match self.namespace_selector {
+            None => None,
+            Some(SelectorSpec::Text(text)) => Some(LabelSelector::parse(&text).map_err(SpecError::NamespaceSelector)?),
+            Some(SelectorSpec::Object(obj)) => {
+                Some(LabelSelector::from_kube(obj).map_err(SpecError::NamespaceSelector)?)
+            }
         };
         Ok(Policy {
             name: self.name,
-            scope: ClassScope { classes: self.ingress_classes, without_class: self.watch_ingress_without_class },
-            source,
+            scope: ClassScope {
+                classes: self.ingress_classes,
+                controllers: self.controller_classes,
+                without_class: self.watch_ingress_without_class,
+            },
+            namespace_selector,
+            sources,
             mode: self.mode,
             keep_ports: self.keep_ports,
             on_unresolved: self.on_unresolved,
@@ -294,20 +624,41 @@ pub fn parse_file(path: &str, text: &str) -> Result<Policies, ConfigError> {
     Ok(Policies::new(policies)?)
 }
 
-/// Two policies must never claim the same Ingress, or which one wins would depend on file order.
+/// Why two class scopes certainly share Ingresses, whatever the cluster holds; `None` when
+/// they share none, or only through IngressClasses seen at run time (a class name on one side
+/// and its controller on the other, the default class).
+fn class_clash(p: &ClassScope, q: &ClassScope) -> Option<String> {
+    if p.governs_everything() || q.governs_everything() {
+        Some("one of them lists no ingressClasses or controllerClasses and so governs every Ingress".to_owned())
+    } else if let Some(c) = p.classes.iter().find(|c| q.classes.contains(c)) {
+        Some(format!("both govern class {c:?}"))
+    } else if let Some(c) = p.controllers.iter().find(|c| q.controllers.contains(c)) {
+        Some(format!("both govern controller {c:?}"))
+    } else if p.without_class && q.without_class {
+        Some("both set watchIngressWithoutClass".to_owned())
+    } else {
+        None
+    }
+}
+
+/// Two policies must never claim the same Ingress, or which one wins would depend on file
+/// order. What can be decided here is refused; what depends on IngressClasses and Namespace
+/// labels is counted at run time (the first policy wins).
 fn validate_overlaps(policies: &[Policy]) -> Result<(), OverlapError> {
     for (i, p) in policies.iter().enumerate() {
         for q in &policies[..i] {
-            let clash = if p.scope.classes.is_empty() || q.scope.classes.is_empty() {
-                Some("one of them lists no ingressClasses and so governs every Ingress".to_owned())
-            } else if let Some(c) = p.scope.classes.iter().find(|c| q.scope.classes.contains(c)) {
-                Some(format!("both govern class {c:?}"))
-            } else if p.scope.without_class && q.scope.without_class {
-                Some("both set watchIngressWithoutClass".to_owned())
-            } else {
-                None
+            let Some(class_why) = class_clash(&p.scope, &q.scope) else { continue };
+            let why = match (&q.namespace_selector, &p.namespace_selector) {
+                (None, None) => Some(class_why),
+                (Some(_), None) | (None, Some(_)) => Some(format!(
+                    "{class_why}, and one of them has no namespaceSelector, so it governs every namespace the other selects"
+                )),
+                (Some(a), Some(b)) if a == b => Some(format!("{class_why}, with the same namespaceSelector")),
+                // Disjoint selectors split the class between them; any other pair may or may
+                // not share a Namespace, which only its labels tell.
+                (Some(_), Some(_)) => None,
             };
-            if let Some(why) = clash {
+            if let Some(why) = why {
                 return Err(OverlapError { first: q.name.clone(), second: p.name.clone(), why });
             }
         }
@@ -319,23 +670,128 @@ fn validate_overlaps(policies: &[Policy]) -> Result<(), OverlapError> {
 mod tests {
     use super::*;
 
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(std::string::ToString::to_string).collect()
+    }
+
     fn scope(classes: &[&str], without_class: bool) -> ClassScope {
-        ClassScope { classes: classes.iter().map(std::string::ToString::to_string).collect(), without_class }
+        ClassScope { classes: strings(classes), controllers: Vec::new(), without_class }
+    }
+
+    fn by_controller(controllers: &[&str], classes: &[&str], without_class: bool) -> ClassScope {
+        ClassScope { classes: strings(classes), controllers: strings(controllers), without_class }
+    }
+
+    fn subject(class: Option<&str>) -> Subject<'_> {
+        Subject { namespace: "ns", class, ..Default::default() }
+    }
+
+    /// `class` names an IngressClass whose controller is `controller`; `defaults` are the
+    /// default IngressClasses with their controllers.
+    fn in_cluster<'a>(class: Option<&'a str>, controller: Option<&str>, defaults: &[(&str, &str)]) -> Subject<'a> {
+        Subject {
+            class_controller: controller.map(str::to_owned),
+            default_classes: defaults.iter().map(|(n, c)| ((*n).to_owned(), Some((*c).to_owned()))).collect(),
+            ..subject(class)
+        }
     }
 
     #[test]
     fn class_scope() {
+        const NGINX: &str = "k8s.io/ingress-nginx";
         let cases = [
-            ("no classes governs all", scope(&[], false), Some("x"), true),
-            ("no classes governs class-less", scope(&[], false), None, true),
-            ("listed class", scope(&["nginx"], false), Some("nginx"), true),
-            ("other class", scope(&["nginx"], false), Some("traefik"), false),
-            ("class-less not governed", scope(&["nginx"], false), None, false),
-            ("class-less governed on request", scope(&["nginx"], true), None, true),
-            ("without-class does not widen classes", scope(&["nginx"], true), Some("traefik"), false),
+            ("no classes governs all", scope(&[], false), subject(Some("x")), Some(ClassRule::Everything)),
+            ("no classes governs class-less", scope(&[], false), subject(None), Some(ClassRule::Everything)),
+            ("listed class", scope(&["nginx"], false), subject(Some("nginx")), Some(ClassRule::ClassName)),
+            ("other class", scope(&["nginx"], false), subject(Some("traefik")), None),
+            ("class-less not governed", scope(&["nginx"], false), subject(None), None),
+            ("class-less governed on request", scope(&["nginx"], true), subject(None), Some(ClassRule::WithoutClass)),
+            ("without-class does not widen classes", scope(&["nginx"], true), subject(Some("traefik")), None),
+            (
+                "controller of the Ingress's class",
+                by_controller(&[NGINX], &[], false),
+                in_cluster(Some("public"), Some(NGINX), &[]),
+                Some(ClassRule::Controller(NGINX.into())),
+            ),
+            (
+                "class of another controller",
+                by_controller(&[NGINX], &[], false),
+                in_cluster(Some("traefik"), Some("traefik.io/ingress-controller"), &[]),
+                None,
+            ),
+            (
+                "class without IngressClass object",
+                by_controller(&[NGINX], &[], false),
+                in_cluster(Some("public"), None, &[]),
+                None,
+            ),
+            (
+                "class name or controller, either is enough",
+                by_controller(&[NGINX], &["legacy"], false),
+                in_cluster(Some("legacy"), None, &[]),
+                Some(ClassRule::ClassName),
+            ),
+            (
+                "default class governed by name",
+                scope(&["nginx"], false),
+                in_cluster(None, None, &[("nginx", NGINX)]),
+                Some(ClassRule::DefaultClass("nginx".into())),
+            ),
+            (
+                "default class governed by controller",
+                by_controller(&[NGINX], &[], false),
+                in_cluster(None, None, &[("public", NGINX)]),
+                Some(ClassRule::DefaultClass("public".into())),
+            ),
+            (
+                "default class of another controller",
+                by_controller(&[NGINX], &[], false),
+                in_cluster(None, None, &[("traefik", "traefik.io/ingress-controller")]),
+                None,
+            ),
+            (
+                "default class does not apply to an Ingress with a class",
+                scope(&["nginx"], false),
+                in_cluster(Some("other"), None, &[("nginx", NGINX)]),
+                None,
+            ),
+            (
+                "without-class wins over the default class rule",
+                scope(&["nginx"], true),
+                in_cluster(None, None, &[("nginx", NGINX)]),
+                Some(ClassRule::WithoutClass),
+            ),
         ];
-        for (name, scope, class, want) in cases {
-            assert_eq!(scope.matches(class), want, "case {name}");
+        for (name, scope, subject, want) in cases {
+            assert_eq!(scope.matches(&subject), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn namespace_selector_rules() {
+        let policy = |selector: Option<&str>| Policy {
+            name: "p".into(),
+            scope: scope(&[], false),
+            namespace_selector: selector.map(|s| LabelSelector::parse(s).unwrap()),
+            sources: vec![Source::Static(vec![Address::hostname("lb.example")])],
+            mode: Mode::Enforce,
+            keep_ports: false,
+            on_unresolved: OnUnresolved::Allow,
+        };
+        let labels = |pairs: &[(&str, &str)]| -> Option<BTreeMap<String, String>> {
+            Some(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+        };
+        let cases = [
+            ("no selector, any namespace", policy(None), None, true),
+            ("labelled namespace", policy(Some("team=blue")), labels(&[("team", "blue")]), true),
+            ("other label", policy(Some("team=blue")), labels(&[("team", "green")]), false),
+            ("unlabelled namespace", policy(Some("team=blue")), labels(&[]), false),
+            ("unknown namespace is not governed", policy(Some("team notin (green)")), None, false),
+            ("notin matches unlabelled", policy(Some("team notin (green)")), labels(&[]), true),
+        ];
+        for (name, policy, namespace_labels, want) in cases {
+            let subject = Subject { namespace_labels, ..subject(Some("x")) };
+            assert_eq!(policy.matches(&subject).is_some(), want, "case {name}");
         }
     }
 
@@ -364,16 +820,111 @@ policies:
     onUnresolved: deny
 "#;
         let policies = parse_file("p.yaml", text).unwrap();
-        let public = policies.governing(Some("nginx")).unwrap();
+        let public = policies.governing(&subject(Some("nginx"))).unwrap();
         assert_eq!(public.name, "public");
-        assert_eq!(policies.governing(None).unwrap().name, "public");
-        let internal = policies.governing(Some("internal")).unwrap();
+        assert_eq!(policies.governing(&subject(None)).unwrap().name, "public");
+        let internal = policies.governing(&subject(Some("internal"))).unwrap();
         assert_eq!(internal.mode, Mode::Audit);
         assert_eq!(internal.on_unresolved, OnUnresolved::Deny);
         assert!(internal.keep_ports);
-        assert_eq!(internal.source.to_string(), "static [10.0.0.1,10.0.0.2]");
-        assert!(policies.governing(Some("traefik")).is_none());
+        assert_eq!(SourceList(&internal.sources).to_string(), "static [10.0.0.1,10.0.0.2]");
+        assert!(policies.governing(&subject(Some("traefik"))).is_none());
         assert_eq!(policies.services(), vec!["ingress-nginx/ingress-nginx-controller".parse().unwrap()]);
+        assert!(policies.need_ingress_classes(), "internal may govern class-less Ingresses through the default class");
+        assert!(!policies.need_namespaces());
+    }
+
+    #[test]
+    fn file_sources_classes_and_namespaces() {
+        let text = r#"
+policies:
+  - name: bare-metal
+    controllerClasses: [k8s.io/ingress-nginx]
+    namespaceSelector: "team in (blue)"
+    publishPods: {namespace: ingress-nginx, selector: "app.kubernetes.io/name=ingress-nginx"}
+    reportNodeInternalIp: true
+  - name: blue-green
+    ingressClasses: [nginx]
+    namespaceSelector:
+      matchExpressions: [{key: team, operator: NotIn, values: [blue]}]
+    sources:
+      - publishService: ingress/blue
+      - publishService: ingress/green
+      - publishStatusAddress: lb.example.com
+      - publishPods: {namespace: ingress, selector: app=edge}
+        reportNodeInternalIp: true
+"#;
+        let policies = parse_file("p.yaml", text).unwrap();
+        let all: Vec<&Policy> = policies.iter().collect();
+        assert_eq!(
+            SourceList(&all[0].sources).to_string(),
+            "pods ingress-nginx/{app.kubernetes.io/name=ingress-nginx} (internal node IPs)"
+        );
+        assert_eq!(all[0].namespace_selector.as_ref().unwrap().to_string(), "team in (blue)");
+        assert_eq!(
+            SourceList(&all[1].sources).to_string(),
+            "service ingress/blue + service ingress/green + static [lb.example.com] + pods ingress/{app=edge} (internal node IPs)"
+        );
+        assert_eq!(policies.services().len(), 2);
+        assert_eq!(
+            policies.pod_watches(),
+            [
+                ("ingress".to_owned(), "app=edge".to_owned()),
+                ("ingress-nginx".to_owned(), "app.kubernetes.io/name=ingress-nginx".to_owned())
+            ]
+        );
+        assert!(policies.need_ingress_classes() && policies.need_namespaces());
+        // Their classes meet only through an IngressClass at run time; their selectors are disjoint.
+        assert!(policies.possible_overlaps().is_empty());
+    }
+
+    #[test]
+    fn overlaps_refused_statically_or_left_to_run_time() {
+        let two = |a: &str, b: &str| {
+            format!(
+                "policies: [{{name: a, publishStatusAddress: 1.1.1.1, {a}}}, {{name: b, publishStatusAddress: 1.1.1.1, {b}}}]"
+            )
+        };
+        let refused = [
+            ("controllerClasses: [x]", "controllerClasses: [y, x]", "both govern controller \"x\""),
+            (
+                "ingressClasses: [n], namespaceSelector: team=a",
+                "ingressClasses: [n]",
+                "one of them has no namespaceSelector",
+            ),
+            (
+                "ingressClasses: [n], namespaceSelector: team=a",
+                "ingressClasses: [n], namespaceSelector: 'team = a'",
+                "same namespaceSelector",
+            ),
+        ];
+        for (a, b, want) in refused {
+            let err = parse_file("p.yaml", &two(a, b)).unwrap_err().to_string();
+            assert!(err.contains(want), "{a} / {b}: {err}");
+        }
+        let allowed = [
+            ("ingressClasses: [n], namespaceSelector: team=a", "ingressClasses: [n], namespaceSelector: team=b", false),
+            (
+                "ingressClasses: [n], namespaceSelector: team=a",
+                "ingressClasses: [n], namespaceSelector: '!team'",
+                false,
+            ),
+            (
+                "ingressClasses: [n], namespaceSelector: team=a",
+                "ingressClasses: [n], namespaceSelector: env=prod",
+                true,
+            ),
+            ("ingressClasses: [nginx]", "controllerClasses: [k8s.io/ingress-nginx]", false),
+            (
+                "ingressClasses: [nginx], watchIngressWithoutClass: true",
+                "controllerClasses: [k8s.io/ingress-nginx]",
+                false,
+            ),
+        ];
+        for (a, b, possible) in allowed {
+            let policies = parse_file("p.yaml", &two(a, b)).unwrap_or_else(|e| panic!("{a} / {b}: {e}"));
+            assert_eq!(!policies.possible_overlaps().is_empty(), possible, "{a} / {b}");
+        }
     }
 
     #[test]
@@ -382,12 +933,65 @@ policies:
             ("policies: []", "policies: must list at least one policy"),
             (
                 "policies: [{name: a}]",
-                "policies[0].publishService: one of publishService or publishStatusAddress is required",
+                "policies[0].publishService: one of publishService, publishStatusAddress, publishPods or sources is required",
+            ),
+            (
+                "policies: [{name: a, sources: [{publishService: a/b}, {}]}]",
+                "policies[0].sources[1].publishService: one of publishService",
+            ),
+            (
+                "policies: [{name: a, publishService: a/b, sources: [{publishService: a/c}]}]",
+                "policies[0].publishService: publishService and sources are mutually exclusive",
+            ),
+            (
+                "policies: [{name: a, sources: [{publishService: a/b, publishStatusAddress: 1.1.1.1}]}]",
+                "policies[0].sources[0].publishService: publishService and publishStatusAddress are mutually exclusive",
+            ),
+            (
+                "policies: [{name: a, sources: [{publishStatusAddress: 'x_y'}]}]",
+                "policies[0].sources[0].publishStatusAddress: \"x_y\" is neither",
+            ),
+            (
+                "policies: [{name: a, publishPods: {namespace: Ing, selector: app=x}}]",
+                "policies[0].publishPods.namespace: \"Ing\" is not a valid namespace name",
+            ),
+            (
+                "policies: [{name: a, publishPods: {namespace: ing, selector: ''}}]",
+                "policies[0].publishPods.selector: must not be empty",
+            ),
+            (
+                "policies: [{name: a, publishPods: {namespace: ing, selector: 'app in x'}}]",
+                "policies[0].publishPods.selector: \"app in x\": expected",
+            ),
+            ("policies: [{name: a, publishPods: {namespace: ing}}]", "missing field `selector`"),
+            (
+                "policies: [{name: a, publishService: a/b, reportNodeInternalIp: true}]",
+                "policies[0].reportNodeInternalIp: applies only to a publishPods source",
+            ),
+            (
+                "policies: [{name: a, reportNodeInternalIp: true, sources: [{publishService: a/b}]}]",
+                "policies[0].reportNodeInternalIp: applies only to a publishPods source",
+            ),
+            (
+                "policies: [{name: a, sources: [{publishService: a/b, reportNodeInternalIp: true}]}]",
+                "policies[0].sources[0].reportNodeInternalIp: applies only",
+            ),
+            (
+                "policies: [{name: a, controllerClasses: [''], publishService: a/b}]",
+                "policies[0].controllerClasses: \"\": controller names must not be empty",
+            ),
+            (
+                "policies: [{name: a, namespaceSelector: 'Team_=x', publishService: a/b}]",
+                "policies[0].namespaceSelector: \"Team_\" is not a valid label key",
+            ),
+            (
+                "policies: [{name: a, namespaceSelector: {matchExpressions: [{key: t, operator: Is}]}, publishService: a/b}]",
+                "policies[0].namespaceSelector: matchExpressions operator \"Is\"",
             ),
             ("policies: [{name: a, publishService: x}]", "policies[0].publishService: \"x\" must be NAMESPACE/NAME"),
             (
                 "policies: [{name: a, publishService: a/b, publishStatusAddress: 1.1.1.1}]",
-                "policies[0].publishService: and publishStatusAddress are mutually exclusive",
+                "policies[0].publishService: publishService and publishStatusAddress are mutually exclusive",
             ),
             (
                 "policies: [{name: a, publishStatusAddress: 'x_y'}]",
@@ -427,12 +1031,15 @@ policies:
             ..Default::default()
         };
         assert_eq!(spec(None, None).build().unwrap_err(), SpecError::NoSource);
-        assert_eq!(spec(Some("a/b"), Some("1.1.1.1")).build().unwrap_err(), SpecError::BothSources);
+        assert_eq!(
+            spec(Some("a/b"), Some("1.1.1.1")).build().unwrap_err(),
+            SpecError::BothSources("publishService", "publishStatusAddress")
+        );
         let err = spec(None, Some("1.1.1.1, bad_host")).build().unwrap_err();
         assert_eq!(err.field(), "publishStatusAddress");
         assert!(err.to_string().starts_with("\"bad_host\" is neither"), "{err}");
         assert_eq!(spec(Some("x"), None).build().unwrap_err().field(), "publishService");
-        assert_eq!(spec(Some("a/b"), None).build().unwrap().source.to_string(), "service a/b");
+        assert_eq!(SourceList(&spec(Some("a/b"), None).build().unwrap().sources).to_string(), "service a/b");
         let unnamed = PolicySpec { name: String::new(), ..spec(Some("a/b"), None) };
         assert_eq!(unnamed.build().unwrap_err(), SpecError::EmptyName);
     }

@@ -66,6 +66,12 @@ struct PolicyLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OverlapLabels {
+    first: Escaped,
+    second: Escaped,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServiceLabel {
     service: Escaped,
 }
@@ -126,6 +132,7 @@ pub struct Metrics {
     folded_writers: Counter,
     connections_refused: Family<ListenerLabel, Counter>,
     requests_refused: Family<ReasonLabel, Counter>,
+    overlaps: Family<OverlapLabels, Counter>,
 }
 
 /// Review outcomes, plus `error` for requests answered with an HTTP error.
@@ -207,6 +214,13 @@ impl Metrics {
             "Reloads of the --config file, by result (success, failed: the old policies stay)",
             reloads.clone(),
         );
+        // Labels are policy names from the configuration: bounded by it.
+        let overlaps = Family::<OverlapLabels, Counter>::default();
+        registry.register(
+            "policy_overlaps",
+            "Reviews of an Ingress that two policies match (seen only at run time: IngressClass controllers, the default class, Namespace labels); the first policy governs",
+            overlaps.clone(),
+        );
         let watch_errors = Counter::default();
         registry.register(
             "ingress_watch_errors",
@@ -255,6 +269,7 @@ impl Metrics {
             writers: Mutex::new(HashSet::new()),
             max_writers,
             folded_writers,
+            overlaps,
         }
     }
 
@@ -314,6 +329,10 @@ impl Metrics {
 
     pub fn request_refused(&self, reason: &'static str) {
         self.requests_refused.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    pub fn overlap(&self, first: &str, second: &str) {
+        self.overlaps.get_or_create(&OverlapLabels { first: Escaped::new(first), second: Escaped::new(second) }).inc();
     }
 
     pub fn event(&self, result: &'static str) {

@@ -66,14 +66,29 @@ pub(crate) struct ServiceWatches {
     client: Client,
     cache: Arc<SourceCache>,
     tasks: HashMap<ServiceRef, AbortHandle>,
+    /// The watches of the cache's inventory (IngressClasses, Namespaces, Pods, Nodes).
+    inventory: Option<AbortHandle>,
 }
 
 impl ServiceWatches {
-    /// Starts watching `services`. Must be called inside a tokio runtime.
-    pub(crate) fn start(client: Client, cache: Arc<SourceCache>, services: &[ServiceRef]) -> Self {
-        let mut watches = ServiceWatches { client, cache, tasks: HashMap::new() };
-        watches.sync(services);
+    /// Starts watching what `policies` need. Must be called inside a tokio runtime.
+    pub(crate) fn start(client: Client, cache: Arc<SourceCache>, policies: &Policies) -> Self {
+        let mut watches = ServiceWatches { client, cache, tasks: HashMap::new(), inventory: None };
+        watches.sync_policies(policies);
         watches
+    }
+
+    /// Makes the watches exactly those `policies` need: their publish Services, and the
+    /// inventory's watches (restarted when the needed cluster facts change).
+    pub(crate) fn sync_policies(&mut self, policies: &Policies) {
+        self.sync(&policies.services());
+        if self.cache.track_inventory(policies) || self.inventory.is_none() {
+            if let Some(old) = self.inventory.take() {
+                old.abort();
+            }
+            let task = tokio::spawn(self.cache.clone().watch_inventory(self.client.clone()));
+            self.inventory = Some(task.abort_handle());
+        }
     }
 
     /// Makes the set of watches exactly `services`.
@@ -98,6 +113,9 @@ impl ServiceWatches {
 
 impl Drop for ServiceWatches {
     fn drop(&mut self) {
+        if let Some(task) = &self.inventory {
+            task.abort();
+        }
         for task in self.tasks.values() {
             task.abort();
         }
@@ -158,6 +176,8 @@ pub(crate) struct Reload {
     pub(crate) watches: Option<ServiceWatches>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) pod_events: Option<PodEvents>,
+    /// The API server predates Ingress status ports: reloaded policies keep none either.
+    pub(crate) drops_ports: bool,
 }
 
 impl Reload {
@@ -188,7 +208,18 @@ impl Reload {
     }
 
     fn read(&self) -> Result<Policies, String> {
-        let policies = config::load_file(&self.path).map_err(|e| e.to_string())?;
+        let mut policies = config::load_file(&self.path).map_err(|e| e.to_string())?;
+        if self.drops_ports {
+            policies = policies.without_ports();
+        }
+        if self.watches.is_none()
+            && (!policies.pod_watches().is_empty() || policies.need_ingress_classes() || policies.need_namespaces())
+        {
+            return Err(format!(
+                "config file {}: its policies need IngressClasses, Namespaces or controller Pods, and there is no Kubernetes client to watch them (start with --kubeconfig or in a cluster)",
+                self.path.display()
+            ));
+        }
         if self.watches.is_none()
             && let Some(svc) = policies.services().first()
         {
@@ -201,14 +232,13 @@ impl Reload {
     }
 
     fn apply(&mut self, policies: Policies) {
-        let services = policies.services();
         for p in policies.iter() {
-            tracing::info!(policy = %p.name, source = %p.source, mode = %p.mode, "policy reloaded");
+            tracing::info!(policy = %p.name, sources = %config::SourceList(&p.sources), mode = %p.mode, "policy reloaded");
         }
         // Watches first: a Service new to the policies is then already being read (and
         // unresolved until synced, which the webhook treats as any unresolved source).
         if let Some(watches) = &mut self.watches {
-            watches.sync(&services);
+            watches.sync_policies(&policies);
         }
         self.store.replace(policies);
         self.metrics.config_reload("success");

@@ -716,8 +716,9 @@ mod tests {
     fn policies(mode: Mode) -> Policies {
         Policies::new(vec![Policy {
             name: "p".into(),
-            scope: ClassScope { classes: vec!["nginx".into()], without_class: false },
-            source: Source::Service("ns/lb".parse().unwrap()),
+            scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
+            namespace_selector: None,
+            sources: vec![Source::Service("ns/lb".parse().unwrap())],
             mode,
             keep_ports: false,
             on_unresolved: OnUnresolved::Allow,

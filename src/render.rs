@@ -219,9 +219,10 @@ mod tests {
             name: "p".into(),
             scope: ClassScope {
                 classes: classes.iter().map(std::string::ToString::to_string).collect(),
-                without_class: false,
+                ..Default::default()
             },
-            source,
+            namespace_selector: None,
+            sources: vec![source],
             mode,
             keep_ports: false,
             on_unresolved: OnUnresolved::Allow,

@@ -202,7 +202,7 @@ fn review(state: &AppState, body: &Bytes) -> Result<(Vec<u8>, &'static str), (St
     let verdict = review.decide(&policies, state.sources.as_ref());
     let bytes = render::render(&review, &verdict);
     let result = verdict.result();
-    report(state, review, verdict);
+    report(state, &policies, review, verdict);
     Ok((bytes, result))
 }
 
@@ -231,7 +231,13 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
 }
 
 /// Logs, counts and queues the Event for a decision; never waits.
-fn report(state: &AppState, review: wire::Review, verdict: Verdict<'_>) {
+fn report(state: &AppState, policies: &Policies, review: wire::Review, verdict: Verdict<'_>) {
+    if let (true, wire::Target::IngressStatus { write, .. }) = (policies.several(), &review.target)
+        && let Some((first, second)) = crate::decision::overlap(write, policies, state.sources.as_ref())
+    {
+        state.metrics.overlap(&first.name, &second.name);
+        tracing::warn!(uid = %review.uid, ingress_namespace = %write.namespace, ingress_name = %write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");
+    }
     match &verdict {
         Verdict::Ignored(what) => {
             tracing::warn!(uid = %review.uid, request = %what, "allowed a request the webhook should not receive");

@@ -1,8 +1,10 @@
 //! Where a policy's canonical addresses come from at request time: static lists held in the
-//! policy, and publish Services held in watch-fed caches. The request path only reads memory.
+//! policy, publish Services held in watch-fed caches, and (through [`Inventory`]) the node-IP
+//! source and the cluster facts class and namespace matching need. The request path only
+//! reads memory.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     sync::{Arc, RwLock},
     time::{Duration, Instant},
 };
@@ -16,7 +18,9 @@ use kube::{
 
 use crate::{
     address::{Address, Addresses},
-    config::{Policies, Policy, ServiceRef, Source},
+    config::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
+    inventory::Inventory,
+    nodeip::NodeIpError,
     service::{self, ServiceError},
 };
 
@@ -29,6 +33,13 @@ pub enum Unresolved {
     Missing(ServiceRef),
     #[error("Service {0} {1}")]
     Service(ServiceRef, ServiceError),
+    #[error("{0}: not watched yet")]
+    PodsNotSynced(String),
+    #[error("{0}: {1}")]
+    Pods(String, NodeIpError),
+    /// Every source of a policy with several is unresolved.
+    #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    All(Vec<Unresolved>),
 }
 
 /// What a cache holds for one Service: its addresses with ports kept (policies that drop ports
@@ -55,45 +66,114 @@ pub trait Sources: Send + Sync {
         Vec::new()
     }
 
-    fn canonical(&self, policy: &Policy) -> Result<Vec<Address>, Unresolved> {
-        let with_ports = match &policy.source {
-            Source::Static(list) => return Ok(list.clone()),
-            Source::Service(svc) => self.service(svc)?,
-        };
-        if policy.keep_ports || with_ports.iter().all(|a| a.ports.is_empty()) {
-            return Ok(with_ports);
+    /// The node-IP source's addresses (section 1 of DESIGN.md).
+    fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
+        Err(Unresolved::PodsNotSynced(pods.to_string()))
+    }
+
+    /// `spec.controller` of the IngressClass `class`, if it is known.
+    fn ingress_class_controller(&self, _class: &str) -> Option<String> {
+        None
+    }
+
+    /// The names of the IngressClasses annotated as the cluster default.
+    fn default_ingress_classes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The labels of Namespace `namespace`, if it is known.
+    fn namespace_labels(&self, _namespace: &str) -> Option<BTreeMap<String, String>> {
+        None
+    }
+
+    /// One source's addresses, ports as the source gives them.
+    fn source(&self, source: &Source) -> Result<Vec<Address>, Unresolved> {
+        match source {
+            Source::Static(list) => Ok(list.clone()),
+            Source::Service(svc) => self.service(svc),
+            Source::Pods(pods) => self.pods(pods),
         }
-        let stripped = with_ports.into_iter().map(|a| Address { ports: Vec::new(), ..a }).collect();
-        Ok(crate::address::canonicalize(stripped))
+    }
+
+    /// The union of the policy's sources, canonical. Unresolved only when every source is;
+    /// when only some are, the others are used and a warning is logged.
+    fn canonical(&self, policy: &Policy) -> Result<Vec<Address>, Unresolved> {
+        let (mut all, mut failed) = (Vec::new(), Vec::new());
+        for source in &policy.sources {
+            match self.source(source) {
+                Ok(addrs) => all.extend(addrs),
+                Err(e) => failed.push(e),
+            }
+        }
+        if failed.len() == policy.sources.len() {
+            return Err(if failed.len() == 1 { failed.remove(0) } else { Unresolved::All(failed) });
+        }
+        for e in &failed {
+            tracing::warn!(policy = %policy.name, sources = %SourceList(&policy.sources), unresolved = %e, "some sources of the policy are unresolved; publishing the others");
+        }
+        if !policy.keep_ports {
+            for a in &mut all {
+                a.ports.clear();
+            }
+        }
+        Ok(crate::address::canonicalize(all))
     }
 }
 
 /// In-memory state of every publish Service, updated by one watch per Service
-/// ([`SourceCache::watch_service`]).
+/// ([`SourceCache::watch_service`]), and the [`Inventory`] of cluster facts the policies need.
 #[derive(Debug)]
 pub struct SourceCache {
     entries: RwLock<HashMap<ServiceRef, Entry>>,
     heard: RwLock<HashMap<ServiceRef, Instant>>,
     /// Counts changes of any Service's entry, so the reconciler knows when canonical addresses
     /// may have moved without polling.
-    generation: tokio::sync::watch::Sender<u64>,
+    generation: Arc<tokio::sync::watch::Sender<u64>>,
     /// Set once every Service of the start-up policies was read: a reload that adds a Service
     /// must not take a serving webhook out of its endpoints.
     synced_once: std::sync::atomic::AtomicBool,
+    /// The IngressClasses, Namespaces, controller Pods and Nodes the policies need; replaced
+    /// when a reload changes what is needed ([`SourceCache::track_inventory`]).
+    inventory: RwLock<Arc<Inventory>>,
 }
 
 impl SourceCache {
     pub fn new(policies: &Policies) -> Arc<Self> {
         let entries = policies.services().into_iter().map(|svc| (svc, Entry::NotSynced)).collect();
+        let generation = Arc::new(tokio::sync::watch::Sender::new(0));
         Arc::new(SourceCache {
             entries: RwLock::new(entries),
             heard: RwLock::default(),
-            generation: tokio::sync::watch::Sender::new(0),
+            inventory: RwLock::new(Inventory::new(policies, generation.clone())),
+            generation,
             synced_once: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Changes whenever some Service's addresses (or resolvability) change.
+    fn inventory(&self) -> Arc<Inventory> {
+        self.inventory.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the inventory when `policies` need other cluster facts than it holds; returns
+    /// whether it did (its watches must then be started: [`SourceCache::watch_inventory`]).
+    pub(crate) fn track_inventory(&self, policies: &Policies) -> bool {
+        let mut current = self.inventory.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if current.serves(policies) {
+            return false;
+        }
+        *current = Inventory::new(policies, self.generation.clone());
+        drop(current);
+        self.generation.send_modify(|g| *g += 1);
+        true
+    }
+
+    /// Runs the current inventory's watches until the task is aborted.
+    pub(crate) async fn watch_inventory(self: Arc<Self>, client: Client) {
+        self.inventory().run(client).await;
+    }
+
+    /// Changes whenever some Service's addresses (or resolvability), or a cluster fact of the
+    /// inventory, change.
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.generation.subscribe()
     }
@@ -180,11 +260,30 @@ impl Sources for SourceCache {
         if self.synced_once.load(Ordering::Relaxed) {
             return true;
         }
-        let synced = self.read().values().all(|e| *e != Entry::NotSynced);
+        let synced = self.read().values().all(|e| *e != Entry::NotSynced) && self.inventory().synced();
         if synced {
             self.synced_once.store(true, Ordering::Relaxed);
         }
         synced
+    }
+
+    fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
+        match self.inventory().pods(pods) {
+            None => Err(Unresolved::PodsNotSynced(pods.to_string())),
+            Some(result) => result.map_err(|e| Unresolved::Pods(pods.to_string(), e)),
+        }
+    }
+
+    fn ingress_class_controller(&self, class: &str) -> Option<String> {
+        self.inventory().ingress_class_controller(class)
+    }
+
+    fn default_ingress_classes(&self) -> Vec<String> {
+        self.inventory().default_ingress_classes()
+    }
+
+    fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
+        self.inventory().namespace_labels(namespace)
     }
 
     fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {

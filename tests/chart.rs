@@ -439,7 +439,7 @@ async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
             })
             .cloned(),
     );
-    assert_eq!(objects.len(), 11, "namespaces, the webhook's identity and its RBAC");
+    assert_eq!(objects.len(), 13, "namespaces, the webhook's identity and its RBAC");
     let file = t.cluster.scratch_dir("chart-rbac").join("objects.json");
     std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()).unwrap();
     kubectl_ok(t.cluster, &["apply", "-f", &file.display().to_string()]);

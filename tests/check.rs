@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 
 use support::{Class, TestEnv, create_ingress, stored, write_status};
 
-/// A group that may only read Ingresses and Services: all `check` and `explain` need.
+/// A group that may only read Ingresses, Services and IngressClasses: all `check` and `explain`
+/// need for policies that name classes (a class policy may govern class-less Ingresses through
+/// the default IngressClass).
 const READERS: &str = "isg-e2e:check-readers";
 const CANONICAL: [&str; 2] = ["203.0.113.10", "203.0.113.20"];
 
@@ -41,7 +43,8 @@ fn run(args: &[&str]) -> Run {
     run
 }
 
-/// Grants `READERS` get/list on Ingresses and get on Services (once per API server) and
+/// Grants `READERS` get/list on Ingresses, get on Services and list on IngressClasses (once per
+/// API server) and
 /// returns a kubeconfig of a user in that group.
 async fn reader_kubeconfig(t: &TestEnv) -> std::path::PathBuf {
     let role: ClusterRole = serde_json::from_value(json!({
@@ -49,6 +52,7 @@ async fn reader_kubeconfig(t: &TestEnv) -> std::path::PathBuf {
         "rules": [
             {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list"]},
             {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingressclasses"], "verbs": ["list"]},
         ]
     }))
     .unwrap();
@@ -244,6 +248,7 @@ async fn explain_names_the_policy_the_source_and_the_canonical_value() {
     };
     assert!(line("Class").contains(&format!("{class:?} (from annotation kubernetes.io/ingress.class)")));
     assert!(line("Policy").contains("\"edge\" (mode deny;"), "{}", out.stdout);
+    assert!(line("Rule").ends_with("governed because its class is in ingressClasses"), "{}", out.stdout);
     assert!(line("Source").ends_with(&format!("service {}/edge", t.ns)), "{}", out.stdout);
     assert!(
         line("Resolved").ends_with(

@@ -57,10 +57,52 @@ fn resolve_service_manifests_from_stdin() {
     );
 }
 
+/// `resolve` shows the node-IP source offline, over a List and further YAML documents of Pods
+/// and Nodes (what `kubectl get pods,nodes -o yaml` prints).
+#[test]
+fn resolve_node_ips_from_pods_and_nodes() {
+    let manifest = r#"
+apiVersion: v1
+kind: List
+items:
+- kind: Pod
+  metadata: {name: c1, namespace: ing, labels: {app: c}}
+  spec: {nodeName: n1}
+  status: {phase: Running, conditions: [{type: Ready, status: "True"}]}
+- kind: Pod
+  metadata: {name: c2, namespace: ing, labels: {app: c}}
+  spec: {nodeName: n2}
+  status: {phase: Running, conditions: [{type: Ready, status: "False"}]}
+- kind: Pod
+  metadata: {name: other, namespace: ing, labels: {app: other}}
+  spec: {nodeName: n2}
+  status: {phase: Running, conditions: [{type: Ready, status: "True"}]}
+---
+kind: Node
+metadata: {name: n1}
+status: {addresses: [{type: InternalIP, address: 10.0.0.1}, {type: ExternalIP, address: 203.0.113.1}]}
+---
+kind: Node
+metadata: {name: n2}
+status: {addresses: [{type: ExternalIP, address: 203.0.113.2}]}
+"#;
+    let args = ["resolve", "-f", "-", "--publish-pods-namespace", "ing", "--publish-pods-selector", "app=c"];
+    let out = run(&args, Some(manifest));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json, serde_json::json!([{"ip": "203.0.113.1"}]), "only the Ready pod's node, its ExternalIP");
+
+    let mut internal = args.to_vec();
+    internal.push("--report-node-internal-ip-address");
+    let out = run(&internal, Some(manifest));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json, serde_json::json!([{"ip": "10.0.0.1"}]));
+}
+
 #[test]
 fn bad_input_gets_a_precise_message_and_a_failure_exit() {
     let headless = "kind: Service\nmetadata: {name: hl}\nspec: {clusterIP: None}\n";
-    let cases: [(&[&str], Option<&str>, &str); 13] = [
+    let cases: [(&[&str], Option<&str>, &str); 20] = [
         (
             &["resolve", "--publish-status-address", "10.0.0.1,bad_host"],
             None,
@@ -74,7 +116,38 @@ fn bad_input_gets_a_precise_message_and_a_failure_exit() {
         (
             &["serve", "--admin-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0"],
             None,
-            "no address source: pass --publish-service NAMESPACE/NAME, --publish-status-address LIST or --config FILE",
+            "no address source: pass --publish-service NAMESPACE/NAME, --publish-status-address LIST, --publish-pods-namespace NS with --publish-pods-selector SELECTOR, or --config FILE",
+        ),
+        (
+            &["serve", "--publish-pods-namespace", "Ingress", "--publish-pods-selector", "app=x"],
+            None,
+            "--publish-pods-namespace: \"Ingress\" is not a valid namespace name",
+        ),
+        (
+            &["serve", "--publish-pods-namespace", "ingress", "--publish-pods-selector", "app in x"],
+            None,
+            "--publish-pods-selector \"app in x\": \"app in x\": expected KEY",
+        ),
+        (&["serve", "--publish-pods-namespace", "ingress"], None, "--publish-pods-selector <PUBLISH_PODS_SELECTOR>"),
+        (
+            &["serve", "--publish-status-address", "10.0.0.1", "--report-node-internal-ip-address"],
+            None,
+            "--publish-pods-namespace <PUBLISH_PODS_NAMESPACE>",
+        ),
+        (
+            &["serve", "--publish-status-address", "10.0.0.1", "--controller-class="],
+            None,
+            "--controller-class: \"\": controller names must not be empty",
+        ),
+        (
+            &["resolve", "-f", "-", "--publish-pods-namespace", "ing", "--publish-pods-selector", "app=c"],
+            Some("kind: Service\nmetadata: {name: x}\n"),
+            "<stdin>: object 1: kind is \"Service\"; expected Pod or Node",
+        ),
+        (
+            &["resolve", "-f", "-", "--publish-pods-namespace", "ing", "--publish-pods-selector", "app=c"],
+            Some("kind: Pod\nmetadata: {name: p, namespace: ing, labels: {app: c}}\n"),
+            "<stdin>: pods ing/{app=c} (external node IPs): no Running and Ready pod matches",
         ),
         (
             &["serve", "--publish-service", "just-a-name"],

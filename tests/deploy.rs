@@ -8,6 +8,9 @@
 //!   ServiceAccount with exactly their Roles and ClusterRoles, watches its publish Service,
 //!   takes its Lease, reconciles a stale Ingress status and writes Events, with no forbidden
 //!   error in its log; and nothing more (no spec patch, no status update, no other Lease);
+//! - with `manifests/extras/rbac-node-ips-and-namespaces.yaml` too, a policy with a node-IP
+//!   source, a controller class and a namespaceSelector needs nothing more, and gets only
+//!   list/watch;
 //! - `certs bootstrap`, run with the self-signed overlay's Job arguments as its ServiceAccount,
 //!   creates the serving Secret, patches the caBundle, leaves both alone when valid, and renews.
 
@@ -311,11 +314,17 @@ fn the_rendered_objects_are_what_the_docs_promise() {
         assert_eq!(
             find_kind(&docs, "Role").len() + find_kind(&docs, "ClusterRole").len(),
             match dir {
-                "overlays/self-signed" => 5,
-                "examples/ingress-nginx" => 6,
-                _ => 3,
+                "overlays/self-signed" => 6,
+                "examples/ingress-nginx" => 7,
+                _ => 4,
             },
             "{dir}: no RBAC beyond what is listed"
+        );
+        let classes = find(&docs, "ClusterRole", "ingress-status-guard-ingressclasses");
+        assert_eq!(
+            classes["rules"],
+            json!([{"apiGroups": ["networking.k8s.io"], "resources": ["ingressclasses"], "verbs": ["list", "watch"]}]),
+            "{dir}"
         );
 
         match dir {
@@ -492,7 +501,7 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
         })
         .cloned()
         .collect();
-    assert_eq!(objects.len(), 9, "the webhook's identity and its RBAC");
+    assert_eq!(objects.len(), 11, "the webhook's identity and its RBAC");
     apply(t.cluster, &objects);
 
     // The publish Service of the manifests' policy file, with a load balancer address.
@@ -572,5 +581,93 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     // The log is the one this webhook wrote (the finding behind the Event is in it), so the
     // absence below means something.
     assert!(log.contains("rogue status write") && log.contains("publish Service resolved"), "{log}");
+    assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
+}
+
+/// The extra RBAC for node IPs and namespace selectors, on top of the base: the webhook runs as
+/// the manifests' ServiceAccount with a policy that needs every cache (controller Pods, Nodes,
+/// IngressClasses, Namespaces), gets ready and rewrites a write to the node's address, with no
+/// forbidden error; and that identity may only list and watch.
+#[tokio::test]
+async fn the_extra_rbac_is_all_node_ips_and_namespace_selectors_need() {
+    use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+    let t = TestEnv::new("deploy-extras").await;
+    prerequisites(t.cluster).await;
+    let rbac = |docs: Vec<Value>| -> Vec<Value> {
+        docs.into_iter()
+            .filter(|d| {
+                ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                    .contains(&d["kind"].as_str().unwrap())
+            })
+            .collect()
+    };
+    let extras_file = manifests("extras/rbac-node-ips-and-namespaces.yaml");
+    let text = std::fs::read_to_string(&extras_file).unwrap();
+    let extras: Vec<Value> = serde_norway::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .filter(|v| !v.is_null())
+        .collect();
+    for rule in extras
+        .iter()
+        .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")
+        .flat_map(|d| d["rules"].as_array().unwrap())
+    {
+        assert_eq!(rule["verbs"], json!(["list", "watch"]), "{rule}");
+    }
+    let mut objects = rbac(render("base"));
+    objects.extend(rbac(extras));
+    apply(t.cluster, &objects);
+
+    // A controller Pod, Ready on a Node, in the namespace the extra Role names.
+    let node_name = format!("{}-node", t.ns);
+    let nodes: Api<Node> = Api::all(t.admin.clone());
+    nodes
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": node_name}})).unwrap())
+        .await
+        .unwrap();
+    let addresses = json!({"status": {"addresses": [{"type": "ExternalIP", "address": "203.0.113.70"}]}});
+    nodes.patch_status(&node_name, &PatchParams::default(), &Patch::Merge(&addresses)).await.unwrap();
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "ingress-nginx"}});
+    apply(t.cluster, &[sa]);
+    let pods: Api<Pod> = Api::namespaced(t.admin.clone(), "ingress-nginx");
+    let pod_name = format!("{}-ctrl", t.ns);
+    let pod = json!({"metadata": {"name": pod_name, "labels": {"isg-test": t.ns}},
+        "spec": {"nodeName": node_name, "automountServiceAccountToken": false,
+                 "containers": [{"name": "c", "image": "registry.invalid/controller:1"}]}});
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+    let ready = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+    pods.patch_status(&pod_name, &PatchParams::default(), &Patch::Merge(&ready)).await.unwrap();
+    Api::<Namespace>::all(t.admin.clone())
+        .patch(&t.ns, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"isg-team": "blue"}}})))
+        .await
+        .unwrap();
+
+    let kubeconfig = t.cluster.kubeconfig_for(WEBHOOK_SA, Some("system:serviceaccounts"));
+    let narrow = support::cluster::client_from(&kubeconfig).await;
+    let forbidden = |r: Result<(), kube::Error>, what: &str| {
+        assert!(matches!(&r, Err(kube::Error::Api(s)) if s.code == 403), "{what} must be forbidden: {r:?}");
+    };
+    forbidden(
+        Api::<Pod>::namespaced(narrow.clone(), &t.ns).list(&Default::default()).await.map(|_| ()),
+        "Pods elsewhere",
+    );
+    forbidden(Api::<Pod>::namespaced(narrow.clone(), "ingress-nginx").get(&pod_name).await.map(|_| ()), "get of a Pod");
+    forbidden(Api::<Node>::all(narrow.clone()).get(&node_name).await.map(|_| ()), "get of a Node");
+    forbidden(
+        Api::<Secret>::namespaced(narrow, "ingress-nginx").list(&Default::default()).await.map(|_| ()),
+        "Secrets",
+    );
+
+    let config = format!(
+        "policies:\n  - name: bare-metal\n    controllerClasses: [example.com/{ns}]\n    ingressClasses: [{ns}]\n    namespaceSelector: isg-team=blue\n    publishPods: {{namespace: ingress-nginx, selector: isg-test={ns}}}\n",
+        ns = t.ns
+    );
+    let config_file = t.cluster.scratch_dir("deploy-extras-config").join("config.yaml");
+    std::fs::write(&config_file, config).unwrap();
+    let config_arg = format!("--config={}", config_file.display());
+    let webhook = Webhook::start(t.cluster, &t.ns, &kubeconfig, &[&config_arg]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field(&t.ns), &["203.0.113.70"]).await;
+    let log = webhook.log();
+    assert!(log.contains("watch synced") && log.contains("Nodes"), "{log}");
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
 }

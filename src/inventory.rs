@@ -1,0 +1,228 @@
+//! Watch-fed caches of what class matching, namespace matching and the node-IP source need:
+//! IngressClasses (controller, default flag), Namespace labels, controller Pods (one watch per
+//! node-IP source: namespace plus label selector) and Node addresses. Each watch starts only
+//! when a policy needs it, and each cache keeps only the few fields it needs.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt::Debug,
+    sync::{Arc, RwLock},
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::{
+    core::v1::{Namespace, Node, Pod},
+    networking::v1::IngressClass,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    runtime::{WatchStreamExt, watcher},
+};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::{
+    address::Address,
+    config::{PodsRef, Policies},
+    nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
+};
+
+/// The annotation that marks the cluster's default IngressClass.
+const DEFAULT_CLASS: &str = "ingressclass.kubernetes.io/is-default-class";
+
+/// Nodes per list page of the Node watch.
+const NODE_PAGE_SIZE: u32 = 100;
+
+/// What is kept of one IngressClass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClassFacts {
+    controller: String,
+    default: bool,
+}
+
+/// One watched collection, keyed by object name: `None` until the first list completes.
+#[derive(Debug)]
+struct Store<V>(RwLock<Option<HashMap<String, V>>>);
+
+impl<V> Default for Store<V> {
+    fn default() -> Self {
+        Store(RwLock::new(None))
+    }
+}
+
+impl<V: Clone + PartialEq> Store<V> {
+    fn read<T>(&self, f: impl FnOnce(Option<&HashMap<String, V>>) -> T) -> T {
+        f(self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref())
+    }
+
+    fn synced(&self) -> bool {
+        self.read(|m| m.is_some())
+    }
+
+    fn write(&self, f: impl FnOnce(&mut Option<HashMap<String, V>>)) {
+        f(&mut self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner));
+    }
+
+    /// Feeds the store from a watch until it ends (never, short of shutdown: errors are
+    /// retried with backoff while the last known state stays in place).
+    async fn follow<K>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        what: &str,
+        project: impl Fn(&K) -> V,
+        changed: &watch::Sender<u64>,
+    ) where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    {
+        let mut fresh: HashMap<String, V> = HashMap::new();
+        let mut events = watcher(api, config).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => fresh = HashMap::new(),
+                Ok(watcher::Event::InitApply(obj)) => {
+                    fresh.insert(obj.name_any(), project(&obj));
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let done = std::mem::take(&mut fresh);
+                    tracing::info!(watch = what, objects = done.len(), "watch synced");
+                    self.write(|m| *m = Some(done));
+                    changed.send_modify(|g| *g += 1);
+                }
+                Ok(watcher::Event::Apply(obj)) => {
+                    let value = project(&obj);
+                    let mut moved = false;
+                    self.write(|m| {
+                        let old = m.get_or_insert_with(HashMap::new).insert(obj.name_any(), value.clone());
+                        moved = old.as_ref() != Some(&value);
+                    });
+                    // Heartbeats and unrelated fields change objects all the time; only a
+                    // change of what is kept is news.
+                    if moved {
+                        changed.send_modify(|g| *g += 1);
+                    }
+                }
+                Ok(watcher::Event::Delete(obj)) => {
+                    self.write(|m| {
+                        if let Some(m) = m {
+                            m.remove(&obj.name_any());
+                        }
+                    });
+                    changed.send_modify(|g| *g += 1);
+                }
+                Err(e) => tracing::warn!(watch = what, error = %e, "watch failed; retrying"),
+            }
+        }
+    }
+}
+
+/// Every cache a policy set needs; the others stay empty and count as synced.
+#[derive(Debug)]
+pub(crate) struct Inventory {
+    classes: Option<Store<ClassFacts>>,
+    namespaces: Option<Store<BTreeMap<String, String>>>,
+    /// One store per (namespace, selector) of a node-IP source.
+    pods: HashMap<(String, String), Store<PodFacts>>,
+    nodes: Option<Store<NodeAddrs>>,
+    /// Bumped whenever what is kept changes, so a consumer (the reconciler) judges again.
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl Inventory {
+    pub(crate) fn new(policies: &Policies, changed: Arc<watch::Sender<u64>>) -> Arc<Self> {
+        let pods: HashMap<_, _> = policies.pod_watches().into_iter().map(|key| (key, Store::default())).collect();
+        let nodes = (!pods.is_empty()).then(Store::default);
+        Arc::new(Inventory {
+            classes: policies.need_ingress_classes().then(Store::default),
+            namespaces: policies.need_namespaces().then(Store::default),
+            pods,
+            nodes,
+            changed,
+        })
+    }
+
+    /// Whether this inventory holds exactly what `policies` need.
+    pub(crate) fn serves(&self, policies: &Policies) -> bool {
+        let mut mine: Vec<_> = self.pods.keys().cloned().collect();
+        mine.sort();
+        self.classes.is_some() == policies.need_ingress_classes()
+            && self.namespaces.is_some() == policies.need_namespaces()
+            && mine == policies.pod_watches()
+    }
+
+    pub(crate) fn synced(&self) -> bool {
+        self.classes.as_ref().is_none_or(Store::synced)
+            && self.namespaces.as_ref().is_none_or(Store::synced)
+            && self.nodes.as_ref().is_none_or(Store::synced)
+            && self.pods.values().all(Store::synced)
+    }
+
+    /// Runs every needed watch until the task is aborted.
+    pub(crate) async fn run(self: Arc<Self>, client: Client) {
+        let mut watches: Vec<futures::future::BoxFuture<'_, ()>> = Vec::new();
+        if let Some(store) = &self.classes {
+            let api: Api<IngressClass> = Api::all(client.clone());
+            watches.push(Box::pin(store.follow(
+                api,
+                watcher::Config::default(),
+                "IngressClasses",
+                |c: &IngressClass| ClassFacts {
+                    controller: c.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default(),
+                    default: c.annotations().get(DEFAULT_CLASS).is_some_and(|v| v == "true"),
+                },
+                &self.changed,
+            )));
+        }
+        if let Some(store) = &self.namespaces {
+            let api: Api<Namespace> = Api::all(client.clone());
+            watches.push(Box::pin(store.follow(
+                api,
+                watcher::Config::default(),
+                "Namespaces",
+                |n: &Namespace| n.labels().clone(),
+                &self.changed,
+            )));
+        }
+        if let Some(store) = &self.nodes {
+            let api: Api<Node> = Api::all(client.clone());
+            // Node objects are large (images, conditions) and only their addresses are kept:
+            // small list pages bound the transient peak of the initial list.
+            let config = watcher::Config::default().page_size(NODE_PAGE_SIZE);
+            watches.push(Box::pin(store.follow(api, config, "Nodes", NodeAddrs::of, &self.changed)));
+        }
+        for ((namespace, selector), store) in &self.pods {
+            let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+            let config = watcher::Config::default().labels(selector);
+            watches.push(Box::pin(store.follow(api, config, "Pods", PodFacts::of, &self.changed)));
+        }
+        if watches.is_empty() {
+            return futures::future::pending().await;
+        }
+        futures::future::join_all(watches).await;
+    }
+
+    /// The node-IP source's addresses; `None` until its Pod and Node watches have synced.
+    pub(crate) fn pods(&self, pods: &PodsRef) -> Option<Result<Vec<Address>, NodeIpError>> {
+        let store = self.pods.get(&pods.watch_key())?;
+        let nodes = self.nodes.as_ref()?;
+        store.read(|facts| nodes.read(|nodes| Some(nodeip::addresses(facts?.values(), nodes?, pods.internal_ip))))
+    }
+
+    pub(crate) fn ingress_class_controller(&self, class: &str) -> Option<String> {
+        self.classes.as_ref()?.read(|m| m?.get(class).map(|c| c.controller.clone()))
+    }
+
+    pub(crate) fn default_ingress_classes(&self) -> Vec<String> {
+        let Some(store) = &self.classes else { return Vec::new() };
+        store.read(|m| {
+            let mut names: Vec<String> =
+                m.into_iter().flatten().filter(|(_, c)| c.default).map(|(n, _)| n.clone()).collect();
+            names.sort();
+            names
+        })
+    }
+
+    pub(crate) fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
+        self.namespaces.as_ref()?.read(|m| m?.get(namespace).cloned())
+    }
+}
