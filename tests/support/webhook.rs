@@ -175,34 +175,46 @@ impl Webhook {
     /// MutatingWebhookConfiguration's name. The API server picks it up asynchronously: wait
     /// for a probe write to be mutated before relying on it.
     pub(crate) async fn register(&self, admin: &Client, namespace: &str, failure_policy: FailurePolicy) -> String {
-        let name = format!("isg-e2e-{namespace}");
-        let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "webhooks": [{
-                "name": format!("{namespace}.e2e.ingress-status-guard.test"),
-                "clientConfig": {"url": self.url(), "caBundle": BASE64.encode(&self.ca_pem)},
-                "rules": [{
-                    "apiGroups": ["networking.k8s.io"],
-                    "apiVersions": ["v1"],
-                    "operations": ["UPDATE"],
-                    "resources": ["ingresses/status"],
-                    "scope": "Namespaced",
-                }],
-                "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: namespace}},
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "NoneOnDryRun",
-                "matchPolicy": "Equivalent",
-                "failurePolicy": failure_policy.as_str(),
-                "timeoutSeconds": 5,
-            }]
-        }))
-        .expect("MutatingWebhookConfiguration object");
-        Api::<MutatingWebhookConfiguration>::all(admin.clone())
-            .create(&PostParams::default(), &config)
-            .await
-            .unwrap_or_else(|e| panic!("create MutatingWebhookConfiguration {name}: {e}"));
-        name
+        register_url(admin, namespace, &self.url(), &self.ca_pem, failure_policy).await
     }
+}
+
+/// Registers the webhook at `url` (serving a certificate signed by `ca_pem`) as
+/// [`Webhook::register`] does: for Ingress status updates in namespace `namespace` only.
+pub(crate) async fn register_url(
+    admin: &Client,
+    namespace: &str,
+    url: &str,
+    ca_pem: &str,
+    failure_policy: FailurePolicy,
+) -> String {
+    let name = format!("isg-e2e-{namespace}");
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": format!("{namespace}.e2e.ingress-status-guard.test"),
+            "clientConfig": {"url": url, "caBundle": BASE64.encode(ca_pem)},
+            "rules": [{
+                "apiGroups": ["networking.k8s.io"],
+                "apiVersions": ["v1"],
+                "operations": ["UPDATE"],
+                "resources": ["ingresses/status"],
+                "scope": "Namespaced",
+            }],
+            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: namespace}},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "NoneOnDryRun",
+            "matchPolicy": "Equivalent",
+            "failurePolicy": failure_policy.as_str(),
+            "timeoutSeconds": 5,
+        }]
+    }))
+    .expect("MutatingWebhookConfiguration object");
+    Api::<MutatingWebhookConfiguration>::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap_or_else(|e| panic!("create MutatingWebhookConfiguration {name}: {e}"));
+    name
 }
 
 #[derive(Clone, Copy, Debug)]
