@@ -29,7 +29,8 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use serde_json::{Value, json};
 use support::{
-    Class, FailurePolicy, SENTINEL, SENTINEL_2, TestEnv, addresses, create_ingress, entries, eventually, pki::Ca,
+    Class, FailurePolicy, SENTINEL, SENTINEL_2, TestEnv, addresses, create_ingress, entries, eventually,
+    pki::Ca,
     process::{self, Proc},
     webhook::register_url,
     write_status,
@@ -461,7 +462,8 @@ async fn run(options: Options) -> Value {
     drop(fixed_no_patch_server);
     drop(fixed_patch_server);
     let (fixed_no_patch, fixed_patch) = (fixed::response_for("no-patch"), fixed::response_for("patch"));
-    let shown = |(a, b): (Vec<u8>, Vec<u8>)| format!("{}<uid>{}", String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+    let shown =
+        |(a, b): (Vec<u8>, Vec<u8>)| format!("{}<uid>{}", String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
     json!({
         "writes_per_scenario": options.writes,
         "warm_up_rounds": WARM_UP,
