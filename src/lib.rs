@@ -51,6 +51,9 @@ pub use config::{Mode, OnUnresolved, Policies, parse_file};
 pub use decision::decide;
 pub use lifecycle::Tasks;
 pub use limits::{LimitFlags, Limits};
+/// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
+#[doc(hidden)]
+pub use nodeip::NodeAddrs;
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
 };

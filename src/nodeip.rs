@@ -29,13 +29,13 @@ impl PodFacts {
 
 /// What the source keeps of one Node: its addresses by kind, nothing else (a lean cache).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct NodeAddrs {
+pub struct NodeAddrs {
     pub external: Vec<String>,
     pub internal: Vec<String>,
 }
 
 impl NodeAddrs {
-    pub(crate) fn of(node: &Node) -> Self {
+    pub fn of(node: &Node) -> Self {
         let mut addrs = NodeAddrs::default();
         for a in node.status.as_ref().and_then(|s| s.addresses.as_ref()).into_iter().flatten() {
             if a.address.is_empty() {

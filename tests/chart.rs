@@ -50,6 +50,28 @@ policies:
     mode: audit
 "#;
 
+/// Policies that need the optional caches: node IPs (alone and inside `sources`), controller
+/// classes and namespace selectors (text and `LabelSelector`).
+const NODE_IP_POLICIES: &str = r#"
+policies:
+  - name: bare-metal
+    controllerClasses: [example.com/bare-metal]
+    publishPods: {namespace: ingress-bare, selector: "app.kubernetes.io/name=ingress-nginx"}
+    reportNodeInternalIp: true
+  - name: blue-green
+    ingressClasses: [edge]
+    namespaceSelector: "team in (payments, search)"
+    sources:
+      - publishService: edge/blue
+      - publishService: edge/green
+      - publishPods: {namespace: edge, selector: app=edge}
+      - publishStatusAddress: edge.example.com
+  - name: labelled
+    ingressClasses: [labelled]
+    namespaceSelector: {matchLabels: {team: x}, matchExpressions: [{key: env, operator: In, values: [prod]}]}
+    publishStatusAddress: 192.0.2.1
+"#;
+
 /// The helm command line of one major version, with its own state directories.
 struct Helm {
     major: u8,
@@ -164,6 +186,12 @@ fn helm_lint_is_clean_and_the_schema_names_wrong_values() {
         ("replicaCount=0", "/replicaCount"),
         ("extraArgs[0]=-v", "/extraArgs/0"),
         ("polcy.mode=enforce", "'polcy' not allowed"),
+        ("policies[0].name=p,policies[0].publishPods.namespace=n", "/policies/0/publishPods"),
+        ("policies[0].name=p,policies[0].publishStatusAddress=a,policies[0].publishService=b/c", "/policies/0"),
+        (
+            "policies[0].name=p,policies[0].sources[0].publishStatusAddress=a,policies[0].sources[0].publishService=b/c",
+            "/policies/0/sources/0",
+        ),
     ] {
         let out = helm.run(&["template", RELEASE, CHART, "--set", set]);
         assert!(!out.success, "--set {set} was accepted");
@@ -213,6 +241,51 @@ fn values_render_what_they_say() {
             ("traefik".to_owned(), json!(["traefik"]))
         ]
     );
+
+    // Node-IP sources and namespace selectors: a pods Role in each controller namespace, the
+    // Services of a sources list, and Nodes and Namespaces cluster-wide; all list/watch only.
+    let docs = helm.template(&["-f", &write(&dir, "node-ips.yaml", NODE_IP_POLICIES)]);
+    assert_eq!(policies(&docs).iter().count(), 3);
+    let mut pod_roles: Vec<(&str, &Value)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Role" && d["metadata"]["name"] == "ingress-status-guard-controller-pods")
+        .map(|d| (d["metadata"]["namespace"].as_str().unwrap(), &d["rules"]))
+        .collect();
+    pod_roles.sort_by_key(|r| r.0);
+    let pods_rule = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]);
+    assert_eq!(pod_roles, [("edge", &pods_rule), ("ingress-bare", &pods_rule)]);
+    let bindings = docs
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" && d["roleRef"]["name"] == "ingress-status-guard-controller-pods");
+    assert_eq!(bindings.count(), 2);
+    assert_eq!(
+        find(&docs, "ClusterRole", "ingress-status-guard-nodes-namespaces")["rules"],
+        json!([{"apiGroups": [""], "resources": ["nodes", "namespaces"], "verbs": ["list", "watch"]}])
+    );
+    assert_eq!(
+        find(&docs, "Role", "ingress-status-guard-publish-service")["rules"][0]["resourceNames"],
+        json!(["blue", "green"])
+    );
+    // The same rules as the kustomize extras, which tests/deploy.rs proves sufficient against
+    // a real API server.
+    let extras = std::fs::read_to_string("manifests/extras/rbac-node-ips-and-namespaces.yaml").unwrap();
+    let extras = documents(&extras);
+    assert_eq!(find(&extras, "Role", "ingress-status-guard-controller-pods")["rules"], pods_rule);
+    assert_eq!(
+        find(&extras, "ClusterRole", "ingress-status-guard-nodes-namespaces")["rules"],
+        find(&docs, "ClusterRole", "ingress-status-guard-nodes-namespaces")["rules"]
+    );
+    // Only what is needed: node IPs without a namespaceSelector need Nodes, not Namespaces...
+    let only_pods = "policies:\n  - {name: p, publishPods: {namespace: ctl, selector: a=b}}\n";
+    let docs = helm.template(&["-f", &write(&dir, "only-pods.yaml", only_pods)]);
+    assert_eq!(
+        find(&docs, "ClusterRole", "ingress-status-guard-nodes-namespaces")["rules"][0]["resources"],
+        json!(["nodes"])
+    );
+    // ...and the defaults need neither.
+    for name in ["ingress-status-guard-controller-pods", "ingress-status-guard-nodes-namespaces"] {
+        assert!(!defaults.iter().any(|d| d["metadata"]["name"] == name), "{name} rendered by default");
+    }
 
     // Webhook settings, log flags and extraArgs.
     let docs = helm.template(&[

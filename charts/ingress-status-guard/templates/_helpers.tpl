@@ -42,6 +42,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- fail "policy: set policy.publishStatusAddress (the addresses your load balancer publishes) or policy.publishService (NAMESPACE/NAME of the controller's Service), or give a policies list" -}}
 {{- end -}}
 {{- $one := dict "name" $p.name "ingressClasses" $p.ingressClasses "watchIngressWithoutClass" $p.watchIngressWithoutClass "mode" $p.mode "keepPorts" $p.keepPorts "onUnresolved" $p.onUnresolved -}}
+{{- if $p.controllerClasses -}}
+{{- $_ := set $one "controllerClasses" $p.controllerClasses -}}
+{{- end -}}
 {{- if $p.publishService -}}
 {{- $_ := set $one "publishService" $p.publishService -}}
 {{- else -}}
@@ -51,10 +54,41 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
+{{/* Every source of every policy: the one-source shorthand of a policy, or its sources list. */}}
+{{- define "isg.sources" -}}
+{{- $all := list -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- if .sources -}}
+{{- $all = concat $all .sources -}}
+{{- else -}}
+{{- $all = append $all (pick . "publishService" "publishStatusAddress" "publishPods") -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $all -}}
+{{- end -}}
+
+{{/* The namespaces of the node-IP sources (publishPods), each once. */}}
+{{- define "isg.podNamespaces" -}}
+{{- $namespaces := list -}}
+{{- range (include "isg.sources" . | fromYamlArray) -}}
+{{- if .publishPods -}}
+{{- $namespaces = append $namespaces .publishPods.namespace | uniq -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $namespaces -}}
+{{- end -}}
+
+{{/* "true" when a policy has a namespaceSelector (the webhook then watches Namespaces). */}}
+{{- define "isg.needsNamespaces" -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- if .namespaceSelector -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* namespace -> list of Service names: every publishService of the policies. */}}
 {{- define "isg.publishServices" -}}
 {{- $byNamespace := dict -}}
-{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- range (include "isg.sources" . | fromYamlArray) -}}
 {{- if .publishService -}}
 {{- $parts := splitList "/" .publishService -}}
 {{- if ne (len $parts) 2 -}}
