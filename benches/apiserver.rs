@@ -41,12 +41,17 @@ const ROGUE: [&str; 2] = ["198.51.100.1", "198.51.100.2"];
 const CLASS: &str = "guarded";
 const FIXED_NO_PATCH: &str = "fixed-response webhook: canonical write (no patch)";
 const FIXED_PATCH: &str = "fixed-response webhook: rogue write (the same patch)";
+const BEFORE_NO_PATCH: &str = "with the --before webhook: canonical write (no patch)";
+const BEFORE_PATCH: &str = "with the --before webhook: rogue write (patched to canonical)";
 const WARM_UP: usize = 30;
 const HISTOGRAM: &str = "apiserver_admission_webhook_admission_duration_seconds";
 
 struct Options {
     writes: usize,
     out: Option<std::path::PathBuf>,
+    /// Another build of the webhook, registered in a namespace of its own and measured in the
+    /// same rounds (a before/after comparison from one run).
+    before: Option<std::path::PathBuf>,
 }
 
 fn options() -> Option<Options> {
@@ -58,6 +63,7 @@ fn options() -> Option<Options> {
     Some(Options {
         writes: value("--writes").map(|n| n.parse().expect("--writes N")).unwrap_or(500),
         out: value("--out").map(Into::into),
+        before: value("--before").map(Into::into),
     })
 }
 
@@ -377,6 +383,21 @@ async fn run(options: Options) -> Value {
     let class_flag = format!("--ingress-class={CLASS}");
     let webhook = hooked.start_webhook(&[&class_flag, &canonical_flag, "--no-events"]).await;
     hooked.register(&webhook, FailurePolicy::Fail, Class::Field(CLASS), &CANONICAL).await;
+    let before_env = match &options.before {
+        Some(_) => Some(TestEnv::new("bench-before").await),
+        None => None,
+    };
+    let before_webhook = match (&options.before, &before_env) {
+        (Some(binary), Some(env)) => {
+            let args = [class_flag.as_str(), canonical_flag.as_str(), "--no-events"];
+            let kubeconfig = env.cluster.admin_kubeconfig();
+            let webhook = support::Webhook::start_binary(env.cluster, &env.ns, binary, kubeconfig, &args, &[]).await;
+            env.register(&webhook, FailurePolicy::Fail, Class::Field(CLASS), &CANONICAL).await;
+            create_ingress(&env.ingresses, "web", Class::Field(CLASS)).await;
+            Some(webhook)
+        }
+        _ => None,
+    };
     let fixed_no_patch_server = start_fixed(&fixed_plain, "no-patch").await;
     let fixed_patch_server = start_fixed(&fixed_patch, "patch").await;
     let hook_name = |env: &TestEnv| format!("{}.e2e.ingress-status-guard.test", env.ns);
@@ -404,20 +425,25 @@ async fn run(options: Options) -> Value {
     // Pairs share what the store does: canonical writes are no-op updates after the first
     // (the webhook's patch makes the rogue writes canonical too); alternating writes to a
     // class the webhook does not govern are real updates with or without it.
-    let mut scenarios = [
+    let mut scenarios = vec![
         scenario("without webhook: canonical write", &plain, "web", vec![canonical]),
         scenario("with webhook: canonical write (no patch)", &hooked, "web", vec![canonical]),
         scenario("with webhook: rogue write (patched to canonical)", &hooked, "web", rogue.clone()),
         scenario("without webhook: changing write", &plain, "free", rogue.clone()),
         scenario("with webhook: changing write, class not governed", &hooked, "free", rogue.clone()),
         scenario(FIXED_NO_PATCH, &fixed_plain, "web", vec![canonical]),
-        scenario(FIXED_PATCH, &fixed_patch, "web", rogue),
+        scenario(FIXED_PATCH, &fixed_patch, "web", rogue.clone()),
     ];
+    if let Some(env) = &before_env {
+        scenarios.push(scenario(BEFORE_NO_PATCH, env, "web", vec![canonical]));
+        scenarios.push(scenario(BEFORE_PATCH, env, "web", rogue));
+    }
 
     let admin = hooked.admin.clone();
     let mut order: Vec<usize> = (0..scenarios.len()).collect();
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let names = [webhook_name.clone(), hook_name(&fixed_plain), hook_name(&fixed_patch)];
+    let mut names = vec![webhook_name.clone(), hook_name(&fixed_plain), hook_name(&fixed_patch)];
+    names.extend(before_env.as_ref().map(hook_name));
     let mut before = vec![Histogram::default(); names.len()];
     let started = Instant::now();
     for i in 0..WARM_UP + options.writes {
@@ -449,7 +475,7 @@ async fn run(options: Options) -> Value {
             "added_p99_ms": quantile(w, 0.99) - quantile(wo, 0.99),
         })
     };
-    let comparisons = vec![
+    let mut comparisons = vec![
         added("with webhook: canonical write (no patch)", "without webhook: canonical write"),
         added("with webhook: rogue write (patched to canonical)", "without webhook: canonical write"),
         added("with webhook: changing write, class not governed", "without webhook: changing write"),
@@ -458,6 +484,13 @@ async fn run(options: Options) -> Value {
         added("with webhook: canonical write (no patch)", FIXED_NO_PATCH),
         added("with webhook: rogue write (patched to canonical)", FIXED_PATCH),
     ];
+    if before_env.is_some() {
+        comparisons.push(added(BEFORE_NO_PATCH, "without webhook: canonical write"));
+        comparisons.push(added(BEFORE_PATCH, "without webhook: canonical write"));
+        comparisons.push(added(BEFORE_NO_PATCH, FIXED_NO_PATCH));
+        comparisons.push(added(BEFORE_PATCH, FIXED_PATCH));
+    }
+    drop(before_webhook);
     drop(webhook);
     drop(fixed_no_patch_server);
     drop(fixed_patch_server);
@@ -473,6 +506,7 @@ async fn run(options: Options) -> Value {
         "apiserver_histogram": histograms[0].to_json(),
         "apiserver_histogram_fixed_no_patch": histograms[1].to_json(),
         "apiserver_histogram_fixed_patch": histograms[2].to_json(),
+        "apiserver_histogram_before": histograms.get(3).map(Histogram::to_json),
         "fixed_responses": {"no_patch": shown(fixed_no_patch), "patch": shown(fixed_patch)},
     })
 }

@@ -498,6 +498,7 @@ def apiserver_section(api):
         ("apiserver_histogram", "the webhook (both its scenarios with a governed class and the ungoverned one)"),
         ("apiserver_histogram_fixed_no_patch", "the fixed-response webhook without a patch"),
         ("apiserver_histogram_fixed_patch", "the fixed-response webhook with the patch"),
+        ("apiserver_histogram_before", "the --before webhook (both its scenarios)"),
     ):
         h = api.get(key)
         if not h:

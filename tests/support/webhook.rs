@@ -47,6 +47,19 @@ impl Webhook {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Webhook {
+        Self::start_binary(cluster, name, Path::new(BINARY), kubeconfig, args, env).await
+    }
+
+    /// As [`Webhook::start_with_env`], with another build of the webhook (the benchmarks
+    /// compare two in one run).
+    pub(crate) async fn start_binary(
+        cluster: &Cluster,
+        name: &str,
+        binary: &Path,
+        kubeconfig: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Webhook {
         let dir = cluster.scratch_dir(&format!("webhook-{name}"));
         let ca = Ca::new(&format!("isg-e2e webhook CA ({name})"));
         let serving = ca.server("ingress-status-guard", &["127.0.0.1", "localhost"]);
@@ -58,7 +71,7 @@ impl Webhook {
         let mut failures = Vec::new();
         for attempt in 1..=3 {
             let (port, admin_port) = (free_port(), free_port());
-            let mut command = Command::new(BINARY);
+            let mut command = Command::new(binary);
             command
                 .arg("serve")
                 .arg(format!("--listen=127.0.0.1:{port}"))
@@ -75,8 +88,8 @@ impl Webhook {
             }
             let log = dir.join(format!("webhook-{attempt}.log"));
             let _ = std::fs::write(&log, format!("$ {command:?}\n"));
-            let proc =
-                process::spawn("ingress-status-guard", command, &log).unwrap_or_else(|e| panic!("start {BINARY}: {e}"));
+            let proc = process::spawn("ingress-status-guard", command, &log)
+                .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
             let mut webhook = Webhook { proc, ca_pem: ca.cert_pem.clone(), port, admin_port };
             match webhook.wait_ready(Duration::from_secs(30)).await {
                 Ok(()) => return webhook,
