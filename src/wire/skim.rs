@@ -81,32 +81,6 @@ fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
     memchr::memchr2(b'"', b'\\', &b[i..]).map(|k| i + k)
 }
 
-/// Whether a byte of `w` is `c` (the test of [`quote_or_backslash`]).
-fn has_byte(w: u64, c: u8) -> bool {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    let x = w ^ (ONES * u64::from(c));
-    x.wrapping_sub(ONES) & !x & HIGHS != 0
-}
-
-/// The high bit of every byte of `w` that is `c`, and of no other (exact, unlike the borrow
-/// trick of [`has_byte`]).
-fn eq_mask(w: u64, c: u8) -> u64 {
-    const LOW7: u64 = u64::from_le_bytes([0x7f; 8]);
-    let x = w ^ u64::from_le_bytes([c; 8]);
-    !(((x & LOW7) + LOW7) | x | LOW7)
-}
-
-/// The length of the escape whose backslash precedes `at` (what follows the backslash), if it
-/// is one serde_json accepts: `\" \\ \/ \b \f \n \r \t` or `\u` and four hex digits.
-fn escape_len(b: &[u8], at: usize) -> Option<usize> {
-    match *b.get(at)? {
-        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(1),
-        b'u' => b.get(at + 1..at + 5)?.iter().all(u8::is_ascii_hexdigit).then_some(5),
-        _ => None,
-    }
-}
-
 struct Skim<'a> {
     b: &'a [u8],
     i: usize,
@@ -237,55 +211,25 @@ impl<'a> Skim<'a> {
         (self.b.get(self.i..end)? == tail).then(|| self.i = end)
     }
 
-    /// Skips the rest of a string (opening quote consumed), checking its escapes. Eight bytes
-    /// at a time, and every quote and backslash of those eight handled from one mask, so a
-    /// string with an escape every few bytes (the last-applied annotation) costs a few
-    /// instructions per escape rather than a search per escape; [`Skim::skip_str_bytewise`]
-    /// does the last few bytes of the body and long runs without either.
+    /// Skips the rest of a string (opening quote consumed), checking its escapes.
     fn skip_str(&mut self) -> Option<()> {
-        let b = self.b;
-        let (mut i, mut plain_words) = (self.i, 0);
-        // Where scanning may go on: past the last escape handled (its escaped byte may be a
-        // quote or backslash flagged in the mask).
-        let mut resume = i;
-        while let Some(chunk) = b.get(i..i + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-            if !has_byte(w, b'"') && !has_byte(w, b'\\') {
-                plain_words += 1;
-                i += 8;
-                if plain_words == 8 {
-                    break;
-                }
-                continue;
-            }
-            let mut stops = eq_mask(w, b'"') | eq_mask(w, b'\\');
-            while stops != 0 {
-                let at = i + (stops.trailing_zeros() / 8) as usize;
-                stops &= stops - 1;
-                if at < resume {
-                    continue;
-                }
-                if b[at] == b'"' {
-                    self.i = at + 1;
-                    return Some(());
-                }
-                resume = at + 1 + escape_len(b, at + 1)?;
-            }
-            i = resume.max(i + 8);
-        }
-        self.i = resume.max(i);
-        self.skip_str_bytewise()
-    }
-
-    /// [`Skim::skip_str`] one stop at a time.
-    fn skip_str_bytewise(&mut self) -> Option<()> {
         loop {
             let at = quote_or_backslash(self.b, self.i)?;
             self.i = at + 1;
             if self.b[at] == b'"' {
                 return Some(());
             }
-            self.i += escape_len(self.b, self.i)?;
+            match self.peek()? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                b'u' => {
+                    let hex = self.b.get(self.i + 1..self.i + 5)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    self.i += 5;
+                }
+                _ => return None,
+            }
         }
     }
 
@@ -857,25 +801,6 @@ mod tests {
             let from = from.min(bytes.len());
             let naive = bytes[from..].iter().position(|&c| c == b'"' || c == b'\\').map(|k| from + k);
             prop_assert_eq!(quote_or_backslash(&bytes, from), naive);
-        }
-
-        /// The word-at-a-time string skipper ends where the one-stop-at-a-time one does, on
-        /// strings dense with escapes, valid or not, crossing word boundaries anywhere.
-        #[test]
-        fn skips_strings_as_the_bytewise_skipper_does(
-            bytes in prop::collection::vec(
-                prop_oneof![Just(b'"'), Just(b'\\'), Just(b'u'), Just(b'n'), Just(b'a'), Just(b'0'), any::<u8>()],
-                0..300,
-            ),
-            from in 0..40usize,
-        ) {
-            let from = from.min(bytes.len());
-            let (mut words, mut bytewise) = (Skim { b: &bytes, i: from }, Skim { b: &bytes, i: from });
-            let (a, b) = (words.skip_str(), bytewise.skip_str_bytewise());
-            prop_assert_eq!(a, b);
-            if a.is_some() {
-                prop_assert_eq!(words.i, bytewise.i);
-            }
         }
     }
 
