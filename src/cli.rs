@@ -480,7 +480,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
 async fn server_drops_ports(client: &kube::Client) -> bool {
     match client::server_stores_ingress_ports(client).await {
         Some((false, version)) => {
-            tracing::warn!(server_version = %version, "the API server predates status.loadBalancer.ingress[].ports (Kubernetes 1.24) and drops them; keepPorts is ignored so that writes are not patched in a loop");
+            tracing::warn!(server_version = %version, "the API server predates status.loadBalancer.ingress[].ports (Kubernetes 1.20) and drops them; keepPorts is ignored so that writes are not patched in a loop");
             true
         }
         Some((true, _)) => false,

@@ -33,14 +33,15 @@ pub(crate) async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, C
 }
 
 /// Whether an API server of this version stores `status.loadBalancer.ingress[].ports` of
-/// Ingresses (added in Kubernetes 1.24). An older one drops the field from every write, so a
-/// policy that keeps ports would find every write off canonical and patch it forever.
-/// `minor` may carry a suffix (`"23+"` on some distributions); unparsable versions count as
+/// Ingresses: the field arrived in Kubernetes 1.20 (k8s.io/api v0.20), and 1.23 stores it
+/// (`tests/matching.rs` on `ISG_K8S_VERSION=v1.23`). An older one drops the field from every
+/// write, so a policy that keeps ports would find every write off canonical and patch it
+/// forever. `minor` may carry a suffix (`"19+"` on some distributions); unparsable versions count as
 /// new, the common case.
 pub(crate) fn stores_ingress_ports(major: &str, minor: &str) -> bool {
     let number = |s: &str| s.trim_start_matches('v').split(|c: char| !c.is_ascii_digit()).next()?.parse::<u32>().ok();
     match (number(major), number(minor)) {
-        (Some(major), Some(minor)) => (major, minor) >= (1, 24),
+        (Some(major), Some(minor)) => (major, minor) >= (1, 20),
         _ => true,
     }
 }
@@ -54,14 +55,15 @@ pub(crate) async fn server_stores_ingress_ports(client: &kube::Client) -> Option
 #[cfg(test)]
 mod tests {
     #[test]
-    fn ingress_ports_arrived_in_1_24() {
+    fn ingress_ports_arrived_in_1_20() {
         let cases = [
-            ("1", "24", true),
+            ("1", "20", true),
+            ("1", "23", true),
             ("1", "33", true),
-            ("1", "23", false),
-            ("1", "23+", false),
-            ("1", "21", false),
-            ("1", "24+", true),
+            ("1", "19", false),
+            ("1", "19+", false),
+            ("1", "16", false),
+            ("1", "20+", true),
             ("2", "0", true),
             ("", "", true),
             ("1", "x", true),

@@ -185,6 +185,7 @@ fn helm_lint_is_clean_and_the_schema_names_wrong_values() {
         ("policy.publishService=just-a-name", "/policy/publishService"),
         ("replicaCount=0", "/replicaCount"),
         ("extraArgs[0]=-v", "/extraArgs/0"),
+        ("networkPolicy.webhookFrom={everyone}", "/networkPolicy/webhookFrom/0"),
         ("polcy.mode=enforce", "'polcy' not allowed"),
         ("policies[0].name=p,policies[0].publishPods.namespace=n", "/policies/0/publishPods"),
         ("policies[0].name=p,policies[0].publishStatusAddress=a,policies[0].publishService=b/c", "/policies/0"),
@@ -331,6 +332,30 @@ fn values_render_what_they_say() {
     assert_eq!(kinds(&existing).iter().filter(|k| ["Job", "CronJob", "Certificate"].contains(&k.as_str())).count(), 0);
     let volumes = &find(&existing, "Deployment", RELEASE)["spec"]["template"]["spec"]["volumes"];
     assert_eq!(volumes[1]["secret"]["secretName"], "mine");
+
+    // The NetworkPolicy, when asked for: the kustomize component's rules, selecting the pods.
+    assert!(!defaults.iter().any(|d| d["kind"] == "NetworkPolicy"));
+    let docs = helm.template(&["--set", "networkPolicy.enabled=true"]);
+    let policy = find(&docs, "NetworkPolicy", RELEASE);
+    let text = std::fs::read_to_string("manifests/components/network-policy/networkpolicy.yaml").unwrap();
+    let component = &documents(&text)[0];
+    assert_eq!(policy["spec"]["ingress"], component["spec"]["ingress"]);
+    assert_eq!(policy["spec"]["policyTypes"], component["spec"]["policyTypes"]);
+    let pod_labels = &find(&docs, "Deployment", RELEASE)["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in policy["spec"]["podSelector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(&pod_labels[key], value, "the policy selects the webhook pods by {key}");
+    }
+    let docs = helm.template(&[
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "networkPolicy.webhookFrom={10.0.0.0/16}",
+        "--set",
+        "networkPolicy.adminFrom[0].namespaceSelector.matchLabels.team=mon",
+    ]);
+    let ingress = &find(&docs, "NetworkPolicy", RELEASE)["spec"]["ingress"];
+    assert_eq!(ingress[0]["from"], json!([{"ipBlock": {"cidr": "10.0.0.0/16"}}]));
+    assert_eq!(ingress[1]["from"], json!([{"namespaceSelector": {"matchLabels": {"team": "mon"}}}]));
 
     // Monitoring, when asked for: the scrape of the admin port, and the alerts of the chart's file.
     let docs = helm.template(&[
@@ -613,6 +638,15 @@ async fn lifecycle(major: u8) {
         ("cert-manager mode", vec!["--set", "certificate.mode=certManager"]),
         ("multi-policy values", vec!["-f", multi.as_str()]),
         ("monitoring", vec!["--set", "metrics.serviceMonitor.enabled=true"]),
+        (
+            "network policy",
+            vec![
+                "--set",
+                "networkPolicy.enabled=true",
+                "--set",
+                "networkPolicy.adminFrom[0].namespaceSelector.matchLabels.team=mon",
+            ],
+        ),
     ] {
         let mut docs = helm.template(&args);
         if what == "monitoring" {

@@ -318,32 +318,34 @@ async fn kept_ports_are_stored_and_compared_exactly() {
     let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
     let svc: Service = serde_json::from_value(json!({
         "metadata": {"name": "edge"},
-        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443}, {"name": "quic", "port": 443, "protocol": "UDP"}]}
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443}, {"name": "http", "port": 80}]}
     }))
     .expect("Service");
     services.create(&PostParams::default(), &svc).await.expect("create Service edge");
+    // Two TCP ports, not TCP and UDP: mixed protocols on a LoadBalancer Service need 1.24+
+    // (MixedProtocolLBService), and this test also runs on 1.23.
     let lb = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.80", "ports": [
         {"port": 443, "protocol": "TCP"},
-        {"port": 443, "protocol": "UDP", "error": "ProtocolNotSupported"}]}]}}});
+        {"port": 80, "protocol": "TCP", "error": "Pending"}]}]}}});
     services.patch_status("edge", &PatchParams::default(), &Patch::Merge(&lb)).await.expect("set the load balancer");
     let flag = format!("--publish-service={}/edge", t.ns);
     let webhook = t.start_webhook(&[&flag, "--keep-ports"]).await;
-    t.register(&webhook, FailurePolicy::Fail, Class::Field("any"), &["203.0.113.80:443:443"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field("any"), &["203.0.113.80:443:80"]).await;
 
-    let want = vec![(443, "TCP".to_owned(), None), (443, "UDP".to_owned(), Some("ProtocolNotSupported".to_owned()))];
+    let want = vec![(443, "TCP".to_owned(), None), (80, "TCP".to_owned(), Some("Pending".to_owned()))];
     assert_eq!(ports_of(&t.ingresses.get("probe").await.expect("get probe")), want, "stored exactly");
 
     // Same address and ports, another error: not canonical, rewritten.
     let params = PatchParams { field_manager: Some(support::ROGUE_USER.into()), ..PatchParams::default() };
     let almost = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.80", "ports": [
-        {"port": 443, "protocol": "TCP"}, {"port": 443, "protocol": "UDP", "error": "Pending"}]}]}}});
+        {"port": 443, "protocol": "TCP"}, {"port": 80, "protocol": "TCP", "error": "Timeout"}]}]}}});
     let answer = t.rogue.patch_status("probe", &params, &Patch::Merge(&almost)).await.expect("rogue write");
     assert_eq!(ports_of(&answer), want, "a different error is rewritten");
 
     // The canonical value itself gets no patch: the API server records the webhook's call
     // with mutated=false, so there is nothing for a reconciler to loop on.
     let canonical = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.80", "ports": [
-        {"port": 443, "protocol": "TCP"}, {"port": 443, "protocol": "UDP", "error": "ProtocolNotSupported"}]}]}}});
+        {"port": 443, "protocol": "TCP"}, {"port": 80, "protocol": "TCP", "error": "Pending"}]}]}}});
     let before = t.cluster.ingress_status_audit(&t.ns, "probe").len();
     t.rogue.patch_status("probe", &params, &Patch::Merge(&canonical)).await.expect("canonical write");
     let audit = t.audited("probe", before + 1).await;

@@ -48,7 +48,11 @@ out="${ISG_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-status-guard}/k8s-
 mkdir -p "$out"
 
 # The stamp ties the binaries to the exact dependency set, so editing go.mod/go.sum rebuilds.
-stamp_want=$(cat "$mod/go.mod" "$mod/go.sum" "$mod/cmd/etcd/main.go" | sha256sum | cut -d' ' -f1)
+stamp_inputs=("$mod/go.mod" "$mod/go.sum" "$mod/cmd/etcd/main.go")
+for extra in "$mod/prepare.sh" "$mod/openapi-packages.txt"; do
+  [[ -f "$extra" ]] && stamp_inputs+=("$extra")
+done
+stamp_want=$(cat "${stamp_inputs[@]}" | sha256sum | cut -d' ' -f1)
 is_built() {
   [[ -x "$out/kube-apiserver" && -x "$out/etcd" && "$(cat "$out/.stamp" 2>/dev/null)" == "$stamp_want" ]]
 }
@@ -71,9 +75,15 @@ if ! is_built; then
     rm -f "$out/.stamp"
     (
       cd "$mod"
-      go build -trimpath -ldflags="-s -w$version_flags" -o "$out/kube-apiserver.tmp" \
+      modfile=()
+      # A release whose module lacks generated code (v1.23) prepares a patched copy first.
+      if [[ -x prepare.sh ]]; then
+        modfile=(-modfile="$(./prepare.sh "$out/src")")
+      fi
+      go build "${modfile[@]}" -trimpath -ldflags="-s -w$version_flags" -o "$out/kube-apiserver.tmp" \
         k8s.io/kubernetes/cmd/kube-apiserver
-      go build -trimpath -ldflags="-s -w" -o "$out/etcd.tmp" ./cmd/etcd
+      go build "${modfile[@]}" -trimpath -ldflags="-s -w" -o "$out/etcd.tmp" ./cmd/etcd
+      rm -rf "$out/src"
     ) >&2
     mv -f "$out/kube-apiserver.tmp" "$out/kube-apiserver"
     mv -f "$out/etcd.tmp" "$out/etcd"
