@@ -60,6 +60,9 @@ fn has_control(body: &[u8]) -> bool {
 /// The index of the first `"` or `\\` in `b` from `from`. Most strings here are short (keys,
 /// and the runs between escapes of the last-applied annotation), where a call into memchr
 /// costs more than the search: eight bytes at a time first, memchr beyond.
+// Inlined into its callers: called once per escape of the last-applied annotation, the call
+// itself cost as much as the search (callgrind: 77,467 to 71,466 instructions per typical review).
+#[inline(always)]
 fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
     const ONES: u64 = u64::from_le_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
