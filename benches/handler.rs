@@ -348,13 +348,13 @@ mod candidates {
 
 /// The shipped reader, for callgrind's `--toggle-collect='*read_with_*'`.
 #[inline(never)]
-fn read_with_skim(body: &[u8]) -> Option<ingress_status_guard::Review> {
+fn read_with_skim(body: &[u8]) -> Option<ingress_status_guard::Review<'_>> {
     read_review(body).ok()
 }
 
 /// The reader before issue 14 (serde_json alone), likewise.
 #[inline(never)]
-fn read_with_serde_json(body: &[u8]) -> Option<ingress_status_guard::Review> {
+fn read_with_serde_json(body: &[u8]) -> Option<ingress_status_guard::Review<'_>> {
     read_review_serde_json(body).ok()
 }
 
@@ -501,9 +501,35 @@ fn read_loop(rules: usize, reader: &str, n: u64) {
     }
 }
 
+/// `ISG_BENCH_ALLOCS=1`: only the allocation counts of every case, without criterion.
+fn allocation_counts() {
+    let policies = policies();
+    let sources: Arc<dyn Sources> = SourceCache::new(&policies);
+    let router = webhook_router(AppState::new(policies.clone(), sources.clone()), 3 * 1024 * 1024);
+    let rt = runtime();
+    println!("allocations per review (mean of 1000 after warm-up): allocations, bytes");
+    for (size, rules) in SIZES {
+        for (case, class, written, _) in cases() {
+            let body = Bytes::from(review_body(rules, class, &written));
+            let (allocs, bytes) = allocations(1000, || {
+                black_box(decide(black_box(&body), &policies, sources.as_ref()));
+            });
+            println!("  decide/{size}/{case}: {allocs:.1}, {bytes:.0}");
+            let (allocs, bytes) = allocations(1000, || {
+                black_box(rt.block_on(through_router(&router, &body)));
+            });
+            println!("  router/{size}/{case}: {allocs:.1}, {bytes:.0}");
+        }
+    }
+}
+
 fn main() {
     if let Ok(spec) = std::env::var("ISG_BENCH_LOOP") {
         profile_loop(&spec);
+        return;
+    }
+    if std::env::var_os("ISG_BENCH_ALLOCS").is_some() {
+        allocation_counts();
         return;
     }
     let mut c = config().configure_from_args();

@@ -13,6 +13,8 @@
 #   --quick         one short run of each load test (a smoke test of the suite, not numbers)
 #   --no-apiserver  skip part 3 (it builds kube-apiserver and etcd from Go modules once)
 #   --no-callgrind  skip the instruction counts
+# ISG_BENCH_BEFORE=<an ingress-status-guard binary> measures it alongside in parts 2 and 3
+# (a before/after table from one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -113,18 +115,21 @@ if [[ $callgrind == 1 ]]; then
   echo "}" >>"$out/instructions.json"
 fi
 
+before=()
+[[ -n ${ISG_BENCH_BEFORE:-} ]] && before=(--before "$(realpath "$ISG_BENCH_BEFORE")")
+
 log "2, 4, 5. HTTPS load, memory, cold start"
 if [[ $quick == 1 ]]; then
-  python3 benches/loadtest.py https --bin "$webhook" --baseline "$baseline" --out "$out" --reps 1 --duration 3 --cold-starts 3 >&2
+  python3 benches/loadtest.py https --bin "$webhook" --baseline "$baseline" --out "$out" --reps 1 --duration 3 --cold-starts 3 ${before[@]+"${before[@]}"} >&2
 else
-  python3 benches/loadtest.py https --bin "$webhook" --baseline "$baseline" --out "$out" --reps 5 >&2
+  python3 benches/loadtest.py https --bin "$webhook" --baseline "$baseline" --out "$out" --reps 5 ${before[@]+"${before[@]}"} >&2
 fi
 
 if [[ $apiserver == 1 ]]; then
   log "3. through a real kube-apiserver"
   writes=500
   [[ $quick == 1 ]] && writes=50
-  "$(exe apiserver)" --run --writes "$writes" --out "$out/apiserver.json" >"$out/apiserver.txt"
+  "$(exe apiserver)" --run --writes "$writes" --out "$out/apiserver.json" ${before[@]+"${before[@]}"} >"$out/apiserver.txt"
 fi
 
 python3 - "$out/machine.json" <<EOF

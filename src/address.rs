@@ -182,16 +182,21 @@ pub(crate) fn parse_static_list(list: &str) -> Result<Vec<Address>, AddressError
 /// Drops duplicates and sorts by hostname then IP string (ingress-nginx's
 /// `lessLoadBalancerIngress`), so IP-only entries come first.
 pub(crate) fn canonicalize(mut entries: Vec<Address>) -> Vec<Address> {
-    // Ports break ties completely (not only by count), so the result does not depend on the
-    // order the entries came in (found by the property tests).
-    entries.sort_by(|a, b| {
-        a.sort_key()
-            .cmp(&b.sort_key())
-            .then_with(|| a.ports.len().cmp(&b.ports.len()))
-            .then_with(|| a.ports.cmp(&b.ports))
-    });
+    entries.sort_by(canonical_order);
     entries.dedup();
     entries
+}
+
+/// Whether `entries` is what [`canonicalize`] makes of it: strictly in its order, so sorted and
+/// without duplicates.
+pub(crate) fn is_canonical(entries: &[Address]) -> bool {
+    entries.windows(2).all(|pair| canonical_order(&pair[0], &pair[1]) == std::cmp::Ordering::Less)
+}
+
+fn canonical_order(a: &Address, b: &Address) -> std::cmp::Ordering {
+    // Ports break ties completely (not only by count), so the result does not depend on the
+    // order the entries came in (found by the property tests).
+    a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())).then_with(|| a.ports.cmp(&b.ports))
 }
 
 /// Whether a written list equals the canonical one, ignoring order and duplicates.

@@ -59,15 +59,15 @@ impl Finding {
             return None;
         };
         Some(Finding {
-            uid: review.uid.clone(),
-            object_uid: object_uid.clone(),
+            uid: review.uid.to_string(),
+            object_uid: object_uid.as_deref().map(str::to_owned),
             namespace: write.namespace.clone(),
             name: write.name.clone(),
             class: write.class.clone(),
             policy: policy.name.clone(),
-            writer: Writer::new(review.user.username.clone(), review.user.groups.clone()),
+            writer: Writer::new(review.user.username.to_string(), review.user.groups.clone()),
             attempted: write.addresses.clone(),
-            canonical: canonical.clone(),
+            canonical: canonical.to_vec(),
             action: *action,
             dry_run: review.dry_run,
         })
@@ -82,15 +82,15 @@ impl Finding {
             return None;
         };
         Some(Finding {
-            uid: review.uid,
-            object_uid,
+            uid: review.uid.into_owned(),
+            object_uid: object_uid.map(std::borrow::Cow::into_owned),
             namespace: write.namespace,
             name: write.name,
             class: write.class,
             policy: policy.name.clone(),
-            writer: Writer::new(review.user.username, review.user.groups),
+            writer: Writer::new(review.user.username.into_owned(), review.user.groups),
             attempted: write.addresses,
-            canonical,
+            canonical: canonical.into_owned(),
             action,
             dry_run: review.dry_run,
         })

@@ -298,10 +298,13 @@ impl Row {
         let (policy, state, canonical, reason) = match verdict {
             Verdict::Ignored(_) | Verdict::NotGoverned => return None,
             // The same lookup `decide` compared with; stored equals it as a set.
-            Verdict::Canonical { policy } => {
-                (policy, State::Ok, Some(sources.canonical(policy).unwrap_or_else(|_| write.addresses.clone())), None)
-            }
-            Verdict::Mismatch { policy, canonical, .. } => (policy, State::Drift, Some(canonical.clone()), None),
+            Verdict::Canonical { policy } => (
+                policy,
+                State::Ok,
+                Some(sources.canonical(policy).map_or_else(|_| write.addresses.clone(), std::borrow::Cow::into_owned)),
+                None,
+            ),
+            Verdict::Mismatch { policy, canonical, .. } => (policy, State::Drift, Some(canonical.to_vec()), None),
             Verdict::Unresolved { policy, reason, .. } => (policy, State::Unresolved, None, Some(reason.to_string())),
         };
         Some(Row {
@@ -488,12 +491,12 @@ fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn Sources) -
 fn webhook_shown(stored: &Stored, verdict: &Verdict<'_>) -> String {
     let review = Review {
         api_version: ApiVersion::V1,
-        uid: "explain".to_owned(),
+        uid: "explain".into(),
         dry_run: true,
         user: User::default(),
         target: Target::IngressStatus {
             write: stored.write.clone(),
-            object_uid: stored.object_uid.clone(),
+            object_uid: stored.object_uid.as_deref().map(Into::into),
             shape: stored.shape,
         },
     };
@@ -855,7 +858,7 @@ mod tests {
         let lb = policies.iter().next().unwrap();
         for (name, fetched, want) in cases {
             let snapshot = Snapshot(fetched.into_iter().map(|f| (svc.clone(), f)).collect(), Facts::default());
-            assert_eq!(snapshot.canonical(lb), want, "case {name}");
+            assert_eq!(snapshot.canonical(lb).map(std::borrow::Cow::into_owned), want, "case {name}");
         }
     }
 

@@ -2,6 +2,8 @@
 //! policies and the sources, what is canonical and what to do about it. Pure, and the one place
 //! that decides: the webhook, the reconciler, `check` and `explain` all call [`decide`].
 
+use std::borrow::Cow;
+
 use crate::{
     address::{self, Address},
     config::{Mode, OnUnresolved, Policies, Policy, Subject},
@@ -59,7 +61,8 @@ pub enum Verdict<'p> {
     /// The written addresses are already canonical.
     Canonical { policy: &'p Policy },
     /// The written addresses differ from the canonical ones.
-    Mismatch { policy: &'p Policy, action: Action, canonical: Vec<Address> },
+    /// `canonical` is borrowed from the policy when its static list is the answer.
+    Mismatch { policy: &'p Policy, action: Action, canonical: Cow<'p, [Address]> },
     /// The policy's source has no addresses now; `deny` refuses the write until it has.
     Unresolved { policy: &'p Policy, deny: bool, reason: Unresolved },
 }

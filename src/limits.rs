@@ -183,6 +183,53 @@ impl IntakeError {
     }
 }
 
+/// A body's frames: a body that arrives in one frame is kept as it came, without a copy. That
+/// frame may share its allocation with hyper's read buffer (at most `--max-header-bytes` over
+/// HTTP/1.1, one frame over HTTP/2), held only until the review is answered.
+#[derive(Default)]
+enum Collected {
+    #[default]
+    Empty,
+    One(Bytes),
+    Many(Vec<u8>),
+}
+
+impl Collected {
+    fn len(&self) -> usize {
+        match self {
+            Collected::Empty => 0,
+            Collected::One(bytes) => bytes.len(),
+            Collected::Many(bytes) => bytes.len(),
+        }
+    }
+
+    /// Adds a frame; `declared` (the Content-Length, already checked against the limit) sizes
+    /// the buffer once a second frame comes.
+    fn push(&mut self, data: Bytes, declared: usize) {
+        *self = match std::mem::take(self) {
+            Collected::Empty => Collected::One(data),
+            Collected::One(first) => {
+                let mut all = Vec::with_capacity(declared.max(first.len() + data.len()));
+                all.extend_from_slice(&first);
+                all.extend_from_slice(&data);
+                Collected::Many(all)
+            }
+            Collected::Many(mut all) => {
+                all.extend_from_slice(&data);
+                Collected::Many(all)
+            }
+        };
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Collected::Empty => Bytes::new(),
+            Collected::One(bytes) => bytes,
+            Collected::Many(all) => Bytes::from(all),
+        }
+    }
+}
+
 impl Intake {
     pub(crate) fn new(limits: Limits) -> Self {
         let budget = limits.max_buffered_body_bytes.min(Semaphore::MAX_PERMITS);
@@ -201,18 +248,24 @@ impl Intake {
         {
             return Err(IntakeError::Declared { declared, max });
         }
-        let deadline = tokio::time::Instant::now() + self.limits.body_read_timeout;
+        // One timer for the whole body, armed only if a frame is not there at once.
+        let deadline = tokio::time::sleep(self.limits.body_read_timeout);
+        tokio::pin!(deadline);
         let mut budget: Option<OwnedSemaphorePermit> = None;
-        let mut collected = Vec::new();
+        let mut body_bytes = Collected::default();
         loop {
-            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
-                Err(_) => return Err(IntakeError::Timeout(self.limits.body_read_timeout.as_secs())),
-                Ok(None) => break,
-                Ok(Some(Err(e))) => return Err(IntakeError::Read(e.to_string())),
-                Ok(Some(Ok(frame))) => frame,
+            let frame = tokio::select! {
+                biased;
+                frame = body.frame() => frame,
+                () = &mut deadline => return Err(IntakeError::Timeout(self.limits.body_read_timeout.as_secs())),
+            };
+            let frame = match frame {
+                None => break,
+                Some(Err(e)) => return Err(IntakeError::Read(e.to_string())),
+                Some(Ok(frame)) => frame,
             };
             let Ok(data) = frame.into_data() else { continue };
-            if collected.len() + data.len() > max {
+            if body_bytes.len() + data.len() > max {
                 return Err(IntakeError::TooLarge { max });
             }
             let n = u32::try_from(data.len()).map_err(|_| IntakeError::TooLarge { max })?;
@@ -221,9 +274,9 @@ impl Intake {
                 Some(held) => held.merge(more),
                 None => budget = Some(more),
             }
-            collected.extend_from_slice(&data);
+            body_bytes.push(data, declared.map_or(0, |d| usize::try_from(d).unwrap_or(max)));
         }
-        Ok(Held { bytes: Bytes::from(collected), _budget: budget })
+        Ok(Held { bytes: body_bytes.into_bytes(), _budget: budget })
     }
 
     /// Runs `work` on the blocking pool when `size` is over the threshold, else inline; either

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use proptest::prelude::*;
 
-use crate::address::{Address, PortStatus, canonicalize, parse_static_list, same_set};
+use crate::address::{Address, PortStatus, canonicalize, is_canonical, parse_static_list, same_set};
 use crate::names::is_dns1123_subdomain;
 
 fn hostname() -> impl Strategy<Value = String> {
@@ -51,6 +51,13 @@ proptest! {
     fn canonical_is_idempotent(entries in proptest::collection::vec(address(), 0..8)) {
         let once = canonicalize(entries);
         prop_assert_eq!(canonicalize(once.clone()), once);
+    }
+
+    /// What `Sources::canonical` relies on to lend a static list instead of copying it.
+    #[test]
+    fn canonical_lists_are_recognized(entries in proptest::collection::vec(address(), 0..8)) {
+        prop_assert!(is_canonical(&canonicalize(entries.clone())));
+        prop_assert_eq!(is_canonical(&entries), canonicalize(entries.clone()) == entries);
     }
 
     #[test]

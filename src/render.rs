@@ -261,14 +261,15 @@ mod tests {
     }
 
     fn run(review: &Value, policies: &Policies, sources: &dyn Sources) -> (Decision, Value) {
-        let review = wire::read(&serde_json::to_vec(review).unwrap()).unwrap();
+        let body = serde_json::to_vec(review).unwrap();
+        let review = wire::read(&body).unwrap();
         let verdict = review.decide(policies, sources);
         let response: Value = serde_json::from_slice(&render(&review, &verdict)).unwrap();
         let decision = Decision {
             outcome: verdict.result(),
             canonical: match &verdict {
-                Verdict::Mismatch { canonical, .. } => canonical.clone(),
-                Verdict::Canonical { policy } => sources.canonical(policy).unwrap(),
+                Verdict::Mismatch { canonical, .. } => canonical.to_vec(),
+                Verdict::Canonical { policy } => sources.canonical(policy).unwrap().into_owned(),
                 _ => vec![],
             },
             detail: match &verdict {

@@ -8,9 +8,9 @@ use std::{
 };
 
 use axum::{
-    Extension, Router,
+    Router,
     body::{Body, Bytes},
-    extract::State,
+    extract::{Request, State},
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -75,8 +75,14 @@ pub fn webhook_router_with(state: Arc<AppState>, limits: Limits) -> Router {
     Router::new()
         .route("/mutate", post(mutate).fallback(method_not_allowed))
         .fallback(not_found)
-        .layer(Extension(Arc::new(Intake::new(limits))))
-        .with_state(state)
+        .with_state(Arc::new(Webhook { state, intake: Intake::new(limits) }))
+}
+
+/// What the webhook port's handler reads. The intake is router state rather than a request
+/// extension: an extension layer would allocate an extension map for every request.
+struct Webhook {
+    state: Arc<AppState>,
+    intake: Intake,
 }
 
 /// The admin router: liveness, readiness and Prometheus metrics.
@@ -123,14 +129,12 @@ async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "not found: the webhook path is /mutate")
 }
 
-async fn mutate(
-    State(state): State<Arc<AppState>>,
-    Extension(intake): Extension<Arc<Intake>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+/// Takes the whole request, not a `HeaderMap` extractor, which would copy the headers.
+async fn mutate(State(webhook): State<Arc<Webhook>>, request: Request) -> Response {
     let started = Instant::now();
-    let (response, result) = match answer(&state, &intake, &headers, body).await {
+    let (state, intake) = (&webhook.state, &webhook.intake);
+    let (parts, body) = request.into_parts();
+    let (response, result) = match answer(state, intake, &parts.headers, body).await {
         Ok((bytes, result)) => {
             ((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(), result)
         }

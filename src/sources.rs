@@ -4,6 +4,7 @@
 //! reads memory.
 
 use std::{
+    borrow::Cow,
     collections::{BTreeMap, HashMap},
     sync::{Arc, RwLock},
     time::{Duration, Instant},
@@ -97,7 +98,15 @@ pub trait Sources: Send + Sync {
 
     /// The union of the policy's sources, canonical. Unresolved only when every source is;
     /// when only some are, the others are used and a warning is logged.
-    fn canonical(&self, policy: &Policy) -> Result<Vec<Address>, Unresolved> {
+    /// A policy whose one source is a static list, already canonical, lends it: no copy per
+    /// review.
+    fn canonical<'p>(&self, policy: &'p Policy) -> Result<Cow<'p, [Address]>, Unresolved> {
+        if let [Source::Static(list)] = &policy.sources[..]
+            && (policy.keep_ports || list.iter().all(|a| a.ports.is_empty()))
+            && crate::address::is_canonical(list)
+        {
+            return Ok(Cow::Borrowed(list));
+        }
         let (mut all, mut failed) = (Vec::new(), Vec::new());
         for source in &policy.sources {
             match self.source(source) {
@@ -116,7 +125,7 @@ pub trait Sources: Send + Sync {
                 a.ports.clear();
             }
         }
-        Ok(crate::address::canonicalize(all))
+        Ok(Cow::Owned(crate::address::canonicalize(all)))
     }
 }
 

@@ -54,7 +54,8 @@ struct ReviewIn<'a, O> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", expecting = "an AdmissionRequest object", bound(deserialize = "O: Deserialize<'de>"))]
 struct RequestIn<'a, O> {
-    uid: String,
+    #[serde(borrow)]
+    uid: Cow<'a, str>,
     #[serde(default, borrow, deserialize_with = "crate::strict::object")]
     kind: GroupVersionKind<'a>,
     #[serde(default, borrow)]
@@ -65,8 +66,8 @@ struct RequestIn<'a, O> {
     name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
-    #[serde(default, deserialize_with = "crate::strict::object")]
-    user_info: User,
+    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
+    user_info: User<'a>,
     #[serde(default, deserialize_with = "crate::strict::optional_object")]
     object: Option<O>,
     #[serde(default)]
@@ -85,9 +86,9 @@ struct GroupVersionKind<'a> {
 /// The parts of an Ingress the decision reads; everything else is skipped unparsed.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", expecting = "an Ingress object")]
-struct IngressIn {
-    #[serde(default, deserialize_with = "crate::strict::object")]
-    metadata: MetadataIn,
+struct IngressIn<'a> {
+    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
+    metadata: MetadataIn<'a>,
     #[serde(default, deserialize_with = "crate::strict::object")]
     spec: SpecIn,
     #[serde(default, deserialize_with = "crate::strict::optional_object")]
@@ -96,9 +97,9 @@ struct IngressIn {
 
 #[derive(Deserialize, Default)]
 #[serde(expecting = "an ObjectMeta object")]
-struct MetadataIn {
-    #[serde(default)]
-    uid: Option<String>,
+struct MetadataIn<'a> {
+    #[serde(default, borrow)]
+    uid: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "class_annotation")]
     annotations: Option<String>,
 }
@@ -151,15 +152,17 @@ pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option
     d.deserialize_any(Visit)
 }
 
-/// A review we can answer: what the response must echo, who wrote, and what was written.
+/// A review we can answer: what the response must echo, who wrote, and what was written. The
+/// strings only the response and a finding need are borrowed from the body where it has them
+/// unescaped (as the API server sends them): no allocation per review for them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Review {
+pub struct Review<'a> {
     /// The request's `apiVersion`, which the response must repeat.
     pub api_version: ApiVersion,
-    pub uid: String,
+    pub uid: Cow<'a, str>,
     pub dry_run: bool,
-    pub user: User,
-    pub target: Target,
+    pub user: User<'a>,
+    pub target: Target<'a>,
 }
 
 /// The AdmissionReview versions the API server may send.
@@ -181,21 +184,21 @@ impl ApiVersion {
 /// `request.userInfo`: who sent the write.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(expecting = "a UserInfo object")]
-pub struct User {
-    #[serde(default)]
-    pub username: String,
+pub struct User<'a> {
+    #[serde(default, borrow)]
+    pub username: Cow<'a, str>,
     #[serde(default)]
     pub groups: Vec<String>,
 }
 
 /// What the review is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum Target<'a> {
     /// An UPDATE of an Ingress's `status` subresource.
     IngressStatus {
         write: StatusWrite,
         /// `metadata.uid` of the Ingress, so Events find it.
-        object_uid: Option<String>,
+        object_uid: Option<Cow<'a, str>>,
         /// How much of `status.loadBalancer.ingress` the object has: where a patch must go.
         shape: StatusShape,
     },
@@ -203,7 +206,7 @@ pub enum Target {
     Other(String),
 }
 
-impl Review {
+impl Review<'_> {
     /// The decision on this review.
     pub fn decide<'p>(&self, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
         match &self.target {
@@ -222,7 +225,7 @@ impl Review {
 }
 
 /// Reads an AdmissionReview body: the fast reader when it is sure, else serde_json.
-pub fn read(body: &[u8]) -> Result<Review, ReviewError> {
+pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     match skim::review(body) {
         Some(review) => convert(review, Ok),
         None => read_slow(body),
@@ -231,7 +234,7 @@ pub fn read(body: &[u8]) -> Result<Review, ReviewError> {
 
 /// The serde_json reader: the reference for what a review means, and the only one that words
 /// errors.
-pub fn read_slow(body: &[u8]) -> Result<Review, ReviewError> {
+pub fn read_slow<'a>(body: &'a [u8]) -> Result<Review<'a>, ReviewError> {
     // serde reads a struct from a JSON array too, which would make the errors below confusing.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
         && serde_json::from_slice::<de::IgnoredAny>(body).is_ok()
@@ -243,18 +246,18 @@ pub fn read_slow(body: &[u8]) -> Result<Review, ReviewError> {
     if let Ok(review) = serde_json::from_slice::<ReviewIn<IngressIn>>(body) {
         return convert(review, Ok);
     }
-    let review: ReviewIn<&RawValue> =
+    let review: ReviewIn<&'a RawValue> =
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
-    let parse = |raw: &RawValue| {
+    let parse = |raw: &'a RawValue| {
         crate::strict::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))
     };
     convert(review, parse)
 }
 
-fn convert<O>(
-    review: ReviewIn<'_, O>,
-    read_object: impl FnOnce(O) -> Result<IngressIn, ReviewError>,
-) -> Result<Review, ReviewError> {
+fn convert<'a, O>(
+    review: ReviewIn<'a, O>,
+    read_object: impl FnOnce(O) -> Result<IngressIn<'a>, ReviewError>,
+) -> Result<Review<'a>, ReviewError> {
     let kind = review.kind.as_deref().unwrap_or("");
     if kind != "AdmissionReview" {
         return Err(ReviewError::Kind(kind.to_owned()));

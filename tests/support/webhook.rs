@@ -47,6 +47,19 @@ impl Webhook {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Webhook {
+        Self::start_binary(cluster, name, Path::new(BINARY), kubeconfig, args, env).await
+    }
+
+    /// As [`Webhook::start_with_env`], with another build of the webhook (the benchmarks
+    /// compare two in one run).
+    pub(crate) async fn start_binary(
+        cluster: &Cluster,
+        name: &str,
+        binary: &Path,
+        kubeconfig: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Webhook {
         let dir = cluster.scratch_dir(&format!("webhook-{name}"));
         let ca = Ca::new(&format!("isg-e2e webhook CA ({name})"));
         let serving = ca.server("ingress-status-guard", &["127.0.0.1", "localhost"]);
@@ -58,7 +71,7 @@ impl Webhook {
         let mut failures = Vec::new();
         for attempt in 1..=3 {
             let (port, admin_port) = (free_port(), free_port());
-            let mut command = Command::new(BINARY);
+            let mut command = Command::new(binary);
             command
                 .arg("serve")
                 .arg(format!("--listen=127.0.0.1:{port}"))
@@ -75,8 +88,8 @@ impl Webhook {
             }
             let log = dir.join(format!("webhook-{attempt}.log"));
             let _ = std::fs::write(&log, format!("$ {command:?}\n"));
-            let proc =
-                process::spawn("ingress-status-guard", command, &log).unwrap_or_else(|e| panic!("start {BINARY}: {e}"));
+            let proc = process::spawn("ingress-status-guard", command, &log)
+                .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
             let mut webhook = Webhook { proc, ca_pem: ca.cert_pem.clone(), port, admin_port };
             match webhook.wait_ready(Duration::from_secs(30)).await {
                 Ok(()) => return webhook,
@@ -175,34 +188,46 @@ impl Webhook {
     /// MutatingWebhookConfiguration's name. The API server picks it up asynchronously: wait
     /// for a probe write to be mutated before relying on it.
     pub(crate) async fn register(&self, admin: &Client, namespace: &str, failure_policy: FailurePolicy) -> String {
-        let name = format!("isg-e2e-{namespace}");
-        let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "webhooks": [{
-                "name": format!("{namespace}.e2e.ingress-status-guard.test"),
-                "clientConfig": {"url": self.url(), "caBundle": BASE64.encode(&self.ca_pem)},
-                "rules": [{
-                    "apiGroups": ["networking.k8s.io"],
-                    "apiVersions": ["v1"],
-                    "operations": ["UPDATE"],
-                    "resources": ["ingresses/status"],
-                    "scope": "Namespaced",
-                }],
-                "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: namespace}},
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "NoneOnDryRun",
-                "matchPolicy": "Equivalent",
-                "failurePolicy": failure_policy.as_str(),
-                "timeoutSeconds": 5,
-            }]
-        }))
-        .expect("MutatingWebhookConfiguration object");
-        Api::<MutatingWebhookConfiguration>::all(admin.clone())
-            .create(&PostParams::default(), &config)
-            .await
-            .unwrap_or_else(|e| panic!("create MutatingWebhookConfiguration {name}: {e}"));
-        name
+        register_url(admin, namespace, &self.url(), &self.ca_pem, failure_policy).await
     }
+}
+
+/// Registers the webhook at `url` (serving a certificate signed by `ca_pem`) as
+/// [`Webhook::register`] does: for Ingress status updates in namespace `namespace` only.
+pub(crate) async fn register_url(
+    admin: &Client,
+    namespace: &str,
+    url: &str,
+    ca_pem: &str,
+    failure_policy: FailurePolicy,
+) -> String {
+    let name = format!("isg-e2e-{namespace}");
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": format!("{namespace}.e2e.ingress-status-guard.test"),
+            "clientConfig": {"url": url, "caBundle": BASE64.encode(ca_pem)},
+            "rules": [{
+                "apiGroups": ["networking.k8s.io"],
+                "apiVersions": ["v1"],
+                "operations": ["UPDATE"],
+                "resources": ["ingresses/status"],
+                "scope": "Namespaced",
+            }],
+            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: namespace}},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "NoneOnDryRun",
+            "matchPolicy": "Equivalent",
+            "failurePolicy": failure_policy.as_str(),
+            "timeoutSeconds": 5,
+        }]
+    }))
+    .expect("MutatingWebhookConfiguration object");
+    Api::<MutatingWebhookConfiguration>::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap_or_else(|e| panic!("create MutatingWebhookConfiguration {name}: {e}"));
+    name
 }
 
 #[derive(Clone, Copy, Debug)]
