@@ -237,9 +237,9 @@ pub enum CliError {
     #[error(transparent)]
     Cert(#[from] certs::CertError),
     #[error(
-        "cannot build a Kubernetes client (needed to watch --publish-service): {0}; pass --kubeconfig or run in a cluster"
+        "cannot build a Kubernetes client, needed to watch {needed_for}: {source}; pass --kubeconfig or run in a cluster"
     )]
-    Client(#[from] ClientError),
+    Client { needed_for: String, source: ClientError },
     #[error("{path}: {message}")]
     Manifest { path: String, message: String },
     #[error("{flag} {addr}: cannot listen: {source}")]
@@ -347,13 +347,11 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let cache = SourceCache::new(&policies);
     // A Service or node-IP source, IngressClasses and Namespaces need a cluster; Events, the
     // reconciler and reloads that add a Service use one when there is one to use.
-    let needs_cluster = !policies.services().is_empty()
-        || !policies.pod_watches().is_empty()
-        || policies.need_ingress_classes()
-        || policies.need_namespaces();
+    let needed_for = cluster_needs(&policies);
     let optional = !args.no_events || args.reconcile.reconcile || args.policy.config.is_some();
-    let client = if needs_cluster {
-        Some(client::connect(args.kubeconfig.as_deref()).await?)
+    let client = if !needed_for.is_empty() {
+        let connected = client::connect(args.kubeconfig.as_deref()).await;
+        Some(connected.map_err(|source| CliError::Client { needed_for: needed_for.join(", "), source })?)
     } else if !optional {
         None
     } else {
@@ -473,6 +471,28 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         }
     };
     Ok(server::serve(state, listeners, tasks, shutdown).await?)
+}
+
+/// What the policies need a cluster for, in the words of the flags and fields that ask for it;
+/// empty when they need none.
+fn cluster_needs(policies: &Policies) -> Vec<&'static str> {
+    let mut needs = Vec::new();
+    if !policies.services().is_empty() {
+        needs.push("the publish Service (--publish-service)");
+    }
+    if !policies.pod_watches().is_empty() {
+        needs.push("the controller Pods and Nodes (--publish-pods-namespace/--publish-pods-selector)");
+    }
+    if policies.need_ingress_classes() {
+        needs.push(
+            "IngressClasses (--controller-class, or --ingress-class without --watch-ingress-without-class, \
+             which also governs class-less Ingresses when the default IngressClass is one of the classes)",
+        );
+    }
+    if policies.need_namespaces() {
+        needs.push("Namespaces (namespaceSelector)");
+    }
+    needs
 }
 
 /// Whether the API server is older than the Ingress `ports` field (it would drop them from

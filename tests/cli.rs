@@ -196,7 +196,9 @@ fn serve_refuses_bad_tls_and_config_files() {
     let config = dir.path().join("policies.yaml");
     std::fs::write(&config, "policies:\n  - name: a\n    publishService: nope\n").unwrap();
     let junk = junk.to_str().unwrap();
-    let cases: [(Vec<&str>, String); 3] = [
+    let missing = dir.path().join("no-kubeconfig");
+    let missing = missing.to_str().unwrap();
+    let cases: [(Vec<&str>, String); 5] = [
         (
             vec!["--tls-cert", junk, "--tls-key", junk, "--publish-status-address", "10.0.0.1"],
             format!("--tls-cert {junk}: no PEM certificate found"),
@@ -205,6 +207,15 @@ fn serve_refuses_bad_tls_and_config_files() {
         (
             vec!["--config", config.to_str().unwrap()],
             format!("config file {}: policies[0].publishService: \"nope\" must be NAMESPACE/NAME", config.display()),
+        ),
+        // No cluster: the error says which flag needs one.
+        (
+            vec!["--publish-service", "edge/lb", "--kubeconfig", missing],
+            format!("needed to watch the publish Service (--publish-service): kubeconfig {missing}"),
+        ),
+        (
+            vec!["--publish-status-address", "10.0.0.1", "--ingress-class", "nginx", "--kubeconfig", missing],
+            "needed to watch IngressClasses (--controller-class, or --ingress-class without --watch-ingress-without-class".to_owned(),
         ),
     ];
     for (args, want) in cases {
