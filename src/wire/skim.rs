@@ -104,6 +104,84 @@ fn eq(v: u8x16, c: u8) -> u32 {
     v.simd_eq(u8x16::splat(c)).to_bitmask()
 }
 
+/// The 64 bytes from `i`, padded with zeros past the end of `b` (a zero is in no class of
+/// [`Classes`], so the walker takes it for a literal and fails there); `None` from the end on.
+#[inline(always)]
+fn block64(b: &[u8], i: usize) -> Option<[u8; 64]> {
+    if let Some(block) = b.get(i..i + 64) {
+        return Some(block.try_into().expect("64 bytes"));
+    }
+    let rest = b.get(i..).filter(|rest| !rest.is_empty())?;
+    let mut block = [0; 64];
+    block[..rest.len()].copy_from_slice(rest);
+    Some(block)
+}
+
+/// The bytes of a 64-byte block by class, bit `k` for byte `k`.
+struct Classes {
+    quotes: u64,
+    backslashes: u64,
+    spaces: u64,
+    /// `{ } [ ] : ,`
+    structural: u64,
+}
+
+impl Classes {
+    #[inline(always)]
+    fn of(block: &[u8; 64]) -> Self {
+        let mut class = Classes { quotes: 0, backslashes: 0, spaces: 0, structural: 0 };
+        for (lane, bytes) in block.chunks_exact(16).enumerate() {
+            let v = u8x16::new(bytes.try_into().expect("16 bytes"));
+            // `[` and `]` are `{` and `}` without the 0x20 bit.
+            let folded = v | u8x16::splat(0x20);
+            let structural = folded.simd_eq(u8x16::splat(b'{'))
+                | folded.simd_eq(u8x16::splat(b'}'))
+                | v.simd_eq(u8x16::splat(b':'))
+                | v.simd_eq(u8x16::splat(b','));
+            let shift = 16 * lane;
+            class.quotes |= u64::from(eq(v, b'"')) << shift;
+            class.backslashes |= u64::from(eq(v, b'\\')) << shift;
+            class.spaces |= u64::from(eq(v, b' ')) << shift;
+            class.structural |= u64::from(structural.to_bitmask()) << shift;
+        }
+        class
+    }
+}
+
+/// Bit `k` set where an odd number of bits of `x` are set at or below `k`.
+#[inline(always)]
+fn prefix_xor(mut x: u64) -> u64 {
+    for shift in [1, 2, 4, 8, 16, 32] {
+        x ^= x << shift;
+    }
+    x
+}
+
+/// The escaped bytes `escapes` of the 64-byte `block` at `at` in `b` are ones JSON allows, and
+/// every `\\u` has four hex digits.
+fn check_escapes(b: &[u8], at: usize, block: &[u8; 64], escapes: u64) -> Option<()> {
+    let (mut valid, mut unicode) = (0u64, 0u64);
+    for (lane, bytes) in block.chunks_exact(16).enumerate() {
+        let v = u8x16::new(bytes.try_into().expect("16 bytes"));
+        let shift = 16 * lane;
+        let simple = [b'"', b'\\', b'/', b'b', b'f', b'n', b'r', b't'].iter().fold(0, |m, &c| m | eq(v, c));
+        valid |= u64::from(simple) << shift;
+        unicode |= u64::from(eq(v, b'u')) << shift;
+    }
+    unicode &= escapes;
+    if escapes & !(valid | unicode) != 0 {
+        return None;
+    }
+    while unicode != 0 {
+        let from = at + unicode.trailing_zeros() as usize + 1;
+        if !b.get(from..from + 4)?.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        unicode &= unicode - 1;
+    }
+    Some(())
+}
+
 /// The index of the first `"` or `\\` in `b` from `from`, 16 bytes at a time. Inlined: most
 /// strings here are keys shorter than one block, where a call costs as much as the search.
 #[inline(always)]
@@ -363,69 +441,150 @@ impl<'a> Skim<'a> {
         Some(())
     }
 
-    /// Skips one value of any kind, checking it as serde_json's `IgnoredAny` does. Iterative,
-    /// so hostile nesting cannot exhaust the stack: one bit per level says object or array.
+    /// Skips one value of any kind, checking it as serde_json's `IgnoredAny` does.
     fn skip_value(&mut self) -> Option<()> {
-        let mut objects: u64 = 0;
-        let mut depth: u32 = 0;
-        loop {
-            // A value.
-            match self.token()? {
-                b'"' => self.skip_str()?,
-                c @ (b'{' | b'[') => {
-                    self.spaces();
-                    let close = if c == b'{' { b'}' } else { b']' };
-                    if self.peek()? == close {
-                        self.i += 1;
-                    } else {
-                        depth += 1;
-                        if depth > MAX_DEPTH {
-                            return None;
-                        }
-                        objects = objects << 1 | u64::from(c == b'{');
-                        if c == b'{' {
-                            self.member_key()?;
-                        }
-                        continue;
-                    }
-                }
-                b't' => self.rest_of(b"rue")?,
-                b'f' => self.rest_of(b"alse")?,
-                b'n' => self.rest_of(b"ull")?,
-                b'-' | b'0'..=b'9' => {
-                    self.i -= 1;
-                    self.skip_number()?;
-                }
-                _ => return None,
+        self.spaces();
+        match self.peek()? {
+            b'"' => {
+                self.i += 1;
+                self.skip_str()
             }
-            // What follows it: closings, then a comma or the end.
-            loop {
-                if depth == 0 {
-                    return Some(());
-                }
-                let in_object = objects & 1 == 1;
-                match self.token()? {
-                    b',' => {
-                        if in_object {
-                            self.member_key()?;
-                        }
-                        break;
-                    }
-                    b'}' if in_object => {}
-                    b']' if !in_object => {}
-                    _ => return None,
-                }
-                objects >>= 1;
-                depth -= 1;
-            }
+            b'{' | b'[' => self.skip_container(),
+            _ => self.scalar(),
         }
     }
 
-    /// `"key":` inside a skipped object.
-    fn member_key(&mut self) -> Option<()> {
-        self.expect(b'"')?;
-        self.skip_str()?;
-        self.expect(b':')
+    /// A number or a literal, from its first byte.
+    fn scalar(&mut self) -> Option<()> {
+        let tail: &[u8] = match self.peek()? {
+            b't' => b"rue",
+            b'f' => b"alse",
+            b'n' => b"ull",
+            b'-' | b'0'..=b'9' => return self.skip_number(),
+            _ => return None,
+        };
+        self.i += 1;
+        self.rest_of(tail)
+    }
+
+    /// Skips an object or array (`self.i` at its opening bracket) as serde_json's `IgnoredAny`
+    /// reads it, 64 bytes at a time, the way simdjson does: vector compares classify the bytes
+    /// of a block (quotes, backslashes, brackets, colons and commas, spaces), bit arithmetic
+    /// finds the escaped bytes and, from the unescaped quotes, which bytes are inside strings;
+    /// then only the tokens (brackets, colons, commas, opening quotes, first bytes of numbers and
+    /// literals) are visited, each checked against what may come next. Strings cost nothing per
+    /// byte, escapes only a check of the escaped bytes, and no recursion: one bit per level says
+    /// object or array, and nesting deeper than [`MAX_DEPTH`] goes to serde_json.
+    fn skip_container(&mut self) -> Option<()> {
+        /// What may come next.
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        enum Want {
+            Value,
+            /// A value or `]`, after `[`.
+            FirstValue,
+            /// A key or `}`, after `{`.
+            FirstKey,
+            Key,
+            Colon,
+            /// A comma or the closing bracket, after a value.
+            After,
+        }
+        const EVEN: u64 = 0x5555_5555_5555_5555;
+        let b = self.b;
+        let mut at = self.i;
+        let mut want = Want::Value;
+        let (mut objects, mut depth) = (0u64, 0u32);
+        // From one block to the next: the first byte is escaped; inside a string (all ones);
+        // the last byte was part of a number or literal.
+        let (mut escape_carry, mut string_carry, mut scalar_carry) = (0u64, 0u64, 0u64);
+        loop {
+            let block = block64(b, at)?;
+            let class = Classes::of(&block);
+            let escaped = if class.backslashes | escape_carry == 0 {
+                0
+            } else {
+                // Adding a run's first bit clears the run and sets the bit after it; the byte
+                // after a run is escaped when the run is odd.
+                let backslashes = class.backslashes & !escape_carry;
+                let starts = backslashes & !(backslashes << 1);
+                let (even_runs, _) = backslashes.overflowing_add(starts & EVEN);
+                let (odd_runs, odd_out) = backslashes.overflowing_add(starts & !EVEN);
+                let escaped = (even_runs & !backslashes & !EVEN) | (odd_runs & !backslashes & EVEN) | escape_carry;
+                escape_carry = u64::from(odd_out);
+                escaped
+            };
+            let quotes = class.quotes & !escaped;
+            // Set from an opening quote up to its closing quote (excluded).
+            let in_string = prefix_xor(quotes) ^ string_carry;
+            string_carry = ((in_string as i64) >> 63) as u64;
+            let escapes = escaped & in_string;
+            if escapes != 0 {
+                check_escapes(b, at, &block, escapes)?;
+            }
+            let scalars = !(class.structural | class.spaces | in_string | quotes);
+            let scalar_starts = scalars & !((scalars << 1) | scalar_carry);
+            scalar_carry = scalars >> 63;
+            let mut tokens = (class.structural & !in_string) | (quotes & in_string) | scalar_starts;
+            while tokens != 0 {
+                let k = tokens.trailing_zeros() as usize;
+                tokens &= tokens - 1;
+                let value = matches!(want, Want::Value | Want::FirstValue);
+                match block[k] {
+                    b'"' => {
+                        want = match want {
+                            Want::Value | Want::FirstValue => Want::After,
+                            Want::FirstKey | Want::Key => Want::Colon,
+                            _ => return None,
+                        };
+                    }
+                    c @ (b'{' | b'[') => {
+                        depth += 1;
+                        if !value || depth > MAX_DEPTH {
+                            return None;
+                        }
+                        objects = objects << 1 | u64::from(c == b'{');
+                        want = if c == b'{' { Want::FirstKey } else { Want::FirstValue };
+                    }
+                    c @ (b'}' | b']') => {
+                        let object = c == b'}';
+                        let closes = match want {
+                            Want::FirstKey => object,
+                            Want::FirstValue => !object,
+                            Want::After => (objects & 1 == 1) == object,
+                            _ => false,
+                        };
+                        if !closes {
+                            return None;
+                        }
+                        objects >>= 1;
+                        depth -= 1;
+                        if depth == 0 {
+                            self.i = at + k + 1;
+                            return Some(());
+                        }
+                        want = Want::After;
+                    }
+                    b':' if want == Want::Colon => want = Want::Value,
+                    b',' if want == Want::After => {
+                        want = if objects & 1 == 1 { Want::Key } else { Want::Value };
+                    }
+                    b':' | b',' => return None,
+                    _ => {
+                        // A number or literal, which must end where its run of bytes ends.
+                        if !value {
+                            return None;
+                        }
+                        self.i = at + k;
+                        self.scalar()?;
+                        if !matches!(b.get(self.i), Some(b' ' | b',' | b':' | b'{' | b'}' | b'[' | b']' | b'"')) {
+                            return None;
+                        }
+                        want = Want::After;
+                    }
+                }
+            }
+            at += 64;
+        }
     }
 
     fn skip(&mut self, f: Field) -> Option<()> {
@@ -724,6 +883,80 @@ mod tests {
         assert!(slow.is_err() && fast.is_none(), "invalid UTF-8 in a key of a decoded struct: {slow:?}");
     }
 
+    /// The grammar of skipped containers, token by token: each broken one is left to serde_json
+    /// (which refuses it), each good one read fast.
+    #[test]
+    fn skipped_containers_follow_the_grammar() {
+        let with_old_object = |text: &str| {
+            let mut v = fixture();
+            v["request"]["oldObject"] = json!("PLACEHOLDER");
+            serde_json::to_string(&v).unwrap().replacen("\"PLACEHOLDER\"", text, 1)
+        };
+        let broken = [
+            "{,\"a\":1}",
+            "[,1]",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\" 1}",
+            "{\"a\":}",
+            "{1:2}",
+            "[1 2]",
+            "{\"a\":1 \"b\":2}",
+            "[}",
+            "{]",
+            "[1}",
+            "{\"a\":[1}]}",
+            "{\"a\"::1}",
+            "{:}",
+            "[[]]]",
+            "[tru]",
+            "[nulll]",
+            "[01]",
+            "[1.]",
+            "[\"a\" \"b\"]",
+            "[-]",
+            "{\"a\":1}}",
+            "[\"a\":1]",
+            "{\"a\",1}",
+            "[1,,2]",
+            "[true false]",
+            "[\"\\q\"]",
+            "[\"\\u12\"]",
+            "[1\"a\"]",
+            "[\"a\"1]",
+            "[{}{}]",
+            "[x]",
+            "{\"a\":1",
+            "[[[",
+            "[\"open]",
+            "[\\\"a\"]",
+        ];
+        for text in broken {
+            let body = with_old_object(text);
+            let (fast, slow) = both(body.as_bytes());
+            assert!(slow.is_err(), "serde_json reads broken {text}");
+            assert!(fast.is_none(), "the fast reader read broken {text}: {fast:?}");
+        }
+        let good = [
+            "{ \"a\" : [ 1 , { } , [ ] , \"x\" ] , \"b\" : null }",
+            "[]",
+            "{}",
+            "[[[]]]",
+            "[[],{}]",
+            "[-0.5e+3,true,false,null,\"\\u00e9\\\"\\\\\"]",
+            "{\"\":{\"\":[\"\"]}}",
+            "[0,-0,1E5,2e-3]",
+            "[\"}]\",\"{[\",\":,\"]",
+            "{\"a\\\"}\":\"b\\\\\"}",
+        ];
+        for text in good {
+            let body = with_old_object(text);
+            let (fast, slow) = both(body.as_bytes());
+            assert!(slow.is_ok(), "serde_json refuses {text}: {slow:?}");
+            assert_eq!(fast, Some(slow), "{text}");
+        }
+    }
+
     /// A JSON value of any shape, shallow.
     fn any_json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
@@ -926,6 +1159,44 @@ mod tests {
                 prop_assert_eq!(fast, Some(slow), "string {}", text);
             } else if let Some(fast) = fast {
                 prop_assert_eq!(fast, slow, "string {}", text);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Skipped containers (`oldObject`): JSON of any shape, usually longer than a block, with
+        /// spaces after some brackets, colons and commas, and sometimes one byte edit. Where
+        /// serde_json reads the review, the block walker does too, and the same.
+        #[test]
+        fn skips_containers_as_serde_json_does(
+            values in prop::collection::vec(any_json(), 1..12),
+            spaced in any::<u64>(),
+            edit in prop::option::weighted(0.5, (any::<u8>(), 0.0..1.0f64, any::<usize>())),
+        ) {
+            let compact = serde_json::to_string(&Value::Array(values)).unwrap();
+            let mut text = Vec::new();
+            for (n, &c) in compact.as_bytes().iter().enumerate() {
+                text.push(c);
+                if matches!(c, b',' | b':' | b'[' | b'{') && spaced >> (n % 64) & 1 == 1 {
+                    text.push(b' ');
+                }
+            }
+            let text = match edit {
+                Some(edit) => mutate(text, &[edit]),
+                None => text,
+            };
+            let mut v = fixture();
+            v["request"]["oldObject"] = json!("PLACEHOLDER");
+            let mut body = serde_json::to_vec(&v).unwrap();
+            let at = body.windows(13).position(|w| w == b"\"PLACEHOLDER\"").unwrap();
+            body.splice(at..at + 13, text);
+            let (fast, slow) = both(&body);
+            if slow.is_ok() && !body.iter().any(|&c| c < 0x20) {
+                prop_assert_eq!(fast, Some(slow), "oldObject {}", String::from_utf8_lossy(&body[at..]));
+            } else if let Some(fast) = fast {
+                prop_assert_eq!(fast, slow, "oldObject {}", String::from_utf8_lossy(&body[at..]));
             }
         }
     }
