@@ -129,23 +129,72 @@ struct Classes {
 impl Classes {
     #[inline(always)]
     fn of(block: &[u8; 64]) -> Self {
-        let mut class = Classes { quotes: 0, backslashes: 0, spaces: 0, structural: 0 };
-        for (lane, bytes) in block.chunks_exact(16).enumerate() {
-            let v = u8x16::new(bytes.try_into().expect("16 bytes"));
+        let (quotes, backslashes, spaces, structural) = lanes(block, |v| {
             // `[` and `]` are `{` and `}` without the 0x20 bit.
             let folded = v | u8x16::splat(0x20);
             let structural = folded.simd_eq(u8x16::splat(b'{'))
                 | folded.simd_eq(u8x16::splat(b'}'))
                 | v.simd_eq(u8x16::splat(b':'))
                 | v.simd_eq(u8x16::splat(b','));
-            let shift = 16 * lane;
-            class.quotes |= u64::from(eq(v, b'"')) << shift;
-            class.backslashes |= u64::from(eq(v, b'\\')) << shift;
-            class.spaces |= u64::from(eq(v, b' ')) << shift;
-            class.structural |= u64::from(structural.to_bitmask()) << shift;
-        }
-        class
+            (eq(v, b'"'), eq(v, b'\\'), eq(v, b' '), structural.to_bitmask())
+        });
+        Classes { quotes, backslashes, spaces, structural }
     }
+}
+
+/// Masks of a 64-byte block from masks of its four 16-byte lanes.
+#[inline(always)]
+fn lanes<M: LaneMasks>(block: &[u8; 64], masks: impl Fn(u8x16) -> M) -> M::Wide {
+    let mut wide = M::Wide::default();
+    for (lane, bytes) in block.chunks_exact(16).enumerate() {
+        masks(u8x16::new(bytes.try_into().expect("16 bytes"))).widen_into(&mut wide, 16 * lane);
+    }
+    wide
+}
+
+/// A tuple of 16-bit lane masks, widened into the same tuple of 64-bit block masks.
+trait LaneMasks {
+    type Wide: Default;
+    fn widen_into(self, wide: &mut Self::Wide, shift: usize);
+}
+
+impl LaneMasks for (u32, u32) {
+    type Wide = (u64, u64);
+    #[inline(always)]
+    fn widen_into(self, wide: &mut Self::Wide, shift: usize) {
+        wide.0 |= u64::from(self.0) << shift;
+        wide.1 |= u64::from(self.1) << shift;
+    }
+}
+
+impl LaneMasks for (u32, u32, u32, u32) {
+    type Wide = (u64, u64, u64, u64);
+    #[inline(always)]
+    fn widen_into(self, wide: &mut Self::Wide, shift: usize) {
+        wide.0 |= u64::from(self.0) << shift;
+        wide.1 |= u64::from(self.1) << shift;
+        wide.2 |= u64::from(self.2) << shift;
+        wide.3 |= u64::from(self.3) << shift;
+    }
+}
+
+/// The escaped bytes of a block from its backslashes: the byte after a run of backslashes is
+/// escaped when the run is odd. `carry` (bit 0) says the block's first byte is escaped by a run
+/// that ended the previous block, and is updated for the next block.
+#[inline(always)]
+fn escaped(backslashes: u64, carry: &mut u64) -> u64 {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    if backslashes | *carry == 0 {
+        return 0;
+    }
+    let backslashes = backslashes & !*carry;
+    let starts = backslashes & !(backslashes << 1);
+    // Adding a run's first bit clears the run and sets the bit after it.
+    let (even_runs, _) = backslashes.overflowing_add(starts & EVEN);
+    let (odd_runs, odd_out) = backslashes.overflowing_add(starts & !EVEN);
+    let escaped = (even_runs & !backslashes & !EVEN) | (odd_runs & !backslashes & EVEN) | *carry;
+    *carry = u64::from(odd_out);
+    escaped
 }
 
 /// Bit `k` set where an odd number of bits of `x` are set at or below `k`.
@@ -160,15 +209,11 @@ fn prefix_xor(mut x: u64) -> u64 {
 /// The escaped bytes `escapes` of the 64-byte `block` at `at` in `b` are ones JSON allows, and
 /// every `\\u` has four hex digits.
 fn check_escapes(b: &[u8], at: usize, block: &[u8; 64], escapes: u64) -> Option<()> {
-    let (mut valid, mut unicode) = (0u64, 0u64);
-    for (lane, bytes) in block.chunks_exact(16).enumerate() {
-        let v = u8x16::new(bytes.try_into().expect("16 bytes"));
-        let shift = 16 * lane;
+    let (valid, unicode) = lanes(block, |v| {
         let simple = [b'"', b'\\', b'/', b'b', b'f', b'n', b'r', b't'].iter().fold(0, |m, &c| m | eq(v, c));
-        valid |= u64::from(simple) << shift;
-        unicode |= u64::from(eq(v, b'u')) << shift;
-    }
-    unicode &= escapes;
+        (simple, eq(v, b'u'))
+    });
+    let mut unicode = unicode & escapes;
     if escapes & !(valid | unicode) != 0 {
         return None;
     }
@@ -349,59 +394,28 @@ impl<'a> Skim<'a> {
         self.skip_long_str()
     }
 
-    /// [`Self::skip_str`] beyond its first block, or with escapes. Which bytes are escaped
-    /// comes from the block's backslash mask by bit arithmetic (a run of backslashes escapes the
-    /// byte after it when the run is odd), so an escape costs no branch of its own.
+    /// [`Self::skip_str`] beyond its first block, or with escapes, 64 bytes at a time: which
+    /// bytes are escaped comes from the block's backslashes by bit arithmetic, so an escape
+    /// costs no branch of its own.
     fn skip_long_str(&mut self) -> Option<()> {
-        // Bit k for even k, up to 16: the first byte of the next block is even too.
-        const EVEN: u32 = 0x0001_5555;
         let b = self.b;
-        let mut i = self.i;
-        // Bit 0 set: the block's first byte is escaped by a run that ended the previous block.
-        let mut carry = 0u32;
+        let mut at = self.i;
+        let mut carry = 0;
         loop {
-            let v = u8x16::new(block(b, i)?);
-            let quotes = eq(v, b'"');
-            let all_backslashes = eq(v, b'\\');
-            if all_backslashes | carry == 0 {
-                if quotes != 0 {
-                    self.i = i + quotes.trailing_zeros() as usize + 1;
-                    return Some(());
-                }
-                i += 16;
-                continue;
-            }
-            let backslashes = all_backslashes & !carry;
-            let starts = backslashes & !(backslashes << 1);
-            // Adding a run's first bit clears the run and sets the bit after it.
-            let after_even = backslashes.wrapping_add(starts & EVEN) & !backslashes;
-            let after_odd = backslashes.wrapping_add(starts & !EVEN) & !backslashes;
-            let escaped = (after_even & !EVEN) | (after_odd & EVEN) | carry;
+            let block = block64(b, at)?;
+            let (quotes, backslashes) = lanes(&block, |v| (eq(v, b'"'), eq(v, b'\\')));
+            let escaped = escaped(backslashes, &mut carry);
             let ends = quotes & !escaped;
             // The escaped bytes of this block inside the string.
-            let inside = if ends == 0 { 0xffff } else { (ends & ends.wrapping_neg()) - 1 };
-            let escapes = escaped & inside;
+            let escapes = escaped & if ends == 0 { u64::MAX } else { (ends & ends.wrapping_neg()) - 1 };
             if escapes != 0 {
-                let simple = quotes | all_backslashes | eq(v, b'/') | eq(v, b'b') | eq(v, b'f') | eq(v, b'n');
-                let unicode = escapes & eq(v, b'u');
-                if escapes & !(simple | eq(v, b'r') | eq(v, b't') | unicode) != 0 {
-                    return None;
-                }
-                let mut unicode = unicode;
-                while unicode != 0 {
-                    let at = i + unicode.trailing_zeros() as usize + 1;
-                    if !b.get(at..at + 4)?.iter().all(u8::is_ascii_hexdigit) {
-                        return None;
-                    }
-                    unicode &= unicode - 1;
-                }
+                check_escapes(b, at, &block, escapes)?;
             }
             if ends != 0 {
-                self.i = i + ends.trailing_zeros() as usize + 1;
+                self.i = at + ends.trailing_zeros() as usize + 1;
                 return Some(());
             }
-            carry = escaped >> 16;
-            i += 16;
+            at += 64;
         }
     }
 
@@ -489,7 +503,6 @@ impl<'a> Skim<'a> {
             /// A comma or the closing bracket, after a value.
             After,
         }
-        const EVEN: u64 = 0x5555_5555_5555_5555;
         let b = self.b;
         let mut at = self.i;
         let mut want = Want::Value;
@@ -500,19 +513,7 @@ impl<'a> Skim<'a> {
         loop {
             let block = block64(b, at)?;
             let class = Classes::of(&block);
-            let escaped = if class.backslashes | escape_carry == 0 {
-                0
-            } else {
-                // Adding a run's first bit clears the run and sets the bit after it; the byte
-                // after a run is escaped when the run is odd.
-                let backslashes = class.backslashes & !escape_carry;
-                let starts = backslashes & !(backslashes << 1);
-                let (even_runs, _) = backslashes.overflowing_add(starts & EVEN);
-                let (odd_runs, odd_out) = backslashes.overflowing_add(starts & !EVEN);
-                let escaped = (even_runs & !backslashes & !EVEN) | (odd_runs & !backslashes & EVEN) | escape_carry;
-                escape_carry = u64::from(odd_out);
-                escaped
-            };
+            let escaped = escaped(class.backslashes, &mut escape_carry);
             let quotes = class.quotes & !escaped;
             // Set from an opening quote up to its closing quote (excluded).
             let in_string = prefix_xor(quotes) ^ string_carry;
