@@ -163,8 +163,8 @@ fn allocations(n: u64, mut f: impl FnMut()) -> (f64, f64) {
 }
 
 /// The candidates for reading a review, compared in `read/<size>/<reader>`: the shipped reader
-/// (`skim`, a validating memchr skipper with serde_json as the error path), serde_json alone (the
-/// reader before issue 14), and two SIMD libraries extracting the same fields: sonic-rs
+/// (`skim`, a validating block-at-a-time skipper with serde_json as the error path), serde_json
+/// alone (the reader before issue 14), and two SIMD libraries extracting the same fields: sonic-rs
 /// (`get_many`, which skips unrequested subtrees lazily) and simd-json (a tape of the whole
 /// document, then lookups). Each decodes the small sub-objects (`userInfo`, `status`) the same way.
 mod candidates {
