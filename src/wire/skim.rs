@@ -80,15 +80,16 @@ fn scan(body: &[u8]) -> Bytes {
     Bytes { control: control.to_bitmask() != 0, ascii: high.to_bitmask() == 0 }
 }
 
-/// The 16 bytes from `i`, padded with zeros past the end of `b` (a zero is neither a quote nor
-/// a backslash); `None` from the end on.
+/// The `N` bytes from `i`, padded with zeros past the end of `b` (a zero is neither a quote, a
+/// backslash nor in any class of [`Classes`], so the walker takes it for a literal and fails
+/// there); `None` from the end on.
 #[inline(always)]
-fn block(b: &[u8], i: usize) -> Option<[u8; 16]> {
-    if let Some(block) = b.get(i..i + 16) {
-        return Some(block.try_into().expect("16 bytes"));
+fn block<const N: usize>(b: &[u8], i: usize) -> Option<[u8; N]> {
+    if let Some(block) = b.get(i..i + N) {
+        return block.try_into().ok();
     }
     let rest = b.get(i..).filter(|rest| !rest.is_empty())?;
-    let mut block = [0; 16];
+    let mut block = [0; N];
     block[..rest.len()].copy_from_slice(rest);
     Some(block)
 }
@@ -98,26 +99,13 @@ fn block(b: &[u8], i: usize) -> Option<[u8; 16]> {
 #[inline(always)]
 fn quotes_and_backslashes(block: [u8; 16]) -> (u32, u32) {
     let v = u8x16::new(block);
-    (v.simd_eq(u8x16::splat(b'"')).to_bitmask(), v.simd_eq(u8x16::splat(b'\\')).to_bitmask())
+    (eq(v, b'"'), eq(v, b'\\'))
 }
 
 /// Bit `k` set where byte `k` of `v` is `c`.
 #[inline(always)]
 fn eq(v: u8x16, c: u8) -> u32 {
     v.simd_eq(u8x16::splat(c)).to_bitmask()
-}
-
-/// The 64 bytes from `i`, padded with zeros past the end of `b` (a zero is in no class of
-/// [`Classes`], so the walker takes it for a literal and fails there); `None` from the end on.
-#[inline(always)]
-fn block64(b: &[u8], i: usize) -> Option<[u8; 64]> {
-    if let Some(block) = b.get(i..i + 64) {
-        return Some(block.try_into().expect("64 bytes"));
-    }
-    let rest = b.get(i..).filter(|rest| !rest.is_empty())?;
-    let mut block = [0; 64];
-    block[..rest.len()].copy_from_slice(rest);
-    Some(block)
 }
 
 /// The bytes of a 64-byte block by class, bit `k` for byte `k`.
@@ -236,7 +224,7 @@ fn check_escapes(b: &[u8], at: usize, block: &[u8; 64], escapes: u64) -> Option<
 fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     loop {
-        let (quotes, backslashes) = quotes_and_backslashes(block(b, i)?);
+        let (quotes, backslashes) = quotes_and_backslashes(block::<16>(b, i)?);
         let stops = quotes | backslashes;
         if stops != 0 {
             return Some(i + stops.trailing_zeros() as usize);
@@ -405,7 +393,7 @@ impl<'a> Skim<'a> {
         let mut at = self.i;
         let mut carry = 0;
         loop {
-            let block = block64(b, at)?;
+            let block = block::<64>(b, at)?;
             let (quotes, backslashes) = lanes(&block, |v| (eq(v, b'"'), eq(v, b'\\')));
             let escaped = escaped(backslashes, &mut carry);
             let ends = quotes & !escaped;
@@ -514,7 +502,7 @@ impl<'a> Skim<'a> {
         // the last byte was part of a number or literal.
         let (mut escape_carry, mut string_carry, mut scalar_carry) = (0u64, 0u64, 0u64);
         loop {
-            let block = block64(b, at)?;
+            let block = block::<64>(b, at)?;
             let class = Classes::of(&block);
             let escaped = escaped(class.backslashes, &mut escape_carry);
             let quotes = class.quotes & !escaped;
