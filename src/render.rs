@@ -397,6 +397,11 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
         /// Quotes, backslashes and control characters at every offset from a 16-byte block.
         #[test]
         fn any_string_is_escaped_as_serde_json_escapes_it(
