@@ -5,7 +5,7 @@ use crate::{
     address::{Address, Addresses},
     decision::{Action, Verdict},
     names::truncate,
-    wire::{Review, Target},
+    review::{Review, Target},
 };
 
 /// The Events API refuses notes over 1 kB.

@@ -23,11 +23,10 @@ use crate::{
     decision::{StatusWrite, Verdict, decide, subject},
     names::truncate,
     nodeip::{self, NodeAddrs, PodFacts},
-    patch::StatusShape,
-    render::render,
+    review::{ApiVersion, Review, Target, User},
+    review::{StatusShape, render},
     service::{self, ServiceError},
     sources::{Sources, Unresolved},
-    wire::{ApiVersion, Review, Target, User},
 };
 
 const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";

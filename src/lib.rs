@@ -26,14 +26,13 @@ mod logging;
 mod metrics;
 mod names;
 mod nodeip;
-mod patch;
 mod policy_store;
 #[cfg(test)]
 mod props;
 mod ratelimit;
 mod reconcile;
 mod reload;
-mod render;
+mod review;
 mod scratch;
 mod selector;
 mod server;
@@ -41,7 +40,6 @@ mod service;
 mod sources;
 mod strict;
 mod tls;
-mod wire;
 
 // What the binary, the integration tests and the benchmarks use; everything else is private to
 // the crate, so the compiler reports what nothing uses.
@@ -57,11 +55,10 @@ pub use nodeip::NodeAddrs;
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
 };
-pub use render::render;
+/// The serde_json reader alone (the fast reader's error path), for the benchmarks' comparison.
+#[doc(hidden)]
+pub use review::read_slow as read_review_serde_json;
+pub use review::{Review, read as read_review, render};
 pub use server::{AppState, Listeners, admin_router, serve, webhook_router, webhook_router_with};
 pub use sources::{SourceCache, Sources};
 pub use tls::{load as load_tls, server_config as tls_server_config};
-/// The serde_json reader alone (the fast reader's error path), for the benchmarks' comparison.
-#[doc(hidden)]
-pub use wire::read_slow as read_review_serde_json;
-pub use wire::{Review, read as read_review};

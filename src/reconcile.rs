@@ -116,7 +116,7 @@ impl<'de> Deserialize<'de> for LeanIngress {
             name: Option<String>,
             namespace: Option<String>,
             resource_version: Option<String>,
-            #[serde(default, deserialize_with = "crate::wire::class_annotation")]
+            #[serde(default, deserialize_with = "crate::review::class_annotation")]
             annotations: Option<String>,
         }
         #[derive(Deserialize)]

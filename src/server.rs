@@ -27,9 +27,8 @@ use crate::{
     limits::{Intake, Limits},
     metrics::{self, Metrics},
     policy_store::PolicyStore,
-    render,
+    review,
     sources::Sources,
-    wire,
 };
 
 /// Everything a request handler reads; shared by every connection.
@@ -197,14 +196,14 @@ fn check_headers(headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
 
 /// Read, decide, render, report.
 fn review(state: &AppState, body: &Bytes) -> Result<(Vec<u8>, &'static str), (StatusCode, String)> {
-    let review = wire::read(body).map_err(|e| {
+    let review = review::read(body).map_err(|e| {
         // The error quotes the body (a forged `kind` of 3 MiB): bounded in the log.
         tracing::warn!(error = %crate::names::truncate(&e.to_string(), usize::MAX, 1024), "rejected malformed AdmissionReview");
         (StatusCode::BAD_REQUEST, e.to_string())
     })?;
     let policies = state.policies.load();
     let verdict = review.decide(&policies, state.sources.as_ref());
-    let bytes = render::render(&review, &verdict);
+    let bytes = review::render(&review, &verdict);
     let result = verdict.result();
     report(state, &policies, review, verdict);
     Ok((bytes, result))
@@ -235,8 +234,8 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
 }
 
 /// Logs, counts and queues the Event for a decision; never waits.
-fn report(state: &AppState, policies: &Policies, review: wire::Review, verdict: Verdict<'_>) {
-    if let (true, wire::Target::IngressStatus { write, .. }) = (policies.several(), &review.target)
+fn report(state: &AppState, policies: &Policies, review: review::Review, verdict: Verdict<'_>) {
+    if let (true, review::Target::IngressStatus { write, .. }) = (policies.several(), &review.target)
         && let Some((first, second)) = crate::decision::overlap(write, policies, state.sources.as_ref())
     {
         state.metrics.overlap(&first.name, &second.name);
@@ -383,7 +382,10 @@ mod tests {
 
     #[test]
     fn undecided_reviews_are_allowed_with_a_warning() {
-        let fixture = include_bytes!("../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+        let fixture = include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/ingress-status-update.apiserver-1.24.json"
+        ));
         let answer: serde_json::Value = serde_json::from_slice(&undecided(fixture, 2).unwrap()).unwrap();
         assert_eq!(
             answer,

@@ -13,7 +13,7 @@ use crate::{
     address::Address,
     config::Policies,
     decision::{StatusWrite, Verdict, decide},
-    patch::StatusShape,
+    review::StatusShape,
     sources::Sources,
 };
 
@@ -331,7 +331,8 @@ mod tests {
 
     use super::*;
 
-    const FIXTURE: &str = include_str!("../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+    const FIXTURE: &str =
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));
 
     #[test]
     fn malformed_reviews_say_what_is_wrong() {

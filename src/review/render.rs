@@ -9,8 +9,7 @@ use crate::{
     address::Addresses,
     decision::{Action, Verdict},
     names::truncate,
-    patch,
-    wire::{Review, Target},
+    review::{Review, Target},
 };
 
 /// kubectl prints warnings as they are; the API server truncates long ones.
@@ -67,7 +66,7 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
                         // Serialized whole, then encoded in one call: serde_json writes many
                         // small pieces, which cost more through a base64 writer than one copy.
                         let mut json = Vec::with_capacity(PATCH_CAPACITY);
-                        patch::write(*shape, canonical, &mut json)
+                        super::patch::write(*shape, canonical, &mut json)
                             .expect("a patch of strings and numbers always serializes");
                         let start = out.len();
                         out.resize(start + base64::encoded_len(json.len(), true).expect("a patch is small"), 0);
@@ -227,12 +226,12 @@ mod tests {
         audit::Finding,
         config::{ClassScope, Mode, OnUnresolved, Policies, Policy, ServiceRef, Source},
         sources::{Sources, Unresolved},
-        wire,
     };
 
     const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 
-    const FIXTURE: &str = include_str!("../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+    const FIXTURE: &str =
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));
 
     /// Sources answering from a fixed value, for the one Service the tests use.
     struct Fixed(Result<Vec<Address>, Unresolved>);
@@ -290,7 +289,7 @@ mod tests {
 
     fn run(review: &Value, policies: &Policies, sources: &dyn Sources) -> (Decision, Value) {
         let body = serde_json::to_vec(review).unwrap();
-        let review = wire::read(&body).unwrap();
+        let review = crate::review::read(&body).unwrap();
         let verdict = review.decide(policies, sources);
         let response: Value = serde_json::from_slice(&render(&review, &verdict)).unwrap();
         let decision = Decision {

@@ -690,9 +690,10 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::wire::{Review, ReviewError, convert, read_slow};
+    use crate::review::read::{Review, ReviewError, convert, read_slow};
 
-    const FIXTURE: &str = include_str!("../../tests/fixtures/ingress-status-update.apiserver-1.24.json");
+    const FIXTURE: &str =
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));
 
     static FAST: AtomicUsize = AtomicUsize::new(0);
 

@@ -1,0 +1,13 @@
+//! The AdmissionReview on the wire: read from the request body ([`read`](read()), with its fast
+//! reader), and answered ([`render`](render())) with the JSON patch of [`patch`]. What happens
+//! in between is the decision's ([`crate::decision`]).
+
+mod patch;
+mod read;
+mod render;
+
+pub(crate) use patch::StatusShape;
+pub(crate) use read::class_annotation;
+pub(crate) use read::{ApiVersion, Target, User};
+pub use read::{Review, read, read_slow};
+pub use render::render;
