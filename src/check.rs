@@ -19,10 +19,10 @@ use serde::Serialize;
 use crate::{
     address::{Address, Addresses, PortStatus},
     client::{self, ClientError},
-    config::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
     decision::{StatusWrite, Verdict, decide, subject},
     names::truncate,
     nodeip::{self, NodeAddrs, PodFacts},
+    policy::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
     review::{ApiVersion, Review, Target, User},
     review::{StatusShape, render},
     service::{self, ServiceError},
@@ -728,7 +728,7 @@ mod tests {
     use super::*;
     use crate::{
         address::parse_static_list,
-        config::{ClassScope, Mode, OnUnresolved, Source},
+        policy::{ClassScope, Mode, OnUnresolved, Source},
     };
 
     fn ingress(value: serde_json::Value) -> Ingress {
@@ -1110,7 +1110,7 @@ policies:
     namespaceSelector: team=a
     publishPods: {namespace: ing, selector: app=c}
 ";
-        let policies = crate::config::parse_file("p.yaml", yaml).unwrap();
+        let policies = crate::policy::parse_file("p.yaml", yaml).unwrap();
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({"spec": {"nodeName": "n1"},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}))
         .unwrap();

@@ -12,14 +12,14 @@ use crate::{
     address::{self, Address, AddressError},
     certs, check,
     client::{self, ClientError},
-    config::{
-        self, ConfigError, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SourceList, SpecError,
-    },
     events, leader,
     lifecycle::Tasks,
     metrics::Metrics,
     nodeip,
-    policy_store::{self, PodEvents, PolicyStore, ServiceWatches},
+    policy::store::{PodEvents, PolicyStore, ServiceWatches},
+    policy::{
+        self, ConfigError, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SourceList, SpecError,
+    },
     reconcile, reload, scratch,
     server::{self, AppState, Listeners},
     service,
@@ -138,7 +138,7 @@ impl PolicyInput {
     /// The validated policies; errors name the file's field or the flag.
     pub(crate) fn policies(&self) -> Result<Policies, CliError> {
         match &self.config {
-            Some(path) => Ok(config::load_file(path)?),
+            Some(path) => Ok(policy::load_file(path)?),
             None => self.flags.into_policies(),
         }
     }
@@ -382,9 +382,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let token = tasks.shutdown_token();
     match args.policy.config.clone() {
         Some(path) => {
-            let reload = policy_store::Reload {
+            let reload = policy::store::Reload {
                 path,
-                poll: policy_store::POLL_INTERVAL,
+                poll: policy::store::POLL_INTERVAL,
                 store: store.clone(),
                 watches,
                 metrics: metrics.clone(),
@@ -534,7 +534,7 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
                     ..FlagPolicy::default()
                 };
                 let policies = flags.into_policies()?;
-                let Some(config::Source::Pods(pods)) = policies.iter().next().and_then(|p| p.sources.first()) else {
+                let Some(policy::Source::Pods(pods)) = policies.iter().next().and_then(|p| p.sources.first()) else {
                     unreachable!("the pods flags build one node-IP source")
                 };
                 return node_ips(&text, pods).map_err(manifest);
@@ -557,7 +557,7 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
 
 /// The node-IP source over the Pods and Nodes of a manifest (a List, or YAML documents that
 /// are objects or Lists), as JSON; errors say which document is wrong.
-fn node_ips(text: &str, pods: &config::PodsRef) -> Result<String, String> {
+fn node_ips(text: &str, pods: &policy::PodsRef) -> Result<String, String> {
     use std::collections::HashMap;
 
     use serde::Deserialize as _;

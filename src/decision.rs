@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use crate::{
     address::{self, Address},
-    config::{Mode, OnUnresolved, Policies, Policy, Subject},
+    policy::{Mode, OnUnresolved, Policies, Policy, Subject},
     sources::{Sources, Unresolved},
 };
 
@@ -135,7 +135,7 @@ pub fn decide<'p>(write: &StatusWrite, policies: &'p Policies, sources: &dyn Sou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ClassScope, ServiceRef, Source};
+    use crate::policy::{ClassScope, ServiceRef, Source};
 
     struct Fixed(Result<Vec<Address>, Unresolved>);
     impl Sources for Fixed {
@@ -274,7 +274,7 @@ mod matching_and_union {
     use std::collections::{BTreeMap, HashMap};
 
     use super::*;
-    use crate::config::{PolicySpec, ServiceRef};
+    use crate::policy::{PolicySpec, ServiceRef};
 
     /// A cluster as the caches would hold it.
     #[derive(Default)]
@@ -311,7 +311,7 @@ mod matching_and_union {
     }
 
     fn policies(yaml: &str) -> Policies {
-        crate::config::parse_file("p.yaml", yaml).unwrap()
+        crate::policy::parse_file("p.yaml", yaml).unwrap()
     }
 
     fn write(namespace: &str, class: Option<&str>) -> StatusWrite {

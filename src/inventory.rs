@@ -23,8 +23,8 @@ use tokio::sync::watch;
 
 use crate::{
     address::Address,
-    config::{PodsRef, Policies},
     nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
+    policy::{PodsRef, Policies},
 };
 
 /// The annotation that marks the cluster's default IngressClass.

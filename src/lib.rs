@@ -13,7 +13,6 @@ mod certs;
 mod check;
 mod cli;
 mod client;
-mod config;
 mod conn;
 mod decision;
 mod events;
@@ -26,7 +25,7 @@ mod logging;
 mod metrics;
 mod names;
 mod nodeip;
-mod policy_store;
+mod policy;
 #[cfg(test)]
 mod props;
 mod ratelimit;
@@ -34,7 +33,6 @@ mod reconcile;
 mod reload;
 mod review;
 mod scratch;
-mod selector;
 mod server;
 mod service;
 mod sources;
@@ -45,13 +43,13 @@ mod tls;
 // the crate, so the compiler reports what nothing uses.
 pub use certs::{Ca, generate as generate_certificates, service_names, verify_serving};
 pub use cli::{FlagPolicy, main};
-pub use config::{Mode, OnUnresolved, Policies, parse_file};
 pub use decision::decide;
 pub use lifecycle::Tasks;
 pub use limits::{LimitFlags, Limits};
 /// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
 #[doc(hidden)]
 pub use nodeip::NodeAddrs;
+pub use policy::{Mode, OnUnresolved, Policies, parse_file};
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
 };

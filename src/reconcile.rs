@@ -32,10 +32,10 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::{
     address::{Address, Addresses},
-    config::Policies,
     decision::{Action, StatusWrite, Verdict, decide},
     metrics::Metrics,
-    policy_store::PolicyStore,
+    policy::Policies,
+    policy::store::PolicyStore,
     sources::Sources,
 };
 
@@ -662,7 +662,7 @@ mod tests {
     use super::*;
     use crate::{
         address::parse_static_list,
-        config::{ClassScope, Mode, OnUnresolved, Policy, ServiceRef, Source},
+        policy::{ClassScope, Mode, OnUnresolved, Policy, ServiceRef, Source},
         sources::Unresolved,
     };
 

@@ -19,14 +19,14 @@ use axum_server::{accept::NoDelayAcceptor, tls_rustls::RustlsConfig};
 
 use crate::{
     audit::Finding,
-    config::Policies,
     conn::Guard,
     decision::Verdict,
     events::EventSink,
     lifecycle::{Readiness, Tasks},
     limits::{Intake, Limits},
     metrics::{self, Metrics},
-    policy_store::PolicyStore,
+    policy::Policies,
+    policy::store::PolicyStore,
     review,
     sources::Sources,
 };

@@ -19,9 +19,9 @@ use kube::{
 
 use crate::{
     address::{Address, Addresses},
-    config::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
     inventory::Inventory,
     nodeip::NodeIpError,
+    policy::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
     service::{self, ServiceError},
 };
 

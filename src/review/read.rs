@@ -11,8 +11,8 @@ mod skim;
 
 use crate::{
     address::Address,
-    config::Policies,
     decision::{StatusWrite, Verdict, decide},
+    policy::Policies,
     review::StatusShape,
     sources::Sources,
 };

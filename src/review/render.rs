@@ -224,7 +224,7 @@ mod tests {
     use crate::{
         address::{self, Address},
         audit::Finding,
-        config::{ClassScope, Mode, OnUnresolved, Policies, Policy, ServiceRef, Source},
+        policy::{ClassScope, Mode, OnUnresolved, Policies, Policy, ServiceRef, Source},
         sources::{Sources, Unresolved},
     };
 

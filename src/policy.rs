@@ -5,10 +5,14 @@ use std::{collections::BTreeMap, fmt, path::Path, str::FromStr};
 
 use serde::Deserialize;
 
+mod selector;
+pub(crate) mod store;
+
+pub(crate) use selector::{LabelSelector, SelectorError};
+
 use crate::{
     address::{self, Address, AddressError, Addresses},
     names,
-    selector::{LabelSelector, SelectorError},
 };
 
 /// What to do with a governed write whose addresses are not the canonical ones.

@@ -21,9 +21,9 @@ use kube::{
 use tokio::{sync::watch, task::AbortHandle};
 
 use crate::{
-    config::{self, Policies, ServiceRef},
     fswatch::Changes,
     metrics::Metrics,
+    policy::{self, Policies, ServiceRef},
     sources::SourceCache,
 };
 
@@ -208,7 +208,7 @@ impl Reload {
     }
 
     fn read(&self) -> Result<Policies, String> {
-        let mut policies = config::load_file(&self.path).map_err(|e| e.to_string())?;
+        let mut policies = policy::load_file(&self.path).map_err(|e| e.to_string())?;
         if self.drops_ports {
             policies = policies.without_ports();
         }
@@ -233,7 +233,7 @@ impl Reload {
 
     fn apply(&mut self, policies: Policies) {
         for p in policies.iter() {
-            tracing::info!(policy = %p.name, sources = %config::SourceList(&p.sources), mode = %p.mode, "policy reloaded");
+            tracing::info!(policy = %p.name, sources = %policy::SourceList(&p.sources), mode = %p.mode, "policy reloaded");
         }
         // Watches first: a Service new to the policies is then already being read (and
         // unresolved until synced, which the webhook treats as any unresolved source).
