@@ -21,11 +21,11 @@ use crate::{
     client::{self, ClientError},
     decision::{StatusWrite, Verdict, decide, subject},
     names::truncate,
-    nodeip::{self, NodeAddrs, PodFacts},
     policy::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
     review::{ApiVersion, Review, Target, User},
     review::{StatusShape, render},
-    service::{self, ServiceError},
+    sources::nodeip::{self, NodeAddrs, PodFacts},
+    sources::service::{self, ServiceError},
     sources::{Sources, Unresolved},
 };
 

@@ -15,15 +15,14 @@ use crate::{
     events, leader,
     lifecycle::Tasks,
     metrics::Metrics,
-    nodeip,
     policy::store::{PodEvents, PolicyStore, ServiceWatches},
     policy::{
         self, ConfigError, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SourceList, SpecError,
     },
     reconcile, reload, scratch,
     server::{self, AppState, Listeners},
-    service,
     sources::SourceCache,
+    sources::{nodeip, service},
     tls::{self, TlsError, TlsFile},
 };
 

@@ -17,14 +17,12 @@ mod conn;
 mod decision;
 mod events;
 mod fswatch;
-mod inventory;
 mod leader;
 mod lifecycle;
 mod limits;
 mod logging;
 mod metrics;
 mod names;
-mod nodeip;
 mod policy;
 #[cfg(test)]
 mod props;
@@ -34,7 +32,6 @@ mod reload;
 mod review;
 mod scratch;
 mod server;
-mod service;
 mod sources;
 mod strict;
 mod tls;
@@ -46,9 +43,6 @@ pub use cli::{FlagPolicy, main};
 pub use decision::decide;
 pub use lifecycle::Tasks;
 pub use limits::{LimitFlags, Limits};
-/// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
-#[doc(hidden)]
-pub use nodeip::NodeAddrs;
 pub use policy::{Mode, OnUnresolved, Policies, parse_file};
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
@@ -58,5 +52,8 @@ pub use reload::{
 pub use review::read_slow as read_review_serde_json;
 pub use review::{Review, read as read_review, render};
 pub use server::{AppState, Listeners, admin_router, serve, webhook_router, webhook_router_with};
+/// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
+#[doc(hidden)]
+pub use sources::NodeAddrs;
 pub use sources::{SourceCache, Sources};
 pub use tls::{load as load_tls, server_config as tls_server_config};

@@ -3,6 +3,16 @@
 //! source and the cluster facts class and namespace matching need. The request path only
 //! reads memory.
 
+pub(crate) mod inventory;
+pub(crate) mod nodeip;
+pub(crate) mod service;
+
+pub use nodeip::NodeAddrs;
+
+use inventory::Inventory;
+use nodeip::NodeIpError;
+use service::ServiceError;
+
 use std::{
     borrow::Cow,
     collections::{BTreeMap, HashMap},
@@ -19,10 +29,7 @@ use kube::{
 
 use crate::{
     address::{Address, Addresses},
-    inventory::Inventory,
-    nodeip::NodeIpError,
     policy::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
-    service::{self, ServiceError},
 };
 
 /// Why a policy's source has no canonical addresses right now.

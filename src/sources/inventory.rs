@@ -23,8 +23,8 @@ use tokio::sync::watch;
 
 use crate::{
     address::Address,
-    nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
     policy::{PodsRef, Policies},
+    sources::nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
 };
 
 /// The annotation that marks the cluster's default IngressClass.
