@@ -13,13 +13,13 @@ use crate::{
     certs, check,
     client::{self, ClientError},
     events, leader,
-    lifecycle::Tasks,
     metrics::Metrics,
     policy::store::{PodEvents, PolicyStore, ServiceWatches},
     policy::{
         self, ConfigError, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SourceList, SpecError,
     },
     reconcile, reload, scratch,
+    server::lifecycle::Tasks,
     server::{self, AppState, Listeners},
     sources::SourceCache,
     sources::{nodeip, service},
@@ -119,7 +119,7 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub reconcile: reconcile::Flags,
     #[command(flatten)]
-    pub limits: crate::limits::LimitFlags,
+    pub limits: crate::server::limits::LimitFlags,
 }
 
 /// Where the policies come from: a file, or the flags of one policy. `serve`, `check` and
@@ -446,7 +446,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         webhook: bind(args.listen, "--listen")?,
         admin: bind(args.admin_listen, "--admin-listen")?,
         tls,
-        limits: crate::limits::Limits::new(&args.limits, args.max_body_bytes),
+        limits: crate::server::limits::Limits::new(&args.limits, args.max_body_bytes),
         drain: Duration::from_secs(args.drain_seconds),
     };
     let delay = Duration::from_secs(args.shutdown_delay_seconds);

@@ -13,13 +13,10 @@ mod certs;
 mod check;
 mod cli;
 mod client;
-mod conn;
 mod decision;
 mod events;
 mod fswatch;
 mod leader;
-mod lifecycle;
-mod limits;
 mod logging;
 mod metrics;
 mod names;
@@ -41,8 +38,6 @@ mod tls;
 pub use certs::{Ca, generate as generate_certificates, service_names, verify_serving};
 pub use cli::{FlagPolicy, main};
 pub use decision::decide;
-pub use lifecycle::Tasks;
-pub use limits::{LimitFlags, Limits};
 pub use policy::{Mode, OnUnresolved, Policies, parse_file};
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
@@ -51,7 +46,9 @@ pub use reload::{
 #[doc(hidden)]
 pub use review::read_slow as read_review_serde_json;
 pub use review::{Review, read as read_review, render};
+pub use server::Tasks;
 pub use server::{AppState, Listeners, admin_router, serve, webhook_router, webhook_router_with};
+pub use server::{LimitFlags, Limits};
 /// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
 #[doc(hidden)]
 pub use sources::NodeAddrs;

@@ -2,6 +2,13 @@
 //! `/readyz`, `/metrics`), and `serve`, which binds them (the webhook over TLS) and drains on
 //! shutdown.
 
+pub(crate) mod conn;
+pub(crate) mod lifecycle;
+pub(crate) mod limits;
+
+pub use lifecycle::Tasks;
+pub use limits::{LimitFlags, Limits};
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -19,15 +26,15 @@ use axum_server::{accept::NoDelayAcceptor, tls_rustls::RustlsConfig};
 
 use crate::{
     audit::Finding,
-    conn::Guard,
     decision::Verdict,
     events::EventSink,
-    lifecycle::{Readiness, Tasks},
-    limits::{Intake, Limits},
     metrics::{self, Metrics},
     policy::Policies,
     policy::store::PolicyStore,
     review,
+    server::conn::Guard,
+    server::lifecycle::Readiness,
+    server::limits::Intake,
     sources::Sources,
 };
 
