@@ -1,6 +1,9 @@
 //! Findings: who tried to write which addresses to a governed Ingress, against what the policy
 //! says, and what the webhook did about it. Pure values, plus their log line.
 
+pub(crate) mod events;
+pub(crate) mod ratelimit;
+
 use crate::{
     address::{Address, Addresses},
     decision::{Action, Verdict},

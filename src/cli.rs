@@ -10,15 +10,17 @@ use k8s_openapi::api::core::v1::Service;
 
 use crate::{
     address::{self, Address, AddressError},
+    audit::events,
     certs, check,
     client::{self, ClientError},
-    events, leader,
     metrics::Metrics,
     policy::store::{PodEvents, PolicyStore, ServiceWatches},
     policy::{
         self, ConfigError, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SourceList, SpecError,
     },
-    reconcile, reload, scratch,
+    reconcile,
+    reconcile::leader,
+    reload, scratch,
     server::lifecycle::Tasks,
     server::{self, AppState, Listeners},
     sources::SourceCache,

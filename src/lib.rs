@@ -14,16 +14,13 @@ mod check;
 mod cli;
 mod client;
 mod decision;
-mod events;
 mod fswatch;
-mod leader;
 mod logging;
 mod metrics;
 mod names;
 mod policy;
 #[cfg(test)]
 mod props;
-mod ratelimit;
 mod reconcile;
 mod reload;
 mod review;

@@ -1,6 +1,6 @@
 //! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses
 //! canonical between writes. Every replica watches the Ingresses and measures drift (the
-//! `drift_ingresses` gauge); only the leader ([`crate::leader`]) patches.
+//! `drift_ingresses` gauge); only the leader ([`crate::reconcile::leader`]) patches.
 //!
 //! The watch keeps, per Ingress, only what [`decide`] reads (namespace, name, class, stored
 //! addresses) plus the resourceVersion, deserialized straight from the watch stream into a
@@ -12,6 +12,8 @@
 //! so the API server refuses it (409) if the Ingress changed meanwhile; the Ingress is then read
 //! afresh and decided again. `decide` is the only judge: audit policies and unresolved sources
 //! never patch.
+
+pub(crate) mod leader;
 
 use std::{
     borrow::Cow,
@@ -636,8 +638,8 @@ pub(crate) struct Flags {
 
 impl Flags {
     /// The validated settings, or the flag to fix.
-    pub(crate) fn settings(&self) -> Result<(Settings, crate::leader::Settings), String> {
-        use crate::leader::{self, parse_seconds};
+    pub(crate) fn settings(&self) -> Result<(Settings, crate::reconcile::leader::Settings), String> {
+        use crate::reconcile::leader::{self, parse_seconds};
         let reconcile = Settings::new(self.reconcile_qps)?;
         let namespace = self.leader_election_namespace.clone().unwrap_or_else(|| {
             std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".to_owned())

@@ -26,8 +26,8 @@ use axum_server::{accept::NoDelayAcceptor, tls_rustls::RustlsConfig};
 
 use crate::{
     audit::Finding,
+    audit::events::EventSink,
     decision::Verdict,
-    events::EventSink,
     metrics::{self, Metrics},
     policy::Policies,
     policy::store::PolicyStore,

@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     audit::Finding,
+    audit::ratelimit::{self, Limiter},
     decision::Action,
     metrics::Metrics,
-    ratelimit::{self, Limiter},
 };
 
 /// Reason shown by `kubectl describe ingress`.
