@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Service;
 use crate::{
     address::{self, Address, AddressError},
     audit::events,
-    certs, check,
+    check,
     client::{self, ClientError},
     metrics::Metrics,
     policy::store::{PodEvents, PolicyStore, ServiceWatches},
@@ -20,11 +20,13 @@ use crate::{
     },
     reconcile,
     reconcile::leader,
-    reload, scratch,
+    reload,
     server::lifecycle::Tasks,
     server::{self, AppState, Listeners},
     sources::SourceCache,
     sources::{nodeip, service},
+    tls::certs,
+    tls::scratch,
     tls::{self, TlsError, TlsFile},
 };
 

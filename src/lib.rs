@@ -9,7 +9,6 @@
 
 mod address;
 mod audit;
-mod certs;
 mod check;
 mod cli;
 mod client;
@@ -24,7 +23,6 @@ mod props;
 mod reconcile;
 mod reload;
 mod review;
-mod scratch;
 mod server;
 mod sources;
 mod strict;
@@ -32,7 +30,6 @@ mod tls;
 
 // What the binary, the integration tests and the benchmarks use; everything else is private to
 // the crate, so the compiler reports what nothing uses.
-pub use certs::{Ca, generate as generate_certificates, service_names, verify_serving};
 pub use cli::{FlagPolicy, main};
 pub use decision::decide;
 pub use policy::{Mode, OnUnresolved, Policies, parse_file};
@@ -50,4 +47,5 @@ pub use server::{LimitFlags, Limits};
 #[doc(hidden)]
 pub use sources::NodeAddrs;
 pub use sources::{SourceCache, Sources};
+pub use tls::certs::{Ca, generate as generate_certificates, service_names, verify_serving};
 pub use tls::{load as load_tls, server_config as tls_server_config};

@@ -255,7 +255,8 @@ mod tests {
     #[test]
     fn not_after_is_the_leafs() {
         let names = ["svc.ns.svc".to_owned()];
-        let bundle = crate::certs::generate_with_validity("test CA", &names, Duration::from_secs(20 * 86400)).unwrap();
+        let bundle =
+            crate::tls::certs::generate_with_validity("test CA", &names, Duration::from_secs(20 * 86400)).unwrap();
         // The leaf first, then its CA: the leaf's expiry counts.
         let chain = format!("{}{}", bundle.cert_pem, bundle.ca_pem);
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;

@@ -1,6 +1,9 @@
 //! TLS for the webhook listener: rustls with TLS 1.2 and 1.3, ALPN h2 and http/1.1, from PEM files
 //! or from an ephemeral self-signed certificate.
 
+pub(crate) mod certs;
+pub(crate) mod scratch;
+
 use std::{path::Path, sync::Arc};
 
 use rustls::{
@@ -138,8 +141,8 @@ mod tests {
 
     #[test]
     fn bad_material_names_the_flag() {
-        let bundle = crate::certs::generate("test-ca", &["localhost".into()]).unwrap();
-        let other = crate::certs::generate("test-ca", &["localhost".into()]).unwrap();
+        let bundle = crate::tls::certs::generate("test-ca", &["localhost".into()]).unwrap();
+        let other = crate::tls::certs::generate("test-ca", &["localhost".into()]).unwrap();
         let ok = server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "c.pem", "k.pem").unwrap();
         assert_eq!(ok.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
 
