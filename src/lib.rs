@@ -13,7 +13,6 @@ mod check;
 mod cli;
 mod client;
 mod decision;
-mod fswatch;
 mod logging;
 mod metrics;
 mod names;

@@ -21,9 +21,9 @@ use kube::{
 use tokio::{sync::watch, task::AbortHandle};
 
 use crate::{
-    fswatch::Changes,
     metrics::Metrics,
     policy::{self, Policies, ServiceRef},
+    reload::fswatch::Changes,
     sources::SourceCache,
 };
 

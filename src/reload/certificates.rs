@@ -1,0 +1,267 @@
+//! Certificate rotation without restart: watches `--tls-cert`, `--tls-key` and `--client-ca` and
+//! swaps the listener's rustls configuration in place when their contents change. New
+//! connections get the new configuration; connections already open keep theirs.
+//!
+//! The files are watched as [`crate::reload::fswatch`] describes (the kubelet's `..data` symlink swap,
+//! and a read every [`POLL_INTERVAL`] as backstop). Contents are compared, not timestamps. A new set that does not load (unparsable,
+//! key not matching the certificate, bad client CA) is refused with a log line naming the file,
+//! and the configuration in use stays.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use axum_server::tls_rustls::RustlsConfig;
+use prometheus_client::metrics::gauge::Gauge;
+use rustls::{
+    ServerConfig,
+    pki_types::{CertificateDer, pem::PemObject},
+};
+use tokio::sync::watch;
+
+use crate::{
+    reload::fswatch::{Changes, SETTLE},
+    tls::{self, TlsError, TlsFile},
+};
+
+/// How often the files are read even without a filesystem event.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The files the TLS configuration is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// With it, clients must present a certificate signed by one of these CAs.
+    pub client_ca: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Contents {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    client_ca: Option<Vec<u8>>,
+}
+
+impl CertFiles {
+    /// Reads the files without blocking the runtime's workers.
+    async fn read(&self) -> Result<Contents, TlsError> {
+        let show = |p: &Path| p.display().to_string();
+        Ok(Contents {
+            cert: tokio::fs::read(&self.cert).await.map_err(|source| TlsError::Read {
+                file: TlsFile::Cert,
+                path: show(&self.cert),
+                source,
+            })?,
+            key: tokio::fs::read(&self.key).await.map_err(|source| TlsError::Read {
+                file: TlsFile::Key,
+                path: show(&self.key),
+                source,
+            })?,
+            client_ca: match &self.client_ca {
+                Some(path) => Some(tokio::fs::read(path).await.map_err(|source| TlsError::Read {
+                    file: TlsFile::ClientCa,
+                    path: show(path),
+                    source,
+                })?),
+                None => None,
+            },
+        })
+    }
+
+    /// Reads until two reads in a row agree, so a swap between reading the certificate and the
+    /// key is not mistaken for a mismatched pair.
+    async fn read_settled(&self) -> Result<Contents, TlsError> {
+        let mut previous = self.read().await?;
+        for _ in 0..5 {
+            let current = self.read().await?;
+            if current == previous {
+                return Ok(current);
+            }
+            previous = current;
+            tokio::time::sleep(SETTLE).await;
+        }
+        Ok(previous)
+    }
+
+    fn build(&self, contents: &Contents) -> Result<ServerConfig, TlsError> {
+        let client_ca_path = self.client_ca.as_ref().map(|p| p.display().to_string());
+        let client_ca = contents.client_ca.as_deref().zip(client_ca_path.as_deref());
+        tls::server_config_with_client_ca(
+            &contents.cert,
+            &contents.key,
+            client_ca,
+            &self.cert.display().to_string(),
+            &self.key.display().to_string(),
+        )
+    }
+
+    fn paths(&self) -> Vec<&Path> {
+        [Some(&self.cert), Some(&self.key), self.client_ca.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(PathBuf::as_path)
+            .collect()
+    }
+}
+
+/// The result of the latest look at the files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The files as loaded at start.
+    Loaded,
+    /// New contents are in use.
+    Reloaded,
+    /// New contents were refused (the error names the flag and file); the previous stay.
+    Refused(String),
+}
+
+/// Each outcome with a sequence number, so a watcher can tell two refusals apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub seq: u64,
+    pub outcome: Outcome,
+}
+
+/// Keeps the watch running; dropping it stops reloading.
+pub struct Reloader {
+    task: tokio::task::JoinHandle<()>,
+    status: watch::Receiver<Status>,
+    expiry: Gauge,
+}
+
+impl Reloader {
+    /// The notAfter (Unix seconds) of the certificate in use, updated at every reload; 0 if
+    /// it cannot be read from the PEM.
+    pub fn cert_expiry(&self) -> Gauge {
+        self.expiry.clone()
+    }
+
+    /// Notified on every reload or refusal.
+    pub fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+}
+
+impl Drop for Reloader {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Loads the files and starts watching them: the returned configuration is the one to serve
+/// with, updated in place. Fails, naming the file, if the files do not load now.
+/// Must be called inside a tokio runtime.
+pub async fn start(files: CertFiles, poll: Duration) -> Result<(RustlsConfig, Reloader), TlsError> {
+    let contents = files.read_settled().await?;
+    let config = RustlsConfig::from_config(Arc::new(files.build(&contents)?));
+    log_certificate("serving certificate loaded", &files.cert, &contents.cert);
+    let expiry = Gauge::default();
+    expiry.set(not_after(&contents.cert).unwrap_or(0));
+
+    let changes = Changes::watch(&files.paths(), poll, "certificate");
+    let (status_tx, status_rx) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
+    let watched = Watched { files, config: config.clone(), expiry: expiry.clone() };
+    let task = tokio::spawn(watch_files(watched, contents, changes, status_tx));
+    Ok((config, Reloader { task, status: status_rx, expiry }))
+}
+
+/// What a reload updates.
+struct Watched {
+    files: CertFiles,
+    config: RustlsConfig,
+    expiry: Gauge,
+}
+
+async fn watch_files(
+    Watched { files, config, expiry }: Watched,
+    mut current: Contents,
+    mut changes: Changes,
+    status: watch::Sender<Status>,
+) {
+    // What was last refused, so a broken set is logged once, not at every poll.
+    let mut refused: Option<(Option<Contents>, String)> = None;
+    let mut seq = 0;
+    loop {
+        changes.next().await;
+
+        let loaded = match files.read_settled().await {
+            Ok(contents) if contents == current => {
+                refused = None;
+                continue;
+            }
+            Ok(contents) => files.build(&contents).map(|c| (c, contents.clone())).map_err(|e| (Some(contents), e)),
+            Err(e) => Err((None, e)),
+        };
+        match loaded {
+            Ok((new_config, contents)) => {
+                seq += 1;
+                config.reload_from_config(Arc::new(new_config));
+                log_certificate("serving certificate reloaded", &files.cert, &contents.cert);
+                expiry.set(not_after(&contents.cert).unwrap_or(0));
+                current = contents;
+                refused = None;
+                status.send_replace(Status { seq, outcome: Outcome::Reloaded });
+            }
+            Err((contents, e)) => {
+                let message = e.to_string();
+                let key = (contents, message.clone());
+                if refused.as_ref() != Some(&key) {
+                    seq += 1;
+                    tracing::error!(
+                        error = %message,
+                        cert = %files.cert.display(),
+                        key = %files.key.display(),
+                        "refused the new TLS files; still serving the previous certificate"
+                    );
+                    refused = Some(key);
+                    status.send_replace(Status { seq, outcome: Outcome::Refused(message) });
+                }
+            }
+        }
+    }
+}
+
+/// The notAfter of the first certificate in `pem` (the leaf), in Unix seconds.
+fn not_after(pem: &[u8]) -> Option<i64> {
+    let leaf = CertificateDer::pem_slice_iter(pem).next()?.ok()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&leaf).ok()?;
+    Some(cert.validity().not_after.timestamp())
+}
+
+fn log_certificate(message: &str, path: &Path, pem: &[u8]) {
+    let leaf = CertificateDer::pem_slice_iter(pem).next().and_then(Result::ok);
+    let parsed = leaf.as_ref().and_then(|der| x509_parser::parse_x509_certificate(der).ok());
+    match parsed {
+        Some((_, cert)) => tracing::info!(
+            file = %path.display(),
+            subject = %cert.subject(),
+            serial = %cert.raw_serial_as_string(),
+            not_after = %cert.validity().not_after,
+            "{message}"
+        ),
+        None => tracing::info!(file = %path.display(), "{message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use super::*;
+
+    #[test]
+    fn not_after_is_the_leafs() {
+        let names = ["svc.ns.svc".to_owned()];
+        let bundle =
+            crate::tls::certs::generate_with_validity("test CA", &names, Duration::from_secs(20 * 86400)).unwrap();
+        // The leaf first, then its CA: the leaf's expiry counts.
+        let chain = format!("{}{}", bundle.cert_pem, bundle.ca_pem);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+        let left = not_after(chain.as_bytes()).unwrap() - now;
+        assert!((19 * 86400..=20 * 86400 + 60).contains(&left), "{left}");
+        assert_eq!(not_after(b"not a certificate"), None);
+    }
+}
