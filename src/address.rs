@@ -208,6 +208,9 @@ pub(crate) fn same_set(written: &[Address], canonical: &[Address]) -> bool {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

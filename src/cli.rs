@@ -1,6 +1,8 @@
 //! The command line: flags parsed with clap, validated into typed settings once, then handed to
 //! `serve` or `resolve`.
 
+mod logging;
+
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
@@ -613,7 +615,7 @@ pub(crate) fn init_logging(format: LogFormat, level: Option<&str>, default: &str
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
-        LogFormat::Plain => builder.fmt_fields(crate::logging::plain_fields()).init(),
+        LogFormat::Plain => builder.fmt_fields(logging::plain_fields()).init(),
     }
 }
 

@@ -13,12 +13,10 @@ mod check;
 mod cli;
 mod client;
 mod decision;
-mod logging;
 mod metrics;
 mod names;
 mod policy;
-#[cfg(test)]
-mod props;
+
 mod reconcile;
 mod reload;
 mod review;
