@@ -16,7 +16,6 @@ mod decision;
 mod metrics;
 mod names;
 mod policy;
-
 mod reconcile;
 mod reload;
 mod review;

@@ -1,0 +1,360 @@
+use super::*;
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(std::string::ToString::to_string).collect()
+}
+
+fn scope(classes: &[&str], without_class: bool) -> ClassScope {
+    ClassScope { classes: strings(classes), controllers: Vec::new(), without_class }
+}
+
+fn by_controller(controllers: &[&str], classes: &[&str], without_class: bool) -> ClassScope {
+    ClassScope { classes: strings(classes), controllers: strings(controllers), without_class }
+}
+
+fn subject(class: Option<&str>) -> Subject<'_> {
+    Subject { namespace: "ns", class, ..Default::default() }
+}
+
+/// `class` names an IngressClass whose controller is `controller`; `defaults` are the
+/// default IngressClasses with their controllers.
+fn in_cluster<'a>(class: Option<&'a str>, controller: Option<&str>, defaults: &[(&str, &str)]) -> Subject<'a> {
+    Subject {
+        class_controller: controller.map(str::to_owned),
+        default_classes: defaults.iter().map(|(n, c)| ((*n).to_owned(), Some((*c).to_owned()))).collect(),
+        ..subject(class)
+    }
+}
+
+#[test]
+fn class_scope() {
+    const NGINX: &str = "k8s.io/ingress-nginx";
+    let cases = [
+        ("no classes governs all", scope(&[], false), subject(Some("x")), Some(ClassRule::Everything)),
+        ("no classes governs class-less", scope(&[], false), subject(None), Some(ClassRule::Everything)),
+        ("listed class", scope(&["nginx"], false), subject(Some("nginx")), Some(ClassRule::ClassName)),
+        ("other class", scope(&["nginx"], false), subject(Some("traefik")), None),
+        ("class-less not governed", scope(&["nginx"], false), subject(None), None),
+        ("class-less governed on request", scope(&["nginx"], true), subject(None), Some(ClassRule::WithoutClass)),
+        ("without-class does not widen classes", scope(&["nginx"], true), subject(Some("traefik")), None),
+        (
+            "controller of the Ingress's class",
+            by_controller(&[NGINX], &[], false),
+            in_cluster(Some("public"), Some(NGINX), &[]),
+            Some(ClassRule::Controller(NGINX.into())),
+        ),
+        (
+            "class of another controller",
+            by_controller(&[NGINX], &[], false),
+            in_cluster(Some("traefik"), Some("traefik.io/ingress-controller"), &[]),
+            None,
+        ),
+        (
+            "class without IngressClass object",
+            by_controller(&[NGINX], &[], false),
+            in_cluster(Some("public"), None, &[]),
+            None,
+        ),
+        (
+            "class name or controller, either is enough",
+            by_controller(&[NGINX], &["legacy"], false),
+            in_cluster(Some("legacy"), None, &[]),
+            Some(ClassRule::ClassName),
+        ),
+        (
+            "default class governed by name",
+            scope(&["nginx"], false),
+            in_cluster(None, None, &[("nginx", NGINX)]),
+            Some(ClassRule::DefaultClass("nginx".into())),
+        ),
+        (
+            "default class governed by controller",
+            by_controller(&[NGINX], &[], false),
+            in_cluster(None, None, &[("public", NGINX)]),
+            Some(ClassRule::DefaultClass("public".into())),
+        ),
+        (
+            "default class of another controller",
+            by_controller(&[NGINX], &[], false),
+            in_cluster(None, None, &[("traefik", "traefik.io/ingress-controller")]),
+            None,
+        ),
+        (
+            "default class does not apply to an Ingress with a class",
+            scope(&["nginx"], false),
+            in_cluster(Some("other"), None, &[("nginx", NGINX)]),
+            None,
+        ),
+        (
+            "without-class wins over the default class rule",
+            scope(&["nginx"], true),
+            in_cluster(None, None, &[("nginx", NGINX)]),
+            Some(ClassRule::WithoutClass),
+        ),
+    ];
+    for (name, scope, subject, want) in cases {
+        assert_eq!(scope.matches(&subject), want, "case {name}");
+    }
+}
+
+#[test]
+fn namespace_selector_rules() {
+    let policy = |selector: Option<&str>| Policy {
+        name: "p".into(),
+        scope: scope(&[], false),
+        namespace_selector: selector.map(|s| LabelSelector::parse(s).unwrap()),
+        sources: vec![Source::Static(vec![Address::hostname("lb.example")])],
+        mode: Mode::Enforce,
+        keep_ports: false,
+        on_unresolved: OnUnresolved::Allow,
+    };
+    let labels = |pairs: &[(&str, &str)]| -> Option<BTreeMap<String, String>> {
+        Some(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+    };
+    let cases = [
+        ("no selector, any namespace", policy(None), None, true),
+        ("labelled namespace", policy(Some("team=blue")), labels(&[("team", "blue")]), true),
+        ("other label", policy(Some("team=blue")), labels(&[("team", "green")]), false),
+        ("unlabelled namespace", policy(Some("team=blue")), labels(&[]), false),
+        ("unknown namespace is not governed", policy(Some("team notin (green)")), None, false),
+        ("notin matches unlabelled", policy(Some("team notin (green)")), labels(&[]), true),
+    ];
+    for (name, policy, namespace_labels, want) in cases {
+        let subject = Subject { namespace_labels, ..subject(Some("x")) };
+        assert_eq!(policy.matches(&subject).is_some(), want, "case {name}");
+    }
+}
+
+#[test]
+fn service_refs() {
+    assert_eq!("ns/svc".parse::<ServiceRef>().unwrap().to_string(), "ns/svc");
+    for bad in ["svc", "/svc", "ns/", "Ns/svc", "ns/svc/x", "n.s/svc"] {
+        let err = bad.parse::<ServiceRef>().unwrap_err().to_string();
+        assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn file_policies() {
+    let text = r#"
+policies:
+  - name: public
+ingressClasses: [nginx]
+watchIngressWithoutClass: true
+publishService: ingress-nginx/ingress-nginx-controller
+  - name: internal
+ingressClasses: [internal]
+publishStatusAddress: "10.0.0.2, 10.0.0.1,"
+mode: audit
+keepPorts: true
+onUnresolved: deny
+"#;
+    let policies = parse_file("p.yaml", text).unwrap();
+    let public = policies.governing(&subject(Some("nginx"))).unwrap();
+    assert_eq!(public.name, "public");
+    assert_eq!(policies.governing(&subject(None)).unwrap().name, "public");
+    let internal = policies.governing(&subject(Some("internal"))).unwrap();
+    assert_eq!(internal.mode, Mode::Audit);
+    assert_eq!(internal.on_unresolved, OnUnresolved::Deny);
+    assert!(internal.keep_ports);
+    assert_eq!(SourceList(&internal.sources).to_string(), "static [10.0.0.1,10.0.0.2]");
+    assert!(policies.governing(&subject(Some("traefik"))).is_none());
+    assert_eq!(policies.services(), vec!["ingress-nginx/ingress-nginx-controller".parse().unwrap()]);
+    assert!(policies.need_ingress_classes(), "internal may govern class-less Ingresses through the default class");
+    assert!(!policies.need_namespaces());
+}
+
+#[test]
+fn file_sources_classes_and_namespaces() {
+    let text = r#"
+policies:
+  - name: bare-metal
+controllerClasses: [k8s.io/ingress-nginx]
+namespaceSelector: "team in (blue)"
+publishPods: {namespace: ingress-nginx, selector: "app.kubernetes.io/name=ingress-nginx"}
+reportNodeInternalIp: true
+  - name: blue-green
+ingressClasses: [nginx]
+namespaceSelector:
+  matchExpressions: [{key: team, operator: NotIn, values: [blue]}]
+sources:
+  - publishService: ingress/blue
+  - publishService: ingress/green
+  - publishStatusAddress: lb.example.com
+  - publishPods: {namespace: ingress, selector: app=edge}
+    reportNodeInternalIp: true
+"#;
+    let policies = parse_file("p.yaml", text).unwrap();
+    let all: Vec<&Policy> = policies.iter().collect();
+    assert_eq!(
+        SourceList(&all[0].sources).to_string(),
+        "pods ingress-nginx/{app.kubernetes.io/name=ingress-nginx} (internal node IPs)"
+    );
+    assert_eq!(all[0].namespace_selector.as_ref().unwrap().to_string(), "team in (blue)");
+    assert_eq!(
+        SourceList(&all[1].sources).to_string(),
+        "service ingress/blue + service ingress/green + static [lb.example.com] + pods ingress/{app=edge} (internal node IPs)"
+    );
+    assert_eq!(policies.services().len(), 2);
+    assert_eq!(
+        policies.pod_watches(),
+        [
+            ("ingress".to_owned(), "app=edge".to_owned()),
+            ("ingress-nginx".to_owned(), "app.kubernetes.io/name=ingress-nginx".to_owned())
+        ]
+    );
+    assert!(policies.need_ingress_classes() && policies.need_namespaces());
+    // Their classes meet only through an IngressClass at run time; their selectors are disjoint.
+    assert!(policies.possible_overlaps().is_empty());
+}
+
+#[test]
+fn overlaps_refused_statically_or_left_to_run_time() {
+    let two = |a: &str, b: &str| {
+        format!(
+            "policies: [{{name: a, publishStatusAddress: 1.1.1.1, {a}}}, {{name: b, publishStatusAddress: 1.1.1.1, {b}}}]"
+        )
+    };
+    let refused = [
+        ("controllerClasses: [x]", "controllerClasses: [y, x]", "both govern controller \"x\""),
+        (
+            "ingressClasses: [n], namespaceSelector: team=a",
+            "ingressClasses: [n]",
+            "one of them has no namespaceSelector",
+        ),
+        (
+            "ingressClasses: [n], namespaceSelector: team=a",
+            "ingressClasses: [n], namespaceSelector: 'team = a'",
+            "same namespaceSelector",
+        ),
+    ];
+    for (a, b, want) in refused {
+        let err = parse_file("p.yaml", &two(a, b)).unwrap_err().to_string();
+        assert!(err.contains(want), "{a} / {b}: {err}");
+    }
+    let allowed = [
+        ("ingressClasses: [n], namespaceSelector: team=a", "ingressClasses: [n], namespaceSelector: team=b", false),
+        ("ingressClasses: [n], namespaceSelector: team=a", "ingressClasses: [n], namespaceSelector: '!team'", false),
+        ("ingressClasses: [n], namespaceSelector: team=a", "ingressClasses: [n], namespaceSelector: env=prod", true),
+        ("ingressClasses: [nginx]", "controllerClasses: [k8s.io/ingress-nginx]", false),
+        ("ingressClasses: [nginx], watchIngressWithoutClass: true", "controllerClasses: [k8s.io/ingress-nginx]", false),
+    ];
+    for (a, b, possible) in allowed {
+        let policies = parse_file("p.yaml", &two(a, b)).unwrap_or_else(|e| panic!("{a} / {b}: {e}"));
+        assert_eq!(!policies.possible_overlaps().is_empty(), possible, "{a} / {b}");
+    }
+}
+
+#[test]
+fn file_errors_name_the_field() {
+    let cases = [
+        ("policies: []", "policies: must list at least one policy"),
+        (
+            "policies: [{name: a}]",
+            "policies[0].publishService: one of publishService, publishStatusAddress, publishPods or sources is required",
+        ),
+        (
+            "policies: [{name: a, sources: [{publishService: a/b}, {}]}]",
+            "policies[0].sources[1].publishService: one of publishService",
+        ),
+        (
+            "policies: [{name: a, publishService: a/b, sources: [{publishService: a/c}]}]",
+            "policies[0].publishService: publishService and sources are mutually exclusive",
+        ),
+        (
+            "policies: [{name: a, sources: [{publishService: a/b, publishStatusAddress: 1.1.1.1}]}]",
+            "policies[0].sources[0].publishService: publishService and publishStatusAddress are mutually exclusive",
+        ),
+        (
+            "policies: [{name: a, sources: [{publishStatusAddress: 'x_y'}]}]",
+            "policies[0].sources[0].publishStatusAddress: \"x_y\" is neither",
+        ),
+        (
+            "policies: [{name: a, publishPods: {namespace: Ing, selector: app=x}}]",
+            "policies[0].publishPods.namespace: \"Ing\" is not a valid namespace name",
+        ),
+        (
+            "policies: [{name: a, publishPods: {namespace: ing, selector: ''}}]",
+            "policies[0].publishPods.selector: must not be empty",
+        ),
+        (
+            "policies: [{name: a, publishPods: {namespace: ing, selector: 'app in x'}}]",
+            "policies[0].publishPods.selector: \"app in x\": expected",
+        ),
+        ("policies: [{name: a, publishPods: {namespace: ing}}]", "missing field `selector`"),
+        (
+            "policies: [{name: a, publishService: a/b, reportNodeInternalIp: true}]",
+            "policies[0].reportNodeInternalIp: applies only to a publishPods source",
+        ),
+        (
+            "policies: [{name: a, reportNodeInternalIp: true, sources: [{publishService: a/b}]}]",
+            "policies[0].reportNodeInternalIp: applies only to a publishPods source",
+        ),
+        (
+            "policies: [{name: a, sources: [{publishService: a/b, reportNodeInternalIp: true}]}]",
+            "policies[0].sources[0].reportNodeInternalIp: applies only",
+        ),
+        (
+            "policies: [{name: a, controllerClasses: [''], publishService: a/b}]",
+            "policies[0].controllerClasses: \"\": controller names must not be empty",
+        ),
+        (
+            "policies: [{name: a, namespaceSelector: 'Team_=x', publishService: a/b}]",
+            "policies[0].namespaceSelector: \"Team_\" is not a valid label key",
+        ),
+        (
+            "policies: [{name: a, namespaceSelector: {matchExpressions: [{key: t, operator: Is}]}, publishService: a/b}]",
+            "policies[0].namespaceSelector: matchExpressions operator \"Is\"",
+        ),
+        ("policies: [{name: a, publishService: x}]", "policies[0].publishService: \"x\" must be NAMESPACE/NAME"),
+        (
+            "policies: [{name: a, publishService: a/b, publishStatusAddress: 1.1.1.1}]",
+            "policies[0].publishService: publishService and publishStatusAddress are mutually exclusive",
+        ),
+        ("policies: [{name: a, publishStatusAddress: 'x_y'}]", "policies[0].publishStatusAddress: \"x_y\" is neither"),
+        ("policies: [{name: a, publishStatusAddress: 1.1.1.1, mode: block}]", "unknown variant `block`"),
+        ("policies: [{name: a, publishStatusAddress: 1.1.1.1, classes: [x]}]", "unknown field `classes`"),
+        (
+            "policies: [{name: a, ingressClasses: [x], publishStatusAddress: 1.1.1.1}, {name: a, ingressClasses: [y], publishStatusAddress: 1.1.1.1}]",
+            "policies[1].name: \"a\" is used by an earlier policy",
+        ),
+        (
+            "policies: [{name: a, ingressClasses: [x], publishStatusAddress: 1.1.1.1}, {name: b, ingressClasses: [y, x], publishStatusAddress: 1.1.1.1}]",
+            "policies \"a\" and \"b\" overlap: both govern class \"x\"",
+        ),
+        (
+            "policies: [{name: a, publishStatusAddress: 1.1.1.1}, {name: b, ingressClasses: [y], publishStatusAddress: 1.1.1.1}]",
+            "governs every Ingress",
+        ),
+        (
+            "policies: [{name: a, ingressClasses: [x], watchIngressWithoutClass: true, publishStatusAddress: 1.1.1.1}, {name: b, ingressClasses: [y], watchIngressWithoutClass: true, publishStatusAddress: 1.1.1.1}]",
+            "both set watchIngressWithoutClass",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = parse_file("p.yaml", text).unwrap_err().to_string();
+        assert!(err.contains(want), "{text}\n  got:  {err}\n  want: {want}");
+    }
+}
+
+#[test]
+fn specs_say_which_field_is_wrong() {
+    let spec = |svc: Option<&str>, list: Option<&str>| PolicySpec {
+        name: "p".into(),
+        publish_service: svc.map(String::from),
+        publish_status_address: list.map(String::from),
+        ..Default::default()
+    };
+    assert_eq!(spec(None, None).build().unwrap_err(), SpecError::NoSource);
+    assert_eq!(
+        spec(Some("a/b"), Some("1.1.1.1")).build().unwrap_err(),
+        SpecError::BothSources("publishService", "publishStatusAddress")
+    );
+    let err = spec(None, Some("1.1.1.1, bad_host")).build().unwrap_err();
+    assert_eq!(err.field(), "publishStatusAddress");
+    assert!(err.to_string().starts_with("\"bad_host\" is neither"), "{err}");
+    assert_eq!(spec(Some("x"), None).build().unwrap_err().field(), "publishService");
+    assert_eq!(SourceList(&spec(Some("a/b"), None).build().unwrap().sources).to_string(), "service a/b");
+    let unnamed = PolicySpec { name: String::new(), ..spec(Some("a/b"), None) };
+    assert_eq!(unnamed.build().unwrap_err(), SpecError::EmptyName);
+}
