@@ -1,9 +1,28 @@
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
+
+use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use serde_json::json;
 
-use super::*;
+use super::{
+    CLASS_ANNOTATION, explain::explain, fetch::describe, parse_ingress_ref, parse_namespace, parse_timeout,
+    report::Report, report::State, snapshot::ClassFrom, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot,
+    snapshot::Stored,
+};
 use crate::{
     address::parse_static_list,
-    policy::{ClassScope, Mode, OnUnresolved, Source},
+    policy::{ClassScope, Mode, OnUnresolved},
+};
+use crate::{
+    address::{Address, PortStatus},
+    decision::StatusWrite,
+    policy::{Policies, Policy, ServiceRef, Source},
+    review::StatusShape,
+    sources::nodeip::{NodeAddrs, PodFacts},
+    sources::service::ServiceError,
+    sources::{Sources, Unresolved},
 };
 
 fn ingress(value: serde_json::Value) -> Ingress {

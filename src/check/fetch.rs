@@ -1,0 +1,138 @@
+//! The I/O of `check` and `explain`: one-shot, paged, time-bounded reads of Ingresses, their
+//! sources and the cluster facts class and namespace matching need.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
+use kube::{Api, Client, api::ListParams};
+
+use super::{
+    CheckError, DEFAULT_CLASS_ANNOTATION, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot,
+    snapshot::Stored,
+};
+use crate::{
+    decision::StatusWrite,
+    policy::Policies,
+    sources::nodeip::{NodeAddrs, PodFacts},
+};
+
+pub(super) async fn bounded<T>(
+    what: impl Fn() -> String,
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CheckError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(CheckError::Api { what: what(), detail: describe(&e) }),
+        Err(_) => Err(CheckError::Timeout { what: what(), timeout }),
+    }
+}
+
+/// A kube error in one line: the API server's own message, or the causes down to the socket
+/// ("client error (Connect)" alone does not say that the connection was refused).
+pub(super) fn describe(e: &kube::Error) -> String {
+    if let kube::Error::Api(status) = e {
+        return format!("{} (HTTP {} {})", status.message, status.code, status.reason);
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// Lists every object of `api` matching `params`, page by page.
+pub(super) async fn list_all<K>(
+    api: &Api<K>,
+    mut params: ListParams,
+    what: &str,
+    timeout: Duration,
+) -> Result<Vec<K>, CheckError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut items = Vec::new();
+    loop {
+        let page = bounded(|| format!("list {what}"), timeout, api.list(&params)).await?;
+        items.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(items),
+        }
+    }
+}
+
+/// Reads every publish Service the policies name, once, and the IngressClasses, Namespaces,
+/// controller Pods and Nodes that some policy needs.
+pub(super) async fn snapshot(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, CheckError> {
+    use k8s_openapi::api::{
+        core::v1::{Namespace, Node, Pod},
+        networking::v1::IngressClass,
+    };
+    use kube::ResourceExt as _;
+
+    let mut fetched = BTreeMap::new();
+    for svc in policies.services() {
+        let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace);
+        let found = bounded(|| format!("get publish Service {svc}"), timeout, api.get_opt(&svc.name)).await?;
+        fetched.insert(svc, Fetched::of(found.as_ref()));
+    }
+    let mut facts = Facts::default();
+    let pages = ListParams::default().limit(PAGE_SIZE);
+    if policies.need_ingress_classes() {
+        let api: Api<IngressClass> = Api::all(client.clone());
+        for class in list_all(&api, pages.clone(), "IngressClasses", timeout).await? {
+            let controller = class.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default();
+            let default = class.annotations().get(DEFAULT_CLASS_ANNOTATION).is_some_and(|v| v == "true");
+            facts.classes.insert(class.name_any(), (controller, default));
+        }
+    }
+    if policies.need_namespaces() {
+        let api: Api<Namespace> = Api::all(client.clone());
+        for ns in list_all(&api, pages.clone(), "Namespaces", timeout).await? {
+            facts.namespaces.insert(ns.name_any(), ns.labels().clone());
+        }
+    }
+    let watches = policies.pod_watches();
+    for (namespace, selector) in &watches {
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let what = format!("Pods in {namespace} matching {selector}");
+        let pods = list_all(&api, pages.clone().labels(selector), &what, timeout).await?;
+        facts.pods.insert((namespace.clone(), selector.clone()), pods.iter().map(PodFacts::of).collect());
+    }
+    if !watches.is_empty() {
+        let api: Api<Node> = Api::all(client.clone());
+        // Only addresses are kept; small pages bound what one page of Nodes holds.
+        for node in list_all(&api, ListParams::default().limit(100), "Nodes", timeout).await? {
+            facts.nodes.insert(node.name_any(), NodeAddrs::of(&node));
+        }
+    }
+    Ok(Snapshot(fetched, facts))
+}
+
+/// Lists Ingresses page by page, keeping only what the decision reads.
+pub(super) async fn stored_ingresses(
+    client: &Client,
+    namespace: Option<&str>,
+    timeout: Duration,
+) -> Result<Vec<StatusWrite>, CheckError> {
+    let api: Api<Ingress> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let mut writes = Vec::new();
+    let mut params = ListParams::default().limit(PAGE_SIZE);
+    loop {
+        let page = bounded(|| "list Ingresses".to_owned(), timeout, api.list(&params)).await?;
+        writes.extend(page.items.iter().map(|ingress| Stored::of(ingress).write));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(writes),
+        }
+    }
+}
