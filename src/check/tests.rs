@@ -391,9 +391,9 @@ fn snapshot_facts_drive_matching_and_node_ips() {
     let yaml = r"
 policies:
   - name: bare-metal
-controllerClasses: [k8s.io/ingress-nginx]
-namespaceSelector: team=a
-publishPods: {namespace: ing, selector: app=c}
+    controllerClasses: [k8s.io/ingress-nginx]
+    namespaceSelector: team=a
+    publishPods: {namespace: ing, selector: app=c}
 ";
     let policies = crate::policy::parse_file("p.yaml", yaml).unwrap();
     let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({"spec": {"nodeName": "n1"},

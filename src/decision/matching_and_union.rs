@@ -97,17 +97,17 @@ fn matching_by_controller_default_class_and_namespace() {
     let yaml = r"
 policies:
   - name: nginx
-controllerClasses: [k8s.io/ingress-nginx]
-namespaceSelector: team=a
-publishStatusAddress: 192.0.2.1
+    controllerClasses: [k8s.io/ingress-nginx]
+    namespaceSelector: team=a
+    publishStatusAddress: 192.0.2.1
   - name: nginx-rest
-controllerClasses: [k8s.io/ingress-nginx]
-namespaceSelector: team!=a
-publishStatusAddress: 192.0.2.2
+    controllerClasses: [k8s.io/ingress-nginx]
+    namespaceSelector: team!=a
+    publishStatusAddress: 192.0.2.2
   - name: legacy
-ingressClasses: [public]
-namespaceSelector: team=a
-publishStatusAddress: 192.0.2.3
+    ingressClasses: [public]
+    namespaceSelector: team=a
+    publishStatusAddress: 192.0.2.3
 ";
     let p = policies(yaml);
     let cases = [

@@ -139,15 +139,15 @@ fn file_policies() {
     let text = r#"
 policies:
   - name: public
-ingressClasses: [nginx]
-watchIngressWithoutClass: true
-publishService: ingress-nginx/ingress-nginx-controller
+    ingressClasses: [nginx]
+    watchIngressWithoutClass: true
+    publishService: ingress-nginx/ingress-nginx-controller
   - name: internal
-ingressClasses: [internal]
-publishStatusAddress: "10.0.0.2, 10.0.0.1,"
-mode: audit
-keepPorts: true
-onUnresolved: deny
+    ingressClasses: [internal]
+    publishStatusAddress: "10.0.0.2, 10.0.0.1,"
+    mode: audit
+    keepPorts: true
+    onUnresolved: deny
 "#;
     let policies = parse_file("p.yaml", text).unwrap();
     let public = policies.governing(&subject(Some("nginx"))).unwrap();
@@ -169,20 +169,20 @@ fn file_sources_classes_and_namespaces() {
     let text = r#"
 policies:
   - name: bare-metal
-controllerClasses: [k8s.io/ingress-nginx]
-namespaceSelector: "team in (blue)"
-publishPods: {namespace: ingress-nginx, selector: "app.kubernetes.io/name=ingress-nginx"}
-reportNodeInternalIp: true
-  - name: blue-green
-ingressClasses: [nginx]
-namespaceSelector:
-  matchExpressions: [{key: team, operator: NotIn, values: [blue]}]
-sources:
-  - publishService: ingress/blue
-  - publishService: ingress/green
-  - publishStatusAddress: lb.example.com
-  - publishPods: {namespace: ingress, selector: app=edge}
+    controllerClasses: [k8s.io/ingress-nginx]
+    namespaceSelector: "team in (blue)"
+    publishPods: {namespace: ingress-nginx, selector: "app.kubernetes.io/name=ingress-nginx"}
     reportNodeInternalIp: true
+  - name: blue-green
+    ingressClasses: [nginx]
+    namespaceSelector:
+      matchExpressions: [{key: team, operator: NotIn, values: [blue]}]
+    sources:
+      - publishService: ingress/blue
+      - publishService: ingress/green
+      - publishStatusAddress: lb.example.com
+      - publishPods: {namespace: ingress, selector: app=edge}
+        reportNodeInternalIp: true
 "#;
     let policies = parse_file("p.yaml", text).unwrap();
     let all: Vec<&Policy> = policies.iter().collect();
