@@ -1,0 +1,332 @@
+//! Policies as written: the YAML file's entries and what the flags say, before validation, and
+//! their validation into [`Policy`] values (every error names the field), including the overlap
+//! rules between policies.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{
+    ClassScope, LabelSelector, Mode, OnUnresolved, PodsRef, Policies, Policy, SelectorError, ServiceRefError, Source,
+};
+use crate::{
+    address::{self, AddressError},
+    names,
+};
+
+/// Why a policy file cannot be used. Errors in one policy name it by its index and field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("config file {path}: policies: must list at least one policy")]
+    NoPolicies { path: String },
+    #[error("config file {path}: policies[{index}].{}: {source}", source.field())]
+    Policy { path: String, index: usize, source: SpecError },
+    #[error("config file {path}: policies[{index}].name: {name:?} is used by an earlier policy; names must be unique")]
+    DuplicateName { path: String, index: usize, name: String },
+    #[error(transparent)]
+    Overlap(#[from] OverlapError),
+}
+
+/// Two policies that could govern the same Ingress.
+#[derive(Debug, thiserror::Error)]
+#[error("policies {first:?} and {second:?} overlap: {why}; each Ingress must be governed by at most one policy")]
+pub struct OverlapError {
+    first: String,
+    second: String,
+    why: String,
+}
+
+/// The node-IP source as written: `publishPods: {namespace, selector}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PodsSpec {
+    pub namespace: String,
+    pub selector: String,
+}
+
+/// One entry of `sources:`: exactly one of its source fields.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SourceSpec {
+    pub publish_service: Option<String>,
+    pub publish_status_address: Option<String>,
+    pub publish_pods: Option<PodsSpec>,
+    /// Overrides the policy's `reportNodeInternalIp` for this `publishPods` source.
+    pub report_node_internal_ip: Option<bool>,
+}
+
+/// `namespaceSelector:` as kubectl text or as a Kubernetes `LabelSelector` object.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum SelectorSpec {
+    Text(String),
+    Object(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector),
+}
+
+/// One policy as written, before validation: a YAML file's entry, or what the flags say.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct PolicySpec {
+    pub name: String,
+    #[serde(default)]
+    pub ingress_classes: Vec<String>,
+    #[serde(default)]
+    pub controller_classes: Vec<String>,
+    #[serde(default)]
+    pub watch_ingress_without_class: bool,
+    pub namespace_selector: Option<SelectorSpec>,
+    pub publish_service: Option<String>,
+    pub publish_status_address: Option<String>,
+    pub publish_pods: Option<PodsSpec>,
+    #[serde(default)]
+    pub report_node_internal_ip: bool,
+    #[serde(default)]
+    pub sources: Vec<SourceSpec>,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub keep_ports: bool,
+    #[serde(default)]
+    pub on_unresolved: OnUnresolved,
+}
+
+/// A field of [`PolicySpec`] that is wrong, and why. Messages use the file's field names; the
+/// command line puts its flag names on them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("must not be empty")]
+    EmptyName,
+    #[error("{0:?}: class names must not be empty")]
+    EmptyClass(String),
+    #[error("{0:?}: controller names must not be empty")]
+    EmptyController(String),
+    #[error("one of publishService, publishStatusAddress, publishPods or sources is required")]
+    NoSource,
+    #[error("{0} and {1} are mutually exclusive; set one, or list both under sources to use their union")]
+    BothSources(&'static str, &'static str),
+    #[error("must list at least one source")]
+    EmptySources,
+    #[error(transparent)]
+    Service(ServiceRefError),
+    #[error(transparent)]
+    Static(AddressError),
+    #[error("{0:?} is not a valid namespace name (DNS-1123 label)")]
+    PodsNamespace(String),
+    #[error("must not be empty (it would select every Pod of the namespace)")]
+    EmptyPodsSelector,
+    #[error(transparent)]
+    PodsSelector(SelectorError),
+    #[error("applies only to a publishPods source")]
+    InternalIpWithoutPods,
+    #[error(transparent)]
+    NamespaceSelector(SelectorError),
+    /// An error in entry `index` of `sources`.
+    #[error("{error}")]
+    InSource { index: usize, error: Box<SpecError> },
+}
+
+impl SpecError {
+    /// The field of the policy file at fault.
+    pub fn field(&self) -> String {
+        match self {
+            SpecError::EmptyName => "name".into(),
+            SpecError::EmptyClass(_) => "ingressClasses".into(),
+            SpecError::EmptyController(_) => "controllerClasses".into(),
+            SpecError::NoSource | SpecError::Service(_) => "publishService".into(),
+            SpecError::BothSources(first, _) => (*first).into(),
+            SpecError::EmptySources => "sources".into(),
+            SpecError::Static(_) => "publishStatusAddress".into(),
+            SpecError::PodsNamespace(_) => "publishPods.namespace".into(),
+            SpecError::EmptyPodsSelector | SpecError::PodsSelector(_) => "publishPods.selector".into(),
+            SpecError::InternalIpWithoutPods => "reportNodeInternalIp".into(),
+            SpecError::NamespaceSelector(_) => "namespaceSelector".into(),
+            SpecError::InSource { index, error } => format!("sources[{index}].{}", error.field()),
+        }
+    }
+}
+
+impl SourceSpec {
+    /// Validates one source; `internal_ip` is the policy's `reportNodeInternalIp`.
+    fn build(self, internal_ip: bool) -> Result<Source, SpecError> {
+        let given = [
+            ("publishService", self.publish_service.is_some()),
+            ("publishStatusAddress", self.publish_status_address.is_some()),
+            ("publishPods", self.publish_pods.is_some()),
+        ];
+        let mut set = given.iter().filter(|(_, on)| *on).map(|(name, _)| *name);
+        if let (Some(first), Some(second)) = (set.next(), set.next()) {
+            return Err(SpecError::BothSources(first, second));
+        }
+        if self.publish_pods.is_none() && self.report_node_internal_ip == Some(true) {
+            return Err(SpecError::InternalIpWithoutPods);
+        }
+        if let Some(svc) = self.publish_service {
+            return Ok(Source::Service(svc.parse().map_err(SpecError::Service)?));
+        }
+        if let Some(list) = self.publish_status_address {
+            return Ok(Source::Static(address::parse_static_list(&list).map_err(SpecError::Static)?));
+        }
+        let Some(pods) = self.publish_pods else {
+            return Err(SpecError::NoSource);
+        };
+        if !names::is_dns1123_label(&pods.namespace) {
+            return Err(SpecError::PodsNamespace(pods.namespace));
+        }
+        let selector = LabelSelector::parse(&pods.selector).map_err(SpecError::PodsSelector)?;
+        if selector.is_empty() {
+            return Err(SpecError::EmptyPodsSelector);
+        }
+        Ok(Source::Pods(PodsRef {
+            namespace: pods.namespace,
+            selector,
+            internal_ip: self.report_node_internal_ip.unwrap_or(internal_ip),
+        }))
+    }
+}
+
+impl PolicySpec {
+    /// Validates the spec into a policy.
+    pub(crate) fn build(self) -> Result<Policy, SpecError> {
+        if self.name.is_empty() {
+            return Err(SpecError::EmptyName);
+        }
+        if let Some(class) = self.ingress_classes.iter().find(|c| c.is_empty()) {
+            return Err(SpecError::EmptyClass(class.clone()));
+        }
+        if let Some(controller) = self.controller_classes.iter().find(|c| c.is_empty()) {
+            return Err(SpecError::EmptyController(controller.clone()));
+        }
+        let shorthand = SourceSpec {
+            publish_service: self.publish_service,
+            publish_status_address: self.publish_status_address,
+            publish_pods: self.publish_pods,
+            report_node_internal_ip: None,
+        };
+        let has_shorthand = shorthand.publish_service.is_some()
+            || shorthand.publish_status_address.is_some()
+            || shorthand.publish_pods.is_some();
+        let internal_ip = self.report_node_internal_ip;
+        let sources = if self.sources.is_empty() {
+            if internal_ip && shorthand.publish_pods.is_none() {
+                return Err(SpecError::InternalIpWithoutPods);
+            }
+            vec![shorthand.build(internal_ip)?]
+        } else if has_shorthand {
+            let first = [
+                ("publishService", shorthand.publish_service.is_some()),
+                ("publishStatusAddress", shorthand.publish_status_address.is_some()),
+                ("publishPods", shorthand.publish_pods.is_some()),
+            ]
+            .into_iter()
+            .find_map(|(name, on)| on.then_some(name))
+            .unwrap_or("publishService");
+            return Err(SpecError::BothSources(first, "sources"));
+        } else {
+            let mut built = Vec::with_capacity(self.sources.len());
+            for (index, spec) in self.sources.into_iter().enumerate() {
+                built.push(spec.build(internal_ip).map_err(|e| SpecError::InSource { index, error: Box::new(e) })?);
+            }
+            if internal_ip && !built.iter().any(|s| matches!(s, Source::Pods(_))) {
+                return Err(SpecError::InternalIpWithoutPods);
+            }
+            built
+        };
+        let namespace_selector = match self.namespace_selector {
+            None => None,
+            Some(SelectorSpec::Text(text)) => Some(LabelSelector::parse(&text).map_err(SpecError::NamespaceSelector)?),
+            Some(SelectorSpec::Object(obj)) => {
+                Some(LabelSelector::from_kube(obj).map_err(SpecError::NamespaceSelector)?)
+            }
+        };
+        Ok(Policy {
+            name: self.name,
+            scope: ClassScope {
+                classes: self.ingress_classes,
+                controllers: self.controller_classes,
+                without_class: self.watch_ingress_without_class,
+            },
+            namespace_selector,
+            sources,
+            mode: self.mode,
+            keep_ports: self.keep_ports,
+            on_unresolved: self.on_unresolved,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct FileConfig {
+    policies: Vec<PolicySpec>,
+}
+
+/// Reads and validates a YAML policy file.
+pub(crate) fn load_file(path: &Path) -> Result<Policies, ConfigError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
+    parse_file(&shown, &text)
+}
+
+/// Parses a YAML policy file's text; `path` only names it in errors.
+pub fn parse_file(path: &str, text: &str) -> Result<Policies, ConfigError> {
+    let file: FileConfig = serde_norway::from_str(text)
+        .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
+    if file.policies.is_empty() {
+        return Err(ConfigError::NoPolicies { path: path.to_owned() });
+    }
+    let mut policies: Vec<Policy> = Vec::with_capacity(file.policies.len());
+    for (index, spec) in file.policies.into_iter().enumerate() {
+        if policies.iter().any(|q| q.name == spec.name) {
+            return Err(ConfigError::DuplicateName { path: path.to_owned(), index, name: spec.name });
+        }
+        let policy = spec.build().map_err(|source| ConfigError::Policy { path: path.to_owned(), index, source })?;
+        policies.push(policy);
+    }
+    Ok(Policies::new(policies)?)
+}
+
+/// Why two class scopes certainly share Ingresses, whatever the cluster holds; `None` when
+/// they share none, or only through IngressClasses seen at run time (a class name on one side
+/// and its controller on the other, the default class).
+pub(super) fn class_clash(p: &ClassScope, q: &ClassScope) -> Option<String> {
+    if p.governs_everything() || q.governs_everything() {
+        Some("one of them lists no ingressClasses or controllerClasses and so governs every Ingress".to_owned())
+    } else if let Some(c) = p.classes.iter().find(|c| q.classes.contains(c)) {
+        Some(format!("both govern class {c:?}"))
+    } else if let Some(c) = p.controllers.iter().find(|c| q.controllers.contains(c)) {
+        Some(format!("both govern controller {c:?}"))
+    } else if p.without_class && q.without_class {
+        Some("both set watchIngressWithoutClass".to_owned())
+    } else {
+        None
+    }
+}
+
+/// Two policies must never claim the same Ingress, or which one wins would depend on file
+/// order. What can be decided here is refused; what depends on IngressClasses and Namespace
+/// labels is counted at run time (the first policy wins).
+pub(super) fn validate_overlaps(policies: &[Policy]) -> Result<(), OverlapError> {
+    for (i, p) in policies.iter().enumerate() {
+        for q in &policies[..i] {
+            let Some(class_why) = class_clash(&p.scope, &q.scope) else { continue };
+            let why = match (&q.namespace_selector, &p.namespace_selector) {
+                (None, None) => Some(class_why),
+                (Some(_), None) | (None, Some(_)) => Some(format!(
+                    "{class_why}, and one of them has no namespaceSelector, so it governs every namespace the other selects"
+                )),
+                (Some(a), Some(b)) if a == b => Some(format!("{class_why}, with the same namespaceSelector")),
+                // Disjoint selectors split the class between them; any other pair may or may
+                // not share a Namespace, which only its labels tell.
+                (Some(_), Some(_)) => None,
+            };
+            if let Some(why) = why {
+                return Err(OverlapError { first: q.name.clone(), second: p.name.clone(), why });
+            }
+        }
+    }
+    Ok(())
+}
