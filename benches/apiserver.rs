@@ -214,7 +214,7 @@ mod fixed {
         routing::post,
     };
     use axum_server::{accept::NoDelayAcceptor, tls_rustls::RustlsConfig};
-    use ingress_status_guard::{FlagPolicy, Mode, OnUnresolved, SourceCache, read_review, render};
+    use ingress_status_guard::{Mode, OnUnresolved, PolicySpec, SourceCache, read_review, render};
     use serde_json::{Value, json};
 
     use super::{CANONICAL, CLASS, ROGUE};
@@ -230,12 +230,12 @@ mod fixed {
         review["request"]["object"]["spec"]["ingressClassName"] = json!(CLASS);
         review["request"]["object"]["status"]["loadBalancer"]["ingress"] = super::entries(written);
         let body = serde_json::to_vec(&review).expect("serializes");
-        let policies = FlagPolicy {
+        let policies = PolicySpec {
             publish_status_address: Some(CANONICAL.join(",")),
-            ingress_class: vec![CLASS.into()],
+            ingress_classes: vec![CLASS.into()],
             mode: Mode::Enforce,
             on_unresolved: OnUnresolved::Allow,
-            ..FlagPolicy::default()
+            ..PolicySpec::default()
         }
         .into_policies()
         .expect("valid policy");

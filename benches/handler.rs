@@ -22,7 +22,7 @@ use axum::{
 };
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ingress_status_guard::{
-    AppState, FlagPolicy, Mode, OnUnresolved, Policies, SourceCache, Sources, read_review, read_review_serde_json,
+    AppState, Mode, OnUnresolved, Policies, PolicySpec, SourceCache, Sources, read_review, read_review_serde_json,
     render, webhook_router,
 };
 use serde_json::{Value, json};
@@ -112,15 +112,15 @@ fn review_body(rules: usize, class: &str, written: &Value) -> Vec<u8> {
 }
 
 fn policies() -> Policies {
-    let policy = FlagPolicy {
+    let policy = PolicySpec {
         publish_service: None,
         publish_status_address: Some(CANONICAL.into()),
-        ingress_class: vec![GOVERNED_CLASS.into()],
+        ingress_classes: vec![GOVERNED_CLASS.into()],
         watch_ingress_without_class: false,
         mode: Mode::Enforce,
         keep_ports: false,
         on_unresolved: OnUnresolved::Allow,
-        ..FlagPolicy::default()
+        ..PolicySpec::default()
     };
     policy.into_policies().expect("valid policy")
 }

@@ -144,14 +144,14 @@ impl PolicyInput {
     pub(crate) fn policies(&self) -> Result<Policies, CliError> {
         match &self.config {
             Some(path) => Ok(policy::load_file(path)?),
-            None => self.flags.into_policies(),
+            None => self.flags.policies(),
         }
     }
 }
 
 /// The flags that describe one policy (named `default`), named as in ingress-nginx.
 #[derive(Args, Debug, Clone, Default)]
-pub struct FlagPolicy {
+pub(crate) struct FlagPolicy {
     /// Publish the addresses of this Service (NAMESPACE/NAME), as ingress-nginx does.
     #[arg(long, env = "ISG_PUBLISH_SERVICE", conflicts_with = "publish_status_address")]
     pub publish_service: Option<ServiceRef>,
@@ -220,7 +220,7 @@ pub(crate) struct ResolveArgs {
 
 /// Everything that can stop a command, each saying what to fix.
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub(crate) enum CliError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(
@@ -288,9 +288,9 @@ impl From<&FlagPolicy> for PolicySpec {
 
 impl FlagPolicy {
     /// The policy set of just the policy these flags describe; errors name the flag.
-    pub fn into_policies(&self) -> Result<Policies, CliError> {
+    pub(crate) fn policies(&self) -> Result<Policies, CliError> {
         let value = || self.publish_status_address.clone().unwrap_or_default();
-        let policy = PolicySpec::from(self).build().map_err(|e| match e {
+        PolicySpec::from(self).into_policies().map_err(|e| match e {
             SpecError::NoSource => CliError::NoSource,
             SpecError::Static(source) => CliError::StaticFlag { value: value(), source },
             e @ SpecError::EmptyController(_) => CliError::ControllerFlag(e),
@@ -300,8 +300,7 @@ impl FlagPolicy {
             }
             // clap already refuses both sources at once and parses --publish-service.
             other => CliError::ClassFlag(other),
-        })?;
-        Ok(Policies::new(vec![policy]).map_err(ConfigError::from)?)
+        })
     }
 }
 
@@ -538,7 +537,7 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
                     report_node_internal_ip_address: args.report_node_internal_ip_address,
                     ..FlagPolicy::default()
                 };
-                let policies = flags.into_policies()?;
+                let policies = flags.policies()?;
                 let Some(policy::Source::Pods(pods)) = policies.iter().next().and_then(|p| p.sources.first()) else {
                     unreachable!("the pods flags build one node-IP source")
                 };

@@ -6,9 +6,9 @@ mod spec;
 pub(crate) mod store;
 
 pub(crate) use selector::{LabelSelector, SelectorError};
-pub use spec::parse_file;
-pub(crate) use spec::{ConfigError, OverlapError, SpecError};
-pub(crate) use spec::{PodsSpec, PolicySpec, load_file};
+pub(crate) use spec::load_file;
+pub(crate) use spec::{ConfigError, OverlapError};
+pub use spec::{PodsSpec, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
 
 use std::{collections::BTreeMap, fmt, str::FromStr};
 

@@ -7,7 +7,7 @@ use axum::{
     http::Request,
 };
 use base64::Engine as _;
-use ingress_status_guard::{AppState, FlagPolicy, SourceCache, webhook_router};
+use ingress_status_guard::{AppState, PolicySpec, SourceCache, webhook_router};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -57,7 +57,7 @@ proptest! {
     #[test]
     fn patched_objects_need_no_patch(status in status(), keep_ports in any::<bool>()) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let policy = FlagPolicy {
+        let policy = PolicySpec {
             publish_status_address: Some("lb.example.test,192.0.2.10".into()),
             keep_ports,
             ..Default::default()

@@ -5,7 +5,7 @@ use axum::{
     body::{Body, to_bytes},
     http::{Request, StatusCode, header},
 };
-use ingress_status_guard::{AppState, FlagPolicy, SourceCache, admin_router, webhook_router};
+use ingress_status_guard::{AppState, PolicySpec, SourceCache, admin_router, webhook_router};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -14,7 +14,7 @@ const LIMIT: usize = 64 * 1024;
 
 fn router() -> axum::Router {
     let policies =
-        FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }.into_policies().unwrap();
+        PolicySpec { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }.into_policies().unwrap();
     let cache = SourceCache::new(&policies);
     webhook_router(AppState::new(policies, cache), LIMIT)
 }
@@ -97,12 +97,12 @@ async fn bad_inputs_get_precise_errors() {
 #[tokio::test]
 async fn admin_probes() {
     let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
-    let flags = |service: Option<&str>, list: Option<&str>| FlagPolicy {
-        publish_service: service.map(|s| s.parse().unwrap()),
+    let flags = |service: Option<&str>, list: Option<&str>| PolicySpec {
+        publish_service: service.map(String::from),
         publish_status_address: list.map(String::from),
         ..Default::default()
     };
-    let state = |policy: FlagPolicy| {
+    let state = |policy: PolicySpec| {
         let policies = policy.into_policies().unwrap();
         AppState::new(policies.clone(), SourceCache::new(&policies))
     };
@@ -123,7 +123,7 @@ async fn admin_probes() {
 
 #[tokio::test]
 async fn findings_reach_the_response_and_the_metrics() {
-    let policy = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() };
+    let policy = PolicySpec { publish_status_address: Some("192.0.2.10".into()), ..Default::default() };
     let policies = policy.into_policies().unwrap();
     let state = AppState::new(policies.clone(), SourceCache::new(&policies));
     let webhook = webhook_router(state.clone(), LIMIT);

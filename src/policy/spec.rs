@@ -43,7 +43,7 @@ pub struct OverlapError {
 /// The node-IP source as written: `publishPods: {namespace, selector}`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct PodsSpec {
+pub struct PodsSpec {
     pub namespace: String,
     pub selector: String,
 }
@@ -51,7 +51,7 @@ pub(crate) struct PodsSpec {
 /// One entry of `sources:`: exactly one of its source fields.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(crate) struct SourceSpec {
+pub struct SourceSpec {
     pub publish_service: Option<String>,
     pub publish_status_address: Option<String>,
     pub publish_pods: Option<PodsSpec>,
@@ -62,15 +62,17 @@ pub(crate) struct SourceSpec {
 /// `namespaceSelector:` as kubectl text or as a Kubernetes `LabelSelector` object.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum SelectorSpec {
+pub enum SelectorSpec {
     Text(String),
     Object(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector),
 }
 
-/// One policy as written, before validation: a YAML file's entry, or what the flags say.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// One policy as written, before validation: a YAML file's entry, or what the flags say. Also
+/// the library's way to build policies (`PolicySpec { .., ..Default::default() }` is named
+/// `default`, as the flags' policy is), through [`PolicySpec::into_policies`].
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(crate) struct PolicySpec {
+pub struct PolicySpec {
     pub name: String,
     #[serde(default)]
     pub ingress_classes: Vec<String>,
@@ -92,6 +94,26 @@ pub(crate) struct PolicySpec {
     pub keep_ports: bool,
     #[serde(default)]
     pub on_unresolved: OnUnresolved,
+}
+
+impl Default for PolicySpec {
+    fn default() -> Self {
+        PolicySpec {
+            name: "default".to_owned(),
+            ingress_classes: Vec::new(),
+            controller_classes: Vec::new(),
+            watch_ingress_without_class: false,
+            namespace_selector: None,
+            publish_service: None,
+            publish_status_address: None,
+            publish_pods: None,
+            report_node_internal_ip: false,
+            sources: Vec::new(),
+            mode: Mode::default(),
+            keep_ports: false,
+            on_unresolved: OnUnresolved::default(),
+        }
+    }
 }
 
 /// A field of [`PolicySpec`] that is wrong, and why. Messages use the file's field names; the
@@ -189,6 +211,11 @@ impl SourceSpec {
 }
 
 impl PolicySpec {
+    /// The policy set of just this policy (one policy cannot overlap another).
+    pub fn into_policies(self) -> Result<Policies, SpecError> {
+        Ok(Policies(vec![self.build()?]))
+    }
+
     /// Validates the spec into a policy.
     pub(crate) fn build(self) -> Result<Policy, SpecError> {
         if self.name.is_empty() {

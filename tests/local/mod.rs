@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
-use ingress_status_guard::{AppState, FlagPolicy, Limits, Listeners, SourceCache, Tasks, serve};
+use ingress_status_guard::{AppState, Limits, Listeners, PolicySpec, SourceCache, Tasks, serve};
 
 /// A running `serve`; stops when told to, or when the test's runtime ends.
 pub(crate) struct LocalServer {
@@ -26,7 +26,7 @@ impl LocalServer {
     #[allow(dead_code)] // not every test binary sets bounds
     pub(crate) fn start_with(tls: RustlsConfig, limits: Limits) -> LocalServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let policies = FlagPolicy { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
+        let policies = PolicySpec { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
             .into_policies()
             .unwrap();
         let state = AppState::new(policies.clone(), SourceCache::new(&policies));
