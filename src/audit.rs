@@ -54,30 +54,9 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// The finding of a review, when its verdict is a mismatch.
-    pub fn of(review: &Review, verdict: &Verdict<'_>) -> Option<Finding> {
-        let (Verdict::Mismatch { policy, action, canonical }, Target::IngressStatus { write, object_uid, .. }) =
-            (verdict, &review.target)
-        else {
-            return None;
-        };
-        Some(Finding {
-            uid: review.uid.to_string(),
-            object_uid: object_uid.as_deref().map(str::to_owned),
-            namespace: write.namespace.clone(),
-            name: write.name.clone(),
-            class: write.class.clone(),
-            policy: policy.name.clone(),
-            writer: Writer::new(review.user.username.to_string(), review.user.groups.clone()),
-            attempted: write.addresses.clone(),
-            canonical: canonical.to_vec(),
-            action: *action,
-            dry_run: review.dry_run,
-        })
-    }
-
-    /// [`Finding::of`], taking the review and verdict apart instead of copying them (the
-    /// handler is done with both): fewer allocations on the request path.
+    /// The finding of a review, when its verdict is a mismatch. Takes the review and verdict
+    /// apart instead of copying them (the handler is done with both): fewer allocations on the
+    /// request path.
     pub fn take(review: Review, verdict: Verdict<'_>) -> Option<Finding> {
         let (Verdict::Mismatch { policy, action, canonical }, Target::IngressStatus { write, object_uid, .. }) =
             (verdict, review.target)

@@ -159,7 +159,7 @@ pub async fn start(files: CertFiles, poll: Duration) -> Result<(RustlsConfig, Re
     let config = RustlsConfig::from_config(Arc::new(files.build(&contents)?));
     log_certificate("serving certificate loaded", &files.cert, &contents.cert);
     let expiry = Gauge::default();
-    expiry.set(not_after(&contents.cert).unwrap_or(0));
+    expiry.set(expiry_seconds(&contents.cert).unwrap_or(0));
 
     let changes = Changes::watch(&files.paths(), poll, "certificate");
     let (status_tx, status_rx) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
@@ -200,7 +200,7 @@ async fn watch_files(
                 seq += 1;
                 config.reload_from_config(Arc::new(new_config));
                 log_certificate("serving certificate reloaded", &files.cert, &contents.cert);
-                expiry.set(not_after(&contents.cert).unwrap_or(0));
+                expiry.set(expiry_seconds(&contents.cert).unwrap_or(0));
                 current = contents;
                 refused = None;
                 status.send_replace(Status { seq, outcome: Outcome::Reloaded });
@@ -225,10 +225,10 @@ async fn watch_files(
 }
 
 /// The notAfter of the first certificate in `pem` (the leaf), in Unix seconds.
-fn not_after(pem: &[u8]) -> Option<i64> {
+fn expiry_seconds(pem: &[u8]) -> Option<i64> {
     let leaf = CertificateDer::pem_slice_iter(pem).next()?.ok()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&leaf).ok()?;
-    Some(cert.validity().not_after.timestamp())
+    let not_after = crate::tls::certs::not_after(&leaf).ok()?;
+    i64::try_from(not_after.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs()).ok()
 }
 
 fn log_certificate(message: &str, path: &Path, pem: &[u8]) {
@@ -253,15 +253,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn not_after_is_the_leafs() {
+    fn expiry_is_the_leafs() {
         let names = ["svc.ns.svc".to_owned()];
         let bundle =
             crate::tls::certs::generate_with_validity("test CA", &names, Duration::from_secs(20 * 86400)).unwrap();
         // The leaf first, then its CA: the leaf's expiry counts.
         let chain = format!("{}{}", bundle.cert_pem, bundle.ca_pem);
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-        let left = not_after(chain.as_bytes()).unwrap() - now;
+        let left = expiry_seconds(chain.as_bytes()).unwrap() - now;
         assert!((19 * 86400..=20 * 86400 + 60).contains(&left), "{left}");
-        assert_eq!(not_after(b"not a certificate"), None);
+        assert_eq!(expiry_seconds(b"not a certificate"), None);
     }
 }

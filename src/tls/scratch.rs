@@ -31,11 +31,6 @@ impl CaDir {
     pub(crate) fn ca(&self) -> PathBuf {
         self.dir.path().join("ca.crt")
     }
-
-    #[cfg(test)]
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
 }
 
 /// Writes a file that must not exist yet: `create_new` is `O_CREAT|O_EXCL`, which fails on an
@@ -52,19 +47,24 @@ fn write_new(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// The directory itself, as the operator sees it: the CA file's parent.
+    fn dir_of(ca: &CaDir) -> PathBuf {
+        ca.ca().parent().expect("ca.crt lies in the directory").to_owned()
+    }
+
     #[test]
     fn private_random_and_removed() {
         let parent = tempfile::tempdir().unwrap();
         let a = CaDir::create(parent.path(), "pem-a").unwrap();
         let b = CaDir::create(parent.path(), "pem-b").unwrap();
-        assert_ne!(a.path(), b.path());
+        assert_ne!(dir_of(&a), dir_of(&b));
         assert_eq!(std::fs::read_to_string(a.ca()).unwrap(), "pem-a");
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
-            assert_eq!(std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777, 0o700);
+            assert_eq!(std::fs::metadata(dir_of(&a)).unwrap().permissions().mode() & 0o777, 0o700);
         }
-        let dir = a.path().to_owned();
+        let dir = dir_of(&a);
         drop(a);
         assert!(!dir.exists(), "removed on drop");
     }

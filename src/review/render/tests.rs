@@ -85,7 +85,7 @@ fn run(review: &Value, policies: &Policies, sources: &dyn Sources) -> (Decision,
             Verdict::Ignored(what) => Some(what.clone()),
             _ => None,
         },
-        finding: Finding::of(&review, &verdict),
+        finding: Finding::take(review, verdict),
     };
     (decision, response)
 }
