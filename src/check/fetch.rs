@@ -46,23 +46,25 @@ pub(super) fn describe(e: &kube::Error) -> String {
     text
 }
 
-/// Lists every object of `api` matching `params`, page by page.
-pub(super) async fn list_all<K>(
+/// Lists every object of `api` page by page (`params` sets the page size), keeping only what
+/// `keep` makes of each, so at most one page of whole objects is held at a time.
+pub(super) async fn list_all<K, T>(
     api: &Api<K>,
     mut params: ListParams,
     what: &str,
     timeout: Duration,
-) -> Result<Vec<K>, CheckError>
+    mut keep: impl FnMut(K) -> T,
+) -> Result<Vec<T>, CheckError>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
-    let mut items = Vec::new();
+    let mut kept = Vec::new();
     loop {
         let page = bounded(|| format!("list {what}"), timeout, api.list(&params)).await?;
-        items.extend(page.items);
+        kept.extend(page.items.into_iter().map(&mut keep));
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(items),
+            _ => return Ok(kept),
         }
     }
 }
@@ -86,31 +88,33 @@ pub(super) async fn snapshot(client: &Client, policies: &Policies, timeout: Dura
     let pages = ListParams::default().limit(PAGE_SIZE);
     if policies.need_ingress_classes() {
         let api: Api<IngressClass> = Api::all(client.clone());
-        for class in list_all(&api, pages.clone(), "IngressClasses", timeout).await? {
+        let classes = list_all(&api, pages.clone(), "IngressClasses", timeout, |class| {
             let controller = class.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default();
             let default = class.annotations().get(DEFAULT_CLASS_ANNOTATION).is_some_and(|v| v == "true");
-            facts.classes.insert(class.name_any(), (controller, default));
-        }
+            (class.name_any(), (controller, default))
+        });
+        facts.classes.extend(classes.await?);
     }
     if policies.need_namespaces() {
         let api: Api<Namespace> = Api::all(client.clone());
-        for ns in list_all(&api, pages.clone(), "Namespaces", timeout).await? {
-            facts.namespaces.insert(ns.name_any(), ns.labels().clone());
-        }
+        let namespaces =
+            list_all(&api, pages.clone(), "Namespaces", timeout, |ns| (ns.name_any(), ns.labels().clone()));
+        facts.namespaces.extend(namespaces.await?);
     }
     let watches = policies.pod_watches();
     for (namespace, selector) in &watches {
         let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let what = format!("Pods in {namespace} matching {selector}");
-        let pods = list_all(&api, pages.clone().labels(selector), &what, timeout).await?;
-        facts.pods.insert((namespace.clone(), selector.clone()), pods.iter().map(PodFacts::of).collect());
+        let pods = list_all(&api, pages.clone().labels(selector), &what, timeout, |pod| PodFacts::of(&pod)).await?;
+        facts.pods.insert((namespace.clone(), selector.clone()), pods);
     }
     if !watches.is_empty() {
         let api: Api<Node> = Api::all(client.clone());
         // Only addresses are kept; small pages bound what one page of Nodes holds.
-        for node in list_all(&api, ListParams::default().limit(100), "Nodes", timeout).await? {
-            facts.nodes.insert(node.name_any(), NodeAddrs::of(&node));
-        }
+        let nodes = list_all(&api, ListParams::default().limit(100), "Nodes", timeout, |node| {
+            (node.name_any(), NodeAddrs::of(&node))
+        });
+        facts.nodes.extend(nodes.await?);
     }
     Ok(Snapshot(fetched, facts))
 }
@@ -125,14 +129,6 @@ pub(super) async fn stored_ingresses(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let mut writes = Vec::new();
-    let mut params = ListParams::default().limit(PAGE_SIZE);
-    loop {
-        let page = bounded(|| "list Ingresses".to_owned(), timeout, api.list(&params)).await?;
-        writes.extend(page.items.iter().map(|ingress| Stored::of(ingress).write));
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(writes),
-        }
-    }
+    list_all(&api, ListParams::default().limit(PAGE_SIZE), "Ingresses", timeout, |ingress| Stored::of(&ingress).write)
+        .await
 }
