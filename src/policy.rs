@@ -266,6 +266,7 @@ impl Policy {
 pub struct Policies(Vec<Policy>);
 
 impl Policies {
+    /// A policy set, refused when two policies certainly govern the same Ingresses.
     pub fn new(policies: Vec<Policy>) -> Result<Self, OverlapError> {
         validate_overlaps(&policies)?;
         Ok(Policies(policies))
@@ -281,6 +282,7 @@ impl Policies {
         self.0.iter().filter(|p| p.matches(subject).is_some()).collect()
     }
 
+    /// The policies in file order.
     pub fn iter(&self) -> impl Iterator<Item = &Policy> {
         self.0.iter()
     }

@@ -42,7 +42,9 @@ use crate::{
 pub struct AppState {
     /// Swapped whole by a reload of `--config`; each review reads one consistent set.
     pub(crate) policies: Arc<PolicyStore>,
+    /// Where the canonical addresses come from (watch-fed caches, or static lists alone).
     pub sources: Arc<dyn Sources>,
+    /// What `/metrics` serves.
     pub metrics: Arc<Metrics>,
     /// The queue to the background task that logs findings and makes them Kubernetes Events;
     /// `None` logs them on the request path (tests and benchmarks without a runtime task).
@@ -53,6 +55,8 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a webhook that judges with `policies` over `sources`, with fresh metrics and
+    /// findings logged on the request path (no Event publisher).
     pub fn new(policies: Policies, sources: Arc<dyn Sources>) -> Arc<Self> {
         Self::with(PolicyStore::new(policies), sources, Arc::new(Metrics::new()), None)
     }
@@ -66,6 +70,7 @@ impl AppState {
         Arc::new(AppState { policies, sources, metrics, events, readiness: Readiness::default() })
     }
 
+    /// What `/readyz` says: not draining, no background task failed, and the sources synced.
     pub fn ready(&self) -> bool {
         !self.readiness.draining() && self.readiness.failed().is_none() && self.sources.synced()
     }
@@ -273,7 +278,9 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
 
 /// How `serve` listens. The sockets are bound by the caller, so tests can use port 0.
 pub struct Listeners {
+    /// The HTTPS webhook port (`--listen`).
     pub webhook: std::net::TcpListener,
+    /// The plain-HTTP admin port (`--admin-listen`).
     pub admin: std::net::TcpListener,
     /// Shared with the certificate reloader, which swaps the configuration in place.
     pub tls: RustlsConfig,

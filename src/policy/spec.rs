@@ -44,7 +44,9 @@ pub struct OverlapError {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PodsSpec {
+    /// The controller Pods' namespace.
     pub namespace: String,
+    /// Their label selector, in kubectl's text syntax.
     pub selector: String,
 }
 
@@ -52,8 +54,11 @@ pub struct PodsSpec {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SourceSpec {
+    /// `publishService: NAMESPACE/NAME`.
     pub publish_service: Option<String>,
+    /// `publishStatusAddress`: comma-separated IPs and hostnames.
     pub publish_status_address: Option<String>,
+    /// `publishPods`: the node IPs of Ready controller Pods.
     pub publish_pods: Option<PodsSpec>,
     /// Overrides the policy's `reportNodeInternalIp` for this `publishPods` source.
     pub report_node_internal_ip: Option<bool>,
@@ -63,7 +68,9 @@ pub struct SourceSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum SelectorSpec {
+    /// kubectl's syntax: `app=x,tier in (a,b),!old`.
     Text(String),
+    /// `matchLabels` and `matchExpressions`.
     Object(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector),
 }
 
@@ -73,25 +80,38 @@ pub enum SelectorSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PolicySpec {
+    /// Names the policy in logs, metrics, Events and errors; unique in a file.
     pub name: String,
+    /// `ingressClasses`: class names governed (`spec.ingressClassName` or the legacy annotation).
     #[serde(default)]
     pub ingress_classes: Vec<String>,
+    /// `controllerClasses`: IngressClass `spec.controller` values governed.
     #[serde(default)]
     pub controller_classes: Vec<String>,
+    /// `watchIngressWithoutClass`: also govern Ingresses that name no class.
     #[serde(default)]
     pub watch_ingress_without_class: bool,
+    /// `namespaceSelector`: only Ingresses in Namespaces whose labels match.
     pub namespace_selector: Option<SelectorSpec>,
+    /// `publishService`: the one source, shorthand for `sources: [{publishService}]`.
     pub publish_service: Option<String>,
+    /// `publishStatusAddress`: the one source, shorthand for `sources: [{publishStatusAddress}]`.
     pub publish_status_address: Option<String>,
+    /// `publishPods`: the one source, shorthand for `sources: [{publishPods}]`.
     pub publish_pods: Option<PodsSpec>,
+    /// `reportNodeInternalIp`: node IPs are InternalIPs even where ExternalIPs exist.
     #[serde(default)]
     pub report_node_internal_ip: bool,
+    /// `sources`: several sources, whose union is canonical.
     #[serde(default)]
     pub sources: Vec<SourceSpec>,
+    /// What a differing write gets.
     #[serde(default)]
     pub mode: Mode,
+    /// `keepPorts`: keep and compare the entries' `ports`.
     #[serde(default)]
     pub keep_ports: bool,
+    /// What to do while the sources give no address.
     #[serde(default)]
     pub on_unresolved: OnUnresolved,
 }
@@ -121,34 +141,52 @@ impl Default for PolicySpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     #[error("must not be empty")]
+    /// The policy has no name.
     EmptyName,
     #[error("{0:?}: class names must not be empty")]
+    /// An empty class name.
     EmptyClass(String),
     #[error("{0:?}: controller names must not be empty")]
+    /// An empty controller name.
     EmptyController(String),
     #[error("one of publishService, publishStatusAddress, publishPods or sources is required")]
+    /// No source at all.
     NoSource,
     #[error("{0} and {1} are mutually exclusive; set one, or list both under sources to use their union")]
+    /// Two one-source shorthands in one policy.
     BothSources(&'static str, &'static str),
     #[error("must list at least one source")]
+    /// `sources: []`.
     EmptySources,
     #[error(transparent)]
+    /// A publish Service reference that is not `NAMESPACE/NAME`.
     Service(ServiceRefError),
     #[error(transparent)]
+    /// An item of a static list that is neither an IP nor a hostname.
     Static(AddressError),
     #[error("{0:?} is not a valid namespace name (DNS-1123 label)")]
+    /// A `publishPods` namespace that is not a namespace name.
     PodsNamespace(String),
     #[error("must not be empty (it would select every Pod of the namespace)")]
+    /// A `publishPods` selector that selects everything.
     EmptyPodsSelector,
     #[error(transparent)]
+    /// A `publishPods` selector that does not parse.
     PodsSelector(SelectorError),
     #[error("applies only to a publishPods source")]
+    /// `reportNodeInternalIp` without a node-IP source.
     InternalIpWithoutPods,
     #[error(transparent)]
+    /// A `namespaceSelector` that does not parse.
     NamespaceSelector(SelectorError),
     /// An error in entry `index` of `sources`.
     #[error("{error}")]
-    InSource { index: usize, error: Box<SpecError> },
+    InSource {
+        /// The entry's position in `sources`.
+        index: usize,
+        /// What is wrong with it.
+        error: Box<SpecError>,
+    },
 }
 
 impl SpecError {

@@ -32,7 +32,9 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(10);
 /// The files the TLS configuration is built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertFiles {
+    /// The serving certificate chain (PEM), leaf first.
     pub cert: PathBuf,
+    /// Its private key (PEM).
     pub key: PathBuf,
     /// With it, clients must present a certificate signed by one of these CAs.
     pub client_ca: Option<PathBuf>,

@@ -159,9 +159,13 @@ pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option
 pub struct Review<'a> {
     /// The request's `apiVersion`, which the response must repeat.
     pub api_version: ApiVersion,
+    /// `request.uid`, echoed as `response.uid`.
     pub uid: Cow<'a, str>,
+    /// `request.dryRun`: no side effects for this review.
     pub dry_run: bool,
+    /// `request.userInfo`: who wrote.
     pub user: User<'a>,
+    /// What was written, or why the review is not one we judge.
     pub target: Target<'a>,
 }
 

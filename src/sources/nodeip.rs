@@ -30,11 +30,14 @@ impl PodFacts {
 /// What the source keeps of one Node: its addresses by kind, nothing else (a lean cache).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodeAddrs {
+    /// The Node's `ExternalIP` addresses, in its order.
     pub external: Vec<String>,
+    /// Its `InternalIP` addresses.
     pub internal: Vec<String>,
 }
 
 impl NodeAddrs {
+    /// What is kept of `node`.
     pub fn of(node: &Node) -> Self {
         let mut addrs = NodeAddrs::default();
         for a in node.status.as_ref().and_then(|s| s.addresses.as_ref()).into_iter().flatten() {

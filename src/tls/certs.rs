@@ -85,6 +85,7 @@ pub struct Ca {
 }
 
 impl Ca {
+    /// A new self-signed CA named `name`, valid for `validity` from now.
     pub fn new(name: &str, validity: Duration) -> Result<Ca, CertError> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
@@ -95,6 +96,7 @@ impl Ca {
         Ok(Ca { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate()?)? })
     }
 
+    /// The CA certificate, PEM.
     pub fn pem(&self) -> String {
         self.issuer.pem()
     }
