@@ -78,6 +78,12 @@ impl Finding {
         })
     }
 
+    /// What was done, as the `action` label of the rogue-writes metric: a dry run changes
+    /// nothing, so it is counted apart from the writes that happened.
+    pub fn outcome(&self) -> &'static str {
+        if self.dry_run { "dry_run" } else { self.action.result() }
+    }
+
     /// What was done, as a verb for people.
     pub fn verb(&self) -> &'static str {
         match self.action {

@@ -9,7 +9,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::{audit::Finding, names::truncate};
+use crate::names::truncate;
 
 /// Default of `--max-writer-labels`: distinct `writer` label values before the rest fold into
 /// [`OTHER_WRITER`].
@@ -291,13 +291,11 @@ impl Metrics {
         self.duration.observe(elapsed.as_secs_f64());
     }
 
-    pub fn rogue_write(&self, finding: &Finding) {
-        let labels = RogueLabels {
-            policy: Escaped::new(&finding.policy),
-            writer: Escaped::new(self.writer_label(&finding.writer.username)),
-            // A dry run changes nothing: it is counted apart from the writes that happened.
-            action: if finding.dry_run { "dry_run" } else { finding.action.result() },
-        };
+    /// Counts a rogue write of `policy`'s Ingress by `writer` (a username, bounded here), which
+    /// got `action` (`Finding::outcome`).
+    pub fn rogue_write(&self, policy: &str, writer: &str, action: &'static str) {
+        let labels =
+            RogueLabels { policy: Escaped::new(policy), writer: Escaped::new(self.writer_label(writer)), action };
         self.rogue_writes.get_or_create(&labels).inc();
     }
 
@@ -408,28 +406,15 @@ mod tests {
         assert!(text.contains("ingress_status_guard_tls_cert_expiry_timestamp_seconds 1900000000"), "{text}");
     }
 
-    fn finding(username: &str) -> Finding {
-        Finding {
-            uid: "u".into(),
-            object_uid: None,
-            namespace: "ns".into(),
-            name: "ing".into(),
-            class: None,
-            policy: "p".into(),
-            writer: crate::audit::Writer::new(username.to_owned(), vec![]),
-            attempted: vec![],
-            canonical: vec![],
-            action: crate::decision::Action::Rewrite,
-            dry_run: false,
-        }
+    /// A rewritten write by `username` in policy `p`.
+    fn rogue(m: &Metrics, username: &str) {
+        m.rogue_write("p", username, "patched");
     }
 
     #[test]
     fn label_values_are_escaped() {
         let m = Metrics::new();
-        m.rogue_write(&finding(
-            "evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n#\\",
-        ));
+        rogue(&m, "evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n#\\");
         let text = m.encode();
         // Every result exists at 0 from the start; the forged sample must not appear.
         assert!(
@@ -447,10 +432,10 @@ mod tests {
     fn writers_beyond_the_cap_fold_into_other() {
         let m = Metrics::with_max_writers(3);
         for i in 0..10 {
-            m.rogue_write(&finding(&format!("user-{i}")));
+            rogue(&m, &format!("user-{i}"));
         }
-        m.rogue_write(&finding("user-1"));
-        m.rogue_write(&finding(&"x".repeat(1 << 20)));
+        rogue(&m, "user-1");
+        rogue(&m, &"x".repeat(1 << 20));
         let text = m.encode();
         let series = text.lines().filter(|l| l.starts_with("ingress_status_guard_rogue_writes_total{")).count();
         assert_eq!(series, 4, "{text}");
@@ -463,7 +448,7 @@ mod tests {
     #[test]
     fn long_labels_are_cut() {
         let m = Metrics::with_max_writers(3);
-        m.rogue_write(&finding(&"y".repeat(1 << 20)));
+        rogue(&m, &"y".repeat(1 << 20));
         let text = m.encode();
         assert!(text.len() < 4 * 1024, "{} bytes", text.len());
         assert!(text.contains(&format!("writer=\"{}…\"", "y".repeat(MAX_LABEL_BYTES - 3))), "{text}");

@@ -266,7 +266,7 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
         }
         Verdict::Mismatch { .. } => {
             if let Some(finding) = Finding::take(review, verdict) {
-                state.metrics.rogue_write(&finding);
+                state.metrics.rogue_write(&finding.policy, &finding.writer.username, finding.outcome());
                 match &state.events {
                     Some(queue) => queue.publish(finding),
                     None => finding.log(),
