@@ -2,8 +2,6 @@
 //! (`reload::start` + `server::serve`, as `serve --tls-cert --tls-key` does), and a client that
 //! trusts only the printed caBundle verifies them for the Service's names.
 
-mod local;
-
 use std::{net::SocketAddr, path::Path, process::Command, sync::Arc};
 
 use base64::Engine as _;
@@ -11,11 +9,12 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use ingress_status_guard::{CERT_POLL_INTERVAL, CertFiles, Reloader, watch_certificates};
-use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 
+use crate::server::LocalServer;
+
 const BINARY: &str = env!("CARGO_BIN_EXE_ingress-status-guard");
-const REVIEW: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+const REVIEW: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 
 fn generate(out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(BINARY)

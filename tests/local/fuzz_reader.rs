@@ -14,7 +14,7 @@ use ingress_status_guard::read_review;
 use proptest::{prelude::*, test_runner::TestRunner};
 use serde_json::Value;
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 
 fn cases() -> u32 {
     std::env::var("ISG_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000)

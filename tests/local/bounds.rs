@@ -3,17 +3,16 @@
 //! body budget. Bounds are set small here; every wait is bounded by `BOUND` and no test asserts
 //! how long anything took.
 
-mod local;
-
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
 use ingress_status_guard::{Limits, generate_certificates, tls_server_config};
-use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::server::LocalServer;
+
+const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 /// Longest any wait of these tests may take before the test fails.
 const BOUND: Duration = Duration::from_secs(20);
 

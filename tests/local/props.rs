@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 
 fn address() -> impl Strategy<Value = Value> {
     prop_oneof![

@@ -9,7 +9,7 @@ use ingress_status_guard::{AppState, PolicySpec, SourceCache, admin_router, webh
 use serde_json::Value;
 use tower::ServiceExt;
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 const LIMIT: usize = 64 * 1024;
 
 fn router() -> axum::Router {

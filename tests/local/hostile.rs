@@ -2,8 +2,6 @@
 //! a forged review, and must not be able to forge metrics or log lines, grow memory through
 //! labels, or make the webhook write unbounded text. Every run is bounded in count and time.
 
-mod local;
-
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
@@ -11,12 +9,13 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::TokioIo;
 use ingress_status_guard::{generate_certificates, tls_server_config};
-use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::server::LocalServer;
+
+const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 /// Longest any single exchange of these tests may take before the test fails.
 const BOUND: Duration = Duration::from_secs(20);
 

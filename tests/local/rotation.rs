@@ -7,8 +7,6 @@
 //! Waits are "until the state is reached, or fail after a generous deadline"; nothing asserts
 //! how long anything took.
 
-mod local;
-
 use std::{
     future::Future,
     net::SocketAddr,
@@ -24,10 +22,11 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use ingress_status_guard::{Ca, CertFiles, ReloadOutcome as Outcome, Reloader, watch_certificates};
-use local::LocalServer;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
 
-const REVIEW: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::server::LocalServer;
+
+const REVIEW: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 const UID: &str = "0f3cb218-7947-4a5f-839c-6e300a5ae86a";
 const DAY: Duration = Duration::from_secs(86400);
 /// Long enough that only a filesystem event can explain a reload within a test.

@@ -3,15 +3,14 @@
 //! that never ends). The webhook must end such connections (GOAWAY or close) within a bounded
 //! time and keep serving everyone else.
 
-mod local;
-
 use std::{sync::Arc, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
 use ingress_status_guard::{Limits, generate_certificates, tls_server_config};
-use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::server::LocalServer;
 
 const BOUND: Duration = Duration::from_secs(20);
 const HEADERS: u8 = 1;

@@ -1,8 +1,6 @@
 //! `serve` over real TLS on loopback: a client that trusts only the generated CA posts a review
 //! over HTTP/1.1 and over HTTP/2 (ALPN), with TLS 1.3 and TLS 1.2.
 
-mod local;
-
 use std::{net::SocketAddr, sync::Arc};
 
 use axum_server::tls_rustls::RustlsConfig;
@@ -10,11 +8,12 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use ingress_status_guard::{generate_certificates, tls_server_config};
-use local::LocalServer;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::Value;
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::server::LocalServer;
+
+const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 
 /// `serve` with a fresh serving certificate for localhost, and the CA that signed it.
 fn start() -> (LocalServer, String) {
