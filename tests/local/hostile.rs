@@ -4,16 +4,15 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use axum_server::tls_rustls::RustlsConfig;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
-use hyper_util::rt::TokioIo;
-use ingress_status_guard::{generate_certificates, tls_server_config};
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::server::LocalServer;
+use crate::{
+    pki::{self, ClientTls, Pki},
+    server::LocalServer,
+};
 
 const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 /// Longest any single exchange of these tests may take before the test fails.
@@ -21,24 +20,9 @@ const BOUND: Duration = Duration::from_secs(20);
 
 fn start() -> (LocalServer, Arc<rustls::ClientConfig>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let bundle = generate_certificates("hostile test CA", &["localhost".into()]).unwrap();
-    let config = tls_server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
-    let server = LocalServer::start(RustlsConfig::from_config(Arc::new(config)));
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(bundle.ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut client = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (server, Arc::new(client))
-}
-
-type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
-
-async fn connect(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> Tls {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let connector = tokio_rustls::TlsConnector::from(config.clone());
-    connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
+    let pki = Pki::new("hostile test CA", &["localhost"]);
+    let server = LocalServer::start(pki.server_config());
+    (server, pki.client(b"http/1.1").shared())
 }
 
 /// An HTTP/1.1 connection that posts reviews one after another.
@@ -46,10 +30,7 @@ struct Poster(hyper::client::conn::http1::SendRequest<Full<Bytes>>);
 
 impl Poster {
     async fn open(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> Poster {
-        let (sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(connect(addr, config).await)).await.unwrap();
-        tokio::spawn(conn);
-        Poster(sender)
+        Poster(pki::http1(pki::connect(addr, config).await.unwrap()).await.unwrap())
     }
 
     async fn post(&mut self, body: Vec<u8>) -> (u16, Value) {
@@ -275,13 +256,8 @@ async fn forged_hostnames_stay_on_one_plain_log_line() {
     let ca_pem = std::fs::read_to_string(ca_dir.join("ca.crt")).unwrap();
 
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let mut poster = Poster::open(([127, 0, 0, 1], port).into(), &Arc::new(config)).await;
+    let config = ClientTls::trusting(ca_pem.as_bytes(), b"http/1.1").shared();
+    let mut poster = Poster::open(([127, 0, 0, 1], port).into(), &config).await;
     let forged = json!([{"hostname": "a\nINFO ingress_status_guard: forged line\r\u{1b}[2K"}]);
     let (status, _) = poster.post(review("rogue", forged)).await;
     assert_eq!(status, 200);
