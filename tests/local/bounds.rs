@@ -9,11 +9,11 @@ use ingress_status_guard::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{
+    fixture::{FIXTURE, Review},
     pki::{self, Pki, Tls},
     server::LocalServer,
 };
 
-const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 /// Longest any wait of these tests may take before the test fails.
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -202,9 +202,9 @@ async fn bytes_buffered_across_requests_are_capped() {
 async fn large_reviews_are_answered_from_the_blocking_pool() {
     let limits = Limits { blocking_threshold_bytes: 1024, ..small_limits() };
     let (server, client) = start(limits);
-    let mut review: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
-    review["request"]["object"]["metadata"]["annotations"] = serde_json::json!({"pad": "x".repeat(512 * 1024)});
-    let body = serde_json::to_vec(&review).unwrap();
+    let body = Review::fixture()
+        .set(&["request", "object", "metadata", "annotations"], serde_json::json!({"pad": "x".repeat(512 * 1024)}))
+        .to_vec();
     let mut tls = connect(server.webhook, &client).await.unwrap();
     tls.write_all(head(body.len()).as_bytes()).await.unwrap();
     tls.write_all(&body).await.unwrap();

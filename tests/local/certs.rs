@@ -10,12 +10,12 @@ use hyper::{Request, body::Bytes};
 use ingress_status_guard::{CERT_POLL_INTERVAL, CertFiles, Reloader, watch_certificates};
 
 use crate::{
+    fixture::FIXTURE,
     pki::{self, ClientTls},
     server::LocalServer,
 };
 
 const BINARY: &str = env!("CARGO_BIN_EXE_ingress-status-guard");
-const REVIEW: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 
 fn generate(out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(BINARY)
@@ -43,7 +43,7 @@ async fn post(addr: SocketAddr, ca_pem: &[u8], name: &str) -> Result<u16, String
     let mut sender = pki::http2(stream).await.unwrap();
     let request = Request::post("/mutate")
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(REVIEW.as_bytes())))
+        .body(Full::new(Bytes::from_static(FIXTURE.as_bytes())))
         .unwrap();
     let response = sender.send_request(request).await.unwrap();
     let status = response.status().as_u16();

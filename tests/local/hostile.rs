@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{
+    fixture::Review,
     pki::{self, ClientTls, Pki},
     server::LocalServer,
 };
 
-const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 /// Longest any single exchange of these tests may take before the test fails.
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -50,14 +50,6 @@ impl Poster {
     }
 }
 
-/// The fixture review, written by `username` with `addresses` as its status.
-fn review(username: &str, addresses: Value) -> Vec<u8> {
-    let mut review: Value = serde_json::from_str(FIXTURE).unwrap();
-    review["request"]["userInfo"]["username"] = json!(username);
-    review["request"]["object"]["status"] = json!({"loadBalancer": {"ingress": addresses}});
-    serde_json::to_vec(&review).unwrap()
-}
-
 /// `GET path` on the plain-HTTP admin port.
 async fn admin_get(addr: SocketAddr, path: &str) -> String {
     let exchange = async {
@@ -75,12 +67,14 @@ async fn usernames_cannot_forge_metrics_or_grow_them() {
     let (server, client) = start();
     let mut poster = Poster::open(server.webhook, &client).await;
     let forged = "evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n# x";
-    let (status, _) = poster.post(review(forged, json!([{"ip": "10.7.7.7"}]))).await;
+    let (status, _) =
+        poster.post(Review::fixture().username(forged).addresses(json!([{"ip": "10.7.7.7"}])).to_vec()).await;
     assert_eq!(status, 200);
     // 60 distinct writers of 64 KiB each, against the default cap of 50 writer labels.
     for i in 0..60 {
+        let writer = format!("{i}-{}", "u".repeat(64 * 1024));
         let (status, _) =
-            poster.post(review(&format!("{i}-{}", "u".repeat(64 * 1024)), json!([{"ip": "10.7.7.7"}]))).await;
+            poster.post(Review::fixture().username(&writer).addresses(json!([{"ip": "10.7.7.7"}])).to_vec()).await;
         assert_eq!(status, 200);
     }
     let metrics = admin_get(server.admin, "/metrics").await;
@@ -103,7 +97,8 @@ async fn attempted_addresses_are_bounded_everywhere() {
     let (server, client) = start();
     let mut poster = Poster::open(server.webhook, &client).await;
     let many: Vec<Value> = (0..10_000).map(|i| json!({"hostname": format!("host-{i}.example.test")})).collect();
-    let (status, response) = poster.post(review("rogue", Value::Array(many))).await;
+    let (status, response) =
+        poster.post(Review::fixture().username("rogue").addresses(Value::Array(many)).to_vec()).await;
     assert_eq!(status, 200);
     let attempted = response["response"]["auditAnnotations"]["attempted"].as_str().unwrap();
     assert!(attempted.len() <= 1024 + 20, "attempted annotation is {} bytes", attempted.len());
@@ -112,7 +107,7 @@ async fn attempted_addresses_are_bounded_everywhere() {
     assert!(warning.chars().count() <= 120, "{warning}");
 
     let forged = json!([{"hostname": "a\nINFO forged line\r\u{1b}[2K"}]);
-    let (status, response) = poster.post(review("rogue", forged)).await;
+    let (status, response) = poster.post(Review::fixture().username("rogue").addresses(forged).to_vec()).await;
     assert_eq!(status, 200);
     let attempted = response["response"]["auditAnnotations"]["attempted"].as_str().unwrap();
     assert_eq!(attempted, r"a\nINFO forged line\r\u{1b}[2K");
@@ -259,7 +254,7 @@ async fn forged_hostnames_stay_on_one_plain_log_line() {
     let config = ClientTls::trusting(ca_pem.as_bytes(), b"http/1.1").shared();
     let mut poster = Poster::open(([127, 0, 0, 1], port).into(), &config).await;
     let forged = json!([{"hostname": "a\nINFO ingress_status_guard: forged line\r\u{1b}[2K"}]);
-    let (status, _) = poster.post(review("rogue", forged)).await;
+    let (status, _) = poster.post(Review::fixture().username("rogue").addresses(forged).to_vec()).await;
     assert_eq!(status, 200);
     let line = wait_for("rogue status write");
     assert!(line.contains(r"a\nINFO ingress_status_guard: forged line\r\u{1b}[2K"), "{line}");

@@ -6,6 +6,7 @@
 //! installing the ring crypto provider (every module installs the same one, and a second
 //! install is a no-op); environment variables are only set on child processes.
 
+mod fixture;
 mod pki;
 mod server;
 

@@ -24,12 +24,11 @@ use ingress_status_guard::{Ca, CertFiles, ReloadOutcome as Outcome, Reloader, wa
 use rustls::pki_types::{CertificateDer, pem::PemObject};
 
 use crate::{
+    fixture::{FIXTURE, UID},
     pki::{self, ClientTls},
     server::LocalServer,
 };
 
-const REVIEW: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
-const UID: &str = "0f3cb218-7947-4a5f-839c-6e300a5ae86a";
 const DAY: Duration = Duration::from_secs(86400);
 /// Long enough that only a filesystem event can explain a reload within a test.
 const NO_POLL: Duration = Duration::from_secs(3600);
@@ -118,7 +117,7 @@ fn review_request() -> Request<Full<Bytes>> {
     Request::post("/mutate")
         .header("content-type", "application/json")
         .header("host", "localhost")
-        .body(Full::new(Bytes::from_static(REVIEW.as_bytes())))
+        .body(Full::new(Bytes::from_static(FIXTURE.as_bytes())))
         .unwrap()
 }
 

@@ -17,9 +17,11 @@ use std::{
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 
-use crate::pki::{self, Pki};
+use crate::{
+    fixture::FIXTURE,
+    pki::{self, Pki},
+};
 
-const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 const BOUND: Duration = Duration::from_secs(30);
 
 fn free_port() -> u16 {

@@ -8,11 +8,10 @@ use hyper::{Request, body::Bytes};
 use serde_json::Value;
 
 use crate::{
+    fixture::FIXTURE,
     pki::{self, ClientTls, Pki},
     server::LocalServer,
 };
-
-const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 
 /// `serve` with a fresh serving certificate for localhost, and the CA that signed it.
 fn start() -> (LocalServer, String) {
