@@ -1,53 +1,28 @@
 //! `serve` over real TLS on loopback: a client that trusts only the generated CA posts a review
 //! over HTTP/1.1 and over HTTP/2 (ALPN), with TLS 1.3 and TLS 1.2.
 
-mod local;
+use std::net::SocketAddr;
 
-use std::{net::SocketAddr, sync::Arc};
-
-use axum_server::tls_rustls::RustlsConfig;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use ingress_status_guard::{generate_certificates, tls_server_config};
-use local::LocalServer;
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::Value;
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::{
+    fixture::FIXTURE,
+    pki::{self, ClientTls, Pki},
+    server::LocalServer,
+};
 
 /// `serve` with a fresh serving certificate for localhost, and the CA that signed it.
 fn start() -> (LocalServer, String) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let bundle = generate_certificates("test CA", &["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let config = tls_server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
-    (LocalServer::start(RustlsConfig::from_config(Arc::new(config))), bundle.ca_pem)
-}
-
-fn client_config(
-    ca_pem: &str,
-    alpn: &[u8],
-    versions: &[&'static rustls::SupportedProtocolVersion],
-) -> rustls::ClientConfig {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![alpn.to_vec()];
-    config
+    let pki = Pki::new("test CA", &["localhost", "127.0.0.1"]);
+    (LocalServer::start(pki.server_config()), pki.ca_pem)
 }
 
 /// Posts the fixture review and returns (negotiated ALPN, TLS version, HTTP status, response JSON).
 async fn post_review(addr: SocketAddr, config: rustls::ClientConfig) -> (Vec<u8>, rustls::ProtocolVersion, u16, Value) {
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let stream = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    let stream = pki::connect(addr, &config.into()).await.unwrap();
     let (_, session) = stream.get_ref();
     let alpn = session.alpn_protocol().unwrap_or_default().to_vec();
     let version = session.protocol_version().unwrap();
@@ -56,15 +31,10 @@ async fn post_review(addr: SocketAddr, config: rustls::ClientConfig) -> (Vec<u8>
         .header("host", "localhost")
         .body(Full::new(Bytes::from_static(FIXTURE.as_bytes())))
         .unwrap();
-    let io = TokioIo::new(stream);
     let response = if alpn == b"h2" {
-        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.unwrap();
-        tokio::spawn(conn);
-        sender.send_request(request).await.unwrap()
+        pki::http2(stream).await.unwrap().send_request(request).await.unwrap()
     } else {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        tokio::spawn(conn);
-        sender.send_request(request).await.unwrap()
+        pki::http1(stream).await.unwrap().send_request(request).await.unwrap()
     };
     let status = response.status().as_u16();
     let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -85,7 +55,7 @@ async fn reviews_over_h1_and_h2_with_tls13_and_tls12() {
     for (alpn, versions, want_version) in cases {
         let name = String::from_utf8_lossy(alpn).into_owned();
         let (negotiated, version, status, json) =
-            post_review(server.webhook, client_config(&ca_pem, alpn, versions)).await;
+            post_review(server.webhook, ClientTls::trusting(ca_pem.as_bytes(), alpn).versions(versions).config()).await;
         assert_eq!(negotiated, alpn, "{name}: ALPN");
         assert_eq!(version, want_version, "{name}");
         assert_eq!(status, 200, "{name}");
@@ -98,11 +68,10 @@ async fn reviews_over_h1_and_h2_with_tls13_and_tls12() {
 #[tokio::test]
 async fn untrusted_clients_cannot_connect_and_shutdown_stops_serving() {
     let (server, _) = start();
-    let stranger = generate_certificates("another CA", &["localhost".into()]).unwrap();
-    let connector =
-        tokio_rustls::TlsConnector::from(Arc::new(client_config(&stranger.ca_pem, b"h2", &[&rustls::version::TLS13])));
+    let stranger = Pki::new("another CA", &["localhost"]);
+    let config = stranger.client(b"h2").versions(&[&rustls::version::TLS13]).shared();
     let tcp = tokio::net::TcpStream::connect(server.webhook).await.unwrap();
-    let err = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap_err();
+    let err = pki::handshake(tcp, &config, "localhost").await.unwrap_err();
     assert!(err.to_string().contains("UnknownIssuer"), "{err}");
 
     let ready = reqwest_like_get(server.admin, "/readyz").await;

@@ -9,7 +9,6 @@ use ingress_status_guard::{AppState, Limits, Listeners, PolicySpec, SourceCache,
 /// A running `serve`; stops when told to, or when the test's runtime ends.
 pub(crate) struct LocalServer {
     pub webhook: SocketAddr,
-    #[allow(dead_code)] // not every test binary probes the admin port
     pub admin: SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -17,13 +16,11 @@ pub(crate) struct LocalServer {
 
 impl LocalServer {
     /// Starts `serve` on 127.0.0.1 ports chosen by the kernel.
-    #[allow(dead_code)] // not every test binary uses the default bounds
     pub(crate) fn start(tls: RustlsConfig) -> LocalServer {
         Self::start_with(tls, Limits { max_body_bytes: 1 << 20, ..Limits::default() })
     }
 
     /// Starts `serve` with the given bounds.
-    #[allow(dead_code)] // not every test binary sets bounds
     pub(crate) fn start_with(tls: RustlsConfig, limits: Limits) -> LocalServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let policies = PolicySpec { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }

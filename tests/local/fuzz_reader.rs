@@ -14,7 +14,7 @@ use ingress_status_guard::read_review;
 use proptest::{prelude::*, test_runner::TestRunner};
 use serde_json::Value;
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::fixture::{FIXTURE, Review};
 
 fn cases() -> u32 {
     std::env::var("ISG_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000)
@@ -85,7 +85,7 @@ fn run<S: Strategy>(name: &str, strategy: S, input: impl Fn(S::Value) -> Vec<u8>
 
 #[test]
 fn reviews_with_a_member_replaced() {
-    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+    let fixture = Review::fixture().into_value();
     let mut paths = Vec::new();
     pointers(&fixture, String::new(), &mut paths);
     let count = paths.len();

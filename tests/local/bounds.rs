@@ -3,21 +3,19 @@
 //! body budget. Bounds are set small here; every wait is bounded by `BOUND` and no test asserts
 //! how long anything took.
 
-mod local;
-
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use axum_server::tls_rustls::RustlsConfig;
-use ingress_status_guard::{Limits, generate_certificates, tls_server_config};
-use local::LocalServer;
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use ingress_status_guard::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::{
+    fixture::{FIXTURE, Review},
+    pki::{self, Pki, Tls},
+    server::LocalServer,
+};
+
 /// Longest any wait of these tests may take before the test fails.
 const BOUND: Duration = Duration::from_secs(20);
-
-type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
 fn small_limits() -> Limits {
     Limits {
@@ -31,22 +29,14 @@ fn small_limits() -> Limits {
 
 fn start(limits: Limits) -> (LocalServer, Arc<rustls::ClientConfig>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let bundle = generate_certificates("bounds test CA", &["localhost".into()]).unwrap();
-    let config = tls_server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
-    let server = LocalServer::start_with(RustlsConfig::from_config(Arc::new(config)), limits);
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(bundle.ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut client = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (server, Arc::new(client))
+    let pki = Pki::new("bounds test CA", &["localhost"]);
+    let server = LocalServer::start_with(pki.server_config(), limits);
+    (server, pki.client(b"http/1.1").shared())
 }
 
 async fn connect(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
     let tcp = tokio::net::TcpStream::connect(addr).await?;
-    let connector = tokio_rustls::TlsConnector::from(config.clone());
-    tokio::time::timeout(BOUND, connector.connect(ServerName::try_from("localhost").unwrap(), tcp))
+    tokio::time::timeout(BOUND, pki::handshake(tcp, config, "localhost"))
         .await
         .map_err(|_| std::io::Error::other("handshake did not finish"))?
 }
@@ -212,9 +202,9 @@ async fn bytes_buffered_across_requests_are_capped() {
 async fn large_reviews_are_answered_from_the_blocking_pool() {
     let limits = Limits { blocking_threshold_bytes: 1024, ..small_limits() };
     let (server, client) = start(limits);
-    let mut review: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
-    review["request"]["object"]["metadata"]["annotations"] = serde_json::json!({"pad": "x".repeat(512 * 1024)});
-    let body = serde_json::to_vec(&review).unwrap();
+    let body = Review::fixture()
+        .set(&["request", "object", "metadata", "annotations"], serde_json::json!({"pad": "x".repeat(512 * 1024)}))
+        .to_vec();
     let mut tls = connect(server.webhook, &client).await.unwrap();
     tls.write_all(head(body.len()).as_bytes()).await.unwrap();
     tls.write_all(&body).await.unwrap();
@@ -228,13 +218,11 @@ async fn large_reviews_are_answered_from_the_blocking_pool() {
 async fn stalled_http2_streams_get_408() {
     use http_body_util::{BodyExt as _, StreamBody};
     use hyper::body::{Bytes, Frame};
-    use hyper_util::rt::{TokioExecutor, TokioIo};
     let (server, client) = start(small_limits());
     let mut h2 = (*client).clone();
     h2.alpn_protocols = vec![b"h2".to_vec()];
     let tls = connect(server.webhook, &Arc::new(h2)).await.unwrap();
-    let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
-    tokio::spawn(conn);
+    let sender = pki::http2(tls).await.unwrap();
     let mut streams = Vec::new();
     let mut feeds = Vec::new();
     for _ in 0..20 {

@@ -9,7 +9,8 @@ use ingress_status_guard::{AppState, PolicySpec, SourceCache, admin_router, webh
 use serde_json::Value;
 use tower::ServiceExt;
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::fixture::{FIXTURE, Review};
+
 const LIMIT: usize = 64 * 1024;
 
 fn router() -> axum::Router {
@@ -174,48 +175,41 @@ async fn encodings_and_arrays_are_refused() {
     identity.headers_mut().insert(header::CONTENT_ENCODING, "identity".parse().unwrap());
     assert_eq!(send(identity).await.0, StatusCode::OK);
 
-    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
-    let edited = |edit: &dyn Fn(&mut Value)| {
-        let mut v = fixture.clone();
-        edit(&mut v);
-        v.to_string()
-    };
+    let edited = |path: &[&str], value: Value| Review::fixture().set(path, value).to_json();
     let cases = [
         (
             "status: []",
-            edited(&|v| v["request"]["object"]["status"] = serde_json::json!([])),
+            edited(&["request", "object", "status"], serde_json::json!([])),
             "status: invalid type: sequence, expected an IngressStatus object",
         ),
         (
             "address as array",
-            edited(&|v| {
-                v["request"]["object"]["status"]["loadBalancer"]["ingress"] = serde_json::json!([["10.9.9.9"]]);
-            }),
+            edited(&["request", "object", "status", "loadBalancer", "ingress"], serde_json::json!([["10.9.9.9"]])),
             "status.loadBalancer.ingress[0]: invalid type: sequence, expected an IngressLoadBalancerIngress object",
         ),
         (
             "loadBalancer: []",
-            edited(&|v| v["request"]["object"]["status"]["loadBalancer"] = serde_json::json!([])),
+            edited(&["request", "object", "status", "loadBalancer"], serde_json::json!([])),
             "status.loadBalancer: invalid type: sequence",
         ),
         (
             "object: []",
-            edited(&|v| v["request"]["object"] = serde_json::json!([])),
+            edited(&["request", "object"], serde_json::json!([])),
             "invalid type: sequence, expected an Ingress object",
         ),
         (
             "request: []",
-            edited(&|v| v["request"] = serde_json::json!(["uid"])),
+            edited(&["request"], serde_json::json!(["uid"])),
             "request: invalid type: sequence, expected an AdmissionRequest object",
         ),
         (
             "userInfo: []",
-            edited(&|v| v["request"]["userInfo"] = serde_json::json!(["u"])),
+            edited(&["request", "userInfo"], serde_json::json!(["u"])),
             "request.userInfo: invalid type: sequence, expected a UserInfo object",
         ),
         (
             "request: 7",
-            edited(&|v| v["request"] = serde_json::json!(7)),
+            edited(&["request"], serde_json::json!(7)),
             "request: invalid type: integer `7`, expected an AdmissionRequest object",
         ),
     ];

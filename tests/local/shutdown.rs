@@ -16,10 +16,12 @@ use std::{
 
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::{
+    fixture::FIXTURE,
+    pki::{self, Pki},
+};
+
 const BOUND: Duration = Duration::from_secs(30);
 
 fn free_port() -> u16 {
@@ -30,7 +32,7 @@ fn free_port() -> u16 {
 async fn sigterm_under_http2_load_answers_every_review_sent_before_it() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
-    let bundle = ingress_status_guard::generate_certificates("shutdown test CA", &["localhost".into()]).unwrap();
+    let bundle = Pki::new("shutdown test CA", &["localhost"]);
     std::fs::write(dir.path().join("tls.crt"), &bundle.cert_pem).unwrap();
     std::fs::write(dir.path().join("tls.key"), &bundle.key_pem).unwrap();
     let (port, admin) = (free_port(), free_port());
@@ -47,12 +49,7 @@ async fn sigterm_under_http2_load_answers_every_review_sent_before_it() {
         .spawn()
         .unwrap();
 
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(bundle.ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = bundle.client(b"h2").shared();
     let deadline = Instant::now() + BOUND;
     let tcp = loop {
         match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
@@ -61,12 +58,8 @@ async fn sigterm_under_http2_load_answers_every_review_sent_before_it() {
             Err(e) => panic!("serve never listened on {port}: {e}"),
         }
     };
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
-    let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
-    tokio::spawn(conn);
+    let tls = pki::handshake(tcp, &config, "localhost").await.unwrap();
+    let sender = pki::http2(tls).await.unwrap();
 
     let terminated = Arc::new(AtomicBool::new(false));
     let mut requests = Vec::new();

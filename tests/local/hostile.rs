@@ -2,44 +2,27 @@
 //! a forged review, and must not be able to forge metrics or log lines, grow memory through
 //! labels, or make the webhook write unbounded text. Every run is bounded in count and time.
 
-mod local;
-
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use axum_server::tls_rustls::RustlsConfig;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
-use hyper_util::rt::TokioIo;
-use ingress_status_guard::{generate_certificates, tls_server_config};
-use local::LocalServer;
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::{
+    fixture::Review,
+    pki::{self, ClientTls, Pki},
+    server::LocalServer,
+};
+
 /// Longest any single exchange of these tests may take before the test fails.
 const BOUND: Duration = Duration::from_secs(20);
 
 fn start() -> (LocalServer, Arc<rustls::ClientConfig>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let bundle = generate_certificates("hostile test CA", &["localhost".into()]).unwrap();
-    let config = tls_server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
-    let server = LocalServer::start(RustlsConfig::from_config(Arc::new(config)));
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(bundle.ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut client = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (server, Arc::new(client))
-}
-
-type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
-
-async fn connect(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> Tls {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let connector = tokio_rustls::TlsConnector::from(config.clone());
-    connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
+    let pki = Pki::new("hostile test CA", &["localhost"]);
+    let server = LocalServer::start(pki.server_config());
+    (server, pki.client(b"http/1.1").shared())
 }
 
 /// An HTTP/1.1 connection that posts reviews one after another.
@@ -47,10 +30,7 @@ struct Poster(hyper::client::conn::http1::SendRequest<Full<Bytes>>);
 
 impl Poster {
     async fn open(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> Poster {
-        let (sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(connect(addr, config).await)).await.unwrap();
-        tokio::spawn(conn);
-        Poster(sender)
+        Poster(pki::http1(pki::connect(addr, config).await.unwrap()).await.unwrap())
     }
 
     async fn post(&mut self, body: Vec<u8>) -> (u16, Value) {
@@ -70,14 +50,6 @@ impl Poster {
     }
 }
 
-/// The fixture review, written by `username` with `addresses` as its status.
-fn review(username: &str, addresses: Value) -> Vec<u8> {
-    let mut review: Value = serde_json::from_str(FIXTURE).unwrap();
-    review["request"]["userInfo"]["username"] = json!(username);
-    review["request"]["object"]["status"] = json!({"loadBalancer": {"ingress": addresses}});
-    serde_json::to_vec(&review).unwrap()
-}
-
 /// `GET path` on the plain-HTTP admin port.
 async fn admin_get(addr: SocketAddr, path: &str) -> String {
     let exchange = async {
@@ -95,12 +67,14 @@ async fn usernames_cannot_forge_metrics_or_grow_them() {
     let (server, client) = start();
     let mut poster = Poster::open(server.webhook, &client).await;
     let forged = "evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n# x";
-    let (status, _) = poster.post(review(forged, json!([{"ip": "10.7.7.7"}]))).await;
+    let (status, _) =
+        poster.post(Review::fixture().username(forged).addresses(json!([{"ip": "10.7.7.7"}])).to_vec()).await;
     assert_eq!(status, 200);
     // 60 distinct writers of 64 KiB each, against the default cap of 50 writer labels.
     for i in 0..60 {
+        let writer = format!("{i}-{}", "u".repeat(64 * 1024));
         let (status, _) =
-            poster.post(review(&format!("{i}-{}", "u".repeat(64 * 1024)), json!([{"ip": "10.7.7.7"}]))).await;
+            poster.post(Review::fixture().username(&writer).addresses(json!([{"ip": "10.7.7.7"}])).to_vec()).await;
         assert_eq!(status, 200);
     }
     let metrics = admin_get(server.admin, "/metrics").await;
@@ -123,7 +97,8 @@ async fn attempted_addresses_are_bounded_everywhere() {
     let (server, client) = start();
     let mut poster = Poster::open(server.webhook, &client).await;
     let many: Vec<Value> = (0..10_000).map(|i| json!({"hostname": format!("host-{i}.example.test")})).collect();
-    let (status, response) = poster.post(review("rogue", Value::Array(many))).await;
+    let (status, response) =
+        poster.post(Review::fixture().username("rogue").addresses(Value::Array(many)).to_vec()).await;
     assert_eq!(status, 200);
     let attempted = response["response"]["auditAnnotations"]["attempted"].as_str().unwrap();
     assert!(attempted.len() <= 1024 + 20, "attempted annotation is {} bytes", attempted.len());
@@ -132,7 +107,7 @@ async fn attempted_addresses_are_bounded_everywhere() {
     assert!(warning.chars().count() <= 120, "{warning}");
 
     let forged = json!([{"hostname": "a\nINFO forged line\r\u{1b}[2K"}]);
-    let (status, response) = poster.post(review("rogue", forged)).await;
+    let (status, response) = poster.post(Review::fixture().username("rogue").addresses(forged).to_vec()).await;
     assert_eq!(status, 200);
     let attempted = response["response"]["auditAnnotations"]["attempted"].as_str().unwrap();
     assert_eq!(attempted, r"a\nINFO forged line\r\u{1b}[2K");
@@ -276,15 +251,10 @@ async fn forged_hostnames_stay_on_one_plain_log_line() {
     let ca_pem = std::fs::read_to_string(ca_dir.join("ca.crt")).unwrap();
 
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let mut poster = Poster::open(([127, 0, 0, 1], port).into(), &Arc::new(config)).await;
+    let config = ClientTls::trusting(ca_pem.as_bytes(), b"http/1.1").shared();
+    let mut poster = Poster::open(([127, 0, 0, 1], port).into(), &config).await;
     let forged = json!([{"hostname": "a\nINFO ingress_status_guard: forged line\r\u{1b}[2K"}]);
-    let (status, _) = poster.post(review("rogue", forged)).await;
+    let (status, _) = poster.post(Review::fixture().username("rogue").addresses(forged).to_vec()).await;
     assert_eq!(status, 200);
     let line = wait_for("rogue status write");
     assert!(line.contains(r"a\nINFO ingress_status_guard: forged line\r\u{1b}[2K"), "{line}");

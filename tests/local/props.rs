@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+use crate::fixture::Review;
 
 fn address() -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -38,12 +38,6 @@ fn status() -> impl Strategy<Value = Option<Value>> {
     ]
 }
 
-fn review_with(object: &Value) -> Vec<u8> {
-    let mut review: Value = serde_json::from_str(FIXTURE).unwrap();
-    review["request"]["object"] = object.clone();
-    serde_json::to_vec(&review).unwrap()
-}
-
 async fn answer(router: &axum::Router, body: Vec<u8>) -> Value {
     let request = Request::post("/mutate").header("content-type", "application/json").body(Body::from(body)).unwrap();
     let response = router.clone().oneshot(request).await.unwrap();
@@ -65,19 +59,19 @@ proptest! {
         let policies = policy.into_policies().unwrap();
         let router = webhook_router(AppState::new(policies.clone(), SourceCache::new(&policies)), 1 << 20);
 
-        let mut object = serde_json::from_str::<Value>(FIXTURE).unwrap()["request"]["object"].clone();
+        let mut object = Review::fixture().ingress().clone();
         match &status {
             None => drop(object.as_object_mut().unwrap().remove("status")),
             Some(s) => object["status"] = s.clone(),
         }
-        let first = runtime.block_on(answer(&router, review_with(&object)));
+        let first = runtime.block_on(answer(&router, Review::fixture().object(object.clone()).to_vec()));
         prop_assert_eq!(&first["response"]["allowed"], &json!(true));
         if let Some(patch) = first["response"]["patch"].as_str() {
             let ops: json_patch::Patch =
                 serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch).unwrap()).unwrap();
             json_patch::patch(&mut object, &ops).unwrap();
         }
-        let second = runtime.block_on(answer(&router, review_with(&object)));
+        let second = runtime.block_on(answer(&router, Review::fixture().object(object.clone()).to_vec()));
         prop_assert!(second["response"].get("patch").is_none(), "second answer {} after {}", second, first);
         prop_assert!(second["response"].get("warnings").is_none(), "{}", second);
     }

@@ -7,8 +7,6 @@
 //! Waits are "until the state is reached, or fail after a generous deadline"; nothing asserts
 //! how long anything took.
 
-mod local;
-
 use std::{
     future::Future,
     net::SocketAddr,
@@ -22,13 +20,15 @@ use std::{
 
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use ingress_status_guard::{Ca, CertFiles, ReloadOutcome as Outcome, Reloader, watch_certificates};
-use local::LocalServer;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
+use rustls::pki_types::{CertificateDer, pem::PemObject};
 
-const REVIEW: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
-const UID: &str = "0f3cb218-7947-4a5f-839c-6e300a5ae86a";
+use crate::{
+    fixture::{FIXTURE, UID},
+    pki::{self, ClientTls},
+    server::LocalServer,
+};
+
 const DAY: Duration = Duration::from_secs(86400);
 /// Long enough that only a filesystem event can explain a reload within a test.
 const NO_POLL: Duration = Duration::from_secs(3600);
@@ -113,33 +113,11 @@ async fn start(files: CertFiles, poll: Duration) -> Running {
     Running { addr: server.webhook, reloader, server }
 }
 
-/// A client trusting `ca_pem`, presenting `identity` (certificate and key PEM) if given.
-fn client(ca_pem: &str, alpn: &[u8], identity: Option<(&str, &str)>) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots);
-    let mut config = match identity {
-        None => builder.with_no_client_auth(),
-        Some((cert, key)) => {
-            let chain = CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<Vec<_>, _>>().unwrap();
-            builder.with_client_auth_cert(chain, PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap()).unwrap()
-        }
-    };
-    config.alpn_protocols = vec![alpn.to_vec()];
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-}
-
 fn review_request() -> Request<Full<Bytes>> {
     Request::post("/mutate")
         .header("content-type", "application/json")
         .header("host", "localhost")
-        .body(Full::new(Bytes::from_static(REVIEW.as_bytes())))
+        .body(Full::new(Bytes::from_static(FIXTURE.as_bytes())))
         .unwrap()
 }
 
@@ -155,16 +133,11 @@ async fn check(response: hyper::Response<hyper::body::Incoming>) -> Result<(), S
 }
 
 /// Posts a review over a new HTTP/1.1 connection; returns the certificate the server presented.
-async fn post_new_connection(addr: SocketAddr, connector: &tokio_rustls::TlsConnector) -> Result<Vec<u8>, String> {
+async fn post_new_connection(addr: SocketAddr, client: &Arc<rustls::ClientConfig>) -> Result<Vec<u8>, String> {
     let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
-    let stream = connector
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
+    let stream = pki::handshake(tcp, client, "localhost").await.map_err(|e| format!("handshake: {e}"))?;
     let peer = stream.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref().to_vec());
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| format!("http1: {e}"))?;
-    tokio::spawn(conn);
+    let mut sender = pki::http1(stream).await.map_err(|e| format!("http1: {e}"))?;
     let response = sender.send_request(review_request()).await.map_err(|e| format!("request: {e}"))?;
     check(response).await?;
     peer.ok_or_else(|| "no peer certificate".to_owned())
@@ -208,22 +181,22 @@ async fn symlink_swap_rotates_the_certificate_without_failing_a_request() {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicUsize::new(0));
     let fresh = tokio::spawn({
-        let (stop, done, connector) = (stop.clone(), done.clone(), client(&ca_pem, b"http/1.1", None));
+        let (stop, done, client) =
+            (stop.clone(), done.clone(), ClientTls::trusting(ca_pem.as_bytes(), b"http/1.1").shared());
         async move {
             let mut seen = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                seen.push(post_new_connection(addr, &connector).await);
+                seen.push(post_new_connection(addr, &client).await);
                 done.fetch_add(1, Ordering::Relaxed);
             }
             seen
         }
     });
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    let stream = client(&ca_pem, b"h2", None).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    let h2 = ClientTls::trusting(ca_pem.as_bytes(), b"h2").shared();
+    let stream = pki::handshake(tcp, &h2, "localhost").await.unwrap();
     let kept_peer = stream.get_ref().1.peer_certificates().unwrap()[0].as_ref().to_vec();
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
+    let sender = pki::http2(stream).await.unwrap();
     let kept = tokio::spawn({
         let stop = stop.clone();
         async move {
@@ -246,9 +219,9 @@ async fn symlink_swap_rotates_the_certificate_without_failing_a_request() {
     .await;
     dir.swap(&[("tls.crt", &b.cert), ("tls.key", &b.key)]);
 
-    let connector = client(&ca_pem, b"http/1.1", None);
+    let client = ClientTls::trusting(ca_pem.as_bytes(), b"http/1.1").shared();
     eventually("a new connection gets the new certificate", || async {
-        let peer = post_new_connection(server.addr, &connector).await?;
+        let peer = post_new_connection(server.addr, &client).await?;
         if peer == b.der() { Ok(()) } else { Err("still the old certificate".to_owned()) }
     })
     .await;
@@ -283,7 +256,8 @@ async fn a_broken_pair_is_refused_and_the_old_certificate_stays() {
     let mut dir = SecretDir::new(tmp.path(), &[("tls.crt", &a.cert), ("tls.key", &a.key)]);
     let files = CertFiles { cert: dir.path("tls.crt"), key: dir.path("tls.key"), client_ca: None };
     let server = start(files.clone(), NO_POLL).await;
-    let connector = client(&ca.pem(), b"http/1.1", None);
+    let ca_pem = ca.pem();
+    let client = ClientTls::trusting(ca_pem.as_bytes(), b"http/1.1").shared();
     let cert_path = files.cert.display().to_string();
     let key_path = files.key.display().to_string();
 
@@ -295,7 +269,7 @@ async fn a_broken_pair_is_refused_and_the_old_certificate_stays() {
         message.starts_with(&format!("certificate {cert_path} / private key {key_path}: the key does not match")),
         "{message}"
     );
-    assert_eq!(post_new_connection(server.addr, &connector).await.unwrap(), a.der(), "the old pair stays");
+    assert_eq!(post_new_connection(server.addr, &client).await.unwrap(), a.der(), "the old pair stays");
 
     // Not PEM at all.
     dir.swap(&[("tls.crt", "not a certificate"), ("tls.key", &b.key)]);
@@ -306,13 +280,13 @@ async fn a_broken_pair_is_refused_and_the_old_certificate_stays() {
             "certificate {cert_path}: no PEM certificate found (expected -----BEGIN CERTIFICATE-----)"
         ))
     );
-    assert_eq!(post_new_connection(server.addr, &connector).await.unwrap(), a.der(), "the old pair stays");
+    assert_eq!(post_new_connection(server.addr, &client).await.unwrap(), a.der(), "the old pair stays");
 
     // A good pair again is taken.
     dir.swap(&[("tls.crt", &b.cert), ("tls.key", &b.key)]);
     let (_, outcome) = next_outcome(&server.reloader, seq).await;
     assert_eq!(outcome, Outcome::Reloaded);
-    assert_eq!(post_new_connection(server.addr, &connector).await.unwrap(), b.der());
+    assert_eq!(post_new_connection(server.addr, &client).await.unwrap(), b.der());
     server.stop().await;
 }
 
@@ -348,7 +322,7 @@ async fn polling_finds_changes_the_directory_watch_cannot_see() {
 }
 
 async fn post_new_connection_h1(server: &Running, ca: &Ca) -> Vec<u8> {
-    post_new_connection(server.addr, &client(&ca.pem(), b"http/1.1", None)).await.unwrap()
+    post_new_connection(server.addr, &ClientTls::trusting(ca.pem().as_bytes(), b"http/1.1").shared()).await.unwrap()
 }
 
 /// A client CA and a client certificate it signed (rcgen directly: `certs` issues serving
@@ -380,9 +354,10 @@ async fn client_ca_requires_verified_client_certificates_and_is_reloaded() {
         CertFiles { cert: dir.path("tls.crt"), key: dir.path("tls.key"), client_ca: Some(dir.path("client-ca.crt")) };
     let server = start(files, NO_POLL).await;
     let serving_ca = ca.pem();
-    let anonymous = client(&serving_ca, b"http/1.1", None);
-    let first = client(&serving_ca, b"http/1.1", Some((&cert1, &key1)));
-    let second = client(&serving_ca, b"http/1.1", Some((&cert2, &key2)));
+    let client = || ClientTls::trusting(serving_ca.as_bytes(), b"http/1.1");
+    let anonymous = client().shared();
+    let first = client().identity(&cert1, &key1).shared();
+    let second = client().identity(&cert2, &key2).shared();
 
     assert!(post_new_connection(server.addr, &first).await.is_ok());
     let refused = post_new_connection(server.addr, &anonymous).await.unwrap_err();

@@ -3,15 +3,15 @@
 //! that never ends). The webhook must end such connections (GOAWAY or close) within a bounded
 //! time and keep serving everyone else.
 
-mod local;
-
 use std::{sync::Arc, time::Duration};
 
-use axum_server::tls_rustls::RustlsConfig;
-use ingress_status_guard::{Limits, generate_certificates, tls_server_config};
-use local::LocalServer;
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use ingress_status_guard::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{
+    pki::{self, Pki, Tls},
+    server::LocalServer,
+};
 
 const BOUND: Duration = Duration::from_secs(20);
 const HEADERS: u8 = 1;
@@ -41,14 +41,12 @@ fn request_block() -> Vec<u8> {
 }
 
 struct Conn {
-    tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    tls: Tls,
 }
 
 impl Conn {
     async fn open(server: &LocalServer, config: &Arc<rustls::ClientConfig>) -> Conn {
-        let tcp = tokio::net::TcpStream::connect(server.webhook).await.unwrap();
-        let connector = tokio_rustls::TlsConnector::from(config.clone());
-        let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+        let mut tls = pki::connect(server.webhook, config).await.unwrap();
         assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
         tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
         tls.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
@@ -85,16 +83,9 @@ impl Conn {
 
 fn start() -> (LocalServer, Arc<rustls::ClientConfig>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let bundle = generate_certificates("h2 frames test CA", &["localhost".into()]).unwrap();
-    let config = tls_server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "cert", "key").unwrap();
-    let server = LocalServer::start_with(RustlsConfig::from_config(Arc::new(config)), Limits::default());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(bundle.ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut client = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    client.alpn_protocols = vec![b"h2".to_vec()];
-    (server, Arc::new(client))
+    let pki = Pki::new("h2 frames test CA", &["localhost"]);
+    let server = LocalServer::start_with(pki.server_config(), Limits::default());
+    (server, pki.client(b"h2").shared())
 }
 
 /// A well-behaved request on a fresh connection still gets its HEADERS back.

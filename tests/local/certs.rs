@@ -2,20 +2,20 @@
 //! (`reload::start` + `server::serve`, as `serve --tls-cert --tls-key` does), and a client that
 //! trusts only the printed caBundle verifies them for the Service's names.
 
-mod local;
-
-use std::{net::SocketAddr, path::Path, process::Command, sync::Arc};
+use std::{net::SocketAddr, path::Path, process::Command};
 
 use base64::Engine as _;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use ingress_status_guard::{CERT_POLL_INTERVAL, CertFiles, Reloader, watch_certificates};
-use local::LocalServer;
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+
+use crate::{
+    fixture::FIXTURE,
+    pki::{self, ClientTls},
+    server::LocalServer,
+};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_ingress-status-guard");
-const REVIEW: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
 
 fn generate(out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(BINARY)
@@ -37,28 +37,13 @@ async fn serve_files(dir: &Path) -> (LocalServer, Reloader) {
 /// Connects as `name` trusting only `ca_pem` and posts a review over HTTP/2; returns the HTTP
 /// status or the TLS error.
 async fn post(addr: SocketAddr, ca_pem: &[u8], name: &str) -> Result<u16, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = ClientTls::trusting(ca_pem, b"h2").shared();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from(name.to_owned()).unwrap(), tcp)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
+    let stream = pki::handshake(tcp, &config, name).await.map_err(|e| e.to_string())?;
+    let mut sender = pki::http2(stream).await.unwrap();
     let request = Request::post("/mutate")
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(REVIEW.as_bytes())))
+        .body(Full::new(Bytes::from_static(FIXTURE.as_bytes())))
         .unwrap();
     let response = sender.send_request(request).await.unwrap();
     let status = response.status().as_u16();
