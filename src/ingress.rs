@@ -240,3 +240,6 @@ impl<'de> Deserialize<'de> for LeanIngress {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
