@@ -16,6 +16,7 @@ use kube::Api;
 
 use crate::{
     client::{self, ClientError},
+    ingress::Stored,
     policy::Policies,
 };
 use explain::explain;
@@ -23,10 +24,6 @@ use fetch::bounded;
 use fetch::snapshot;
 use fetch::stored_ingresses;
 use report::Report;
-use snapshot::Stored;
-
-const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
-const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 /// Ingresses per list request: bounds what one page holds in memory.
 const PAGE_SIZE: u32 = 500;
 /// A class is shown as read; an annotation value can be anything, so it is cut and quoted.

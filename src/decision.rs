@@ -6,20 +6,10 @@ use std::borrow::Cow;
 
 use crate::{
     address::{self, Address},
+    ingress::StatusWrite,
     policy::{Mode, OnUnresolved, Policies, Policy, Subject},
     sources::{Sources, Unresolved},
 };
-
-/// A write of `status.loadBalancer.ingress`, or a stored one, as the decision sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StatusWrite {
-    pub namespace: String,
-    pub name: String,
-    /// `spec.ingressClassName`, else the `kubernetes.io/ingress.class` annotation.
-    pub class: Option<String>,
-    /// `status.loadBalancer.ingress` as written or stored (empty when absent).
-    pub addresses: Vec<Address>,
-}
 
 /// What a policy does with a write that differs from the canonical addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -13,6 +13,7 @@ mod check;
 mod cli;
 mod client;
 mod decision;
+mod ingress;
 mod metrics;
 mod names;
 mod policy;

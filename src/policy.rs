@@ -156,8 +156,8 @@ impl fmt::Display for SourceList<'_> {
 /// Which Ingresses a policy governs, by class.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClassScope {
-    /// Matched against `spec.ingressClassName`, else the `kubernetes.io/ingress.class`
-    /// annotation. Empty, with `controllers` empty too: every Ingress, with or without a class.
+    /// Matched against the Ingress's class ([`crate::ingress::class`]: `spec.ingressClassName`,
+    /// else the legacy annotation). Empty, with `controllers` empty too: every Ingress, with or without a class.
     pub classes: Vec<String>,
     /// Matched against the `spec.controller` of the IngressClass the Ingress names.
     pub controllers: Vec<String>,
@@ -173,8 +173,8 @@ pub struct Subject<'a> {
     pub class: Option<&'a str>,
     /// `spec.controller` of the IngressClass named `class`, when it exists.
     pub class_controller: Option<String>,
-    /// The default IngressClasses (annotation `ingressclass.kubernetes.io/is-default-class`),
-    /// each with its controller.
+    /// The default IngressClasses ([`crate::ingress::is_default_class`]), each with its
+    /// controller.
     pub default_classes: Vec<(String, Option<String>)>,
     /// The labels of the Ingress's Namespace; `None` when unknown.
     pub namespace_labels: Option<BTreeMap<String, String>>,

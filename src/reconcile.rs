@@ -16,25 +16,23 @@
 pub(crate) mod leader;
 
 use std::{
-    borrow::Cow,
     collections::{HashMap, HashSet, VecDeque},
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
 use futures::StreamExt;
-use k8s_openapi::{NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{
-    Api, Client, Resource,
+    Api, Client,
     api::{Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
-use serde::{Deserialize, Deserializer};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::{
-    address::{Address, Addresses},
-    decision::{Action, StatusWrite, Verdict, decide},
+    address::Addresses,
+    decision::{Action, Verdict, decide},
+    ingress::{LeanIngress, StatusWrite},
     metrics::Metrics,
     policy::Policies,
     policy::store::PolicyStore,
@@ -71,83 +69,6 @@ impl Settings {
     }
 }
 
-/// An Ingress as the reconciler reads it from the API server: [`StatusWrite`]'s fields and
-/// the resourceVersion. Implements [`Resource`] so kube's watcher and `Api` deliver it directly.
-#[derive(Clone, Debug)]
-pub(crate) struct LeanIngress {
-    meta: ObjectMeta,
-    class: Option<String>,
-    addresses: Vec<Address>,
-}
-
-impl Resource for LeanIngress {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Ingress".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "networking.k8s.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "ingresses".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
-
-impl<'de> Deserialize<'de> for LeanIngress {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Wire {
-            metadata: Option<WireMeta>,
-            spec: Option<WireSpec>,
-            status: Option<WireStatus>,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct WireMeta {
-            name: Option<String>,
-            namespace: Option<String>,
-            resource_version: Option<String>,
-            #[serde(default, deserialize_with = "crate::review::class_annotation")]
-            annotations: Option<String>,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct WireSpec {
-            ingress_class_name: Option<String>,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct WireStatus {
-            load_balancer: Option<WireLoadBalancer>,
-        }
-        #[derive(Deserialize)]
-        struct WireLoadBalancer {
-            ingress: Option<Vec<Address>>,
-        }
-        let wire = Wire::deserialize(d)?;
-        let (name, namespace, resource_version, annotation) = match wire.metadata {
-            Some(m) => (m.name, m.namespace, m.resource_version, m.annotations),
-            None => (None, None, None, None),
-        };
-        Ok(LeanIngress {
-            meta: ObjectMeta { name, namespace, resource_version, ..ObjectMeta::default() },
-            class: wire.spec.and_then(|s| s.ingress_class_name).or(annotation),
-            addresses: wire.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default(),
-        })
-    }
-}
-
 type Key = (String, String);
 
 /// What is kept per Ingress.
@@ -158,11 +79,9 @@ struct Stored {
 
 impl Stored {
     fn from(obj: LeanIngress) -> Option<(Key, Stored)> {
-        let namespace = obj.meta.namespace?;
-        let name = obj.meta.name?;
-        let key = (namespace.clone(), name.clone());
-        let write = StatusWrite { namespace, name, class: obj.class, addresses: obj.addresses };
-        Some((key, Stored { write, resource_version: obj.meta.resource_version }))
+        let (write, resource_version) = obj.into_write()?;
+        let key = (write.namespace.clone(), write.name.clone());
+        Some((key, Stored { write, resource_version }))
     }
 }
 
@@ -663,7 +582,7 @@ impl Flags {
 mod tests {
     use super::*;
     use crate::{
-        address::parse_static_list,
+        address::{Address, parse_static_list},
         policy::{ClassScope, Mode, OnUnresolved, Policy, ServiceRef, Source},
         sources::Unresolved,
     };

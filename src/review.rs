@@ -6,8 +6,6 @@ mod patch;
 mod read;
 mod render;
 
-pub(crate) use patch::StatusShape;
-pub(crate) use read::class_annotation;
 pub(crate) use read::{ApiVersion, Target, User};
 pub use read::{Review, read, read_slow};
 pub use render::render;

@@ -1,12 +1,10 @@
 //! `explain`: how one Ingress is governed and what the webhook would do with it, from values.
 
-use super::{
-    CLASS_ANNOTATION, MAX_CLASS_CHARS, report::Row, snapshot::ClassFrom, snapshot::Fetched, snapshot::Snapshot,
-    snapshot::Stored,
-};
+use super::{MAX_CLASS_CHARS, report::Row, snapshot::Fetched, snapshot::Snapshot};
 use crate::{
     address::Addresses,
     decision::{Verdict, decide, subject},
+    ingress::{CLASS_ANNOTATION, ClassFrom, Stored},
     names::truncate,
     policy::{Policies, Policy, Source, SourceList},
     review::render,

@@ -6,12 +6,9 @@ use std::{collections::BTreeMap, time::Duration};
 use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use kube::{Api, Client, api::ListParams};
 
-use super::{
-    CheckError, DEFAULT_CLASS_ANNOTATION, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot,
-    snapshot::Stored,
-};
+use super::{CheckError, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot};
 use crate::{
-    decision::StatusWrite,
+    ingress::{self, StatusWrite, Stored},
     policy::Policies,
     sources::nodeip::{NodeAddrs, PodFacts},
 };
@@ -90,7 +87,7 @@ pub(super) async fn snapshot(client: &Client, policies: &Policies, timeout: Dura
         let api: Api<IngressClass> = Api::all(client.clone());
         let classes = list_all(&api, pages.clone(), "IngressClasses", timeout, |class| {
             let controller = class.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default();
-            let default = class.annotations().get(DEFAULT_CLASS_ANNOTATION).is_some_and(|v| v == "true");
+            let default = ingress::is_default_class(&class);
             (class.name_any(), (controller, default))
         });
         facts.classes.extend(classes.await?);

@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use crate::{
     address::{Address, Addresses},
-    decision::{StatusWrite, Verdict, decide},
+    decision::{Verdict, decide},
+    ingress::StatusWrite,
     policy::{Policies, SourceList},
     sources::Sources,
 };

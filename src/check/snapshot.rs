@@ -1,88 +1,17 @@
-//! What check and explain know: each stored Ingress as the decision reads it, and a
-//! snapshot of the sources it names, served to the decision through [`Sources`].
+//! What check and explain know of the sources: a snapshot of those the policies name, served
+//! to the decision through [`Sources`] (each stored Ingress is read by [`crate::ingress`]).
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
+use k8s_openapi::api::core::v1::Service;
 
-use super::CLASS_ANNOTATION;
 use crate::{
-    address::{Address, PortStatus},
-    decision::StatusWrite,
+    address::Address,
     policy::{PodsRef, ServiceRef},
-    review::StatusShape,
     sources::nodeip::{self, NodeAddrs, PodFacts},
     sources::service::{self, ServiceError},
     sources::{Sources, Unresolved},
 };
-
-/// Where an Ingress's class was read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ClassFrom {
-    Field,
-    Annotation,
-    Neither,
-}
-
-/// A stored Ingress as the decision sees it, plus what `explain` shows about how it was read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stored {
-    pub write: StatusWrite,
-    pub class_from: ClassFrom,
-    pub object_uid: Option<String>,
-    pub shape: StatusShape,
-}
-
-impl Stored {
-    /// Reads an Ingress as the webhook reads a status write of it: the class from
-    /// `spec.ingressClassName`, else the legacy annotation.
-    pub(crate) fn of(ingress: &Ingress) -> Stored {
-        let field = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.clone());
-        let annotation = ingress.metadata.annotations.as_ref().and_then(|a| a.get(CLASS_ANNOTATION)).cloned();
-        let class_from = match (&field, &annotation) {
-            (Some(_), _) => ClassFrom::Field,
-            (None, Some(_)) => ClassFrom::Annotation,
-            (None, None) => ClassFrom::Neither,
-        };
-        let lb = ingress.status.as_ref().map(|s| s.load_balancer.as_ref());
-        let shape = match lb {
-            None => StatusShape::NoStatus,
-            Some(None) => StatusShape::NoLoadBalancer,
-            Some(Some(lb)) if lb.ingress.is_none() => StatusShape::NoIngressList,
-            Some(Some(_)) => StatusShape::IngressList,
-        };
-        let addresses = lb
-            .flatten()
-            .and_then(|lb| lb.ingress.as_ref())
-            .map(|entries| {
-                entries
-                    .iter()
-                    .map(|e| Address {
-                        ip: e.ip.clone(),
-                        hostname: e.hostname.clone(),
-                        ports: e
-                            .ports
-                            .iter()
-                            .flatten()
-                            .map(|p| PortStatus { port: p.port, protocol: p.protocol.clone(), error: p.error.clone() })
-                            .collect(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        Stored {
-            write: StatusWrite {
-                namespace: ingress.metadata.namespace.clone().unwrap_or_default(),
-                name: ingress.metadata.name.clone().unwrap_or_default(),
-                class: field.or(annotation),
-                addresses,
-            },
-            class_from,
-            object_uid: ingress.metadata.uid.clone(),
-            shape,
-        }
-    }
-}
 
 /// A publish Service as one GET found it.
 #[derive(Debug, Clone, PartialEq, Eq)]

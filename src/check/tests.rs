@@ -7,9 +7,8 @@ use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use serde_json::json;
 
 use super::{
-    CLASS_ANNOTATION, explain::explain, fetch::describe, parse_ingress_ref, parse_namespace, parse_timeout,
-    report::Report, report::State, snapshot::ClassFrom, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot,
-    snapshot::Stored,
+    explain::explain, fetch::describe, parse_ingress_ref, parse_namespace, parse_timeout, report::Report,
+    report::State, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot,
 };
 use crate::{
     address::parse_static_list,
@@ -17,9 +16,8 @@ use crate::{
 };
 use crate::{
     address::{Address, PortStatus},
-    decision::StatusWrite,
+    ingress::{CLASS_ANNOTATION, ClassFrom, StatusShape, StatusWrite, Stored},
     policy::{Policies, Policy, ServiceRef, Source},
-    review::StatusShape,
     sources::nodeip::{NodeAddrs, PodFacts},
     sources::service::ServiceError,
     sources::{Sources, Unresolved},

@@ -3,17 +3,7 @@
 
 use serde::Serialize;
 
-use crate::address::Address;
-
-/// How much of `status.loadBalancer.ingress` the reviewed object has. A member that is `null`
-/// counts as absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusShape {
-    NoStatus,
-    NoLoadBalancer,
-    NoIngressList,
-    IngressList,
-}
+use crate::{address::Address, ingress::StatusShape};
 
 /// One patch operation. Only `add` and `replace` are ever needed.
 #[cfg(test)]

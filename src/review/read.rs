@@ -2,22 +2,20 @@
 //! request body in one pass (everything else, `oldObject` above all, is skipped unparsed), and
 //! errors that name the field when a body is not a review we can answer.
 
-use std::{borrow::Cow, fmt};
+use std::borrow::Cow;
 
-use serde::{Deserialize, Deserializer, de};
+use serde::{Deserialize, de};
 use serde_json::value::RawValue;
 
 mod skim;
 
 use crate::{
     address::Address,
-    decision::{StatusWrite, Verdict, decide},
+    decision::{Verdict, decide},
+    ingress::{self, StatusShape, StatusWrite, class_annotation},
     policy::Policies,
-    review::StatusShape,
     sources::Sources,
 };
-
-const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 
 /// A request body that is not an AdmissionReview we can answer (HTTP 400).
 #[derive(Debug, thiserror::Error)]
@@ -123,33 +121,6 @@ struct StatusIn {
 struct LoadBalancerIn {
     #[serde(default, deserialize_with = "crate::strict::optional_objects")]
     ingress: Option<Vec<Address>>,
-}
-
-/// Reads only the class annotation out of `metadata.annotations`, which often carries large
-/// values such as `kubectl.kubernetes.io/last-applied-configuration`.
-pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    struct Visit;
-    impl<'de> de::Visitor<'de> for Visit {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a map of annotations")
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut class = None;
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                if key == CLASS_ANNOTATION {
-                    class = Some(map.next_value::<String>()?);
-                } else {
-                    map.next_value::<de::IgnoredAny>()?;
-                }
-            }
-            Ok(class)
-        }
-    }
-    d.deserialize_any(Visit)
 }
 
 /// A review we can answer: what the response must echo, who wrote, and what was written. The
@@ -284,7 +255,7 @@ fn convert<'a, O>(
             write: StatusWrite {
                 namespace: request.namespace.unwrap_or_default(),
                 name: request.name.unwrap_or_default(),
-                class: ingress.spec.ingress_class_name.or(ingress.metadata.annotations),
+                class: ingress::class(ingress.spec.ingress_class_name, ingress.metadata.annotations).0,
                 addresses,
             },
             object_uid: ingress.metadata.uid,
@@ -334,6 +305,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::ingress::CLASS_ANNOTATION;
 
     const FIXTURE: &str =
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));

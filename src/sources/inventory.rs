@@ -23,12 +23,10 @@ use tokio::sync::watch;
 
 use crate::{
     address::Address,
+    ingress,
     policy::{PodsRef, Policies},
     sources::nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
 };
-
-/// The annotation that marks the cluster's default IngressClass.
-const DEFAULT_CLASS: &str = "ingressclass.kubernetes.io/is-default-class";
 
 /// Nodes per list page of the Node watch.
 const NODE_PAGE_SIZE: u32 = 100;
@@ -168,7 +166,7 @@ impl Inventory {
                 "IngressClasses",
                 |c: &IngressClass| ClassFacts {
                     controller: c.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default(),
-                    default: c.annotations().get(DEFAULT_CLASS).is_some_and(|v| v == "true"),
+                    default: ingress::is_default_class(c),
                 },
                 &self.changed,
             )));

@@ -27,7 +27,8 @@ use blocks::{
     Classes, block, check_escapes, eq, escaped, lanes, prefix_xor, quote_or_backslash, quotes_and_backslashes, scan,
 };
 
-use super::{CLASS_ANNOTATION, GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User};
+use super::{GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User};
+use crate::ingress::CLASS_ANNOTATION;
 
 /// Deeper nesting anywhere in the document goes to serde_json (which skips any depth).
 const MAX_DEPTH: u32 = 64;

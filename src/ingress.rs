@@ -1,0 +1,245 @@
+//! The one reader of an Ingress: which class it has (`spec.ingressClassName`, else the legacy
+//! annotation), how much of `status.loadBalancer.ingress` it has, and the [`StatusWrite`] the
+//! decision takes. An Ingress arrives three ways, and each ends in [`class`] here: as a review's
+//! object (read by [`crate::review`], whose fast reader keeps its own walk of the body but takes
+//! [`CLASS_ANNOTATION`] from here), as a stored k8s-openapi Ingress ([`Stored::of`], for `check`
+//! and `explain`), and as the lean projection the reconciler's watch caches ([`LeanIngress`]).
+
+use std::{borrow::Cow, fmt};
+
+use k8s_openapi::{
+    NamespaceResourceScope,
+    api::networking::v1::{Ingress, IngressClass},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use kube::Resource;
+use serde::{Deserialize, Deserializer, de};
+
+use crate::address::{Address, PortStatus};
+
+/// The legacy class annotation, read when `spec.ingressClassName` is not set.
+pub(crate) const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+/// The annotation that marks the cluster's default IngressClass (`"true"`).
+pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+
+/// A write of `status.loadBalancer.ingress`, or a stored one, as the decision sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StatusWrite {
+    pub namespace: String,
+    pub name: String,
+    /// By [`class`]: `spec.ingressClassName`, else the class annotation.
+    pub class: Option<String>,
+    /// `status.loadBalancer.ingress` as written or stored (empty when absent).
+    pub addresses: Vec<Address>,
+}
+
+/// How much of `status.loadBalancer.ingress` an Ingress has: where a patch must go. A member
+/// that is `null` counts as absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusShape {
+    NoStatus,
+    NoLoadBalancer,
+    NoIngressList,
+    IngressList,
+}
+
+/// Where an Ingress's class was read from; `explain` says so, because an annotation that is
+/// overridden by the field is a common surprise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClassFrom {
+    Field,
+    Annotation,
+    Neither,
+}
+
+/// The class precedence of ingress-nginx's store: `spec.ingressClassName`, else the
+/// [`CLASS_ANNOTATION`]; and which of the two it was.
+pub(crate) fn class(field: Option<String>, annotation: Option<String>) -> (Option<String>, ClassFrom) {
+    match (field, annotation) {
+        (Some(field), _) => (Some(field), ClassFrom::Field),
+        (None, Some(annotation)) => (Some(annotation), ClassFrom::Annotation),
+        (None, None) => (None, ClassFrom::Neither),
+    }
+}
+
+/// Whether `class` is marked the cluster's default IngressClass.
+pub(crate) fn is_default_class(class: &IngressClass) -> bool {
+    class.metadata.annotations.as_ref().and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION)).is_some_and(|v| v == "true")
+}
+
+/// Reads only the [`CLASS_ANNOTATION`] out of `metadata.annotations` (`null` is none), which
+/// often carries large values such as `kubectl.kubernetes.io/last-applied-configuration`.
+pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct Visit;
+    impl<'de> de::Visitor<'de> for Visit {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut class = None;
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                if key == CLASS_ANNOTATION {
+                    class = Some(map.next_value::<String>()?);
+                } else {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+            Ok(class)
+        }
+    }
+    d.deserialize_any(Visit)
+}
+
+/// A stored Ingress as the decision sees it, plus what `explain` shows about how it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stored {
+    pub write: StatusWrite,
+    pub class_from: ClassFrom,
+    pub object_uid: Option<String>,
+    pub shape: StatusShape,
+}
+
+impl Stored {
+    /// Reads an Ingress as the webhook reads a status write of it.
+    pub(crate) fn of(ingress: &Ingress) -> Stored {
+        let field = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.clone());
+        let annotation = ingress.metadata.annotations.as_ref().and_then(|a| a.get(CLASS_ANNOTATION)).cloned();
+        let (class, class_from) = class(field, annotation);
+        let lb = ingress.status.as_ref().map(|s| s.load_balancer.as_ref());
+        let shape = match lb {
+            None => StatusShape::NoStatus,
+            Some(None) => StatusShape::NoLoadBalancer,
+            Some(Some(lb)) if lb.ingress.is_none() => StatusShape::NoIngressList,
+            Some(Some(_)) => StatusShape::IngressList,
+        };
+        let addresses = lb
+            .flatten()
+            .and_then(|lb| lb.ingress.as_ref())
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|e| Address {
+                        ip: e.ip.clone(),
+                        hostname: e.hostname.clone(),
+                        ports: e
+                            .ports
+                            .iter()
+                            .flatten()
+                            .map(|p| PortStatus { port: p.port, protocol: p.protocol.clone(), error: p.error.clone() })
+                            .collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Stored {
+            write: StatusWrite {
+                namespace: ingress.metadata.namespace.clone().unwrap_or_default(),
+                name: ingress.metadata.name.clone().unwrap_or_default(),
+                class,
+                addresses,
+            },
+            class_from,
+            object_uid: ingress.metadata.uid.clone(),
+            shape,
+        }
+    }
+}
+
+/// An Ingress as the reconciler reads it from the API server: [`StatusWrite`]'s fields and
+/// the resourceVersion, deserialized straight from the watch stream (annotations other than the
+/// class, the spec's rules and managedFields are skipped unparsed). Implements [`Resource`] so
+/// kube's watcher and `Api` deliver it directly.
+#[derive(Clone, Debug)]
+pub(crate) struct LeanIngress {
+    pub(crate) meta: ObjectMeta,
+    pub(crate) class: Option<String>,
+    pub(crate) addresses: Vec<Address>,
+}
+
+impl LeanIngress {
+    /// The status write and the resourceVersion it was read at; `None` without a namespace or a
+    /// name, which a namespaced Ingress from the API server always has.
+    pub(crate) fn into_write(self) -> Option<(StatusWrite, Option<String>)> {
+        let namespace = self.meta.namespace?;
+        let name = self.meta.name?;
+        Some((
+            StatusWrite { namespace, name, class: self.class, addresses: self.addresses },
+            self.meta.resource_version,
+        ))
+    }
+}
+
+impl Resource for LeanIngress {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Ingress".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "networking.k8s.io".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "ingresses".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+impl<'de> Deserialize<'de> for LeanIngress {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            metadata: Option<WireMeta>,
+            spec: Option<WireSpec>,
+            status: Option<WireStatus>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WireMeta {
+            name: Option<String>,
+            namespace: Option<String>,
+            resource_version: Option<String>,
+            #[serde(default, deserialize_with = "class_annotation")]
+            annotations: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WireSpec {
+            ingress_class_name: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WireStatus {
+            load_balancer: Option<WireLoadBalancer>,
+        }
+        #[derive(Deserialize)]
+        struct WireLoadBalancer {
+            ingress: Option<Vec<Address>>,
+        }
+        let wire = Wire::deserialize(d)?;
+        let (name, namespace, resource_version, annotation) = match wire.metadata {
+            Some(m) => (m.name, m.namespace, m.resource_version, m.annotations),
+            None => (None, None, None, None),
+        };
+        Ok(LeanIngress {
+            meta: ObjectMeta { name, namespace, resource_version, ..ObjectMeta::default() },
+            class: class(wire.spec.and_then(|s| s.ingress_class_name), annotation).0,
+            addresses: wire.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
