@@ -5,17 +5,13 @@ use serde::Serialize;
 
 use crate::{address::Address, ingress::StatusShape};
 
-/// One patch operation. Only `add` and `replace` are ever needed.
-#[cfg(test)]
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct PatchOp {
-    pub op: &'static str,
-    pub path: &'static str,
-    pub value: serde_json::Value,
-}
-
-/// The patch of [`set_addresses`], serialized straight into `out` without building values (the
-/// handler writes it through a base64 encoder into the response).
+/// The patch that makes `status.loadBalancer.ingress` equal `canonical`, one operation,
+/// serialized straight into `out` without building values (the handler writes it through a
+/// base64 encoder into the response).
+///
+/// `add` onto an existing member replaces it (RFC 6902 section 4.1), so `add` at the deepest
+/// parent that exists is right whether the member below is absent or `null`; `replace` is used
+/// when the list is there, so the API server's audit log reads as a replacement.
 pub(crate) fn write(shape: StatusShape, canonical: &[Address], out: impl std::io::Write) -> serde_json::Result<()> {
     #[derive(Serialize)]
     struct Op<V> {
@@ -49,27 +45,30 @@ pub(crate) fn write(shape: StatusShape, canonical: &[Address], out: impl std::io
     }
 }
 
-/// The patch that makes `status.loadBalancer.ingress` equal `canonical`: one operation.
-///
-/// `add` onto an existing member replaces it (RFC 6902 section 4.1), so `add` at the deepest
-/// parent that exists is right whether the member below is absent or `null`; `replace` is used
-/// when the list is there, so the API server's audit log reads as a replacement.
-#[cfg(test)]
-pub(crate) fn set_addresses(shape: StatusShape, canonical: &[Address]) -> Vec<PatchOp> {
-    let list = serde_json::to_value(canonical).expect("addresses always serialize");
-    let (op, path, value) = match shape {
-        StatusShape::NoStatus => ("add", "/status", serde_json::json!({"loadBalancer": {"ingress": list}})),
-        StatusShape::NoLoadBalancer => ("add", "/status/loadBalancer", serde_json::json!({"ingress": list})),
-        StatusShape::NoIngressList => ("add", "/status/loadBalancer/ingress", list),
-        StatusShape::IngressList => ("replace", "/status/loadBalancer/ingress", list),
-    };
-    vec![PatchOp { op, path, value }]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::address::PortStatus;
+
+    /// One patch operation. Only `add` and `replace` are ever needed.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    struct PatchOp {
+        op: &'static str,
+        path: &'static str,
+        value: serde_json::Value,
+    }
+
+    /// The same patch built as values: the oracle `write` is held to.
+    fn set_addresses(shape: StatusShape, canonical: &[Address]) -> Vec<PatchOp> {
+        let list = serde_json::to_value(canonical).expect("addresses always serialize");
+        let (op, path, value) = match shape {
+            StatusShape::NoStatus => ("add", "/status", serde_json::json!({"loadBalancer": {"ingress": list}})),
+            StatusShape::NoLoadBalancer => ("add", "/status/loadBalancer", serde_json::json!({"ingress": list})),
+            StatusShape::NoIngressList => ("add", "/status/loadBalancer/ingress", list),
+            StatusShape::IngressList => ("replace", "/status/loadBalancer/ingress", list),
+        };
+        vec![PatchOp { op, path, value }]
+    }
 
     #[test]
     fn written_patch_is_the_built_one() {
