@@ -1,5 +1,8 @@
-//! TLS for the webhook listener: rustls with TLS 1.2 and 1.3, ALPN h2 and http/1.1, from PEM files
-//! or from an ephemeral self-signed certificate.
+//! TLS for the webhook listener: the rustls server configuration (TLS 1.2 and 1.3, ALPN h2 and
+//! http/1.1, optionally requiring client certificates of a CA) from PEM bytes or files, with
+//! errors naming the file at fault; and the certificates it serves ([`certs`]: a private CA,
+//! serving certificates, `certs bootstrap`), with the ephemeral CA's private directory
+//! ([`scratch`]) for runs without `--tls-cert`.
 
 pub(crate) mod certs;
 pub(crate) mod scratch;
