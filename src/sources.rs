@@ -7,6 +7,7 @@ pub(crate) mod follow;
 pub(crate) mod inventory;
 pub(crate) mod nodeip;
 pub(crate) mod service;
+pub(crate) mod watches;
 
 pub use nodeip::NodeAddrs;
 
