@@ -16,7 +16,7 @@ use crate::{
     check,
     client::{self, ClientError},
     metrics::Metrics,
-    policy::store::{PodEvents, PolicyStore, ServiceWatches},
+    policy::store::PolicyStore,
     policy::{
         self, ConfigError, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SourceList, SpecError,
     },
@@ -26,6 +26,7 @@ use crate::{
     server::lifecycle::Tasks,
     server::{self, AppState, Listeners},
     sources::SourceCache,
+    sources::watches::ServiceWatches,
     sources::{nodeip, service},
     tls::certs,
     tls::scratch,
@@ -386,13 +387,13 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let token = tasks.shutdown_token();
     match args.policy.config.clone() {
         Some(path) => {
-            let reload = policy::store::Reload {
+            let reload = reload::policy::Reload {
                 path,
-                poll: policy::store::POLL_INTERVAL,
+                poll: reload::policy::POLL_INTERVAL,
                 store: store.clone(),
                 watches,
                 metrics: metrics.clone(),
-                pod_events: client.clone().and_then(PodEvents::from_env),
+                pod_events: client.clone().and_then(reload::policy::PodEvents::from_env),
                 drops_ports,
             };
             tasks.spawn("policy reload and publish Service watches", async move {

@@ -11,21 +11,28 @@
 //! concurrency and backed off per object. A patch carries the resourceVersion it was decided on,
 //! so the API server refuses it (409) if the Ingress changed meanwhile; the Ingress is then read
 //! afresh and decided again. `decide` is the only judge: audit policies and unresolved sources
-//! never patch.
+//! never patch. The watch is a [`crate::sources::follow`] follower like every other, the queue
+//! the pure [`queue::Queue`]; this module is the async glue between them.
+//!
+//! It is not a `kube::runtime::Controller`, whose one loop ties the watch to the reconcile of
+//! each object: here one watch serves every replica, which all measure drift, while only the
+//! leader patches, so patching stops and starts with leadership and the cache stays; a change
+//! of a Service, Node or policy re-judges every stored Ingress in one pass under one policy
+//! snapshot; and patches are limited in rate (`--reconcile-qps`), not only in concurrency.
 
+mod drift;
 pub(crate) mod leader;
+pub(crate) mod queue;
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
-use futures::StreamExt;
 use kube::{
     Api, Client,
     api::{Patch, PatchParams},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 use tokio::sync::{Notify, Semaphore, watch};
 
@@ -36,15 +43,18 @@ use crate::{
     metrics::Metrics,
     policy::Policies,
     policy::store::PolicyStore,
-    sources::Sources,
+    sources::{
+        Sources,
+        follow::{self, Change, Hold, Projection},
+    },
 };
+use drift::Drift;
+use queue::{After, Queue};
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// Changes of sources or policies come in bursts (a reload, a Service's status update): wait
 /// this long so one full pass covers them.
 const COALESCE: Duration = Duration::from_millis(100);
@@ -107,22 +117,10 @@ fn judge(write: &StatusWrite, policies: &Policies, sources: &dyn Sources) -> Jud
 
 #[derive(Default)]
 struct State {
-    ingresses: HashMap<Key, Stored>,
-    /// Keys seen in the current (re-)list, while one is running.
-    listing: Option<HashSet<Key>>,
-    synced: bool,
-    /// Off-canonical Ingresses and their policy, and the count per policy.
-    drift: HashMap<Key, String>,
-    drift_counts: HashMap<String, i64>,
-    queue: VecDeque<Key>,
-    queued: HashSet<Key>,
-    /// Being patched now; a key judged again meanwhile is marked dirty and judged once more
-    /// when its patch ends, so one Ingress never has two patches in flight.
-    in_flight: HashSet<Key>,
-    dirty: HashSet<Key>,
-    /// Consecutive failures, and whether a delayed retry is pending.
-    failures: HashMap<Key, u32>,
-    backing_off: HashSet<Key>,
+    ingresses: Projection<Key, Stored>,
+    drift: Drift<Key>,
+    /// The Ingresses to patch.
+    queue: Queue<Key>,
 }
 
 /// The reconciler's shared state; see the module documentation.
@@ -133,6 +131,12 @@ pub(crate) struct Reconciler {
     sources: Arc<dyn Sources>,
     metrics: Arc<Metrics>,
     settings: Settings,
+}
+
+impl Hold<Key, Stored> for Reconciler {
+    fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, Stored>) -> T) -> T {
+        f(&mut self.lock().ingresses)
+    }
 }
 
 /// Keeps the reconciler's tasks alive; dropping it stops them.
@@ -191,94 +195,71 @@ impl Reconciler {
 
     async fn watch_ingresses(self: Arc<Self>, client: Client) {
         let api: Api<LeanIngress> = Api::all(client);
-        let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
         let mut failing = false;
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(event) => {
-                    if failing {
-                        tracing::info!("Ingress watch recovered");
-                        failing = false;
-                    }
-                    self.on_event(event);
+        follow::follow(api, watcher::Config::default(), Stored::from, self.as_ref(), |change| match change {
+            Ok(change) => {
+                if failing {
+                    tracing::info!("Ingress watch recovered");
+                    failing = false;
                 }
-                Err(e) => {
-                    self.metrics.ingress_watch_error();
-                    // The watcher backs off; one line per failure streak, not per retry.
-                    if !failing {
-                        tracing::warn!(error = %e, "Ingress watch failed; retrying with backoff (admission keeps working from its caches)");
-                        failing = true;
-                    }
+                self.on_change(change);
+            }
+            Err(e) => {
+                self.metrics.ingress_watch_error();
+                // The watcher backs off; one line per failure streak, not per retry.
+                if !failing {
+                    tracing::warn!(error = %e, "Ingress watch failed; retrying with backoff (admission keeps working from its caches)");
+                    failing = true;
                 }
             }
-        }
+        })
+        .await;
     }
 
-    fn on_event(&self, event: watcher::Event<LeanIngress>) {
-        match event {
-            watcher::Event::Init => self.lock().listing = Some(HashSet::new()),
-            watcher::Event::InitApply(obj) => {
-                if let Some((key, stored)) = Stored::from(obj) {
-                    let mut state = self.lock();
-                    if let Some(listing) = &mut state.listing {
-                        listing.insert(key.clone());
-                    }
-                    state.ingresses.insert(key, stored);
-                }
-            }
-            watcher::Event::InitDone => {
-                {
-                    let mut state = self.lock();
-                    if let Some(listing) = state.listing.take() {
-                        state.ingresses.retain(|key, _| listing.contains(key));
-                    }
-                    if !state.synced {
-                        tracing::info!(ingresses = state.ingresses.len(), "Ingress cache synced");
-                    }
-                    state.synced = true;
+    fn on_change(&self, change: Change<Key, Stored>) {
+        match change {
+            Change::Listing => {}
+            Change::Listed { first } => {
+                if first {
+                    tracing::info!(ingresses = self.lock().ingresses.len(), "Ingress cache synced");
                 }
                 self.resync();
             }
-            watcher::Event::Apply(obj) => {
-                if let Some((key, stored)) = Stored::from(obj) {
-                    self.upsert(key, stored);
+            Change::Applied { key, .. } => {
+                let policies = self.policies.load();
+                let mut state = self.lock();
+                if state.ingresses.synced() {
+                    self.rejudge(&mut state, &key, &policies);
                 }
             }
-            watcher::Event::Delete(obj) => {
-                if let Some((key, _)) = Stored::from(obj) {
-                    let mut state = self.lock();
-                    state.ingresses.remove(&key);
-                    state.failures.remove(&key);
-                    self.set_drift(&mut state, &key, None);
-                }
+            Change::Deleted { key, .. } => {
+                let mut state = self.lock();
+                state.queue.clear_failures(&key);
+                self.set_drift(&mut state, &key, None);
             }
         }
     }
 
-    /// Stores the latest state of one Ingress and judges it.
-    fn upsert(&self, key: Key, stored: Stored) {
-        self.store(key, stored, None);
+    /// Judges one stored Ingress again, if it is still there.
+    fn rejudge(&self, state: &mut State, key: &Key, policies: &Policies) {
+        let Some(stored) = state.ingresses.get(key) else { return };
+        let judgement = judge(&stored.write, policies, self.sources.as_ref());
+        self.apply_judgement(state, key, judgement);
     }
 
-    /// Stores what a request of ours returned, unless the watch has delivered a change since
-    /// `seen` (the resourceVersion the request was based on): that change is at least as new,
-    /// and a response arriving late must not overwrite it. (Resource versions are only compared
-    /// for equality, as the API conventions require.)
+    /// Stores what a request of ours returned, and judges it, unless the watch has delivered a
+    /// change since `seen` (the resourceVersion the request was based on): that change is at
+    /// least as new, and a response arriving late must not overwrite it. (Resource versions are
+    /// only compared for equality, as the API conventions require.)
     fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored) {
-        self.store(key, stored, Some(seen));
-    }
-
-    fn store(&self, key: Key, stored: Stored, only_if_at: Option<Option<&str>>) {
         let policies = self.policies.load();
         let judgement = judge(&stored.write, &policies, self.sources.as_ref());
         let mut state = self.lock();
-        if let Some(seen) = only_if_at
-            && state.ingresses.get(&key).map(|current| current.resource_version.as_deref()) != Some(seen)
-        {
+        if state.ingresses.get(&key).map(|current| current.resource_version.as_deref()) != Some(seen) {
             return;
         }
         state.ingresses.insert(key.clone(), stored);
-        if !state.synced {
+        if !state.ingresses.synced() {
             return;
         }
         self.apply_judgement(&mut state, &key, judgement);
@@ -287,45 +268,20 @@ impl Reconciler {
     fn apply_judgement(&self, state: &mut State, key: &Key, judgement: Judgement) {
         match judgement {
             Judgement::Fine => {
-                state.failures.remove(key);
+                state.queue.clear_failures(key);
                 self.set_drift(state, key, None);
             }
             Judgement::Drift { policy, patch } => {
                 self.set_drift(state, key, Some(policy));
-                if patch {
-                    self.enqueue(state, key.clone());
+                if patch && state.queue.enqueue(key.clone()) {
+                    self.work.notify_one();
                 }
             }
         }
     }
 
     fn set_drift(&self, state: &mut State, key: &Key, policy: Option<String>) {
-        let old = match &policy {
-            Some(p) => state.drift.insert(key.clone(), p.clone()),
-            None => state.drift.remove(key),
-        };
-        if old == policy {
-            return;
-        }
-        for (p, delta) in [(old, -1), (policy, 1)] {
-            if let Some(p) = p {
-                let count = state.drift_counts.entry(p.clone()).or_insert(0);
-                *count += delta;
-                self.metrics.set_drift(&p, *count);
-            }
-        }
-    }
-
-    fn enqueue(&self, state: &mut State, key: Key) {
-        if state.in_flight.contains(&key) {
-            state.dirty.insert(key);
-            return;
-        }
-        if state.backing_off.contains(&key) || !state.queued.insert(key.clone()) {
-            return;
-        }
-        state.queue.push_back(key);
-        self.work.notify_one();
+        state.drift.set(key, policy, |p, count| self.metrics.set_drift(p, count));
     }
 
     /// Judges every stored Ingress again: after the first list, and whenever sources,
@@ -333,7 +289,7 @@ impl Reconciler {
     fn resync(&self) {
         let policies = self.policies.load();
         let mut state = self.lock();
-        if !state.synced {
+        if !state.ingresses.synced() {
             return;
         }
         let judgements: Vec<(Key, Judgement)> = state
@@ -344,19 +300,11 @@ impl Reconciler {
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement);
         }
-        // Every policy in force has a series (0 included); those gone lose theirs.
-        let in_force: HashSet<&str> = policies.iter().map(|p| p.name.as_str()).collect();
-        state.drift_counts.retain(|p, _| {
-            let keep = in_force.contains(p.as_str());
-            if !keep {
-                self.metrics.remove_drift(p);
-            }
-            keep
-        });
-        for p in policies.iter() {
-            let count = *state.drift_counts.entry(p.name.clone()).or_insert(0);
-            self.metrics.set_drift(&p.name, count);
-        }
+        state.drift.publish(
+            &policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            |p, count| self.metrics.set_drift(p, count),
+            |p| self.metrics.remove_drift(p),
+        );
         let drifted = state.drift.len();
         let queued = state.queue.len();
         drop(state);
@@ -385,10 +333,7 @@ impl Reconciler {
     async fn next_key(&self) -> Key {
         loop {
             {
-                let mut state = self.lock();
-                if let Some(key) = state.queue.pop_front() {
-                    state.queued.remove(&key);
-                    state.in_flight.insert(key.clone());
+                if let Some(key) = self.lock().queue.pop() {
                     return key;
                 }
             }
@@ -412,9 +357,7 @@ impl Reconciler {
             let Ok(slot) = slots.clone().acquire_owned().await else { return };
             if !*leader.borrow() {
                 // Lost the lead while waiting: the next leader's full pass covers this one.
-                let mut state = self.lock();
-                state.in_flight.remove(&key);
-                state.dirty.remove(&key);
+                self.lock().queue.abandon(&key);
                 continue;
             }
             let this = self.clone();
@@ -428,35 +371,24 @@ impl Reconciler {
     }
 
     fn finish(self: &Arc<Self>, key: Key, result: Result<(), ()>) {
+        let now = tokio::time::Instant::now();
         let policies = self.policies.load();
         let mut state = self.lock();
-        state.in_flight.remove(&key);
-        let recheck = state.dirty.remove(&key);
-        if result.is_ok() {
-            state.failures.remove(&key);
-            if recheck && let Some(stored) = state.ingresses.get(&key) {
-                let judgement = judge(&stored.write, &policies, self.sources.as_ref());
-                self.apply_judgement(&mut state, &key, judgement);
+        match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
+            After::Settled => {}
+            After::Recheck => self.rejudge(&mut state, &key, &policies),
+            After::RetryAt(at) => {
+                drop(state);
+                let this = self.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(at.into()).await;
+                    let policies = this.policies.load();
+                    let mut state = this.lock();
+                    state.queue.release(&key);
+                    this.rejudge(&mut state, &key, &policies);
+                });
             }
-            return;
         }
-        let failures = state.failures.entry(key.clone()).or_insert(0);
-        *failures = failures.saturating_add(1);
-        let delay = BACKOFF_BASE.saturating_mul(1u32 << (*failures - 1).min(16)).min(BACKOFF_MAX);
-        state.backing_off.insert(key.clone());
-        drop(state);
-        let this = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            let policies = this.policies.load();
-            let mut state = this.lock();
-            state.backing_off.remove(&key);
-            let judgement = match state.ingresses.get(&key) {
-                Some(stored) => judge(&stored.write, &policies, this.sources.as_ref()),
-                None => return,
-            };
-            this.apply_judgement(&mut state, &key, judgement);
-        });
     }
 
     /// Patches one Ingress to its canonical status if `decide` still says so. `Err` means the
@@ -579,104 +511,4 @@ impl Flags {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{
-        address::{Address, parse_static_list},
-        policy::{ClassScope, Mode, OnUnresolved, Policy, ServiceRef, Source},
-        sources::Unresolved,
-    };
-
-    #[test]
-    fn lean_ingress_reads_only_what_decide_needs() {
-        let json = serde_json::json!({
-            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-            "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "42",
-                         "annotations": {"kubernetes.io/ingress.class": "legacy", "big": "x".repeat(10_000)},
-                         "managedFields": [{"manager": "kubectl"}]},
-            "spec": {"rules": [{"host": "a.example"}]},
-            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}, {"hostname": "lb.example"}]}}
-        });
-        let lean: LeanIngress = serde_json::from_value(json).unwrap();
-        assert_eq!(lean.meta.name.as_deref(), Some("web"));
-        assert_eq!(lean.meta.namespace.as_deref(), Some("shop"));
-        assert_eq!(lean.meta.resource_version.as_deref(), Some("42"));
-        assert!(lean.meta.annotations.is_none() && lean.meta.managed_fields.is_none());
-        assert_eq!(lean.class.as_deref(), Some("legacy"), "the annotation when there is no ingressClassName");
-        assert_eq!(lean.addresses, parse_static_list("192.0.2.1,lb.example").unwrap());
-
-        let cases = [
-            (serde_json::json!({"metadata": {"name": "a"}}), None, 0),
-            (
-                serde_json::json!({"metadata": {"name": "a", "annotations": null}, "spec": null, "status": null}),
-                None,
-                0,
-            ),
-            (
-                serde_json::json!({"spec": {"ingressClassName": "new"}, "metadata": {"annotations": {"kubernetes.io/ingress.class": "old"}}}),
-                Some("new"),
-                0,
-            ),
-            (serde_json::json!({"status": {"loadBalancer": {}}}), None, 0),
-            (serde_json::json!({"status": {"loadBalancer": {"ingress": null}}}), None, 0),
-        ];
-        for (json, class, count) in cases {
-            let lean: LeanIngress = serde_json::from_value(json.clone()).unwrap();
-            assert_eq!(lean.class.as_deref(), class, "{json}");
-            assert_eq!(lean.addresses.len(), count, "{json}");
-        }
-    }
-
-    struct Fixed(Result<Vec<Address>, Unresolved>);
-    impl Sources for Fixed {
-        fn service(&self, _: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
-            self.0.clone()
-        }
-    }
-
-    fn policies(mode: Mode) -> Policies {
-        Policies::new(vec![Policy {
-            name: "p".into(),
-            scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
-            namespace_selector: None,
-            sources: vec![Source::Service("ns/lb".parse().unwrap())],
-            mode,
-            keep_ports: false,
-            on_unresolved: OnUnresolved::Allow,
-        }])
-        .unwrap()
-    }
-
-    #[test]
-    fn judgements() {
-        let lb = Fixed(Ok(parse_static_list("192.0.2.10").unwrap()));
-        let missing = Fixed(Err(Unresolved::Missing("ns/lb".parse().unwrap())));
-        let write = |class: Option<&str>, list: &str| StatusWrite {
-            namespace: "a".into(),
-            name: "b".into(),
-            class: class.map(String::from),
-            addresses: if list.is_empty() { Vec::new() } else { parse_static_list(list).unwrap() },
-        };
-        let drift = |patch| Judgement::Drift { policy: "p".into(), patch };
-        let cases = [
-            ("canonical", Mode::Enforce, &lb, write(Some("nginx"), "192.0.2.10"), Judgement::Fine),
-            ("stale, enforce", Mode::Enforce, &lb, write(Some("nginx"), "192.0.2.99"), drift(true)),
-            ("empty, enforce", Mode::Enforce, &lb, write(Some("nginx"), ""), drift(true)),
-            ("stale, deny", Mode::Deny, &lb, write(Some("nginx"), "192.0.2.99"), drift(true)),
-            ("stale, audit: measured only", Mode::Audit, &lb, write(Some("nginx"), "192.0.2.99"), drift(false)),
-            ("not governed", Mode::Enforce, &lb, write(Some("other"), "192.0.2.99"), Judgement::Fine),
-            ("unresolved never patches", Mode::Enforce, &missing, write(Some("nginx"), "192.0.2.99"), Judgement::Fine),
-        ];
-        for (name, mode, sources, write, want) in cases {
-            assert_eq!(judge(&write, &policies(mode), sources), want, "case {name}");
-        }
-    }
-
-    #[test]
-    fn qps_is_bounded() {
-        assert!(Settings::new(20.0).is_ok());
-        for bad in [0.0, -1.0, f64::NAN, 1e6] {
-            assert!(Settings::new(bad).unwrap_err().starts_with("--reconcile-qps"), "{bad}");
-        }
-    }
-}
+mod tests;

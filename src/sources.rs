@@ -3,12 +3,15 @@
 //! source and the cluster facts class and namespace matching need. The request path only
 //! reads memory.
 
+pub(crate) mod follow;
 pub(crate) mod inventory;
 pub(crate) mod nodeip;
 pub(crate) mod service;
+pub(crate) mod watches;
 
 pub use nodeip::NodeAddrs;
 
+use follow::{Change, Projection};
 use inventory::Inventory;
 use nodeip::NodeIpError;
 use service::ServiceError;
@@ -20,12 +23,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
-use kube::{
-    Api, Client,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Api, Client, runtime::watcher};
 
 use crate::{
     address::{Address, Addresses},
@@ -239,29 +238,34 @@ impl SourceCache {
     pub(crate) async fn watch_service(self: Arc<Self>, client: Client, svc: ServiceRef) {
         let api: Api<Service> = Api::namespaced(client, &svc.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", svc.name));
-        let mut seen_in_init = false;
-        let mut events = watcher(api, config).default_backoff().boxed();
-        while let Some(event) = events.next().await {
-            if event.is_ok() {
+        // The field selector leaves one object at most, kept as its addresses.
+        let held = RwLock::new(Projection::default());
+        let project = |obj: Service| Some(((), service::addresses(&obj, true)));
+        follow::follow(api, config, project, &held, |change| {
+            if change.is_ok() {
                 self.heard
                     .write()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .insert(svc.clone(), Instant::now());
             }
-            match event {
-                Ok(watcher::Event::Init) => seen_in_init = false,
-                Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
-                    seen_in_init = true;
-                    self.set(&svc, Entry::Resolved(service::addresses(&obj, true)));
+            let held = || held.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&()).cloned();
+            match change {
+                // A list shows the Service as soon as it returns it; only its end can say the
+                // Service is missing.
+                Ok(Change::Listing) => {
+                    if let Some(addresses) = held() {
+                        self.set(&svc, Entry::Resolved(addresses));
+                    }
                 }
-                Ok(watcher::Event::InitDone) if !seen_in_init => self.set(&svc, Entry::Missing),
-                Ok(watcher::Event::InitDone) => {}
-                Ok(watcher::Event::Delete(_)) => self.set(&svc, Entry::Missing),
+                Ok(Change::Listed { .. } | Change::Applied { .. } | Change::Deleted { .. }) => {
+                    self.set(&svc, held().map_or(Entry::Missing, Entry::Resolved));
+                }
                 Err(e) => {
                     tracing::warn!(service = %svc, error = %e, "watch of publish Service failed; retrying");
                 }
             }
-        }
+        })
+        .await;
     }
 }
 

@@ -9,15 +9,11 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use futures::StreamExt;
 use k8s_openapi::api::{
     core::v1::{Namespace, Node, Pod},
     networking::v1::IngressClass,
 };
-use kube::{
-    Api, Client, Resource, ResourceExt,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Api, Client, Resource, ResourceExt, runtime::watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
@@ -25,7 +21,10 @@ use crate::{
     address::Address,
     ingress,
     policy::{PodsRef, Policies},
-    sources::nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
+    sources::{
+        follow::{self, Change, Projection},
+        nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
+    },
 };
 
 /// Nodes per list page of the Node watch.
@@ -38,27 +37,23 @@ struct ClassFacts {
     default: bool,
 }
 
-/// One watched collection, keyed by object name: `None` until the first list completes.
+/// One watched collection, keyed by object name: unsynced until the first list completes.
 #[derive(Debug)]
-struct Store<V>(RwLock<Option<HashMap<String, V>>>);
+struct Store<V>(RwLock<Projection<String, V>>);
 
 impl<V> Default for Store<V> {
     fn default() -> Self {
-        Store(RwLock::new(None))
+        Store(RwLock::default())
     }
 }
 
-impl<V: Clone + PartialEq> Store<V> {
+impl<V: PartialEq> Store<V> {
     fn read<T>(&self, f: impl FnOnce(Option<&HashMap<String, V>>) -> T) -> T {
-        f(self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref())
+        f(self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).view())
     }
 
     fn synced(&self) -> bool {
-        self.read(|m| m.is_some())
-    }
-
-    fn write(&self, f: impl FnOnce(&mut Option<HashMap<String, V>>)) {
-        f(&mut self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner));
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).synced()
     }
 
     /// Feeds the store from a watch until it ends (never, short of shutdown: errors are
@@ -73,44 +68,32 @@ impl<V: Clone + PartialEq> Store<V> {
     ) where
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     {
-        let mut fresh: HashMap<String, V> = HashMap::new();
-        let mut events = watcher(api, config).default_backoff().boxed();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(watcher::Event::Init) => fresh = HashMap::new(),
-                Ok(watcher::Event::InitApply(obj)) => {
-                    fresh.insert(obj.name_any(), project(&obj));
+        let project = |obj: K| Some((obj.name_any(), project(&obj)));
+        follow::follow(api, config, project, &self.0, |change| {
+            let news = match change {
+                Ok(Change::Listing) => false,
+                Ok(Change::Listed { .. }) => {
+                    let objects = self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).len();
+                    tracing::info!(watch = what, objects, "watch synced");
+                    true
                 }
-                Ok(watcher::Event::InitDone) => {
-                    let done = std::mem::take(&mut fresh);
-                    tracing::info!(watch = what, objects = done.len(), "watch synced");
-                    self.write(|m| *m = Some(done));
-                    changed.send_modify(|g| *g += 1);
+                // Heartbeats and unrelated fields change objects all the time; only a change
+                // of what is kept is news.
+                Ok(Change::Applied { key, old }) => {
+                    let held = self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    old.as_ref() != held.get(&key)
                 }
-                Ok(watcher::Event::Apply(obj)) => {
-                    let value = project(&obj);
-                    let mut moved = false;
-                    self.write(|m| {
-                        let old = m.get_or_insert_with(HashMap::new).insert(obj.name_any(), value.clone());
-                        moved = old.as_ref() != Some(&value);
-                    });
-                    // Heartbeats and unrelated fields change objects all the time; only a
-                    // change of what is kept is news.
-                    if moved {
-                        changed.send_modify(|g| *g += 1);
-                    }
+                Ok(Change::Deleted { .. }) => true,
+                Err(e) => {
+                    tracing::warn!(watch = what, error = %e, "watch failed; retrying");
+                    false
                 }
-                Ok(watcher::Event::Delete(obj)) => {
-                    self.write(|m| {
-                        if let Some(m) = m {
-                            m.remove(&obj.name_any());
-                        }
-                    });
-                    changed.send_modify(|g| *g += 1);
-                }
-                Err(e) => tracing::warn!(watch = what, error = %e, "watch failed; retrying"),
+            };
+            if news {
+                changed.send_modify(|g| *g += 1);
             }
-        }
+        })
+        .await;
     }
 }
 

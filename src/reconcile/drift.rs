@@ -1,0 +1,103 @@
+//! The drift measurement: which stored Ingresses are off canonical and under which policy, and
+//! the count per policy that the `drift_ingresses` gauge shows. Pure; the reconciler passes the
+//! gauge in.
+
+use std::{
+    collections::{HashMap, HashSet},
+    hash::Hash,
+};
+
+/// Off-canonical keys by policy, counted per policy.
+#[derive(Debug)]
+pub(crate) struct Drift<K> {
+    by_key: HashMap<K, String>,
+    counts: HashMap<String, i64>,
+}
+
+impl<K> Default for Drift<K> {
+    fn default() -> Self {
+        Drift { by_key: HashMap::new(), counts: HashMap::new() }
+    }
+}
+
+impl<K: Eq + Hash + Clone> Drift<K> {
+    /// Records that `key` is off canonical under `policy`, or fine (`None`); `gauge` is told
+    /// the new count of each policy whose count moved.
+    pub(crate) fn set(&mut self, key: &K, policy: Option<String>, mut gauge: impl FnMut(&str, i64)) {
+        let old = match &policy {
+            Some(p) => self.by_key.insert(key.clone(), p.clone()),
+            None => self.by_key.remove(key),
+        };
+        if old == policy {
+            return;
+        }
+        for (p, delta) in [(old, -1), (policy, 1)] {
+            if let Some(p) = p {
+                let count = self.counts.entry(p.clone()).or_insert(0);
+                *count += delta;
+                gauge(&p, *count);
+            }
+        }
+    }
+
+    /// Every policy in force has a series (0 included), told to `gauge`; those gone lose
+    /// theirs (`remove`).
+    pub(crate) fn publish(
+        &mut self,
+        in_force: &[&str],
+        mut gauge: impl FnMut(&str, i64),
+        mut remove: impl FnMut(&str),
+    ) {
+        let names: HashSet<&str> = in_force.iter().copied().collect();
+        self.counts.retain(|p, _| {
+            let keep = names.contains(p.as_str());
+            if !keep {
+                remove(p);
+            }
+            keep
+        });
+        for &p in in_force {
+            let count = *self.counts.entry(p.to_owned()).or_insert(0);
+            gauge(p, count);
+        }
+    }
+
+    /// How many keys are off canonical.
+    pub(crate) fn len(&self) -> usize {
+        self.by_key.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_follow_each_key() {
+        let mut drift = Drift::default();
+        let mut told = Vec::new();
+        let mut set = |d: &mut Drift<&str>, key, policy: Option<&str>| {
+            d.set(&key, policy.map(String::from), |p, n| told.push((p.to_owned(), n)));
+        };
+        set(&mut drift, "a", Some("p"));
+        set(&mut drift, "b", Some("p"));
+        set(&mut drift, "b", Some("p"));
+        set(&mut drift, "b", Some("q"));
+        set(&mut drift, "a", None);
+        set(&mut drift, "c", None);
+        assert_eq!(drift.len(), 1);
+        let want = [("p", 1), ("p", 2), ("p", 1), ("q", 1), ("p", 0)].map(|(p, n)| (p.to_owned(), n));
+        assert_eq!(told, want, "unchanged keys and fine keys that were fine tell nothing");
+    }
+
+    #[test]
+    fn every_policy_in_force_has_a_series() {
+        let mut drift = Drift::default();
+        drift.set(&"a", Some("old".into()), |_, _| {});
+        drift.set(&"b", Some("p".into()), |_, _| {});
+        let (mut shown, mut removed) = (Vec::new(), Vec::new());
+        drift.publish(&["p", "new"], |p, n| shown.push((p.to_owned(), n)), |p| removed.push(p.to_owned()));
+        assert_eq!(shown, [("p".to_owned(), 1), ("new".to_owned(), 0)]);
+        assert_eq!(removed, ["old"]);
+    }
+}

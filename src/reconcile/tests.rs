@@ -1,0 +1,95 @@
+use super::*;
+use crate::{
+    address::{Address, parse_static_list},
+    policy::{ClassScope, Mode, OnUnresolved, Policy, ServiceRef, Source},
+    sources::Unresolved,
+};
+
+#[test]
+fn lean_ingress_reads_only_what_decide_needs() {
+    let json = serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "42",
+                     "annotations": {"kubernetes.io/ingress.class": "legacy", "big": "x".repeat(10_000)},
+                     "managedFields": [{"manager": "kubectl"}]},
+        "spec": {"rules": [{"host": "a.example"}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}, {"hostname": "lb.example"}]}}
+    });
+    let lean: LeanIngress = serde_json::from_value(json).unwrap();
+    assert_eq!(lean.meta.name.as_deref(), Some("web"));
+    assert_eq!(lean.meta.namespace.as_deref(), Some("shop"));
+    assert_eq!(lean.meta.resource_version.as_deref(), Some("42"));
+    assert!(lean.meta.annotations.is_none() && lean.meta.managed_fields.is_none());
+    assert_eq!(lean.class.as_deref(), Some("legacy"), "the annotation when there is no ingressClassName");
+    assert_eq!(lean.addresses, parse_static_list("192.0.2.1,lb.example").unwrap());
+
+    let cases = [
+        (serde_json::json!({"metadata": {"name": "a"}}), None, 0),
+        (serde_json::json!({"metadata": {"name": "a", "annotations": null}, "spec": null, "status": null}), None, 0),
+        (
+            serde_json::json!({"spec": {"ingressClassName": "new"}, "metadata": {"annotations": {"kubernetes.io/ingress.class": "old"}}}),
+            Some("new"),
+            0,
+        ),
+        (serde_json::json!({"status": {"loadBalancer": {}}}), None, 0),
+        (serde_json::json!({"status": {"loadBalancer": {"ingress": null}}}), None, 0),
+    ];
+    for (json, class, count) in cases {
+        let lean: LeanIngress = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(lean.class.as_deref(), class, "{json}");
+        assert_eq!(lean.addresses.len(), count, "{json}");
+    }
+}
+
+struct Fixed(Result<Vec<Address>, Unresolved>);
+impl Sources for Fixed {
+    fn service(&self, _: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
+        self.0.clone()
+    }
+}
+
+fn policies(mode: Mode) -> Policies {
+    Policies::new(vec![Policy {
+        name: "p".into(),
+        scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
+        namespace_selector: None,
+        sources: vec![Source::Service("ns/lb".parse().unwrap())],
+        mode,
+        keep_ports: false,
+        on_unresolved: OnUnresolved::Allow,
+    }])
+    .unwrap()
+}
+
+#[test]
+fn judgements() {
+    let lb = Fixed(Ok(parse_static_list("192.0.2.10").unwrap()));
+    let missing = Fixed(Err(Unresolved::Missing("ns/lb".parse().unwrap())));
+    let write = |class: Option<&str>, list: &str| StatusWrite {
+        namespace: "a".into(),
+        name: "b".into(),
+        class: class.map(String::from),
+        addresses: if list.is_empty() { Vec::new() } else { parse_static_list(list).unwrap() },
+    };
+    let drift = |patch| Judgement::Drift { policy: "p".into(), patch };
+    let cases = [
+        ("canonical", Mode::Enforce, &lb, write(Some("nginx"), "192.0.2.10"), Judgement::Fine),
+        ("stale, enforce", Mode::Enforce, &lb, write(Some("nginx"), "192.0.2.99"), drift(true)),
+        ("empty, enforce", Mode::Enforce, &lb, write(Some("nginx"), ""), drift(true)),
+        ("stale, deny", Mode::Deny, &lb, write(Some("nginx"), "192.0.2.99"), drift(true)),
+        ("stale, audit: measured only", Mode::Audit, &lb, write(Some("nginx"), "192.0.2.99"), drift(false)),
+        ("not governed", Mode::Enforce, &lb, write(Some("other"), "192.0.2.99"), Judgement::Fine),
+        ("unresolved never patches", Mode::Enforce, &missing, write(Some("nginx"), "192.0.2.99"), Judgement::Fine),
+    ];
+    for (name, mode, sources, write, want) in cases {
+        assert_eq!(judge(&write, &policies(mode), sources), want, "case {name}");
+    }
+}
+
+#[test]
+fn qps_is_bounded() {
+    assert!(Settings::new(20.0).is_ok());
+    for bad in [0.0, -1.0, f64::NAN, 1e6] {
+        assert!(Settings::new(bad).unwrap_err().starts_with("--reconcile-qps"), "{bad}");
+    }
+}

@@ -1,0 +1,306 @@
+//! The one follower of a watched collection, in two halves: [`Projection`], the pure state a
+//! stream of watcher events builds (a keyed map of projected values, with kube's re-list
+//! semantics), and [`follow`], the thin async driver that pumps a kube `watcher` into it and
+//! tells its owner what changed. Every watch of the crate (publish Services, the inventory's
+//! collections, the reconciler's Ingresses) is one of these, so the list, re-list and delete
+//! rules live once, tested without a cluster.
+//!
+//! A re-list is applied as it arrives: objects it returns replace what is held at once, and
+//! what it did not return is dropped when it ends. So a re-list never holds two copies of a
+//! large collection, and readers see nothing before the first list has ended
+//! ([`Projection::synced`]).
+
+use std::{
+    collections::{HashMap, HashSet},
+    fmt::Debug,
+    hash::Hash,
+};
+
+use futures::{Stream, StreamExt};
+use kube::{
+    Api, Resource,
+    runtime::{WatchStreamExt, watcher},
+};
+use serde::de::DeserializeOwned;
+
+/// What one watcher event did to a [`Projection`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change<K, V> {
+    /// A (re-)list began or returned an object: its end, [`Change::Listed`], is the news.
+    Listing,
+    /// A (re-)list ended: the map holds exactly what it returned. `first` on the first one,
+    /// from which on the projection is synced.
+    Listed { first: bool },
+    /// `key` was added or modified; `old` is what it held before.
+    Applied { key: K, old: Option<V> },
+    /// `key` was deleted; `old` is what it held, if anything.
+    Deleted { key: K, old: Option<V> },
+}
+
+/// The projected values of a watched collection, by key, as watcher events leave them.
+#[derive(Debug)]
+pub(crate) struct Projection<K, V> {
+    values: HashMap<K, V>,
+    /// Keys returned by the (re-)list in progress, while one is.
+    listing: Option<HashSet<K>>,
+    synced: bool,
+}
+
+impl<K, V> Default for Projection<K, V> {
+    fn default() -> Self {
+        Projection { values: HashMap::new(), listing: None, synced: false }
+    }
+}
+
+impl<K: Eq + Hash + Clone, V> Projection<K, V> {
+    /// Applies one event whose object is already projected to `(key, value)`.
+    pub(crate) fn apply(&mut self, event: watcher::Event<(K, V)>) -> Change<K, V> {
+        match event {
+            watcher::Event::Init => {
+                self.listing = Some(HashSet::new());
+                Change::Listing
+            }
+            watcher::Event::InitApply((key, value)) => {
+                if let Some(listing) = &mut self.listing {
+                    listing.insert(key.clone());
+                }
+                self.values.insert(key, value);
+                Change::Listing
+            }
+            watcher::Event::InitDone => {
+                if let Some(listing) = self.listing.take() {
+                    self.values.retain(|key, _| listing.contains(key));
+                }
+                let first = !self.synced;
+                self.synced = true;
+                Change::Listed { first }
+            }
+            watcher::Event::Apply((key, value)) => {
+                let old = self.values.insert(key.clone(), value);
+                Change::Applied { key, old }
+            }
+            watcher::Event::Delete((key, _)) => {
+                let old = self.values.remove(&key);
+                Change::Deleted { key, old }
+            }
+        }
+    }
+
+    /// Whether a list has ended: before that, the map is partial.
+    pub(crate) fn synced(&self) -> bool {
+        self.synced
+    }
+
+    /// The map, once synced.
+    pub(crate) fn view(&self) -> Option<&HashMap<K, V>> {
+        self.synced.then_some(&self.values)
+    }
+
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+        self.values.get(key)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.values.iter()
+    }
+
+    /// Stores what the owner learnt outside the watch (a response to its own write). It does
+    /// not count as listed: a re-list that does not return the key still drops it.
+    pub(crate) fn insert(&mut self, key: K, value: V) {
+        self.values.insert(key, value);
+    }
+}
+
+/// Where a [`Projection`] is kept: behind the owner's lock, maybe beside other state.
+pub(crate) trait Hold<K, V> {
+    fn update<T>(&self, f: impl FnOnce(&mut Projection<K, V>) -> T) -> T;
+}
+
+impl<K, V> Hold<K, V> for std::sync::RwLock<Projection<K, V>> {
+    fn update<T>(&self, f: impl FnOnce(&mut Projection<K, V>) -> T) -> T {
+        // Every event leaves the projection consistent: a panic cannot leave half of one.
+        f(&mut self.write().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+/// Follows `api` (with `config`) into `held` until the task is aborted. Each object is
+/// projected on arrival (`project`; `None` skips it), so only the projection is ever kept;
+/// `hook` is then told, outside the lock, what the event changed, or the watch error (the
+/// watcher retries with backoff while the projection keeps the last known state).
+pub(crate) async fn follow<R, K, V>(
+    api: Api<R>,
+    config: watcher::Config,
+    project: impl Fn(R) -> Option<(K, V)>,
+    held: &impl Hold<K, V>,
+    hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
+) where
+    R: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    K: Eq + Hash + Clone,
+{
+    pump(watcher(api, config).default_backoff(), project, held, hook).await;
+}
+
+/// [`follow`] for any stream of watcher events.
+pub(crate) async fn pump<R, K, V>(
+    events: impl Stream<Item = Result<watcher::Event<R>, watcher::Error>>,
+    project: impl Fn(R) -> Option<(K, V)>,
+    held: &impl Hold<K, V>,
+    mut hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
+) where
+    K: Eq + Hash + Clone,
+{
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(watcher::Event::Init) => watcher::Event::Init,
+            Ok(watcher::Event::InitDone) => watcher::Event::InitDone,
+            Ok(watcher::Event::InitApply(obj)) => match project(obj) {
+                Some(projected) => watcher::Event::InitApply(projected),
+                None => continue,
+            },
+            Ok(watcher::Event::Apply(obj)) => match project(obj) {
+                Some(projected) => watcher::Event::Apply(projected),
+                None => continue,
+            },
+            Ok(watcher::Event::Delete(obj)) => match project(obj) {
+                Some(projected) => watcher::Event::Delete(projected),
+                None => continue,
+            },
+            Err(e) => {
+                hook(Err(e));
+                continue;
+            }
+        };
+        let change = held.update(|projection| projection.apply(event));
+        hook(Ok(change));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::RwLock;
+
+    use super::*;
+    use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+
+    fn applied(key: &'static str, old: Option<u32>) -> Change<&'static str, u32> {
+        Change::Applied { key, old }
+    }
+
+    fn sorted(p: &Projection<&'static str, u32>) -> Vec<(&'static str, u32)> {
+        let mut all: Vec<_> = p.iter().map(|(k, v)| (*k, *v)).collect();
+        all.sort_unstable();
+        all
+    }
+
+    #[test]
+    fn first_list_syncs() {
+        let mut p = Projection::default();
+        assert!(!p.synced() && p.view().is_none());
+        assert_eq!(p.apply(Init), Change::Listing);
+        assert_eq!(p.apply(InitApply(("a", 1))), Change::Listing);
+        assert_eq!(p.apply(InitApply(("b", 2))), Change::Listing);
+        assert!(p.view().is_none(), "a partial list is not shown");
+        assert_eq!(p.get(&"a"), Some(&1), "but held as it arrives");
+        assert_eq!(p.apply(InitDone), Change::Listed { first: true });
+        assert!(p.synced());
+        assert_eq!(p.view().map(HashMap::len), Some(2));
+        assert_eq!(sorted(&p), [("a", 1), ("b", 2)]);
+    }
+
+    #[test]
+    fn empty_list_syncs_too() {
+        let mut p: Projection<&str, u32> = Projection::default();
+        p.apply(Init);
+        assert_eq!(p.apply(InitDone), Change::Listed { first: true });
+        assert_eq!(p.view().map(HashMap::len), Some(0));
+    }
+
+    #[test]
+    fn apply_and_delete_report_the_old_value() {
+        let mut p = Projection::default();
+        p.apply(Init);
+        p.apply(InitApply(("a", 1)));
+        p.apply(InitDone);
+        assert_eq!(p.apply(Apply(("a", 1))), applied("a", Some(1)), "unchanged: the owner compares");
+        assert_eq!(p.apply(Apply(("a", 5))), applied("a", Some(1)));
+        assert_eq!(p.apply(Apply(("c", 3))), applied("c", None));
+        assert_eq!(p.apply(Delete(("a", 0))), Change::Deleted { key: "a", old: Some(5) });
+        assert_eq!(p.apply(Delete(("zz", 0))), Change::Deleted { key: "zz", old: None });
+        assert_eq!(sorted(&p), [("c", 3)]);
+    }
+
+    #[test]
+    fn relist_drops_what_it_did_not_return() {
+        let mut p = Projection::default();
+        p.apply(Init);
+        for (k, v) in [("a", 1), ("b", 2), ("c", 3)] {
+            p.apply(InitApply((k, v)));
+        }
+        p.apply(InitDone);
+        // A watch restart: b was deleted and a changed while the watch was down.
+        p.apply(Init);
+        p.apply(InitApply(("a", 10)));
+        assert_eq!(sorted(&p), [("a", 10), ("b", 2), ("c", 3)], "until the re-list ends, the rest stays");
+        assert!(p.synced(), "a re-list does not unsync");
+        p.apply(InitApply(("c", 3)));
+        assert_eq!(p.apply(InitDone), Change::Listed { first: false });
+        assert_eq!(sorted(&p), [("a", 10), ("c", 3)]);
+    }
+
+    #[test]
+    fn restart_during_a_list_starts_it_over() {
+        let mut p = Projection::default();
+        p.apply(Init);
+        p.apply(InitApply(("a", 1)));
+        p.apply(Init);
+        p.apply(InitApply(("b", 2)));
+        p.apply(InitDone);
+        assert_eq!(sorted(&p), [("b", 2)]);
+    }
+
+    #[test]
+    fn own_writes_are_not_listed() {
+        let mut p = Projection::default();
+        p.apply(Init);
+        p.apply(InitApply(("a", 1)));
+        p.apply(InitDone);
+        p.apply(Init);
+        p.insert("a", 2);
+        p.insert("b", 3);
+        assert_eq!(p.get(&"a"), Some(&2));
+        p.apply(InitDone);
+        assert_eq!(sorted(&p), [], "a re-list that returns nothing drops even what the owner wrote");
+    }
+
+    #[tokio::test]
+    async fn pump_projects_on_arrival_and_reports_each_change() {
+        let events =
+            [Init, InitApply("a=1"), InitApply("skip"), InitApply("b=2"), InitDone, Apply("a=3"), Delete("b=0")];
+        let held = RwLock::new(Projection::default());
+        let mut changes = Vec::new();
+        let project = |s: &'static str| {
+            let (k, v) = s.split_once('=')?;
+            Some((k, v.parse::<u32>().ok()?))
+        };
+        pump(futures::stream::iter(events.map(Ok)), project, &held, |c| changes.push(c.unwrap())).await;
+        assert_eq!(
+            changes,
+            [
+                Change::Listing,
+                Change::Listing,
+                Change::Listing,
+                Change::Listed { first: true },
+                applied("a", Some(1)),
+                Change::Deleted { key: "b", old: Some(2) },
+            ],
+            "an object that does not project is skipped"
+        );
+        let held = held.into_inner().unwrap();
+        assert_eq!(sorted(&held), [("a", 3)]);
+    }
+}

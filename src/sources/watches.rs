@@ -1,0 +1,73 @@
+//! The watch tasks that follow the policies in force: one per publish Service, and one for the
+//! inventory's collections, started and stopped as a reload changes what the policies need.
+
+use std::{collections::HashMap, sync::Arc};
+
+use kube::Client;
+use tokio::task::AbortHandle;
+
+use crate::{
+    policy::{Policies, ServiceRef},
+    sources::SourceCache,
+};
+
+/// One watch task per publish Service of the policies in force.
+pub(crate) struct ServiceWatches {
+    client: Client,
+    cache: Arc<SourceCache>,
+    tasks: HashMap<ServiceRef, AbortHandle>,
+    /// The watches of the cache's inventory (IngressClasses, Namespaces, Pods, Nodes).
+    inventory: Option<AbortHandle>,
+}
+
+impl ServiceWatches {
+    /// Starts watching what `policies` need. Must be called inside a tokio runtime.
+    pub(crate) fn start(client: Client, cache: Arc<SourceCache>, policies: &Policies) -> Self {
+        let mut watches = ServiceWatches { client, cache, tasks: HashMap::new(), inventory: None };
+        watches.sync_policies(policies);
+        watches
+    }
+
+    /// Makes the watches exactly those `policies` need: their publish Services, and the
+    /// inventory's watches (restarted when the needed cluster facts change).
+    pub(crate) fn sync_policies(&mut self, policies: &Policies) {
+        self.sync(&policies.services());
+        if self.cache.track_inventory(policies) || self.inventory.is_none() {
+            if let Some(old) = self.inventory.take() {
+                old.abort();
+            }
+            let task = tokio::spawn(self.cache.clone().watch_inventory(self.client.clone()));
+            self.inventory = Some(task.abort_handle());
+        }
+    }
+
+    /// Makes the set of watches exactly `services`.
+    pub(crate) fn sync(&mut self, services: &[ServiceRef]) {
+        self.cache.track(services);
+        self.tasks.retain(|svc, task| {
+            let keep = services.contains(svc);
+            if !keep {
+                tracing::info!(service = %svc, "stopped watching publish Service (no policy uses it)");
+                task.abort();
+            }
+            keep
+        });
+        for svc in services {
+            if !self.tasks.contains_key(svc) {
+                let task = tokio::spawn(self.cache.clone().watch_service(self.client.clone(), svc.clone()));
+                self.tasks.insert(svc.clone(), task.abort_handle());
+            }
+        }
+    }
+}
+
+impl Drop for ServiceWatches {
+    fn drop(&mut self) {
+        if let Some(task) = &self.inventory {
+            task.abort();
+        }
+        for task in self.tasks.values() {
+            task.abort();
+        }
+    }
+}
