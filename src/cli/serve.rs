@@ -104,14 +104,14 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     // Events, the reconciler and reloads that add a Service use a client when there is one.
     let wants_client = !no_events || reconcile.reconcile || policy.config.is_some();
     let client = connect_client(&policies, client.kubeconfig.as_deref(), wants_client).await?;
+    // An API server older than Ingress status ports drops them; a policy that keeps them
+    // would then patch every write in a loop. Checked once; reloads apply the same rule.
     let drops_ports = match &client {
         Some(client) if policy.config.is_some() || policies.iter().any(|p| p.keep_ports) => {
             server_drops_ports(client).await
         }
         _ => false,
     };
-    // An API server older than Ingress status ports drops them; a policy that keeps them
-    // would then patch every write in a loop. Checked once; reloads apply the same rule.
     let policies = if drops_ports { policies.without_ports() } else { policies };
     let mut tasks = Tasks::default();
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
