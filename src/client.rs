@@ -1,6 +1,7 @@
 //! The Kubernetes client every command that talks to a cluster uses: from a kubeconfig file, or
 //! inferred (in-cluster service account, then `KUBECONFIG`, then `~/.kube/config`); and what the
-//! API server's version tells about the fields it stores.
+//! API server's version tells about the fields it stores; and who this process is in the
+//! cluster ([`PodIdentity`]).
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,28 @@ pub(crate) async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, C
         None => kube::Config::infer().await.map_err(ClientError::Infer)?,
     };
     kube::Client::try_from(config).map_err(ClientError::Build)
+}
+
+/// The webhook's own Pod, as the Downward API names it (`POD_NAME`, `POD_NAMESPACE`); read once
+/// by the command line, an empty value counting as absent. Leader election takes its identity
+/// and default namespace from it, Events their reporting instance and the Pod they are about.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PodIdentity {
+    pub(crate) name: Option<String>,
+    pub(crate) namespace: Option<String>,
+}
+
+impl PodIdentity {
+    /// Empty values (a Downward API field left blank) are treated as absent.
+    pub(crate) fn new(name: Option<String>, namespace: Option<String>) -> Self {
+        let given = |v: Option<String>| v.filter(|v| !v.is_empty());
+        PodIdentity { name: given(name), namespace: given(namespace) }
+    }
+
+    /// The instance named in Events: the Pod, else the host.
+    pub(crate) fn instance(&self) -> Option<String> {
+        self.name.clone().or_else(|| std::env::var("HOSTNAME").ok())
+    }
 }
 
 /// Whether an API server of this version stores `status.loadBalancer.ingress[].ports` of

@@ -37,9 +37,9 @@ pub use reload::{
 #[doc(hidden)]
 pub use review::read_slow as read_review_serde_json;
 pub use review::{Review, read as read_review, render};
+pub use server::Limits;
 pub use server::Tasks;
 pub use server::{AppState, Listeners, admin_router, serve, webhook_router, webhook_router_with};
-pub use server::{LimitFlags, Limits};
 /// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
 #[doc(hidden)]
 pub use sources::NodeAddrs;

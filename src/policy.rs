@@ -359,6 +359,35 @@ impl Policies {
     pub fn need_namespaces(&self) -> bool {
         self.0.iter().any(|p| p.namespace_selector.is_some())
     }
+
+    /// What the policies read from the cluster beside the Ingresses: the one answer to "do
+    /// these policies need a Kubernetes client?", for `serve` at start-up and for reloads.
+    pub(crate) fn cluster_needs(&self) -> ClusterNeeds {
+        ClusterNeeds {
+            services: !self.services().is_empty(),
+            pods: !self.pod_watches().is_empty(),
+            ingress_classes: self.need_ingress_classes(),
+            namespaces: self.need_namespaces(),
+        }
+    }
+}
+
+/// What of the cluster a set of policies watches; see [`Policies::cluster_needs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct ClusterNeeds {
+    /// Publish Services.
+    pub(crate) services: bool,
+    /// Controller Pods and their Nodes.
+    pub(crate) pods: bool,
+    pub(crate) ingress_classes: bool,
+    pub(crate) namespaces: bool,
+}
+
+impl ClusterNeeds {
+    /// Whether they need a cluster at all.
+    pub(crate) fn any(self) -> bool {
+        self.services || self.pods || self.ingress_classes || self.namespaces
+    }
 }
 
 #[cfg(test)]

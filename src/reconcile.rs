@@ -68,12 +68,17 @@ pub(crate) struct Settings {
     pub(crate) concurrency: usize,
 }
 
+/// A patch rate the reconciler refuses.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("--reconcile-qps {0}: must be between 0.1 and 1000")]
+pub(crate) struct QpsError(f64);
+
 impl Settings {
     pub(crate) const DEFAULT_CONCURRENCY: usize = 4;
 
-    pub(crate) fn new(qps: f64) -> Result<Self, String> {
+    pub(crate) fn new(qps: f64) -> Result<Self, QpsError> {
         if !(qps.is_finite() && (0.1..=1000.0).contains(&qps)) {
-            return Err(format!("--reconcile-qps {qps}: must be between 0.1 and 1000"));
+            return Err(QpsError(qps));
         }
         Ok(Settings { qps, concurrency: Self::DEFAULT_CONCURRENCY })
     }
@@ -456,57 +461,6 @@ impl Reconciler {
             }
         }
         Err(())
-    }
-}
-
-/// The flags of `serve` for the reconciler and its leader election (client-go's names and
-/// defaults for the lease timing).
-#[derive(clap::Args, Debug, Clone)]
-pub(crate) struct Flags {
-    /// Patch stored statuses that are off canonical (the leader replica only). On by default
-    /// whenever a Kubernetes client exists; `--reconcile=false` turns it off.
-    #[arg(long, env = "ISG_RECONCILE", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub(crate) reconcile: bool,
-    /// Most status patches per second the reconciler sends.
-    #[arg(long, env = "ISG_RECONCILE_QPS", default_value_t = 20.0)]
-    pub(crate) reconcile_qps: f64,
-    /// Namespace of the leader-election Lease; default: POD_NAMESPACE, else `default`.
-    #[arg(long, env = "ISG_LEADER_ELECTION_NAMESPACE")]
-    pub(crate) leader_election_namespace: Option<String>,
-    /// Name of the leader-election Lease.
-    #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_NAME", default_value = "ingress-status-guard")]
-    pub(crate) leader_election_lease_name: String,
-    /// How long a successor waits for a leader that stopped renewing (whole seconds).
-    #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_DURATION", default_value = "15s")]
-    pub(crate) leader_election_lease_duration: String,
-    /// The leader renews its Lease once this much of it has passed.
-    #[arg(long, env = "ISG_LEADER_ELECTION_RENEW_DEADLINE", default_value = "10s")]
-    pub(crate) leader_election_renew_deadline: String,
-    /// How often a non-leader looks at the Lease.
-    #[arg(long, env = "ISG_LEADER_ELECTION_RETRY_PERIOD", default_value = "2s")]
-    pub(crate) leader_election_retry_period: String,
-}
-
-impl Flags {
-    /// The validated settings, or the flag to fix.
-    pub(crate) fn settings(&self) -> Result<(Settings, crate::reconcile::leader::Settings), String> {
-        use crate::reconcile::leader::{self, parse_seconds};
-        let reconcile = Settings::new(self.reconcile_qps)?;
-        let namespace = self.leader_election_namespace.clone().unwrap_or_else(|| {
-            std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".to_owned())
-        });
-        let leader = (|| {
-            leader::Settings::new(
-                namespace,
-                self.leader_election_lease_name.clone(),
-                leader::Settings::default_identity(),
-                parse_seconds("--leader-election-lease-duration", &self.leader_election_lease_duration)?,
-                parse_seconds("--leader-election-renew-deadline", &self.leader_election_renew_deadline)?,
-                parse_seconds("--leader-election-retry-period", &self.leader_election_retry_period)?,
-            )
-        })()
-        .map_err(|e| e.to_string())?;
-        Ok((reconcile, leader))
     }
 }
 

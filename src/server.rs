@@ -7,7 +7,7 @@ pub(crate) mod lifecycle;
 pub(crate) mod limits;
 
 pub use lifecycle::Tasks;
-pub use limits::{LimitFlags, Limits};
+pub use limits::Limits;
 
 use std::{
     sync::Arc,

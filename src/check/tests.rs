@@ -1,14 +1,11 @@
-use std::{
-    collections::{BTreeMap, HashMap},
-    time::Duration,
-};
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use serde_json::json;
 
 use super::{
-    explain::explain, fetch::describe, parse_ingress_ref, parse_namespace, parse_timeout, report::Report,
-    report::State, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot,
+    explain::explain, fetch::describe, report::Report, report::State, snapshot::Facts, snapshot::Fetched,
+    snapshot::Snapshot,
 };
 use crate::{
     address::parse_static_list,
@@ -358,28 +355,6 @@ fn kube_errors_read_in_one_line() {
     let text = describe(&kube::Error::Service(Box::new(io)));
     assert!(text.ends_with("tcp connect error: Connection refused"), "{text}");
     assert_eq!(text.matches("Connection refused").count(), 1, "causes are not repeated: {text}");
-}
-
-#[test]
-fn flag_values() {
-    assert_eq!(parse_timeout("30"), Ok(Duration::from_secs(30)));
-    assert_eq!(parse_timeout("5s"), Ok(Duration::from_secs(5)));
-    for bad in ["0", "-1", "1m", "", "3601"] {
-        assert!(parse_timeout(bad).unwrap_err().contains("whole number of seconds"), "{bad}");
-    }
-    assert_eq!(parse_namespace("team-a"), Ok("team-a".into()));
-    for bad in ["", "Team", "a/b", "../x"] {
-        assert!(parse_namespace(bad).unwrap_err().contains("not a valid namespace name"), "{bad}");
-    }
-    assert_eq!(parse_ingress_ref("default/web"), Ok(("default".into(), "web".into())));
-    for (bad, want) in [
-        ("web", "must be NAMESPACE/NAME"),
-        ("Default/web", "namespace \"Default\""),
-        ("default/", "name \"\""),
-        ("a/b/c", "name \"b/c\""),
-    ] {
-        assert!(parse_ingress_ref(bad).unwrap_err().contains(want), "{bad}");
-    }
 }
 
 /// The snapshot answers class, default-class, namespace and node-IP questions from what it

@@ -10,6 +10,29 @@ use tracing_subscriber::{
 
 use crate::names::escape_control;
 
+/// Log format: plain text for people, JSON lines for log pipelines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    Plain,
+    Json,
+}
+
+/// Installs the global tracing subscriber; `default` applies without --log-level and RUST_LOG.
+pub(crate) fn init_logging(format: LogFormat, level: Option<&str>, default: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => EnvFilter::new(level),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+    };
+    // Colour codes only for a person at a terminal, never in a file or a container log.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
+        LogFormat::Plain => builder.fmt_fields(plain_fields()).init(),
+    }
+}
+
 /// The plain format's fields: `message name=value …`, with control characters in values (line
 /// breaks, ANSI escapes) written as escapes. tracing-subscriber's default plain fields write
 /// `%` values verbatim and escape only ANSI sequences, so a `\n` in a hostname or username a

@@ -13,7 +13,7 @@ use kube::{Api, Client};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::{oneshot, watch};
 
-use crate::{metrics::Metrics, names};
+use crate::{client::PodIdentity, metrics::Metrics, names};
 
 /// Field manager of our writes to the Lease.
 const FIELD_MANAGER: &str = "ingress-status-guard";
@@ -45,19 +45,6 @@ pub(crate) enum SettingsError {
     Order { lease: Duration, renew: Duration, retry: Duration },
 }
 
-/// Parses a client-go style duration of whole seconds: `15s`, `1m`, `90` (seconds).
-pub(crate) fn parse_seconds(flag: &'static str, value: &str) -> Result<Duration, SettingsError> {
-    let err = |reason: &str| SettingsError::Flag { flag, value: value.to_owned(), reason: reason.to_owned() };
-    let (number, unit) = match value.trim() {
-        v if v.ends_with('s') => (&v[..v.len() - 1], 1),
-        v if v.ends_with('m') => (&v[..v.len() - 1], 60),
-        v => (v, 1),
-    };
-    let n: u64 = number.parse().map_err(|_| err("expected whole seconds, e.g. 15s or 1m"))?;
-    let secs = n.checked_mul(unit).filter(|s| (1..=3600).contains(s)).ok_or_else(|| err("must be 1s to 1h"))?;
-    Ok(Duration::from_secs(secs))
-}
-
 impl Settings {
     pub(crate) fn new(
         namespace: String,
@@ -86,10 +73,10 @@ impl Settings {
         Ok(Settings { namespace, lease_name, identity, lease_duration, renew_deadline, retry_period })
     }
 
-    /// This process's identity: POD_NAME, else the host name and process id.
-    pub(crate) fn default_identity() -> String {
-        if let Some(pod) = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()) {
-            return pod;
+    /// This process's identity: its Pod's name, else the host name and process id.
+    pub(crate) fn default_identity(pod: &PodIdentity) -> String {
+        if let Some(pod) = &pod.name {
+            return pod.clone();
         }
         let host = std::env::var("HOSTNAME")
             .ok()
@@ -270,17 +257,6 @@ mod tests {
         ];
         for (name, spec, want) in cases {
             assert_eq!(is_free(spec.as_ref(), "me", now), want, "case {name}");
-        }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_seconds("--x", "15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_seconds("--x", "2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_seconds("--x", "7"), Ok(Duration::from_secs(7)));
-        for bad in ["", "0s", "1.5s", "abc", "2h", "-1s"] {
-            let err = parse_seconds("--x", bad).unwrap_err().to_string();
-            assert!(err.starts_with(&format!("--x {bad:?}: ")), "{bad}: {err}");
         }
     }
 

@@ -90,6 +90,6 @@ fn judgements() {
 fn qps_is_bounded() {
     assert!(Settings::new(20.0).is_ok());
     for bad in [0.0, -1.0, f64::NAN, 1e6] {
-        assert!(Settings::new(bad).unwrap_err().starts_with("--reconcile-qps"), "{bad}");
+        assert!(Settings::new(bad).unwrap_err().to_string().starts_with("--reconcile-qps"), "{bad}");
     }
 }

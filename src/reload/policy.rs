@@ -5,7 +5,7 @@
 //! one swap ([`PolicyStore`]); before that, the watches start and stop to match
 //! ([`ServiceWatches`]). A file that does not parse is refused: the old policies stay, and the
 //! refusal is logged at ERROR with the field, counted, and written as a Warning Event on the
-//! webhook's own Pod when POD_NAME and POD_NAMESPACE name it.
+//! webhook's own Pod when the Downward API names it ([`PodIdentity`]).
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
@@ -16,6 +16,7 @@ use kube::{
 };
 
 use crate::{
+    client::PodIdentity,
     metrics::Metrics,
     names,
     policy::{self, Policies, store::PolicyStore},
@@ -37,10 +38,9 @@ pub(crate) struct PodEvents {
 }
 
 impl PodEvents {
-    /// The webhook's own Pod, if POD_NAME and POD_NAMESPACE name it (the Downward API).
-    pub(crate) fn from_env(client: Client) -> Option<Self> {
-        let name = std::env::var("POD_NAME").ok().filter(|n| !n.is_empty())?;
-        let namespace = std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty())?;
+    /// The webhook's own Pod, if the Downward API names it (`POD_NAME` and `POD_NAMESPACE`).
+    pub(crate) fn new(client: Client, pod: &PodIdentity) -> Option<Self> {
+        let (name, namespace) = (pod.name.clone()?, pod.namespace.clone()?);
         let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance: Some(name.clone()) };
         let pod = ObjectReference {
             api_version: Some("v1".to_owned()),
@@ -113,9 +113,8 @@ impl Reload {
         if self.drops_ports {
             policies = policies.without_ports();
         }
-        if self.watches.is_none()
-            && (!policies.pod_watches().is_empty() || policies.need_ingress_classes() || policies.need_namespaces())
-        {
+        let needs = policies.cluster_needs();
+        if self.watches.is_none() && (needs.pods || needs.ingress_classes || needs.namespaces) {
             return Err(format!(
                 "config file {}: its policies need IngressClasses, Namespaces or controller Pods, and there is no Kubernetes client to watch them (start with --kubeconfig or in a cluster)",
                 self.path.display()

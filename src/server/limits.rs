@@ -1,7 +1,7 @@
 //! Every bound on what a caller can make the webhook hold or spend: per connection, per request
-//! and in total, each a flag with a default (listed in README's "Security and limits"). The
-//! request side lives here too: reading a body within its size, time and the shared byte
-//! budget, before any of it is parsed.
+//! and in total, each set by a flag of `serve` (`cli::limits`) with a default (listed in README's
+//! "Security and limits"). The request side lives here too: reading a body within its size,
+//! time and the shared byte budget, before any of it is parsed.
 
 use std::{sync::Arc, time::Duration};
 
@@ -9,73 +9,12 @@ use axum::{
     body::{Body, Bytes},
     http::{HeaderMap, StatusCode, header},
 };
-use clap::Args;
 use http_body_util::BodyExt as _;
 use hyper_util::{rt::TokioExecutor, server::conn::auto::Builder};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The bounds, as flags of `serve`.
-#[derive(Args, Debug, Clone)]
-pub struct LimitFlags {
-    /// Seconds a client has to complete the TLS handshake.
-    #[arg(long, env = "ISG_TLS_HANDSHAKE_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    pub tls_handshake_timeout_seconds: u64,
-    /// Seconds a client has to send a request's headers (and, on a new connection, its first
-    /// request), on both ports.
-    #[arg(long, env = "ISG_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
-    pub header_read_timeout_seconds: u64,
-    /// Seconds a client has to send a whole request body, well under the API server's webhook
-    /// timeout (10 s by default, 30 s at most).
-    #[arg(long, env = "ISG_BODY_READ_TIMEOUT_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
-    pub body_read_timeout_seconds: u64,
-    /// Seconds a connection may stay silent (no byte read or written) before it is closed. Above
-    /// the API server's 90 s idle timeout, so it closes its idle connections first.
-    #[arg(long, env = "ISG_IDLE_TIMEOUT_SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
-    pub idle_timeout_seconds: u64,
-    /// Open connections on the webhook port; more are closed at once and counted in
-    /// `connections_refused_total{listener="webhook"}`.
-    #[arg(long, env = "ISG_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_connections: u64,
-    /// Open connections on the admin port (probes and scrapes need few).
-    #[arg(long, env = "ISG_ADMIN_MAX_CONNECTIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
-    pub admin_max_connections: u64,
-    /// Largest request head (request line and headers), in bytes, on both ports.
-    #[arg(long, env = "ISG_MAX_HEADER_BYTES", default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(8192..=16 * 1024 * 1024))]
-    pub max_header_bytes: u64,
-    /// Concurrent HTTP/2 streams per connection.
-    #[arg(long, env = "ISG_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
-    pub http2_max_concurrent_streams: u32,
-    /// Request body bytes held at once across all requests in flight; a request that would go
-    /// over gets 503 (the API server retries per its failurePolicy).
-    #[arg(long, env = "ISG_MAX_BUFFERED_BODY_BYTES", default_value_t = 16 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
-    pub max_buffered_body_bytes: u64,
-    /// Reviews larger than this, in bytes, are read and decided on a small blocking pool (one
-    /// thread per CPU), so one heavy caller cannot stall the async workers.
-    #[arg(long, env = "ISG_BLOCKING_THRESHOLD_BYTES", default_value_t = 256 * 1024)]
-    pub blocking_threshold_bytes: usize,
-    /// Seconds a review may take to be read and decided; past it the write is allowed with a
-    /// warning, as when the canonical address is unknown.
-    #[arg(long, env = "ISG_DECIDE_TIMEOUT_SECONDS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
-    pub decide_timeout_seconds: u64,
-}
-
-impl Default for LimitFlags {
-    /// The flags' defaults, whatever the environment says.
-    fn default() -> Self {
-        use clap::{CommandFactory, FromArgMatches, Parser};
-        #[derive(Parser)]
-        struct Defaults {
-            #[command(flatten)]
-            flags: LimitFlags,
-        }
-        let command = Defaults::command().mut_args(|arg| arg.env(None));
-        let matches = command.get_matches_from(["defaults"]);
-        Defaults::from_arg_matches(&matches).expect("the defaults parse").flags
-    }
-}
-
-/// The bounds, typed: built once from [`LimitFlags`] (or [`Limits::default`] in tests).
-#[derive(Debug, Clone)]
+/// The bounds, typed: built once from `serve`'s flags (or [`Limits::default`] in tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     pub tls_handshake_timeout: Duration,
     pub header_read_timeout: Duration,
@@ -92,25 +31,6 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn new(flags: &LimitFlags, max_body_bytes: usize) -> Self {
-        let secs = Duration::from_secs;
-        let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-        Limits {
-            tls_handshake_timeout: secs(flags.tls_handshake_timeout_seconds),
-            header_read_timeout: secs(flags.header_read_timeout_seconds),
-            body_read_timeout: secs(flags.body_read_timeout_seconds),
-            idle_timeout: secs(flags.idle_timeout_seconds),
-            max_connections: size(flags.max_connections),
-            admin_max_connections: size(flags.admin_max_connections),
-            max_header_bytes: size(flags.max_header_bytes),
-            http2_max_concurrent_streams: flags.http2_max_concurrent_streams,
-            max_body_bytes,
-            max_buffered_body_bytes: size(flags.max_buffered_body_bytes),
-            blocking_threshold_bytes: flags.blocking_threshold_bytes,
-            decide_timeout: secs(flags.decide_timeout_seconds),
-        }
-    }
-
     /// hyper's per-connection settings, for either port.
     pub(crate) fn configure(&self, builder: &mut Builder<TokioExecutor>) {
         builder
@@ -127,8 +47,23 @@ impl Limits {
 }
 
 impl Default for Limits {
+    /// The defaults of `serve`'s flags (a test in `cli::limits` keeps the two the same).
     fn default() -> Self {
-        Limits::new(&LimitFlags::default(), 3 * 1024 * 1024)
+        let secs = Duration::from_secs;
+        Limits {
+            tls_handshake_timeout: secs(10),
+            header_read_timeout: secs(5),
+            body_read_timeout: secs(5),
+            idle_timeout: secs(120),
+            max_connections: 512,
+            admin_max_connections: 64,
+            max_header_bytes: 64 * 1024,
+            http2_max_concurrent_streams: 100,
+            max_body_bytes: 3 * 1024 * 1024,
+            max_buffered_body_bytes: 16 * 1024 * 1024,
+            blocking_threshold_bytes: 256 * 1024,
+            decide_timeout: secs(2),
+        }
     }
 }
 

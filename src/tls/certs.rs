@@ -1,6 +1,6 @@
 //! Certificates: a private CA and serving certificates signed by it, as PEM (rcgen, no openssl),
-//! and the `certs` subcommand: `generate` writes them to files, `bootstrap` keeps them in a
-//! Secret and in the webhook configuration's `caBundle` (see [`bootstrap`]).
+//! and what the `certs` subcommand does with them: `generate` writes them to files, `bootstrap`
+//! keeps them in a Secret and in the webhook configuration's `caBundle` (see [`bootstrap`]).
 //!
 //! Also used for the ephemeral certificate of `serve` without `--tls-cert`, and by tests.
 
@@ -13,7 +13,6 @@ use std::{
 };
 
 use base64::Engine as _;
-use clap::{Args, Subcommand};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
@@ -174,60 +173,19 @@ pub(crate) fn not_after(der: &CertificateDer<'_>) -> Result<SystemTime, String> 
     Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
 }
 
-#[derive(Args, Debug)]
-pub(crate) struct CertsArgs {
-    #[command(subcommand)]
-    pub command: CertsCommand,
-}
-
-#[derive(Subcommand, Debug)]
-pub(crate) enum CertsCommand {
-    /// Write a new CA and a serving certificate for the webhook Service into a directory
-    /// (ca.crt, tls.crt, tls.key).
-    Generate(GenerateArgs),
-    /// In a cluster: create or renew the serving Secret, and put its CA into the caBundle of
-    /// every webhook of the MutatingWebhookConfiguration.
-    Bootstrap(bootstrap::BootstrapArgs),
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct GenerateArgs {
-    /// Name of the webhook's Service.
-    #[arg(long, default_value = "ingress-status-guard")]
+/// What `certs generate` writes, and where.
+#[derive(Debug, Clone)]
+pub(crate) struct Files {
     pub service: String,
-    /// Namespace of the webhook's Service.
-    #[arg(long, default_value = "ingress-status-guard")]
     pub namespace: String,
-    /// Directory to write ca.crt, tls.crt and tls.key into (created if missing).
-    #[arg(long)]
     pub out: PathBuf,
-    /// Validity of the CA and the serving certificate, in days.
-    #[arg(long, default_value_t = DEFAULT_VALIDITY_DAYS, value_parser = clap::value_parser!(u32).range(1..))]
     pub validity_days: u32,
-    /// Replace existing files in --out.
-    #[arg(long)]
+    /// Replace existing files in `out`.
     pub force: bool,
-    /// Print the caBundle (base64 of ca.crt) on stdout, for a webhook configuration.
-    #[arg(long)]
-    pub print_ca_bundle: bool,
-}
-
-/// Runs `certs generate` or `certs bootstrap`.
-pub(crate) async fn run(args: CertsArgs) -> Result<(), CertError> {
-    match args.command {
-        CertsCommand::Generate(args) => {
-            let bundle = generate_files(&args)?;
-            if args.print_ca_bundle {
-                println!("{}", ca_bundle(&bundle.ca_pem));
-            }
-            Ok(())
-        }
-        CertsCommand::Bootstrap(args) => bootstrap::run(&args).await,
-    }
 }
 
 /// `certs generate`: writes `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `--out`.
-pub(crate) fn generate_files(args: &GenerateArgs) -> Result<ServingBundle, CertError> {
+pub(crate) fn generate_files(args: &Files) -> Result<ServingBundle, CertError> {
     for (flag, value) in [("--service", &args.service), ("--namespace", &args.namespace)] {
         if !crate::names::is_dns1123_label(value) {
             return Err(CertError::Usage(format!(

@@ -12,11 +12,9 @@
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
     time::{Duration, Instant, SystemTime},
 };
 
-use clap::Args;
 use k8s_openapi::{ByteString, api::admissionregistration::v1::MutatingWebhookConfiguration, api::core::v1::Secret};
 use kube::{
     Api, Client,
@@ -30,33 +28,19 @@ use super::{Ca, CertError, days, service_names, verify_serving};
 const SECRET_TYPE: &str = "kubernetes.io/tls";
 const FIELD_MANAGER: &str = "ingress-status-guard-certs";
 
-#[derive(Args, Debug)]
-pub(crate) struct BootstrapArgs {
-    /// Name of the webhook's Service (the certificate is for `<service>.<namespace>.svc`).
-    #[arg(long, default_value = "ingress-status-guard")]
+/// What `certs bootstrap` keeps: the Secret of the Service's certificate and the caBundles of
+/// the webhook configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
     pub service: String,
-    /// Namespace of the Service and of the Secret.
-    #[arg(long, env = "POD_NAMESPACE")]
     pub namespace: String,
-    /// The serving Secret to create or renew.
-    #[arg(long, default_value = "ingress-status-guard-tls")]
     pub secret: String,
-    /// The MutatingWebhookConfiguration whose webhooks get the CA as caBundle.
-    #[arg(long, default_value = "ingress-status-guard")]
     pub webhook_configuration: String,
     /// Renew the certificate when it expires within this many days.
-    #[arg(long, default_value_t = 30)]
     pub renew_before_days: u32,
-    /// Validity of a new CA and serving certificate, in days.
-    #[arg(long, default_value_t = super::DEFAULT_VALIDITY_DAYS, value_parser = clap::value_parser!(u32).range(1..))]
     pub validity_days: u32,
-    /// How long to wait for the MutatingWebhookConfiguration to exist (kubectl apply creates it
-    /// after the Job), in seconds.
-    #[arg(long, default_value_t = 120)]
-    pub wait_seconds: u64,
-    /// kubeconfig; default: in-cluster config, then KUBECONFIG.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    /// How long to wait for the webhook configuration to exist.
+    pub wait: Duration,
 }
 
 /// What `ensure_secret` did.
@@ -75,8 +59,8 @@ pub(crate) struct Report {
     pub patched: Vec<String>,
 }
 
-pub(crate) async fn run(args: &BootstrapArgs) -> Result<(), CertError> {
-    let client = crate::client::connect(args.kubeconfig.as_deref()).await?;
+/// Bootstraps and logs what was done.
+pub(crate) async fn run(client: Client, args: &Settings) -> Result<(), CertError> {
     let report = bootstrap(client, args).await?;
     tracing::info!(
         secret = %format!("{}/{}", args.namespace, args.secret),
@@ -89,7 +73,7 @@ pub(crate) async fn run(args: &BootstrapArgs) -> Result<(), CertError> {
 }
 
 /// Ensures the Secret, then the caBundles.
-pub(crate) async fn bootstrap(client: Client, args: &BootstrapArgs) -> Result<Report, CertError> {
+pub(crate) async fn bootstrap(client: Client, args: &Settings) -> Result<Report, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &args.namespace);
     let (action, ca_pem, previous_ca) = ensure_secret(&secrets, args).await?;
     match &action {
@@ -115,7 +99,7 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
 /// Returns what was done, the CA now in the Secret, and the CA it replaced (on renewal).
 async fn ensure_secret(
     api: &Api<Secret>,
-    args: &BootstrapArgs,
+    args: &Settings,
 ) -> Result<(SecretAction, String, Option<String>), CertError> {
     let names = service_names(&args.service, &args.namespace);
     let shown = format!("Secret {}/{}", args.namespace, args.secret);
@@ -193,7 +177,7 @@ pub(crate) fn assess(
 }
 
 fn new_secret(
-    args: &BootstrapArgs,
+    args: &Settings,
     names: &[String],
     validity: Duration,
     existing: Option<&Secret>,
@@ -222,13 +206,13 @@ fn new_secret(
 /// stay trusted. Returns the names of the webhooks patched.
 async fn patch_ca_bundles(
     api: &Api<MutatingWebhookConfiguration>,
-    args: &BootstrapArgs,
+    args: &Settings,
     ca_pem: &str,
     previous_ca: Option<&str>,
 ) -> Result<Vec<String>, CertError> {
     let name = &args.webhook_configuration;
     let shown = format!("MutatingWebhookConfiguration {name}");
-    let deadline = Instant::now() + Duration::from_secs(args.wait_seconds);
+    let deadline = Instant::now() + args.wait;
     let config = loop {
         match api.get_opt(name).await.map_err(kube_error(format!("get {shown}")))? {
             Some(config) => break config,
@@ -236,7 +220,7 @@ async fn patch_ca_bundles(
                 tracing::info!(webhook_configuration = %name, "waiting for the webhook configuration to exist");
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
-            None => return Err(CertError::NotFound { what: shown, seconds: args.wait_seconds }),
+            None => return Err(CertError::NotFound { what: shown, seconds: args.wait.as_secs() }),
         }
     };
     let want = der_set(ca_pem.as_bytes());
@@ -273,16 +257,15 @@ fn der_set(pem: &[u8]) -> Vec<Vec<u8>> {
 mod tests {
     use super::*;
 
-    fn args() -> BootstrapArgs {
-        BootstrapArgs {
+    fn args() -> Settings {
+        Settings {
             service: "isg".into(),
             namespace: "ns".into(),
             secret: "isg-tls".into(),
             webhook_configuration: "isg".into(),
             renew_before_days: 30,
             validity_days: 365,
-            wait_seconds: 0,
-            kubeconfig: None,
+            wait: Duration::ZERO,
         }
     }
 

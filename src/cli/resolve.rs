@@ -1,0 +1,124 @@
+//! `resolve`: the canonical addresses of a source, computed offline from flags or manifests, as
+//! JSON (what the webhook would publish, without a cluster).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use k8s_openapi::api::core::v1::Service;
+
+use super::{CliError, policy::PolicyFlagsArgs};
+use crate::{
+    address::{self, Address},
+    policy,
+    sources::{nodeip, service},
+};
+
+#[derive(Args, Debug)]
+pub(crate) struct ResolveArgs {
+    /// Addresses as for `serve --publish-status-address`.
+    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    pub publish_status_address: Option<String>,
+    /// A Service manifest, YAML or JSON (`-` reads stdin); with --publish-pods-namespace, a List
+    /// or multi-document YAML of Pods and Nodes.
+    #[arg(short = 'f', long)]
+    pub file: Option<PathBuf>,
+    /// Resolve the node-IP source over the Pods and Nodes of -f: the Pods' namespace.
+    #[arg(long, requires_all = ["publish_pods_selector", "file"])]
+    pub publish_pods_namespace: Option<String>,
+    /// The controller Pods' label selector (kubectl syntax).
+    #[arg(long, requires = "publish_pods_namespace")]
+    pub publish_pods_selector: Option<String>,
+    /// Publish the nodes' InternalIP addresses even where they have ExternalIPs.
+    #[arg(long, requires = "publish_pods_namespace")]
+    pub report_node_internal_ip_address: bool,
+    /// Keep the `ports` of load-balancer entries.
+    #[arg(long)]
+    pub keep_ports: bool,
+}
+
+/// Runs `resolve`: the canonical addresses as a JSON array.
+pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
+    let addresses: Vec<Address> = match (&args.publish_status_address, &args.file) {
+        (Some(list), _) => {
+            address::parse_static_list(list).map_err(|source| CliError::StaticFlag { value: list.clone(), source })?
+        }
+        (None, Some(path)) => {
+            let shown = if path.as_os_str() == "-" { "<stdin>".to_owned() } else { path.display().to_string() };
+            let text = if path.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())?
+            } else {
+                std::fs::read_to_string(path)
+                    .map_err(|e| CliError::Manifest { path: shown.clone(), message: e.to_string() })?
+            };
+            let manifest = |message: String| CliError::Manifest { path: shown.clone(), message };
+            if let Some(namespace) = &args.publish_pods_namespace {
+                let flags = PolicyFlagsArgs {
+                    publish_pods_namespace: Some(namespace.clone()),
+                    publish_pods_selector: args.publish_pods_selector.clone(),
+                    report_node_internal_ip_address: args.report_node_internal_ip_address,
+                    ..PolicyFlagsArgs::default()
+                };
+                let policies = flags.policies()?;
+                let Some(policy::Source::Pods(pods)) = policies.iter().next().and_then(|p| p.sources.first()) else {
+                    unreachable!("the pods flags build one node-IP source")
+                };
+                return node_ips(&text, pods).map_err(manifest);
+            }
+            let value: serde_json::Value =
+                serde_norway::from_str(&text).map_err(|e| manifest(format!("not YAML or JSON: {e}")))?;
+            match value.get("kind").and_then(|k| k.as_str()) {
+                Some("Service") | None => {}
+                Some(other) => return Err(manifest(format!("kind is {other:?}; expected a Service"))),
+            }
+            let svc: Service =
+                serde_json::from_value(value).map_err(|e| manifest(format!("not a valid Service: {e}")))?;
+            let name = svc.metadata.name.clone().unwrap_or_else(|| "<unnamed>".to_owned());
+            service::addresses(&svc, args.keep_ports).map_err(|e| manifest(format!("Service {name} {e}")))?
+        }
+        (None, None) => unreachable!("clap requires --publish-status-address or -f"),
+    };
+    Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
+}
+
+/// The node-IP source over the Pods and Nodes of a manifest (a List, or YAML documents that
+/// are objects or Lists), as JSON; errors say which document is wrong.
+fn node_ips(text: &str, pods: &policy::PodsRef) -> Result<String, String> {
+    use std::collections::HashMap;
+
+    use serde::Deserialize as _;
+    let mut objects = Vec::new();
+    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let value =
+            serde_json::Value::deserialize(doc).map_err(|e| format!("document {}: not YAML or JSON: {e}", i + 1))?;
+        match value.get("kind").and_then(|k| k.as_str()) {
+            _ if value.is_null() => {}
+            Some(kind) if kind.ends_with("List") => {
+                objects.extend(value.get("items").and_then(|v| v.as_array()).cloned().unwrap_or_default());
+            }
+            _ => objects.push(value),
+        }
+    }
+    let (mut facts, mut nodes) = (Vec::new(), HashMap::new());
+    for (i, object) in objects.into_iter().enumerate() {
+        let what = |e: serde_json::Error| format!("object {}: {e}", i + 1);
+        match object.get("kind").and_then(|k| k.as_str()) {
+            Some("Pod") => {
+                let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(object).map_err(what)?;
+                let labels = pod.metadata.labels.clone().unwrap_or_default();
+                let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+                if ns == pods.namespace && pods.selector.matches(&labels) {
+                    facts.push(nodeip::PodFacts::of(&pod));
+                }
+            }
+            Some("Node") => {
+                let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(object).map_err(what)?;
+                nodes.insert(node.metadata.name.clone().unwrap_or_default(), nodeip::NodeAddrs::of(&node));
+            }
+            other => {
+                return Err(format!("object {}: kind is {:?}; expected Pod or Node", i + 1, other.unwrap_or_default()));
+            }
+        }
+    }
+    let addresses = nodeip::addresses(&facts, &nodes, pods.internal_ip).map_err(|e| format!("{pods}: {e}"))?;
+    Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
+}

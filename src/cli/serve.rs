@@ -1,0 +1,359 @@
+//! `serve`: its flags, and the composition root that turns them into a running webhook, in
+//! named steps: policies, TLS, the client, watches, the reconciler, findings, then the server.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use axum_server::tls_rustls::RustlsConfig;
+use clap::Args;
+use tokio::sync::oneshot;
+
+use super::{
+    CliError, client::ClientArgs, client::PodArgs, duration::Seconds, limits::LimitArgs, policy::PolicyArgs,
+    reconcile::ReconcileArgs,
+};
+use crate::{
+    audit::events,
+    client::{self, PodIdentity},
+    metrics::Metrics,
+    policy::store::PolicyStore,
+    policy::{ClusterNeeds, Policies, SourceList},
+    reconcile::{self, leader},
+    reload,
+    reload::policy::{self as policy_reload, PodEvents},
+    server::lifecycle::Tasks,
+    server::{self, AppState, Listeners},
+    sources::SourceCache,
+    sources::watches::ServiceWatches,
+    tls::{self, certs, scratch},
+};
+
+#[derive(Args, Debug)]
+#[command(mut_arg("kubeconfig", |a| a.help(KUBECONFIG_HELP)))]
+pub(crate) struct ServeArgs {
+    /// Address of the HTTPS webhook listener.
+    #[arg(long, env = "ISG_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP admin listener (/livez, /readyz, /metrics).
+    #[arg(long, env = "ISG_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+    /// Serving certificate chain (PEM). Without it, an ephemeral self-signed certificate is used.
+    #[arg(long, env = "ISG_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of the serving certificate (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "ISG_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by a CA in this PEM file (mTLS with the API server).
+    /// Reloaded, like --tls-cert and --tls-key, when it changes.
+    #[arg(long, env = "ISG_CLIENT_CA", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+    /// Largest AdmissionReview body accepted, in bytes (the API server caps objects at 3 MiB).
+    #[arg(long, env = "ISG_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Longest wait, in seconds, for in-flight reviews after SIGTERM.
+    #[arg(long, env = "ISG_DRAIN_SECONDS", default_value = "10", value_parser = Seconds::ANY)]
+    pub drain_seconds: Duration,
+    /// Seconds to keep serving after SIGTERM while already reporting not ready, so endpoints
+    /// drop the pod before its listener closes (set it in a Deployment; 0 for local runs).
+    #[arg(long, env = "ISG_SHUTDOWN_DELAY_SECONDS", default_value = "0", value_parser = Seconds::ANY)]
+    pub shutdown_delay_seconds: Duration,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Distinct `writer` label values in metrics; further writers are counted as `other`
+    /// (and in `writer_labels_folded_total`), so callers cannot grow /metrics without bound.
+    #[arg(long, env = "ISG_MAX_WRITER_LABELS", default_value_t = crate::metrics::DEFAULT_MAX_WRITERS)]
+    pub max_writer_labels: usize,
+    /// Do not write Kubernetes Events about rogue writes (logs, metrics, warnings and audit
+    /// annotations still report them).
+    #[arg(long, env = "ISG_NO_EVENTS")]
+    pub no_events: bool,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub reconcile: ReconcileArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub pod: PodArgs,
+}
+
+const KUBECONFIG_HELP: &str = "kubeconfig for watching publish Services; default: in-cluster config, then KUBECONFIG";
+
+/// Runs `serve` until shutdown.
+pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
+    let ServeArgs {
+        listen,
+        admin_listen,
+        tls_cert,
+        tls_key,
+        client_ca,
+        max_body_bytes,
+        drain_seconds,
+        shutdown_delay_seconds,
+        client,
+        max_writer_labels,
+        no_events,
+        policy,
+        reconcile,
+        limits,
+        pod,
+    } = args;
+    let pod = PodIdentity::from(pod);
+    let (reconcile_settings, leader_settings) = reconcile.settings(&pod)?;
+    let policies = load_policies(&policy)?;
+    // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
+    let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca).await?;
+    let cache = SourceCache::new(&policies);
+    // Events, the reconciler and reloads that add a Service use a client when there is one.
+    let wants_client = !no_events || reconcile.reconcile || policy.config.is_some();
+    let client = connect_client(&policies, client.kubeconfig.as_deref(), wants_client).await?;
+    // An API server older than Ingress status ports drops them; a policy that keeps them
+    // would then patch every write in a loop. Checked once; reloads apply the same rule.
+    let drops_ports = match &client {
+        Some(client) if policy.config.is_some() || policies.iter().any(|p| p.keep_ports) => {
+            server_drops_ports(client).await
+        }
+        _ => false,
+    };
+    let policies = if drops_ports { policies.without_ports() } else { policies };
+    let mut tasks = Tasks::default();
+    let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
+    let store = PolicyStore::new(policies);
+    let mut metrics = Metrics::with_max_writers(max_writer_labels);
+    if let Some(reloader) = &reloader {
+        metrics.register_tls_cert_expiry(reloader.cert_expiry());
+    }
+    let metrics = Arc::new(metrics);
+    let pod_events = client.clone().and_then(|client| PodEvents::new(client, &pod));
+    start_watches(&mut tasks, policy.config, watches, &store, &metrics, pod_events, drops_ports);
+    let reconciler = match (&client, reconcile.reconcile) {
+        (Some(client), true) => {
+            Some(Reconciler { client: client.clone(), settings: reconcile_settings, leader: leader_settings })
+        }
+        _ => None,
+    };
+    let stop_reconciler = start_reconciler(&mut tasks, reconciler, &store, &cache, &metrics);
+    // Findings are logged and turned into Events by one background task, off the request path.
+    let events_client = client.filter(|_| !no_events);
+    let (events, reporter) = events::start(events_client, pod.instance(), metrics.clone(), tasks.shutdown_token());
+    tasks.spawn("finding reporter (log, Kubernetes Events)", reporter);
+    let state = AppState::with(store, cache, metrics, Some(events));
+    let listeners = Listeners {
+        webhook: bind(listen, "--listen")?,
+        admin: bind(admin_listen, "--admin-listen")?,
+        tls,
+        limits: limits.limits(max_body_bytes),
+        drain: drain_seconds,
+    };
+    let shutdown = shutdown(state.clone(), stop_reconciler, shutdown_delay_seconds);
+    Ok(server::serve(state, listeners, tasks, shutdown).await?)
+}
+
+/// The validated policies, logged, with a warning for each pair that may govern one Ingress.
+fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
+    let policies = policy.policies()?;
+    for p in policies.iter() {
+        let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
+        let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
+        tracing::info!(policy = %p.name, classes = %classes, controllers = %p.scope.controllers.join(","), without_class = p.scope.without_class, namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "policy loaded");
+    }
+    for (first, second) in policies.possible_overlaps() {
+        tracing::warn!(
+            first,
+            second,
+            "policies govern a common class and their namespaceSelectors may both match a Namespace; such Ingresses are governed by the first and counted in policy_overlaps_total"
+        );
+    }
+    Ok(policies)
+}
+
+/// The serving configuration: from the given files, watched and reloaded, or else an ephemeral
+/// certificate whose CA is kept in a private directory (removed when dropped).
+async fn build_tls(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+) -> Result<(RustlsConfig, Option<reload::Reloader>, Option<scratch::CaDir>), CliError> {
+    if let (Some(cert), Some(key)) = (cert, key) {
+        let files = reload::CertFiles { cert, key, client_ca };
+        let (tls, reloader) = reload::start(files, reload::POLL_INTERVAL).await?;
+        return Ok((tls, Some(reloader), None));
+    }
+    let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
+    let bundle = certs::generate("ingress-status-guard ephemeral CA", &names)?;
+    let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
+    tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
+    let config =
+        tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?;
+    Ok((RustlsConfig::from_config(Arc::new(config)), None, Some(dir)))
+}
+
+/// The Kubernetes client: required when the policies read the cluster (the error says for
+/// what), tried when `wanted` (its absence only turns features off), else none.
+async fn connect_client(
+    policies: &Policies,
+    kubeconfig: Option<&std::path::Path>,
+    wanted: bool,
+) -> Result<Option<kube::Client>, CliError> {
+    let needs = policies.cluster_needs();
+    if needs.any() {
+        let connected = client::connect(kubeconfig).await;
+        let needed_for = needs_in_flag_words(needs).join(", ");
+        return Ok(Some(connected.map_err(|source| CliError::Client { needed_for, source })?));
+    }
+    if !wanted {
+        return Ok(None);
+    }
+    Ok(client::connect(kubeconfig)
+        .await
+        .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events and the reconciler are off"))
+        .ok())
+}
+
+/// What the policies need a cluster for, in the words of the flags and fields that ask for it.
+fn needs_in_flag_words(needs: ClusterNeeds) -> Vec<&'static str> {
+    let ClusterNeeds { services, pods, ingress_classes, namespaces } = needs;
+    let words = [
+        (services, "the publish Service (--publish-service)"),
+        (pods, "the controller Pods and Nodes (--publish-pods-namespace/--publish-pods-selector)"),
+        (
+            ingress_classes,
+            "IngressClasses (--controller-class, or --ingress-class without --watch-ingress-without-class, \
+             which also governs class-less Ingresses when the default IngressClass is one of the classes)",
+        ),
+        (namespaces, "Namespaces (namespaceSelector)"),
+    ];
+    words.into_iter().filter_map(|(needed, words)| needed.then_some(words)).collect()
+}
+
+/// Whether the API server is older than the Ingress `ports` field (it would drop them from
+/// every write, which would then never be canonical); logged when it is.
+async fn server_drops_ports(client: &kube::Client) -> bool {
+    match client::server_stores_ingress_ports(client).await {
+        Some((false, version)) => {
+            tracing::warn!(server_version = %version, "the API server predates status.loadBalancer.ingress[].ports (Kubernetes 1.20) and drops them; keepPorts is ignored so that writes are not patched in a loop");
+            true
+        }
+        Some((true, _)) => false,
+        None => {
+            tracing::warn!("cannot read the API server's version; keepPorts applies as configured");
+            false
+        }
+    }
+}
+
+/// One task owns the Service watches (they start and stop with the policies) and, with
+/// --config, the reload of the policy file.
+fn start_watches(
+    tasks: &mut Tasks,
+    config: Option<PathBuf>,
+    watches: Option<ServiceWatches>,
+    store: &Arc<PolicyStore>,
+    metrics: &Arc<Metrics>,
+    pod_events: Option<PodEvents>,
+    drops_ports: bool,
+) {
+    let token = tasks.shutdown_token();
+    match config {
+        Some(path) => {
+            let reload = policy_reload::Reload {
+                path,
+                poll: policy_reload::POLL_INTERVAL,
+                store: store.clone(),
+                watches,
+                metrics: metrics.clone(),
+                pod_events,
+                drops_ports,
+            };
+            tasks.spawn("policy reload and publish Service watches", async move {
+                tokio::select! {
+                    () = reload.run() => {}
+                    () = token.cancelled() => {}
+                }
+            });
+        }
+        None => tasks.spawn("publish Service watches", async move {
+            token.cancelled().await;
+            drop(watches);
+        }),
+    }
+}
+
+/// What the reconciler runs with, when it runs.
+struct Reconciler {
+    client: kube::Client,
+    settings: reconcile::Settings,
+    leader: leader::Settings,
+}
+
+/// Starts leader election and the reconciler, if on; the sender stops both at SIGTERM.
+fn start_reconciler(
+    tasks: &mut Tasks,
+    reconciler: Option<Reconciler>,
+    store: &Arc<PolicyStore>,
+    cache: &Arc<SourceCache>,
+    metrics: &Arc<Metrics>,
+) -> oneshot::Sender<()> {
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let Some(Reconciler { client, settings, leader: leader_settings }) = reconciler else {
+        tracing::info!("reconciler off (--reconcile=false or no Kubernetes client)");
+        return stop_tx;
+    };
+    tracing::info!(qps = settings.qps, lease = %format!("{}/{}", leader_settings.namespace, leader_settings.lease_name), identity = %leader_settings.identity, "reconciler on: the leader patches stored statuses that are off canonical");
+    let leadership = leader::start(client.clone(), leader_settings, metrics.clone());
+    let running = reconcile::start(
+        client,
+        store.clone(),
+        cache.clone(),
+        cache.subscribe(),
+        leadership.subscribe(),
+        metrics.clone(),
+        settings,
+    );
+    // At SIGTERM (not only when tasks stop, after the drain): stop patching, then hand the
+    // Lease over at once.
+    let token = tasks.shutdown_token();
+    tasks.spawn("reconciler and leader election", async move {
+        tokio::select! {
+            _ = stop_rx => {}
+            () = token.cancelled() => {}
+        }
+        drop(running);
+        leadership.release().await;
+        // Ending before the other tasks stop would read as a failure.
+        token.cancelled().await;
+    });
+    stop_tx
+}
+
+fn bind(addr: SocketAddr, flag: &'static str) -> Result<std::net::TcpListener, CliError> {
+    std::net::TcpListener::bind(addr).map_err(|source| CliError::Bind { flag, addr, source })
+}
+
+/// Resolves at the first SIGTERM (or Ctrl-C), after stopping the reconciler and, with a
+/// shutdown delay, serving on while not ready. The signal is caught from this call on, not
+/// from the first poll, so an early SIGTERM is not the default (fatal) one.
+fn shutdown(
+    state: Arc<AppState>,
+    stop_reconciler: oneshot::Sender<()>,
+    delay: Duration,
+) -> impl Future<Output = ()> + Send + 'static {
+    let first_signal = server::shutdown_signal();
+    async move {
+        first_signal.await;
+        let _ = stop_reconciler.send(());
+        if delay.is_zero() {
+            return;
+        }
+        let second_signal = server::shutdown_signal();
+        state.readiness.drain();
+        tracing::info!(
+            delay_seconds = delay.as_secs(),
+            "SIGTERM: not ready; serving on until endpoints drop this pod (a second SIGTERM ends the delay)"
+        );
+        // An operator who sends SIGTERM again (or Ctrl-C twice) wants out now.
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = second_signal => tracing::info!("second signal: shutdown delay cut short"),
+        }
+    }
+}
