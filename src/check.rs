@@ -1,6 +1,6 @@
 //! `check` and `explain`: the drift report operators and CI run. Stored Ingresses and their
-//! sources are read with one-shot GETs, then judged by the webhook's own [`decide`] (and, for
-//! `explain`, answered by its own [`render`]). Pure report building from values; the I/O is the
+//! sources are read with one-shot GETs, then judged by the webhook's own [`decide`](crate::decision::decide) (and, for
+//! `explain`, answered by its own [`render`](crate::review::render)). Pure report building from values; the I/O is the
 //! thin async functions at the end. Nothing is written to the cluster.
 
 mod explain;

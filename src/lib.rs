@@ -1,11 +1,14 @@
 //! ingress-status-guard: a mutating admission webhook that enforces the canonical
 //! `status.loadBalancer.ingress` of Kubernetes Ingresses.
 //!
-//! Read top-down: the wire ([`wire`] in, [`render`] out), the decision ([`decision`], over
-//! [`config`] policies and [`sources`] of [`address`]es), then the runtime edges ([`server`],
-//! [`cli`], watches, certificates). The pure core takes values and returns values.
+//! One folder per concern (README, "Architecture", has the map and the import order). A review
+//! is read by `review`, judged by [`decide`] over `policy` and `sources` with an Ingress as
+//! `ingress` reads it, and answered by [`render`]; the reconciler (`reconcile`) and `check` call
+//! the same [`decide`]. The pure core takes values and returns values; the I/O is at the edges
+//! (`server`, `sources::follow`, `reload`, `audit::events`, `cli`).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod address;
 mod audit;
@@ -37,9 +40,7 @@ pub use reload::{
 #[doc(hidden)]
 pub use review::read_slow as read_review_serde_json;
 pub use review::{Review, read as read_review, render};
-pub use server::Limits;
-pub use server::Tasks;
-pub use server::{AppState, Listeners, admin_router, serve, webhook_router, webhook_router_with};
+pub use server::{AppState, Limits, Tasks, Listeners, admin_router, serve, webhook_router, webhook_router_with};
 /// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
 #[doc(hidden)]
 pub use sources::NodeAddrs;

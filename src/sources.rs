@@ -61,6 +61,7 @@ enum Entry {
 /// Lookup of the current canonical addresses of a policy. Implemented by [`SourceCache`];
 /// tests implement it with fixed values.
 pub trait Sources: Send + Sync {
+    /// The canonical addresses a publish Service gives now.
     fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved>;
 
     /// Whether every source has been read at least once (readiness).
@@ -73,7 +74,7 @@ pub trait Sources: Send + Sync {
         Vec::new()
     }
 
-    /// The node-IP source's addresses (section 1 of DESIGN.md).
+    /// The node-IP source's addresses: the nodes of its Running and Ready Pods (`sources::nodeip`).
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
         Err(Unresolved::PodsNotSynced(pods.to_string()))
     }
@@ -136,7 +137,7 @@ pub trait Sources: Send + Sync {
 }
 
 /// In-memory state of every publish Service, updated by one watch per Service
-/// ([`SourceCache::watch_service`]), and the [`Inventory`] of cluster facts the policies need.
+/// (`SourceCache::watch_service`), and the inventory of cluster facts the policies need.
 #[derive(Debug)]
 pub struct SourceCache {
     entries: RwLock<HashMap<ServiceRef, Entry>>,
@@ -153,6 +154,7 @@ pub struct SourceCache {
 }
 
 impl SourceCache {
+    /// An empty cache for the Services `policies` publish; the watches fill it.
     pub fn new(policies: &Policies) -> Arc<Self> {
         let entries = policies.services().into_iter().map(|svc| (svc, Entry::NotSynced)).collect();
         let generation = Arc::new(tokio::sync::watch::Sender::new(0));

@@ -16,17 +16,29 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// The bounds, typed: built once from `serve`'s flags (or [`Limits::default`] in tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
+    /// Longest TLS handshake (`--tls-handshake-timeout-seconds`).
     pub tls_handshake_timeout: Duration,
+    /// Longest wait for a request head (`--header-read-timeout-seconds`).
     pub header_read_timeout: Duration,
+    /// Longest wait for a request body (`--body-read-timeout-seconds`).
     pub body_read_timeout: Duration,
+    /// A connection silent this long is closed (`--idle-timeout-seconds`).
     pub idle_timeout: Duration,
+    /// Open connections on the webhook port (`--max-connections`).
     pub max_connections: usize,
+    /// Open connections on the admin port (`--admin-max-connections`).
     pub admin_max_connections: usize,
+    /// Largest HTTP/1.1 request head or HTTP/2 header list (`--max-header-bytes`).
     pub max_header_bytes: usize,
+    /// Concurrent HTTP/2 streams per connection (`--http2-max-concurrent-streams`).
     pub http2_max_concurrent_streams: u32,
+    /// Largest AdmissionReview body (`--max-body-bytes`).
     pub max_body_bytes: usize,
+    /// Body bytes held by all requests together (`--max-buffered-body-bytes`).
     pub max_buffered_body_bytes: usize,
+    /// Reviews this large are decided on the blocking pool (`--blocking-threshold-bytes`).
     pub blocking_threshold_bytes: usize,
+    /// Longest decision of one review before it is allowed as written (`--decide-timeout-seconds`).
     pub decide_timeout: Duration,
 }
 

@@ -52,7 +52,7 @@ pub enum CertError {
 pub(crate) const DEFAULT_VALIDITY_DAYS: u32 = 365;
 
 /// Generates a fresh CA named `ca_name` and a serving certificate for `names` (DNS names or IP
-/// literals) signed by it, both valid for [`DEFAULT_VALIDITY_DAYS`].
+/// literals) signed by it, both valid for `DEFAULT_VALIDITY_DAYS`.
 pub fn generate(ca_name: &str, names: &[String]) -> Result<ServingBundle, CertError> {
     generate_with_validity(ca_name, names, days(DEFAULT_VALIDITY_DAYS))
 }
