@@ -40,7 +40,7 @@ pub use reload::{
 #[doc(hidden)]
 pub use review::read_slow as read_review_serde_json;
 pub use review::{Review, read as read_review, render};
-pub use server::{AppState, Limits, Tasks, Listeners, admin_router, serve, webhook_router, webhook_router_with};
+pub use server::{AppState, Limits, Listeners, Tasks, admin_router, serve, webhook_router, webhook_router_with};
 /// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
 #[doc(hidden)]
 pub use sources::NodeAddrs;
