@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use crate::policy::{self, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SpecError};
+use crate::{
+    ingress::CLASS_ANNOTATION,
+    policy::{self, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SpecError},
+};
 
 /// Where the policies come from: a file, or the flags of one policy. `serve`, `check` and
 /// `explain` all take it, so they read the same policies from the same flags.
@@ -53,9 +56,13 @@ pub(crate) struct PolicyFlagsArgs {
     /// Publish the nodes' InternalIP addresses even where they have ExternalIPs.
     #[arg(long, env = "ISG_REPORT_NODE_INTERNAL_IP_ADDRESS", requires = "publish_pods_namespace")]
     pub report_node_internal_ip_address: bool,
-    /// Govern Ingresses of this class (spec.ingressClassName or the kubernetes.io/ingress.class
-    /// annotation). Repeatable. Without it, every Ingress is governed.
-    #[arg(long, env = "ISG_INGRESS_CLASS", value_delimiter = ',')]
+    // The help names the annotation from `ingress`, where the class rule is defined once.
+    #[arg(
+        long,
+        env = "ISG_INGRESS_CLASS",
+        value_delimiter = ',',
+        help = format!("Govern Ingresses of this class (spec.ingressClassName or the {CLASS_ANNOTATION} annotation). Repeatable. Without it, every Ingress is governed")
+    )]
     pub ingress_class: Vec<String>,
     /// Govern Ingresses whose IngressClass has this spec.controller (e.g. k8s.io/ingress-nginx).
     /// Repeatable; with --ingress-class, either match is enough.
