@@ -97,6 +97,8 @@ pub(crate) enum CliError {
     #[error("{}", .0.message(tls_flag))]
     Tls(#[from] TlsError),
     #[error(transparent)]
+    ClientSan(#[from] crate::tls::ClientNameError),
+    #[error(transparent)]
     Cert(#[from] crate::tls::certs::CertError),
     #[error(
         "cannot build a Kubernetes client, needed to watch {needed_for}: {source}; pass --kubeconfig or run in a cluster"

@@ -35,6 +35,7 @@ pub use decision::decide;
 pub use policy::{Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
+    start_requiring as watch_certificates_requiring,
 };
 /// The serde_json reader alone (the fast reader's error path), for the benchmarks' comparison.
 #[doc(hidden)]
@@ -46,4 +47,4 @@ pub use server::{AppState, Limits, Listeners, Tasks, admin_router, serve, webhoo
 pub use sources::NodeAddrs;
 pub use sources::{SourceCache, Sources};
 pub use tls::certs::{Ca, generate as generate_certificates, service_names, verify_serving};
-pub use tls::{load as load_tls, server_config as tls_server_config};
+pub use tls::{ClientNames, load as load_tls, server_config as tls_server_config};

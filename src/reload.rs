@@ -6,4 +6,4 @@ pub(crate) mod certificates;
 pub(crate) mod fswatch;
 pub(crate) mod policy;
 
-pub use certificates::{CertFiles, Outcome, POLL_INTERVAL, Reloader, start};
+pub use certificates::{CertFiles, Outcome, POLL_INTERVAL, Reloader, start, start_requiring};

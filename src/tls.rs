@@ -2,10 +2,15 @@
 //! http/1.1, optionally requiring client certificates of a CA) from PEM bytes or files, with
 //! errors naming the file at fault; and the certificates it serves ([`certs`]: a private CA,
 //! serving certificates, `certs bootstrap`), with the ephemeral CA's private directory
-//! ([`scratch`]) for runs without `--tls-cert`.
+//! ([`scratch`]) for runs without `--tls-cert`, and the client names `--client-san` requires
+//! ([`identity`]).
 
 pub(crate) mod certs;
+pub(crate) mod identity;
 pub(crate) mod scratch;
+
+pub(crate) use identity::ClientNameError;
+pub use identity::ClientNames;
 
 use std::{path::Path, sync::Arc};
 
@@ -80,15 +85,17 @@ pub fn server_config(
     cert_path: &str,
     key_path: &str,
 ) -> Result<ServerConfig, TlsError> {
-    server_config_with_client_ca(cert_pem, key_pem, None, cert_path, key_path)
+    server_config_with_client_ca(cert_pem, key_pem, None, &ClientNames::default(), cert_path, key_path)
 }
 
 /// As [`server_config`]; with `client_ca` (PEM and its path), every client must present a
-/// certificate that chains to one of its CAs (mTLS).
+/// certificate that chains to one of its CAs (mTLS) and, unless `names` is empty, carries one
+/// of `names`.
 pub(crate) fn server_config_with_client_ca(
     cert_pem: &[u8],
     key_pem: &[u8],
     client_ca: Option<(&[u8], &str)>,
+    names: &ClientNames,
     cert_path: &str,
     key_path: &str,
 ) -> Result<ServerConfig, TlsError> {
@@ -108,9 +115,10 @@ pub(crate) fn server_config_with_client_ca(
             for ca in CertificateDer::pem_slice_iter(pem) {
                 roots.add(ca.map_err(|e| bad(e.to_string()))?).map_err(|e| bad(e.to_string()))?;
             }
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            let chain = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                 .build()
-                .map_err(|e| bad(e.to_string()))?
+                .map_err(|e| bad(e.to_string()))?;
+            names.wrap(chain)
         }
     };
     let mut config = ServerConfig::builder_with_provider(provider)

@@ -24,7 +24,7 @@ use crate::{
     server::{self, AppState, Listeners},
     sources::SourceCache,
     sources::watches::ServiceWatches,
-    tls::{self, certs, scratch},
+    tls::{self, ClientNames, certs, scratch},
 };
 
 #[derive(Args, Debug)]
@@ -46,6 +46,15 @@ pub(crate) struct ServeArgs {
     /// Reloaded, like --tls-cert and --tls-key, when it changes.
     #[arg(long, env = "ISG_CLIENT_CA", requires = "tls_cert")]
     pub client_ca: Option<PathBuf>,
+    /// With --client-ca: also require this name among the client certificate's SAN DNS names or
+    /// its CN (repeatable, or comma-separated), since a CA such as the cluster's signs more
+    /// than the API server's certificate.
+    #[arg(long = "client-san", env = "ISG_CLIENT_SAN", value_name = "NAME", value_delimiter = ',', requires = "client_ca")]
+    pub client_san: Vec<String>,
+    /// Declares that a NetworkPolicy admits only the control plane to --listen (the chart sets it
+    /// when it renders one); it only silences the startup warning about an open webhook port.
+    #[arg(long, env = "ISG_NETWORK_POLICY_NARROWED", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub network_policy_narrowed: bool,
     /// Largest AdmissionReview body accepted, in bytes (the API server caps objects at 3 MiB).
     #[arg(long, env = "ISG_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -86,6 +95,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         tls_cert,
         tls_key,
         client_ca,
+        client_san,
+        network_policy_narrowed,
         max_body_bytes,
         drain_seconds,
         shutdown_delay_seconds,
@@ -97,11 +108,13 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         limits,
         pod,
     } = args;
+    let client_names = ClientNames::new(client_san)?;
     let pod = PodIdentity::from(pod);
     let (reconcile_settings, leader_settings) = reconcile.settings(&pod)?;
     let policies = load_policies(&policy)?;
+    warn_if_open(client_ca.is_some(), network_policy_narrowed);
     // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
-    let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca).await?;
+    let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca, client_names).await?;
     let cache = SourceCache::new(&policies);
     // Events, the reconciler and reloads that add a Service use a client when there is one.
     let wants_client = !no_events || reconcile.reconcile || policy.config.is_some();
@@ -172,10 +185,14 @@ async fn build_tls(
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
+    client_names: ClientNames,
 ) -> Result<(RustlsConfig, Option<reload::Reloader>, Option<scratch::CaDir>), CliError> {
     if let (Some(cert), Some(key)) = (cert, key) {
+        if !client_names.is_empty() {
+            tracing::info!(names = %client_names, "client certificates must also name one of --client-san");
+        }
         let files = reload::CertFiles { cert, key, client_ca };
-        let (tls, reloader) = reload::start(files, reload::POLL_INTERVAL).await?;
+        let (tls, reloader) = reload::start_requiring(files, client_names, reload::POLL_INTERVAL).await?;
         return Ok((tls, Some(reloader), None));
     }
     let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
@@ -185,6 +202,15 @@ async fn build_tls(
     let config =
         tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?;
     Ok((RustlsConfig::from_config(Arc::new(config)), None, Some(dir)))
+}
+
+/// Without mTLS or a NetworkPolicy, any pod can post reviews: bounded, but worth knowing.
+fn warn_if_open(mtls: bool, network_policy_narrowed: bool) {
+    if !mtls && !network_policy_narrowed {
+        tracing::warn!(
+            "the webhook port accepts any caller: neither --client-ca (mTLS from the API server) nor a narrowed NetworkPolicy (--network-policy-narrowed) is on; see docs/deploy.md, \"Lock the webhook down to the API server\""
+        );
+    }
 }
 
 /// The Kubernetes client: required when the policies read the cluster (the error says for

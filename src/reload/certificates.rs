@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use crate::{
     reload::fswatch::{Changes, SETTLE},
-    tls::{self, TlsError, TlsFile},
+    tls::{self, ClientNames, TlsError, TlsFile},
 };
 
 /// How often the files are read even without a filesystem event.
@@ -88,13 +88,14 @@ impl CertFiles {
         Ok(previous)
     }
 
-    fn build(&self, contents: &Contents) -> Result<ServerConfig, TlsError> {
+    fn build(&self, contents: &Contents, names: &ClientNames) -> Result<ServerConfig, TlsError> {
         let client_ca_path = self.client_ca.as_ref().map(|p| p.display().to_string());
         let client_ca = contents.client_ca.as_deref().zip(client_ca_path.as_deref());
         tls::server_config_with_client_ca(
             &contents.cert,
             &contents.key,
             client_ca,
+            names,
             &self.cert.display().to_string(),
             &self.key.display().to_string(),
         )
@@ -157,15 +158,25 @@ impl Drop for Reloader {
 /// with, updated in place. Fails, naming the file, if the files do not load now.
 /// Must be called inside a tokio runtime.
 pub async fn start(files: CertFiles, poll: Duration) -> Result<(RustlsConfig, Reloader), TlsError> {
+    start_requiring(files, ClientNames::default(), poll).await
+}
+
+/// As [`start`]; with `--client-ca`, a client certificate must also carry one of `names`
+/// (`--client-san`), in every configuration built from the files, reloads included.
+pub async fn start_requiring(
+    files: CertFiles,
+    names: ClientNames,
+    poll: Duration,
+) -> Result<(RustlsConfig, Reloader), TlsError> {
     let contents = files.read_settled().await?;
-    let config = RustlsConfig::from_config(Arc::new(files.build(&contents)?));
+    let config = RustlsConfig::from_config(Arc::new(files.build(&contents, &names)?));
     log_certificate("serving certificate loaded", &files.cert, &contents.cert);
     let expiry = Gauge::default();
     expiry.set(expiry_seconds(&contents.cert).unwrap_or(0));
 
     let changes = Changes::watch(&files.paths(), poll, "certificate");
     let (status_tx, status_rx) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
-    let watched = Watched { files, config: config.clone(), expiry: expiry.clone() };
+    let watched = Watched { files, names, config: config.clone(), expiry: expiry.clone() };
     let task = tokio::spawn(watch_files(watched, contents, changes, status_tx));
     Ok((config, Reloader { task, status: status_rx, expiry }))
 }
@@ -173,12 +184,13 @@ pub async fn start(files: CertFiles, poll: Duration) -> Result<(RustlsConfig, Re
 /// What a reload updates.
 struct Watched {
     files: CertFiles,
+    names: ClientNames,
     config: RustlsConfig,
     expiry: Gauge,
 }
 
 async fn watch_files(
-    Watched { files, config, expiry }: Watched,
+    Watched { files, names, config, expiry }: Watched,
     mut current: Contents,
     mut changes: Changes,
     status: watch::Sender<Status>,
@@ -194,7 +206,7 @@ async fn watch_files(
                 refused = None;
                 continue;
             }
-            Ok(contents) => files.build(&contents).map(|c| (c, contents.clone())).map_err(|e| (Some(contents), e)),
+            Ok(contents) => files.build(&contents, &names).map(|c| (c, contents.clone())).map_err(|e| (Some(contents), e)),
             Err(e) => Err((None, e)),
         };
         match loaded {

@@ -13,6 +13,7 @@ mod server;
 
 mod bounds;
 mod certs;
+mod client_san;
 mod cli;
 mod fuzz_reader;
 mod h2frames;

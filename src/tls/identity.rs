@@ -1,0 +1,230 @@
+//! The client identity `--client-san` requires on top of `--client-ca`: the names a client
+//! certificate must carry (a SAN DNS name or the subject CN), and the rustls verifier that
+//! checks them after the chain. A CA that signs more than the API server's certificate (the
+//! cluster CA signs every kubelet's) would otherwise let all its holders in.
+
+use std::{fmt, sync::Arc};
+
+use rustls::{
+    CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme,
+    client::danger::HandshakeSignatureValid,
+    pki_types::{CertificateDer, UnixTime},
+    server::danger::{ClientCertVerified, ClientCertVerifier},
+};
+
+use crate::names::{escape_control, truncate};
+
+/// Longest accepted name: a DNS name's 253 bytes, with room for a CN that is not one.
+const MAX_NAME_BYTES: usize = 256;
+/// How much of a refused certificate's names one log line shows.
+const MAX_SHOWN_BYTES: usize = 1024;
+
+/// Why a `--client-san` value is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ClientNameError {
+    /// An empty item, e.g. from `a,,b`.
+    #[error("--client-san: an empty name; give a DNS name or common name of the API server's client certificate")]
+    Empty,
+    /// Longer than any certificate name the API server would present.
+    #[error("--client-san {0:?}: longer than {MAX_NAME_BYTES} bytes")]
+    TooLong(String),
+    /// Line breaks or other control characters.
+    #[error("--client-san {0:?}: contains a control character")]
+    Control(String),
+}
+
+/// The names of which a client certificate must carry one (compared ignoring ASCII case);
+/// empty means any certificate the client CA verifies is accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientNames(Arc<[String]>);
+
+impl ClientNames {
+    /// Validates the `--client-san` values (trimmed; duplicates dropped).
+    pub fn new<I: IntoIterator<Item = String>>(names: I) -> Result<ClientNames, ClientNameError> {
+        let mut kept: Vec<String> = Vec::new();
+        for name in names {
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(ClientNameError::Empty);
+            }
+            if name.len() > MAX_NAME_BYTES {
+                return Err(ClientNameError::TooLong(truncate(name, 64, 64)));
+            }
+            if name.chars().any(char::is_control) {
+                return Err(ClientNameError::Control(name.to_owned()));
+            }
+            if !kept.iter().any(|k| k.eq_ignore_ascii_case(name)) {
+                kept.push(name.to_owned());
+            }
+        }
+        Ok(ClientNames(kept.into()))
+    }
+
+    /// Whether no name is required.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether one of `presented` is one of these names.
+    pub fn accepts(&self, presented: &[String]) -> bool {
+        self.0.iter().any(|want| presented.iter().any(|got| got.eq_ignore_ascii_case(want)))
+    }
+
+    /// `verifier` (which checks the chain), then these names; `verifier` alone when empty.
+    pub(crate) fn wrap(&self, verifier: Arc<dyn ClientCertVerifier>) -> Arc<dyn ClientCertVerifier> {
+        if self.is_empty() {
+            return verifier;
+        }
+        Arc::new(RequireNames { inner: verifier, names: self.clone() })
+    }
+}
+
+impl fmt::Display for ClientNames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join(","))
+    }
+}
+
+/// The SAN DNS names and subject common names of a DER certificate, in that order. A
+/// certificate that does not parse has none (the chain check has refused it already).
+pub(crate) fn certificate_names(der: &[u8]) -> Vec<String> {
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
+                names.push((*dns).to_owned());
+            }
+        }
+    }
+    names.extend(cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).map(str::to_owned));
+    names
+}
+
+/// Accepts a client whose certificate chains to the client CA (the inner verifier) and names
+/// one of `names`.
+#[derive(Debug)]
+struct RequireNames {
+    inner: Arc<dyn ClientCertVerifier>,
+    names: ClientNames,
+}
+
+impl ClientCertVerifier for RequireNames {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        let presented = certificate_names(end_entity);
+        if self.names.accepts(&presented) {
+            return Ok(verified);
+        }
+        // The certificate is genuine (its CA signed it), so this is a misconfiguration or a
+        // holder of another certificate of that CA: worth a line each time. Its names are
+        // bounded, since whoever holds the CA chose them.
+        let shown = truncate(&escape_control(&presented.join(",")), MAX_SHOWN_BYTES, MAX_SHOWN_BYTES);
+        tracing::warn!(
+            presented = %if shown.is_empty() { "<none>" } else { shown.as_str() },
+            required = %self.names,
+            "refused a client certificate signed by --client-ca: none of its SAN DNS names or CN is a --client-san name"
+        );
+        Err(rustls::Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rcgen::{CertificateParams, DnType, KeyPair};
+
+    use super::*;
+
+    fn names(list: &[&str]) -> ClientNames {
+        ClientNames::new(list.iter().map(|&n| n.to_owned())).unwrap()
+    }
+
+    fn certificate(sans: &[&str], cn: Option<&str>) -> Vec<u8> {
+        let mut params = CertificateParams::new(sans.iter().map(|&s| s.to_owned()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(cn) = cn {
+            params.distinguished_name.push(DnType::CommonName, cn);
+        }
+        params.self_signed(&KeyPair::generate().unwrap()).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn names_come_from_san_dns_names_then_the_cn() {
+        let der = certificate(&["api.example.com", "10.0.0.1", "other.example.com"], Some("kube-apiserver"));
+        assert_eq!(certificate_names(&der), ["api.example.com", "other.example.com", "kube-apiserver"]);
+        assert_eq!(certificate_names(&certificate(&[], None)), Vec::<String>::new());
+        assert_eq!(certificate_names(b"not DER"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn one_matching_name_is_enough_and_case_does_not_count() {
+        let required = names(&["kube-apiserver-webhook-client", "API.example.com"]);
+        let cases: [(&[&str], bool); 6] = [
+            (&["kube-apiserver-webhook-client"], true),
+            (&["system:node:n1", "api.example.com"], true),
+            (&["KUBE-APISERVER-WEBHOOK-CLIENT"], true),
+            (&["system:node:n1"], false),
+            (&["kube-apiserver-webhook-client.evil"], false),
+            (&[], false),
+        ];
+        for (presented, want) in cases {
+            let presented: Vec<String> = presented.iter().map(|&p| p.to_owned()).collect();
+            assert_eq!(required.accepts(&presented), want, "{presented:?}");
+        }
+        // A wildcard SAN is a name like any other, not a pattern.
+        assert!(!names(&["api.example.com"]).accepts(&["*.example.com".to_owned()]));
+        assert!(ClientNames::default().is_empty());
+    }
+
+    #[test]
+    fn flag_values_are_validated_naming_the_flag() {
+        assert_eq!(names(&[" a ", "A", "b"]).to_string(), "a,b");
+        assert_eq!(ClientNames::new(["a".to_owned(), " ".to_owned()]), Err(ClientNameError::Empty));
+        let long = ClientNames::new(["x".repeat(300)]).unwrap_err().to_string();
+        assert!(long.starts_with("--client-san \"xxx") && long.ends_with("longer than 256 bytes"), "{long}");
+        let control = ClientNames::new(["a\nb".to_owned()]).unwrap_err().to_string();
+        assert_eq!(control, "--client-san \"a\\nb\": contains a control character");
+        assert!(ClientNameError::Empty.to_string().starts_with("--client-san: an empty name"));
+    }
+}
