@@ -185,6 +185,9 @@ fn helm_lint_is_clean_and_the_schema_names_wrong_values() {
         ("policy.publishService=just-a-name", "/policy/publishService"),
         ("replicaCount=0", "/replicaCount"),
         ("extraArgs[0]=-v", "/extraArgs/0"),
+        ("webhook.clientCA.secretName=Not_A_Name", "/webhook/clientCA/secretName"),
+        ("webhook.clientCA.allowedNames={a,}", "/webhook/clientCA/allowedNames/1"),
+        ("extraVolumeMounts[0].name=x", "/extraVolumeMounts/0"),
         ("networkPolicy.webhookFrom={everyone}", "/networkPolicy/webhookFrom/0"),
         ("polcy.mode=enforce", "'polcy' not allowed"),
         ("policies[0].name=p,policies[0].publishPods.namespace=n", "/policies/0/publishPods"),
@@ -355,7 +358,71 @@ fn values_render_what_they_say() {
     ]);
     let ingress = &find(&docs, "NetworkPolicy", RELEASE)["spec"]["ingress"];
     assert_eq!(ingress[0]["from"], json!([{"ipBlock": {"cidr": "10.0.0.0/16"}}]));
-    assert_eq!(ingress[1]["from"], json!([{"namespaceSelector": {"matchLabels": {"team": "mon"}}}]));
+    assert_eq!(ingress[1], json!({"ports": [{"port": 8081, "protocol": "TCP"}]}), "the probe port, from any source");
+    assert_eq!(
+        ingress[2],
+        json!({"ports": [{"port": 8080, "protocol": "TCP"}], "from": [{"namespaceSelector": {"matchLabels": {"team": "mon"}}}]})
+    );
+    assert_eq!(ingress.as_array().unwrap().len(), 3);
+    // Narrowed to a CIDR, the policy tells the binary, which then does not warn of an open port;
+    // open to any source (the default) or off, it does not.
+    let narrowed = json!({"name": "ISG_NETWORK_POLICY_NARROWED", "value": "true"});
+    let env = |docs: &[Value]| find(docs, "Deployment", RELEASE)["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    assert!(env(&docs).as_array().unwrap().contains(&narrowed));
+    for open in [&defaults, &helm.template(&["--set", "networkPolicy.enabled=true"])] {
+        assert!(!env(open).as_array().unwrap().contains(&narrowed));
+    }
+    // Enabled with the default adminFrom ([]): no pod reaches /metrics, the probe port stays open.
+    let ingress = &policy["spec"]["ingress"];
+    assert!(ingress.as_array().unwrap().iter().all(|rule| rule["ports"][0]["port"] != 8080), "{ingress}");
+    assert!(ingress.as_array().unwrap().iter().any(|rule| rule["ports"][0]["port"] == 8081 && rule["from"].is_null()));
+
+    // mTLS: the client CA Secret's ca.crt is mounted and passed with --client-san names; extra
+    // volumes and mounts are added as given.
+    let docs = helm.template(&[
+        "--set",
+        "webhook.clientCA.secretName=apiserver-client-ca",
+        "--set",
+        "webhook.clientCA.allowedNames={kube-apiserver-kubelet-client,apiserver.example.com}",
+        "--set",
+        "extraVolumes[0].name=scratch",
+        "--set",
+        "extraVolumes[0].emptyDir.medium=Memory",
+        "--set",
+        "extraVolumeMounts[0].name=scratch",
+        "--set",
+        "extraVolumeMounts[0].mountPath=/scratch",
+    ]);
+    let pod = &find(&docs, "Deployment", RELEASE)["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(
+        args.ends_with(&[
+            "--client-ca=/etc/ingress-status-guard/client-ca/ca.crt",
+            "--client-san=kube-apiserver-kubelet-client",
+            "--client-san=apiserver.example.com"
+        ]),
+        "{args:?}"
+    );
+    assert_eq!(
+        pod["volumes"][2],
+        json!({"name": "client-ca", "secret": {"secretName": "apiserver-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}})
+    );
+    assert_eq!(pod["volumes"][3], json!({"name": "scratch", "emptyDir": {"medium": "Memory"}}));
+    assert_eq!(
+        container["volumeMounts"][2],
+        json!({"name": "client-ca", "mountPath": "/etc/ingress-status-guard/client-ca", "readOnly": true})
+    );
+    assert_eq!(container["volumeMounts"][3], json!({"name": "scratch", "mountPath": "/scratch"}));
+    let plain = &find(&defaults, "Deployment", RELEASE)["spec"]["template"]["spec"];
+    assert_eq!(plain["volumes"].as_array().unwrap().len(), 2, "no client CA by default");
+    assert!(!plain["containers"][0]["args"].to_string().contains("--client-ca"));
+    // Probes on their own port.
+    let ports = &plain["containers"][0]["ports"];
+    assert!(ports.as_array().unwrap().contains(&json!({"name": "probes", "containerPort": 8081, "protocol": "TCP"})));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(plain["containers"][0][probe]["httpGet"]["port"], "probes", "{probe}");
+    }
 
     // Monitoring, when asked for: the scrape of the admin port, and the alerts of the chart's file.
     let docs = helm.template(&[
@@ -509,6 +576,27 @@ fn the_chart_and_the_kustomize_tree_agree() {
     }
 }
 
+/// mTLS says the same both ways: the chart's `webhook.clientCA` and the kustomize example of the
+/// `client-ca` component mount the same Secret and pass the same flags.
+#[test]
+fn mtls_in_the_chart_and_the_kustomize_component_agree() {
+    let helm = Helm::new(3, &scratch("agree-mtls"));
+    let chart = helm.template(&[
+        "--set",
+        "webhook.clientCA.secretName=ingress-status-guard-client-ca",
+        "--set",
+        "webhook.clientCA.allowedNames={kube-apiserver-webhook-client}",
+    ]);
+    let kust = kustomize("examples/mtls");
+    let c_pod = &find(&chart, "Deployment", RELEASE)["spec"]["template"]["spec"];
+    let k_pod = &find(&kust, "Deployment", RELEASE)["spec"]["template"]["spec"];
+    for field in ["args", "volumeMounts", "ports", "livenessProbe", "readinessProbe", "env"] {
+        assert_eq!(c_pod["containers"][0][field], k_pod["containers"][0][field], "container {field}");
+    }
+    assert_eq!(c_pod["volumes"][2], k_pod["volumes"][2], "the client CA volume");
+    assert_eq!(k_pod["volumes"][2]["secret"]["secretName"], "ingress-status-guard-client-ca");
+}
+
 /// The chart's identity, RBAC and policy file for a publish Service are all the webhook needs: the
 /// built binary, run as the chart's ServiceAccount with the chart's config file, watches the
 /// Service, enforces its address and writes Events, with no forbidden error in its log.
@@ -639,6 +727,23 @@ async fn lifecycle(major: u8) {
         ("multi-policy values", vec!["-f", multi.as_str()]),
         ("monitoring", vec!["--set", "metrics.serviceMonitor.enabled=true"]),
         (
+            "mTLS and extra volumes",
+            vec![
+                "--set",
+                "webhook.clientCA.secretName=apiserver-client-ca",
+                "--set",
+                "webhook.clientCA.allowedNames={kube-apiserver-webhook-client}",
+                "--set",
+                "extraVolumes[0].name=scratch",
+                "--set",
+                "extraVolumes[0].emptyDir.medium=Memory",
+                "--set",
+                "extraVolumeMounts[0].name=scratch",
+                "--set",
+                "extraVolumeMounts[0].mountPath=/scratch",
+            ],
+        ),
+        (
             "network policy",
             vec![
                 "--set",
@@ -660,9 +765,35 @@ async fn lifecycle(major: u8) {
         assert!(!out.stderr.contains("PodSecurity"), "helm {major}, {what}: warnings:\n{}", out.stderr);
     }
 
+    // NOTES.txt warns of an open webhook port unless mTLS or a narrowed NetworkPolicy is on, and
+    // says when the NetworkPolicy admits nobody to /metrics.
+    const OPEN: &str = "WARNING: any pod that reaches port 8443 can post reviews";
+    const NO_METRICS: &str = "The NetworkPolicy admits no pod to /metrics";
+    for (what, set, open, no_metrics) in [
+        ("mTLS", vec!["webhook.clientCA.secretName=apiserver-client-ca"], false, false),
+        ("a narrowed NetworkPolicy", vec!["networkPolicy.enabled=true", "networkPolicy.webhookFrom={10.0.0.0/24}"], false, true),
+        ("an open NetworkPolicy", vec!["networkPolicy.enabled=true"], true, true),
+        (
+            "a NetworkPolicy with adminFrom",
+            vec!["networkPolicy.enabled=true", "networkPolicy.adminFrom[0].namespaceSelector.matchLabels.team=mon"],
+            true,
+            false,
+        ),
+    ] {
+        let mut args = vec!["install", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig, "--dry-run=server"];
+        for s in &set {
+            args.extend(["--set", s]);
+        }
+        let out = helm.run(&args);
+        assert!(out.success, "helm {major} install --dry-run, {what}: {}", out.stderr);
+        assert_eq!(out.stdout.contains(OPEN), open, "helm {major}, {what}: the open-port warning:\n{}", out.stdout);
+        assert_eq!(out.stdout.contains(NO_METRICS), no_metrics, "helm {major}, {what}:\n{}", out.stdout);
+    }
+
     // Install with the default values.
     let install = helm.run(&["install", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig]);
     assert!(install.success, "helm {major} install: {}\n{}", install.stderr, install.stdout);
+    assert!(install.stdout.contains(OPEN), "helm {major}: NOTES warn of the open port:\n{}", install.stdout);
     assert!(!install.stderr.contains("PodSecurity"), "{}", install.stderr);
     let installed = leftovers(&cluster, RELEASE);
     assert!(

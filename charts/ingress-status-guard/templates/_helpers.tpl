@@ -28,6 +28,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
+{{/* "true" when the NetworkPolicy is on and admits to the webhook port less than any source. */}}
+{{- define "isg.networkPolicyNarrowed" -}}
+{{- $np := .Values.networkPolicy -}}
+{{- if and $np.enabled (not (has "0.0.0.0/0" $np.webhookFrom)) (not (has "::/0" $np.webhookFrom)) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "isg.tlsSecret" -}}
 {{- .Values.certificate.secretName | default (printf "%s-tls" (include "isg.fullname" .)) -}}
 {{- end -}}
