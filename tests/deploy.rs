@@ -40,7 +40,8 @@ use support::{
 const NAMESPACE: &str = "ingress-status-guard";
 const WEBHOOK_SA: &str = "system:serviceaccount:ingress-status-guard:ingress-status-guard";
 const CERTGEN_SA: &str = "system:serviceaccount:ingress-status-guard:ingress-status-guard-certgen";
-const KUSTOMIZATIONS: [&str; 4] = ["base", "overlays/cert-manager", "overlays/self-signed", "examples/ingress-nginx"];
+const KUSTOMIZATIONS: [&str; 5] =
+    ["base", "overlays/cert-manager", "overlays/self-signed", "examples/ingress-nginx", "examples/mtls"];
 
 fn manifests(dir: &str) -> String {
     format!("{}/manifests/{dir}", env!("CARGO_MANIFEST_DIR"))
@@ -145,6 +146,59 @@ async fn every_kustomization_renders_and_the_api_server_accepts_it() {
     let out =
         cluster.kubectl(cluster.admin_kubeconfig(), &["apply", "--dry-run=server", "-f", &file.display().to_string()]);
     assert!(out.stderr.contains("would violate PodSecurity \"restricted:latest\""), "{}", out.stderr);
+}
+
+/// `dir` relative to `from` (kustomize refuses absolute paths), both absolute.
+fn relative(dir: &Path, from: &Path) -> String {
+    let (dir, from): (Vec<_>, Vec<_>) = (dir.components().collect(), from.components().collect());
+    let common = dir.iter().zip(&from).take_while(|(a, b)| a == b).count();
+    let mut path: Vec<String> = from[common..].iter().map(|_| "..".to_owned()).collect();
+    path.extend(dir[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    path.join("/")
+}
+
+/// An overlay of the self-signed overlay with both opt-in components, the NetworkPolicy and the
+/// client CA, as docs/deploy.md adds them: the API server accepts it, and the policy admits the
+/// webhook port, the probe port and nothing else (/metrics only from peers an overlay adds).
+#[tokio::test]
+async fn the_network_policy_and_client_ca_components_apply_together() {
+    let cluster = Cluster::shared().await;
+    prerequisites(cluster).await;
+    let dir = cluster.scratch_dir("deploy-components");
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
+    let up = relative(&base, &dir);
+    let kustomization = format!(
+        "resources: [{up}/overlays/self-signed]\ncomponents: [{up}/components/network-policy, {up}/components/client-ca]\n"
+    );
+    std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
+    let path = dir.display().to_string();
+    let out = kubectl(&["kustomize", &path]);
+    assert!(out.success, "kubectl kustomize: {}", out.stderr);
+    let docs: Vec<Value> = serde_norway::Deserializer::from_str(&out.stdout)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .filter(|v| !v.is_null())
+        .collect();
+    let out = cluster.kubectl(cluster.admin_kubeconfig(), &["apply", "--dry-run=server", "--validate=strict", "-k", &path]);
+    assert!(out.success, "the API server refused it:\n{}\n{}", out.stderr, out.stdout);
+    assert_eq!(out.stdout.lines().filter(|l| l.ends_with("(server dry run)")).count(), docs.len(), "{}", out.stdout);
+
+    let policy = find(&docs, "NetworkPolicy", "ingress-status-guard");
+    assert_eq!(
+        policy["spec"]["ingress"],
+        json!([
+            {"ports": [{"port": 8443, "protocol": "TCP"}], "from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]},
+            {"ports": [{"port": 8081, "protocol": "TCP"}]},
+        ]),
+        "no rule for the admin port: no pod reaches /metrics until an overlay names one"
+    );
+    let pod = &find(&docs, "Deployment", "ingress-status-guard")["spec"]["template"];
+    for (key, value) in policy["spec"]["podSelector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(&pod["metadata"]["labels"][key], value, "the policy selects the webhook pods by {key}");
+    }
+    let container = &pod["spec"]["containers"][0];
+    assert!(container["args"].as_array().unwrap().contains(&json!("--client-ca=/etc/ingress-status-guard/client-ca/ca.crt")));
+    // The shipped policy is open on 8443, so it does not claim to be narrowed.
+    assert!(!container["env"].to_string().contains("ISG_NETWORK_POLICY_NARROWED"));
 }
 
 /// What an operator types on a new cluster, against a fresh API server in which nothing was
@@ -265,9 +319,10 @@ fn the_rendered_objects_are_what_the_docs_promise() {
             .iter()
             .map(|p| (p["name"].as_str().unwrap(), p["containerPort"].as_i64().unwrap()))
             .collect();
-        assert_eq!(ports, BTreeMap::from([("admin", 8080), ("https", 8443)]), "{dir}");
-        assert_eq!(container["livenessProbe"]["httpGet"], json!({"path": "/livez", "port": "admin"}), "{dir}");
-        assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "admin"}), "{dir}");
+        assert_eq!(ports, BTreeMap::from([("admin", 8080), ("https", 8443), ("probes", 8081)]), "{dir}");
+        // The probes have a port of their own, which no caller of the admin port can starve.
+        assert_eq!(container["livenessProbe"]["httpGet"], json!({"path": "/livez", "port": "probes"}), "{dir}");
+        assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "probes"}), "{dir}");
 
         // The flags point at the mounted files, and a pod gets time to drain before SIGKILL.
         let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
@@ -285,6 +340,20 @@ fn the_rendered_objects_are_what_the_docs_promise() {
         };
         assert!(mounted(flag("tls-cert"), "tls") && mounted(flag("tls-key"), "tls"), "{dir}");
         assert!(mounted(flag("config"), "config"), "{dir}");
+        if dir == "examples/mtls" {
+            // The client CA component: the Secret's ca.crt, mounted as a directory, is --client-ca.
+            assert!(mounted(flag("client-ca"), "client-ca"), "{dir}");
+            assert!(flag("client-ca").ends_with("/ca.crt"), "{dir}");
+            assert_eq!(flag("client-san"), "kube-apiserver-webhook-client", "{dir}");
+            let volume = spec["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "client-ca").unwrap();
+            assert_eq!(
+                volume["secret"],
+                json!({"secretName": "ingress-status-guard-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}),
+                "{dir}: only the CA certificate"
+            );
+        } else {
+            assert!(!args.iter().any(|a| a.starts_with("--client-ca")), "{dir}: no mTLS unless asked for");
+        }
         let volumes = spec["volumes"].as_array().unwrap();
         let tls_secret = volumes.iter().find(|v| v["name"] == "tls").unwrap()["secret"]["secretName"].as_str().unwrap();
         let config_map = volumes.iter().find(|v| v["name"] == "config").unwrap()["configMap"]["name"].as_str().unwrap();
@@ -314,7 +383,7 @@ fn the_rendered_objects_are_what_the_docs_promise() {
         assert_eq!(
             find_kind(&docs, "Role").len() + find_kind(&docs, "ClusterRole").len(),
             match dir {
-                "overlays/self-signed" => 6,
+                "overlays/self-signed" | "examples/mtls" => 6,
                 "examples/ingress-nginx" => 7,
                 _ => 4,
             },
@@ -341,7 +410,7 @@ fn the_rendered_objects_are_what_the_docs_promise() {
                 );
                 assert_eq!(certificate["spec"]["dnsNames"], json!(names));
             }
-            "overlays/self-signed" | "examples/ingress-nginx" => {
+            "overlays/self-signed" | "examples/ingress-nginx" | "examples/mtls" => {
                 for job in [
                     find(&docs, "Job", "ingress-status-guard-certgen"),
                     &find(&docs, "CronJob", "ingress-status-guard-certgen")["spec"]["jobTemplate"],
