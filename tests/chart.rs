@@ -367,7 +367,8 @@ fn values_render_what_they_say() {
     // Narrowed to a CIDR, the policy tells the binary, which then does not warn of an open port;
     // open to any source (the default) or off, it does not.
     let narrowed = json!({"name": "ISG_NETWORK_POLICY_NARROWED", "value": "true"});
-    let env = |docs: &[Value]| find(docs, "Deployment", RELEASE)["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    let env =
+        |docs: &[Value]| find(docs, "Deployment", RELEASE)["spec"]["template"]["spec"]["containers"][0]["env"].clone();
     assert!(env(&docs).as_array().unwrap().contains(&narrowed));
     for open in [&defaults, &helm.template(&["--set", "networkPolicy.enabled=true"])] {
         assert!(!env(open).as_array().unwrap().contains(&narrowed));
@@ -771,7 +772,12 @@ async fn lifecycle(major: u8) {
     const NO_METRICS: &str = "The NetworkPolicy admits no pod to /metrics";
     for (what, set, open, no_metrics) in [
         ("mTLS", vec!["webhook.clientCA.secretName=apiserver-client-ca"], false, false),
-        ("a narrowed NetworkPolicy", vec!["networkPolicy.enabled=true", "networkPolicy.webhookFrom={10.0.0.0/24}"], false, true),
+        (
+            "a narrowed NetworkPolicy",
+            vec!["networkPolicy.enabled=true", "networkPolicy.webhookFrom={10.0.0.0/24}"],
+            false,
+            true,
+        ),
         ("an open NetworkPolicy", vec!["networkPolicy.enabled=true"], true, true),
         (
             "a NetworkPolicy with adminFrom",

@@ -178,7 +178,8 @@ async fn the_network_policy_and_client_ca_components_apply_together() {
         .map(|doc| Value::deserialize(doc).unwrap())
         .filter(|v| !v.is_null())
         .collect();
-    let out = cluster.kubectl(cluster.admin_kubeconfig(), &["apply", "--dry-run=server", "--validate=strict", "-k", &path]);
+    let out =
+        cluster.kubectl(cluster.admin_kubeconfig(), &["apply", "--dry-run=server", "--validate=strict", "-k", &path]);
     assert!(out.success, "the API server refused it:\n{}\n{}", out.stderr, out.stdout);
     assert_eq!(out.stdout.lines().filter(|l| l.ends_with("(server dry run)")).count(), docs.len(), "{}", out.stdout);
 
@@ -196,7 +197,12 @@ async fn the_network_policy_and_client_ca_components_apply_together() {
         assert_eq!(&pod["metadata"]["labels"][key], value, "the policy selects the webhook pods by {key}");
     }
     let container = &pod["spec"]["containers"][0];
-    assert!(container["args"].as_array().unwrap().contains(&json!("--client-ca=/etc/ingress-status-guard/client-ca/ca.crt")));
+    assert!(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--client-ca=/etc/ingress-status-guard/client-ca/ca.crt"))
+    );
     // The shipped policy is open on 8443, so it does not claim to be narrowed.
     assert!(!container["env"].to_string().contains("ISG_NETWORK_POLICY_NARROWED"));
 }

@@ -645,7 +645,8 @@ async fn audit_mode_stores_the_rogue_value_and_reports_it() {
 
 /// Issue 12: locked down with `--client-ca`, the webhook still answers the API server, which
 /// presents the client certificate its AdmissionConfiguration names (as docs/deploy.md shows),
-/// and refuses a caller without one.
+/// and refuses a caller without one. Issue 20: with `--client-san` naming that certificate's CN
+/// too, since a CA may sign more than the API server's certificate.
 #[tokio::test]
 async fn client_ca_admits_the_api_server_and_refuses_other_callers() {
     use std::sync::Arc;
@@ -654,12 +655,18 @@ async fn client_ca_admits_the_api_server_and_refuses_other_callers() {
     let t = TestEnv::new("mtls").await;
     let client_ca = format!("--client-ca={}", t.cluster.webhook_client_ca().display());
     let webhook = t
-        .start_webhook(&["--ingress-class=guarded", "--publish-status-address=192.0.2.10,lb.example.com", &client_ca])
+        .start_webhook(&[
+            "--ingress-class=guarded",
+            "--publish-status-address=192.0.2.10,lb.example.com",
+            &client_ca,
+            "--client-san=kube-apiserver-webhook-client",
+        ])
         .await;
     t.register(&webhook, FailurePolicy::Fail, Class::Field("guarded"), &STATIC_CANONICAL).await;
     create_ingress(&t.ingresses, "web", Class::Field("guarded")).await;
     let answer = write_status(&t.rogue, "web", &["198.51.100.66"], false).await.expect("rewritten, not refused");
     assert_eq!(addresses(&answer), STATIC_CANONICAL);
+    assert!(!webhook.log().contains("accepts any caller"), "no open-port warning with mTLS");
 
     // A caller that trusts the webhook but has no client certificate gets no answer.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -685,4 +692,42 @@ async fn client_ca_admits_the_api_server_and_refuses_other_callers() {
         Err(e) => assert!(e.to_string().to_lowercase().contains("certificate"), "{e}"),
         Ok(response) => panic!("answered without a client certificate: {}", String::from_utf8_lossy(&response)),
     }
+}
+
+/// Issue 20: `--client-san` refuses a client certificate the client CA signed but that names
+/// someone else: here the API server's own (CN `kube-apiserver-webhook-client`), so its call
+/// fails, with `failurePolicy: Fail` the write with it, and the webhook says why.
+#[tokio::test]
+async fn client_san_refuses_a_verified_client_certificate_without_the_name() {
+    let t = TestEnv::new("mtls-san").await;
+    let client_ca = format!("--client-ca={}", t.cluster.webhook_client_ca().display());
+    let webhook = t
+        .start_webhook(&[
+            "--ingress-class=guarded",
+            "--publish-status-address=192.0.2.10",
+            &client_ca,
+            "--client-san=kube-apiserver-proxy-client",
+        ])
+        .await;
+    webhook.register(&t.admin, &t.ns, FailurePolicy::Fail).await;
+    create_ingress(&t.ingresses, "web", Class::Field("guarded")).await;
+    // Until the API server sees the registration, writes pass without a call.
+    let refused = eventually("the API server's call is refused", Duration::from_secs(30), || async {
+        match write_status(&t.rogue, "web", &["198.51.100.67"], false).await {
+            Err(kube::Error::Api(status)) if status.message.contains("failed calling webhook") => Ok(status.message),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(refused.contains("ingress-status-guard"), "{refused}");
+    let log = webhook.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("refused a client certificate signed by --client-ca"))
+        .unwrap_or_else(|| panic!("no refusal in the webhook's log:\n{log}"));
+    assert!(
+        line.contains("kube-apiserver-webhook-client") && line.contains("kube-apiserver-proxy-client"),
+        "the line names what was presented and what is required: {line}"
+    );
+    assert!(!log.contains("rogue status write"), "no review was read:\n{log}");
 }

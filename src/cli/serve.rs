@@ -49,7 +49,13 @@ pub(crate) struct ServeArgs {
     /// With --client-ca: also require this name among the client certificate's SAN DNS names or
     /// its CN (repeatable, or comma-separated), since a CA such as the cluster's signs more
     /// than the API server's certificate.
-    #[arg(long = "client-san", env = "ISG_CLIENT_SAN", value_name = "NAME", value_delimiter = ',', requires = "client_ca")]
+    #[arg(
+        long = "client-san",
+        env = "ISG_CLIENT_SAN",
+        value_name = "NAME",
+        value_delimiter = ',',
+        requires = "client_ca"
+    )]
     pub client_san: Vec<String>,
     /// Declares that a NetworkPolicy admits only the control plane to --listen (the chart sets it
     /// when it renders one); it only silences the startup warning about an open webhook port.

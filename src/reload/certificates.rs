@@ -206,7 +206,9 @@ async fn watch_files(
                 refused = None;
                 continue;
             }
-            Ok(contents) => files.build(&contents, &names).map(|c| (c, contents.clone())).map_err(|e| (Some(contents), e)),
+            Ok(contents) => {
+                files.build(&contents, &names).map(|c| (c, contents.clone())).map_err(|e| (Some(contents), e))
+            }
             Err(e) => Err((None, e)),
         };
         match loaded {

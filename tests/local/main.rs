@@ -13,11 +13,11 @@ mod server;
 
 mod bounds;
 mod certs;
-mod client_san;
 mod cli;
 mod fuzz_reader;
 mod h2frames;
 mod hostile;
+mod mtls;
 mod props;
 mod rotation;
 mod router;

@@ -1,15 +1,15 @@
-//! `--client-san` through the production TLS stack (`reload::start_requiring` + `server::serve`)
-//! on loopback: of the certificates one client CA signed, only those naming a required name (a
-//! SAN DNS name or the CN) get an answer, and the requirement survives a reload of the CA.
+//! mTLS settings of `serve`. `--client-san` through the production TLS stack
+//! (`reload::start_requiring` + `server::serve`) on loopback: of the certificates one client CA
+//! signed, only those naming a required name (a SAN DNS name or the CN) get an answer, and the
+//! requirement survives a reload of the CA. The binary refuses `--client-san` without
+//! `--client-ca`, and warns at startup while neither mTLS nor a narrowed NetworkPolicy is on.
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, body::Bytes};
 use ingress_status_guard::{CertFiles, ClientNames, ReloadOutcome, watch_certificates_requiring};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 
 use crate::{
     fixture::{FIXTURE, UID},
@@ -138,4 +138,47 @@ fn client_san_without_client_ca_is_refused_at_startup_naming_both_flags() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--client-ca <CLIENT_CA>") && stderr.contains("--client-san <NAME>"), "{stderr}");
+}
+
+/// The first lines `serve` logs, up to its ephemeral certificate (logged after the checks of
+/// its TLS flags), then stops it.
+fn startup_log(args: &[&str], env: &[(&str, &str)]) -> String {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
+        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--publish-status-address=192.0.2.10"])
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("KUBECONFIG")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = String::new();
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        log.push_str(&line);
+        log.push('\n');
+        if line.contains("ephemeral self-signed certificate") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    log
+}
+
+#[test]
+fn startup_warns_while_neither_mtls_nor_a_narrowed_network_policy_is_on() {
+    const WARNING: &str = "the webhook port accepts any caller: neither --client-ca";
+    let open = startup_log(&[], &[]);
+    assert!(open.contains(WARNING) && open.contains("WARN"), "{open}");
+    for (args, env) in
+        [(&["--network-policy-narrowed"][..], &[][..]), (&[][..], &[("ISG_NETWORK_POLICY_NARROWED", "true")][..])]
+    {
+        let narrowed = startup_log(args, env);
+        assert!(
+            narrowed.contains("ephemeral self-signed") && !narrowed.contains(WARNING),
+            "{args:?} {env:?}: {narrowed}"
+        );
+    }
 }
