@@ -1,6 +1,7 @@
 //! Certificate rotation without restart: watches `--tls-cert`, `--tls-key` and `--client-ca` and
 //! swaps the listener's rustls configuration in place when their contents change. New
-//! connections get the new configuration; connections already open keep theirs.
+//! connections get the new configuration; connections already open keep theirs. The
+//! `--client-san` names, fixed at start, are required by every configuration built.
 //!
 //! The files are watched as [`crate::reload::fswatch`] describes (the kubelet's `..data` symlink swap,
 //! and a read every [`POLL_INTERVAL`] as backstop). Contents are compared, not timestamps. A new set that does not load (unparsable,

@@ -3,7 +3,11 @@
 //! checks them after the chain. A CA that signs more than the API server's certificate (the
 //! cluster CA signs every kubelet's) would otherwise let all its holders in.
 
-use std::{fmt, sync::Arc};
+use std::{
+    fmt,
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
 
 use rustls::{
     CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme,
@@ -18,6 +22,8 @@ use crate::names::{escape_control, truncate};
 const MAX_NAME_BYTES: usize = 256;
 /// How much of a refused certificate's names one log line shows.
 const MAX_SHOWN_BYTES: usize = 1024;
+/// At most one refusal line per this long; the refusals in between are counted in the next.
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why a `--client-san` value is refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -75,7 +81,7 @@ impl ClientNames {
         if self.is_empty() {
             return verifier;
         }
-        Arc::new(RequireNames { inner: verifier, names: self.clone() })
+        Arc::new(RequireNames { inner: verifier, names: self.clone(), log: LogGate::default() })
     }
 }
 
@@ -109,6 +115,31 @@ pub(crate) fn certificate_names(der: &[u8]) -> Vec<String> {
 struct RequireNames {
     inner: Arc<dyn ClientCertVerifier>,
     names: ClientNames,
+    log: LogGate,
+}
+
+/// Lets one log line through per [`LOG_INTERVAL`]: a holder of a certificate of the CA can
+/// open handshakes as fast as it likes, and each must not cost a line.
+#[derive(Debug, Default)]
+struct LogGate(Mutex<Gate>);
+
+#[derive(Debug, Default)]
+struct Gate {
+    last: Option<Instant>,
+    held_back: u64,
+}
+
+impl LogGate {
+    /// `Some(refusals held back since the last line)` when a line may be written at `now`.
+    fn admit(&self, now: Instant) -> Option<u64> {
+        let mut gate = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if gate.last.is_some_and(|last| now.saturating_duration_since(last) < LOG_INTERVAL) {
+            gate.held_back += 1;
+            return None;
+        }
+        gate.last = Some(now);
+        Some(std::mem::take(&mut gate.held_back))
+    }
 }
 
 impl ClientCertVerifier for RequireNames {
@@ -136,14 +167,17 @@ impl ClientCertVerifier for RequireNames {
             return Ok(verified);
         }
         // The certificate is genuine (its CA signed it), so this is a misconfiguration or a
-        // holder of another certificate of that CA: worth a line each time. Its names are
-        // bounded, since whoever holds the CA chose them.
-        let shown = truncate(&escape_control(&presented.join(",")), MAX_SHOWN_BYTES, MAX_SHOWN_BYTES);
-        tracing::warn!(
-            presented = %if shown.is_empty() { "<none>" } else { shown.as_str() },
-            required = %self.names,
-            "refused a client certificate signed by --client-ca: none of its SAN DNS names or CN is a --client-san name"
-        );
+        // holder of another certificate of that CA: worth a line, within the gate. Its names
+        // are bounded, since whoever holds the CA chose them.
+        if let Some(held_back) = self.log.admit(Instant::now()) {
+            let shown = truncate(&escape_control(&presented.join(",")), MAX_SHOWN_BYTES, MAX_SHOWN_BYTES);
+            tracing::warn!(
+                presented = %if shown.is_empty() { "<none>" } else { shown.as_str() },
+                required = %self.names,
+                refused_since_last_line = held_back,
+                "refused a client certificate signed by --client-ca: none of its SAN DNS names or CN is a --client-san name"
+            );
+        }
         Err(rustls::Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure))
     }
 
@@ -215,6 +249,17 @@ mod tests {
         // A wildcard SAN is a name like any other, not a pattern.
         assert!(!names(&["api.example.com"]).accepts(&["*.example.com".to_owned()]));
         assert!(ClientNames::default().is_empty());
+    }
+
+    #[test]
+    fn refusals_log_one_line_per_interval_counting_the_rest() {
+        let gate = LogGate::default();
+        let t0 = Instant::now();
+        assert_eq!(gate.admit(t0), Some(0));
+        assert_eq!(gate.admit(t0 + Duration::from_millis(10)), None);
+        assert_eq!(gate.admit(t0 + Duration::from_millis(999)), None);
+        assert_eq!(gate.admit(t0 + LOG_INTERVAL), Some(2));
+        assert_eq!(gate.admit(t0 + LOG_INTERVAL * 3), Some(0));
     }
 
     #[test]
