@@ -206,6 +206,8 @@ fn helm_lint_is_clean_and_the_schema_names_wrong_values() {
     assert!(!out.success && out.stderr.contains("set policy.publishStatusAddress"), "{}", out.stderr);
     let out = helm.run(&["template", RELEASE, CHART, "--set", "certificate.mode=existingSecret"]);
     assert!(!out.success && out.stderr.contains("caBundle"), "{}", out.stderr);
+    let out = helm.run(&["template", RELEASE, CHART, "--set", "webhook.clientCA.allowedNames={kube-apiserver}"]);
+    assert!(!out.success && out.stderr.contains("needs webhook.clientCA.secretName"), "{}", out.stderr);
 }
 
 #[test]
