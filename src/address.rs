@@ -33,6 +33,16 @@ pub struct PortStatus {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Addresses<'a>(pub &'a [Address]);
 
+/// A list as a caller wrote it, of which the reader kept the first entries ([`Entries`]): shown
+/// as [`Addresses`] when nothing was left out, else as `N entries: a,b,…(+M more)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Written<'a> {
+    /// The entries kept, in the order written.
+    pub kept: &'a [Address],
+    /// How many entries followed them.
+    pub omitted: usize,
+}
+
 /// Most entries shown of a list.
 pub(crate) const MAX_SHOWN: usize = 20;
 /// Most bytes of entries shown of a list (the `…(+N more)` suffix comes on top).
@@ -40,33 +50,80 @@ pub(crate) const MAX_SHOWN_BYTES: usize = 1024;
 
 impl std::fmt::Display for Addresses<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("<none>");
+        show(f, self.0, 0)
+    }
+}
+
+impl std::fmt::Display for Written<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.omitted > 0 {
+            write!(f, "{} entries: ", self.kept.len().saturating_add(self.omitted))?;
         }
-        let mut used = 0;
-        let mut shown = 0;
-        for entry in self.0.iter().take(MAX_SHOWN) {
-            let text = entry.to_string();
-            let separator = usize::from(shown > 0);
-            if used + separator + text.len() > MAX_SHOWN_BYTES {
-                if shown == 0 {
-                    // One entry longer than the whole budget: its start still says what it was.
-                    f.write_str(&crate::names::truncate(&text, usize::MAX, MAX_SHOWN_BYTES))?;
-                    shown = 1;
-                }
-                break;
+        show(f, self.kept, self.omitted)
+    }
+}
+
+/// `list` shown within the bounds of [`Addresses`]; `omitted` entries after it count as more.
+fn show(f: &mut std::fmt::Formatter<'_>, list: &[Address], omitted: usize) -> std::fmt::Result {
+    if list.is_empty() && omitted == 0 {
+        return f.write_str("<none>");
+    }
+    let mut used = 0;
+    let mut shown = 0;
+    for entry in list.iter().take(MAX_SHOWN) {
+        // Formatted only as far as the budget: a 3 MiB hostname costs a kilobyte here.
+        let text = Capped::text(entry, MAX_SHOWN_BYTES + 1);
+        let separator = usize::from(shown > 0);
+        if used + separator + text.len() > MAX_SHOWN_BYTES {
+            if shown == 0 {
+                // One entry longer than the whole budget: its start still says what it was.
+                f.write_str(&crate::names::truncate(&text, usize::MAX, MAX_SHOWN_BYTES))?;
+                shown = 1;
             }
-            if separator == 1 {
-                f.write_str(",")?;
-            }
-            f.write_str(&text)?;
-            used += separator + text.len();
-            shown += 1;
+            break;
         }
-        if shown < self.0.len() {
-            write!(f, "…(+{} more)", self.0.len() - shown)?;
+        if separator == 1 {
+            f.write_str(",")?;
         }
-        Ok(())
+        f.write_str(&text)?;
+        used += separator + text.len();
+        shown += 1;
+    }
+    let more = (list.len() - shown).saturating_add(omitted);
+    if more > 0 {
+        write!(f, "…(+{more} more)")?;
+    }
+    Ok(())
+}
+
+/// Text formatted up to a byte budget, then cut off (on a character boundary): formatting
+/// stops there, so what lies beyond is never copied.
+struct Capped {
+    text: String,
+    room: usize,
+}
+
+impl Capped {
+    fn text(value: &impl std::fmt::Display, room: usize) -> String {
+        use std::fmt::Write as _;
+        let mut capped = Capped { text: String::new(), room };
+        // An error only means the budget ran out.
+        let _ = write!(capped, "{value}");
+        capped.text
+    }
+}
+
+impl std::fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let left = self.room - self.text.len();
+        if s.len() <= left {
+            self.text.push_str(s);
+            return Ok(());
+        }
+        let cut = (0..=left).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+        self.text.push_str(&s[..cut]);
+        self.room = self.text.len();
+        Err(std::fmt::Error)
     }
 }
 
@@ -133,11 +190,16 @@ impl Address {
 /// be able to start a new log line or move a terminal's cursor.
 impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let text = |v: &'_ str| crate::names::escape_control(v).into_owned();
+        let text = |f: &mut std::fmt::Formatter<'_>, v: &str| crate::names::write_escaped(f, v);
         match (&self.hostname, &self.ip) {
-            (Some(h), Some(i)) => write!(f, "{} ({})", text(h), text(i)),
-            (Some(h), None) => f.write_str(&crate::names::escape_control(h)),
-            (None, Some(i)) => f.write_str(&crate::names::escape_control(i)),
+            (Some(h), Some(i)) => {
+                text(f, h)?;
+                f.write_str(" (")?;
+                text(f, i)?;
+                f.write_str(")")
+            }
+            (Some(h), None) => text(f, h),
+            (None, Some(i)) => text(f, i),
             (None, None) => f.write_str("<empty>"),
         }
     }
@@ -199,12 +261,111 @@ fn canonical_order(a: &Address, b: &Address) -> std::cmp::Ordering {
     a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())).then_with(|| a.ports.cmp(&b.ports))
 }
 
-/// Whether a written list equals the canonical one, ignoring order and duplicates.
+/// Whether a written list equals the canonical one, ignoring order and duplicates. The written
+/// entries are compared by reference: nothing is copied.
 pub(crate) fn same_set(written: &[Address], canonical: &[Address]) -> bool {
     if written.len() == canonical.len() && written == canonical {
         return true;
     }
-    canonicalize(written.to_vec()) == canonical
+    let mut sorted: Vec<&Address> = written.iter().collect();
+    sorted.sort_by(|a, b| canonical_order(a, b));
+    sorted.dedup();
+    sorted.len() == canonical.len() && sorted.iter().zip(canonical).all(|(a, b)| *a == b)
+}
+
+/// Most entries of `status.loadBalancer.ingress` kept from a review. Far above any load
+/// balancer (a cloud LB has a few; ingress-nginx's node-IP fallback, one per node it runs on);
+/// a longer list is counted, not stored, and never canonical.
+pub(crate) const MAX_ENTRIES: usize = 256;
+/// Most `ports` kept across those entries: four per entry, so that ports cannot make the kept
+/// entries cost more than the entries themselves.
+pub(crate) const MAX_PORTS: usize = 4 * MAX_ENTRIES;
+
+/// `status.loadBalancer.ingress` as a review wrote it, read by a bounded visitor: the first
+/// entries, up to [`MAX_ENTRIES`] entries and [`MAX_PORTS`] ports, and how many followed. Every
+/// entry is still read and checked as an [`Address`] is (an invalid one is an error wherever it
+/// is); those past the bound are dropped as they are read, so memory is bounded by the bound,
+/// whatever the caller sent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Entries {
+    /// The entries kept, in the order written.
+    pub(crate) kept: Vec<Address>,
+    /// Entries after the kept ones, not stored.
+    pub(crate) omitted: usize,
+}
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Entries, A::Error> {
+                // No size hint is trusted: the list grows to the bound at most.
+                let mut entries = Entries::default();
+                let mut ports = 0;
+                while let Some(crate::strict::Strict(entry)) = seq.next_element::<crate::strict::Strict<EntryIn>>()? {
+                    ports += entry.ports.kept.len();
+                    let fits = entries.omitted == 0
+                        && entries.kept.len() < MAX_ENTRIES
+                        && entry.ports.omitted == 0
+                        && ports <= MAX_PORTS;
+                    if fits {
+                        entries.kept.push(Address { ip: entry.ip, hostname: entry.hostname, ports: entry.ports.kept });
+                    } else {
+                        entries.omitted += 1;
+                    }
+                }
+                Ok(entries)
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
+}
+
+/// An entry as [`Address`] reads it, with `ports` bounded.
+#[derive(Deserialize)]
+#[serde(expecting = "an IngressLoadBalancerIngress object (ip, hostname, ports)")]
+struct EntryIn {
+    #[serde(default)]
+    ip: Option<String>,
+    #[serde(default)]
+    hostname: Option<String>,
+    #[serde(default)]
+    ports: Ports,
+}
+
+/// `ports` as `crate::strict::objects` reads it, keeping at most [`MAX_PORTS`].
+#[derive(Default)]
+struct Ports {
+    kept: Vec<PortStatus>,
+    omitted: usize,
+}
+
+impl<'de> Deserialize<'de> for Ports {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Ports;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of objects")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Ports, A::Error> {
+                let mut ports = Ports::default();
+                while let Some(crate::strict::Strict(port)) = seq.next_element::<crate::strict::Strict<PortStatus>>()? {
+                    if ports.kept.len() < MAX_PORTS {
+                        ports.kept.push(port);
+                    } else {
+                        ports.omitted += 1;
+                    }
+                }
+                Ok(ports)
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
 }
 
 #[cfg(test)]

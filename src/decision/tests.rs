@@ -27,6 +27,7 @@ fn write(class: Option<&str>, addresses: &str) -> StatusWrite {
         name: "ing".into(),
         class: class.map(str::to_owned),
         addresses: if addresses.is_empty() { vec![] } else { address::parse_static_list(addresses).unwrap() },
+        omitted: 0,
     }
 }
 

@@ -22,3 +22,4 @@ mod rotation;
 mod router;
 mod shutdown;
 mod tls;
+mod wire;
