@@ -465,6 +465,32 @@ mod tests {
     }
 
     #[test]
+    fn lists_past_the_reader_bound_say_how_many() {
+        let kept = [ip("10.0.0.1"), Address::default()];
+        assert_eq!(Written { kept: &kept, omitted: 0 }.to_string(), "10.0.0.1,<empty>");
+        assert_eq!(Written { kept: &kept, omitted: 5 }.to_string(), "7 entries: 10.0.0.1,<empty>…(+5 more)");
+        assert_eq!(Written { kept: &[], omitted: 3 }.to_string(), "3 entries: …(+3 more)");
+        // A huge entry is formatted only as far as it is shown.
+        let huge = [host(&format!("{}\n", "h".repeat(3 << 20)))];
+        let text = Addresses(&huge).to_string();
+        assert!(text.len() <= MAX_SHOWN_BYTES && text.starts_with("hhh") && text.ends_with('…'), "{}", text.len());
+    }
+
+    #[test]
+    fn same_set_needs_no_copy_and_agrees_with_canonicalize() {
+        let canonical = canonicalize(vec![ip("10.0.0.2"), host("a.example"), ip("10.0.0.1")]);
+        let lists = [
+            vec![host("a.example"), ip("10.0.0.1"), ip("10.0.0.2"), ip("10.0.0.1")],
+            vec![ip("10.0.0.1"), ip("10.0.0.2")],
+            vec![ip("10.0.0.1"), ip("10.0.0.2"), host("a.example"), host("b.example")],
+            vec![],
+        ];
+        for list in lists {
+            assert_eq!(same_set(&list, &canonical), canonicalize(list.clone()) == canonical, "{list:?}");
+        }
+    }
+
+    #[test]
     fn control_characters_are_escaped_when_shown() {
         let forged =
             Address { hostname: Some("a\nINFO forged\r\x1b[31m".into()), ip: Some("1\t".into()), ports: vec![] };

@@ -110,6 +110,13 @@ fn verdicts() {
             "unresolved",
         ),
         (
+            "canonical entries, then more than the reader keeps",
+            StatusWrite { omitted: 1, ..write(Some("nginx"), "lb.example,203.0.113.5") },
+            policies(Mode::Enforce, OnUnresolved::Allow, service()),
+            lb(),
+            "patched",
+        ),
+        (
             "static source ignores the cache",
             write(Some("nginx"), "10.0.0.1"),
             policies(Mode::Enforce, OnUnresolved::Allow, Source::Static(canonical.clone())),

@@ -91,3 +91,107 @@ pub(crate) fn groups<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::
     }
     d.deserialize_seq(Visit)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::review::{Review, Target, read, read_slow};
+
+    const FIXTURE: &str =
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));
+
+    /// The fixture with the member at `path` set to `value`, read by both readers (which must
+    /// agree); the error's text, if any.
+    fn read_with(path: &[&str], value: Value) -> Result<Review<'static>, String> {
+        let mut review: Value = serde_json::from_str(FIXTURE).unwrap();
+        *path.iter().fold(&mut review, |at, key| &mut at[*key]) = value;
+        let body: &'static [u8] = serde_json::to_vec(&review).unwrap().leak();
+        let (fast, slow) = (read(body).map_err(|e| e.to_string()), read_slow(body).map_err(|e| e.to_string()));
+        assert_eq!(fast, slow, "the readers differ at {path:?}");
+        fast
+    }
+
+    fn out_of_bounds(review: &Review) -> Option<String> {
+        match &review.target {
+            Target::OutOfBounds(bound) => Some(bound.to_string()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn each_field_at_its_bound_passes_and_one_byte_over_is_named() {
+        let cases: [(&str, &[&str], usize, &str); 4] = [
+            ("uid", &["request", "uid"], MAX_UID, "request.uid is 129 bytes, over the limit of 128"),
+            ("namespace", &["request", "namespace"], 63, "request.namespace is not a DNS-1123 label"),
+            ("name", &["request", "name"], 253, "request.name is not a DNS-1123 subdomain"),
+            (
+                "object uid",
+                &["request", "object", "metadata", "uid"],
+                MAX_OBJECT_UID,
+                "request.object.metadata.uid is over 128 bytes",
+            ),
+        ];
+        for (name, path, bound, message) in cases {
+            let at = read_with(path, json!("a".repeat(bound))).unwrap();
+            assert_eq!(out_of_bounds(&at), None, "{name} at its bound");
+            assert!(matches!(at.target, Target::IngressStatus { .. }), "{name}");
+            let over = match read_with(path, json!("a".repeat(bound + 1))) {
+                Ok(review) => out_of_bounds(&review).unwrap_or_else(|| panic!("{name} over its bound passed")),
+                Err(error) => error,
+            };
+            assert!(over.starts_with(message), "{name}: {over}");
+        }
+        let bad_label = read_with(&["request", "namespace"], json!("Default")).unwrap();
+        assert_eq!(
+            out_of_bounds(&bad_label).as_deref(),
+            Some("request.namespace is not a DNS-1123 label (at most 63 bytes)")
+        );
+    }
+
+    #[test]
+    fn what_an_authenticator_chooses_is_cut_not_refused() {
+        let username =
+            |text: String| read_with(&["request", "userInfo", "username"], json!(text)).unwrap().user.username;
+        assert_eq!(username("u".repeat(MAX_USERNAME)).len(), MAX_USERNAME);
+        let cut = username("u".repeat(MAX_USERNAME + 1));
+        assert!(cut.len() <= MAX_USERNAME && cut.ends_with('…'), "{} bytes", cut.len());
+
+        let groups =
+            |groups: Vec<String>| read_with(&["request", "userInfo", "groups"], json!(groups)).unwrap().user.groups;
+        let at = groups(vec!["g".repeat(MAX_GROUP); MAX_GROUPS]);
+        assert_eq!((at.len(), at[0].len()), (MAX_GROUPS, MAX_GROUP));
+        let over = groups((0..=MAX_GROUPS).map(|i| format!("{i}-{}", "g".repeat(MAX_GROUP))).collect());
+        assert_eq!(over.len(), MAX_GROUPS);
+        assert!(over.iter().all(|g| g.len() <= MAX_GROUP && g.ends_with('…')), "{over:?}");
+        // Still a list of strings, as before.
+        let error = read_with(&["request", "userInfo", "groups"], json!(["a", 7])).unwrap_err();
+        assert!(error.contains("request.userInfo.groups[1]: invalid type: integer `7`"), "{error}");
+    }
+
+    #[test]
+    fn a_status_list_past_the_bound_is_counted_not_kept() {
+        let list = |entries: Value| {
+            let review = read_with(&["request", "object", "status"], json!({"loadBalancer": {"ingress": entries}}));
+            let review = review.unwrap();
+            (review.attempted().len(), review.omitted())
+        };
+        let ips =
+            |n: usize| Value::Array((0..n).map(|i| json!({"ip": format!("10.0.{}.{}", i / 256, i % 256)})).collect());
+        use crate::address::{MAX_ENTRIES, MAX_PORTS};
+        assert_eq!(list(ips(MAX_ENTRIES)), (MAX_ENTRIES, 0));
+        assert_eq!(list(ips(MAX_ENTRIES + 1)), (MAX_ENTRIES, 1));
+        assert_eq!(list(json!([{}, {}, {}])), (3, 0));
+        let ports = |n: usize| json!({"ip": "10.0.0.1", "ports": vec![json!({"port": 80, "protocol": "TCP"}); n]});
+        assert_eq!(list(json!([ports(MAX_PORTS)])), (1, 0));
+        assert_eq!(list(json!([ports(MAX_PORTS + 1), ports(1)])), (0, 2), "an entry cut is not kept, nor what follows");
+        assert_eq!(list(json!([ports(MAX_PORTS), ports(1)])), (1, 1), "the port budget is the list's");
+        // An invalid entry is an error wherever it is.
+        let mut late = ips(MAX_ENTRIES + 10);
+        late[MAX_ENTRIES + 5] = json!({"ip": 7});
+        let error =
+            read_with(&["request", "object", "status"], json!({"loadBalancer": {"ingress": late}})).unwrap_err();
+        assert!(error.contains("status.loadBalancer.ingress[261].ip: invalid type: integer `7`"), "{error}");
+    }
+}
