@@ -235,7 +235,7 @@ impl Review<'_> {
 
 /// Reads an AdmissionReview body: the fast reader when it is sure, else serde_json. Every
 /// string a caller chooses is bounded here (`bounds`), and the written status list is read with
-/// a bounded visitor ([`Entries`]): what a review holds does not grow with what was sent.
+/// a bounded visitor (`address::Entries`): what a review holds does not grow with what was sent.
 pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     match skim::review(body) {
         Some(review) => convert(review, Ok),
