@@ -30,6 +30,7 @@ const MAX_BODY: usize = 3 << 20;
 struct Guard {
     child: Child,
     port: u16,
+    admin: u16,
     config: Arc<rustls::ClientConfig>,
     lines: mpsc::Receiver<String>,
     _dir: tempfile::TempDir,
@@ -42,14 +43,18 @@ impl Guard {
         let pki = Pki::new("wire test CA", &["localhost"]);
         std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
         std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (port, admin) = (free(), free());
         let mut child = Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
             .arg("serve")
             .arg(format!("--listen=127.0.0.1:{port}"))
-            .arg("--admin-listen=127.0.0.1:0")
+            .arg(format!("--admin-listen=127.0.0.1:{admin}"))
             .arg(format!("--tls-cert={}", dir.path().join("tls.crt").display()))
             .arg(format!("--tls-key={}", dir.path().join("tls.key").display()))
             .args(["--publish-status-address=192.0.2.10", "--no-events", "--log-format=plain"])
+            // Memory is measured, not time: a debug build on a busy machine may take seconds to
+            // read a million entries, and the answer must come from the decision.
+            .arg("--decide-timeout-seconds=120")
             .env("RUST_LOG", "debug")
             .env_remove("KUBECONFIG")
             .stdout(Stdio::piped())
@@ -69,7 +74,7 @@ impl Guard {
                 }
             });
         }
-        let guard = Guard { child, port, config: pki.client(b"http/1.1").shared(), lines, _dir: dir };
+        let guard = Guard { child, port, admin, config: pki.client(b"http/1.1").shared(), lines, _dir: dir };
         guard.wait_for("webhook listening");
         guard
     }
@@ -104,6 +109,19 @@ impl Guard {
             (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
         };
         tokio::time::timeout(BOUND, exchange).await.expect("the guard answers")
+    }
+
+    /// The admin port's `/metrics`.
+    async fn metrics(&self) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let exchange = async {
+            let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.admin)).await.unwrap();
+            tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+            let mut text = String::new();
+            tcp.read_to_string(&mut text).await.unwrap();
+            text
+        };
+        tokio::time::timeout(BOUND, exchange).await.expect("the admin port answers")
     }
 
     /// Peak resident memory of the guard so far, in bytes.
@@ -141,7 +159,7 @@ fn mib(bytes: u64) -> f64 {
 /// The patch an answer carries, decoded.
 fn patch(answer: &Value) -> Value {
     use base64::Engine as _;
-    let text = answer["response"]["patch"].as_str().expect("a patch");
+    let text = answer["response"]["patch"].as_str().unwrap_or_else(|| panic!("no patch in {answer}"));
     serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(text).unwrap()).unwrap()
 }
 
@@ -221,6 +239,8 @@ async fn caller_strings_never_reach_a_log_line_whole() {
     let (status, answer) = guard.post(other.to_vec().into()).await;
     assert_eq!((status, &answer["response"]["allowed"]), (200, &json!(true)), "{answer}");
 
+    let metrics = guard.metrics().await;
+    assert!(metrics.contains("requests_refused_total{reason=\"out_of_bounds\"} 4\n"), "{metrics}");
     let mut lines = guard.wait_for("is not an Ingress status UPDATE");
     // Findings are logged by a background task: whatever follows in the next second too.
     lines.extend(std::iter::from_fn(|| guard.lines.recv_timeout(Duration::from_secs(1)).ok()));
