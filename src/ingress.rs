@@ -32,7 +32,7 @@ pub struct StatusWrite {
     /// `status.loadBalancer.ingress` as written or stored (empty when absent).
     pub addresses: Vec<Address>,
     /// Entries written after `addresses`, counted but not kept: a review's list past
-    /// [`crate::address::MAX_ENTRIES`], which is never canonical.
+    /// the bound of [`crate::address::Entries`], which is never canonical.
     pub omitted: usize,
 }
 
