@@ -11,8 +11,9 @@ use serde::{Deserialize, Deserializer, de};
 
 use crate::names::{is_dns1123_label, is_dns1123_subdomain, truncate};
 
-/// Longest `request.uid`: the API server sends a UUID (36 bytes); anything longer is not from
-/// it, and is answered with an HTTP error, since no `response.uid` could echo it faithfully.
+/// Longest `request.uid`: the API server sends a UUID (36 bytes), so anything longer is not
+/// from it. It is answered with an HTTP error naming the bound rather than echoed: only the API
+/// server needs `response.uid` to match, and a forged caller must not get its megabyte back.
 pub(crate) const MAX_UID: usize = 128;
 /// Longest `request.object.metadata.uid` (a UUID the API server assigned).
 pub(crate) const MAX_OBJECT_UID: usize = 128;
