@@ -7,7 +7,8 @@ use super::{Address, PortStatus};
 
 /// Most entries of `status.loadBalancer.ingress` kept from a review. Far above any load
 /// balancer (a cloud LB has a few; ingress-nginx's node-IP fallback, one per node it runs on);
-/// a longer list is counted, not stored, and never canonical.
+/// a longer list is counted, not stored, and never canonical. The one cost: a node-IP policy
+/// on more than 256 nodes would see every write as a mismatch (and patch it to the same list).
 pub(crate) const MAX_ENTRIES: usize = 256;
 /// Most `ports` kept across those entries: four per entry, so that ports cannot make the kept
 /// entries cost more than the entries themselves.
