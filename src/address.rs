@@ -33,6 +33,16 @@ pub struct PortStatus {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Addresses<'a>(pub &'a [Address]);
 
+/// A list as a caller wrote it, of which the reader kept the first entries ([`Entries`]): shown
+/// as [`Addresses`] when nothing was left out, else as `N entries: a,b,…(+M more)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Written<'a> {
+    /// The entries kept, in the order written.
+    pub kept: &'a [Address],
+    /// How many entries followed them.
+    pub omitted: usize,
+}
+
 /// Most entries shown of a list.
 pub(crate) const MAX_SHOWN: usize = 20;
 /// Most bytes of entries shown of a list (the `…(+N more)` suffix comes on top).
@@ -40,33 +50,80 @@ pub(crate) const MAX_SHOWN_BYTES: usize = 1024;
 
 impl std::fmt::Display for Addresses<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("<none>");
+        show(f, self.0, 0)
+    }
+}
+
+impl std::fmt::Display for Written<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.omitted > 0 {
+            write!(f, "{} entries: ", self.kept.len().saturating_add(self.omitted))?;
         }
-        let mut used = 0;
-        let mut shown = 0;
-        for entry in self.0.iter().take(MAX_SHOWN) {
-            let text = entry.to_string();
-            let separator = usize::from(shown > 0);
-            if used + separator + text.len() > MAX_SHOWN_BYTES {
-                if shown == 0 {
-                    // One entry longer than the whole budget: its start still says what it was.
-                    f.write_str(&crate::names::truncate(&text, usize::MAX, MAX_SHOWN_BYTES))?;
-                    shown = 1;
-                }
-                break;
+        show(f, self.kept, self.omitted)
+    }
+}
+
+/// `list` shown within the bounds of [`Addresses`]; `omitted` entries after it count as more.
+fn show(f: &mut std::fmt::Formatter<'_>, list: &[Address], omitted: usize) -> std::fmt::Result {
+    if list.is_empty() && omitted == 0 {
+        return f.write_str("<none>");
+    }
+    let mut used = 0;
+    let mut shown = 0;
+    for entry in list.iter().take(MAX_SHOWN) {
+        // Formatted only as far as the budget: a 3 MiB hostname costs a kilobyte here.
+        let text = Capped::text(entry, MAX_SHOWN_BYTES + 1);
+        let separator = usize::from(shown > 0);
+        if used + separator + text.len() > MAX_SHOWN_BYTES {
+            if shown == 0 {
+                // One entry longer than the whole budget: its start still says what it was.
+                f.write_str(&crate::names::truncate(&text, usize::MAX, MAX_SHOWN_BYTES))?;
+                shown = 1;
             }
-            if separator == 1 {
-                f.write_str(",")?;
-            }
-            f.write_str(&text)?;
-            used += separator + text.len();
-            shown += 1;
+            break;
         }
-        if shown < self.0.len() {
-            write!(f, "…(+{} more)", self.0.len() - shown)?;
+        if separator == 1 {
+            f.write_str(",")?;
         }
-        Ok(())
+        f.write_str(&text)?;
+        used += separator + text.len();
+        shown += 1;
+    }
+    let more = (list.len() - shown).saturating_add(omitted);
+    if more > 0 {
+        write!(f, "…(+{more} more)")?;
+    }
+    Ok(())
+}
+
+/// Text formatted up to a byte budget, then cut off (on a character boundary): formatting
+/// stops there, so what lies beyond is never copied.
+struct Capped {
+    text: String,
+    room: usize,
+}
+
+impl Capped {
+    fn text(value: &impl std::fmt::Display, room: usize) -> String {
+        use std::fmt::Write as _;
+        let mut capped = Capped { text: String::new(), room };
+        // An error only means the budget ran out.
+        let _ = write!(capped, "{value}");
+        capped.text
+    }
+}
+
+impl std::fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let left = self.room - self.text.len();
+        if s.len() <= left {
+            self.text.push_str(s);
+            return Ok(());
+        }
+        let cut = (0..=left).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+        self.text.push_str(&s[..cut]);
+        self.room = self.text.len();
+        Err(std::fmt::Error)
     }
 }
 
@@ -133,11 +190,16 @@ impl Address {
 /// be able to start a new log line or move a terminal's cursor.
 impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let text = |v: &'_ str| crate::names::escape_control(v).into_owned();
+        let text = |f: &mut std::fmt::Formatter<'_>, v: &str| crate::names::write_escaped(f, v);
         match (&self.hostname, &self.ip) {
-            (Some(h), Some(i)) => write!(f, "{} ({})", text(h), text(i)),
-            (Some(h), None) => f.write_str(&crate::names::escape_control(h)),
-            (None, Some(i)) => f.write_str(&crate::names::escape_control(i)),
+            (Some(h), Some(i)) => {
+                text(f, h)?;
+                f.write_str(" (")?;
+                text(f, i)?;
+                f.write_str(")")
+            }
+            (Some(h), None) => text(f, h),
+            (None, Some(i)) => text(f, i),
             (None, None) => f.write_str("<empty>"),
         }
     }
@@ -199,13 +261,22 @@ fn canonical_order(a: &Address, b: &Address) -> std::cmp::Ordering {
     a.sort_key().cmp(&b.sort_key()).then_with(|| a.ports.len().cmp(&b.ports.len())).then_with(|| a.ports.cmp(&b.ports))
 }
 
-/// Whether a written list equals the canonical one, ignoring order and duplicates.
+/// Whether a written list equals the canonical one, ignoring order and duplicates. The written
+/// entries are compared by reference: nothing is copied.
 pub(crate) fn same_set(written: &[Address], canonical: &[Address]) -> bool {
     if written.len() == canonical.len() && written == canonical {
         return true;
     }
-    canonicalize(written.to_vec()) == canonical
+    let mut sorted: Vec<&Address> = written.iter().collect();
+    sorted.sort_by(|a, b| canonical_order(a, b));
+    sorted.dedup();
+    sorted.len() == canonical.len() && sorted.iter().zip(canonical).all(|(a, b)| *a == b)
 }
+
+mod entries;
+pub(crate) use entries::Entries;
+#[cfg(test)]
+pub(crate) use entries::{MAX_ENTRIES, MAX_PORTS};
 
 #[cfg(test)]
 mod props;
@@ -301,6 +372,32 @@ mod tests {
 
         assert_eq!(Addresses(&many[..2]).to_string(), "h0.example,h1.example");
         assert_eq!(Addresses(&[]).to_string(), "<none>");
+    }
+
+    #[test]
+    fn lists_past_the_reader_bound_say_how_many() {
+        let kept = [ip("10.0.0.1"), Address::default()];
+        assert_eq!(Written { kept: &kept, omitted: 0 }.to_string(), "10.0.0.1,<empty>");
+        assert_eq!(Written { kept: &kept, omitted: 5 }.to_string(), "7 entries: 10.0.0.1,<empty>…(+5 more)");
+        assert_eq!(Written { kept: &[], omitted: 3 }.to_string(), "3 entries: …(+3 more)");
+        // A huge entry is formatted only as far as it is shown.
+        let huge = [host(&format!("{}\n", "h".repeat(3 << 20)))];
+        let text = Addresses(&huge).to_string();
+        assert!(text.len() <= MAX_SHOWN_BYTES && text.starts_with("hhh") && text.ends_with('…'), "{}", text.len());
+    }
+
+    #[test]
+    fn same_set_needs_no_copy_and_agrees_with_canonicalize() {
+        let canonical = canonicalize(vec![ip("10.0.0.2"), host("a.example"), ip("10.0.0.1")]);
+        let lists = [
+            vec![host("a.example"), ip("10.0.0.1"), ip("10.0.0.2"), ip("10.0.0.1")],
+            vec![ip("10.0.0.1"), ip("10.0.0.2")],
+            vec![ip("10.0.0.1"), ip("10.0.0.2"), host("a.example"), host("b.example")],
+            vec![],
+        ];
+        for list in lists {
+            assert_eq!(same_set(&list, &canonical), canonicalize(list.clone()) == canonical, "{list:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ pub(crate) mod events;
 pub(crate) mod ratelimit;
 
 use crate::{
-    address::{Address, Addresses},
+    address::{Address, Addresses, Written},
     decision::{Action, Verdict},
     names::truncate,
     review::{Review, Target},
@@ -30,7 +30,8 @@ impl Writer {
         let service_account = username
             .strip_prefix("system:serviceaccount:")
             .and_then(|rest| rest.split_once(':'))
-            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains(':'))
+            // As the API server names them; a username cut by the reader ends in `…`.
+            .filter(|(ns, name)| crate::names::is_dns1123_label(ns) && crate::names::is_dns1123_subdomain(name))
             .map(|(ns, name)| (ns.to_owned(), name.to_owned()));
         Writer { username, groups, service_account }
     }
@@ -48,6 +49,8 @@ pub struct Finding {
     pub policy: String,
     pub writer: Writer,
     pub attempted: Vec<Address>,
+    /// Entries written after `attempted`, counted but not kept.
+    pub attempted_omitted: usize,
     pub canonical: Vec<Address>,
     pub action: Action,
     pub dry_run: bool,
@@ -72,6 +75,7 @@ impl Finding {
             policy: policy.name.clone(),
             writer: Writer::new(review.user.username.into_owned(), review.user.groups),
             attempted: write.addresses,
+            attempted_omitted: write.omitted,
             canonical: canonical.into_owned(),
             action,
             dry_run: review.dry_run,
@@ -98,7 +102,7 @@ impl Finding {
         let note = format!(
             "{} wrote status.loadBalancer.ingress [{}]; policy {} requires [{}]; {}",
             self.writer.username,
-            Addresses(&self.attempted),
+            Written { kept: &self.attempted, omitted: self.attempted_omitted },
             self.policy,
             Addresses(&self.canonical),
             self.verb()
@@ -116,13 +120,13 @@ impl Finding {
             uid = %self.uid,
             ingress_namespace = %self.namespace,
             ingress_name = %self.name,
-            ingress_class = self.class.as_deref().unwrap_or(""),
+            ingress_class = %truncate(self.class.as_deref().unwrap_or(""), usize::MAX, MAX_FIELD),
             policy = %self.policy,
             writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
             writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
             writer_sa_namespace = sa_namespace,
             writer_sa_name = sa_name,
-            attempted = %Addresses(&self.attempted),
+            attempted = %Written { kept: &self.attempted, omitted: self.attempted_omitted },
             canonical = %Addresses(&self.canonical),
             action = self.action.result(),
             dry_run = self.dry_run,
@@ -164,6 +168,7 @@ mod tests {
             policy: "p".into(),
             writer: Writer::new("rogue".into(), vec![]),
             attempted: many,
+            attempted_omitted: 0,
             canonical: vec![Address::hostname("lb.example")],
             action: Action::Rewrite,
             dry_run: false,

@@ -117,7 +117,10 @@ pub fn decide<'p>(write: &StatusWrite, policies: &'p Policies, sources: &dyn Sou
     };
     match sources.canonical(policy) {
         Err(reason) => Verdict::Unresolved { policy, deny: policy.on_unresolved == OnUnresolved::Deny, reason },
-        Ok(canonical) if address::same_set(&write.addresses, &canonical) => Verdict::Canonical { policy },
+        // A list longer than the reader keeps is longer than any canonical one.
+        Ok(canonical) if write.omitted == 0 && address::same_set(&write.addresses, &canonical) => {
+            Verdict::Canonical { policy }
+        }
         Ok(canonical) => Verdict::Mismatch { policy, action: policy.mode.into(), canonical },
     }
 }

@@ -31,6 +31,9 @@ pub struct StatusWrite {
     pub class: Option<String>,
     /// `status.loadBalancer.ingress` as written or stored (empty when absent).
     pub addresses: Vec<Address>,
+    /// Entries written after `addresses`, counted but not kept: a review's list past
+    /// the bound of [`crate::address::Entries`], which is never canonical.
+    pub omitted: usize,
 }
 
 /// How much of `status.loadBalancer.ingress` an Ingress has: where a patch must go. A member
@@ -141,6 +144,7 @@ impl Stored {
                 name: ingress.metadata.name.clone().unwrap_or_default(),
                 class,
                 addresses,
+                omitted: 0,
             },
             class_from,
             object_uid: ingress.metadata.uid.clone(),
@@ -167,7 +171,7 @@ impl LeanIngress {
         let namespace = self.meta.namespace?;
         let name = self.meta.name?;
         Some((
-            StatusWrite { namespace, name, class: self.class, addresses: self.addresses },
+            StatusWrite { namespace, name, class: self.class, addresses: self.addresses, omitted: 0 },
             self.meta.resource_version,
         ))
     }

@@ -247,7 +247,7 @@ impl Metrics {
         let requests_refused = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "requests_refused",
-            "Requests refused before their body was read in full, by reason (body_too_large, body_timeout, buffered_bytes, body_read_error), or answered without a decision (decide_timeout)",
+            "Requests refused before their body was read in full, by reason (body_too_large, body_timeout, buffered_bytes, body_read_error), or answered without a decision (decide_timeout, out_of_bounds: a review field over the bounds of the wire)",
             requests_refused.clone(),
         );
         Metrics {

@@ -39,6 +39,20 @@ pub(crate) fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// [`escape_control`] written straight to `out`, a run of plain characters at a time, so a long
+/// text is never copied first.
+pub(crate) fn write_escaped(out: &mut impl std::fmt::Write, text: &str) -> std::fmt::Result {
+    let mut rest = text;
+    while let Some((i, c)) = rest.char_indices().find(|(_, c)| c.is_control()) {
+        out.write_str(&rest[..i])?;
+        for escaped in c.escape_default() {
+            out.write_char(escaped)?;
+        }
+        rest = &rest[i + c.len_utf8()..];
+    }
+    out.write_str(rest)
+}
+
 /// `text` cut to at most `max_chars` characters and `max_bytes` bytes, on a character boundary,
 /// ending in `…` when cut. Warnings are bounded in characters (what kubectl shows), Event notes
 /// in bytes (what the Events API accepts).
@@ -81,6 +95,15 @@ mod tests {
         assert!(is_dns1123_label("ingress-nginx"));
         for bad in ["a.b", &"a".repeat(64), "", "Ab", "a_b"] {
             assert!(!is_dns1123_label(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn escaping_writes_what_escape_control_returns() {
+        for text in ["", "plain", "a\nb\r\x1b[2K", "\u{85}é\t", "end\n"] {
+            let mut written = String::new();
+            write_escaped(&mut written, text).unwrap();
+            assert_eq!(written, escape_control(text), "{text:?}");
         }
     }
 

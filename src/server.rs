@@ -209,6 +209,9 @@ fn check_headers(headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
 /// Read, decide, render, report.
 fn review(state: &AppState, body: &Bytes) -> Result<(Vec<u8>, &'static str), (StatusCode, String)> {
     let review = review::read(body).map_err(|e| {
+        if e.is_out_of_bounds() {
+            state.metrics.request_refused("out_of_bounds");
+        }
         // The error quotes the body (a forged `kind` of 3 MiB): bounded in the log.
         tracing::warn!(error = %crate::names::truncate(&e.to_string(), usize::MAX, 1024), "rejected malformed AdmissionReview");
         (StatusCode::BAD_REQUEST, e.to_string())
@@ -254,9 +257,14 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
         tracing::warn!(uid = %review.uid, ingress_namespace = %write.namespace, ingress_name = %write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");
     }
     match &verdict {
-        Verdict::Ignored(what) => {
-            tracing::warn!(uid = %review.uid, request = %what, "allowed a request the webhook should not receive");
-        }
+        Verdict::Ignored(what) => match &review.target {
+            review::Target::OutOfBounds(bound) => {
+                state.metrics.request_refused("out_of_bounds");
+                tracing::warn!(uid = %review.uid, bound = %bound, "review out of bounds: allowed as written");
+            }
+            // `what` is bounded by the reader.
+            _ => tracing::warn!(uid = %review.uid, request = %what, "allowed a request the webhook should not receive"),
+        },
         Verdict::Unresolved { policy, reason, .. } => {
             state.metrics.unresolved(&policy.name);
             tracing::warn!(uid = %review.uid, policy = %policy.name, reason = %reason, result = verdict.result(), "canonical address unresolved");

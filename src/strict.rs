@@ -68,13 +68,6 @@ pub(crate) fn optional_object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d:
     Ok(Option::<Strict<T>>::deserialize(d)?.map(|s| s.0))
 }
 
-/// An optional list whose items must be JSON objects.
-pub(crate) fn optional_objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    d: D,
-) -> Result<Option<Vec<T>>, D::Error> {
-    Ok(Option::<Vec<Strict<T>>>::deserialize(d)?.map(|items| items.into_iter().map(|s| s.0).collect()))
-}
-
 /// A list whose items must be JSON objects.
 pub(crate) fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     struct Items<T>(PhantomData<T>);

@@ -67,7 +67,13 @@ fn lb_service() -> Service {
 }
 
 fn write(ns: &str, name: &str, class: Option<&str>, addresses: &str) -> StatusWrite {
-    StatusWrite { namespace: ns.into(), name: name.into(), class: class.map(str::to_owned), addresses: list(addresses) }
+    StatusWrite {
+        namespace: ns.into(),
+        name: name.into(),
+        class: class.map(str::to_owned),
+        addresses: list(addresses),
+        omitted: 0,
+    }
 }
 
 #[test]
@@ -390,6 +396,7 @@ policies:
         name: "web".into(),
         class: class.map(str::to_owned),
         addresses: list("203.0.113.9"),
+        omitted: 0,
     };
     let writes = [write("team-a", Some("public")), write("team-a", None), write("plain", Some("public"))];
     let report = Report::build(&writes, &policies, &snapshot);

@@ -27,6 +27,7 @@ fn write(class: Option<&str>, addresses: &str) -> StatusWrite {
         name: "ing".into(),
         class: class.map(str::to_owned),
         addresses: if addresses.is_empty() { vec![] } else { address::parse_static_list(addresses).unwrap() },
+        omitted: 0,
     }
 }
 
@@ -107,6 +108,13 @@ fn verdicts() {
             policies(Mode::Enforce, OnUnresolved::Allow, service()),
             missing(),
             "unresolved",
+        ),
+        (
+            "canonical entries, then more than the reader keeps",
+            StatusWrite { omitted: 1, ..write(Some("nginx"), "lb.example,203.0.113.5") },
+            policies(Mode::Enforce, OnUnresolved::Allow, service()),
+            lb(),
+            "patched",
         ),
         (
             "static source ignores the cache",

@@ -98,6 +98,7 @@ fn every_reader_reads_the_same_write() {
             name: "web".into(),
             class: class.map(String::from),
             addresses: addresses.to_vec(),
+            omitted: 0,
         };
         for (reader, (write, class_from, read_shape)) in
             ["review (fast)", "review (serde_json)", "stored", "lean"].into_iter().zip(read_all(&object))

@@ -70,6 +70,7 @@ fn judgements() {
         name: "b".into(),
         class: class.map(String::from),
         addresses: if list.is_empty() { Vec::new() } else { parse_static_list(list).unwrap() },
+        omitted: 0,
     };
     let drift = |patch| Judgement::Drift { policy: "p".into(), patch };
     let cases = [

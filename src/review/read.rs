@@ -7,12 +7,16 @@ use std::borrow::Cow;
 use serde::{Deserialize, de};
 use serde_json::value::RawValue;
 
+mod bounds;
 mod skim;
 
+pub(crate) use bounds::OutOfBounds;
+
 use crate::{
-    address::Address,
+    address::{Address, Entries},
     decision::{Verdict, decide},
     ingress::{self, StatusShape, StatusWrite, class_annotation},
+    names::truncate,
     policy::Policies,
     sources::Sources,
 };
@@ -34,7 +38,23 @@ pub enum ReviewError {
     MissingObject,
     #[error("request.object is not a valid Ingress: {0}")]
     Object(String),
+    #[error(
+        "request.uid is {0} bytes, over the limit of {max}: the API server sends a UUID",
+        max = bounds::MAX_UID
+    )]
+    Uid(usize),
 }
+
+impl ReviewError {
+    /// Whether the body broke a bound on what a caller may write (counted apart from malformed
+    /// bodies).
+    pub fn is_out_of_bounds(&self) -> bool {
+        matches!(self, ReviewError::Uid(_))
+    }
+}
+
+/// Longest text of a body quoted in an error (serde_json quotes whole strings).
+const MAX_QUOTED: usize = 1024;
 
 /// `O` is how `request.object` is read: an [`IngressIn`] in one pass, or `&RawValue` to parse it
 /// on its own afterwards.
@@ -119,8 +139,8 @@ struct StatusIn {
 #[derive(Deserialize)]
 #[serde(expecting = "an IngressLoadBalancerStatus object")]
 struct LoadBalancerIn {
-    #[serde(default, deserialize_with = "crate::strict::optional_objects")]
-    ingress: Option<Vec<Address>>,
+    #[serde(default)]
+    ingress: Option<Entries>,
 }
 
 /// A review we can answer: what the response must echo, who wrote, and what was written. The
@@ -160,9 +180,11 @@ impl ApiVersion {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(expecting = "a UserInfo object")]
 pub struct User<'a> {
+    /// At most [`bounds::MAX_USERNAME`] bytes once read (see [`read`]).
     #[serde(default, borrow)]
     pub username: Cow<'a, str>,
-    #[serde(default)]
+    /// At most [`bounds::MAX_GROUPS`] of [`bounds::MAX_GROUP`] bytes each.
+    #[serde(default, deserialize_with = "bounds::groups")]
     pub groups: Vec<String>,
 }
 
@@ -177,8 +199,11 @@ pub enum Target<'a> {
         /// How much of `status.loadBalancer.ingress` the object has: where a patch must go.
         shape: StatusShape,
     },
-    /// Anything else, described for the log: the webhook's rules match more than they should.
+    /// Anything else, described for the log (at most [`MAX_QUOTED`] bytes): the webhook's
+    /// rules match more than they should.
     Other(String),
+    /// An Ingress status review with a field no API server sends: allowed as written.
+    OutOfBounds(OutOfBounds),
 }
 
 impl Review<'_> {
@@ -187,6 +212,7 @@ impl Review<'_> {
         match &self.target {
             Target::IngressStatus { write, .. } => decide(write, policies, sources),
             Target::Other(what) => Verdict::Ignored(what.clone()),
+            Target::OutOfBounds(bound) => Verdict::Ignored(bound.to_string()),
         }
     }
 
@@ -194,12 +220,22 @@ impl Review<'_> {
     pub fn attempted(&self) -> &[Address] {
         match &self.target {
             Target::IngressStatus { write, .. } => &write.addresses,
-            Target::Other(_) => &[],
+            Target::Other(_) | Target::OutOfBounds(_) => &[],
+        }
+    }
+
+    /// How many entries were written after [`Self::attempted`], counted but not kept.
+    pub fn omitted(&self) -> usize {
+        match &self.target {
+            Target::IngressStatus { write, .. } => write.omitted,
+            Target::Other(_) | Target::OutOfBounds(_) => 0,
         }
     }
 }
 
-/// Reads an AdmissionReview body: the fast reader when it is sure, else serde_json.
+/// Reads an AdmissionReview body: the fast reader when it is sure, else serde_json. Every
+/// string a caller chooses is bounded here (`bounds`), and the written status list is read with
+/// a bounded visitor (`address::Entries`): what a review holds does not grow with what was sent.
 pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     match skim::review(body) {
         Some(review) => convert(review, Ok),
@@ -235,47 +271,61 @@ fn convert<'a, O>(
 ) -> Result<Review<'a>, ReviewError> {
     let kind = review.kind.as_deref().unwrap_or("");
     if kind != "AdmissionReview" {
-        return Err(ReviewError::Kind(kind.to_owned()));
+        return Err(ReviewError::Kind(truncate(kind, usize::MAX, MAX_QUOTED)));
     }
     let api_version = match review.api_version.as_deref().unwrap_or("") {
         "admission.k8s.io/v1" => ApiVersion::V1,
         "admission.k8s.io/v1beta1" => ApiVersion::V1beta1,
-        other => return Err(ReviewError::ApiVersion(other.to_owned())),
+        other => return Err(ReviewError::ApiVersion(truncate(other, usize::MAX, MAX_QUOTED))),
     };
     let request = review.request.ok_or(ReviewError::MissingRequest)?;
+    bounds::uid(&request.uid).map_err(ReviewError::Uid)?;
     let is_ingress =
         matches!(request.kind.group.as_ref(), "networking.k8s.io" | "extensions") && request.kind.kind == "Ingress";
     let sub_resource = request.sub_resource.as_deref().unwrap_or("");
     let operation = request.operation.as_deref().unwrap_or("");
     let target = if is_ingress && sub_resource == "status" && operation == "UPDATE" {
         let ingress = read_object(request.object.ok_or(ReviewError::MissingObject)?)?;
-        let shape = shape(ingress.status.as_ref());
-        let addresses = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
-        Target::IngressStatus {
-            write: StatusWrite {
-                namespace: request.namespace.unwrap_or_default(),
-                name: request.name.unwrap_or_default(),
-                class: ingress::class(ingress.spec.ingress_class_name, ingress.metadata.annotations).0,
-                addresses,
-            },
-            object_uid: ingress.metadata.uid,
-            shape,
+        let (namespace, name) = (request.namespace.unwrap_or_default(), request.name.unwrap_or_default());
+        match OutOfBounds::check(&namespace, &name, ingress.metadata.uid.as_deref()) {
+            Some(bound) => Target::OutOfBounds(bound),
+            None => {
+                let shape = shape(ingress.status.as_ref());
+                let entries =
+                    ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
+                Target::IngressStatus {
+                    write: StatusWrite {
+                        namespace,
+                        name,
+                        class: ingress::class(ingress.spec.ingress_class_name, ingress.metadata.annotations).0,
+                        addresses: entries.kept,
+                        omitted: entries.omitted,
+                    },
+                    object_uid: ingress.metadata.uid,
+                    shape,
+                }
+            }
         }
     } else {
-        Target::Other(format!(
-            "{operation} of {}/{}{}{sub_resource} ({}/{}) is not an Ingress status UPDATE; check the webhook's rules",
-            request.kind.group,
-            request.kind.kind,
+        // Every part is the caller's: each is cut, then the whole.
+        let part = |text: &str| truncate(text, usize::MAX, 253);
+        let what = format!(
+            "{} of {}/{}{}{} ({}/{}) is not an Ingress status UPDATE; check the webhook's rules",
+            part(operation),
+            part(&request.kind.group),
+            part(&request.kind.kind),
             if sub_resource.is_empty() { "" } else { "/" },
-            request.namespace.as_deref().unwrap_or(""),
-            request.name.as_deref().unwrap_or(""),
-        ))
+            part(sub_resource),
+            part(request.namespace.as_deref().unwrap_or("")),
+            part(request.name.as_deref().unwrap_or("")),
+        );
+        Target::Other(truncate(&what, usize::MAX, MAX_QUOTED))
     };
     Ok(Review {
         api_version,
         uid: request.uid,
         dry_run: request.dry_run.unwrap_or(false),
-        user: request.user_info,
+        user: User { username: bounds::username(request.user_info.username), groups: request.user_info.groups },
         target,
     })
 }
@@ -290,14 +340,16 @@ fn shape(status: Option<&StatusIn>) -> StatusShape {
 }
 
 /// Parses again, off the fast path, to name the field that failed (`request.uid: missing ...`).
+/// Cut to [`MAX_QUOTED`] bytes: serde_json quotes a string of the body whole.
 fn explain<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
-    match crate::strict::path_to_error::<T>(body) {
+    let text = match crate::strict::path_to_error::<T>(body) {
         Ok(_) => "unexpected trailing data".to_owned(),
         Err(e) => {
             let path = e.path().to_string();
             if path == "." || path == "?" { e.into_inner().to_string() } else { format!("{path}: {}", e.into_inner()) }
         }
-    }
+    };
+    truncate(&text, usize::MAX, MAX_QUOTED)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use base64::Engine as _;
 use std::fmt::{self, Write as _};
 
 use crate::{
-    address::Addresses,
+    address::{Addresses, Written},
     decision::{Action, Verdict},
     names::truncate,
     review::{Review, Target},
@@ -32,7 +32,12 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
     out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
     string(&mut out, format_args!("{}", review.uid));
     match verdict {
-        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } => allowed(&mut out, true),
+        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } => {
+            allowed(&mut out, true);
+            if let Target::OutOfBounds(bound) = &review.target {
+                warning(&mut out, format!("ingress-status-guard: {bound}; status left as written"));
+            }
+        }
         Verdict::Unresolved { policy, deny, reason } => {
             allowed(&mut out, !*deny);
             if *deny {
@@ -57,7 +62,7 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
         }
         Verdict::Mismatch { policy, action, canonical } => {
             let canonical_text = Addresses(canonical);
-            let attempted_text = Addresses(review.attempted());
+            let attempted_text = Written { kept: review.attempted(), omitted: review.omitted() };
             allowed(&mut out, *action != Action::Deny);
             match action {
                 Action::Rewrite => {

@@ -23,3 +23,4 @@ mod rotation;
 mod router;
 mod shutdown;
 mod tls;
+mod wire;

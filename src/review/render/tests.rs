@@ -410,3 +410,39 @@ fn findings_classify_writes() {
         }
     }
 }
+
+#[test]
+fn lists_past_the_reader_bound_are_answered_by_count() {
+    let many: Vec<Value> = (0..300).map(|i| json!({"ip": format!("10.1.{}.{}", i / 256, i % 256)})).collect();
+    let input = review(Some(json!({"loadBalancer": {"ingress": many}})), |_| {});
+    for (mode, outcome) in [(Mode::Deny, "denied"), (Mode::Audit, "audited"), (Mode::Enforce, "patched")] {
+        let (decision, response) = run(&input, &static_policy(mode), &NO_SERVICE);
+        assert_eq!(decision.outcome, outcome);
+        let attempted = response["response"]["auditAnnotations"]["attempted"].as_str().unwrap();
+        assert!(attempted.starts_with("300 entries: 10.1.0.0,10.1.0.1,") && attempted.ends_with("…(+280 more)"));
+        if mode == Mode::Deny {
+            let message = response["response"]["status"]["message"].as_str().unwrap();
+            assert!(message.ends_with(&format!("not [{attempted}]")) && message.len() < 2048, "{message}");
+        }
+        let finding = decision.finding.unwrap();
+        assert_eq!((finding.attempted.len(), finding.attempted_omitted), (256, 44));
+        assert!(finding.note().contains("[300 entries: 10.1.0.0,"), "{}", finding.note());
+    }
+}
+
+#[test]
+fn out_of_bounds_reviews_are_allowed_with_a_warning_and_no_finding() {
+    let input = review(Some(json!({"loadBalancer": {"ingress": [{"ip": "10.9.9.9"}]}})), |r| {
+        r["request"]["namespace"] = json!("Not_A_Label");
+    });
+    let (decision, response) = run(&input, &static_policy(Mode::Deny), &NO_SERVICE);
+    assert!(decision.finding.is_none());
+    assert_eq!(
+        response["response"],
+        json!({
+            "uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a",
+            "allowed": true,
+            "warnings": ["ingress-status-guard: request.namespace is not a DNS-1123 label (at most 63 bytes); status left as written"],
+        })
+    );
+}
