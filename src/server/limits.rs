@@ -3,7 +3,13 @@
 //! "Security and limits"). The request side lives here too: reading a body within its size,
 //! time and the shared byte budget, before any of it is parsed.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU8, Ordering},
+    },
+    time::Duration,
+};
 
 use axum::{
     body::{Body, Bytes},
@@ -12,6 +18,8 @@ use axum::{
 use http_body_util::BodyExt as _;
 use hyper_util::{rt::TokioExecutor, server::conn::auto::Builder};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::conn;
 
 /// The bounds, typed: built once from `serve`'s flags (or [`Limits::default`] in tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +36,12 @@ pub struct Limits {
     pub max_connections: usize,
     /// Open connections on the admin port (`--admin-max-connections`).
     pub admin_max_connections: usize,
+    /// Open connections on the probe port (`--probe-max-connections`).
+    pub probe_max_connections: usize,
+    /// A connection open this long is closed gracefully, on every port (`--max-connection-age-seconds`).
+    pub max_connection_age: Duration,
+    /// Reviews being read, decided and answered at once (`--max-requests-in-flight`).
+    pub max_requests_in_flight: usize,
     /// Largest HTTP/1.1 request head or HTTP/2 header list (`--max-header-bytes`).
     pub max_header_bytes: usize,
     /// Concurrent HTTP/2 streams per connection (`--http2-max-concurrent-streams`).
@@ -54,9 +68,28 @@ impl Limits {
         builder
             .http2()
             .max_concurrent_streams(self.http2_max_concurrent_streams)
-            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX));
+            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX))
+            // Body bytes a client may send before they are read are outside the byte budget;
+            // hyper's 1 MiB windows would let each connection park that much.
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW);
+    }
+
+    /// How long connections of every port may live.
+    pub(crate) fn lifetimes(&self) -> conn::Lifetimes {
+        conn::Lifetimes {
+            idle: self.idle_timeout,
+            max_age: self.max_connection_age,
+            // Long enough for a request begun just before the age to be received and decided.
+            grace: self.header_read_timeout + self.body_read_timeout + self.decide_timeout,
+        }
     }
 }
+
+/// HTTP/2 flow-control window of each request stream: body bytes sent ahead of being read.
+pub(crate) const HTTP2_STREAM_WINDOW: u32 = 64 * 1024;
+/// HTTP/2 flow-control window of each connection, all its streams together.
+pub(crate) const HTTP2_CONNECTION_WINDOW: u32 = 128 * 1024;
 
 impl Default for Limits {
     /// The defaults of `serve`'s flags (a test in `cli::limits` keeps the two the same).
@@ -67,10 +100,13 @@ impl Default for Limits {
             header_read_timeout: secs(5),
             body_read_timeout: secs(5),
             idle_timeout: secs(120),
-            max_connections: 512,
+            max_connections: 256,
             admin_max_connections: 64,
-            max_header_bytes: 64 * 1024,
-            http2_max_concurrent_streams: 100,
+            probe_max_connections: 16,
+            max_connection_age: secs(300),
+            max_requests_in_flight: 64,
+            max_header_bytes: 16 * 1024,
+            http2_max_concurrent_streams: 32,
             max_body_bytes: 3 * 1024 * 1024,
             max_buffered_body_bytes: 16 * 1024 * 1024,
             blocking_threshold_bytes: 256 * 1024,
@@ -86,7 +122,13 @@ pub(crate) struct Intake {
     buffered: Arc<Semaphore>,
     /// One permit per review being read and decided off the async workers.
     blocking: Arc<Semaphore>,
+    /// One permit per review in flight on the webhook port.
+    in_flight: Arc<Semaphore>,
 }
+
+/// The most threads of the blocking pool (the runtime's `max_blocking_threads`, and the most
+/// reviews decided on it at once): each decides one review of up to `--max-body-bytes`.
+pub(crate) const BLOCKING_THREADS: usize = 2;
 
 /// A body, and its share of the byte budget (given back when dropped).
 pub(crate) struct Held {
@@ -181,7 +223,15 @@ impl Intake {
     pub(crate) fn new(limits: Limits) -> Self {
         let budget = limits.max_buffered_body_bytes.min(Semaphore::MAX_PERMITS);
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        Intake { limits, buffered: Arc::new(Semaphore::new(budget)), blocking: Arc::new(Semaphore::new(cpus)) }
+        let in_flight = Arc::new(Semaphore::new(limits.max_requests_in_flight.clamp(1, Semaphore::MAX_PERMITS)));
+        let blocking = Arc::new(Semaphore::new(cpus.min(BLOCKING_THREADS)));
+        Intake { limits, buffered: Arc::new(Semaphore::new(budget)), blocking, in_flight }
+    }
+
+    /// A review's place among those in flight, held until it is answered; `None` when
+    /// `--max-requests-in-flight` are.
+    pub(crate) fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        self.in_flight.clone().try_acquire_owned().ok()
     }
 
     /// The body, read in full within `--max-body-bytes`, `--body-read-timeout-seconds` and the
@@ -226,23 +276,62 @@ impl Intake {
         Ok(Held { bytes: body_bytes.into_bytes(), _budget: budget })
     }
 
-    /// Runs `work` on the blocking pool when `size` is over the threshold, else inline; either
-    /// way within `--decide-timeout-seconds` (`None` past it).
+    /// Runs `work` on `held` inline when the body is at most the threshold, else on the blocking
+    /// pool within `--decide-timeout-seconds`: `None` when the answer goes out without it. The
+    /// work keeps `held`, so its bytes count against the budget until the work ends, not until
+    /// the answer; it asks its [`Claim`] before any side effect, to learn which came first.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
-        size: usize,
-        work: impl FnOnce() -> T + Send + 'static,
+        held: Held,
+        work: impl FnOnce(&Held, &Claim) -> T + Send + 'static,
     ) -> Option<T> {
-        if size <= self.limits.blocking_threshold_bytes {
-            return Some(work());
+        let claim = Claim::default();
+        if held.bytes.len() <= self.limits.blocking_threshold_bytes {
+            return Some(work(&held, &claim));
         }
         let deadline = tokio::time::Instant::now() + self.limits.decide_timeout;
+        // Past the deadline before a thread is free: the work never starts, and dropping it
+        // gives the bytes back.
         let permit = tokio::time::timeout_at(deadline, self.blocking.clone().acquire_owned()).await.ok()?.ok()?;
-        let task = tokio::task::spawn_blocking(move || {
+        let late = claim.clone();
+        let mut task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            work()
+            work(&held, &late)
         });
-        tokio::time::timeout_at(deadline, task).await.ok()?.ok()
+        match tokio::time::timeout_at(deadline, &mut task).await {
+            Ok(done) => done.ok(),
+            // The work claimed first: it is reporting as decided, so its answer is the one.
+            Err(_) if !claim.time_out() => task.await.ok(),
+            Err(_) => None,
+        }
+    }
+}
+
+/// Which came first for work that may outlive its answer: the decision, or the timeout that
+/// answered without it. Claimed once; a late decision must not report what it would have done.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Claim(Arc<AtomicU8>);
+
+const PENDING: u8 = 0;
+const DECIDED: u8 = 1;
+const TIMED_OUT: u8 = 2;
+
+impl Claim {
+    /// Called by the work before its side effects: `true` when it decided in time (and the
+    /// answer will be its own), `false` when the answer already went out without it.
+    pub(crate) fn decided(&self) -> bool {
+        match self.0.compare_exchange(PENDING, DECIDED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == DECIDED,
+        }
+    }
+
+    /// Called at the deadline: `true` when the answer goes out without the work.
+    fn time_out(&self) -> bool {
+        match self.0.compare_exchange(PENDING, TIMED_OUT, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == TIMED_OUT,
+        }
     }
 }
 
@@ -278,10 +367,16 @@ mod tests {
     #[test]
     fn defaults_ignore_the_environment() {
         let limits = Limits::default();
-        assert_eq!(limits.max_connections, 512);
-        assert_eq!(limits.max_header_bytes, 64 * 1024);
+        assert_eq!(limits.max_connections, 256);
+        assert_eq!(limits.max_header_bytes, 16 * 1024);
         assert_eq!(limits.max_buffered_body_bytes, 16 * 1024 * 1024);
         assert_eq!(limits.body_read_timeout, Duration::from_secs(5));
+    }
+
+    fn held(i: &Intake, len: usize) -> Held {
+        let bytes = Bytes::from(vec![b' '; len]);
+        let n = u32::try_from(len).unwrap();
+        Held { bytes, _budget: Some(i.buffered.clone().try_acquire_many_owned(n).unwrap()) }
     }
 
     #[tokio::test]
@@ -289,12 +384,53 @@ mod tests {
         let limits =
             Limits { blocking_threshold_bytes: 10, decide_timeout: Duration::from_millis(50), ..Limits::default() };
         let i = Intake::new(limits);
-        assert_eq!(i.run(10, || 1).await, Some(1), "small: inline");
+        assert_eq!(i.run(held(&i, 10), |_, claim| claim.decided()).await, Some(true), "small: inline");
         let worker = std::thread::current().id();
-        let ran_on = i.run(11, move || std::thread::current().id()).await.unwrap();
+        let ran_on = i.run(held(&i, 11), move |_, _| std::thread::current().id()).await.unwrap();
         assert_ne!(ran_on, worker, "large: on the blocking pool");
-        // Work past the deadline is answered without its result (the caller allows the write).
-        assert_eq!(i.run(11, || std::thread::sleep(Duration::from_millis(500))).await, None);
+    }
+
+    #[tokio::test]
+    async fn late_work_knows_it_timed_out_and_holds_its_bytes_until_it_ends() {
+        let limits = Limits {
+            blocking_threshold_bytes: 10,
+            max_buffered_body_bytes: 100,
+            decide_timeout: Duration::from_millis(50),
+            ..Limits::default()
+        };
+        let i = Intake::new(limits);
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (told, learned) = tokio::sync::oneshot::channel::<bool>();
+        // Answered without the work: the caller allows the write.
+        let answer = i
+            .run(held(&i, 60), move |_, claim| {
+                let _ = wait.recv();
+                let _ = told.send(claim.decided());
+            })
+            .await;
+        assert_eq!(answer, None);
+        assert_eq!(i.buffered.available_permits(), 40, "the late work still holds its 60 bytes");
+        release.send(()).unwrap();
+        assert!(!learned.await.unwrap(), "the late work learns that it timed out");
+        // The task drops the bytes after reporting; give it the moment it needs.
+        for _ in 0..100 {
+            if i.buffered.available_permits() == 100 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(i.buffered.available_permits(), 100, "given back when the work ended");
+    }
+
+    #[test]
+    fn a_claim_is_taken_once() {
+        let claim = Claim::default();
+        assert!(claim.decided());
+        assert!(!claim.time_out(), "decided first: the timeout yields");
+        assert!(claim.decided());
+        let claim = Claim::default();
+        assert!(claim.time_out());
+        assert!(!claim.decided(), "timed out first: the work reports as late");
     }
 
     #[tokio::test]
