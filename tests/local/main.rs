@@ -14,6 +14,7 @@ mod server;
 mod bounds;
 mod certs;
 mod cli;
+mod connections;
 mod fuzz_reader;
 mod h2frames;
 mod hostile;
