@@ -174,7 +174,10 @@ impl IntakeError {
 
 /// A body's frames: a body that arrives in one frame is kept as it came, without a copy. That
 /// frame may share its allocation with hyper's read buffer (at most `--max-header-bytes` over
-/// HTTP/1.1, one frame over HTTP/2), held only until the review is answered.
+/// HTTP/1.1, one frame over HTTP/2), held only until the review is answered. Once a second frame
+/// comes, the bytes are copied into one buffer that grows by doubling, never past the declared
+/// `Content-Length` or the limit; the budget pays for the buffer's capacity, not only the bytes
+/// in it, so a caller who declares 3 MB and sends two frames holds what it sent, twice at most.
 #[derive(Default)]
 enum Collected {
     #[default]
@@ -192,18 +195,42 @@ impl Collected {
         }
     }
 
-    /// Adds a frame; `declared` (the Content-Length, already checked against the limit) sizes
-    /// the buffer once a second frame comes.
-    fn push(&mut self, data: Bytes, declared: usize) {
+    /// What the buffer holds against the budget: its capacity once frames are copied.
+    fn held(&self) -> usize {
+        match self {
+            Collected::Many(all) => all.capacity(),
+            _ => self.len(),
+        }
+    }
+
+    /// The bytes held once `more` is pushed; `declared` (the Content-Length, already checked
+    /// against `max`) caps the growth.
+    fn held_after(&self, more: usize, declared: Option<usize>, max: usize) -> usize {
+        let needed = self.len() + more;
+        match self {
+            Collected::Empty => more,
+            Collected::Many(all) if needed <= all.capacity() => all.capacity(),
+            Collected::One(_) | Collected::Many(_) => {
+                let ceiling = declared.filter(|&d| d >= needed).unwrap_or(max);
+                needed.saturating_mul(2).min(ceiling).max(needed)
+            }
+        }
+    }
+
+    /// Adds a frame, growing the buffer to `held` bytes when it must grow.
+    fn push(&mut self, data: Bytes, held: usize) {
         *self = match std::mem::take(self) {
             Collected::Empty => Collected::One(data),
             Collected::One(first) => {
-                let mut all = Vec::with_capacity(declared.max(first.len() + data.len()));
+                let mut all = Vec::with_capacity(held);
                 all.extend_from_slice(&first);
                 all.extend_from_slice(&data);
                 Collected::Many(all)
             }
             Collected::Many(mut all) => {
+                if all.len() + data.len() > all.capacity() {
+                    all.reserve_exact(held - all.len());
+                }
                 all.extend_from_slice(&data);
                 Collected::Many(all)
             }
@@ -265,13 +292,18 @@ impl Intake {
             if body_bytes.len() + data.len() > max {
                 return Err(IntakeError::TooLarge { max });
             }
-            let n = u32::try_from(data.len()).map_err(|_| IntakeError::TooLarge { max })?;
-            let more = self.buffered.clone().try_acquire_many_owned(n).map_err(|_| IntakeError::Busy)?;
-            match &mut budget {
-                Some(held) => held.merge(more),
-                None => budget = Some(more),
+            let declared = declared.map(|d| usize::try_from(d).unwrap_or(max));
+            let held = body_bytes.held_after(data.len(), declared, max);
+            let grow = held.saturating_sub(body_bytes.held());
+            if grow > 0 {
+                let n = u32::try_from(grow).map_err(|_| IntakeError::TooLarge { max })?;
+                let more = self.buffered.clone().try_acquire_many_owned(n).map_err(|_| IntakeError::Busy)?;
+                match &mut budget {
+                    Some(paid) => paid.merge(more),
+                    None => budget = Some(more),
+                }
             }
-            body_bytes.push(data, declared.map_or(0, |d| usize::try_from(d).unwrap_or(max)));
+            body_bytes.push(data, held);
         }
         Ok(Held { bytes: body_bytes.into_bytes(), _budget: budget })
     }
@@ -362,6 +394,25 @@ mod tests {
             i.read(&headers, Body::from("")).await.err(),
             Some(IntakeError::Declared { declared: 1_073_741_825, max: 10 })
         );
+    }
+
+    #[tokio::test]
+    async fn the_budget_pays_for_what_is_held_not_what_is_declared() {
+        let i = intake(1000, 1000);
+        let frames = ["0123456789", "0123456789", "0123456789"].map(|f| Ok::<_, std::io::Error>(Bytes::from(f)));
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_LENGTH, "1000".parse().unwrap());
+        let held = i.read(&headers, Body::from_stream(futures::stream::iter(frames))).await.unwrap();
+        assert_eq!(held.bytes.len(), 30);
+        // One buffer, grown by doubling from the second frame: 40 bytes, not the 1000 declared.
+        assert_eq!(i.buffered.available_permits(), 960);
+        drop(held);
+        assert_eq!(i.buffered.available_permits(), 1000);
+        // A small declared length sizes the buffer exactly.
+        let frames = ["01234", "56789"].map(|f| Ok::<_, std::io::Error>(Bytes::from(f)));
+        headers.insert(header::CONTENT_LENGTH, "10".parse().unwrap());
+        let held = i.read(&headers, Body::from_stream(futures::stream::iter(frames))).await.unwrap();
+        assert_eq!((held.bytes.as_ref(), i.buffered.available_permits()), (&b"0123456789"[..], 990));
     }
 
     #[test]
