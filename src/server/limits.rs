@@ -86,10 +86,11 @@ impl Limits {
     }
 }
 
-/// HTTP/2 flow-control window of each request stream: body bytes sent ahead of being read.
+/// HTTP/2 flow-control window of each request stream: body bytes sent ahead of being read
+/// (HTTP/2's own default, 64 KiB, where hyper's is 1 MiB).
 pub(crate) const HTTP2_STREAM_WINDOW: u32 = 64 * 1024;
 /// HTTP/2 flow-control window of each connection, all its streams together.
-pub(crate) const HTTP2_CONNECTION_WINDOW: u32 = 128 * 1024;
+pub(crate) const HTTP2_CONNECTION_WINDOW: u32 = 64 * 1024;
 
 impl Default for Limits {
     /// The defaults of `serve`'s flags (a test in `cli::limits` keeps the two the same).
@@ -100,15 +101,15 @@ impl Default for Limits {
             header_read_timeout: secs(5),
             body_read_timeout: secs(5),
             idle_timeout: secs(120),
-            max_connections: 256,
+            max_connections: 128,
             admin_max_connections: 64,
             probe_max_connections: 16,
             max_connection_age: secs(300),
             max_requests_in_flight: 64,
             max_header_bytes: 16 * 1024,
-            http2_max_concurrent_streams: 32,
+            http2_max_concurrent_streams: 16,
             max_body_bytes: 3 * 1024 * 1024,
-            max_buffered_body_bytes: 16 * 1024 * 1024,
+            max_buffered_body_bytes: 12 * 1024 * 1024,
             blocking_threshold_bytes: 256 * 1024,
             decide_timeout: secs(2),
         }
@@ -418,9 +419,9 @@ mod tests {
     #[test]
     fn defaults_ignore_the_environment() {
         let limits = Limits::default();
-        assert_eq!(limits.max_connections, 256);
+        assert_eq!(limits.max_connections, 128);
         assert_eq!(limits.max_header_bytes, 16 * 1024);
-        assert_eq!(limits.max_buffered_body_bytes, 16 * 1024 * 1024);
+        assert_eq!(limits.max_buffered_body_bytes, 12 * 1024 * 1024);
         assert_eq!(limits.body_read_timeout, Duration::from_secs(5));
     }
 
