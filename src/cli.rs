@@ -142,7 +142,8 @@ pub fn main() -> ExitCode {
     let result = match tokio::runtime::Builder::new_multi_thread()
         .max_blocking_threads(crate::server::limits::BLOCKING_THREADS)
         .enable_all()
-        .build() {
+        .build()
+    {
         Err(e) => Err(CliError::Io(e)),
         Ok(runtime) => runtime.block_on(async {
             let done = |()| ExitCode::SUCCESS;

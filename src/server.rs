@@ -150,7 +150,10 @@ async fn mutate(State(webhook): State<Arc<Webhook>>, request: Request) -> Respon
         state.metrics.request_refused("in_flight");
         state.metrics.observe(metrics::ERROR, started.elapsed());
         let limit = intake.limits.max_requests_in_flight;
-        return error(StatusCode::SERVICE_UNAVAILABLE, format!("too many reviews in flight (--max-requests-in-flight {limit}); retry"));
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("too many reviews in flight (--max-requests-in-flight {limit}); retry"),
+        );
     };
     let (parts, body) = request.into_parts();
     let (response, result) = match answer(state, intake, &parts.headers, body).await {
@@ -401,8 +404,13 @@ pub async fn serve(
     // TCP_NODELAY: an HTTP/2 response is several small writes (HEADERS, DATA, WINDOW_UPDATE);
     // with Nagle's algorithm on they wait for the client's delayed ACK, which added ~10 ms at
     // p50 and ~40 ms at p99 per review over HTTP/2, the protocol the API server uses.
-    let guard =
-        Guard::new(NoDelayAcceptor::new(), limits.max_connections, limits.lifetimes(), "webhook", state.metrics.clone());
+    let guard = Guard::new(
+        NoDelayAcceptor::new(),
+        limits.max_connections,
+        limits.lifetimes(),
+        "webhook",
+        state.metrics.clone(),
+    );
     let mut server = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
         .map(|tls| tls.handshake_timeout(limits.tls_handshake_timeout).acceptor(guard))
         .first_request_timeout(limits.header_read_timeout)

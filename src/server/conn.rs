@@ -108,7 +108,8 @@ where
         if evicted.is_some() {
             self.shared.metrics.connection_evicted(self.shared.listener);
         }
-        let counted = Counted { inner: service, live: live.clone(), opened: Instant::now(), shared: self.shared.clone() };
+        let counted =
+            Counted { inner: service, live: live.clone(), opened: Instant::now(), shared: self.shared.clone() };
         // The slot is given back when the stream drops, or here if the handshake fails first.
         let ticket = Ticket { slot, shared: self.shared.clone() };
         let accepted = self.inner.accept(stream, counted);

@@ -219,7 +219,8 @@ fn serve_refuses_bad_tls_and_config_files() {
         ),
     ];
     for (args, want) in cases {
-        let mut full = vec!["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0"];
+        let mut full =
+            vec!["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0"];
         full.extend(args.iter().copied());
         let out = run(&full, None);
         assert!(!out.status.success(), "{full:?} succeeded");

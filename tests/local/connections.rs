@@ -93,8 +93,7 @@ async fn probes_are_answered_while_200_connections_hold_the_admin_port() {
     let (server, _pki) = start(Limits::default());
     let stop = Arc::new(AtomicBool::new(false));
     let connects = Arc::new(AtomicUsize::new(0));
-    let holders: Vec<_> =
-        (0..200).map(|_| tokio::spawn(hold(server.admin, stop.clone(), connects.clone()))).collect();
+    let holders: Vec<_> = (0..200).map(|_| tokio::spawn(hold(server.admin, stop.clone(), connects.clone()))).collect();
     // Every holder has connected at least once: the admin port (64 slots) is over-full.
     let deadline = tokio::time::Instant::now() + BOUND;
     while connects.load(Ordering::Relaxed) < 200 {
@@ -196,7 +195,8 @@ async fn a_review_decided_after_its_answer_reports_timed_out_not_rewritten() {
         assert!(tokio::time::Instant::now() < deadline, "the late decision was not counted: {metrics}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let rogue: Vec<&str> = metrics.lines().filter(|l| l.starts_with("ingress_status_guard_rogue_writes_total{")).collect();
+    let rogue: Vec<&str> =
+        metrics.lines().filter(|l| l.starts_with("ingress_status_guard_rogue_writes_total{")).collect();
     assert_eq!(rogue.len(), 1, "{rogue:?}");
     assert!(rogue[0].contains("writer=\"rogue\",action=\"timed_out\"} 1"), "{rogue:?}");
     assert!(metrics.contains("ingress_status_guard_admission_requests_total{result=\"timed_out\"} 1"), "{metrics}");
@@ -212,7 +212,8 @@ async fn reviews_over_the_in_flight_cap_get_503() {
     let config = pki.client(b"http/1.1").shared();
     // One review in flight: its body never completes.
     let mut hog = pki::connect(server.webhook, &config).await.unwrap();
-    let head = "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
+    let head =
+        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
     hog.write_all(head.as_bytes()).await.unwrap();
     hog.flush().await.unwrap();
     let mut refused = None;

@@ -234,7 +234,10 @@ async fn the_shipped_defaults_fit_the_pod_under_a_flood() {
     let mut tcp = tokio::net::TcpStream::connect(guard.admin).await.unwrap();
     tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
     let mut metrics = String::new();
-    tokio::time::timeout(BOUND, tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut metrics)).await.unwrap().unwrap();
+    tokio::time::timeout(BOUND, tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut metrics))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
     let counted: Vec<&str> = metrics
         .lines()
