@@ -186,16 +186,17 @@ async fn bytes_buffered_across_requests_are_capped() {
     let limits =
         Limits { max_buffered_body_bytes: 100 * 1024, body_read_timeout: Duration::from_secs(10), ..small_limits() };
     let (server, client) = start(limits);
-    // One caller holds 90 KiB of a 200 KiB body...
+    // One caller holds 40 KiB of a 200 KiB body (its buffer, at most twice that, is what the
+    // budget pays for)...
     let mut hog = connect(server.webhook, &client).await.unwrap();
     hog.write_all(head(200 * 1024).as_bytes()).await.unwrap();
-    hog.write_all(&vec![b' '; 90 * 1024]).await.unwrap();
+    hog.write_all(&vec![b' '; 40 * 1024]).await.unwrap();
     hog.flush().await.unwrap();
-    // ...so another's 50 KiB review does not fit the 100 KiB budget, and gets 503, while a small
+    // ...so another's 60 KiB review does not fit the 100 KiB budget, and gets 503, while a small
     // review still fits.
     let mut refused = None;
     for _ in 0..50 {
-        let padded = format!("{}{}", " ".repeat(50 * 1024), FIXTURE);
+        let padded = format!("{}{}", " ".repeat(60 * 1024), FIXTURE);
         let mut tls = connect(server.webhook, &client).await.unwrap();
         tls.write_all(head(padded.len()).as_bytes()).await.unwrap();
         tls.write_all(padded.as_bytes()).await.unwrap();
@@ -248,7 +249,8 @@ async fn stalled_http2_streams_get_408() {
     let sender = pki::http2(tls).await.unwrap();
     let mut streams = Vec::new();
     let mut feeds = Vec::new();
-    for _ in 0..20 {
+    // As many as the stream cap allows (more would be refused before the server's SETTINGS).
+    for _ in 0..Limits::default().http2_max_concurrent_streams {
         let (feed, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
         feed.send(Ok(Frame::data(Bytes::from_static(&FIXTURE.as_bytes()[..100])))).await.unwrap();
         feeds.push(feed); // held open: the body never ends

@@ -134,7 +134,10 @@ async fn h2_streams(addr: SocketAddr, config: Arc<rustls::ClientConfig>, end: In
                 if sender.ready().await.is_err() {
                     return;
                 }
-                let Ok(Ok(_)) = tokio::time::timeout_at(end, sender.send_request(request)).await else { return };
+                // A stream refused before the server's SETTINGS arrived is simply tried again.
+                if tokio::time::timeout_at(end, sender.send_request(request)).await.is_err() {
+                    return;
+                }
             }
         }
     });
