@@ -30,7 +30,7 @@ pub(crate) struct LimitArgs {
     /// of the peer holding the most is closed for the newcomer (`connections_evicted_total`);
     /// only when every one has a request in flight is the newcomer closed
     /// (`connections_refused_total{listener="webhook"}`).
-    #[arg(long, env = "ISG_MAX_CONNECTIONS", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "ISG_MAX_CONNECTIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) max_connections: u64,
     /// Open connections on the admin port (probes and scrapes need few).
     #[arg(long, env = "ISG_ADMIN_MAX_CONNECTIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
@@ -48,14 +48,14 @@ pub(crate) struct LimitArgs {
     pub(crate) max_requests_in_flight: u64,
     /// Largest request head (request line and headers) or HTTP/2 header list, in bytes, on
     /// every port.
-    #[arg(long, env = "ISG_MAX_HEADER_BYTES", default_value_t = 16 * 1024, value_parser = clap::value_parser!(u64).range(8192..=16 * 1024 * 1024))]
+    #[arg(long, env = "ISG_MAX_HEADER_BYTES", default_value_t = 8 * 1024, value_parser = clap::value_parser!(u64).range(8192..=16 * 1024 * 1024))]
     pub(crate) max_header_bytes: u64,
     /// Concurrent HTTP/2 streams per connection.
     #[arg(long, env = "ISG_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) http2_max_concurrent_streams: u32,
     /// Request body bytes held at once across all requests in flight; a request that would go
     /// over gets 503 (the API server retries per its failurePolicy).
-    #[arg(long, env = "ISG_MAX_BUFFERED_BODY_BYTES", default_value_t = 12 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    #[arg(long, env = "ISG_MAX_BUFFERED_BODY_BYTES", default_value_t = 8 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
     pub(crate) max_buffered_body_bytes: u64,
     /// Reviews larger than this, in bytes, are read and decided on a small blocking pool (at
     /// most two threads), so one heavy caller cannot stall the async workers.

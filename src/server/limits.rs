@@ -101,15 +101,15 @@ impl Default for Limits {
             header_read_timeout: secs(5),
             body_read_timeout: secs(5),
             idle_timeout: secs(120),
-            max_connections: 128,
+            max_connections: 64,
             admin_max_connections: 64,
             probe_max_connections: 16,
             max_connection_age: secs(300),
             max_requests_in_flight: 64,
-            max_header_bytes: 16 * 1024,
+            max_header_bytes: 8 * 1024,
             http2_max_concurrent_streams: 16,
             max_body_bytes: 3 * 1024 * 1024,
-            max_buffered_body_bytes: 12 * 1024 * 1024,
+            max_buffered_body_bytes: 8 * 1024 * 1024,
             blocking_threshold_bytes: 256 * 1024,
             decide_timeout: secs(2),
         }
@@ -419,9 +419,9 @@ mod tests {
     #[test]
     fn defaults_ignore_the_environment() {
         let limits = Limits::default();
-        assert_eq!(limits.max_connections, 128);
-        assert_eq!(limits.max_header_bytes, 16 * 1024);
-        assert_eq!(limits.max_buffered_body_bytes, 12 * 1024 * 1024);
+        assert_eq!(limits.max_connections, 64);
+        assert_eq!(limits.max_header_bytes, 8 * 1024);
+        assert_eq!(limits.max_buffered_body_bytes, 8 * 1024 * 1024);
         assert_eq!(limits.body_read_timeout, Duration::from_secs(5));
     }
 
