@@ -262,7 +262,7 @@ fn report_late(state: &AppState, review: &review::Review, verdict: &Verdict<'_>)
         ingress_name = %bounded(name),
         writer = %bounded(&review.user.username),
         action = TIMED_OUT,
-        decided = verdict.result(),
+        would_have = verdict.result(),
         "review decided after --decide-timeout-seconds: the write was allowed unchanged"
     );
 }
@@ -460,29 +460,4 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn undecided_reviews_are_allowed_with_a_warning() {
-        let fixture = include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/ingress-status-update.apiserver-1.24.json"
-        ));
-        let answer: serde_json::Value = serde_json::from_slice(&undecided(fixture, 2).unwrap()).unwrap();
-        assert_eq!(
-            answer,
-            serde_json::json!({
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {
-                    "uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a",
-                    "allowed": true,
-                    "warnings": ["ingress-status-guard: not decided within 2 s; status left as written"],
-                },
-            })
-        );
-        let (status, _) = undecided(b"{\"not\": \"a review\"}", 2).unwrap_err();
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    }
-}
+mod tests;

@@ -359,6 +359,14 @@ impl Claim {
         }
     }
 
+    /// A claim the timeout already took, for tests of what late work reports.
+    #[cfg(test)]
+    pub(crate) fn late() -> Self {
+        let claim = Claim::default();
+        claim.time_out();
+        claim
+    }
+
     /// Called at the deadline: `true` when the answer goes out without the work.
     fn time_out(&self) -> bool {
         match self.0.compare_exchange(PENDING, TIMED_OUT, Ordering::AcqRel, Ordering::Acquire) {
