@@ -151,7 +151,7 @@ def webhook_server(binary, certs, log, name="webhook"):
     port, admin = free_port(), free_port()
     argv = pin(SERVER_CPU) + [
         str(binary), "serve",
-        f"--listen=127.0.0.1:{port}", f"--admin-listen=127.0.0.1:{admin}",
+        f"--listen=127.0.0.1:{port}", f"--admin-listen=127.0.0.1:{admin}", "--probe-listen=127.0.0.1:0",
         f"--tls-cert={certs / 'tls.crt'}", f"--tls-key={certs / 'tls.key'}",
         f"--publish-status-address={CANONICAL}", f"--ingress-class={GOVERNED_CLASS}",
         # Without it, a class list makes the webhook watch IngressClasses (for the cluster's

@@ -113,7 +113,7 @@ spec["linux"].pop("resources", None)
 spec["linux"].pop("cgroupsPath", None)
 spec["process"]["terminal"] = False
 spec["process"]["args"] += ["--publish-status-address=192.0.2.10", "--no-events",
-    f"--listen=127.0.0.1:{port}", f"--admin-listen=127.0.0.1:{admin}"]
+    f"--listen=127.0.0.1:{port}", f"--admin-listen=127.0.0.1:{admin}", "--probe-listen=127.0.0.1:0"]
 spec["linux"]["namespaces"] = [n for n in spec["linux"]["namespaces"] if n["type"] != "network"]
 spec["mounts"].append({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]})
 spec["root"]["readonly"] = True

@@ -139,8 +139,13 @@ pub fn main() -> ExitCode {
         Command::Check { .. } | Command::Explain { .. } => ExitCode::from(2),
         _ => ExitCode::FAILURE,
     };
-    // One runtime for every command; `resolve` and `certs generate` simply do not await.
-    let result = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One runtime for every command; `resolve` and `certs generate` simply do not await. Its
+    // blocking pool is the reviews' (`server::limits`), and small, as each may hold a body.
+    let result = match tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(crate::server::limits::BLOCKING_THREADS)
+        .enable_all()
+        .build()
+    {
         Err(e) => Err(CliError::Io(e)),
         Ok(runtime) => runtime.block_on(async {
             let done = |()| ExitCode::SUCCESS;

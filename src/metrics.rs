@@ -131,6 +131,7 @@ pub struct Metrics {
     max_writers: usize,
     folded_writers: Counter,
     connections_refused: Family<ListenerLabel, Counter>,
+    connections_evicted: Family<ListenerLabel, Counter>,
     requests_refused: Family<ReasonLabel, Counter>,
     overlaps: Family<OverlapLabels, Counter>,
 }
@@ -241,18 +242,25 @@ impl Metrics {
         let connections_refused = Family::<ListenerLabel, Counter>::default();
         registry.register(
             "connections_refused",
-            "Connections closed on accept because the listener had --max-connections (or --admin-max-connections) open",
+            "Connections closed on accept because the listener had --max-connections (or --admin-max-connections, --probe-max-connections) open, each with a request in flight",
             connections_refused.clone(),
+        );
+        let connections_evicted = Family::<ListenerLabel, Counter>::default();
+        registry.register(
+            "connections_evicted",
+            "Idle connections closed to make room for a new one on a full listener (of the peer holding the most)",
+            connections_evicted.clone(),
         );
         let requests_refused = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "requests_refused",
-            "Requests refused before their body was read in full, by reason (body_too_large, body_timeout, buffered_bytes, body_read_error), or answered without a decision (decide_timeout, out_of_bounds: a review field over the bounds of the wire)",
+            "Requests refused before their body was read in full, by reason (in_flight, body_too_large, body_timeout, buffered_bytes, body_read_error), or answered without a decision (decide_timeout, out_of_bounds: a review field over the bounds of the wire)",
             requests_refused.clone(),
         );
         Metrics {
             registry,
             connections_refused,
+            connections_evicted,
             requests_refused,
             requests,
             by_result,
@@ -323,6 +331,10 @@ impl Metrics {
 
     pub fn connection_refused(&self, listener: &'static str) {
         self.connections_refused.get_or_create(&ListenerLabel { listener }).inc();
+    }
+
+    pub fn connection_evicted(&self, listener: &'static str) {
+        self.connections_evicted.get_or_create(&ListenerLabel { listener }).inc();
     }
 
     pub fn request_refused(&self, reason: &'static str) {

@@ -34,7 +34,7 @@ use crate::{
     review,
     server::conn::Guard,
     server::lifecycle::Readiness,
-    server::limits::Intake,
+    server::limits::{Claim, Intake},
     sources::Sources,
 };
 
@@ -144,6 +144,17 @@ async fn not_found() -> Response {
 async fn mutate(State(webhook): State<Arc<Webhook>>, request: Request) -> Response {
     let started = Instant::now();
     let (state, intake) = (&webhook.state, &webhook.intake);
+    // Refused before any byte of the body is read: what a review holds while in flight is
+    // bounded by the count, not by how many callers came.
+    let Some(_in_flight) = intake.admit() else {
+        state.metrics.request_refused("in_flight");
+        state.metrics.observe(metrics::ERROR, started.elapsed());
+        let limit = intake.limits.max_requests_in_flight;
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("too many reviews in flight (--max-requests-in-flight {limit}); retry"),
+        );
+    };
     let (parts, body) = request.into_parts();
     let (response, result) = match answer(state, intake, &parts.headers, body).await {
         Ok((bytes, result)) => {
@@ -171,20 +182,27 @@ async fn answer(
     if held.bytes.is_empty() {
         return Err((StatusCode::BAD_REQUEST, "empty body: expected an AdmissionReview JSON object".to_owned()));
     }
+    // The answer keeps the bytes (a reference) to echo the uid if the work is late; the work
+    // keeps the budget until it ends.
     let (work_state, bytes) = (state.clone(), held.bytes.clone());
-    match intake.run(bytes.len(), move || review(&work_state, &bytes)).await {
+    match intake.run(held, move |held, claim| review(&work_state, &held.bytes, claim)).await {
         Some(result) => result,
         None => {
             state.metrics.request_refused("decide_timeout");
             let limit = intake.limits.decide_timeout.as_secs();
             tracing::warn!(
-                bytes = held.bytes.len(),
-                "review not decided within --decide-timeout-seconds {limit}: allowed as written"
+                bytes = bytes.len(),
+                action = TIMED_OUT,
+                "review not decided within --decide-timeout-seconds {limit}: allowed unchanged"
             );
-            undecided(&held.bytes, limit).map(|bytes| (bytes, metrics::ERROR))
+            undecided(&bytes, limit).map(|bytes| (bytes, TIMED_OUT))
         }
     }
 }
+
+/// The `result` of a review answered without its decision, and the `action` of its log line
+/// and of a rogue write found after the answer went out.
+const TIMED_OUT: &str = "timed_out";
 
 /// The media type and encoding of a review: JSON, sent as is.
 fn check_headers(headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
@@ -206,8 +224,9 @@ fn check_headers(headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
     Ok(())
 }
 
-/// Read, decide, render, report.
-fn review(state: &AppState, body: &Bytes) -> Result<(Vec<u8>, &'static str), (StatusCode, String)> {
+/// Read, decide, render, report. A decision that comes after its answer went out (the
+/// `claim` says so) is reported as what happened: the write was allowed unchanged.
+fn review(state: &AppState, body: &Bytes, claim: &Claim) -> Result<(Vec<u8>, &'static str), (StatusCode, String)> {
     let review = review::read(body).map_err(|e| {
         if e.is_out_of_bounds() {
             state.metrics.request_refused("out_of_bounds");
@@ -218,10 +237,37 @@ fn review(state: &AppState, body: &Bytes) -> Result<(Vec<u8>, &'static str), (St
     })?;
     let policies = state.policies.load();
     let verdict = review.decide(&policies, state.sources.as_ref());
+    if !claim.decided() {
+        report_late(state, &review, &verdict);
+        return Ok((Vec::new(), TIMED_OUT));
+    }
     let bytes = review::render(&review, &verdict);
     let result = verdict.result();
     report(state, &policies, review, verdict);
     Ok((bytes, result))
+}
+
+/// A decision made after its review was answered without it: the write went through as
+/// written, so a mismatch is logged and counted as `timed_out`, never as what the policy would
+/// have done, and no Event is written for it.
+fn report_late(state: &AppState, review: &review::Review, verdict: &Verdict<'_>) {
+    let bounded = |text: &str| crate::names::truncate(text, usize::MAX, 1024);
+    let (namespace, name) = match &review.target {
+        review::Target::IngressStatus { write, .. } => (write.namespace.as_str(), write.name.as_str()),
+        _ => ("", ""),
+    };
+    if let Verdict::Mismatch { policy, .. } = verdict {
+        state.metrics.rogue_write(&policy.name, &review.user.username, TIMED_OUT);
+    }
+    tracing::warn!(
+        uid = %bounded(&review.uid),
+        ingress_namespace = %bounded(namespace),
+        ingress_name = %bounded(name),
+        writer = %bounded(&review.user.username),
+        action = TIMED_OUT,
+        would_have = verdict.result(),
+        "review decided after --decide-timeout-seconds: the write was allowed unchanged"
+    );
 }
 
 /// The answer to a review not decided in time: allowed as written, with a warning, as when
@@ -290,12 +336,39 @@ pub struct Listeners {
     pub webhook: std::net::TcpListener,
     /// The plain-HTTP admin port (`--admin-listen`).
     pub admin: std::net::TcpListener,
+    /// The plain-HTTP probe port (`--probe-listen`): `/livez` and `/readyz` only, with a table
+    /// of its own, so that whatever fills the admin port cannot fail the kubelet's probes.
+    pub probe: std::net::TcpListener,
     /// Shared with the certificate reloader, which swaps the configuration in place.
     pub tls: RustlsConfig,
-    /// Every bound on connections and requests, for both ports.
+    /// Every bound on connections and requests, for every port.
     pub limits: Limits,
     /// Longest wait for in-flight reviews once shutdown starts.
     pub drain: Duration,
+}
+
+/// The probe router: `/livez` and `/readyz`, as on the admin port.
+pub(crate) fn probe_router(state: Arc<AppState>) -> Router {
+    Router::new().route("/livez", get(|| async { "ok\n" })).route("/readyz", get(readyz)).with_state(state)
+}
+
+/// Serves a plain-HTTP port until its handle shuts it down.
+fn spawn_plain(
+    listener: std::net::TcpListener,
+    app: Router,
+    max_connections: usize,
+    name: &'static str,
+    limits: &Limits,
+    state: &AppState,
+) -> std::io::Result<(axum_server::Handle<std::net::SocketAddr>, tokio::task::JoinHandle<std::io::Result<()>>)> {
+    let handle = axum_server::Handle::new();
+    let guard = Guard::new(NoDelayAcceptor::new(), max_connections, limits.lifetimes(), name, state.metrics.clone());
+    let mut server = axum_server::from_tcp(listener)?
+        .acceptor(guard)
+        .first_request_timeout(limits.header_read_timeout)
+        .handle(handle.clone());
+    limits.configure(server.http_builder());
+    Ok((handle, tokio::spawn(server.serve(app.into_make_service()))))
 }
 
 /// Serves until `shutdown` completes, then stops being ready, lets in-flight reviews finish
@@ -309,28 +382,21 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     listeners.webhook.set_nonblocking(true)?;
     listeners.admin.set_nonblocking(true)?;
+    listeners.probe.set_nonblocking(true)?;
     tracing::info!(address = %listeners.admin.local_addr()?, "admin server listening (/livez, /readyz, /metrics)");
+    tracing::info!(address = %listeners.probe.local_addr()?, "probe server listening (/livez, /readyz)");
     tracing::info!(address = %listeners.webhook.local_addr()?, "webhook listening (HTTPS, POST /mutate)");
     let limits = listeners.limits;
 
     let handle = axum_server::Handle::new();
-    // The admin port gets the same connection bounds as the webhook: a flood of idle probes
-    // must not take the file descriptors that /livez and /mutate need.
-    let admin_handle = axum_server::Handle::new();
-    let admin_guard = Guard::new(
-        NoDelayAcceptor::new(),
-        limits.admin_max_connections,
-        limits.idle_timeout,
-        "admin",
-        state.metrics.clone(),
-    );
-    let mut admin_server = axum_server::from_tcp(listeners.admin)?
-        .acceptor(admin_guard)
-        .first_request_timeout(limits.header_read_timeout)
-        .handle(admin_handle.clone());
-    limits.configure(admin_server.http_builder());
+    // The admin and probe ports get connection bounds of their own: a flood of idle
+    // connections must take neither the file descriptors /mutate needs nor the probes' slots.
     let admin_app = admin_router(state.clone());
-    let admin_task = tokio::spawn(admin_server.serve(admin_app.into_make_service()));
+    let (admin_handle, admin_task) =
+        spawn_plain(listeners.admin, admin_app, limits.admin_max_connections, "admin", &limits, &state)?;
+    let probe_app = probe_router(state.clone());
+    let (probe_handle, probe_task) =
+        spawn_plain(listeners.probe, probe_app, limits.probe_max_connections, "probe", &limits, &state)?;
 
     let shutdown_handle = handle.clone();
     let shutdown_state = state.clone();
@@ -349,7 +415,7 @@ pub async fn serve(
     let guard = Guard::new(
         NoDelayAcceptor::new(),
         limits.max_connections,
-        limits.idle_timeout,
+        limits.lifetimes(),
         "webhook",
         state.metrics.clone(),
     );
@@ -366,8 +432,11 @@ pub async fn serve(
             () = tasks.watch(&state.readiness) => {}
         }
     };
-    admin_handle.graceful_shutdown(Some(Duration::from_secs(1)));
+    for handle in [&admin_handle, &probe_handle] {
+        handle.graceful_shutdown(Some(Duration::from_secs(1)));
+    }
     let _ = admin_task.await;
+    let _ = probe_task.await;
     tasks.stop(drain).await;
     tracing::info!("stopped");
     result
@@ -399,29 +468,4 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn undecided_reviews_are_allowed_with_a_warning() {
-        let fixture = include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/ingress-status-update.apiserver-1.24.json"
-        ));
-        let answer: serde_json::Value = serde_json::from_slice(&undecided(fixture, 2).unwrap()).unwrap();
-        assert_eq!(
-            answer,
-            serde_json::json!({
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {
-                    "uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a",
-                    "allowed": true,
-                    "warnings": ["ingress-status-guard: not decided within 2 s; status left as written"],
-                },
-            })
-        );
-        let (status, _) = undecided(b"{\"not\": \"a review\"}", 2).unwrap_err();
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    }
-}
+mod tests;

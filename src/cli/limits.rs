@@ -26,25 +26,39 @@ pub(crate) struct LimitArgs {
     /// the API server's 90 s idle timeout, so it closes its idle connections first.
     #[arg(long, env = "ISG_IDLE_TIMEOUT_SECONDS", default_value = "120", value_parser = Seconds::POSITIVE)]
     pub(crate) idle_timeout_seconds: Duration,
-    /// Open connections on the webhook port; more are closed at once and counted in
-    /// `connections_refused_total{listener="webhook"}`.
-    #[arg(long, env = "ISG_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Open connections on the webhook port. When all are open, the idle one silent longest
+    /// of the peer holding the most is closed for the newcomer (`connections_evicted_total`);
+    /// only when every one has a request in flight is the newcomer closed
+    /// (`connections_refused_total{listener="webhook"}`).
+    #[arg(long, env = "ISG_MAX_CONNECTIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) max_connections: u64,
     /// Open connections on the admin port (probes and scrapes need few).
     #[arg(long, env = "ISG_ADMIN_MAX_CONNECTIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) admin_max_connections: u64,
-    /// Largest request head (request line and headers), in bytes, on both ports.
-    #[arg(long, env = "ISG_MAX_HEADER_BYTES", default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(8192..=16 * 1024 * 1024))]
+    /// Open connections on the probe port (--probe-listen).
+    #[arg(long, env = "ISG_PROBE_MAX_CONNECTIONS", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) probe_max_connections: u64,
+    /// Seconds a connection may stay open, however busy, on every port; then it is closed
+    /// gracefully (GOAWAY on HTTP/2, after the response on HTTP/1.1) and the client reconnects.
+    #[arg(long, env = "ISG_MAX_CONNECTION_AGE_SECONDS", default_value = "300", value_parser = Seconds::POSITIVE)]
+    pub(crate) max_connection_age_seconds: Duration,
+    /// Reviews read, decided and answered at once on the webhook port; more get 503 at once
+    /// (`requests_refused_total{reason="in_flight"}`), and the API server applies its failurePolicy.
+    #[arg(long, env = "ISG_MAX_REQUESTS_IN_FLIGHT", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub(crate) max_requests_in_flight: u64,
+    /// Largest request head (request line and headers) or HTTP/2 header list, in bytes, on
+    /// every port.
+    #[arg(long, env = "ISG_MAX_HEADER_BYTES", default_value_t = 8 * 1024, value_parser = clap::value_parser!(u64).range(8192..=16 * 1024 * 1024))]
     pub(crate) max_header_bytes: u64,
     /// Concurrent HTTP/2 streams per connection.
-    #[arg(long, env = "ISG_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "ISG_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) http2_max_concurrent_streams: u32,
     /// Request body bytes held at once across all requests in flight; a request that would go
     /// over gets 503 (the API server retries per its failurePolicy).
-    #[arg(long, env = "ISG_MAX_BUFFERED_BODY_BYTES", default_value_t = 16 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    #[arg(long, env = "ISG_MAX_BUFFERED_BODY_BYTES", default_value_t = 8 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
     pub(crate) max_buffered_body_bytes: u64,
-    /// Reviews larger than this, in bytes, are read and decided on a small blocking pool (one
-    /// thread per CPU), so one heavy caller cannot stall the async workers.
+    /// Reviews larger than this, in bytes, are read and decided on a small blocking pool (at
+    /// most two threads), so one heavy caller cannot stall the async workers.
     #[arg(long, env = "ISG_BLOCKING_THRESHOLD_BYTES", default_value_t = 256 * 1024)]
     pub(crate) blocking_threshold_bytes: usize,
     /// Seconds a review may take to be read and decided; past it the write is allowed with a
@@ -80,6 +94,9 @@ impl LimitArgs {
             idle_timeout: self.idle_timeout_seconds,
             max_connections: size(self.max_connections),
             admin_max_connections: size(self.admin_max_connections),
+            probe_max_connections: size(self.probe_max_connections),
+            max_connection_age: self.max_connection_age_seconds,
+            max_requests_in_flight: size(self.max_requests_in_flight),
             max_header_bytes: size(self.max_header_bytes),
             http2_max_concurrent_streams: self.http2_max_concurrent_streams,
             max_body_bytes,

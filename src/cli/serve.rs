@@ -36,6 +36,10 @@ pub(crate) struct ServeArgs {
     /// Address of the plain-HTTP admin listener (/livez, /readyz, /metrics).
     #[arg(long, env = "ISG_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
     pub admin_listen: SocketAddr,
+    /// Address of the plain-HTTP probe listener (/livez, /readyz), for the kubelet's probes:
+    /// its own connection table, so a flood of the admin port cannot fail them.
+    #[arg(long, env = "ISG_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
+    pub probe_listen: SocketAddr,
     /// Serving certificate chain (PEM). Without it, an ephemeral self-signed certificate is used.
     #[arg(long, env = "ISG_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -98,6 +102,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let ServeArgs {
         listen,
         admin_listen,
+        probe_listen,
         tls_cert,
         tls_key,
         client_ca,
@@ -159,6 +164,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let listeners = Listeners {
         webhook: bind(listen, "--listen")?,
         admin: bind(admin_listen, "--admin-listen")?,
+        probe: bind(probe_listen, "--probe-listen")?,
         tls,
         limits: limits.limits(max_body_bytes),
         drain: drain_seconds,

@@ -1,126 +1,286 @@
-//! Connections: at most N open per listener (the rest are closed at once and counted), and each
-//! closed once it has been silent, reading and writing nothing, for the idle timeout. Applied
-//! below TLS, so a client stalled before, during or after the handshake is covered alike.
+//! Connections: at most N open per listener, a full table evicting an idle connection instead
+//! of refusing the newcomer (`table` says which), each connection closed once it has been silent
+//! for the idle timeout, and none kept past the maximum age however busy it is. Applied below
+//! TLS, so a client stalled before, during or after the handshake is covered alike.
+
+mod table;
 
 use std::{
     io,
+    net::{IpAddr, Ipv4Addr},
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, Mutex, PoisonError},
     task::{Context, Poll},
     time::Duration,
 };
 
-use axum_server::accept::Accept;
+use axum::{extract::Request, response::Response};
+use axum_server::{ConnectionShutdown, accept::Accept};
 use futures::future::BoxFuture;
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
-    sync::{OwnedSemaphorePermit, Semaphore},
+    net::TcpStream,
     time::{Instant, Sleep},
 };
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::metrics::Metrics;
+use table::{Admission, Live, Slot, Table};
 
-/// An acceptor that caps open connections and wraps each in an [`Idle`] timeout.
+/// How long every connection of a listener may live.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lifetimes {
+    /// Silent this long (nothing read or written): closed.
+    pub(crate) idle: Duration,
+    /// Open this long: closed gracefully (GOAWAY on HTTP/2, after the response on HTTP/1.1).
+    pub(crate) max_age: Duration,
+    /// Past `max_age` by this much, still open (a response that never ends): closed at once.
+    pub(crate) grace: Duration,
+}
+
+/// An acceptor that keeps a listener's connections within its table and lifetimes.
 #[derive(Clone)]
 pub(crate) struct Guard<A> {
     inner: A,
-    open: Arc<Semaphore>,
-    idle: Duration,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    table: Mutex<Table>,
+    /// Activity is kept in milliseconds since then, in one atomic per connection.
+    epoch: Instant,
+    lifetimes: Lifetimes,
     listener: &'static str,
     metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl<A> Guard<A> {
     pub(crate) fn new(
         inner: A,
         max_connections: usize,
-        idle: Duration,
+        lifetimes: Lifetimes,
         listener: &'static str,
         metrics: Arc<Metrics>,
     ) -> Self {
-        Guard { inner, open: Arc::new(Semaphore::new(max_connections)), idle, listener, metrics }
+        let shared = Shared {
+            table: Mutex::new(Table::new(max_connections)),
+            epoch: Instant::now(),
+            lifetimes,
+            listener,
+            metrics,
+        };
+        Guard { inner, shared: Arc::new(shared) }
     }
 }
 
-impl<A, I, S> Accept<I, S> for Guard<A>
+impl<A, S> Accept<TcpStream, S> for Guard<A>
 where
-    A: Accept<I, S>,
+    A: Accept<TcpStream, Counted<S>>,
     A::Future: Send + 'static,
     A::Stream: Send + 'static,
     A::Service: Send + 'static,
 {
-    type Stream = Idle<A::Stream>;
+    type Stream = Tracked<A::Stream>;
     type Service = A::Service;
     type Future = BoxFuture<'static, io::Result<(Self::Stream, Self::Service)>>;
 
-    fn accept(&self, stream: I, service: S) -> Self::Future {
-        // Refuse rather than queue: a queued socket still holds a file descriptor, which is
-        // what ran out when idle connections piled up.
-        let Ok(permit) = self.open.clone().try_acquire_owned() else {
-            self.metrics.connection_refused(self.listener);
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let peer = stream.peer_addr().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
+        let live = Arc::new(Live::new(self.shared.now_ms()));
+        let admission = self.shared.table().admit(peer, live.clone());
+        // Refuse rather than queue when every connection is busy: a queued socket still holds
+        // a file descriptor, which is what ran out when connections piled up.
+        let Admission::Admitted { slot, evicted } = admission else {
+            self.shared.metrics.connection_refused(self.shared.listener);
             drop(stream);
             return Box::pin(std::future::ready(Err(io::Error::other("connection limit reached"))));
         };
-        let accepted = self.inner.accept(stream, service);
-        let idle = self.idle;
+        if evicted.is_some() {
+            self.shared.metrics.connection_evicted(self.shared.listener);
+        }
+        let counted =
+            Counted { inner: service, live: live.clone(), opened: Instant::now(), shared: self.shared.clone() };
+        // The slot is given back when the stream drops, or here if the handshake fails first.
+        let ticket = Ticket { slot, shared: self.shared.clone() };
+        let accepted = self.inner.accept(stream, counted);
         Box::pin(async move {
             let (stream, service) = accepted.await?;
-            Ok((Idle::new(stream, permit, idle), service))
+            Ok((Tracked::new(stream, live, ticket), service))
         })
     }
 }
 
-/// A stream that fails its reads with `TimedOut` once nothing was read or written for `idle`,
-/// and gives its connection slot back when dropped.
-pub(crate) struct Idle<S> {
-    inner: S,
-    _permit: OwnedSemaphorePermit,
-    idle: Duration,
-    last: Instant,
-    timer: Pin<Box<Sleep>>,
+/// A slot of the table, given back when dropped.
+struct Ticket {
+    slot: Slot,
+    shared: Arc<Shared>,
 }
 
-impl<S> Idle<S> {
-    fn new(inner: S, permit: OwnedSemaphorePermit, idle: Duration) -> Self {
-        let last = Instant::now();
-        Idle { inner, _permit: permit, idle, last, timer: Box::pin(tokio::time::sleep_until(last + idle)) }
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.shared.table().remove(self.slot);
+    }
+}
+
+/// The service of one connection: counts its requests in flight (a connection with none is
+/// idle, and may be evicted), learns how to close it gracefully, and closes it after the
+/// response once it is past its age.
+#[derive(Clone)]
+pub(crate) struct Counted<S> {
+    inner: S,
+    live: Arc<Live>,
+    opened: Instant,
+    shared: Arc<Shared>,
+}
+
+/// A request in flight, until its response is ready or it is dropped.
+struct Busy(Arc<Live>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.end_request();
+    }
+}
+
+impl<S, B> tower_service::Service<Request<B>> for Counted<S>
+where
+    S: tower_service::Service<Request<B>, Response = Response>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
     }
 
-    /// Pending while the connection has been active within `idle`; the timer is re-armed
-    /// lazily from the last activity, not on every read.
-    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        self.live.start_request();
+        let busy = Busy(self.live.clone());
+        self.live.know_shutdown(|| request.extensions().get::<ConnectionShutdown>().cloned());
+        if self.opened.elapsed() >= self.shared.lifetimes.max_age {
+            self.live.close_gracefully();
+        }
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await;
+            drop(busy);
+            response
+        })
+    }
+}
+
+/// A stream that fails its reads once it is evicted, once nothing was read or written for the
+/// idle timeout, or once it outlived its age and grace; at its age it asks hyper to close the
+/// connection gracefully. Gives its slot back when dropped.
+pub(crate) struct Tracked<S> {
+    inner: S,
+    live: Arc<Live>,
+    ticket: Ticket,
+    opened: Instant,
+    last: Instant,
+    aged: bool,
+    timer: Pin<Box<Sleep>>,
+    evicted: Pin<Box<WaitForCancellationFutureOwned>>,
+}
+
+impl<S> Tracked<S> {
+    fn new(inner: S, live: Arc<Live>, ticket: Ticket) -> Self {
+        let now = Instant::now();
+        let evicted = Box::pin(live.evicted().clone().cancelled_owned());
+        let first = now + ticket.shared.lifetimes.idle.min(ticket.shared.lifetimes.max_age);
+        Tracked {
+            inner,
+            live,
+            ticket,
+            opened: now,
+            last: now,
+            aged: false,
+            timer: Box::pin(tokio::time::sleep_until(first)),
+            evicted,
+        }
+    }
+
+    fn lifetimes(&self) -> Lifetimes {
+        self.ticket.shared.lifetimes
+    }
+
+    fn active(&mut self) {
+        let now = Instant::now();
+        self.last = now;
+        let since_epoch = now.saturating_duration_since(self.ticket.shared.epoch).as_millis();
+        self.live.touch(u64::try_from(since_epoch).unwrap_or(u64::MAX));
+    }
+
+    /// The next moment something is due: the idle timeout, the age (until it has been acted
+    /// on), the end of the grace.
+    fn next_due(&self) -> Instant {
+        let Lifetimes { idle, max_age, grace } = self.lifetimes();
+        let age = if self.aged { self.opened + max_age + grace } else { self.opened + max_age };
+        (self.last + idle).min(age)
+    }
+
+    /// Pending while the connection may stay open; the timer is re-armed lazily from the last
+    /// activity, not on every read.
+    fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        if self.evicted.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(io::Error::new(io::ErrorKind::ConnectionAborted, "evicted from a full listener"));
+        }
         loop {
             if self.timer.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            let due = self.last + self.idle;
-            if Instant::now() >= due {
+            let now = Instant::now();
+            let Lifetimes { idle, max_age, grace } = self.lifetimes();
+            if now >= self.last + idle {
                 return Poll::Ready(io::Error::new(io::ErrorKind::TimedOut, "connection idle"));
             }
+            if now >= self.opened + max_age + grace {
+                return Poll::Ready(io::Error::new(io::ErrorKind::TimedOut, "connection past its maximum age"));
+            }
+            if !self.aged && now >= self.opened + max_age {
+                self.aged = true;
+                // No request yet means nothing to close gracefully: close now.
+                if !self.live.close_gracefully() {
+                    return Poll::Ready(io::Error::new(io::ErrorKind::TimedOut, "connection past its maximum age"));
+                }
+            }
+            let due = self.next_due();
             self.timer.as_mut().reset(due);
         }
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Idle<S> {
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
-                this.last = Instant::now();
+                this.active();
                 Poll::Ready(result)
             }
-            Poll::Pending => this.poll_idle(cx).map(Err),
+            Poll::Pending => this.poll_due(cx).map(Err),
         }
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Idle<S> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         let result = Pin::new(&mut this.inner).poll_write(cx, buf);
         if result.is_ready() {
-            this.last = Instant::now();
+            this.active();
         }
         result
     }
@@ -141,7 +301,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Idle<S> {
         let this = &mut *self;
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if result.is_ready() {
-            this.last = Instant::now();
+            this.active();
         }
         result
     }

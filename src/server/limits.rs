@@ -3,7 +3,13 @@
 //! "Security and limits"). The request side lives here too: reading a body within its size,
 //! time and the shared byte budget, before any of it is parsed.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU8, Ordering},
+    },
+    time::Duration,
+};
 
 use axum::{
     body::{Body, Bytes},
@@ -12,6 +18,8 @@ use axum::{
 use http_body_util::BodyExt as _;
 use hyper_util::{rt::TokioExecutor, server::conn::auto::Builder};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::conn;
 
 /// The bounds, typed: built once from `serve`'s flags (or [`Limits::default`] in tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +36,12 @@ pub struct Limits {
     pub max_connections: usize,
     /// Open connections on the admin port (`--admin-max-connections`).
     pub admin_max_connections: usize,
+    /// Open connections on the probe port (`--probe-max-connections`).
+    pub probe_max_connections: usize,
+    /// A connection open this long is closed gracefully, on every port (`--max-connection-age-seconds`).
+    pub max_connection_age: Duration,
+    /// Reviews being read, decided and answered at once (`--max-requests-in-flight`).
+    pub max_requests_in_flight: usize,
     /// Largest HTTP/1.1 request head or HTTP/2 header list (`--max-header-bytes`).
     pub max_header_bytes: usize,
     /// Concurrent HTTP/2 streams per connection (`--http2-max-concurrent-streams`).
@@ -54,9 +68,29 @@ impl Limits {
         builder
             .http2()
             .max_concurrent_streams(self.http2_max_concurrent_streams)
-            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX));
+            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX))
+            // Body bytes a client may send before they are read are outside the byte budget;
+            // hyper's 1 MiB windows would let each connection park that much.
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW);
+    }
+
+    /// How long connections of every port may live.
+    pub(crate) fn lifetimes(&self) -> conn::Lifetimes {
+        conn::Lifetimes {
+            idle: self.idle_timeout,
+            max_age: self.max_connection_age,
+            // Long enough for a request begun just before the age to be received and decided.
+            grace: self.header_read_timeout + self.body_read_timeout + self.decide_timeout,
+        }
     }
 }
+
+/// HTTP/2 flow-control window of each request stream: body bytes sent ahead of being read
+/// (HTTP/2's own default, 64 KiB, where hyper's is 1 MiB).
+pub(crate) const HTTP2_STREAM_WINDOW: u32 = 64 * 1024;
+/// HTTP/2 flow-control window of each connection, all its streams together.
+pub(crate) const HTTP2_CONNECTION_WINDOW: u32 = 64 * 1024;
 
 impl Default for Limits {
     /// The defaults of `serve`'s flags (a test in `cli::limits` keeps the two the same).
@@ -67,12 +101,15 @@ impl Default for Limits {
             header_read_timeout: secs(5),
             body_read_timeout: secs(5),
             idle_timeout: secs(120),
-            max_connections: 512,
+            max_connections: 64,
             admin_max_connections: 64,
-            max_header_bytes: 64 * 1024,
-            http2_max_concurrent_streams: 100,
+            probe_max_connections: 16,
+            max_connection_age: secs(300),
+            max_requests_in_flight: 64,
+            max_header_bytes: 8 * 1024,
+            http2_max_concurrent_streams: 16,
             max_body_bytes: 3 * 1024 * 1024,
-            max_buffered_body_bytes: 16 * 1024 * 1024,
+            max_buffered_body_bytes: 8 * 1024 * 1024,
             blocking_threshold_bytes: 256 * 1024,
             decide_timeout: secs(2),
         }
@@ -86,7 +123,13 @@ pub(crate) struct Intake {
     buffered: Arc<Semaphore>,
     /// One permit per review being read and decided off the async workers.
     blocking: Arc<Semaphore>,
+    /// One permit per review in flight on the webhook port.
+    in_flight: Arc<Semaphore>,
 }
+
+/// The most threads of the blocking pool (the runtime's `max_blocking_threads`, and the most
+/// reviews decided on it at once): each decides one review of up to `--max-body-bytes`.
+pub(crate) const BLOCKING_THREADS: usize = 2;
 
 /// A body, and its share of the byte budget (given back when dropped).
 pub(crate) struct Held {
@@ -132,7 +175,10 @@ impl IntakeError {
 
 /// A body's frames: a body that arrives in one frame is kept as it came, without a copy. That
 /// frame may share its allocation with hyper's read buffer (at most `--max-header-bytes` over
-/// HTTP/1.1, one frame over HTTP/2), held only until the review is answered.
+/// HTTP/1.1, one frame over HTTP/2), held only until the review is answered. Once a second frame
+/// comes, the bytes are copied into one buffer that grows by doubling, never past the declared
+/// `Content-Length` or the limit; the budget pays for the buffer's capacity, not only the bytes
+/// in it, so a caller who declares 3 MB and sends two frames holds what it sent, twice at most.
 #[derive(Default)]
 enum Collected {
     #[default]
@@ -150,18 +196,42 @@ impl Collected {
         }
     }
 
-    /// Adds a frame; `declared` (the Content-Length, already checked against the limit) sizes
-    /// the buffer once a second frame comes.
-    fn push(&mut self, data: Bytes, declared: usize) {
+    /// What the buffer holds against the budget: its capacity once frames are copied.
+    fn held(&self) -> usize {
+        match self {
+            Collected::Many(all) => all.capacity(),
+            _ => self.len(),
+        }
+    }
+
+    /// The bytes held once `more` is pushed; `declared` (the Content-Length, already checked
+    /// against `max`) caps the growth.
+    fn held_after(&self, more: usize, declared: Option<usize>, max: usize) -> usize {
+        let needed = self.len() + more;
+        match self {
+            Collected::Empty => more,
+            Collected::Many(all) if needed <= all.capacity() => all.capacity(),
+            Collected::One(_) | Collected::Many(_) => {
+                let ceiling = declared.filter(|&d| d >= needed).unwrap_or(max);
+                needed.saturating_mul(2).min(ceiling).max(needed)
+            }
+        }
+    }
+
+    /// Adds a frame, growing the buffer to `held` bytes when it must grow.
+    fn push(&mut self, data: Bytes, held: usize) {
         *self = match std::mem::take(self) {
             Collected::Empty => Collected::One(data),
             Collected::One(first) => {
-                let mut all = Vec::with_capacity(declared.max(first.len() + data.len()));
+                let mut all = Vec::with_capacity(held);
                 all.extend_from_slice(&first);
                 all.extend_from_slice(&data);
                 Collected::Many(all)
             }
             Collected::Many(mut all) => {
+                if all.len() + data.len() > all.capacity() {
+                    all.reserve_exact(held - all.len());
+                }
                 all.extend_from_slice(&data);
                 Collected::Many(all)
             }
@@ -181,7 +251,15 @@ impl Intake {
     pub(crate) fn new(limits: Limits) -> Self {
         let budget = limits.max_buffered_body_bytes.min(Semaphore::MAX_PERMITS);
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        Intake { limits, buffered: Arc::new(Semaphore::new(budget)), blocking: Arc::new(Semaphore::new(cpus)) }
+        let in_flight = Arc::new(Semaphore::new(limits.max_requests_in_flight.clamp(1, Semaphore::MAX_PERMITS)));
+        let blocking = Arc::new(Semaphore::new(cpus.min(BLOCKING_THREADS)));
+        Intake { limits, buffered: Arc::new(Semaphore::new(budget)), blocking, in_flight }
+    }
+
+    /// A review's place among those in flight, held until it is answered; `None` when
+    /// `--max-requests-in-flight` are.
+    pub(crate) fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        self.in_flight.clone().try_acquire_owned().ok()
     }
 
     /// The body, read in full within `--max-body-bytes`, `--body-read-timeout-seconds` and the
@@ -215,103 +293,88 @@ impl Intake {
             if body_bytes.len() + data.len() > max {
                 return Err(IntakeError::TooLarge { max });
             }
-            let n = u32::try_from(data.len()).map_err(|_| IntakeError::TooLarge { max })?;
-            let more = self.buffered.clone().try_acquire_many_owned(n).map_err(|_| IntakeError::Busy)?;
-            match &mut budget {
-                Some(held) => held.merge(more),
-                None => budget = Some(more),
+            let declared = declared.map(|d| usize::try_from(d).unwrap_or(max));
+            let held = body_bytes.held_after(data.len(), declared, max);
+            let grow = held.saturating_sub(body_bytes.held());
+            if grow > 0 {
+                let n = u32::try_from(grow).map_err(|_| IntakeError::TooLarge { max })?;
+                let more = self.buffered.clone().try_acquire_many_owned(n).map_err(|_| IntakeError::Busy)?;
+                match &mut budget {
+                    Some(paid) => paid.merge(more),
+                    None => budget = Some(more),
+                }
             }
-            body_bytes.push(data, declared.map_or(0, |d| usize::try_from(d).unwrap_or(max)));
+            body_bytes.push(data, held);
         }
         Ok(Held { bytes: body_bytes.into_bytes(), _budget: budget })
     }
 
-    /// Runs `work` on the blocking pool when `size` is over the threshold, else inline; either
-    /// way within `--decide-timeout-seconds` (`None` past it).
+    /// Runs `work` on `held` inline when the body is at most the threshold, else on the blocking
+    /// pool within `--decide-timeout-seconds`: `None` when the answer goes out without it. The
+    /// work keeps `held`, so its bytes count against the budget until the work ends, not until
+    /// the answer; it asks its [`Claim`] before any side effect, to learn which came first.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
-        size: usize,
-        work: impl FnOnce() -> T + Send + 'static,
+        held: Held,
+        work: impl FnOnce(&Held, &Claim) -> T + Send + 'static,
     ) -> Option<T> {
-        if size <= self.limits.blocking_threshold_bytes {
-            return Some(work());
+        let claim = Claim::default();
+        if held.bytes.len() <= self.limits.blocking_threshold_bytes {
+            return Some(work(&held, &claim));
         }
         let deadline = tokio::time::Instant::now() + self.limits.decide_timeout;
+        // Past the deadline before a thread is free: the work never starts, and dropping it
+        // gives the bytes back.
         let permit = tokio::time::timeout_at(deadline, self.blocking.clone().acquire_owned()).await.ok()?.ok()?;
-        let task = tokio::task::spawn_blocking(move || {
+        let late = claim.clone();
+        let mut task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            work()
+            work(&held, &late)
         });
-        tokio::time::timeout_at(deadline, task).await.ok()?.ok()
+        match tokio::time::timeout_at(deadline, &mut task).await {
+            Ok(done) => done.ok(),
+            // The work claimed first: it is reporting as decided, so its answer is the one.
+            Err(_) if !claim.time_out() => task.await.ok(),
+            Err(_) => None,
+        }
+    }
+}
+
+/// Which came first for work that may outlive its answer: the decision, or the timeout that
+/// answered without it. Claimed once; a late decision must not report what it would have done.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Claim(Arc<AtomicU8>);
+
+const PENDING: u8 = 0;
+const DECIDED: u8 = 1;
+const TIMED_OUT: u8 = 2;
+
+impl Claim {
+    /// Called by the work before its side effects: `true` when it decided in time (and the
+    /// answer will be its own), `false` when the answer already went out without it.
+    pub(crate) fn decided(&self) -> bool {
+        match self.0.compare_exchange(PENDING, DECIDED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == DECIDED,
+        }
+    }
+
+    /// A claim the timeout already took, for tests of what late work reports.
+    #[cfg(test)]
+    pub(crate) fn late() -> Self {
+        let claim = Claim::default();
+        claim.time_out();
+        claim
+    }
+
+    /// Called at the deadline: `true` when the answer goes out without the work.
+    fn time_out(&self) -> bool {
+        match self.0.compare_exchange(PENDING, TIMED_OUT, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == TIMED_OUT,
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn intake(max_body: usize, budget: usize) -> Intake {
-        Intake::new(Limits { max_body_bytes: max_body, max_buffered_body_bytes: budget, ..Limits::default() })
-    }
-
-    #[tokio::test]
-    async fn bodies_within_limits() {
-        let i = intake(10, 15);
-        let held = i.read(&HeaderMap::new(), Body::from("0123456789")).await.unwrap();
-        assert_eq!(held.bytes.as_ref(), b"0123456789");
-        // Ten bytes held: the next body of ten does not fit the budget of fifteen.
-        assert_eq!(i.read(&HeaderMap::new(), Body::from("0123456789")).await.err(), Some(IntakeError::Busy));
-        drop(held);
-        assert!(i.read(&HeaderMap::new(), Body::from("0123456789")).await.is_ok(), "budget given back");
-        assert_eq!(
-            i.read(&HeaderMap::new(), Body::from("0123456789x")).await.err(),
-            Some(IntakeError::TooLarge { max: 10 })
-        );
-        let mut headers = HeaderMap::new();
-        headers.insert(header::CONTENT_LENGTH, "1073741825".parse().unwrap());
-        assert_eq!(
-            i.read(&headers, Body::from("")).await.err(),
-            Some(IntakeError::Declared { declared: 1_073_741_825, max: 10 })
-        );
-    }
-
-    #[test]
-    fn defaults_ignore_the_environment() {
-        let limits = Limits::default();
-        assert_eq!(limits.max_connections, 512);
-        assert_eq!(limits.max_header_bytes, 64 * 1024);
-        assert_eq!(limits.max_buffered_body_bytes, 16 * 1024 * 1024);
-        assert_eq!(limits.body_read_timeout, Duration::from_secs(5));
-    }
-
-    #[tokio::test]
-    async fn heavy_work_runs_off_the_workers_within_the_deadline() {
-        let limits =
-            Limits { blocking_threshold_bytes: 10, decide_timeout: Duration::from_millis(50), ..Limits::default() };
-        let i = Intake::new(limits);
-        assert_eq!(i.run(10, || 1).await, Some(1), "small: inline");
-        let worker = std::thread::current().id();
-        let ran_on = i.run(11, move || std::thread::current().id()).await.unwrap();
-        assert_ne!(ran_on, worker, "large: on the blocking pool");
-        // Work past the deadline is answered without its result (the caller allows the write).
-        assert_eq!(i.run(11, || std::thread::sleep(Duration::from_millis(500))).await, None);
-    }
-
-    #[tokio::test]
-    async fn stalled_bodies_time_out() {
-        let limits = Limits { max_body_bytes: 10, body_read_timeout: Duration::from_millis(50), ..Limits::default() };
-        let i = Intake::new(limits);
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
-        tx.send(Ok(Bytes::from_static(b"01234"))).await.unwrap();
-        let body = Body::from_stream(tokio_stream_from(rx));
-        let err = i.read(&HeaderMap::new(), body).await.err();
-        assert_eq!(err, Some(IntakeError::Timeout(0)));
-        drop(tx);
-    }
-
-    fn tokio_stream_from(
-        mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
-    ) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
-        futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-    }
-}
+mod tests;

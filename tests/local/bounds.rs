@@ -1,7 +1,7 @@
 //! The HTTP bounds of `serve` against a hostile client on loopback (issue 12): stalled heads,
-//! stalled bodies, idle connections, oversized declarations, connection floods and a shared
-//! body budget. Bounds are set small here; every wait is bounded by `BOUND` and no test asserts
-//! how long anything took.
+//! stalled bodies, idle connections, oversized declarations, connection floods, a shared body
+//! budget and a full connection table. Bounds are set small here; every wait is bounded by
+//! `BOUND` and no test asserts how long anything took.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -128,33 +128,56 @@ async fn stalled_heads_and_idle_connections_are_closed_on_both_ports() {
 }
 
 #[tokio::test]
-async fn connections_over_the_cap_are_refused_and_counted() {
-    let (server, client) = start(Limits { max_connections: 3, ..small_limits() });
-    let mut held = Vec::new();
+async fn a_full_table_evicts_the_idle_and_refuses_only_when_all_are_busy() {
+    let limits = Limits { max_connections: 3, body_read_timeout: Duration::from_secs(10), ..small_limits() };
+    let (server, client) = start(limits);
+    // Three connections, each with a review in flight (its body not complete).
+    let mut busy = Vec::new();
     for _ in 0..3 {
-        held.push(connect(server.webhook, &client).await.unwrap());
+        let mut tls = connect(server.webhook, &client).await.unwrap();
+        tls.write_all(head(FIXTURE.len()).as_bytes()).await.unwrap();
+        tls.write_all(&FIXTURE.as_bytes()[..10]).await.unwrap();
+        tls.flush().await.unwrap();
+        busy.push(tls);
     }
-    // The fourth is accepted by the kernel, then closed by the webhook before TLS.
-    let refused = connect(server.webhook, &client).await;
-    assert!(refused.is_err(), "a fourth connection must not get a TLS session");
-    let text = metrics(server.admin).await;
-    assert!(text.contains("connections_refused_total{listener=\"webhook\"} 1"), "{text}");
-    // A slot comes back when a connection ends.
-    drop(held.pop());
-    let mut again = None;
-    for _ in 0..100 {
-        if let Ok(tls) = connect(server.webhook, &client).await {
-            again = Some(tls);
+    // The fourth is accepted by the kernel, then closed by the webhook before TLS (once the
+    // three requests have reached the handler: until then they count as idle).
+    let mut refused = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if connect(server.webhook, &client).await.is_err() {
+            refused = true;
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut tls = again.expect("a freed slot is usable");
+    assert!(refused, "with every connection busy, a fourth must not get a TLS session");
+    let text = metrics(server.admin).await;
+    assert!(text.contains("connections_refused_total{listener=\"webhook\"}"), "{text}");
+    drop(busy);
+
+    // Three idle connections: a fourth evicts the one silent longest, and is served.
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        let mut held = None;
+        for _ in 0..100 {
+            if let Ok(tls) = connect(server.webhook, &client).await {
+                held = Some(tls);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        idle.push(held.expect("slots come back when connections end"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut tls = connect(server.webhook, &client).await.expect("a full table of idle connections admits");
     tls.write_all(head(FIXTURE.len()).as_bytes()).await.unwrap();
     tls.write_all(FIXTURE.as_bytes()).await.unwrap();
     let mut buf = [0u8; 12];
     tokio::time::timeout(BOUND, tls.read_exact(&mut buf)).await.unwrap().unwrap();
     assert_eq!(&buf, b"HTTP/1.1 200");
+    assert!(read_until_closed(&mut idle[0]).await.is_empty(), "the oldest idle connection was closed");
+    let text = metrics(server.admin).await;
+    assert!(text.contains("connections_evicted_total{listener=\"webhook\"} 1"), "{text}");
     server.stop().await;
 }
 
@@ -163,16 +186,17 @@ async fn bytes_buffered_across_requests_are_capped() {
     let limits =
         Limits { max_buffered_body_bytes: 100 * 1024, body_read_timeout: Duration::from_secs(10), ..small_limits() };
     let (server, client) = start(limits);
-    // One caller holds 90 KiB of a 200 KiB body...
+    // One caller holds 40 KiB of a 200 KiB body (its buffer, at most twice that, is what the
+    // budget pays for)...
     let mut hog = connect(server.webhook, &client).await.unwrap();
     hog.write_all(head(200 * 1024).as_bytes()).await.unwrap();
-    hog.write_all(&vec![b' '; 90 * 1024]).await.unwrap();
+    hog.write_all(&vec![b' '; 40 * 1024]).await.unwrap();
     hog.flush().await.unwrap();
-    // ...so another's 50 KiB review does not fit the 100 KiB budget, and gets 503, while a small
+    // ...so another's 60 KiB review does not fit the 100 KiB budget, and gets 503, while a small
     // review still fits.
     let mut refused = None;
     for _ in 0..50 {
-        let padded = format!("{}{}", " ".repeat(50 * 1024), FIXTURE);
+        let padded = format!("{}{}", " ".repeat(60 * 1024), FIXTURE);
         let mut tls = connect(server.webhook, &client).await.unwrap();
         tls.write_all(head(padded.len()).as_bytes()).await.unwrap();
         tls.write_all(padded.as_bytes()).await.unwrap();
@@ -225,7 +249,8 @@ async fn stalled_http2_streams_get_408() {
     let sender = pki::http2(tls).await.unwrap();
     let mut streams = Vec::new();
     let mut feeds = Vec::new();
-    for _ in 0..20 {
+    // As many as the stream cap allows (more would be refused before the server's SETTINGS).
+    for _ in 0..Limits::default().http2_max_concurrent_streams {
         let (feed, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
         feed.send(Ok(Frame::data(Bytes::from_static(&FIXTURE.as_bytes()[..100])))).await.unwrap();
         feeds.push(feed); // held open: the body never ends

@@ -219,7 +219,8 @@ fn serve_refuses_bad_tls_and_config_files() {
         ),
     ];
     for (args, want) in cases {
-        let mut full = vec!["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
+        let mut full =
+            vec!["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0"];
         full.extend(args.iter().copied());
         let out = run(&full, None);
         assert!(!out.status.success(), "{full:?} succeeded");
@@ -236,6 +237,8 @@ fn serve_starts_with_no_setup_and_stops_cleanly_on_sigterm() {
             "--listen",
             "127.0.0.1:0",
             "--admin-listen",
+            "127.0.0.1:0",
+            "--probe-listen",
             "127.0.0.1:0",
             "--publish-status-address",
             "192.0.2.10",

@@ -14,17 +14,17 @@ use crate::{
 };
 
 const BOUND: Duration = Duration::from_secs(20);
-const HEADERS: u8 = 1;
+pub(crate) const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
 const SETTINGS: u8 = 4;
-const GOAWAY: u8 = 7;
+pub(crate) const GOAWAY: u8 = 7;
 const CONTINUATION: u8 = 9;
-const END_STREAM: u8 = 0x1;
+pub(crate) const END_STREAM: u8 = 0x1;
 /// GOAWAY error code for a peer that generates excessive load (RFC 9113, section 7).
 const ENHANCE_YOUR_CALM: u32 = 0xb;
-const END_HEADERS: u8 = 0x4;
+pub(crate) const END_HEADERS: u8 = 0x4;
 
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
     let mut out = vec![len[1], len[2], len[3], kind, flags];
     out.extend_from_slice(&stream.to_be_bytes());
@@ -34,18 +34,18 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 
 /// `GET /livez` for `localhost`, HPACK without the dynamic table: indexed `:method GET`,
 /// `:scheme https`, `:path /`, and a literal `:authority`.
-fn request_block() -> Vec<u8> {
+pub(crate) fn request_block() -> Vec<u8> {
     let mut block = vec![0x82, 0x87, 0x84, 0x01, 9];
     block.extend_from_slice(b"localhost");
     block
 }
 
-struct Conn {
-    tls: Tls,
+pub(crate) struct Conn {
+    pub(crate) tls: Tls,
 }
 
 impl Conn {
-    async fn open(server: &LocalServer, config: &Arc<rustls::ClientConfig>) -> Conn {
+    pub(crate) async fn open(server: &LocalServer, config: &Arc<rustls::ClientConfig>) -> Conn {
         let mut tls = pki::connect(server.webhook, config).await.unwrap();
         assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
         tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
@@ -55,7 +55,7 @@ impl Conn {
 
     /// Reads frames until the server closes the connection or sends GOAWAY; the frame types
     /// seen and the GOAWAY's error code. Panics if neither happens within `BOUND`.
-    async fn frames_until_goaway_or_close(&mut self) -> (Vec<u8>, Option<u32>) {
+    pub(crate) async fn frames_until_goaway_or_close(&mut self) -> (Vec<u8>, Option<u32>) {
         let mut kinds = Vec::new();
         let mut buf = Vec::new();
         let deadline = tokio::time::Instant::now() + BOUND;

@@ -126,7 +126,13 @@ fn ephemeral_ca_directory_is_private_and_removed() {
     use std::os::unix::fs::PermissionsExt as _;
     let tmp = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
-        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--no-events"])
+        .args([
+            "serve",
+            "--listen=127.0.0.1:0",
+            "--admin-listen=127.0.0.1:0",
+            "--probe-listen=127.0.0.1:0",
+            "--no-events",
+        ])
         .args(["--publish-status-address=192.0.2.10"])
         .env("TMPDIR", tmp.path())
         .env_remove("KUBECONFIG")
@@ -168,7 +174,13 @@ fn ephemeral_ca_directory_is_private_and_removed() {
 fn second_sigterm_ends_the_shutdown_delay() {
     use std::io::BufRead as _;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
-        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--no-events"])
+        .args([
+            "serve",
+            "--listen=127.0.0.1:0",
+            "--admin-listen=127.0.0.1:0",
+            "--probe-listen=127.0.0.1:0",
+            "--no-events",
+        ])
         .args(["--publish-status-address=192.0.2.10", "--shutdown-delay-seconds=600"])
         .env_remove("KUBECONFIG")
         .env("RUST_LOG", "info")
@@ -223,7 +235,13 @@ async fn forged_hostnames_stay_on_one_plain_log_line() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let tmp = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
-        .args(["serve", &format!("--listen=127.0.0.1:{port}"), "--admin-listen=127.0.0.1:0", "--no-events"])
+        .args([
+            "serve",
+            &format!("--listen=127.0.0.1:{port}"),
+            "--admin-listen=127.0.0.1:0",
+            "--probe-listen=127.0.0.1:0",
+            "--no-events",
+        ])
         .args(["--publish-status-address=192.0.2.10", "--log-format=plain"])
         .env("TMPDIR", tmp.path())
         .env("RUST_LOG", "info")

@@ -5,7 +5,8 @@
 //! The modules share one process and run on parallel threads, so none may change process-wide
 //! state beyond installing the ring crypto provider (all install the same one; a second install
 //! is a no-op). Environment variables are set only on child processes, and no module has a
-//! global allocator or measures the process's memory, which would need a binary of its own.
+//! global allocator or measures the process's memory, which would need a binary of its own
+//! (`fits` measures the peak RSS of a child process, the built binary).
 
 mod fixture;
 mod pki;
@@ -14,6 +15,8 @@ mod server;
 mod bounds;
 mod certs;
 mod cli;
+mod connections;
+mod fits;
 mod fuzz_reader;
 mod h2frames;
 mod hostile;

@@ -10,6 +10,7 @@ use ingress_status_guard::{AppState, Limits, Listeners, PolicySpec, SourceCache,
 pub(crate) struct LocalServer {
     pub webhook: SocketAddr,
     pub admin: SocketAddr,
+    pub probe: SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -29,13 +30,15 @@ impl LocalServer {
         let state = AppState::new(policies.clone(), SourceCache::new(&policies));
         let webhook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
-        let listeners = Listeners { webhook, admin, tls, limits, drain: Duration::from_secs(5) };
+        let probe_addr = probe.local_addr().unwrap();
+        let listeners = Listeners { webhook, admin, probe, tls, limits, drain: Duration::from_secs(5) };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(serve(state, listeners, Tasks::default(), async {
             let _ = stopped.await;
         }));
-        LocalServer { webhook: webhook_addr, admin: admin_addr, stop, task }
+        LocalServer { webhook: webhook_addr, admin: admin_addr, probe: probe_addr, stop, task }
     }
 
     /// Shuts down and waits for `serve` to return; panics if it failed.

@@ -76,6 +76,7 @@ impl Webhook {
                 .arg("serve")
                 .arg(format!("--listen=127.0.0.1:{port}"))
                 .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
+                .arg("--probe-listen=127.0.0.1:0")
                 .arg(format!("--tls-cert={}", cert.display()))
                 .arg(format!("--tls-key={}", key.display()))
                 .arg(format!("--kubeconfig={}", kubeconfig.display()))

@@ -1,0 +1,75 @@
+use super::*;
+
+/// The log lines written while `f` runs on this thread.
+fn logged(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+    tracing::subscriber::with_default(subscriber, f);
+    String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+}
+
+#[test]
+fn a_decision_after_its_answer_reports_timed_out_never_rewritten() {
+    let policies = crate::PolicySpec { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
+        .into_policies()
+        .unwrap();
+    let state = AppState::new(policies.clone(), crate::SourceCache::new(&policies));
+    let mut review: serde_json::Value = serde_json::from_slice(include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/ingress-status-update.apiserver-1.24.json"
+    )))
+    .unwrap();
+    review["request"]["userInfo"]["username"] = "rogue".into();
+    review["request"]["object"]["status"] = serde_json::json!({"loadBalancer": {"ingress": [{"ip": "10.7.7.7"}]}});
+    let body = Bytes::from(serde_json::to_vec(&review).unwrap());
+
+    // In time: the rogue write is rewritten, and says so.
+    let mut answer = None;
+    let log = logged(|| answer = Some(super::review(&state, &body, &Claim::default())));
+    assert_eq!(answer.take().unwrap().unwrap().1, "patched");
+    assert!(log.contains("rogue status write") && log.contains("action=\"patched\""), "{log}");
+
+    // Late: the answer went out without it, so the write went through as written.
+    let log = logged(|| answer = Some(super::review(&state, &body, &Claim::late())));
+    assert_eq!(answer.unwrap().unwrap(), (Vec::new(), TIMED_OUT));
+    assert!(log.contains("action=\"timed_out\"") && log.contains("allowed unchanged"), "{log}");
+    assert!(!log.contains("rewritten") && !log.contains("rogue status write"), "{log}");
+    let metrics = state.metrics.encode();
+    assert!(metrics.contains("writer=\"rogue\",action=\"timed_out\"} 1"), "{metrics}");
+    assert!(metrics.contains("writer=\"rogue\",action=\"patched\"} 1"), "only the one in time: {metrics}");
+}
+
+#[test]
+fn undecided_reviews_are_allowed_with_a_warning() {
+    let fixture = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/ingress-status-update.apiserver-1.24.json"
+    ));
+    let answer: serde_json::Value = serde_json::from_slice(&undecided(fixture, 2).unwrap()).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {
+                "uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86a",
+                "allowed": true,
+                "warnings": ["ingress-status-guard: not decided within 2 s; status left as written"],
+            },
+        })
+    );
+    let (status, _) = undecided(b"{\"not\": \"a review\"}", 2).unwrap_err();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+}
