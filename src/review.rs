@@ -6,6 +6,7 @@ mod patch;
 mod read;
 mod render;
 
+pub(crate) use read::bounds;
 pub(crate) use read::{ApiVersion, Target, User};
 pub use read::{Review, read, read_slow};
 pub use render::render;

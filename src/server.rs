@@ -285,6 +285,11 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
     }
     let busy = || (StatusCode::SERVICE_UNAVAILABLE, format!("review not decided within {limit} s; retry"));
     let echo: Echo = serde_json::from_slice(body).map_err(|_| busy())?;
+    // Echoed unread by the reader's bounds, so held to them here: a forged megabyte uid or
+    // apiVersion gets the plain 503, never itself back.
+    if review::bounds::uid(&echo.request.uid).is_err() || echo.api_version != "admission.k8s.io/v1" {
+        return Err(busy());
+    }
     let warning = format!("ingress-status-guard: not decided within {limit} s; status left as written");
     let response = serde_json::json!({
         "apiVersion": echo.api_version,

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, de};
 use serde_json::value::RawValue;
 
-mod bounds;
+pub(crate) mod bounds;
 mod skim;
 
 pub(crate) use bounds::OutOfBounds;

@@ -145,7 +145,13 @@ fn client_san_without_client_ca_is_refused_at_startup_naming_both_flags() {
 fn startup_log(args: &[&str], env: &[(&str, &str)]) -> String {
     use std::io::BufRead;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
-        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--publish-status-address=192.0.2.10"])
+        .args([
+            "serve",
+            "--listen=127.0.0.1:0",
+            "--admin-listen=127.0.0.1:0",
+            "--probe-listen=127.0.0.1:0",
+            "--publish-status-address=192.0.2.10",
+        ])
         .args(args)
         .envs(env.iter().copied())
         .env_remove("KUBECONFIG")

@@ -49,6 +49,7 @@ impl Guard {
             .arg("serve")
             .arg(format!("--listen=127.0.0.1:{port}"))
             .arg(format!("--admin-listen=127.0.0.1:{admin}"))
+            .arg("--probe-listen=127.0.0.1:0")
             .arg(format!("--tls-cert={}", dir.path().join("tls.crt").display()))
             .arg(format!("--tls-key={}", dir.path().join("tls.key").display()))
             .args(["--publish-status-address=192.0.2.10", "--no-events", "--log-format=plain"])
