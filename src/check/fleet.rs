@@ -64,7 +64,7 @@ impl Fleet {
     }
 
     /// One table: the rows of every cluster, then a row per cluster that failed (STATE
-    /// `ERROR`, then the error), then one summary line per cluster.
+    /// `ERROR`, then the error), then one summary line per cluster, in the order given.
     pub(crate) fn table(&self) -> String {
         let mut lines = Vec::new();
         let mut summaries = String::new();
@@ -76,7 +76,8 @@ impl Fleet {
                     }
                     summaries.push_str(&format!("cluster {cluster}: {}\n", report.summary_line()));
                 }
-                Err(error) => summaries.push_str(&format!("cluster {cluster}: not read: {error}\n")),
+                // The error is in the cluster's row; said once is enough.
+                Err(_) => summaries.push_str(&format!("cluster {cluster}: not read (ERROR row above)\n")),
             }
         }
         // Error rows after every report's rows, so a reader scanning the table sees them last.
