@@ -148,3 +148,50 @@ async fn kubectl_isg_answers_as_the_binary_with_kubectl_flags() {
     let list = run(&kubectl(), &bin, None, &["plugin", "list", "--name-only"]);
     assert!(list.stdout.lines().any(|l| l.trim() == "kubectl-isg"), "{}", list.stdout);
 }
+
+/// scripts/plugin-archive.sh: the archive holds exactly `kubectl-isg`, a regular file (krew
+/// unpacks no symlinks), and the manifest it writes from dist/krew/isg.yaml is YAML naming
+/// that file, the archive's URL and its sha256. Any executable shows the layout; a small one
+/// keeps the test quick (the binary's own plugin behaviour is tested above).
+#[test]
+fn the_plugin_archive_has_the_layout_the_krew_manifest_names() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-archive");
+    let _ = std::fs::remove_dir_all(&out);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/plugin-archive.sh");
+    let run = Command::new("bash")
+        .arg(&script)
+        .arg("https://example.test/releases")
+        .env("ISG_PLUGIN_OUT", &out)
+        .env("ISG_PLUGIN_BINARY", "/bin/true")
+        .output()
+        .expect("run scripts/plugin-archive.sh");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let mut printed = stdout.lines();
+    let (archive, manifest) = (PathBuf::from(printed.next().unwrap()), PathBuf::from(printed.next().unwrap()));
+
+    let listing = Command::new("tar").arg("-tvzf").arg(&archive).output().expect("tar -t");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    let entries: Vec<(&str, &str)> = listing
+        .lines()
+        .map(|l| (l.split_whitespace().next().unwrap_or(""), l.split_whitespace().last().unwrap_or("")))
+        .collect();
+    assert_eq!(entries.len(), 1, "{listing}");
+    assert_eq!(entries[0].1, "kubectl-isg", "{listing}");
+    assert!(entries[0].0.starts_with("-rwx"), "a regular executable file: {listing}");
+
+    let sha = Command::new("sha256sum").arg(&archive).output().expect("sha256sum");
+    let sha = String::from_utf8_lossy(&sha.stdout).split_whitespace().next().unwrap_or("").to_owned();
+    let doc: serde_json::Value =
+        serde_norway::from_str(&std::fs::read_to_string(&manifest).unwrap()).expect("the manifest is YAML");
+    assert_eq!(doc["kind"], "Plugin");
+    assert_eq!(doc["metadata"]["name"], "isg", "`kubectl isg`: the plugin name is the command");
+    let platform = &doc["spec"]["platforms"][0];
+    assert_eq!(platform["bin"], "kubectl-isg");
+    assert_eq!(platform["files"][0]["from"], "kubectl-isg");
+    assert_eq!(platform["sha256"], sha.as_str());
+    let name = archive.file_name().unwrap().to_str().unwrap();
+    assert_eq!(platform["uri"], format!("https://example.test/releases/{name}").as_str());
+    assert_eq!(doc["spec"]["version"], format!("v{}", env!("CARGO_PKG_VERSION")).as_str());
+    std::fs::remove_dir_all(&out).unwrap();
+}
