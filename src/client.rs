@@ -16,7 +16,7 @@ pub enum ClientError {
     Infer(#[source] kube::config::InferConfigError),
     /// `--context` (or `--all-contexts`) without `--kubeconfig`, and no file in `KUBECONFIG` or
     /// `~/.kube/config` to find it in: an in-cluster config has no contexts.
-    #[error("no kubeconfig to find contexts in ({0}): pass --kubeconfig")]
+    #[error("no kubeconfig to find contexts in ({0})")]
     NoKubeconfig(#[source] kube::config::KubeconfigError),
     #[error("context {context:?}: {source}; `kubectl config get-contexts` lists the contexts of the kubeconfig")]
     Context { context: String, source: kube::config::KubeconfigError },
