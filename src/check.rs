@@ -5,17 +5,18 @@
 
 mod explain;
 mod fetch;
+mod fleet;
 mod report;
 mod snapshot;
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{process::ExitCode, time::Duration};
 
 use clap::ValueEnum;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 
 use crate::{
-    client::{self, ClientError},
+    client::{self, ClientError, Target},
     ingress::Stored,
     policy::Policies,
 };
@@ -23,6 +24,7 @@ use explain::explain;
 use fetch::bounded;
 use fetch::snapshot;
 use fetch::stored_ingresses;
+pub(crate) use fleet::check_fleet;
 use report::Report;
 /// Ingresses per list request: bounds what one page holds in memory.
 const PAGE_SIZE: u32 = 500;
@@ -32,7 +34,7 @@ const MAX_CLASS_CHARS: usize = 80;
 /// How `check` and `explain` reach the cluster.
 #[derive(Debug, Clone)]
 pub(crate) struct Cluster {
-    pub kubeconfig: Option<PathBuf>,
+    pub target: Target,
     /// Longest wait for each request to the API server.
     pub request_timeout: Duration,
 }
@@ -49,6 +51,12 @@ pub(crate) enum Output {
 pub(crate) enum CheckError {
     #[error("cannot build a Kubernetes client: {0}; pass --kubeconfig or run in a cluster")]
     Client(#[from] ClientError),
+    #[error("`--namespace {flag}` and {namespace}/{name} name two namespaces; pass one")]
+    TwoNamespaces { flag: String, namespace: String, name: String },
+    #[error("the kubeconfig has no contexts for --all-contexts; `kubectl config get-contexts` lists them")]
+    NoContexts,
+    #[error("no cluster could be read: every context failed (rows above)")]
+    EveryClusterFailed,
     #[error(
         "cannot {what}: {detail}; check --kubeconfig, that the API server is reachable and that this identity may read it"
     )]
@@ -68,23 +76,40 @@ pub(crate) async fn check(
     output: Output,
     policies: &Policies,
 ) -> Result<u8, CheckError> {
-    let timeout = cluster.request_timeout;
-    let client = client::connect(cluster.kubeconfig.as_deref()).await?;
-    let sources = snapshot(&client, policies, timeout).await?;
-    let stored = stored_ingresses(&client, namespace, timeout).await?;
-    let report = Report::build(&stored, policies, &sources);
+    let report = report(cluster, namespace, policies).await?;
     print!("{}", if output == Output::Json { report.json() } else { report.table() });
     Ok(report.exit_code())
 }
 
+/// Reads one cluster and judges every stored Ingress in it.
+async fn report(cluster: &Cluster, namespace: Option<&str>, policies: &Policies) -> Result<Report, CheckError> {
+    let timeout = cluster.request_timeout;
+    let client = connect(cluster).await?;
+    let sources = snapshot(&client, policies, timeout).await?;
+    let stored = stored_ingresses(&client, namespace, timeout).await?;
+    Ok(Report::build(&stored, policies, &sources))
+}
+
+/// The client, within `--request-timeout`: a kubeconfig's exec credential plugin may hang,
+/// and in a fleet one such context must not hold up the report.
+async fn connect(cluster: &Cluster) -> Result<kube::Client, CheckError> {
+    let timeout = cluster.request_timeout;
+    match tokio::time::timeout(timeout, client::connect(&cluster.target)).await {
+        Ok(connected) => Ok(connected?),
+        Err(_) => Err(CheckError::Timeout { what: "build a Kubernetes client".into(), timeout }),
+    }
+}
+
 /// Runs `explain`: prints the explanation, returns 0, 1 (drift or unresolved) or an error (2).
+/// Without a namespace, the Ingress is looked up in the context's namespace, as kubectl does.
 pub(crate) async fn explain_one(
     cluster: &Cluster,
-    (namespace, name): (String, String),
+    (namespace, name): (Option<String>, String),
     policies: &Policies,
 ) -> Result<u8, CheckError> {
     let timeout = cluster.request_timeout;
-    let client = client::connect(cluster.kubeconfig.as_deref()).await?;
+    let client = connect(cluster).await?;
+    let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
     let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
     let ingress = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?

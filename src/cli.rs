@@ -9,6 +9,7 @@ mod client;
 mod duration;
 mod limits;
 mod logging;
+mod plugin;
 mod policy;
 mod reconcile;
 mod resolve;
@@ -123,7 +124,8 @@ fn tls_flag(file: TlsFile) -> &'static str {
 
 /// Entry point for `main`: parses flags, runs the command, returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Under the name `kubectl-isg` it is the kubectl plugin, and says so in its usage lines.
+    let cli = plugin::parse();
     // kube's client and our listener share one TLS stack; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     // `check` and `explain` report on stdout and their errors in one line on stderr; kube's

@@ -14,23 +14,61 @@ pub enum ClientError {
     Load { path: PathBuf, source: kube::config::KubeconfigError },
     #[error("no in-cluster config and no usable kubeconfig: {0}")]
     Infer(#[source] kube::config::InferConfigError),
+    /// `--context` (or `--all-contexts`) without `--kubeconfig`, and no file in `KUBECONFIG` or
+    /// `~/.kube/config` to find it in: an in-cluster config has no contexts.
+    #[error("no kubeconfig to find contexts in ({0})")]
+    NoKubeconfig(#[source] kube::config::KubeconfigError),
+    #[error("context {context:?}: {source}; `kubectl config get-contexts` lists the contexts of the kubeconfig")]
+    Context { context: String, source: kube::config::KubeconfigError },
     #[error("cannot build a client from the configuration: {0}")]
     Build(#[source] kube::Error),
 }
 
-/// A client for the cluster `kubeconfig` names, or the inferred one.
-pub(crate) async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .map_err(|source| ClientError::Read { path: path.to_owned(), source })?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default())
-                .await
-                .map_err(|source| ClientError::Load { path: path.to_owned(), source })?
+/// Which cluster, as whom: a kubeconfig and a context in it (kubectl's `--kubeconfig` and
+/// `--context`). Neither set: the inferred config (in-cluster, then `KUBECONFIG`, then
+/// `~/.kube/config`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// One file, or a list joined as `KUBECONFIG` joins them (`a:b`), merged as kubectl merges.
+    pub kubeconfig: Option<PathBuf>,
+    /// A context of that kubeconfig; default: its `current-context`.
+    pub context: Option<String>,
+}
+
+/// A client for the cluster `target` names, or the inferred one.
+pub(crate) async fn connect(target: &Target) -> Result<kube::Client, ClientError> {
+    let config = match (&target.kubeconfig, &target.context) {
+        (None, None) => kube::Config::infer().await.map_err(ClientError::Infer)?,
+        (path, context) => {
+            let file = read_kubeconfig(path.as_deref())?;
+            let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
+            kube::Config::from_custom_kubeconfig(file, &options).await.map_err(|source| match (context, path) {
+                (Some(context), _) => ClientError::Context { context: context.clone(), source },
+                (None, Some(path)) => ClientError::Load { path: path.clone(), source },
+                (None, None) => ClientError::NoKubeconfig(source),
+            })?
         }
-        None => kube::Config::infer().await.map_err(ClientError::Infer)?,
     };
     kube::Client::try_from(config).map_err(ClientError::Build)
+}
+
+/// The names of the contexts of the kubeconfig, in file order (merged files: first file first).
+pub(crate) fn context_names(kubeconfig: Option<&Path>) -> Result<Vec<String>, ClientError> {
+    Ok(read_kubeconfig(kubeconfig)?.contexts.into_iter().map(|c| c.name).collect())
+}
+
+/// Reads `path` (a `KUBECONFIG`-style list of files, merged), else what kubectl reads:
+/// `KUBECONFIG`, then `~/.kube/config`.
+fn read_kubeconfig(path: Option<&Path>) -> Result<kube::config::Kubeconfig, ClientError> {
+    use kube::config::Kubeconfig;
+    let Some(path) = path else {
+        return Kubeconfig::read().map_err(ClientError::NoKubeconfig);
+    };
+    // clap hands `KUBECONFIG=a:b` over as one path; kubectl merges the list, and so do we.
+    std::env::split_paths(path).filter(|p| !p.as_os_str().is_empty()).try_fold(Kubeconfig::default(), |merged, file| {
+        let next = Kubeconfig::read_from(&file).map_err(|source| ClientError::Read { path: file.clone(), source })?;
+        merged.merge(next).map_err(|source| ClientError::Load { path: path.to_owned(), source })
+    })
 }
 
 /// The webhook's own Pod, as the Downward API names it (`POD_NAME`, `POD_NAMESPACE`); read once
@@ -77,6 +115,44 @@ pub(crate) async fn server_stores_ingress_ports(client: &kube::Client) -> Option
 
 #[cfg(test)]
 mod tests {
+    fn kubeconfig(dir: &std::path::Path, file: &str, contexts: &[&str], current: &str) -> std::path::PathBuf {
+        let mut text = format!("apiVersion: v1\nkind: Config\ncurrent-context: {current}\ncontexts:\n");
+        for c in contexts {
+            text.push_str(&format!("- name: {c}\n  context: {{cluster: {c}, user: {c}}}\n"));
+        }
+        text.push_str("clusters:\n");
+        for c in contexts {
+            text.push_str(&format!("- name: {c}\n  cluster: {{server: 'https://{c}.example.test'}}\n"));
+        }
+        let path = dir.join(file);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `KUBECONFIG=a:b` as kubectl reads it: both files merged, the first one's entries first
+    /// and winning; a context that is in neither is named in the error.
+    #[tokio::test]
+    async fn a_kubeconfig_list_is_merged_and_its_contexts_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = kubeconfig(dir.path(), "a", &["eu", "us"], "eu");
+        let b = kubeconfig(dir.path(), "b", &["us", "staging"], "staging");
+        let list = std::env::join_paths([&a, &b]).unwrap();
+        let list = std::path::Path::new(&list);
+        assert_eq!(super::context_names(Some(list)).unwrap(), ["eu", "us", "staging"]);
+        assert_eq!(super::context_names(Some(&b)).unwrap(), ["us", "staging"]);
+        let target = |context: Option<&str>| super::Target {
+            kubeconfig: Some(list.to_owned()),
+            context: context.map(str::to_owned),
+        };
+        let client = super::connect(&target(Some("staging"))).await.unwrap();
+        assert_eq!(client.default_namespace(), "default");
+        let Err(e) = super::connect(&target(Some("nowhere"))).await else { panic!("unknown context accepted") };
+        assert!(e.to_string().starts_with("context \"nowhere\": "), "{e}");
+        let missing = dir.path().join("missing");
+        let Err(e) = super::context_names(Some(&missing)) else { panic!("missing file accepted") };
+        assert!(e.to_string().starts_with(&format!("kubeconfig {}: ", missing.display())), "{e}");
+    }
+
     #[test]
     fn ingress_ports_arrived_in_1_20() {
         let cases = [

@@ -14,7 +14,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use support::{Class, TestEnv, create_ingress, stored, write_status};
+use support::{Class, Cluster, TestEnv, create_ingress, kubeconfig, stored, write_status};
 
 /// A group that may only read Ingresses, Services and IngressClasses: all `check` and `explain`
 /// need for policies that name classes (a class policy may govern class-less Ingresses through
@@ -326,7 +326,11 @@ async fn errors_exit_2_with_a_message_naming_what_to_fix() {
             vec!["check", &admin, "--publish-status-address=192.0.2.1", "-n", "Bad"],
             "not a valid namespace name",
         ),
-        ("bad target", vec!["explain", "web", &admin, "--publish-status-address=192.0.2.1"], "must be NAMESPACE/NAME"),
+        (
+            "bad target",
+            vec!["explain", "Web", &admin, "--publish-status-address=192.0.2.1"],
+            "must be NAMESPACE/NAME or NAME",
+        ),
         (
             "bad timeout",
             vec!["check", &admin, "--publish-status-address=192.0.2.1", "--request-timeout=0"],
@@ -341,4 +345,122 @@ async fn errors_exit_2_with_a_message_naming_what_to_fix() {
         let errors = out.stderr.lines().filter(|l| l.contains("error")).count();
         assert_eq!(errors, 1, "case {name}: one error line, no log noise:\n{}", out.stderr);
     }
+}
+
+/// A fleet: the shared API server (context `alpha`) and one of its own (`beta`) in one
+/// kubeconfig. One table with a CLUSTER column and a summary per cluster; once `beta` is
+/// stopped it is a row with its error and the exit code follows `alpha`'s drift; only when every
+/// cluster fails is it 2.
+#[tokio::test]
+async fn check_reads_a_fleet_of_clusters_into_one_table() {
+    let t = TestEnv::new("fleet").await;
+    let beta = Cluster::fresh().await;
+    let beta_admin = beta.admin().await;
+    let class = format!("cls-{}", t.ns);
+    create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
+    write_status(&t.ingresses, "web", &["198.51.100.1"], false).await.expect("stale status");
+    let beta_ns = beta.namespace(&beta_admin, "fleet").await;
+    let beta_ingresses: Api<k8s_openapi::api::networking::v1::Ingress> = Api::namespaced(beta_admin, &beta_ns);
+    create_ingress(&beta_ingresses, "web", Class::Field(&class)).await;
+    write_status(&beta_ingresses, "web", &["203.0.113.10"], false).await.expect("canonical status");
+
+    let dir = t.cluster.scratch_dir(&format!("fleet-{}", t.ns));
+    let gamma = kubeconfig::unreachable(t.cluster.admin_kubeconfig(), &t.cluster.server, &dir.join("gamma.yaml"));
+    let two = kubeconfig::with_contexts(
+        &dir.join("fleet.yaml"),
+        &[("alpha", t.cluster.admin_kubeconfig(), None), ("beta", beta.admin_kubeconfig(), None)],
+    );
+    let three = kubeconfig::with_contexts(
+        &dir.join("fleet-3.yaml"),
+        &[
+            ("alpha", t.cluster.admin_kubeconfig(), None),
+            ("beta", beta.admin_kubeconfig(), None),
+            ("gamma", &gamma, None),
+        ],
+    );
+    let kc = format!("--kubeconfig={}", two.display());
+    let policy = ["--publish-status-address=203.0.113.10", &format!("--ingress-class={class}"), "--request-timeout=5"];
+    let fleet = [&["check", &kc, "--context=alpha", "--context", "beta"][..], &policy[..]].concat();
+    let alpha_web = [
+        "alpha",
+        &format!("{}/web", t.ns),
+        "default",
+        "static",
+        "[203.0.113.10]",
+        "198.51.100.1",
+        "203.0.113.10",
+        "DRIFT",
+    ];
+    let beta_web = [
+        "beta",
+        &format!("{beta_ns}/web"),
+        "default",
+        "static",
+        "[203.0.113.10]",
+        "203.0.113.10",
+        "203.0.113.10",
+        "OK",
+    ];
+    let lines = |stdout: &str| -> Vec<Vec<String>> {
+        stdout.lines().map(|l| l.split_whitespace().map(str::to_owned).collect()).collect()
+    };
+
+    let out = run(&fleet);
+    assert_eq!(out.code, Some(1), "alpha drifts: {}", out.stderr);
+    let table = lines(&out.stdout);
+    assert_eq!(table[0], ["CLUSTER", "INGRESS", "POLICY", "SOURCE", "STORED", "CANONICAL", "STATE"], "{}", out.stdout);
+    assert_eq!(table[1], alpha_web, "{}", out.stdout);
+    assert_eq!(table[2], beta_web, "{}", out.stdout);
+    // Tests running alongside add Ingresses of other classes to alpha: "not governed" varies.
+    let governed = |stdout: &str| -> Vec<String> {
+        stdout.lines().map(|l| l.split("; not governed").next().unwrap_or_default().to_owned()).collect()
+    };
+    assert_eq!(
+        governed(&out.stdout)[3..],
+        [
+            "cluster alpha: governed Ingresses: 1 (0 OK, 1 DRIFT, 0 UNRESOLVED)",
+            "cluster beta: governed Ingresses: 1 (1 OK, 0 DRIFT, 0 UNRESOLVED)",
+        ],
+        "{}",
+        out.stdout
+    );
+    // --all-contexts: every context of the file, the same report.
+    let all = run(&[&["check", &kc, "--all-contexts"][..], &policy[..]].concat());
+    assert_eq!((all.code, governed(&all.stdout)), (Some(1), governed(&out.stdout)));
+    let json = run(&[&fleet[..], &["-o", "json"]].concat());
+    let doc: Value = serde_json::from_str(&json.stdout).expect("one JSON document");
+    let clusters: Vec<&str> =
+        doc["ingresses"].as_array().unwrap().iter().map(|r| r["cluster"].as_str().unwrap()).collect();
+    assert_eq!(clusters, ["alpha", "beta"], "{doc}");
+    assert_eq!(doc["clusters"][1]["summary"]["ok"], 1, "{doc}");
+
+    // Halfway: beta goes down. Its row names the error; alpha's drift still decides the exit.
+    beta.stop_apiserver();
+    let out = run(&fleet);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let table = lines(&out.stdout);
+    assert_eq!(table[1], alpha_web, "{}", out.stdout);
+    assert_eq!(table[2][..7], ["beta", "-", "-", "-", "-", "-", "ERROR"], "{}", out.stdout);
+    assert!(out.stdout.contains("Connection refused"), "{}", out.stdout);
+    assert!(out.stdout.contains("\ncluster beta: not read (ERROR row above)\n"), "{}", out.stdout);
+    write_status(&t.ingresses, "web", &["203.0.113.10"], false).await.expect("heal alpha");
+    let out = run(&fleet);
+    assert_eq!(out.code, Some(0), "alpha canonical, beta down: 0\n{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("cluster alpha: governed Ingresses: 1 (1 OK, 0 DRIFT"), "{}", out.stdout);
+
+    // Every cluster down: 2, each with its row, and one error line.
+    let kc3 = format!("--kubeconfig={}", three.display());
+    let out = run(&[&["check", &kc3, "--context=beta", "--context=gamma"][..], &policy[..]].concat());
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    let errors: Vec<&str> = lines(&out.stdout)
+        .iter()
+        .filter(|l| l.get(6).map(String::as_str) == Some("ERROR"))
+        .map(|l| if l[0] == "beta" { "beta" } else { "gamma" })
+        .collect();
+    assert_eq!(errors, ["beta", "gamma"], "{}", out.stdout);
+    assert_eq!(out.stderr.trim(), "error: no cluster could be read: every context failed (rows above)");
+    // An unknown context is that cluster's error, not the fleet's.
+    let out = run(&[&["check", &kc3, "--context=alpha", "--context=nowhere"][..], &policy[..]].concat());
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("ERROR (cannot build a Kubernetes client: context \"nowhere\": "), "{}", out.stdout);
 }

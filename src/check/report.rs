@@ -50,7 +50,26 @@ pub(crate) struct Row {
     pub reason: Option<String>,
 }
 
+/// The columns of the table, one per [`Row::cells`].
+pub(super) const HEADER: [&str; 6] = ["INGRESS", "POLICY", "SOURCE", "STORED", "CANONICAL", "STATE"];
+
 impl Row {
+    /// The row's table cells, under [`HEADER`].
+    pub(super) fn cells(&self) -> [String; 6] {
+        let state = match &self.reason {
+            Some(reason) => format!("{} ({reason})", self.state.as_str()),
+            None => self.state.as_str().to_owned(),
+        };
+        [
+            format!("{}/{}", self.namespace, self.name),
+            self.policy.clone(),
+            self.source.clone(),
+            Addresses(&self.stored).to_string(),
+            self.canonical.as_deref().map_or_else(|| "?".to_owned(), |c| Addresses(c).to_string()),
+            state,
+        ]
+    }
+
     /// The row of a decided write; `None` when no policy governs it.
     pub(super) fn of(write: &StatusWrite, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row> {
         let (policy, state, canonical, reason) = match verdict {
@@ -138,38 +157,10 @@ impl Report {
 
     /// An aligned table, one line per governed Ingress, then the summary line.
     pub(crate) fn table(&self) -> String {
-        let mut lines: Vec<[String; 6]> =
-            vec![["INGRESS", "POLICY", "SOURCE", "STORED", "CANONICAL", "STATE"].map(String::from)];
-        for row in &self.ingresses {
-            let state = match &row.reason {
-                Some(reason) => format!("{} ({reason})", row.state.as_str()),
-                None => row.state.as_str().to_owned(),
-            };
-            lines.push([
-                format!("{}/{}", row.namespace, row.name),
-                row.policy.clone(),
-                row.source.clone(),
-                Addresses(&row.stored).to_string(),
-                row.canonical.as_deref().map_or_else(|| "?".to_owned(), |c| Addresses(c).to_string()),
-                state,
-            ]);
-        }
         let mut out = String::new();
         if !self.ingresses.is_empty() {
-            let widths: Vec<usize> =
-                (0..6).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
-            for line in &lines {
-                let mut text = String::new();
-                for (i, cell) in line.iter().enumerate() {
-                    if i == 5 {
-                        text.push_str(cell);
-                    } else {
-                        let _ = write!(text, "{cell:<width$}  ", width = widths[i]);
-                    }
-                }
-                out.push_str(text.trim_end());
-                out.push('\n');
-            }
+            let header = HEADER.map(String::from).to_vec();
+            out = align(std::iter::once(header).chain(self.ingresses.iter().map(|row| row.cells().to_vec())));
         }
         out.push_str(&self.summary_line());
         out.push('\n');
@@ -179,4 +170,28 @@ impl Report {
     pub(crate) fn json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a report of strings and numbers always serializes") + "\n"
     }
+}
+
+/// Lines of cells in columns two spaces apart, each padded to its widest cell but the last
+/// (free text such as a reason or an error), one line each, trailing spaces trimmed.
+pub(super) fn align(lines: impl IntoIterator<Item = Vec<String>>) -> String {
+    let lines: Vec<Vec<String>> = lines.into_iter().collect();
+    let columns = lines.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| lines.iter().filter_map(|l| l.get(i)).map(|c| c.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for line in &lines {
+        let mut text = String::new();
+        for (i, cell) in line.iter().enumerate() {
+            if i + 1 == line.len() {
+                text.push_str(cell);
+            } else {
+                let _ = write!(text, "{cell:<width$}  ", width = widths[i]);
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
 }

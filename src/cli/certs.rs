@@ -95,7 +95,7 @@ pub(crate) async fn run(args: CertsArgs) -> Result<(), CertError> {
                 wait_seconds,
                 client,
             } = args;
-            let client = crate::client::connect(client.kubeconfig.as_deref()).await?;
+            let client = crate::client::connect(&client.target()).await?;
             let settings = bootstrap::Settings {
                 service,
                 namespace,

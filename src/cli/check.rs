@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{ArgAction, Args};
 
 use super::{client::ClientArgs, duration::Seconds};
 use crate::{
-    check::{self, Cluster, Output},
+    check::{self, CheckError, Cluster, Output},
+    client,
     policy::Policies,
 };
 
@@ -26,14 +27,18 @@ const KUBECONFIG_HELP: &str =
 
 impl ClusterArgs {
     pub(crate) fn cluster(&self) -> Cluster {
-        Cluster { kubeconfig: self.client.kubeconfig.clone(), request_timeout: self.request_timeout }
+        Cluster { target: self.client.target(), request_timeout: self.request_timeout }
     }
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("context", |a| a.action(ArgAction::Append).help(CONTEXT_HELP)))]
 pub(crate) struct CheckArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Check every context of the kubeconfig, one cluster each (a fleet).
+    #[arg(long, env = "ISG_ALL_CONTEXTS", conflicts_with = "context")]
+    pub all_contexts: bool,
     /// Only Ingresses in this namespace; default: all namespaces.
     #[arg(short = 'n', long, env = "ISG_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
@@ -42,11 +47,17 @@ pub(crate) struct CheckArgs {
     pub output: Output,
 }
 
+const CONTEXT_HELP: &str = "Context of the kubeconfig to check; repeat it to check several clusters in one table (with a CLUSTER column); default: its current-context";
+
 #[derive(Args, Debug)]
 pub(crate) struct ExplainArgs {
-    /// The Ingress to explain, as NAMESPACE/NAME.
-    #[arg(value_name = "NAMESPACE/NAME", value_parser = parse_ingress_ref)]
-    pub ingress: (String, String),
+    /// The Ingress to explain: NAMESPACE/NAME, or NAME in --namespace (default: the context's
+    /// namespace, as kubectl does).
+    #[arg(value_name = "[NAMESPACE/]NAME", value_parser = parse_ingress_ref)]
+    pub ingress: (Option<String>, String),
+    /// Namespace of the Ingress, when it is given as NAME.
+    #[arg(short = 'n', long, env = "ISG_NAMESPACE", value_parser = parse_namespace)]
+    pub namespace: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -59,28 +70,56 @@ fn parse_namespace(text: &str) -> Result<String, String> {
     }
 }
 
-fn parse_ingress_ref(text: &str) -> Result<(String, String), String> {
-    let shape = || format!("{text:?} must be NAMESPACE/NAME, e.g. default/web");
-    let (namespace, name) = text.split_once('/').ok_or_else(shape)?;
-    if !crate::names::is_dns1123_label(namespace) {
+fn parse_ingress_ref(text: &str) -> Result<(Option<String>, String), String> {
+    let shape = || format!("{text:?} must be NAMESPACE/NAME or NAME, e.g. default/web");
+    let (namespace, name) = match text.split_once('/') {
+        Some((namespace, name)) => (Some(namespace), name),
+        None => (None, text),
+    };
+    if let Some(namespace) = namespace.filter(|ns| !crate::names::is_dns1123_label(ns)) {
         return Err(format!("{}: namespace {namespace:?} is not a valid namespace name", shape()));
     }
     if !crate::names::is_dns1123_subdomain(name) {
         return Err(format!("{}: name {name:?} is not a valid Ingress name", shape()));
     }
-    Ok((namespace.to_owned(), name.to_owned()))
+    Ok((namespace.map(str::to_owned), name.to_owned()))
 }
 
 /// Runs `check` with its validated policies; the exit code is the report's (or 2 on error).
+/// One cluster (no `--context`, or one) gives the single-cluster report; several contexts, or
+/// `--all-contexts`, the fleet report with its CLUSTER column.
 pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process::ExitCode {
-    let CheckArgs { cluster, namespace, output } = args;
-    check::exit(check::check(&cluster.cluster(), namespace.as_deref(), output, policies).await)
+    let CheckArgs { cluster, all_contexts, namespace, output } = args;
+    let namespace = namespace.as_deref();
+    let contexts = if all_contexts {
+        match client::context_names(cluster.client.kubeconfig.as_deref()) {
+            Ok(names) => names,
+            Err(e) => return check::exit(Err(e.into())),
+        }
+    } else {
+        let mut given = cluster.client.context.clone();
+        // `--context a --context a` is one cluster, checked once.
+        let mut seen = std::collections::HashSet::new();
+        given.retain(|c| seen.insert(c.clone()));
+        if given.len() < 2 {
+            let one = ClusterArgs { client: ClientArgs { context: given, ..cluster.client }, ..cluster };
+            return check::exit(check::check(&one.cluster(), namespace, output, policies).await);
+        }
+        given
+    };
+    check::exit(check::check_fleet(contexts, &cluster.cluster(), namespace, output, policies).await)
 }
 
 /// Runs `explain` with its validated policies; the exit code is the explanation's (or 2).
 pub(crate) async fn explain(args: ExplainArgs, policies: &Policies) -> std::process::ExitCode {
-    let ExplainArgs { ingress, cluster } = args;
-    check::exit(check::explain_one(&cluster.cluster(), ingress, policies).await)
+    let ExplainArgs { ingress: (in_ref, name), namespace, cluster } = args;
+    let namespace = match (in_ref, namespace) {
+        (Some(a), Some(b)) if a != b => {
+            return check::exit(Err(CheckError::TwoNamespaces { flag: b, namespace: a, name }));
+        }
+        (a, b) => a.or(b),
+    };
+    check::exit(check::explain_one(&cluster.cluster(), (namespace, name), policies).await)
 }
 
 #[cfg(test)]
@@ -101,9 +140,11 @@ mod tests {
         for bad in ["", "Team", "a/b", "../x"] {
             assert!(parse_namespace(bad).unwrap_err().contains("not a valid namespace name"), "{bad}");
         }
-        assert_eq!(parse_ingress_ref("default/web"), Ok(("default".into(), "web".into())));
+        assert_eq!(parse_ingress_ref("default/web"), Ok((Some("default".into()), "web".into())));
+        assert_eq!(parse_ingress_ref("web"), Ok((None, "web".into())));
         for (bad, want) in [
-            ("web", "must be NAMESPACE/NAME"),
+            ("Web", "must be NAMESPACE/NAME or NAME"),
+            ("", "name \"\""),
             ("Default/web", "namespace \"Default\""),
             ("default/", "name \"\""),
             ("a/b/c", "name \"b/c\""),

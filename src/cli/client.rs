@@ -3,17 +3,30 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{ArgAction, Args};
 
-use crate::client::PodIdentity;
+use crate::client::{PodIdentity, Target};
 
-/// How to reach the cluster. Each command says in its own help what it uses the cluster for
-/// (`mut_arg` on the command), so the flag is declared once.
+/// How to reach the cluster, with kubectl's names (`--kubeconfig`, `--context`). Each command
+/// says in its own help what it uses the cluster for (`mut_arg` on the command), so the flags
+/// are declared once.
 #[derive(Args, Debug, Clone, Default)]
 pub(crate) struct ClientArgs {
     /// kubeconfig; default: in-cluster config, then KUBECONFIG.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig to use; default: its current-context.
+    // A list so that `check` can take several (it makes the flag repeatable with `mut_arg`);
+    // `Set` makes clap refuse a second one everywhere else.
+    #[arg(long, env = "ISG_CONTEXT", value_name = "CONTEXT", action = ArgAction::Set)]
+    pub context: Vec<String>,
+}
+
+impl ClientArgs {
+    /// The one cluster of a command that talks to one (clap lets through at most one context).
+    pub(crate) fn target(&self) -> Target {
+        Target { kubeconfig: self.kubeconfig.clone(), context: self.context.first().cloned() }
+    }
 }
 
 /// The Downward API's view of the Pod `serve` runs in. Hidden: set by the Deployment's env,

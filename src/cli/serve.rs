@@ -129,7 +129,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let cache = SourceCache::new(&policies);
     // Events, the reconciler and reloads that add a Service use a client when there is one.
     let wants_client = !no_events || reconcile.reconcile || policy.config.is_some();
-    let client = connect_client(&policies, client.kubeconfig.as_deref(), wants_client).await?;
+    let client = connect_client(&policies, &client.target(), wants_client).await?;
     // An API server older than Ingress status ports drops them; a policy that keeps them
     // would then patch every write in a loop. Checked once; reloads apply the same rule.
     let drops_ports = match &client {
@@ -229,19 +229,19 @@ fn warn_if_open(mtls: bool, network_policy_narrowed: bool) {
 /// what), tried when `wanted` (its absence only turns features off), else none.
 async fn connect_client(
     policies: &Policies,
-    kubeconfig: Option<&std::path::Path>,
+    target: &client::Target,
     wanted: bool,
 ) -> Result<Option<kube::Client>, CliError> {
     let needs = policies.cluster_needs();
     if needs.any() {
-        let connected = client::connect(kubeconfig).await;
+        let connected = client::connect(target).await;
         let needed_for = needs_in_flag_words(needs).join(", ");
         return Ok(Some(connected.map_err(|source| CliError::Client { needed_for, source })?));
     }
     if !wanted {
         return Ok(None);
     }
-    Ok(client::connect(kubeconfig)
+    Ok(client::connect(target)
         .await
         .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events and the reconciler are off"))
         .ok())
