@@ -2,7 +2,7 @@
 # Builds the kubectl plugin's release archive and its krew manifest:
 #
 #   scripts/plugin-archive.sh [URL-BASE]
-#     target/plugin/kubectl-isg-<version>-linux-amd64.tar.gz   holding kubectl-isg
+#     target/plugin/kubectl-isg-<version>-linux-amd64.tar.gz   holding kubectl-isg and LICENSE
 #     target/plugin/isg.yaml                                    dist/krew/isg.yaml, filled in
 #
 # URL-BASE is where the archive will be published (default: the GitHub release of the version);
@@ -38,8 +38,10 @@ mkdir -p "$out"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 install -m 0755 "$bin" "$stage/kubectl-isg"
+# krew-index asks for the license inside the archive, installed beside the binary.
+install -m 0644 LICENSE "$stage/LICENSE"
 # Reproducible: fixed owner, order and time, so the sha256 depends on the binary alone.
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$stage" -czf "$out/$name" kubectl-isg
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$stage" -czf "$out/$name" LICENSE kubectl-isg
 sha=$(sha256sum "$out/$name" | cut -d' ' -f1)
 sed -e "s|@VERSION@|$version|g" -e "s|@URL@|$base/$name|g" -e "s|@SHA256@|$sha|g" \
   dist/krew/isg.yaml >"$out/isg.yaml"

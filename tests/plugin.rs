@@ -153,8 +153,8 @@ async fn kubectl_isg_answers_as_the_binary_with_kubectl_flags() {
     assert!(list.stdout.lines().any(|l| l.trim() == "kubectl-isg"), "{}", list.stdout);
 }
 
-/// scripts/plugin-archive.sh: the archive holds exactly `kubectl-isg`, a regular file (krew
-/// unpacks no symlinks), and the manifest it writes from dist/krew/isg.yaml is YAML naming
+/// scripts/plugin-archive.sh: the archive holds exactly `LICENSE` and `kubectl-isg`, regular
+/// files (krew unpacks no symlinks), and the manifest it writes from dist/krew/isg.yaml is YAML naming
 /// that file, the archive's URL and its sha256. Any executable shows the layout; a small one
 /// keeps the test quick (the binary's own plugin behaviour is tested above).
 #[test]
@@ -180,9 +180,11 @@ fn the_plugin_archive_has_the_layout_the_krew_manifest_names() {
         .lines()
         .map(|l| (l.split_whitespace().next().unwrap_or(""), l.split_whitespace().last().unwrap_or("")))
         .collect();
-    assert_eq!(entries.len(), 1, "{listing}");
-    assert_eq!(entries[0].1, "kubectl-isg", "{listing}");
-    assert!(entries[0].0.starts_with("-rwx"), "a regular executable file: {listing}");
+    assert_eq!(entries.len(), 2, "{listing}");
+    assert_eq!(entries[0].1, "LICENSE", "{listing}");
+    assert!(entries[0].0.starts_with("-rw-"), "a regular file: {listing}");
+    assert_eq!(entries[1].1, "kubectl-isg", "{listing}");
+    assert!(entries[1].0.starts_with("-rwx"), "a regular executable file: {listing}");
 
     let sha = Command::new("sha256sum").arg(&archive).output().expect("sha256sum");
     let sha = String::from_utf8_lossy(&sha.stdout).split_whitespace().next().unwrap_or("").to_owned();
@@ -193,6 +195,7 @@ fn the_plugin_archive_has_the_layout_the_krew_manifest_names() {
     let platform = &doc["spec"]["platforms"][0];
     assert_eq!(platform["bin"], "kubectl-isg");
     assert_eq!(platform["files"][0]["from"], "kubectl-isg");
+    assert_eq!(platform["files"][1]["from"], "LICENSE");
     assert_eq!(platform["sha256"], sha.as_str());
     let name = archive.file_name().unwrap().to_str().unwrap();
     assert_eq!(platform["uri"], format!("https://example.test/releases/{name}").as_str());
