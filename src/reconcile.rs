@@ -58,6 +58,8 @@ use queue::{After, Queue};
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
+/// Ingresses per page of the reconciler's list.
+const INGRESS_PAGE: u32 = 10;
 /// Changes of sources or policies come in bursts (a reload, a Service's status update): wait
 /// this long so one full pass covers them.
 const COALESCE: Duration = Duration::from_millis(100);
@@ -248,7 +250,14 @@ impl Reconciler {
             }
             Some(projected)
         };
-        follow::follow(api, watcher::Config::default(), project, self.as_ref(), |change| match change {
+        // Small list pages: a page is held whole while it is parsed, and tenants choose the size
+        // of their Ingresses (up to etcd's 1.5 MiB each), so the page bounds the peak. A list
+        // at resourceVersion "0" (any) is served whole from the watch cache, ignoring the page
+        // size, so the list asks for the most recent state, which pages.
+        let config = watcher::Config::default()
+            .page_size(INGRESS_PAGE)
+            .list_semantic(watcher::ListSemantic::MostRecent);
+        follow::follow(api, config, project, self.as_ref(), |change| match change {
             Ok(change) => {
                 if failing {
                     tracing::info!("Ingress watch recovered");
