@@ -254,9 +254,8 @@ impl Reconciler {
         // of their Ingresses (up to etcd's 1.5 MiB each), so the page bounds the peak. A list
         // at resourceVersion "0" (any) is served whole from the watch cache, ignoring the page
         // size, so the list asks for the most recent state, which pages.
-        let config = watcher::Config::default()
-            .page_size(INGRESS_PAGE)
-            .list_semantic(watcher::ListSemantic::MostRecent);
+        let config =
+            watcher::Config::default().page_size(INGRESS_PAGE).list_semantic(watcher::ListSemantic::MostRecent);
         follow::follow(api, config, project, self.as_ref(), |change| match change {
             Ok(change) => {
                 if failing {

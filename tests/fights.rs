@@ -56,7 +56,11 @@ async fn await_synced_leader(webhook: &Webhook) {
 }
 
 /// Every change of the stored addresses of Ingress `name` in `ns`, with when it was seen.
-fn watch_status(t: &TestEnv, ns: &str, name: &str) -> (Arc<Mutex<Vec<(Instant, Vec<String>)>>>, tokio::task::AbortHandle) {
+fn watch_status(
+    t: &TestEnv,
+    ns: &str,
+    name: &str,
+) -> (Arc<Mutex<Vec<(Instant, Vec<String>)>>>, tokio::task::AbortHandle) {
     let api: Api<Ingress> = Api::namespaced(t.admin.clone(), ns);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
@@ -89,8 +93,16 @@ async fn two_disagreeing_guards_back_off_and_say_so() {
     let class = t.ns.clone();
     create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
     let (changes, watch) = watch_status(&t, &t.ns, "web");
-    let a = start(&t, &args(&t, "guard-a", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")])).await;
-    let b = start(&t, &args(&t, "guard-b", &["--publish-status-address=192.0.2.20".into(), format!("--ingress-class={class}")])).await;
+    let a = start(
+        &t,
+        &args(&t, "guard-a", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]),
+    )
+    .await;
+    let b = start(
+        &t,
+        &args(&t, "guard-b", &["--publish-status-address=192.0.2.20".into(), format!("--ingress-class={class}")]),
+    )
+    .await;
     let first = eventually("a guard writes the status", HEAL, || async {
         changes.lock().unwrap().first().map(|c| c.0).ok_or_else(|| "no write yet".to_owned())
     })
@@ -112,7 +124,13 @@ async fn two_disagreeing_guards_back_off_and_say_so() {
     assert!(fights >= 1.0, "the fight is counted");
     let warned: Vec<String> = [&a, &b]
         .iter()
-        .flat_map(|g| g.log().lines().filter(|l| l.contains("another writer keeps replacing")).map(String::from).collect::<Vec<_>>())
+        .flat_map(|g| {
+            g.log()
+                .lines()
+                .filter(|l| l.contains("another writer keeps replacing"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
         .collect();
     assert!(!warned.is_empty(), "a WARN says so:\n{}\n{}", a.log_tail(), b.log_tail());
     let line = &warned[0];
@@ -142,7 +160,8 @@ fn peak_rss(pid: u32) -> u64 {
 async fn fat_ingresses_do_not_take_the_reconcilers_memory() {
     let t = TestEnv::new("fight-fat").await;
     let class = t.ns.clone();
-    let guard_args = args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]);
+    let guard_args =
+        args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]);
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     // The same guard before any fat Ingress exists: the reference.
     let watching = start(&t, &guard_args).await;
@@ -164,7 +183,11 @@ async fn fat_ingresses_do_not_take_the_reconcilers_memory() {
         }
     }
     // One guard saw them arrive through its watch, a second one lists them at start-up.
-    let listing = start(&t, &args(&t, "isg-2", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")])).await;
+    let listing = start(
+        &t,
+        &args(&t, "isg-2", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]),
+    )
+    .await;
     await_synced_leader(&listing).await;
     for webhook in [&watching, &listing] {
         eventually("the trimmed fields are counted", HEAL, || async {
@@ -217,7 +240,9 @@ fn guard_patches(t: &TestEnv, ns: &str, name: &str) -> Vec<Value> {
     t.cluster
         .ingress_status_audit(ns, name)
         .into_iter()
-        .filter(|e| e["verb"] == "patch" && e["requestURI"].as_str().unwrap_or("").contains("fieldManager=ingress-status-guard"))
+        .filter(|e| {
+            e["verb"] == "patch" && e["requestURI"].as_str().unwrap_or("").contains("fieldManager=ingress-status-guard")
+        })
         .collect()
 }
 
@@ -295,4 +320,113 @@ async fn an_excluded_namespace_is_never_patched() {
     let outside: Api<Ingress> = Api::namespaced(t.admin.clone(), &excluded);
     assert_eq!(stored(&outside, "web").await, ["198.51.100.7"], "excluded: kept as written");
     assert_eq!(guard_patches(&t, &excluded, "web"), Vec::<Value>::new(), "excluded: never patched");
+}
+
+/// A TCP proxy the test controls: forwards to `upstream` until `stall` is set, then stops
+/// forwarding in both directions, keeping every connection open (a hung API server, as a
+/// half-dead node or a black-holing network looks to a client).
+async fn stalling_proxy(upstream: String, stall: Arc<std::sync::atomic::AtomicBool>) -> u16 {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            for (mut from, mut to, stall) in [
+                (
+                    Box::new(cr) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                    Box::new(sw) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                    stall.clone(),
+                ),
+                (Box::new(sr), Box::new(cw), stall.clone()),
+            ] {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match from.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        if stall.load(Ordering::SeqCst) {
+                            std::future::pending::<()>().await;
+                        }
+                        if to.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    port
+}
+
+/// Issue 21, item 3: a leader whose API server connection hangs used to keep `leader=true`
+/// after its Lease expired, so two replicas patched. Now it steps down at its renew deadline
+/// (before the Lease can expire), the other replica takes over without the two ever leading
+/// at once, and the patches after the stall are all the new leader's (by user, from the audit
+/// log).
+#[tokio::test]
+async fn a_stalled_leader_steps_down_and_the_other_takes_over_without_overlap() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let t = TestEnv::new("fight-stall").await;
+    let class = t.ns.clone();
+    let users = ["isg-stall-a", "isg-stall-b"];
+    let stall = Arc::new(AtomicBool::new(false));
+    let server = t.cluster.server.clone();
+    let upstream = server.trim_start_matches("https://").to_owned();
+    let port = stalling_proxy(upstream.clone(), stall.clone()).await;
+    let direct = t.cluster.kubeconfig_for(users[0], Some("system:masters"));
+    let proxied = direct.with_extension("proxied.yaml");
+    let text = std::fs::read_to_string(&direct).unwrap().replace(&server, &format!("https://127.0.0.1:{port}"));
+    std::fs::write(&proxied, text).unwrap();
+    let guard_args =
+        args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]);
+    let guard_args: Vec<&str> = guard_args.iter().map(String::as_str).collect();
+    let a = Webhook::start_with_env(t.cluster, &t.ns, &proxied, &guard_args, &[("POD_NAME", users[0])]).await;
+    await_synced_leader(&a).await;
+    let b_config = t.cluster.kubeconfig_for(users[1], Some("system:masters"));
+    let b = Webhook::start_with_env(t.cluster, &t.ns, &b_config, &guard_args, &[("POD_NAME", users[1])]).await;
+    eventually("b follows with a synced cache", HEAL, || async {
+        if b.log().contains("Ingress cache synced") { Ok(()) } else { Err("not yet".into()) }
+    })
+    .await;
+    assert_eq!(b.metric("ingress_status_guard_leader"), 0.0);
+
+    stall.store(true, Ordering::SeqCst);
+    let mut overlaps = 0;
+    let mut a_down = false;
+    eventually("b takes over", Duration::from_secs(30), || {
+        let (la, lb) = (a.metric("ingress_status_guard_leader"), b.metric("ingress_status_guard_leader"));
+        if la == 1.0 && lb == 1.0 {
+            overlaps += 1;
+        }
+        a_down |= la == 0.0;
+        async move { if lb == 1.0 { Ok(()) } else { Err(format!("a {la}, b {lb}")) } }
+    })
+    .await;
+    assert_eq!(overlaps, 0, "both replicas led at once");
+    assert!(a_down, "a stepped down before b led");
+    assert!(a.log().contains("stepping down"), "a says why:\n{}", a.log_tail());
+
+    create_ingress(&t.ingresses, "after", Class::Field(&class)).await;
+    write_status(&t.rogue, "after", &["198.51.100.5"], false).await.unwrap();
+    eventually("the new leader heals", HEAL, || async {
+        let got = stored(&t.ingresses, "after").await;
+        if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    let patchers: Vec<String> = eventually("the patch is in the audit log", HEAL, || async {
+        let p: Vec<String> = guard_patches(&t, &t.ns, "after")
+            .iter()
+            .map(|e| e["user"]["username"].as_str().unwrap_or("").to_owned())
+            .collect();
+        if p.is_empty() { Err("none yet".to_owned()) } else { Ok(p) }
+    })
+    .await;
+    assert!(patchers.iter().all(|u| u == users[1]), "only the new leader patched: {patchers:?}");
+    assert_eq!(a.metric("ingress_status_guard_leader"), 0.0, "a stays down while stalled");
 }
