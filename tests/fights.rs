@@ -69,7 +69,7 @@ fn watch_status(
         let mut last: Option<Vec<String>> = None;
         let mut events = std::pin::pin!(watcher(api, config));
         while let Some(event) = events.next().await {
-            let (Ok(watcher::Event::Apply(ing)) | Ok(watcher::Event::InitApply(ing))) = event else { continue };
+            let Ok(watcher::Event::Apply(ing) | watcher::Event::InitApply(ing)) = event else { continue };
             let now = addresses(&ing);
             if last.as_ref() != Some(&now) {
                 if last.is_some() {

@@ -214,9 +214,9 @@ mod tests {
         ];
         for (class, want) in cases {
             let read: Annotations = serde_json::from_value(json!({CLASS_ANNOTATION: class, "other": "X"})).unwrap();
-            assert_eq!(read.0.as_deref(), Some(want), "annotation {:.20}", class);
+            assert_eq!(read.0.as_deref(), Some(want), "annotation {class:.20}");
             let read: Field = serde_json::from_value(json!(class)).unwrap();
-            assert_eq!(read.0.as_deref(), Some(want), "field {:.20}", class);
+            assert_eq!(read.0.as_deref(), Some(want), "field {class:.20}");
         }
         let none: Annotations = serde_json::from_value(json!({"other": "X"})).unwrap();
         assert_eq!(none.0, None);
