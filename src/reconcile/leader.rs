@@ -20,7 +20,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{ObjectMeta, PostParams},
+    api::{ObjectMeta, Patch, PatchParams, PostParams},
 };
 use tokio::sync::{oneshot, watch};
 
@@ -165,9 +165,20 @@ pub(crate) fn start(client: Client, settings: Settings, metrics: std::sync::Arc<
     Leadership { leader, stop: Some(stop_tx), task }
 }
 
-/// Our writes to the Lease, under the reconciler's field manager.
+/// Our creation of the Lease, under the reconciler's field manager.
 fn params() -> PostParams {
     PostParams { field_manager: Some(super::FIELD_MANAGER.to_owned()), ..PostParams::default() }
+}
+
+/// Writes `lease`'s spec as a merge patch conditional on the resourceVersion it was read at
+/// (a 409 if it changed meanwhile): the RBAC grants `patch` on the one Lease, not `update`.
+async fn write(leases: &Api<Lease>, s: &Settings, lease: &Lease) -> kube::Result<Lease> {
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": lease.metadata.resource_version},
+        "spec": lease.spec,
+    });
+    let params = PatchParams { field_manager: Some(super::FIELD_MANAGER.to_owned()), ..PatchParams::default() };
+    leases.patch(&s.lease_name, &params, &Patch::Merge(&patch)).await
 }
 
 fn now_micro() -> MicroTime {
@@ -272,7 +283,7 @@ async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
                 if take {
                     // The resourceVersion read makes the write conditional: of two contenders
                     // one gets a 409 and goes on watching.
-                    within(CALL_TIMEOUT, leases.replace(&s.lease_name, &params(), &held(lease, s))).await.map(Some)
+                    within(CALL_TIMEOUT, write(leases, s, &held(lease, s))).await.map(Some)
                 } else {
                     Ok(None)
                 }
@@ -294,7 +305,7 @@ async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
 
 /// Renews the Lease: the renewed Lease, `None` if someone else holds it now.
 async fn renew(leases: &Api<Lease>, s: &Settings, lease: &Lease) -> Result<Option<Lease>, CallError> {
-    match leases.replace(&s.lease_name, &params(), &held(lease.clone(), s)).await {
+    match write(leases, s, &held(lease.clone(), s)).await {
         Ok(lease) => return Ok(Some(lease)),
         Err(kube::Error::Api(status)) if status.code == 409 => {}
         Err(e) => return Err(e.into()),
@@ -304,7 +315,7 @@ async fn renew(leases: &Api<Lease>, s: &Settings, lease: &Lease) -> Result<Optio
     if fresh.spec.as_ref().and_then(|spec| spec.holder_identity.as_deref()) != Some(s.identity.as_str()) {
         return Ok(None);
     }
-    Ok(Some(leases.replace(&s.lease_name, &params(), &held(fresh, s)).await?))
+    Ok(Some(write(leases, s, &held(fresh, s)).await?))
 }
 
 /// Gives the Lease up (holder empty, as client-go does) if it is still ours.
@@ -313,7 +324,7 @@ async fn release(leases: &Api<Lease>, s: &Settings, mut lease: Lease) -> Result<
     spec.holder_identity = Some(String::new());
     spec.lease_duration_seconds = Some(1);
     spec.renew_time = Some(now_micro());
-    match within(CALL_TIMEOUT, leases.replace(&s.lease_name, &params(), &lease)).await {
+    match within(CALL_TIMEOUT, write(leases, s, &lease)).await {
         Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => Ok(()),
         other => other.map(drop),
     }
