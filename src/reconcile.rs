@@ -22,6 +22,7 @@
 
 mod damping;
 mod drift;
+mod judge;
 pub(crate) mod leader;
 pub(crate) mod queue;
 
@@ -38,20 +39,21 @@ use kube::{
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::{
-    address::{Address, Addresses},
+    address::Addresses,
     client::{CALL_TIMEOUT, CallError, within},
     decision::{Action, Verdict, decide},
     ingress::{LeanIngress, StatusWrite, bounded},
     metrics::Metrics,
+    policy::Policies,
     policy::store::PolicyStore,
-    policy::{Policies, Policy},
     sources::{
-        Sources, Unresolved,
+        Sources,
         follow::{self, Change, Hold, Projection},
     },
 };
 use damping::{Damping, Fight};
 use drift::Drift;
+use judge::{Judgement, judge, knows_enough};
 use queue::{After, Queue};
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
@@ -114,47 +116,6 @@ impl Stored {
             self.write.addresses.last().and_then(|a| a.hostname.as_deref()) == Some(bounded::OVERFLOW_MARKER);
         [class.then_some("class"), overflow.then_some("addresses")]
     }
-}
-
-/// What the reconciler thinks of one stored status.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Judgement {
-    /// Canonical, not governed, or unresolved: nothing to measure or do.
-    Fine,
-    /// Off canonical; `patch` unless the policy only audits.
-    Drift { policy: String, patch: bool },
-}
-
-fn judge(write: &StatusWrite, policies: &Policies, sources: &dyn Sources) -> Judgement {
-    match decide(write, policies, sources) {
-        Verdict::Mismatch { policy, action, canonical } => Judgement::Drift {
-            policy: policy.name.clone(),
-            patch: action != Action::Audit && knows_enough(policy, &write.addresses, &canonical, sources),
-        },
-        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } | Verdict::Unresolved { .. } => {
-            Judgement::Fine
-        }
-    }
-}
-
-/// Whether the reconciler knows enough to replace `stored` with `canonical` under `policy`: it
-/// acts only once every source of the policy (and the cluster facts matching needs) has been
-/// read, and while a source is unresolved it may add addresses but never remove one, since
-/// the missing source may hold it (removing waits until every source resolves).
-fn knows_enough(policy: &Policy, stored: &[Address], canonical: &[Address], sources: &dyn Sources) -> bool {
-    if !sources.synced() {
-        return false;
-    }
-    let mut unresolved = false;
-    for source in &policy.sources {
-        match sources.source(source) {
-            Ok(_) => {}
-            Err(Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_)) => return false,
-            Err(_) => unresolved = true,
-        }
-    }
-    let kept = |a: &Address| canonical.iter().any(|c| c.ip == a.ip && c.hostname == a.hostname);
-    !unresolved || stored.iter().all(kept)
 }
 
 #[derive(Default)]
