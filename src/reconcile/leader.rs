@@ -292,7 +292,9 @@ async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
         };
         match result {
             Ok(Some(lease)) => return lease,
-            Ok(None) | Err(CallError::Api(kube::Error::Api(_))) => logged = false,
+            // Lost the race to another contender: the next read shows who won.
+            Ok(None) => logged = false,
+            Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => logged = false,
             Err(e) if !logged => {
                 tracing::warn!(lease = %format!("{}/{}", s.namespace, s.lease_name), error = %e, "cannot read the leader Lease; retrying");
                 logged = true;
