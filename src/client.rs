@@ -3,7 +3,18 @@
 //! API server's version tells about the fields it stores; and who this process is in the
 //! cluster ([`PodIdentity`]).
 
-use std::path::{Path, PathBuf};
+use std::{
+    future::Future,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+/// The longest wait for the next bytes of a response: kube's default is none, so a stalled
+/// connection would hang a Lease renewal, a patch or a list forever. Watches are asked to end
+/// sooner ([`crate::sources::follow::WATCH_TIMEOUT_SECS`]), so a quiet watch never hits it.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The deadline of one API call as a whole (patch, get, Lease read or write).
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +48,7 @@ pub(crate) struct Target {
 
 /// A client for the cluster `target` names, or the inferred one.
 pub(crate) async fn connect(target: &Target) -> Result<kube::Client, ClientError> {
-    let config = match (&target.kubeconfig, &target.context) {
+    let mut config = match (&target.kubeconfig, &target.context) {
         (None, None) => kube::Config::infer().await.map_err(ClientError::Infer)?,
         (path, context) => {
             let file = read_kubeconfig(path.as_deref())?;
@@ -49,6 +60,7 @@ pub(crate) async fn connect(target: &Target) -> Result<kube::Client, ClientError
             })?
         }
     };
+    config.read_timeout = Some(READ_TIMEOUT);
     kube::Client::try_from(config).map_err(ClientError::Build)
 }
 
@@ -69,6 +81,27 @@ fn read_kubeconfig(path: Option<&Path>) -> Result<kube::config::Kubeconfig, Clie
         let next = Kubeconfig::read_from(&file).map_err(|source| ClientError::Read { path: file.clone(), source })?;
         merged.merge(next).map_err(|source| ClientError::Load { path: path.to_owned(), source })
     })
+}
+
+/// An API call that did not answer within its deadline.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+/// `call` with a deadline of `limit`: a hung call is cancelled and reported, never awaited
+/// forever.
+pub(crate) async fn within<T>(
+    limit: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => result.map_err(CallError::Api),
+        Err(_) => Err(CallError::Timeout(limit)),
+    }
 }
 
 /// The webhook's own Pod, as the Downward API names it (`POD_NAME`, `POD_NAMESPACE`); read once

@@ -155,13 +155,18 @@ impl Stored {
 
 /// An Ingress as the reconciler reads it from the API server: [`StatusWrite`]'s fields and
 /// the resourceVersion, deserialized straight from the watch stream (annotations other than the
-/// class, the spec's rules and managedFields are skipped unparsed). Implements [`Resource`] so
-/// kube's watcher and `Api` deliver it directly.
+/// class, the spec's rules and managedFields other than the status writers' names are skipped
+/// unparsed), each bounded by [`bounded`]. Implements [`Resource`] so kube's watcher and `Api`
+/// deliver it directly.
 #[derive(Clone, Debug)]
 pub(crate) struct LeanIngress {
     pub(crate) meta: ObjectMeta,
     pub(crate) class: Option<String>,
     pub(crate) addresses: Vec<Address>,
+    /// Entries stored after `addresses`, counted but not kept ([`crate::address::Entries`]).
+    pub(crate) omitted: usize,
+    /// The field managers that own some of `status` ([`bounded::status_managers`]).
+    pub(crate) status_managers: Vec<String>,
 }
 
 impl LeanIngress {
@@ -171,7 +176,7 @@ impl LeanIngress {
         let namespace = self.meta.namespace?;
         let name = self.meta.name?;
         Some((
-            StatusWrite { namespace, name, class: self.class, addresses: self.addresses, omitted: 0 },
+            StatusWrite { namespace, name, class: self.class, addresses: self.addresses, omitted: self.omitted },
             self.meta.resource_version,
         ))
     }
@@ -215,12 +220,15 @@ impl<'de> Deserialize<'de> for LeanIngress {
             name: Option<String>,
             namespace: Option<String>,
             resource_version: Option<String>,
-            #[serde(default, deserialize_with = "class_annotation")]
+            #[serde(default, deserialize_with = "bounded::class_annotation")]
             annotations: Option<String>,
+            #[serde(default, deserialize_with = "bounded::status_managers")]
+            managed_fields: Vec<String>,
         }
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct WireSpec {
+            #[serde(default, deserialize_with = "bounded::class_field")]
             ingress_class_name: Option<String>,
         }
         #[derive(Deserialize)]
@@ -230,20 +238,25 @@ impl<'de> Deserialize<'de> for LeanIngress {
         }
         #[derive(Deserialize)]
         struct WireLoadBalancer {
-            ingress: Option<Vec<Address>>,
+            ingress: Option<crate::address::Entries>,
         }
         let wire = Wire::deserialize(d)?;
-        let (name, namespace, resource_version, annotation) = match wire.metadata {
-            Some(m) => (m.name, m.namespace, m.resource_version, m.annotations),
-            None => (None, None, None, None),
+        let (name, namespace, resource_version, annotation, status_managers) = match wire.metadata {
+            Some(m) => (m.name, m.namespace, m.resource_version, m.annotations, m.managed_fields),
+            None => (None, None, None, None, Vec::new()),
         };
+        let entries = wire.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
         Ok(LeanIngress {
             meta: ObjectMeta { name, namespace, resource_version, ..ObjectMeta::default() },
             class: class(wire.spec.and_then(|s| s.ingress_class_name), annotation).0,
-            addresses: wire.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default(),
+            addresses: entries.kept,
+            omitted: entries.omitted,
+            status_managers,
         })
     }
 }
+
+pub(crate) mod bounded;
 
 #[cfg(test)]
 mod tests;

@@ -77,6 +77,11 @@ struct ServiceLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FieldLabel {
+    field: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PatchLabels {
     policy: Escaped,
     result: &'static str,
@@ -123,6 +128,8 @@ pub struct Metrics {
     events: Family<EventLabel, Counter>,
     drift: Family<PolicyLabel, Gauge>,
     patches: Family<PatchLabels, Counter>,
+    fights: Family<PolicyLabel, Counter>,
+    trimmed: Family<FieldLabel, Counter>,
     leader: Gauge,
     reloads: Family<ResultLabel, Counter>,
     watch_errors: Counter,
@@ -207,6 +214,18 @@ impl Metrics {
             "Status patches by the reconciler, by policy and result (patched, conflict, failed)",
             patches.clone(),
         );
+        let fights = Family::<PolicyLabel, Counter>::default();
+        registry.register(
+            "reconcile_fights",
+            "Patches of the reconciler that another writer undid within a minute, or beyond 10 per Ingress in an hour, by policy; the Ingress is then backed off, not rewritten",
+            fights.clone(),
+        );
+        let trimmed = Family::<FieldLabel, Counter>::default();
+        registry.register(
+            "ingress_cache_trimmed",
+            "Ingresses the reconciler's cache holds bounded, by field: class (not a valid class name, so it matches nothing), addresses (more than 256, kept as drift)",
+            trimmed.clone(),
+        );
         let leader = Gauge::default();
         registry.register("leader", "1 while this replica holds the reconciler's Lease, else 0", leader.clone());
         let reloads = Family::<ResultLabel, Counter>::default();
@@ -271,6 +290,8 @@ impl Metrics {
             events,
             drift,
             patches,
+            fights,
+            trimmed,
             leader,
             reloads,
             watch_errors,
@@ -365,6 +386,16 @@ impl Metrics {
 
     pub fn patch(&self, policy: &str, result: &'static str) {
         self.patches.get_or_create(&PatchLabels { policy: Escaped::new(policy), result }).inc();
+    }
+
+    /// Counts a fight of the reconciler over an Ingress of `policy`.
+    pub fn reconcile_fight(&self, policy: &str) {
+        self.fights.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).inc();
+    }
+
+    /// Counts an Ingress the reconciler's cache keeps bounded in `field` (`class`, `addresses`).
+    pub fn ingress_cache_trimmed(&self, field: &'static str) {
+        self.trimmed.get_or_create(&FieldLabel { field }).inc();
     }
 
     pub fn set_leader(&self, leader: bool) {

@@ -20,13 +20,15 @@
 //! of a Service, Node or policy re-judges every stored Ingress in one pass under one policy
 //! snapshot; and patches are limited in rate (`--reconcile-qps`), not only in concurrency.
 
+mod damping;
 mod drift;
+mod judge;
 pub(crate) mod leader;
 pub(crate) mod queue;
 
 use std::{
-    sync::{Arc, Mutex, MutexGuard},
-    time::Duration,
+    sync::{Arc, Mutex, MutexGuard, Weak},
+    time::{Duration, Instant},
 };
 
 use kube::{
@@ -38,8 +40,9 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::{
     address::Addresses,
+    client::{CALL_TIMEOUT, CallError, within},
     decision::{Action, Verdict, decide},
-    ingress::{LeanIngress, StatusWrite},
+    ingress::{LeanIngress, StatusWrite, bounded},
     metrics::Metrics,
     policy::Policies,
     policy::store::PolicyStore,
@@ -48,13 +51,17 @@ use crate::{
         follow::{self, Change, Hold, Projection},
     },
 };
+use damping::{Damping, Fight};
 use drift::Drift;
+use judge::{Judgement, judge, knows_enough};
 use queue::{After, Queue};
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
+/// Ingresses per page of the reconciler's list.
+const INGRESS_PAGE: u32 = 10;
 /// Changes of sources or policies come in bursts (a reload, a Service's status update): wait
 /// this long so one full pass covers them.
 const COALESCE: Duration = Duration::from_millis(100);
@@ -90,33 +97,23 @@ type Key = (String, String);
 struct Stored {
     write: StatusWrite,
     resource_version: Option<String>,
+    /// The field managers that wrote the status, latest first (bounded).
+    status_managers: Vec<String>,
 }
 
 impl Stored {
     fn from(obj: LeanIngress) -> Option<(Key, Stored)> {
+        let status_managers = obj.status_managers.clone();
         let (write, resource_version) = obj.into_write()?;
         let key = (write.namespace.clone(), write.name.clone());
-        Some((key, Stored { write, resource_version }))
+        Some((key, Stored { write, resource_version, status_managers }))
     }
-}
 
-/// What the reconciler thinks of one stored status.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Judgement {
-    /// Canonical, not governed, or unresolved: nothing to measure or do.
-    Fine,
-    /// Off canonical; `patch` unless the policy only audits.
-    Drift { policy: String, patch: bool },
-}
-
-fn judge(write: &StatusWrite, policies: &Policies, sources: &dyn Sources) -> Judgement {
-    match decide(write, policies, sources) {
-        Verdict::Mismatch { policy, action, .. } => {
-            Judgement::Drift { policy: policy.name.clone(), patch: action != Action::Audit }
-        }
-        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } | Verdict::Unresolved { .. } => {
-            Judgement::Fine
-        }
+    /// Which bound of the lean projection this Ingress hit, if any ([`bounded`]).
+    fn trimmed(&self) -> [Option<&'static str>; 2] {
+        let class = self.write.class.as_deref() == Some(bounded::INVALID_CLASS);
+        let overflow = self.write.omitted > 0;
+        [class.then_some("class"), overflow.then_some("addresses")]
     }
 }
 
@@ -126,10 +123,14 @@ struct State {
     drift: Drift<Key>,
     /// The Ingresses to patch.
     queue: Queue<Key>,
+    /// Our recent patches per Ingress, which tell a heal from a fight.
+    damping: Damping<Key>,
 }
 
 /// The reconciler's shared state; see the module documentation.
 pub(crate) struct Reconciler {
+    /// Itself, for the timers that release an Ingress held back.
+    me: Weak<Reconciler>,
     state: Mutex<State>,
     work: Notify,
     policies: Arc<PolicyStore>,
@@ -169,7 +170,8 @@ pub(crate) fn start(
     metrics: Arc<Metrics>,
     settings: Settings,
 ) -> Running {
-    let reconciler = Arc::new(Reconciler {
+    let reconciler = Arc::new_cyclic(|me| Reconciler {
+        me: me.clone(),
         state: Mutex::new(State::default()),
         work: Notify::new(),
         policies: policies.clone(),
@@ -201,7 +203,20 @@ impl Reconciler {
     async fn watch_ingresses(self: Arc<Self>, client: Client) {
         let api: Api<LeanIngress> = Api::all(client);
         let mut failing = false;
-        follow::follow(api, watcher::Config::default(), Stored::from, self.as_ref(), |change| match change {
+        let project = |obj| {
+            let projected = Stored::from(obj)?;
+            for field in projected.1.trimmed().into_iter().flatten() {
+                self.metrics.ingress_cache_trimmed(field);
+            }
+            Some(projected)
+        };
+        // Small list pages: a page is held whole while it is parsed, and tenants choose the size
+        // of their Ingresses (up to etcd's 1.5 MiB each), so the page bounds the peak. A list
+        // at resourceVersion "0" (any) is served whole from the watch cache, ignoring the page
+        // size, so the list asks for the most recent state, which pages.
+        let config =
+            watcher::Config::default().page_size(INGRESS_PAGE).list_semantic(watcher::ListSemantic::MostRecent);
+        follow::follow(api, config, project, self.as_ref(), |change| match change {
             Ok(change) => {
                 if failing {
                     tracing::info!("Ingress watch recovered");
@@ -224,10 +239,15 @@ impl Reconciler {
     fn on_change(&self, change: Change<Key, Stored>) {
         match change {
             Change::Listing => {}
-            Change::Listed { first } => {
+            Change::Listed { first, dropped } => {
                 if first {
                     tracing::info!(ingresses = self.lock().ingresses.len(), "Ingress cache synced");
                 }
+                let mut state = self.lock();
+                for key in &dropped {
+                    self.forget(&mut state, key);
+                }
+                drop(state);
                 self.resync();
             }
             Change::Applied { key, .. } => {
@@ -239,10 +259,16 @@ impl Reconciler {
             }
             Change::Deleted { key, .. } => {
                 let mut state = self.lock();
-                state.queue.clear_failures(&key);
-                self.set_drift(&mut state, &key, None);
+                self.forget(&mut state, &key);
             }
         }
+    }
+
+    /// Forgets an Ingress that is gone (deleted, or not returned by a re-list).
+    fn forget(&self, state: &mut State, key: &Key) {
+        state.queue.forget(key);
+        state.damping.forget(key);
+        self.set_drift(state, key, None);
     }
 
     /// Judges one stored Ingress again, if it is still there.
@@ -277,12 +303,58 @@ impl Reconciler {
                 self.set_drift(state, key, None);
             }
             Judgement::Drift { policy, patch } => {
+                if patch && let Some(stored) = state.ingresses.get(key) {
+                    let now = tokio::time::Instant::now().into_std();
+                    if let Some(fight) = state.damping.off_canonical(key, &stored.write.addresses, now) {
+                        self.report_fight(key, stored, &policy, &fight);
+                        if state.queue.hold(key) {
+                            self.release_at(key.clone(), now + fight.hold);
+                        }
+                        self.set_drift(state, key, Some(policy));
+                        return;
+                    }
+                }
                 self.set_drift(state, key, Some(policy));
                 if patch && state.queue.enqueue(key.clone()) {
                     self.work.notify_one();
                 }
             }
         }
+    }
+
+    /// One WARN and one count per fight; the exponential hold bounds how often.
+    fn report_fight(&self, key: &Key, stored: &Stored, policy: &str, fight: &Fight) {
+        self.metrics.reconcile_fight(policy);
+        let writers =
+            if stored.status_managers.is_empty() { "unknown".to_owned() } else { stored.status_managers.join(",") };
+        let hint = if stored.status_managers.iter().any(|m| m == FIELD_MANAGER) {
+            " (ingress-status-guard is among them: another guard, or a replica with other policies, writes too)"
+        } else {
+            ""
+        };
+        tracing::warn!(
+            ingress = %format!("{}/{}", key.0, key.1),
+            policy = %policy,
+            wrote = %Addresses(&fight.wrote),
+            replaced_by = %Addresses(&stored.write.addresses),
+            writers = %writers,
+            fights = fight.count,
+            hold_seconds = fight.hold.as_secs(),
+            cause = if fight.by_rate { "patch rate" } else { "undone within a minute" },
+            "another writer keeps replacing the canonical status: backing off instead of fighting{hint}; the webhook should be stopping these writes (is it registered and reachable?)"
+        );
+    }
+
+    /// Lets `key` be queued again at `at`, and judges it then.
+    fn release_at(&self, key: Key, at: Instant) {
+        let Some(this) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at.into()).await;
+            let policies = this.policies.load();
+            let mut state = this.lock();
+            state.queue.release(&key);
+            this.rejudge(&mut state, &key, &policies);
+        });
     }
 
     fn set_drift(&self, state: &mut State, key: &Key, policy: Option<String>) {
@@ -305,6 +377,7 @@ impl Reconciler {
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement);
         }
+        state.damping.prune(tokio::time::Instant::now().into_std());
         state.drift.publish(
             &policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
             |p, count| self.metrics.set_drift(p, count),
@@ -367,10 +440,19 @@ impl Reconciler {
             }
             let this = self.clone();
             let client = client.clone();
+            let mut lost = leader.clone();
             tokio::spawn(async move {
-                let result = this.reconcile_one(&client, &key).await;
+                // Leadership lost mid-patch: the attempt is cancelled (its request dropped)
+                // before the Lease can expire, so a successor never patches beside it.
+                let result = tokio::select! {
+                    result = this.reconcile_one(&client, &key) => Some(result),
+                    _ = lost.wait_for(|leading| !*leading) => None,
+                };
                 drop(slot);
-                this.finish(key, result);
+                match result {
+                    Some(result) => this.finish(key, result),
+                    None => this.lock().queue.abandon(&key),
+                }
             });
         }
     }
@@ -384,14 +466,7 @@ impl Reconciler {
             After::Recheck => self.rejudge(&mut state, &key, &policies),
             After::RetryAt(at) => {
                 drop(state);
-                let this = self.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep_until(at.into()).await;
-                    let policies = this.policies.load();
-                    let mut state = this.lock();
-                    state.queue.release(&key);
-                    this.rejudge(&mut state, &key, &policies);
-                });
+                self.release_at(key, at);
             }
         }
     }
@@ -407,12 +482,16 @@ impl Reconciler {
                 let state = self.lock();
                 let Some(stored) = state.ingresses.get(key) else { return Ok(()) };
                 match decide(&stored.write, &policies, self.sources.as_ref()) {
-                    Verdict::Mismatch { policy, action: Action::Rewrite | Action::Deny, canonical } => (
-                        policy.name.clone(),
-                        stored.write.addresses.clone(),
-                        canonical,
-                        stored.resource_version.clone(),
-                    ),
+                    Verdict::Mismatch { policy, action: Action::Rewrite | Action::Deny, canonical }
+                        if knows_enough(policy, &stored.write.addresses, &canonical, self.sources.as_ref()) =>
+                    {
+                        (
+                            policy.name.clone(),
+                            stored.write.addresses.clone(),
+                            canonical,
+                            stored.resource_version.clone(),
+                        )
+                    }
                     _ => return Ok(()),
                 }
             };
@@ -422,9 +501,11 @@ impl Reconciler {
                 "metadata": {"resourceVersion": resource_version},
                 "status": {"loadBalancer": {"ingress": canonical}},
             });
-            match api.patch_status(&key.1, &params, &Patch::Merge(&patch)).await {
+            match within(CALL_TIMEOUT, api.patch_status(&key.1, &params, &Patch::Merge(&patch))).await {
                 Ok(obj) => {
                     self.metrics.patch(&policy, "patched");
+                    let now = tokio::time::Instant::now().into_std();
+                    self.lock().damping.patched(key, &canonical, now);
                     tracing::info!(
                         ingress = %format!("{}/{}", key.0, key.1),
                         from = %Addresses(&from),
@@ -437,22 +518,22 @@ impl Reconciler {
                     }
                     return Ok(());
                 }
-                Err(kube::Error::Api(status)) if status.code == 409 => {
+                Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => {
                     self.metrics.patch(&policy, "conflict");
-                    match api.get(&key.1).await {
+                    match within(CALL_TIMEOUT, api.get(&key.1)).await {
                         Ok(fresh) => {
                             if let Some((key, stored)) = Stored::from(fresh) {
                                 self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                             }
                         }
-                        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+                        Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
                         Err(e) => {
                             tracing::warn!(ingress = %format!("{}/{}", key.0, key.1), error = %e, "cannot re-read the Ingress after a conflict; backing off");
                             return Err(());
                         }
                     }
                 }
-                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+                Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
                 Err(e) => {
                     self.metrics.patch(&policy, "failed");
                     tracing::warn!(ingress = %format!("{}/{}", key.0, key.1), policy = %policy, error = %e, "status patch failed; backing off");

@@ -124,8 +124,10 @@ pub trait Sources: Send + Sync {
         if failed.len() == policy.sources.len() {
             return Err(if failed.len() == 1 { failed.remove(0) } else { Unresolved::All(failed) });
         }
-        for e in &failed {
-            tracing::warn!(policy = %policy.name, sources = %SourceList(&policy.sources), unresolved = %e, "some sources of the policy are unresolved; publishing the others");
+        if !failed.is_empty() && partial_warning_due(&policy.name, Instant::now()) {
+            for e in &failed {
+                tracing::warn!(policy = %policy.name, sources = %SourceList(&policy.sources), unresolved = %e, "some sources of the policy are unresolved; publishing the others (the reconciler adds addresses but removes none until every source resolves; said once a minute per policy)");
+            }
         }
         if !policy.keep_ports {
             for a in &mut all {
@@ -133,6 +135,29 @@ pub trait Sources: Send + Sync {
             }
         }
         Ok(Cow::Owned(crate::address::canonicalize(all)))
+    }
+}
+
+/// How often the "some sources are unresolved" warning is logged per policy: every review and
+/// every judgement of the reconciler computes the union, so unlimited it would log per write.
+const PARTIAL_WARNING_EVERY: Duration = Duration::from_secs(60);
+
+/// Whether the partial-sources warning of `policy` is due at `now` (then it is not due again
+/// for [`PARTIAL_WARNING_EVERY`]). Policy names come from the configuration, so the map is
+/// bounded by it; it is emptied if reloads ever leave it large.
+fn partial_warning_due(policy: &str, now: Instant) -> bool {
+    static LAST: std::sync::Mutex<Option<HashMap<String, Instant>>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let last = last.get_or_insert_with(HashMap::new);
+    if last.len() > 1024 {
+        last.clear();
+    }
+    match last.get(policy) {
+        Some(&at) if now.saturating_duration_since(at) < PARTIAL_WARNING_EVERY => false,
+        _ => {
+            last.insert(policy.to_owned(), now);
+            true
+        }
     }
 }
 
@@ -315,5 +340,21 @@ impl Sources for SourceCache {
             Some(Entry::Missing) => Err(Unresolved::Missing(svc.clone())),
             Some(Entry::NotSynced) | None => Err(Unresolved::NotSynced(svc.clone())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_partial_sources_warning_is_rate_limited_per_policy() {
+        let t0 = Instant::now();
+        let due = |policy, after| partial_warning_due(policy, t0 + after);
+        assert!(due("rate-limit-test-a", Duration::ZERO));
+        assert!(!due("rate-limit-test-a", Duration::from_secs(1)));
+        assert!(due("rate-limit-test-b", Duration::from_secs(1)), "each policy has its own");
+        assert!(!due("rate-limit-test-a", PARTIAL_WARNING_EVERY - Duration::from_secs(1)));
+        assert!(due("rate-limit-test-a", PARTIAL_WARNING_EVERY));
     }
 }

@@ -920,3 +920,56 @@ async fn helm_3_installs_upgrades_and_uninstalls_cleanly_on_a_fresh_cluster() {
 async fn helm_4_installs_upgrades_and_uninstalls_cleanly_on_a_fresh_cluster() {
     lifecycle(4).await;
 }
+
+/// Issue 21, "one scope": `webhook.namespaceSelector` selects the namespaces the webhook
+/// reviews and is added to every policy's `namespaceSelector`, so the reconciler (which the
+/// webhook configuration does not scope) honours it too; the rendered file still loads.
+#[test]
+fn webhook_namespace_selector_scopes_every_policy_too() {
+    let dir = scratch("one-scope");
+    let helm = Helm::new(3, &dir);
+    let values = write(
+        &dir,
+        "values.yaml",
+        r#"
+webhook:
+  namespaceSelector: {matchLabels: {team: edge}, matchExpressions: [{key: env, operator: NotIn, values: [dev]}]}
+policies:
+  - name: open
+    ingressClasses: [nginx]
+    publishStatusAddress: 192.0.2.1
+  - name: narrowed
+    ingressClasses: [other]
+    namespaceSelector: {matchLabels: {tier: web}}
+    publishStatusAddress: 192.0.2.2
+"#,
+    );
+    let docs = helm.template(&["-f", &values]);
+    let webhook = &find(&docs, "MutatingWebhookConfiguration", RELEASE)["webhooks"][0];
+    let scope = serde_json::json!({"matchLabels": {"team": "edge"}, "matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["dev"]}]});
+    assert_eq!(webhook["namespaceSelector"], scope);
+    let config = find(&docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
+    let file: Value = serde_norway::from_str(config).unwrap();
+    assert_eq!(file["policies"][0]["namespaceSelector"], scope, "a policy without a selector gets the scope");
+    assert_eq!(
+        file["policies"][1]["namespaceSelector"],
+        serde_json::json!({"matchLabels": {"tier": "web"}, "matchExpressions": [
+            {"key": "env", "operator": "NotIn", "values": ["dev"]},
+            {"key": "team", "operator": "In", "values": ["edge"]},
+        ]}),
+        "one with its own selector keeps it, narrowed by the scope"
+    );
+    assert_eq!(policies(&docs).iter().count(), 2, "the rendered file loads");
+    // A text selector cannot be combined: the render says what to write instead.
+    let text = write(
+        &dir,
+        "text.yaml",
+        "webhook: {namespaceSelector: {matchLabels: {team: edge}}}\npolicies: [{name: t, ingressClasses: [x], namespaceSelector: 'tier=web', publishStatusAddress: 192.0.2.1}]\n",
+    );
+    let out = helm.run(&["template", RELEASE, CHART, "-f", &text]);
+    assert!(!out.success && out.stderr.contains("policies[0] (t): namespaceSelector is text"), "{}", out.stderr);
+    // Without a scope, policies render as written.
+    let defaults = helm.template(&[]);
+    let config = find(&defaults, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
+    assert!(!config.contains("namespaceSelector"), "{config}");
+}

@@ -1,22 +1,35 @@
 //! Leader election among the replicas of `serve`, so exactly one reconciler writes: a
-//! `coordination.k8s.io/v1` Lease held through the `kube-lease-manager` crate.
+//! `coordination.k8s.io/v1` Lease, with client-go's rules.
 //!
-//! The crate holds and renews the Lease, but a non-holder only looks again when the holder's
-//! lease would expire. A successor should take over as soon as a leader releases the Lease on
-//! shutdown, so a non-leader reads the Lease itself every retry period (as client-go does) and
-//! contends through the crate only when the Lease is free, expired or already its own.
+//! - Expiry is judged by locally observed time: a non-leader notes when the Lease last changed
+//!   (its resourceVersion) on its own monotonic clock, and takes it over only once it has not
+//!   changed for the lease duration. The holder's `renewTime` is never compared with the local
+//!   clock, so clock skew between nodes cannot make two leaders.
+//! - The leader renews every retry period, each attempt bounded by what is left of the renew
+//!   deadline, and **steps down** (stops reconciling) when the deadline passes without a
+//!   successful renewal, which is before any other replica may consider the Lease expired.
+//! - A non-leader reads the Lease every retry period, so a successor takes over as soon as a
+//!   leader releases it on shutdown.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use kube::{Api, Client};
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{ObjectMeta, Patch, PatchParams, PostParams},
+};
 use tokio::sync::{oneshot, watch};
 
-use crate::{client::PodIdentity, metrics::Metrics, names};
+use crate::{
+    client::{CALL_TIMEOUT, CallError, PodIdentity, within},
+    metrics::Metrics,
+    names,
+};
 
-/// Field manager of our writes to the Lease.
-const FIELD_MANAGER: &str = "ingress-status-guard";
 /// Longest wait for the Lease's release at shutdown.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -88,20 +101,34 @@ impl Settings {
     }
 }
 
-/// Whether `identity` may try to take the Lease now: nobody holds it, it is its own, or the
-/// holder has not renewed it within its duration.
-pub(crate) fn is_free(spec: Option<&LeaseSpec>, identity: &str, now: SystemTime) -> bool {
-    let Some(spec) = spec else { return true };
-    match spec.holder_identity.as_deref() {
-        None | Some("") => return true,
-        Some(holder) if holder == identity => return true,
-        Some(_) => {}
+/// Whether nobody holds the Lease (never held, or released), or `identity` does.
+pub(crate) fn is_free(spec: Option<&LeaseSpec>, identity: &str) -> bool {
+    match spec.and_then(|s| s.holder_identity.as_deref()) {
+        None | Some("") => true,
+        Some(holder) => holder == identity,
     }
-    let (Some(renewed), Some(duration)) = (&spec.renew_time, spec.lease_duration_seconds) else {
-        return true;
-    };
-    let renewed: SystemTime = renewed.0.into();
-    renewed + Duration::from_secs(u64::try_from(duration).unwrap_or(0)) < now
+}
+
+/// When this replica last saw the Lease change, on its own clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Observed {
+    version: Option<String>,
+    at: Instant,
+}
+
+impl Observed {
+    /// Notes the Lease's resourceVersion as read at `now`: a new version restarts the clock.
+    pub(crate) fn observe(seen: Option<Self>, version: Option<&str>, now: Instant) -> Self {
+        match seen {
+            Some(seen) if seen.version.as_deref() == version => seen,
+            _ => Observed { version: version.map(str::to_owned), at: now },
+        }
+    }
+
+    /// Whether the holder has left the Lease unchanged for `duration` as seen from here.
+    pub(crate) fn expired(&self, now: Instant, duration: Duration) -> bool {
+        now.saturating_duration_since(self.at) >= duration
+    }
 }
 
 /// A running election; dropping it without [`Leadership::release`] leaves the Lease to expire.
@@ -138,6 +165,39 @@ pub(crate) fn start(client: Client, settings: Settings, metrics: std::sync::Arc<
     Leadership { leader, stop: Some(stop_tx), task }
 }
 
+/// Our creation of the Lease, under the reconciler's field manager.
+fn params() -> PostParams {
+    PostParams { field_manager: Some(super::FIELD_MANAGER.to_owned()), ..PostParams::default() }
+}
+
+/// Writes `lease`'s spec as a merge patch conditional on the resourceVersion it was read at
+/// (a 409 if it changed meanwhile): the RBAC grants `patch` on the one Lease, not `update`.
+async fn write(leases: &Api<Lease>, s: &Settings, lease: &Lease) -> kube::Result<Lease> {
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": lease.metadata.resource_version},
+        "spec": lease.spec,
+    });
+    let params = PatchParams { field_manager: Some(super::FIELD_MANAGER.to_owned()), ..PatchParams::default() };
+    leases.patch(&s.lease_name, &params, &Patch::Merge(&patch)).await
+}
+
+fn now_micro() -> MicroTime {
+    MicroTime(Timestamp::now())
+}
+
+/// `lease` held by `identity` from now; a new holder counts a transition.
+fn held(mut lease: Lease, s: &Settings) -> Lease {
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    if spec.holder_identity.as_deref() != Some(&s.identity) {
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+        spec.acquire_time = Some(now_micro());
+        spec.holder_identity = Some(s.identity.clone());
+    }
+    spec.lease_duration_seconds = Some(i32::try_from(s.lease_duration.as_secs()).unwrap_or(i32::MAX));
+    spec.renew_time = Some(now_micro());
+    lease
+}
+
 async fn run(
     client: Client,
     s: Settings,
@@ -145,78 +205,96 @@ async fn run(
     metrics: std::sync::Arc<Metrics>,
     mut stop: oneshot::Receiver<()>,
 ) {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &s.namespace);
+    let leases: Api<Lease> = Api::namespaced(client, &s.namespace);
+    let lease_ref = format!("{}/{}", s.namespace, s.lease_name);
     let set = |leading: bool| {
         tx.send_replace(leading);
         metrics.set_leader(leading);
     };
     loop {
-        tokio::select! {
+        let mut lease = tokio::select! {
             _ = &mut stop => return,
-            () = wait_free(&leases, &s) => {}
-        }
-        let manager = match build(&client, &s).await {
-            Ok(manager) => manager,
-            Err(e) => {
-                tracing::warn!(lease = %format!("{}/{}", s.namespace, s.lease_name), error = %e, "cannot use the leader Lease; retrying");
-                tokio::select! {
-                    _ = &mut stop => return,
-                    () = tokio::time::sleep(s.retry_period) => continue,
-                }
-            }
+            lease = acquire(&leases, &s) => lease,
         };
-        // Someone else may win the race; then go back to reading the Lease.
-        let won = tokio::select! {
-            _ = &mut stop => {
-                let _ = manager.release().await;
-                return;
-            }
-            result = tokio::time::timeout(s.retry_period, manager.changed()) => matches!(result, Ok(Ok(true))),
-        };
-        if !won {
-            continue;
-        }
         set(true);
-        tracing::info!(lease = %format!("{}/{}", s.namespace, s.lease_name), identity = %s.identity, "became leader: this replica reconciles");
-        tokio::select! {
-            _ = &mut stop => {
-                set(false);
-                match manager.release().await {
-                    Ok(()) => tracing::info!(identity = %s.identity, "released the leader Lease"),
-                    Err(e) => tracing::warn!(error = %e, "could not release the leader Lease; it expires on its own"),
+        tracing::info!(lease = %lease_ref, identity = %s.identity, "became leader: this replica reconciles");
+        let mut renewed = Instant::now();
+        loop {
+            tokio::select! {
+                _ = &mut stop => {
+                    set(false);
+                    match release(&leases, &s, lease).await {
+                        Ok(()) => tracing::info!(identity = %s.identity, "released the leader Lease"),
+                        Err(e) => tracing::warn!(error = %e, "could not release the leader Lease; it expires on its own"),
+                    }
+                    return;
                 }
-                return;
+                () = tokio::time::sleep(s.retry_period) => {}
             }
-            result = manager.changed() => {
-                set(false);
-                match result {
-                    Ok(_) => tracing::warn!(identity = %s.identity, "lost the leader Lease; reconciling stops"),
-                    Err(e) => tracing::warn!(identity = %s.identity, error = %e, "cannot renew the leader Lease; reconciling stops"),
+            let attempt = Instant::now();
+            let left = (renewed + s.renew_deadline).saturating_duration_since(attempt);
+            match tokio::time::timeout(left, renew(&leases, &s, &lease)).await {
+                Ok(Ok(Some(fresh))) => {
+                    lease = fresh;
+                    renewed = attempt;
+                    continue;
                 }
+                Ok(Ok(None)) => {
+                    set(false);
+                    tracing::warn!(identity = %s.identity, "another replica holds the leader Lease now; reconciling stops");
+                    break;
+                }
+                Ok(Err(e)) if attempt + s.retry_period < renewed + s.renew_deadline => {
+                    tracing::debug!(error = %e, "renewal of the leader Lease failed; retrying within the renew deadline");
+                    continue;
+                }
+                Ok(Err(_)) | Err(_) => {}
             }
+            set(false);
+            tracing::warn!(
+                identity = %s.identity,
+                renew_deadline = ?s.renew_deadline,
+                "could not renew the leader Lease within the renew deadline: stepping down; reconciling stops"
+            );
+            break;
         }
     }
 }
 
-async fn build(client: &Client, s: &Settings) -> Result<LeaseManager, kube_lease_manager::LeaseManagerError> {
-    LeaseManagerBuilder::new(client.clone(), &s.lease_name)
-        .with_namespace(&s.namespace)
-        .with_identity(&s.identity)
-        .with_duration(s.lease_duration.as_secs())
-        .with_grace((s.lease_duration - s.renew_deadline).as_secs())
-        .with_field_manager(FIELD_MANAGER)
-        .build()
-        .await
-}
-
-/// Returns once the Lease may be taken (absent, free, expired or ours).
-async fn wait_free(leases: &Api<Lease>, s: &Settings) {
+/// Returns the Lease once this replica holds it: read every retry period, taken when free,
+/// ours, or unchanged for the lease duration as observed here.
+async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
+    let mut seen: Option<Observed> = None;
     let mut logged = false;
     loop {
-        match leases.get_opt(&s.lease_name).await {
-            Ok(None) => return,
-            Ok(Some(lease)) if is_free(lease.spec.as_ref(), &s.identity, SystemTime::now()) => return,
-            Ok(Some(_)) => logged = false,
+        let result = match within(CALL_TIMEOUT.min(s.retry_period), leases.get_opt(&s.lease_name)).await {
+            Ok(None) => {
+                let lease = Lease {
+                    metadata: ObjectMeta { name: Some(s.lease_name.clone()), ..ObjectMeta::default() },
+                    spec: None,
+                };
+                within(CALL_TIMEOUT, leases.create(&params(), &held(lease, s))).await.map(Some)
+            }
+            Ok(Some(lease)) => {
+                let now = Instant::now();
+                let observed = Observed::observe(seen.take(), lease.metadata.resource_version.as_deref(), now);
+                let take = is_free(lease.spec.as_ref(), &s.identity) || observed.expired(now, s.lease_duration);
+                seen = Some(observed);
+                if take {
+                    // The resourceVersion read makes the write conditional: of two contenders
+                    // one gets a 409 and goes on watching.
+                    within(CALL_TIMEOUT, write(leases, s, &held(lease, s))).await.map(Some)
+                } else {
+                    Ok(None)
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(Some(lease)) => return lease,
+            // Lost the race to another contender: the next read shows who won.
+            Ok(None) => logged = false,
+            Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => logged = false,
             Err(e) if !logged => {
                 tracing::warn!(lease = %format!("{}/{}", s.namespace, s.lease_name), error = %e, "cannot read the leader Lease; retrying");
                 logged = true;
@@ -227,37 +305,64 @@ async fn wait_free(leases: &Api<Lease>, s: &Settings) {
     }
 }
 
+/// Renews the Lease: the renewed Lease, `None` if someone else holds it now.
+async fn renew(leases: &Api<Lease>, s: &Settings, lease: &Lease) -> Result<Option<Lease>, CallError> {
+    match write(leases, s, &held(lease.clone(), s)).await {
+        Ok(lease) => return Ok(Some(lease)),
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    // Changed meanwhile (by us, on a retried write, or by a successor): read it afresh.
+    let fresh = leases.get(&s.lease_name).await?;
+    if fresh.spec.as_ref().and_then(|spec| spec.holder_identity.as_deref()) != Some(s.identity.as_str()) {
+        return Ok(None);
+    }
+    Ok(Some(write(leases, s, &held(fresh, s)).await?))
+}
+
+/// Gives the Lease up (holder empty, as client-go does) if it is still ours.
+async fn release(leases: &Api<Lease>, s: &Settings, mut lease: Lease) -> Result<(), CallError> {
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.holder_identity = Some(String::new());
+    spec.lease_duration_seconds = Some(1);
+    spec.renew_time = Some(now_micro());
+    match within(CALL_TIMEOUT, write(leases, s, &lease)).await {
+        Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => Ok(()),
+        other => other.map(drop),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::{apimachinery::pkg::apis::meta::v1::MicroTime, jiff::Timestamp};
-
     use super::*;
 
-    fn spec(holder: Option<&str>, renewed_secs_ago: Option<i64>, duration: Option<i32>) -> LeaseSpec {
-        LeaseSpec {
-            holder_identity: holder.map(String::from),
-            renew_time: renewed_secs_ago
-                .map(|ago| MicroTime(Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(ago))),
-            lease_duration_seconds: duration,
-            ..Default::default()
+    #[test]
+    fn when_the_lease_is_free() {
+        let spec = |holder: Option<&str>| LeaseSpec { holder_identity: holder.map(String::from), ..Default::default() };
+        let cases = [
+            ("no spec", None, true),
+            ("no holder", Some(spec(None)), true),
+            ("empty holder (released)", Some(spec(Some(""))), true),
+            ("ours", Some(spec(Some("me"))), true),
+            ("held by another", Some(spec(Some("other"))), false),
+        ];
+        for (name, spec, want) in cases {
+            assert_eq!(is_free(spec.as_ref(), "me"), want, "case {name}");
         }
     }
 
     #[test]
-    fn when_the_lease_is_free() {
-        let now = SystemTime::now();
-        let cases = [
-            ("no spec", None, true),
-            ("no holder", Some(spec(None, Some(1), Some(15))), true),
-            ("empty holder (released)", Some(spec(Some(""), None, None)), true),
-            ("ours", Some(spec(Some("me"), Some(1), Some(15))), true),
-            ("held and renewed", Some(spec(Some("other"), Some(1), Some(15))), false),
-            ("held but expired", Some(spec(Some("other"), Some(20), Some(15))), true),
-            ("held, no renew time", Some(spec(Some("other"), None, Some(15))), true),
-        ];
-        for (name, spec, want) in cases {
-            assert_eq!(is_free(spec.as_ref(), "me", now), want, "case {name}");
-        }
+    fn expiry_is_judged_by_locally_observed_time() {
+        let t0 = Instant::now();
+        let lease = Duration::from_secs(15);
+        let s = Duration::from_secs;
+        let seen = Observed::observe(None, Some("1"), t0);
+        assert!(!seen.expired(t0 + s(14), lease));
+        let seen = Observed::observe(Some(seen), Some("1"), t0 + s(10));
+        assert!(seen.expired(t0 + s(15), lease), "unchanged since first seen");
+        let seen = Observed::observe(Some(seen), Some("2"), t0 + s(16));
+        assert!(!seen.expired(t0 + s(30), lease), "a renewal restarts the local clock, whatever its renewTime says");
+        assert!(seen.expired(t0 + s(31), lease));
     }
 
     #[test]

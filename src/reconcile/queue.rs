@@ -97,6 +97,34 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         After::RetryAt(now + delay)
     }
 
+    /// Holds `key` back (a fight, [`super::damping`]): taken out of the queue and not queued
+    /// again until [`Queue::release`]; `true` if the caller is to arm the release. A key in
+    /// flight is marked dirty instead, so its attempt's end judges it again; one backing off
+    /// already stays as it is.
+    pub(crate) fn hold(&mut self, key: &K) -> bool {
+        if self.in_flight.contains(key) {
+            self.dirty.insert(key.clone());
+            return false;
+        }
+        if self.backing_off.contains(key) {
+            return false;
+        }
+        if self.queued.remove(key) {
+            self.order.retain(|k| k != key);
+        }
+        self.backing_off.insert(key.clone());
+        true
+    }
+
+    /// Forgets everything about `key`: deleted, or dropped by a re-list.
+    pub(crate) fn forget(&mut self, key: &K) {
+        if self.queued.remove(key) {
+            self.order.retain(|k| k != key);
+        }
+        self.failures.remove(key);
+        self.dirty.remove(key);
+    }
+
     /// The backoff of `key` is over: it may be queued again.
     pub(crate) fn release(&mut self, key: &K) {
         self.backing_off.remove(key);
@@ -213,6 +241,23 @@ mod tests {
         q.abandon(&"a");
         assert!(q.enqueue("a"));
         assert_eq!(drain(&mut q), ["a"]);
+    }
+
+    #[test]
+    fn a_held_key_waits_for_its_release() {
+        let mut q = Queue::default();
+        q.enqueue("a");
+        q.enqueue("b");
+        assert!(q.hold(&"a"), "taken out of the queue");
+        assert!(!q.hold(&"a"), "held already");
+        assert!(!q.enqueue("a"));
+        assert_eq!(drain(&mut q), ["b"]);
+        assert!(!q.hold(&"b"), "in flight: marked dirty");
+        assert_eq!(q.done("b", true, Instant::now()), After::Recheck);
+        q.release(&"a");
+        assert!(q.enqueue("a"));
+        q.forget(&"a");
+        assert_eq!(q.len(), 0, "forgotten keys leave the queue");
     }
 
     #[test]

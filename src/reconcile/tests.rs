@@ -94,3 +94,85 @@ fn qps_is_bounded() {
         assert!(Settings::new(bad).unwrap_err().to_string().starts_with("--reconcile-qps"), "{bad}");
     }
 }
+
+/// A Service source answering `service`, beside the static list of the policy.
+struct Union {
+    service: Result<Vec<Address>, Unresolved>,
+    synced: bool,
+}
+impl Sources for Union {
+    fn service(&self, _: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
+        self.service.clone()
+    }
+    fn synced(&self) -> bool {
+        self.synced
+    }
+}
+
+#[test]
+fn partial_knowledge_grows_a_status_but_never_shrinks_it() {
+    let policies = Policies::new(vec![Policy {
+        name: "p".into(),
+        scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
+        namespace_selector: None,
+        sources: vec![
+            Source::Service("ns/lb".parse().unwrap()),
+            Source::Static(parse_static_list("192.0.2.1").unwrap()),
+        ],
+        mode: Mode::Enforce,
+        keep_ports: false,
+        on_unresolved: OnUnresolved::Allow,
+    }])
+    .unwrap();
+    let svc = || "ns/lb".parse().unwrap();
+    let lb = || Ok(parse_static_list("203.0.113.10").unwrap());
+    let write = |list: &str| StatusWrite {
+        namespace: "a".into(),
+        name: "b".into(),
+        class: Some("nginx".into()),
+        addresses: if list.is_empty() { Vec::new() } else { parse_static_list(list).unwrap() },
+        omitted: 0,
+    };
+    let drift = |patch| Judgement::Drift { policy: "p".into(), patch };
+    let cases = [
+        (
+            "all resolved: shrink",
+            Union { service: lb(), synced: true },
+            "192.0.2.1,203.0.113.10,198.51.100.9",
+            drift(true),
+        ),
+        ("service missing: grow", Union { service: Err(Unresolved::Missing(svc())), synced: true }, "", drift(true)),
+        (
+            "service missing: shrink waits",
+            Union { service: Err(Unresolved::Missing(svc())), synced: true },
+            "192.0.2.1,203.0.113.10",
+            drift(false),
+        ),
+        (
+            "service not synced: nothing at all",
+            Union { service: Err(Unresolved::NotSynced(svc())), synced: true },
+            "",
+            drift(false),
+        ),
+        ("cluster facts not synced: nothing at all", Union { service: lb(), synced: false }, "", drift(false)),
+        ("canonical", Union { service: lb(), synced: true }, "192.0.2.1,203.0.113.10", Judgement::Fine),
+    ];
+    for (name, sources, stored, want) in cases {
+        assert_eq!(judge(&write(stored), &policies, &sources), want, "case {name}");
+    }
+}
+
+#[test]
+fn the_trimmed_fields_are_recognised() {
+    let json = serde_json::json!({
+        "metadata": {"name": "web", "namespace": "shop",
+                     "annotations": {"kubernetes.io/ingress.class": "x".repeat(200 * 1024)}},
+        "status": {"loadBalancer": {"ingress": (0..300).map(|i| serde_json::json!({"ip": format!("10.0.{}.{}", i / 256, i % 256)})).collect::<Vec<_>>()}}
+    });
+    let (_, stored) = Stored::from(serde_json::from_value(json).unwrap()).unwrap();
+    assert_eq!(stored.trimmed(), [Some("class"), Some("addresses")]);
+    assert_eq!(stored.write.addresses.len(), crate::address::MAX_ENTRIES);
+    assert_eq!(stored.write.omitted, 300 - crate::address::MAX_ENTRIES);
+    let plain = serde_json::json!({"metadata": {"name": "web", "namespace": "shop"}});
+    assert_eq!(Stored::from(serde_json::from_value(plain).unwrap()).unwrap().1.trimmed(), [None, None]);
+}

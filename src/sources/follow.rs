@@ -29,8 +29,9 @@ pub(crate) enum Change<K, V> {
     /// A (re-)list began or returned an object: its end, [`Change::Listed`], is the news.
     Listing,
     /// A (re-)list ended: the map holds exactly what it returned. `first` on the first one,
-    /// from which on the projection is synced.
-    Listed { first: bool },
+    /// from which on the projection is synced; `dropped` are the keys held before that it did
+    /// not return (deleted while the watch was down), which the owner forgets too.
+    Listed { first: bool, dropped: Vec<K> },
     /// `key` was added or modified; `old` is what it held before.
     Applied { key: K, old: Option<V> },
     /// `key` was deleted; `old` is what it held, if anything.
@@ -68,12 +69,19 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
                 Change::Listing
             }
             watcher::Event::InitDone => {
+                let mut dropped = Vec::new();
                 if let Some(listing) = self.listing.take() {
-                    self.values.retain(|key, _| listing.contains(key));
+                    self.values.retain(|key, _| {
+                        let keep = listing.contains(key);
+                        if !keep {
+                            dropped.push(key.clone());
+                        }
+                        keep
+                    });
                 }
                 let first = !self.synced;
                 self.synced = true;
-                Change::Listed { first }
+                Change::Listed { first, dropped }
             }
             watcher::Event::Apply((key, value)) => {
                 let old = self.values.insert(key.clone(), value);
@@ -127,6 +135,11 @@ impl<K, V> Hold<K, V> for std::sync::RwLock<Projection<K, V>> {
     }
 }
 
+/// How long the API server keeps one watch request open (unless `config` says otherwise):
+/// shorter than the client's read timeout ([`crate::client::READ_TIMEOUT`]), so a quiet watch
+/// ends cleanly and is resumed from its resourceVersion instead of failing as a stalled read.
+pub(crate) const WATCH_TIMEOUT_SECS: u32 = 25;
+
 /// Follows `api` (with `config`) into `held` until the task is aborted. Each object is
 /// projected on arrival (`project`; `None` skips it), so only the projection is ever kept;
 /// `hook` is then told, outside the lock, what the event changed, or the watch error (the
@@ -141,6 +154,10 @@ pub(crate) async fn follow<R, K, V>(
     R: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     K: Eq + Hash + Clone,
 {
+    let config = match config.timeout {
+        Some(_) => config,
+        None => config.timeout(WATCH_TIMEOUT_SECS),
+    };
     pump(watcher(api, config).default_backoff(), project, held, hook).await;
 }
 
@@ -206,7 +223,7 @@ mod tests {
         assert_eq!(p.apply(InitApply(("b", 2))), Change::Listing);
         assert!(p.view().is_none(), "a partial list is not shown");
         assert_eq!(p.get(&"a"), Some(&1), "but held as it arrives");
-        assert_eq!(p.apply(InitDone), Change::Listed { first: true });
+        assert_eq!(p.apply(InitDone), Change::Listed { first: true, dropped: vec![] });
         assert!(p.synced());
         assert_eq!(p.view().map(HashMap::len), Some(2));
         assert_eq!(sorted(&p), [("a", 1), ("b", 2)]);
@@ -216,7 +233,7 @@ mod tests {
     fn empty_list_syncs_too() {
         let mut p: Projection<&str, u32> = Projection::default();
         p.apply(Init);
-        assert_eq!(p.apply(InitDone), Change::Listed { first: true });
+        assert_eq!(p.apply(InitDone), Change::Listed { first: true, dropped: vec![] });
         assert_eq!(p.view().map(HashMap::len), Some(0));
     }
 
@@ -248,7 +265,7 @@ mod tests {
         assert_eq!(sorted(&p), [("a", 10), ("b", 2), ("c", 3)], "until the re-list ends, the rest stays");
         assert!(p.synced(), "a re-list does not unsync");
         p.apply(InitApply(("c", 3)));
-        assert_eq!(p.apply(InitDone), Change::Listed { first: false });
+        assert_eq!(p.apply(InitDone), Change::Listed { first: false, dropped: vec!["b"] }, "b is reported dropped");
         assert_eq!(sorted(&p), [("a", 10), ("c", 3)]);
     }
 
@@ -273,7 +290,9 @@ mod tests {
         p.insert("a", 2);
         p.insert("b", 3);
         assert_eq!(p.get(&"a"), Some(&2));
-        p.apply(InitDone);
+        let Change::Listed { mut dropped, .. } = p.apply(InitDone) else { panic!("a list ends") };
+        dropped.sort_unstable();
+        assert_eq!(dropped, ["a", "b"]);
         assert_eq!(sorted(&p), [], "a re-list that returns nothing drops even what the owner wrote");
     }
 
@@ -294,7 +313,7 @@ mod tests {
                 Change::Listing,
                 Change::Listing,
                 Change::Listing,
-                Change::Listed { first: true },
+                Change::Listed { first: true, dropped: vec![] },
                 applied("a", Some(1)),
                 Change::Deleted { key: "b", old: Some(2) },
             ],

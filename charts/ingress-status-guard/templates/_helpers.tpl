@@ -42,8 +42,9 @@ true
 
 {{/* The policies of the config file: the `policies` list, or the one `policy` shorthand. */}}
 {{- define "isg.policies" -}}
+{{- $policies := list -}}
 {{- if .Values.policies -}}
-{{- toYaml .Values.policies -}}
+{{- $policies = .Values.policies -}}
 {{- else -}}
 {{- $p := .Values.policy -}}
 {{- if and (not $p.publishService) (not $p.publishStatusAddress) -}}
@@ -58,8 +59,37 @@ true
 {{- else -}}
 {{- $_ := set $one "publishStatusAddress" $p.publishStatusAddress -}}
 {{- end -}}
-{{- toYaml (list $one) -}}
+{{- $policies = list $one -}}
 {{- end -}}
+{{- /* One scope: webhook.namespaceSelector also narrows every policy, so the reconciler (which
+  the webhook configuration does not scope) never patches an excluded namespace. A policy's own
+  selector is kept and the scope added to it: its matchLabels become In expressions. */ -}}
+{{- $scope := .Values.webhook.namespaceSelector -}}
+{{- if $scope -}}
+{{- $scoped := list -}}
+{{- range $i, $policy := $policies -}}
+{{- $policy = deepCopy $policy -}}
+{{- $own := $policy.namespaceSelector -}}
+{{- if not $own -}}
+{{- $_ := set $policy "namespaceSelector" (deepCopy $scope) -}}
+{{- else if kindIs "string" $own -}}
+{{- fail (printf "policies[%d] (%s): namespaceSelector is text while webhook.namespaceSelector is set; write it as a LabelSelector ({matchLabels, matchExpressions}) so the chart can add the webhook's scope to it" $i ($policy.name | toString)) -}}
+{{- else -}}
+{{- $expressions := concat ($own.matchExpressions | default list) ($scope.matchExpressions | default list) -}}
+{{- range $key, $value := ($scope.matchLabels | default dict) -}}
+{{- $expressions = append $expressions (dict "key" $key "operator" "In" "values" (list $value)) -}}
+{{- end -}}
+{{- $selector := dict "matchExpressions" $expressions -}}
+{{- with $own.matchLabels -}}
+{{- $_ := set $selector "matchLabels" . -}}
+{{- end -}}
+{{- $_ := set $policy "namespaceSelector" $selector -}}
+{{- end -}}
+{{- $scoped = append $scoped $policy -}}
+{{- end -}}
+{{- $policies = $scoped -}}
+{{- end -}}
+{{- toYaml $policies -}}
 {{- end -}}
 
 {{/* Every source of every policy: the one-source shorthand of a policy, or its sources list. */}}

@@ -1,0 +1,299 @@
+//! Two controllers fighting over every Ingress (issue 21), through a real kube-apiserver + etcd
+//! (the harness in `tests/support/`): N Ingresses in M namespaces; controller A writes each
+//! one's status with its own address every `--period-a` seconds (ingress-nginx's resync),
+//! controller B with another every `--period-b`. Three phases of `--minutes` each, on the same
+//! Ingresses:
+//! 1. no guard: the reference, and the API server's own write latency;
+//! 2. the guard with its webhook registered (as during a migration);
+//! 3. the guard with the webhook deregistered, so the reconciler heals alone.
+//!
+//! Measured per phase: ADDRESS changes a watcher sees (a watch on every Ingress counting status
+//! changes, the way external-dns reacts to them), the controllers' write latency as the API
+//! server's audit log records it (p50/p99 of `stageTimestamp - requestReceivedTimestamp`),
+//! the guard's CPU seconds and peak RSS, its status patches (patches per Ingress per hour), the
+//! fights it counted, and its WARN lines per minute.
+//!
+//! `cargo bench --bench fight -- --run [--ingresses N] [--namespaces N] [--period-a S]
+//! [--period-b S] [--minutes M] [--out FILE]`. Without `--run` it only says how to run it. It
+//! measures and prints; it asserts nothing about time.
+
+#[allow(dead_code)]
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::{admissionregistration::v1::MutatingWebhookConfiguration, networking::v1::Ingress};
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+    runtime::watcher,
+};
+use serde_json::{Value, json};
+use support::{Cluster, Webhook};
+
+const LABEL: &str = "bench.ingress-status-guard.test/fight";
+const CANONICAL: &str = "203.0.113.1";
+const A: &str = "198.51.100.1";
+const B: &str = "198.51.100.2";
+
+struct Options {
+    ingresses: usize,
+    namespaces: usize,
+    period_a: u64,
+    period_b: u64,
+    minutes: u64,
+    out: Option<std::path::PathBuf>,
+}
+
+fn options() -> Option<Options> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--run") {
+        return None;
+    }
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let number = |flag: &str, default: u64| value(flag).map_or(default, |n| n.parse().expect(flag));
+    Some(Options {
+        ingresses: number("--ingresses", 10_000) as usize,
+        namespaces: number("--namespaces", 50) as usize,
+        period_a: number("--period-a", 60),
+        period_b: number("--period-b", 30),
+        minutes: number("--minutes", 10),
+        out: value("--out").map(Into::into),
+    })
+}
+
+/// CPU seconds (user + system) and peak RSS (KiB) of a process.
+fn usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks: u64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<u64>().ok()).sum();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    (ticks as f64 / 100.0, hwm)
+}
+
+/// Status patches in the audit log since byte `from`: latency (ms) per writer, by field manager.
+fn audited(cluster: &Cluster, from: usize) -> (HashMap<String, Vec<f64>>, usize) {
+    let log = std::fs::read_to_string(cluster.audit_log()).unwrap_or_default();
+    let mut by_manager: HashMap<String, Vec<f64>> = HashMap::new();
+    for event in log.get(from..).unwrap_or("").lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        let uri = event["requestURI"].as_str().unwrap_or("");
+        if event["stage"] != "ResponseComplete" || event["verb"] != "patch" || !uri.contains("/ingresses/") {
+            continue;
+        }
+        let manager = uri.split("fieldManager=").nth(1).and_then(|m| m.split('&').next()).unwrap_or("none");
+        let at = |k: &str| event[k].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+        if let (Some(start), Some(end)) = (at("requestReceivedTimestamp"), at("stageTimestamp")) {
+            let ms = end.duration_since(start).as_secs_f64() * 1000.0;
+            by_manager.entry(manager.to_owned()).or_default().push(ms);
+        }
+    }
+    (by_manager, log.len())
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    values[((values.len() - 1) as f64 * p).round() as usize]
+}
+
+/// One controller: writes `ip` to every Ingress once per `period`, spread evenly.
+async fn controller(
+    cluster: &'static Cluster,
+    manager: &'static str,
+    ip: &'static str,
+    names: Arc<Vec<(String, String)>>,
+    period: Duration,
+) {
+    let client = cluster.rogue().await;
+    let params = PatchParams { field_manager: Some(manager.to_owned()), ..PatchParams::default() };
+    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+    let mut tick = tokio::time::interval(period / u32::try_from(names.len()).unwrap_or(1).max(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for (ns, name) in names.iter().cycle() {
+        tick.tick().await;
+        let api: Api<Ingress> = Api::namespaced(client.clone(), ns);
+        let _ = api.patch_status(name, &params, &Patch::Merge(&status)).await;
+    }
+}
+
+async fn phase(
+    cluster: &'static Cluster,
+    o: &Options,
+    names: &Arc<Vec<(String, String)>>,
+    guard: Option<&Webhook>,
+    label: &str,
+) -> Value {
+    let admin = cluster.admin().await;
+    // Every status change of a bench Ingress, as a watcher (external-dns) sees it.
+    let changes = Arc::new(AtomicU64::new(0));
+    let counted = changes.clone();
+    let api: Api<Ingress> = Api::all(admin.clone());
+    let watch = tokio::spawn(async move {
+        let mut last: HashMap<(String, String), String> = HashMap::new();
+        let mut events = std::pin::pin!(watcher(api, watcher::Config::default().labels(LABEL)));
+        while let Some(event) = events.next().await {
+            let Ok(watcher::Event::Apply(ing) | watcher::Event::InitApply(ing)) = event else { continue };
+            let key =
+                (ing.metadata.namespace.clone().unwrap_or_default(), ing.metadata.name.clone().unwrap_or_default());
+            let now = support::addresses(&ing).join(",");
+            if last.insert(key, now.clone()).is_some_and(|old| old != now) {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_, log_from) = audited(cluster, 0);
+    let before = guard.map(|g| (usage(g.pid()).0, g.log().lines().filter(|l| l.contains("\"WARN\"")).count()));
+    let fights_before =
+        guard.map_or(0.0, |g| g.metric("ingress_status_guard_reconcile_fights_total{policy=\"default\"}"));
+    changes.store(0, Ordering::Relaxed);
+    let duration = Duration::from_secs(o.minutes * 60);
+    let started = Instant::now();
+    let a = tokio::spawn(controller(cluster, "controller-a", A, names.clone(), Duration::from_secs(o.period_a)));
+    let b = tokio::spawn(controller(cluster, "controller-b", B, names.clone(), Duration::from_secs(o.period_b)));
+    tokio::time::sleep(duration).await;
+    a.abort();
+    b.abort();
+    let elapsed = started.elapsed().as_secs_f64();
+    let seen = changes.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    watch.abort();
+    let (mut latency, _) = audited(cluster, log_from);
+    let mut writes: Vec<f64> =
+        ["controller-a", "controller-b"].iter().flat_map(|m| latency.remove(*m).unwrap_or_default()).collect();
+    let guard_patches = latency.remove("ingress-status-guard").map_or(0, |v| v.len());
+    let hours = elapsed / 3600.0;
+    let mut result = json!({
+        "phase": label,
+        "seconds": elapsed,
+        "address_changes_seen": seen,
+        "controller_writes": writes.len(),
+        "controller_write_p50_ms": percentile(&mut writes, 0.5),
+        "controller_write_p99_ms": percentile(&mut writes, 0.99),
+        "guard_patches": guard_patches,
+        "guard_patches_per_ingress_per_hour": guard_patches as f64 / o.ingresses as f64 / hours,
+    });
+    if let (Some(g), Some((cpu0, warn0))) = (guard, before) {
+        let (cpu, hwm) = usage(g.pid());
+        let warns = g.log().lines().filter(|l| l.contains("\"WARN\"")).count() - warn0;
+        result["guard_cpu_seconds"] = json!(cpu - cpu0);
+        result["guard_vm_hwm_mib"] = json!(hwm as f64 / 1024.0);
+        result["guard_warn_lines_per_minute"] = json!(warns as f64 / (elapsed / 60.0));
+        result["fights_counted"] =
+            json!(g.metric("ingress_status_guard_reconcile_fights_total{policy=\"default\"}") - fights_before);
+    }
+    eprintln!("{result}");
+    result
+}
+
+async fn register(admin: &kube::Client, webhook: &Webhook) {
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "isg-bench-fight"},
+        "webhooks": [{
+            "name": "fight.bench.ingress-status-guard.test",
+            "clientConfig": {"url": webhook.url(), "caBundle": base64_encode(webhook.ca_pem())},
+            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                       "resources": ["ingresses/status"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {LABEL: "true"}},
+            "admissionReviewVersions": ["v1"], "sideEffects": "NoneOnDryRun",
+            "failurePolicy": "Ignore", "timeoutSeconds": 5,
+        }]
+    }))
+    .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("register");
+    // Let the API server pick the registration up.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+}
+
+fn base64_encode(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+async fn run(o: Options) -> Value {
+    let cluster = Cluster::shared().await;
+    let admin = cluster.admin().await;
+    let mut namespaces = Vec::new();
+    for _ in 0..o.namespaces {
+        let ns = cluster.namespace(&admin, "bench-fight").await;
+        let label = json!({"metadata": {"labels": {LABEL: "true"}}});
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
+            .patch(&ns, &PatchParams::default(), &Patch::Merge(&label))
+            .await
+            .expect("label namespace");
+        namespaces.push(ns);
+    }
+    let per_ns = o.ingresses.div_ceil(o.namespaces);
+    let names: Arc<Vec<(String, String)>> =
+        Arc::new((0..o.ingresses).map(|i| (namespaces[i / per_ns].clone(), format!("ing-{i}"))).collect());
+    let creates = names.iter().cloned().map(|(ns, name)| {
+        let api: Api<Ingress> = Api::namespaced(admin.clone(), &ns);
+        async move {
+            let ingress: Ingress = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {LABEL: "true"}},
+                "spec": {"ingressClassName": "bench-fight", "rules": [{"host": format!("{name}.example.test"), "http": {"paths": [{
+                    "path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "backend", "port": {"number": 80}}}}]}}]}
+            }))
+            .unwrap();
+            api.create(&PostParams::default(), &ingress).await.expect("create Ingress");
+        }
+    });
+    futures::stream::iter(creates).buffer_unordered(16).collect::<Vec<()>>().await;
+    eprintln!("created {} Ingresses in {} namespaces", o.ingresses, o.namespaces);
+
+    let mut phases = vec![phase(cluster, &o, &names, None, "no guard").await];
+    let lease_ns = format!("--leader-election-namespace={}", namespaces[0]);
+    let address = format!("--publish-status-address={CANONICAL}");
+    let args = ["--reconcile=true", &address, "--ingress-class=bench-fight", &lease_ns];
+    let mut guard = Webhook::start(cluster, "bench-fight", cluster.admin_kubeconfig(), &args).await;
+    register(&admin, &guard).await;
+    phases.push(phase(cluster, &o, &names, Some(&guard), "guard, webhook registered").await);
+    Api::<MutatingWebhookConfiguration>::all(admin.clone())
+        .delete("isg-bench-fight", &DeleteParams::default())
+        .await
+        .expect("deregister");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    phases.push(phase(cluster, &o, &names, Some(&guard), "guard, webhook deregistered (reconciler alone)").await);
+    guard.terminate(Duration::from_secs(20));
+    json!({
+        "ingresses": o.ingresses, "namespaces": o.namespaces,
+        "period_a_s": o.period_a, "period_b_s": o.period_b, "minutes_per_phase": o.minutes,
+        "phases": phases,
+    })
+}
+
+fn main() {
+    let Some(options) = options() else {
+        println!("fight: pass --run to start a kube-apiserver and measure (see BENCHMARKS.md)");
+        return;
+    };
+    let out = options.out.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let report = runtime.block_on(run(options));
+    let text = serde_json::to_string_pretty(&report).expect("json");
+    println!("{text}");
+    if let Some(path) = out {
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+}

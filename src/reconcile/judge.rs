@@ -1,0 +1,52 @@
+//! What the reconciler concludes about one stored Ingress: [`judge`] turns [`decide`]'s verdict
+//! into "fine" or "off canonical, to patch or only to measure", and [`knows_enough`] is the rule
+//! that keeps it from acting on partial knowledge. Pure; unit-tested in `../tests.rs`.
+
+use crate::{
+    address::Address,
+    decision::{Action, Verdict, decide},
+    ingress::StatusWrite,
+    policy::{Policies, Policy},
+    sources::{Sources, Unresolved},
+};
+
+/// What the reconciler thinks of one stored status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Judgement {
+    /// Canonical, not governed, or unresolved: nothing to measure or do.
+    Fine,
+    /// Off canonical; `patch` unless the policy only audits.
+    Drift { policy: String, patch: bool },
+}
+
+pub(super) fn judge(write: &StatusWrite, policies: &Policies, sources: &dyn Sources) -> Judgement {
+    match decide(write, policies, sources) {
+        Verdict::Mismatch { policy, action, canonical } => Judgement::Drift {
+            policy: policy.name.clone(),
+            patch: action != Action::Audit && knows_enough(policy, &write.addresses, &canonical, sources),
+        },
+        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } | Verdict::Unresolved { .. } => {
+            Judgement::Fine
+        }
+    }
+}
+
+/// Whether the reconciler knows enough to replace `stored` with `canonical` under `policy`: it
+/// acts only once every source of the policy (and the cluster facts matching needs) has been
+/// read, and while a source is unresolved it may add addresses but never remove one, since
+/// the missing source may hold it (removing waits until every source resolves).
+pub(super) fn knows_enough(policy: &Policy, stored: &[Address], canonical: &[Address], sources: &dyn Sources) -> bool {
+    if !sources.synced() {
+        return false;
+    }
+    let mut unresolved = false;
+    for source in &policy.sources {
+        match sources.source(source) {
+            Ok(_) => {}
+            Err(Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_)) => return false,
+            Err(_) => unresolved = true,
+        }
+    }
+    let kept = |a: &Address| canonical.iter().any(|c| c.ip == a.ip && c.hostname == a.hostname);
+    !unresolved || stored.iter().all(kept)
+}
