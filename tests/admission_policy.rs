@@ -1,0 +1,263 @@
+//! `render-admission-policy` against a real kube-apiserver (v1.37 by default, where
+//! MutatingAdmissionPolicy is GA): the rendered objects apply, and then the API server itself
+//! enforces the policy, with no guard process and no webhook registered at all.
+//!
+//! MutatingAdmissionPolicies are cluster-scoped and match every namespace, so each test names
+//! its own ingress class (its namespace's name) and its own policy.
+
+#[allow(dead_code)]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use axum::body::{Body, to_bytes};
+use ingress_status_guard::{AppState, SourceCache, parse_file, webhook_router};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use kube::Api;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use support::webhook::BINARY;
+use support::{Class, SENTINEL, SENTINEL_2, TestEnv, create_ingress, entries, eventually, stored, write_status};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A policy file governing class `class`, addresses from Service `<ns>/edge`.
+fn config(name: &str, class: &str, ns: &str, mode: &str) -> String {
+    format!("policies:\n  - name: {name}\n    ingressClasses: [{class}]\n    publishService: {ns}/edge\n    mode: {mode}\n")
+}
+
+/// The publish Service, as `kubectl get svc -o yaml` would give it: never created in the
+/// cluster, only read by `render-admission-policy`.
+fn service_manifest(ns: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: edge, namespace: {ns}}}\n\
+         spec: {{type: LoadBalancer, ports: [{{port: 80}}]}}\n\
+         status: {{loadBalancer: {{ingress: [{{ip: 203.0.113.10}}, {{hostname: lb.{ns}.example.com}}]}}}}\n"
+    )
+}
+
+/// Runs `render-admission-policy` with `args`; returns (exit code, stdout, stderr).
+fn run_render(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(BINARY).arg("render-admission-policy").args(args).output().expect("run the binary");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Renders the policy of `config_text` over the Service manifest and applies the output, first
+/// with `--dry-run=server` (so the API server validates and compiles it), then for real.
+fn render_and_apply(t: &TestEnv, dir: &Path, config_text: &str) -> PathBuf {
+    let (cfg, svc, out) = (dir.join("policies.yaml"), dir.join("svc.yaml"), dir.join("rendered.yaml"));
+    std::fs::write(&cfg, config_text).unwrap();
+    std::fs::write(&svc, service_manifest(&t.ns)).unwrap();
+    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", svc.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "render failed: {stderr}");
+    std::fs::write(&out, &yaml).unwrap();
+    let admin = t.cluster.admin_kubeconfig();
+    let dry = t.cluster.kubectl(admin, &["apply", "--dry-run=server", "-f", out.to_str().unwrap()]);
+    assert!(dry.success, "server dry run refused the rendered objects: {}\n{yaml}", dry.stderr);
+    let applied = t.cluster.kubectl(admin, &["apply", "-f", out.to_str().unwrap()]);
+    assert!(applied.success, "apply failed: {}", applied.stderr);
+    out
+}
+
+fn canonical(ns: &str) -> Vec<String> {
+    vec!["203.0.113.10".to_owned(), format!("lb.{ns}.example.com")]
+}
+
+/// The harness's API server serves MutatingAdmissionPolicy without any extra flag.
+#[tokio::test]
+async fn the_api_server_serves_mutating_admission_policies() {
+    let t = TestEnv::new("map-served").await;
+    let out =
+        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    assert!(out.success, "{}", out.stderr);
+    assert!(out.stdout.contains("mutatingadmissionpolicies"), "{}", out.stdout);
+    assert!(out.stdout.contains("mutatingadmissionpolicybindings"), "{}", out.stdout);
+}
+
+/// An unresolved source: exit 1, naming the policy and why.
+#[test]
+fn an_unresolved_source_is_refused_naming_the_policy() {
+    let dir = std::env::temp_dir().join(format!("isg-render-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("p.yaml");
+    std::fs::write(&cfg, config("edge", "nginx", "elsewhere", "enforce")).unwrap();
+    let (code, stdout, stderr) = run_render(&["--config", cfg.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("policy \"edge\" is unresolved: Service elsewhere/edge not found"), "{stderr}");
+}
+
+/// Enforce: a rogue write by another identity is rewritten by the API server to the canonical
+/// value, through the field and the annotation; an Ingress of another class keeps its write.
+#[tokio::test]
+async fn a_rendered_mutating_policy_rewrites_rogue_writes_with_no_guard_running() {
+    let t = TestEnv::new("map-enforce").await;
+    let dir = t.cluster.scratch_dir("map-enforce");
+    render_and_apply(&t, &dir, &config(&t.ns, &t.ns, &t.ns, "enforce"));
+    // No guard: nothing is registered as a webhook.
+    let webhooks = Api::<MutatingWebhookConfiguration>::all(t.admin.clone()).list(&Default::default()).await.unwrap();
+    assert!(webhooks.items.is_empty(), "{:?}", webhooks.items.iter().map(|w| &w.metadata.name).collect::<Vec<_>>());
+
+    let other_class = format!("other-{}", t.ns);
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    create_ingress(&t.ingresses, "legacy", Class::Annotation(&t.ns)).await;
+    create_ingress(&t.ingresses, "other", Class::Field(&other_class)).await;
+    let want = canonical(&t.ns);
+    // The API server starts enforcing once its policy informer has the objects.
+    eventually("the MAP rewrites the rogue write", WAIT, || async {
+        let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+        if got == want { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+    assert_eq!(stored(&t.ingresses, "web").await, want);
+    for (name, written) in [
+        ("legacy", vec![SENTINEL]),
+        ("web", vec!["203.0.113.10:80", "lb.example.org"]),
+        ("web", vec![want[1].as_str(), "203.0.113.10", "203.0.113.10"]),
+    ] {
+        write_status(&t.rogue, name, &written, false).await.expect("the write is allowed");
+        assert_eq!(stored(&t.ingresses, name).await, want, "{name} after writing {written:?}");
+    }
+    write_status(&t.rogue, "other", &[SENTINEL], false).await.expect("the write is allowed");
+    assert_eq!(stored(&t.ingresses, "other").await, [SENTINEL], "another class is left as written");
+}
+
+/// Deny: a write off canonical is refused with the message naming the canonical value; the
+/// canonical set in another order is accepted as written, as the webhook accepts it.
+#[tokio::test]
+async fn a_rendered_deny_policy_refuses_with_the_canonical_value() {
+    let t = TestEnv::new("map-deny").await;
+    let dir = t.cluster.scratch_dir("map-deny");
+    render_and_apply(&t, &dir, &config(&t.ns, &t.ns, &t.ns, "deny"));
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    let want = canonical(&t.ns);
+    let message = eventually("the VAP refuses the rogue write", WAIT, || async {
+        match write_status(&t.rogue, "web", &[SENTINEL], false).await {
+            Err(kube::Error::Api(status)) => Ok(status.message),
+            other => Err(format!("not refused: {other:?}")),
+        }
+    })
+    .await;
+    let expected =
+        format!("ingress-status-guard policy \"{}\" requires status.loadBalancer.ingress [{}]", t.ns, want.join(","));
+    assert!(message.contains(&expected), "{message}");
+    // Writes made before the API server enforced the policy may be stored; a refused one is not.
+    let before = stored(&t.ingresses, "web").await;
+    write_status(&t.rogue, "web", &[SENTINEL_2], false).await.expect_err("refused");
+    assert_eq!(stored(&t.ingresses, "web").await, before);
+    let reversed = [want[1].as_str(), want[0].as_str()];
+    write_status(&t.rogue, "web", &reversed, false).await.expect("the canonical set is accepted");
+    assert_eq!(stored(&t.ingresses, "web").await, reversed);
+    let ported = write_status(&t.rogue, "web", &["203.0.113.10:80", &want[1]], false).await;
+    assert!(ported.is_err(), "ports are not canonical here: {ported:?}");
+}
+
+/// Audit: the write is stored as written, and the writer gets a warning naming the canonical
+/// value (kubectl prints it).
+#[tokio::test]
+async fn a_rendered_audit_policy_warns_and_stores_the_write() {
+    let t = TestEnv::new("map-audit").await;
+    let dir = t.cluster.scratch_dir("map-audit");
+    render_and_apply(&t, &dir, &config(&t.ns, &t.ns, &t.ns, "audit"));
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    let rogue = t.cluster.kubeconfig_for(support::ROGUE_USER, Some(support::cluster::STATUS_WRITERS));
+    let patch = json!({"status": {"loadBalancer": {"ingress": entries(&[SENTINEL])}}}).to_string();
+    let warning = eventually("the VAP warns the writer", WAIT, || async {
+        let out = t.cluster.kubectl(
+            &rogue,
+            &["patch", "ingress", "web", "-n", &t.ns, "--subresource=status", "--type=merge", "-p", &patch],
+        );
+        if !out.success {
+            return Err(out.stderr);
+        }
+        if out.stderr.contains("requires status.loadBalancer.ingress") { Ok(out.stderr) } else { Err(out.stderr) }
+    })
+    .await;
+    assert!(warning.contains(&canonical(&t.ns).join(",")), "{warning}");
+    assert_eq!(stored(&t.ingresses, "web").await, [SENTINEL]);
+}
+
+/// Equivalence: for a table of status writes, what the API server stores under the rendered
+/// MAP is what the webhook's patch (the production router, in process, same policy file) makes
+/// of the object. The one difference, by design: a write of the canonical set in another order
+/// or with duplicates is stored as written under the webhook and in canonical order under the
+/// MAP, whose patch is unconditional; so the lists are compared in canonical order there.
+#[tokio::test]
+async fn the_mutating_policy_stores_what_the_webhook_would() {
+    let t = TestEnv::new("map-equiv").await;
+    let dir = t.cluster.scratch_dir("map-equiv");
+    let policy_file = format!(
+        "policies:\n  - name: {ns}\n    ingressClasses: [{ns}]\n    publishStatusAddress: \"192.0.2.10, lb.{ns}.example.com, 2001:db8::1\"\n",
+        ns = t.ns
+    );
+    render_and_apply(&t, &dir, &policy_file);
+    let policies = parse_file("equivalence", &policy_file).expect("policy file");
+    let router = webhook_router(AppState::new(policies.clone(), SourceCache::new(&policies)), 1 << 20);
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    let host = format!("lb.{}.example.com", t.ns);
+    eventually("the MAP is in force", WAIT, || async {
+        let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+        if got.contains(&host) { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+
+    let table: Vec<(&str, Vec<&str>, bool)> = vec![
+        ("one wrong IP", vec![SENTINEL], true),
+        ("none", vec![], true),
+        ("canonical with a port", vec!["192.0.2.10:80", &host, "2001:db8::1"], true),
+        ("a subset", vec!["192.0.2.10"], true),
+        ("ip and hostname in one entry", vec!["192.0.2.10/lb.example.org"], true),
+        ("canonical", vec!["192.0.2.10", "2001:db8::1", &host], true),
+        ("canonical, reordered and repeated", vec![&host, "2001:db8::1", "192.0.2.10", "192.0.2.10"], false),
+    ];
+    for (case, written, exact) in table {
+        let before = t.ingresses.get("web").await.unwrap();
+        let mut object = serde_json::to_value(&before).unwrap();
+        object["status"] = json!({"loadBalancer": {"ingress": entries(&written)}});
+        let by_webhook = webhook_result(&router, &before, object).await;
+        write_status(&t.rogue, "web", &written, false).await.unwrap_or_else(|e| panic!("{case}: {e}"));
+        let mut by_map = stored(&t.ingresses, "web").await;
+        let mut by_webhook = by_webhook;
+        if !exact {
+            for list in [&mut by_map, &mut by_webhook] {
+                list.sort();
+                list.dedup();
+            }
+        }
+        assert_eq!(by_map, by_webhook, "{case}: written {written:?}");
+    }
+}
+
+/// What the webhook makes of `object` (an Ingress as written): its patch applied, in the short
+/// form of `support::addresses`.
+async fn webhook_result(router: &axum::Router, old: &k8s_openapi::api::networking::v1::Ingress, mut object: Value) -> Vec<String> {
+    let mut review: Value =
+        serde_json::from_str(include_str!("fixtures/ingress-status-update.apiserver-1.24.json")).unwrap();
+    let request = &mut review["request"];
+    request["name"] = json!(old.metadata.name);
+    request["namespace"] = json!(old.metadata.namespace);
+    request["object"] = object.clone();
+    request["oldObject"] = serde_json::to_value(old).unwrap();
+    let response = router
+        .clone()
+        .oneshot(axum::http::Request::post("/mutate").header("content-type", "application/json").body(Body::from(review.to_string())).unwrap())
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_slice(&to_bytes(response.into_body(), usize::MAX).await.unwrap()).unwrap();
+    assert_eq!(body["response"]["allowed"], true, "{body}");
+    if let Some(patch) = body["response"]["patch"].as_str() {
+        use base64::Engine as _;
+        let patch = base64::engine::general_purpose::STANDARD.decode(patch).unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+        json_patch::patch(&mut object, &patch).expect("the webhook's patch applies");
+    }
+    addresses_of(serde_json::from_value(object).unwrap())
+}
+
+fn addresses_of(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
+    support::addresses(&ingress)
+}
