@@ -179,6 +179,18 @@ async fn a_rendered_audit_policy_warns_and_stores_the_write() {
     .await;
     assert!(warning.contains(&canonical(&t.ns).join(",")), "{warning}");
     assert_eq!(stored(&t.ingresses, "web").await, [SENTINEL]);
+    // The API server's audit log names the writer and the failed validation.
+    let audited = eventually("the audit log records the failed validation", WAIT, || async {
+        let events = t.cluster.ingress_status_audit(&t.ns, "web");
+        events
+            .into_iter()
+            .find(|e| e["annotations"]["validation.policy.admission.k8s.io/validation_failure"].is_string())
+            .ok_or_else(|| "no audit event with validation_failure yet".to_owned())
+    })
+    .await;
+    assert_eq!(audited["user"]["username"], support::ROGUE_USER);
+    let failure = audited["annotations"]["validation.policy.admission.k8s.io/validation_failure"].as_str().unwrap();
+    assert!(failure.contains(&format!("ingress-status-guard-{}", t.ns)), "{failure}");
 }
 
 /// Equivalence: for a table of status writes, what the API server stores under the rendered
@@ -260,4 +272,61 @@ async fn webhook_result(router: &axum::Router, old: &k8s_openapi::api::networkin
 
 fn addresses_of(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
     support::addresses(&ingress)
+}
+
+/// A controller-class policy: the IngressClasses of `-f` resolve it into class names, and a
+/// class-less Ingress is governed because the default class is one of them. Its
+/// `namespaceSelector` (in the binding) keeps it to this test's namespace, which matters: it
+/// governs every class-less Ingress it matches.
+#[tokio::test]
+async fn controller_and_default_classes_resolve_from_the_manifests() {
+    let t = TestEnv::new("map-ctl").await;
+    let dir = t.cluster.scratch_dir("map-ctl");
+    let controller = format!("example.com/{}", t.ns);
+    let (cfg, manifests, out) = (dir.join("p.yaml"), dir.join("objects.yaml"), dir.join("rendered.yaml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "policies:\n  - name: {ns}\n    controllerClasses: [{controller}]\n    publishService: {ns}/edge\n    namespaceSelector: \"{label}={ns}\"\n",
+            ns = t.ns,
+            label = support::cluster::NAMESPACE_LABEL
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &manifests,
+        format!(
+            "{}---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: {ns}-main\n  annotations: {{ingressclass.kubernetes.io/is-default-class: \"true\"}}\nspec: {{controller: {controller}}}\n\
+             ---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: {ns}-foreign}}\nspec: {{controller: example.com/foreign}}\n",
+            service_manifest(&t.ns),
+            ns = t.ns
+        ),
+    )
+    .unwrap();
+    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", manifests.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    std::fs::write(&out, &yaml).unwrap();
+    let applied = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", out.to_str().unwrap()]);
+    assert!(applied.success, "{}", applied.stderr);
+
+    create_ingress(&t.ingresses, "main", Class::Field(&format!("{}-main", t.ns))).await;
+    create_ingress(&t.ingresses, "foreign", Class::Field(&format!("{}-foreign", t.ns))).await;
+    create_ingress(&t.ingresses, "classless", Class::None).await;
+    let want = canonical(&t.ns);
+    eventually("the MAP rewrites the class-less Ingress", WAIT, || async {
+        let got =
+            addresses_of(write_status(&t.rogue, "classless", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+        if got == want { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+    write_status(&t.rogue, "main", &[SENTINEL], false).await.unwrap();
+    assert_eq!(stored(&t.ingresses, "main").await, want);
+    write_status(&t.rogue, "foreign", &[SENTINEL], false).await.unwrap();
+    assert_eq!(stored(&t.ingresses, "foreign").await, [SENTINEL]);
+    // Another namespace is outside the binding's namespaceSelector.
+    let outside = t.cluster.namespace(&t.admin, "map-ctl-out").await;
+    let (admin, rogue) = (Api::namespaced(t.admin.clone(), &outside), Api::namespaced(t.cluster.rogue().await, &outside));
+    create_ingress(&admin, "classless", Class::None).await;
+    write_status(&rogue, "classless", &[SENTINEL], false).await.unwrap();
+    assert_eq!(stored(&admin, "classless").await, [SENTINEL]);
 }
