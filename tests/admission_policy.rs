@@ -26,7 +26,9 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// A policy file governing class `class`, addresses from Service `<ns>/edge`.
 fn config(name: &str, class: &str, ns: &str, mode: &str) -> String {
-    format!("policies:\n  - name: {name}\n    ingressClasses: [{class}]\n    publishService: {ns}/edge\n    mode: {mode}\n")
+    format!(
+        "policies:\n  - name: {name}\n    ingressClasses: [{class}]\n    publishService: {ns}/edge\n    mode: {mode}\n"
+    )
 }
 
 /// The publish Service, as `kubectl get svc -o yaml` would give it: never created in the
@@ -42,7 +44,11 @@ fn service_manifest(ns: &str) -> String {
 /// Runs `render-admission-policy` with `args`; returns (exit code, stdout, stderr).
 fn run_render(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(BINARY).arg("render-admission-policy").args(args).output().expect("run the binary");
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Renders the policy of `config_text` over the Service manifest and applies the output, first
@@ -246,7 +252,11 @@ async fn the_mutating_policy_stores_what_the_webhook_would() {
 
 /// What the webhook makes of `object` (an Ingress as written): its patch applied, in the short
 /// form of `support::addresses`.
-async fn webhook_result(router: &axum::Router, old: &k8s_openapi::api::networking::v1::Ingress, mut object: Value) -> Vec<String> {
+async fn webhook_result(
+    router: &axum::Router,
+    old: &k8s_openapi::api::networking::v1::Ingress,
+    mut object: Value,
+) -> Vec<String> {
     let mut review: Value =
         serde_json::from_str(include_str!("fixtures/ingress-status-update.apiserver-1.24.json")).unwrap();
     let request = &mut review["request"];
@@ -256,7 +266,12 @@ async fn webhook_result(router: &axum::Router, old: &k8s_openapi::api::networkin
     request["oldObject"] = serde_json::to_value(old).unwrap();
     let response = router
         .clone()
-        .oneshot(axum::http::Request::post("/mutate").header("content-type", "application/json").body(Body::from(review.to_string())).unwrap())
+        .oneshot(
+            axum::http::Request::post("/mutate")
+                .header("content-type", "application/json")
+                .body(Body::from(review.to_string()))
+                .unwrap(),
+        )
         .await
         .unwrap();
     let body: Value = serde_json::from_slice(&to_bytes(response.into_body(), usize::MAX).await.unwrap()).unwrap();
@@ -325,7 +340,8 @@ async fn controller_and_default_classes_resolve_from_the_manifests() {
     assert_eq!(stored(&t.ingresses, "foreign").await, [SENTINEL]);
     // Another namespace is outside the binding's namespaceSelector.
     let outside = t.cluster.namespace(&t.admin, "map-ctl-out").await;
-    let (admin, rogue) = (Api::namespaced(t.admin.clone(), &outside), Api::namespaced(t.cluster.rogue().await, &outside));
+    let (admin, rogue) =
+        (Api::namespaced(t.admin.clone(), &outside), Api::namespaced(t.cluster.rogue().await, &outside));
     create_ingress(&admin, "classless", Class::None).await;
     write_status(&rogue, "classless", &[SENTINEL], false).await.unwrap();
     assert_eq!(stored(&admin, "classless").await, [SENTINEL]);

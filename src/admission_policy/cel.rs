@@ -107,11 +107,8 @@ pub(crate) const WRITTEN_KEYS: &str = "(has(object.status) && has(object.status.
 /// equal to a canonical one holds no separator in its strings either and parses back one way
 /// only (the `:` after N needs no such care: N is digits, so its first `:` ends it).
 pub(crate) fn key(a: &Address) -> String {
-    let ports: Vec<String> = a
-        .ports
-        .iter()
-        .map(|p| format!("{}/{}/{}", p.port, p.protocol, p.error.as_deref().unwrap_or("")))
-        .collect();
+    let ports: Vec<String> =
+        a.ports.iter().map(|p| format!("{}/{}/{}", p.port, p.protocol, p.error.as_deref().unwrap_or(""))).collect();
     format!(
         "{}|{}|{}:{}",
         a.ip.as_deref().unwrap_or(""),

@@ -225,10 +225,7 @@ fn nothing_is_rendered_for_no_addresses_or_an_ambiguous_one() {
         ports: vec![PortStatus { port: 80, protocol: "TCP".into(), error: Some("a;b".into()) }],
         ..Address::default()
     };
-    assert!(matches!(
-        render(&p, &[odd], &Governed::Everything, ApiVersion::V1),
-        Err(RenderError::Separator { .. })
-    ));
+    assert!(matches!(render(&p, &[odd], &Governed::Everything, ApiVersion::V1), Err(RenderError::Separator { .. })));
 }
 
 #[test]

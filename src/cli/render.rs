@@ -28,7 +28,7 @@ pub(crate) struct RenderArgs {
     pub file: Vec<PathBuf>,
     /// apiVersion of the MutatingAdmissionPolicy: `v1` (Kubernetes 1.36+) or `v1beta1` (1.34 and
     /// 1.35, with the MutatingAdmissionPolicy feature gate).
-    #[arg(long, env = "ISG_API_VERSION", value_enum, default_value_t = ApiVersion::V1)]
+    #[arg(long, env = "ISG_ADMISSION_POLICY_API_VERSION", value_enum, default_value_t = ApiVersion::V1)]
     pub api_version: ApiVersion,
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -70,9 +70,8 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
     }
     let mut objects = Vec::new();
     for policy in policies.iter() {
-        let canonical = offline
-            .canonical(policy)
-            .map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
+        let canonical =
+            offline.canonical(policy).map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
         let governed = Governed::resolve(&policy.scope, &offline.classes);
         objects.extend(admission_policy::render(policy, &canonical, &governed, args.api_version)?);
     }
@@ -92,7 +91,8 @@ fn read_manifest(path: &PathBuf, offline: &mut Offline) -> Result<(), CliError> 
     };
     let mut objects = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(&text).enumerate() {
-        let value = Value::deserialize(doc).map_err(|e| manifest(format!("document {}: not YAML or JSON: {e}", i + 1)))?;
+        let value =
+            Value::deserialize(doc).map_err(|e| manifest(format!("document {}: not YAML or JSON: {e}", i + 1)))?;
         match value.get("kind").and_then(Value::as_str) {
             _ if value.is_null() => {}
             Some(kind) if kind.ends_with("List") => {
