@@ -81,6 +81,21 @@ async fn the_api_server_serves_mutating_admission_policies() {
     assert!(out.success, "{}", out.stderr);
     assert!(out.stdout.contains("mutatingadmissionpolicies"), "{}", out.stdout);
     assert!(out.stdout.contains("mutatingadmissionpolicybindings"), "{}", out.stdout);
+    // Why `audit` renders a ValidatingAdmissionPolicy: a MutatingAdmissionPolicy without a
+    // mutation is refused ("spec.mutations: Required value: mutations must contain at least one
+    // item").
+    let dir = t.cluster.scratch_dir("map-empty");
+    let file = dir.join("empty.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\nmetadata: {name: isg-empty}\n\
+         spec:\n  reinvocationPolicy: Never\n  matchConstraints:\n    resourceRules:\n    - {apiGroups: [networking.k8s.io], apiVersions: [v1], operations: [UPDATE], resources: [ingresses/status]}\n  mutations: []\n",
+    )
+    .unwrap();
+    let empty =
+        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "--dry-run=server", "-f", file.to_str().unwrap()]);
+    assert!(!empty.success, "a MAP without mutations was accepted");
+    assert!(empty.stderr.contains("spec.mutations"), "{}", empty.stderr);
 }
 
 /// An unresolved source: exit 1, naming the policy and why.
