@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::{
     address::{Address, Addresses},
-    policy::{ClassScope, Mode, Policy},
+    policy::{ClassScope, Mode, Policies, Policy},
 };
 
 /// Which `admissionregistration.k8s.io` version the MutatingAdmissionPolicy is written in:
@@ -79,6 +79,45 @@ impl Governed {
         names.dedup();
         let without_class = scope.without_class || classes.iter().any(|c| c.default && governs(c));
         Governed::Classes { names, without_class }
+    }
+}
+
+/// The class rules of every policy, in file order, with what an earlier policy governs taken
+/// out of the later ones: the webhook lets the first matching policy govern, while the API
+/// server would run every matching admission policy. What an earlier policy without a
+/// `namespaceSelector` governs is taken out (it governs every Namespace); after an earlier
+/// policy with one, a later one stays whole, since which Namespaces both select is the
+/// cluster's to say (as the log at start-up warns).
+pub(crate) fn governed_in_order(policies: &Policies, classes: &[ClassFact]) -> Vec<Governed> {
+    let mut earlier: Vec<Governed> = Vec::new();
+    let mut out = Vec::new();
+    for policy in policies.iter() {
+        let mut governed = Governed::resolve(&policy.scope, classes);
+        for before in &earlier {
+            governed = governed.excluding(before);
+        }
+        if policy.namespace_selector.is_none() {
+            earlier.push(governed.clone());
+        }
+        out.push(governed);
+    }
+    out
+}
+
+impl Governed {
+    /// What is left of `self` once `earlier` has taken its Ingresses.
+    fn excluding(self, earlier: &Governed) -> Governed {
+        match (self, earlier) {
+            (Governed::Classes { names, without_class }, Governed::Classes { names: taken, without_class: gone }) => {
+                Governed::Classes {
+                    names: names.into_iter().filter(|n| !taken.contains(n)).collect(),
+                    without_class: without_class && !gone,
+                }
+            }
+            (_, Governed::Everything) => Governed::Classes { names: Vec::new(), without_class: false },
+            // Refused by the file check (a policy of every class beside another without selectors).
+            (Governed::Everything, Governed::Classes { .. }) => Governed::Everything,
+        }
     }
 }
 

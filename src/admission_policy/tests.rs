@@ -241,3 +241,31 @@ fn names_are_bounded_dns_labels_and_distinct() {
     assert_ne!(object_name("edge_public"), object_name("edge.public"));
     assert_eq!(object_name("Edge Public"), object_name("Edge Public"), "stable");
 }
+
+#[test]
+fn an_earlier_policy_keeps_what_it_governs_as_the_webhook_lets_it() {
+    // `public` names class `edge`; `internal` governs by controller, whose class is `edge` too
+    // (a run-time overlap the file check cannot see), and class-less Ingresses by the default
+    // class, which `public` already takes with watchIngressWithoutClass.
+    let text = "policies:\n\
+        - {name: public, ingressClasses: [edge], watchIngressWithoutClass: true, publishStatusAddress: 192.0.2.1}\n\
+        - {name: internal, controllerClasses: [example.com/c], publishStatusAddress: 192.0.2.2}\n\
+        - {name: team, ingressClasses: [lan], namespaceSelector: team=a, publishStatusAddress: 192.0.2.3}\n";
+    let policies = crate::policy::parse_file("p.yaml", text);
+    let Ok(policies) = policies else { panic!("{policies:?}") };
+    let facts = [
+        ClassFact { name: "edge".into(), controller: Some("example.com/c".into()), default: true },
+        ClassFact { name: "lan".into(), controller: Some("example.com/c".into()), default: false },
+    ];
+    assert_eq!(
+        governed_in_order(&policies, &facts),
+        [classes(&["edge"], true), classes(&["lan"], false), classes(&[], false)],
+        "`internal` governs `lan` in every Namespace, `team`'s too"
+    );
+    // After a policy with a selector, a later one stays whole.
+    let text = "policies:\n\
+        - {name: a, ingressClasses: [edge], namespaceSelector: team=a, publishStatusAddress: 192.0.2.1}\n\
+        - {name: b, ingressClasses: [edge], namespaceSelector: team=b, publishStatusAddress: 192.0.2.2}\n";
+    let policies = crate::policy::parse_file("p.yaml", text).expect("disjoint selectors");
+    assert_eq!(governed_in_order(&policies, &facts), [classes(&["edge"], true), classes(&["edge"], true)]);
+}

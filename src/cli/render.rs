@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{CliError, policy::PolicyArgs};
 use crate::{
     address::Address,
-    admission_policy::{self, ApiVersion, ClassFact, Governed},
+    admission_policy::{self, ApiVersion, ClassFact},
     policy::{PodsRef, ServiceRef},
     sources::{Sources, Unresolved, nodeip, service},
 };
@@ -69,11 +69,11 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
         read_manifest(path, &mut offline)?;
     }
     let mut objects = Vec::new();
-    for policy in policies.iter() {
+    let governed = admission_policy::governed_in_order(&policies, &offline.classes);
+    for (policy, governed) in policies.iter().zip(&governed) {
         let canonical =
             offline.canonical(policy).map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
-        let governed = Governed::resolve(&policy.scope, &offline.classes);
-        objects.extend(admission_policy::render(policy, &canonical, &governed, args.api_version)?);
+        objects.extend(admission_policy::render(policy, &canonical, governed, args.api_version)?);
     }
     Ok(admission_policy::to_yaml(&objects))
 }
