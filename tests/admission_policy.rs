@@ -361,3 +361,86 @@ async fn controller_and_default_classes_resolve_from_the_manifests() {
     write_status(&rogue, "classless", &[SENTINEL], false).await.unwrap();
     assert_eq!(stored(&admin, "classless").await, [SENTINEL]);
 }
+
+/// Kept ports: the typed literal of `ports` (with `error`) compiles in the API server, and a
+/// rogue write gets the Service's entries with their ports.
+#[tokio::test]
+async fn kept_ports_are_written_by_the_mutating_policy() {
+    let t = TestEnv::new("map-ports").await;
+    let dir = t.cluster.scratch_dir("map-ports");
+    let (cfg, svc, out) = (dir.join("p.yaml"), dir.join("svc.yaml"), dir.join("rendered.yaml"));
+    std::fs::write(&cfg, format!("{}    keepPorts: true\n", config(&t.ns, &t.ns, &t.ns, "enforce"))).unwrap();
+    std::fs::write(
+        &svc,
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: edge, namespace: {ns}}}\nspec: {{type: LoadBalancer, ports: [{{port: 80}}]}}\n\
+             status: {{loadBalancer: {{ingress: [{{ip: 203.0.113.10, ports: [{{port: 80, protocol: TCP}}, {{port: 443, protocol: TCP, error: Pending}}]}}]}}}}\n",
+            ns = t.ns
+        ),
+    )
+    .unwrap();
+    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", svc.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    std::fs::write(&out, &yaml).unwrap();
+    let applied = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", out.to_str().unwrap()]);
+    assert!(applied.success, "{}", applied.stderr);
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    let stored_ingress = eventually("the MAP writes the ports", WAIT, || async {
+        let got = write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?;
+        if addresses_of(got.clone()) == ["203.0.113.10:80:443"] { Ok(got) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    let entry = &stored_ingress.status.unwrap().load_balancer.unwrap().ingress.unwrap()[0];
+    let ports = entry.ports.as_ref().expect("ports");
+    assert_eq!(ports[1].error.as_deref(), Some("Pending"));
+    assert_eq!(ports[1].protocol, "TCP");
+}
+
+/// Two policies that both match an Ingress at run time (a class named by one whose
+/// IngressClass has the other's controller): the first in file order governs, as with the
+/// webhook, though the API server runs every matching admission policy.
+#[tokio::test]
+async fn the_first_policy_in_file_order_governs_an_overlap() {
+    let t = TestEnv::new("map-first").await;
+    let dir = t.cluster.scratch_dir("map-first");
+    let (cfg, classes, out) = (dir.join("p.yaml"), dir.join("classes.yaml"), dir.join("rendered.yaml"));
+    let (class, lan, controller) = (format!("{}-edge", t.ns), format!("{}-lan", t.ns), format!("example.com/{}", t.ns));
+    std::fs::write(
+        &cfg,
+        format!(
+            "policies:\n  - name: {ns}-a-first\n    ingressClasses: [{class}]\n    publishStatusAddress: 192.0.2.1\n\
+             \x20 - name: {ns}-z-second\n    controllerClasses: [{controller}]\n    publishStatusAddress: 192.0.2.2\n",
+            ns = t.ns
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &classes,
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: {class}}}\nspec: {{controller: {controller}}}\n\
+             ---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: {lan}}}\nspec: {{controller: {controller}}}\n"
+        ),
+    )
+    .unwrap();
+    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", classes.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    std::fs::write(&out, &yaml).unwrap();
+    let applied = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", out.to_str().unwrap()]);
+    assert!(applied.success, "{}", applied.stderr);
+    create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
+    eventually("the first policy's MAP rewrites the write", WAIT, || async {
+        let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+        if got == ["192.0.2.1"] { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+    // The second policy is in force too (it governs a class of its controller alone), and still
+    // the first one's answer stands.
+    create_ingress(&t.ingresses, "lan", Class::Field(&lan)).await;
+    eventually("the second policy's MAP rewrites its own class", WAIT, || async {
+        let got = addresses_of(write_status(&t.rogue, "lan", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+        if got == ["192.0.2.2"] { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+    write_status(&t.rogue, "web", &[SENTINEL_2], false).await.unwrap();
+    assert_eq!(stored(&t.ingresses, "web").await, ["192.0.2.1"]);
+}
