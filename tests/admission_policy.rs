@@ -175,6 +175,15 @@ async fn a_rendered_deny_policy_refuses_with_the_canonical_value() {
     assert_eq!(stored(&t.ingresses, "web").await, reversed);
     let ported = write_status(&t.rogue, "web", &["203.0.113.10:80", &want[1]], false).await;
     assert!(ported.is_err(), "ports are not canonical here: {ported:?}");
+    // Longer than the webhook's reader keeps (256 entries): never canonical, though the set is.
+    let mut long: Vec<&str> = vec![&want[1]];
+    long.extend(std::iter::repeat_n(want[0].as_str(), 300));
+    let long = write_status(&t.rogue, "web", &long, false).await;
+    assert!(
+        long.is_err(),
+        "301 entries are refused, as the webhook refuses them: {:?}",
+        long.map(|i| addresses_of(i).len())
+    );
 }
 
 /// Audit: the write is stored as written, and the writer gets a warning naming the canonical
@@ -238,6 +247,8 @@ async fn the_mutating_policy_stores_what_the_webhook_would() {
     })
     .await;
 
+    let long: Vec<String> =
+        ["192.0.2.10", "2001:db8::1", &host].iter().cycle().take(300).map(|s| (*s).to_owned()).collect();
     let table: Vec<(&str, Vec<&str>, bool)> = vec![
         ("one wrong IP", vec![SENTINEL], true),
         ("none", vec![], true),
@@ -246,6 +257,7 @@ async fn the_mutating_policy_stores_what_the_webhook_would() {
         ("ip and hostname in one entry", vec!["192.0.2.10/lb.example.org"], true),
         ("canonical", vec!["192.0.2.10", "2001:db8::1", &host], true),
         ("canonical, reordered and repeated", vec![&host, "2001:db8::1", "192.0.2.10", "192.0.2.10"], false),
+        ("canonical, repeated past the webhook's bound", long.iter().map(String::as_str).collect(), true),
     ];
     for (case, written, exact) in table {
         let before = t.ingresses.get("web").await.unwrap();

@@ -4,7 +4,10 @@
 
 use std::fmt::Write as _;
 
-use crate::{address::Address, ingress::CLASS_ANNOTATION};
+use crate::{
+    address::{Address, MAX_ENTRIES},
+    ingress::CLASS_ANNOTATION,
+};
 
 /// A CEL double-quoted string literal of `text`. Quotes and backslashes are escaped, and every
 /// character outside printable ASCII as `\uXXXX` or `\UXXXXXXXX`, so the expression is plain
@@ -118,10 +121,12 @@ pub(crate) fn key(a: &Address) -> String {
     )
 }
 
-/// Whether the written keys are the canonical ones, ignoring order and duplicates (as the
-/// webhook compares).
+/// Whether the written keys are the canonical ones, ignoring order and duplicates, as the
+/// webhook compares; like its reader, a list longer than [`MAX_ENTRIES`] is never canonical.
 pub(crate) fn same_set(canonical: &[Address]) -> String {
     let keys: Vec<String> = canonical.iter().map(key).collect();
     let list = string_list(keys.iter().map(String::as_str));
-    format!("variables.written.all(k, k in {list}) && {list}.all(k, k in variables.written)")
+    format!(
+        "size(variables.written) <= {MAX_ENTRIES} && variables.written.all(k, k in {list}) && {list}.all(k, k in variables.written)"
+    )
 }

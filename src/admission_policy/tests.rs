@@ -188,7 +188,7 @@ fn deny_and_audit_render_a_validating_policy_naming_the_canonical_value() {
         );
         assert_eq!(
             validation["expression"],
-            "variables.written.all(k, k in [\"192.0.2.10||0:\", \"|lb.example.com|0:\"]) && \
+            "size(variables.written) <= 256 && variables.written.all(k, k in [\"192.0.2.10||0:\", \"|lb.example.com|0:\"]) && \
              [\"192.0.2.10||0:\", \"|lb.example.com|0:\"].all(k, k in variables.written)"
         );
         assert_eq!(binding["kind"], "ValidatingAdmissionPolicyBinding");
