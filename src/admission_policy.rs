@@ -208,7 +208,8 @@ pub(crate) fn render(
                         "validations": [{
                             "expression": cel::same_set(canonical),
                             "message": message(&policy.name, canonical),
-                            "reason": "Invalid",
+                            // The webhook's refusal is a 403 too: a writer sees one answer.
+                            "reason": "Forbidden",
                         }],
                     },
                 }),

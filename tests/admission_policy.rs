@@ -284,6 +284,23 @@ async fn webhook_result(
     old: &k8s_openapi::api::networking::v1::Ingress,
     mut object: Value,
 ) -> Vec<String> {
+    let response = webhook_answer(router, old, &object).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    if let Some(patch) = response["patch"].as_str() {
+        use base64::Engine as _;
+        let patch = base64::engine::general_purpose::STANDARD.decode(patch).unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+        json_patch::patch(&mut object, &patch).expect("the webhook's patch applies");
+    }
+    addresses_of(serde_json::from_value(object).unwrap())
+}
+
+/// The webhook's `response` to a write of `object` over `old`.
+async fn webhook_answer(
+    router: &axum::Router,
+    old: &k8s_openapi::api::networking::v1::Ingress,
+    object: &Value,
+) -> Value {
     let mut review: Value =
         serde_json::from_str(include_str!("fixtures/ingress-status-update.apiserver-1.24.json")).unwrap();
     let request = &mut review["request"];
@@ -302,14 +319,58 @@ async fn webhook_result(
         .await
         .unwrap();
     let body: Value = serde_json::from_slice(&to_bytes(response.into_body(), usize::MAX).await.unwrap()).unwrap();
-    assert_eq!(body["response"]["allowed"], true, "{body}");
-    if let Some(patch) = body["response"]["patch"].as_str() {
-        use base64::Engine as _;
-        let patch = base64::engine::general_purpose::STANDARD.decode(patch).unwrap();
-        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
-        json_patch::patch(&mut object, &patch).expect("the webhook's patch applies");
+    body["response"].clone()
+}
+
+/// Equivalence of `deny`: for a table of status writes, the rendered ValidatingAdmissionPolicy
+/// refuses exactly the writes the webhook refuses (the production router, in process, same
+/// policy file), and the message names the same canonical value.
+#[tokio::test]
+async fn the_validating_policy_refuses_what_the_webhook_refuses() {
+    let t = TestEnv::new("vap-equiv").await;
+    let dir = t.cluster.scratch_dir("vap-equiv");
+    let policy_file = format!(
+        "policies:\n  - name: {ns}\n    ingressClasses: [{ns}]\n    publishStatusAddress: \"192.0.2.10, lb.{ns}.example.com\"\n    mode: deny\n",
+        ns = t.ns
+    );
+    render_and_apply(&t, &dir, &policy_file);
+    let policies = parse_file("equivalence", &policy_file).expect("policy file");
+    let router = webhook_router(AppState::new(policies.clone(), SourceCache::new(&policies)), 1 << 20);
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    eventually("the VAP is in force", WAIT, || async {
+        match write_status(&t.rogue, "web", &[SENTINEL], false).await {
+            Err(kube::Error::Api(_)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let host = format!("lb.{}.example.com", t.ns);
+    let both = format!("192.0.2.10/{host}");
+    let table: Vec<(&str, Vec<&str>)> = vec![
+        ("one wrong IP", vec![SENTINEL]),
+        ("none", vec![]),
+        ("canonical", vec!["192.0.2.10", &host]),
+        ("canonical, reordered and repeated", vec![&host, "192.0.2.10", &host]),
+        ("canonical with a port", vec!["192.0.2.10:80", &host]),
+        ("ip and hostname in one entry", vec![&both]),
+        ("a subset", vec!["192.0.2.10"]),
+        ("a superset", vec!["192.0.2.10", &host, "192.0.2.11"]),
+    ];
+    for (case, written) in table {
+        let before = t.ingresses.get("web").await.unwrap();
+        let mut object = serde_json::to_value(&before).unwrap();
+        object["status"] = json!({"loadBalancer": {"ingress": entries(&written)}});
+        let answer = webhook_answer(&router, &before, &object).await;
+        let by_webhook = answer["allowed"] == true;
+        let by_vap = write_status(&t.rogue, "web", &written, false).await;
+        assert_eq!(by_vap.is_ok(), by_webhook, "{case}: written {written:?}: webhook {answer}, API server {by_vap:?}");
+        if let Err(kube::Error::Api(status)) = &by_vap {
+            let message = answer["status"]["message"].as_str().expect("the webhook's refusal has a message");
+            let canonical = message.split(", not [").next().unwrap_or_default();
+            assert!(status.message.contains(canonical), "{case}: {} vs {message}", status.message);
+            assert_eq!((status.code, answer["status"]["code"].as_u64()), (403, Some(403)), "{case}");
+        }
     }
-    addresses_of(serde_json::from_value(object).unwrap())
 }
 
 fn addresses_of(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
