@@ -4,13 +4,12 @@
 //! its canonical value and its resolved class names in, Kubernetes objects out.
 //!
 //! Both kinds run with `failurePolicy: Fail`. The reason for `Ignore` on a webhook (the guard
-//! may be down or unreachable) does not exist here; what can still fail is the expression on a
-//! write (its cost budget exhausted by a huge list), and such a write must not be stored
-//! unchecked.
+//! may be down or unreachable) does not exist here: the API server evaluates the policy in its
+//! own process. What can still fail is an expression on one write (its runtime cost budget, on
+//! a pathological object), and such a write must not be stored unchecked. The mutation's cost
+//! does not depend on the write at all: it sets a literal.
 
 mod cel;
-
-use std::fmt;
 
 use serde_json::{Value, json};
 
@@ -272,12 +271,6 @@ pub(crate) fn to_yaml(objects: &[Value]) -> String {
         out.push_str(&serde_norway::to_string(object).unwrap_or_default());
     }
     out
-}
-
-impl fmt::Display for ApiVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.group_version())
-    }
 }
 
 #[cfg(test)]
