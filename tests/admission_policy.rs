@@ -143,6 +143,15 @@ async fn a_rendered_mutating_policy_rewrites_rogue_writes_with_no_guard_running(
         write_status(&t.rogue, name, &written, false).await.expect("the write is allowed");
         assert_eq!(stored(&t.ingresses, name).await, want, "{name} after writing {written:?}");
     }
+    // A write that removes the status (the patch adds `/status` when the object has none).
+    let rogue = t.cluster.kubeconfig_for(support::ROGUE_USER, Some(support::cluster::STATUS_WRITERS));
+    let remove = r#"[{"op": "remove", "path": "/status"}]"#;
+    let out = t.cluster.kubectl(
+        &rogue,
+        &["patch", "ingress", "legacy", "-n", &t.ns, "--subresource=status", "--type=json", "-p", remove],
+    );
+    assert!(out.success, "{}", out.stderr);
+    assert_eq!(stored(&t.ingresses, "legacy").await, want, "after removing the status");
     write_status(&t.rogue, "other", &[SENTINEL], false).await.expect("the write is allowed");
     assert_eq!(stored(&t.ingresses, "other").await, [SENTINEL], "another class is left as written");
 }
