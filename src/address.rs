@@ -274,9 +274,9 @@ pub(crate) fn same_set(written: &[Address], canonical: &[Address]) -> bool {
 }
 
 mod entries;
-pub(crate) use entries::Entries;
 #[cfg(test)]
-pub(crate) use entries::{MAX_ENTRIES, MAX_PORTS};
+pub(crate) use entries::MAX_PORTS;
+pub(crate) use entries::{Entries, MAX_ENTRIES};
 
 #[cfg(test)]
 mod props;

@@ -12,6 +12,7 @@ mod logging;
 mod plugin;
 mod policy;
 mod reconcile;
+mod render;
 mod resolve;
 mod serve;
 
@@ -51,6 +52,10 @@ pub(crate) enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Print the canonical addresses for a source as JSON, without a cluster.
     Resolve(resolve::ResolveArgs),
+    /// Print the admission policies (MutatingAdmissionPolicy or ValidatingAdmissionPolicy, with
+    /// bindings) that enforce the policies' current canonical addresses, computed offline from
+    /// -f manifests; the output goes stale when the sources change.
+    RenderAdmissionPolicy(render::RenderArgs),
     /// Make serving certificates: into files (`generate`) or, in a cluster, into the serving
     /// Secret and the webhook configuration's caBundle (`bootstrap`).
     Certs(certs::CertsArgs),
@@ -105,6 +110,10 @@ pub(crate) enum CliError {
         "cannot build a Kubernetes client, needed to watch {needed_for}: {source}; pass --kubeconfig or run in a cluster"
     )]
     Client { needed_for: String, source: ClientError },
+    #[error("policy {policy:?} is unresolved: {reason}; give its sources' objects with -f")]
+    Unresolved { policy: String, reason: crate::sources::Unresolved },
+    #[error(transparent)]
+    Render(#[from] crate::admission_policy::RenderError),
     #[error("{path}: {message}")]
     Manifest { path: String, message: String },
     #[error("{flag} {addr}: cannot listen: {source}")]
@@ -153,6 +162,7 @@ pub fn main() -> ExitCode {
             let done = |()| ExitCode::SUCCESS;
             match cli.command {
                 Command::Resolve(args) => resolve::resolve(&args).map(|json| println!("{json}")).map(done),
+                Command::RenderAdmissionPolicy(args) => render::render(&args).map(|yaml| print!("{yaml}")).map(done),
                 Command::Certs(args) => certs::run(args).await.map_err(CliError::from).map(done),
                 Command::Serve(args) => serve::serve(*args).await.map(done),
                 Command::Check { args, policy } => match policy.policies() {

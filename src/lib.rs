@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 mod address;
+mod admission_policy;
 mod audit;
 mod check;
 mod cli;

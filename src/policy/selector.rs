@@ -78,6 +78,31 @@ impl LabelSelector {
         Ok(LabelSelector(exprs))
     }
 
+    /// The selector as a Kubernetes `LabelSelector`, every requirement one `matchExpressions`
+    /// entry (`k=v` is `In [v]`, `k!=v` is `NotIn [v]`, which also match as kubectl's do), for
+    /// objects the API server matches itself: an admission policy binding's `namespaceSelector`.
+    pub(crate) fn to_kube(&self) -> KubeLabelSelector {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+        let requirement = |key: &str, operator: &str, values: Option<Vec<String>>| LabelSelectorRequirement {
+            key: key.to_owned(),
+            operator: operator.to_owned(),
+            values,
+        };
+        let expressions = self
+            .0
+            .iter()
+            .map(|e| match e {
+                Expression::In(k, v) => requirement(k, "In", Some(v.iter().cloned().collect())),
+                Expression::NotIn(k, v) => requirement(k, "NotIn", Some(v.iter().cloned().collect())),
+                Expression::Equal(k, v) => requirement(k, "In", Some(vec![v.clone()])),
+                Expression::NotEqual(k, v) => requirement(k, "NotIn", Some(vec![v.clone()])),
+                Expression::Exists(k) => requirement(k, "Exists", None),
+                Expression::DoesNotExist(k) => requirement(k, "DoesNotExist", None),
+            })
+            .collect();
+        KubeLabelSelector { match_expressions: Some(expressions), match_labels: None }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -1,0 +1,277 @@
+//! Admission policies the API server enforces in process, without the guard on the write path:
+//! one policy's current canonical addresses rendered as a MutatingAdmissionPolicy (`enforce`)
+//! or a ValidatingAdmissionPolicy (`audit`, `deny`), each with its binding. Pure: a policy,
+//! its canonical value and its resolved class names in, Kubernetes objects out.
+//!
+//! Both kinds run with `failurePolicy: Fail`. The reason for `Ignore` on a webhook (the guard
+//! may be down or unreachable) does not exist here: the API server evaluates the policy in its
+//! own process. What can still fail is an expression on one write (its runtime cost budget, on
+//! a pathological object), and such a write must not be stored unchecked. The mutation's cost
+//! does not depend on the write at all: it sets a literal.
+
+mod cel;
+
+use serde_json::{Value, json};
+
+use crate::{
+    address::{Address, Addresses},
+    policy::{ClassScope, Mode, Policies, Policy},
+};
+
+/// Which `admissionregistration.k8s.io` version the MutatingAdmissionPolicy is written in:
+/// `v1` (GA since Kubernetes 1.36) or `v1beta1` (1.34 and 1.35, behind the
+/// `MutatingAdmissionPolicy` feature gate). The ValidatingAdmissionPolicy is `v1` either way
+/// (GA since 1.30).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum ApiVersion {
+    /// `admissionregistration.k8s.io/v1`.
+    #[default]
+    V1,
+    /// `admissionregistration.k8s.io/v1beta1`.
+    V1beta1,
+}
+
+impl ApiVersion {
+    fn group_version(self) -> &'static str {
+        match self {
+            ApiVersion::V1 => "admissionregistration.k8s.io/v1",
+            ApiVersion::V1beta1 => "admissionregistration.k8s.io/v1beta1",
+        }
+    }
+}
+
+/// What the cluster says about one IngressClass: the facts class rules need.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ClassFact {
+    pub(crate) name: String,
+    /// `spec.controller`.
+    pub(crate) controller: Option<String>,
+    /// Annotated as the cluster's default IngressClass.
+    pub(crate) default: bool,
+}
+
+/// A policy's class rules resolved into what CEL can test on the object alone: class names,
+/// and whether class-less Ingresses are governed. Controller classes and the default class
+/// need the IngressClasses, so this is where they are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Governed {
+    /// The policy names no class or controller: every Ingress.
+    Everything,
+    /// Ingresses of these classes (sorted, no duplicates), and class-less ones if `without_class`.
+    Classes { names: Vec<String>, without_class: bool },
+}
+
+impl Governed {
+    /// The class names and class-less rule `scope` amounts to over `classes`, as
+    /// [`ClassScope::matches`] decides: a listed name; a class whose controller is listed; a
+    /// class-less Ingress with `watchIngressWithoutClass` or when a default class is governed.
+    pub(crate) fn resolve(scope: &ClassScope, classes: &[ClassFact]) -> Governed {
+        if scope.classes.is_empty() && scope.controllers.is_empty() {
+            return Governed::Everything;
+        }
+        let governs = |c: &ClassFact| {
+            scope.classes.contains(&c.name) || c.controller.as_ref().is_some_and(|ctl| scope.controllers.contains(ctl))
+        };
+        let mut names: Vec<String> = scope.classes.clone();
+        names.extend(classes.iter().filter(|c| governs(c)).map(|c| c.name.clone()));
+        names.sort();
+        names.dedup();
+        let without_class = scope.without_class || classes.iter().any(|c| c.default && governs(c));
+        Governed::Classes { names, without_class }
+    }
+}
+
+/// The class rules of every policy, in file order, with what an earlier policy governs taken
+/// out of the later ones: the webhook lets the first matching policy govern, while the API
+/// server would run every matching admission policy. What an earlier policy without a
+/// `namespaceSelector` governs is taken out (it governs every Namespace); after an earlier
+/// policy with one, a later one stays whole, since which Namespaces both select is the
+/// cluster's to say (as the log at start-up warns).
+pub(crate) fn governed_in_order(policies: &Policies, classes: &[ClassFact]) -> Vec<Governed> {
+    let mut earlier: Vec<Governed> = Vec::new();
+    let mut out = Vec::new();
+    for policy in policies.iter() {
+        let mut governed = Governed::resolve(&policy.scope, classes);
+        for before in &earlier {
+            governed = governed.excluding(before);
+        }
+        if policy.namespace_selector.is_none() {
+            earlier.push(governed.clone());
+        }
+        out.push(governed);
+    }
+    out
+}
+
+impl Governed {
+    /// What is left of `self` once `earlier` has taken its Ingresses.
+    fn excluding(self, earlier: &Governed) -> Governed {
+        match (self, earlier) {
+            (Governed::Classes { names, without_class }, Governed::Classes { names: taken, without_class: gone }) => {
+                Governed::Classes {
+                    names: names.into_iter().filter(|n| !taken.contains(n)).collect(),
+                    without_class: without_class && !gone,
+                }
+            }
+            (_, Governed::Everything) => Governed::Classes { names: Vec::new(), without_class: false },
+            // Refused by the file check (a policy of every class beside another without selectors).
+            (Governed::Everything, Governed::Classes { .. }) => Governed::Everything,
+        }
+    }
+}
+
+/// Why a policy cannot be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RenderError {
+    /// Unresolved sources are the caller's to report; an empty list would clear statuses.
+    #[error("policy {0:?}: no canonical addresses to render")]
+    Empty(String),
+    #[error(
+        "policy {policy:?}: canonical entry {entry} holds one of {:?}, which the admission policy's comparison cannot tell apart",
+        cel::SEPARATORS
+    )]
+    Separator { policy: String, entry: String },
+}
+
+/// The objects for one policy: the admission policy, then its binding.
+pub(crate) fn render(
+    policy: &Policy,
+    canonical: &[Address],
+    governed: &Governed,
+    api: ApiVersion,
+) -> Result<Vec<Value>, RenderError> {
+    if canonical.is_empty() {
+        return Err(RenderError::Empty(policy.name.clone()));
+    }
+    if let Some(a) = canonical.iter().find(|a| {
+        let fields = a.ports.iter().flat_map(|p| [Some(&p.protocol), p.error.as_ref()]).flatten();
+        a.ip.iter().chain(&a.hostname).chain(fields).any(|s| s.contains(cel::SEPARATORS))
+    }) {
+        return Err(RenderError::Separator { policy: policy.name.clone(), entry: a.to_string() });
+    }
+    let name = object_name(&policy.name);
+    let match_conditions = match governed {
+        Governed::Everything => Vec::new(),
+        Governed::Classes { names, without_class } => {
+            vec![json!({"name": "governed-class", "expression": cel::class_condition(names, *without_class)})]
+        }
+    };
+    let match_constraints = json!({
+        "resourceRules": [{
+            "apiGroups": ["networking.k8s.io"],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["ingresses/status"],
+        }],
+    });
+    let mut match_resources = json!({});
+    if let Some(selector) = &policy.namespace_selector {
+        match_resources["namespaceSelector"] = serde_json::to_value(selector.to_kube()).unwrap_or_default();
+    }
+    let metadata = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "ingress-status-guard"}});
+    let (policy_object, mut binding) = match policy.mode {
+        Mode::Enforce => (
+            json!({
+                "apiVersion": api.group_version(),
+                "kind": "MutatingAdmissionPolicy",
+                "metadata": metadata,
+                "spec": {
+                    "failurePolicy": "Fail",
+                    // One mutation whose value does not depend on anything another policy or
+                    // webhook could change: running it again would change nothing.
+                    "reinvocationPolicy": "Never",
+                    "matchConstraints": match_constraints,
+                    "matchConditions": match_conditions,
+                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": cel::patch(canonical)}}],
+                },
+            }),
+            json!({
+                "apiVersion": api.group_version(),
+                "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": metadata,
+                "spec": {"policyName": name},
+            }),
+        ),
+        Mode::Audit | Mode::Deny => {
+            let actions = if policy.mode == Mode::Deny { json!(["Deny"]) } else { json!(["Warn", "Audit"]) };
+            (
+                json!({
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingAdmissionPolicy",
+                    "metadata": metadata,
+                    "spec": {
+                        "failurePolicy": "Fail",
+                        "matchConstraints": match_constraints,
+                        "matchConditions": match_conditions,
+                        "variables": [{"name": "written", "expression": cel::WRITTEN_KEYS}],
+                        "validations": [{
+                            "expression": cel::same_set(canonical),
+                            "message": message(&policy.name, canonical),
+                            // The webhook's refusal is a 403 too: a writer sees one answer.
+                            "reason": "Forbidden",
+                        }],
+                    },
+                }),
+                json!({
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingAdmissionPolicyBinding",
+                    "metadata": metadata,
+                    "spec": {"policyName": name, "validationActions": actions},
+                }),
+            )
+        }
+    };
+    if policy.namespace_selector.is_some() {
+        binding["spec"]["matchResources"] = match_resources;
+    }
+    Ok(vec![policy_object, binding])
+}
+
+/// What a refused (`deny`) or reported (`audit`) write is told: the webhook's message without
+/// the written value, which a static message cannot know.
+fn message(policy: &str, canonical: &[Address]) -> String {
+    format!("ingress-status-guard policy {policy:?} requires status.loadBalancer.ingress [{}]", Addresses(canonical))
+}
+
+/// Longest object name rendered: a DNS-1123 label, valid for every kind whatever it requires.
+const MAX_NAME: usize = 63;
+const PREFIX: &str = "ingress-status-guard-";
+
+/// `ingress-status-guard-<policy>` when the policy name is a short DNS-1123 label; otherwise
+/// its lowercased alphanumerics and dashes, cut, with a hash of the full name appended, so
+/// two policies never share a name however they are spelled.
+pub(crate) fn object_name(policy: &str) -> String {
+    if crate::names::is_dns1123_label(policy) && PREFIX.len() + policy.len() <= MAX_NAME {
+        return format!("{PREFIX}{policy}");
+    }
+    let hash = format!("{:08x}", fnv1a(policy.as_bytes()));
+    let mut slug = String::new();
+    for c in policy.chars().flat_map(char::to_lowercase) {
+        let c = if c.is_ascii_alphanumeric() { c } else { '-' };
+        if !(c == '-' && (slug.is_empty() || slug.ends_with('-'))) {
+            slug.push(c);
+        }
+    }
+    slug.truncate(MAX_NAME - PREFIX.len() - hash.len() - 1);
+    let slug = slug.trim_end_matches('-');
+    if slug.is_empty() { format!("{PREFIX}{hash}") } else { format!("{PREFIX}{slug}-{hash}") }
+}
+
+/// 32-bit FNV-1a: a stable hash (std's hasher may change between releases, and these names
+/// live in clusters).
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+}
+
+/// The objects as YAML documents, each opened by `---`.
+pub(crate) fn to_yaml(objects: &[Value]) -> String {
+    let mut out = String::new();
+    for object in objects {
+        out.push_str("---\n");
+        out.push_str(&serde_norway::to_string(object).unwrap_or_default());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
