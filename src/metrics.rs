@@ -357,8 +357,7 @@ impl Metrics {
             }
             None => {
                 self.folded_writers.inc();
-                let labels =
-                    RogueLabels { policy: Escaped::new(policy), writer: Escaped::new(OTHER_WRITER), action };
+                let labels = RogueLabels { policy: Escaped::new(policy), writer: Escaped::new(OTHER_WRITER), action };
                 self.rogue_writes.get_or_create(&labels).inc();
             }
         }

@@ -23,6 +23,7 @@ use crate::{
     server::lifecycle::Tasks,
     server::{self, AppState, Listeners},
     sources::SourceCache,
+    sources::ingresses::KnownIngresses,
     sources::watches::ServiceWatches,
     tls::{self, certs, scratch},
 };
@@ -58,10 +59,21 @@ pub(crate) struct ServeArgs {
     pub shutdown_delay_seconds: Duration,
     #[command(flatten)]
     pub client: ClientArgs,
-    /// Distinct `writer` label values in metrics; further writers are counted as `other`
-    /// (and in `writer_labels_folded_total`), so callers cannot grow /metrics without bound.
+    /// Distinct `writer` label values in metrics at once; a new writer then takes the label of
+    /// the one seen least recently (counted in `writer_labels_evicted_total`), and a label idle
+    /// for 10 minutes goes, so callers cannot grow /metrics without bound nor keep a label.
     #[arg(long, env = "ISG_MAX_WRITER_LABELS", default_value_t = crate::metrics::DEFAULT_MAX_WRITERS)]
     pub max_writer_labels: usize,
+    /// What the `writer` label shows (/metrics is unauthenticated): `user` (the username),
+    /// `serviceaccount` (ServiceAccounts by name, everyone else as `user`) or `hashed` (a short
+    /// stable hash of the username).
+    #[arg(long, env = "ISG_WRITER_LABELS", value_enum, default_value_t = crate::metrics::WriterLabels::User)]
+    pub writer_labels: crate::metrics::WriterLabels,
+    /// Repeats of a finding (same writer, Ingress and attempted value) within this interval are
+    /// counted and logged once when it ends, with the count; the first is logged in full.
+    /// 0 logs every finding in full.
+    #[arg(long, env = "ISG_REPEAT_LOG_INTERVAL", default_value = "60", value_parser = Seconds::ANY)]
+    pub repeat_log_interval: Duration,
     /// Do not write Kubernetes Events about rogue writes (logs, metrics, warnings and audit
     /// annotations still report them).
     #[arg(long, env = "ISG_NO_EVENTS")]
@@ -91,6 +103,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         shutdown_delay_seconds,
         client,
         max_writer_labels,
+        writer_labels,
+        repeat_log_interval,
         no_events,
         policy,
         reconcile,
@@ -118,7 +132,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut tasks = Tasks::default();
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
     let store = PolicyStore::new(policies);
-    let mut metrics = Metrics::with_max_writers(max_writer_labels);
+    let mut metrics = Metrics::with_writer_labels(max_writer_labels, writer_labels);
     if let Some(reloader) = &reloader {
         metrics.register_tls_cert_expiry(reloader.cert_expiry());
     }
@@ -132,9 +146,12 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         _ => None,
     };
     let stop_reconciler = start_reconciler(&mut tasks, reconciler, &store, &cache, &metrics);
-    // Findings are logged and turned into Events by one background task, off the request path.
-    let events_client = client.filter(|_| !no_events);
-    let (events, reporter) = events::start(events_client, pod.instance(), metrics.clone(), tasks.shutdown_token());
+    // Findings are logged and turned into Events by one background task, off the request path;
+    // Events only about Ingresses the known-Ingress watch has seen.
+    let publisher = client.filter(|_| !no_events).map(|client| start_known_ingresses(&mut tasks, client));
+    let settings = events::Settings { repeat_interval: repeat_log_interval, ..events::Settings::default() };
+    let (events, reporter) =
+        events::start(publisher, pod.instance(), metrics.clone(), settings, tasks.shutdown_token());
     tasks.spawn("finding reporter (log, Kubernetes Events)", reporter);
     let state = AppState::with(store, cache, metrics, Some(events));
     let listeners = Listeners {
@@ -276,6 +293,20 @@ fn start_watches(
             drop(watches);
         }),
     }
+}
+
+/// The metadata-only watch of every Ingress that tells real Event targets from forged ones.
+fn start_known_ingresses(tasks: &mut Tasks, client: kube::Client) -> events::Publisher {
+    let known = KnownIngresses::new();
+    let token = tasks.shutdown_token();
+    let watch = crate::sources::ingresses::watch(client.clone(), known.clone());
+    tasks.spawn("known-Ingress watch (Event targets)", async move {
+        tokio::select! {
+            () = watch => {}
+            () = token.cancelled() => {}
+        }
+    });
+    events::Publisher { client, known }
 }
 
 /// What the reconciler runs with, when it runs.

@@ -130,10 +130,8 @@ impl Table {
             .filter(|(_, e)| now.saturating_duration_since(e.last) >= idle)
             .map(|(k, _)| k.clone())
             .collect();
-        let dropped = stale
-            .into_iter()
-            .filter_map(|k| self.entries.remove(&k).map(|entry| (k, pairs(&entry))))
-            .collect();
+        let dropped =
+            stale.into_iter().filter_map(|k| self.entries.remove(&k).map(|entry| (k, pairs(&entry)))).collect();
         Churn { dropped, evicted: 0 }
     }
 
