@@ -45,7 +45,8 @@ const QUEUE: usize = 1024;
 const QUEUE_BYTES: usize = 2 * 1024 * 1024;
 const DROP_LOG_EVERY: Duration = Duration::from_secs(10);
 /// Events waiting for the publisher; while it is stuck, further Events are dropped and counted.
-const PUBLISH_QUEUE: usize = 64;
+/// Above the overall burst of the Event budget, so a burst the budget allows always fits.
+const PUBLISH_QUEUE: usize = 512;
 /// Findings about an Ingress the index does not know yet (the watch may deliver a new Ingress
 /// after its first status write) wait this long, at most this many at once.
 const AWAIT_INDEX: Duration = Duration::from_secs(2);

@@ -169,3 +169,8 @@ async fn the_queue_is_bounded_in_bytes() {
     assert_eq!(dropped, (QUEUE - fits) as f64, "{weight} bytes each");
     assert!(sink.bytes.load(Ordering::Relaxed) <= QUEUE_BYTES);
 }
+
+#[test]
+fn a_burst_the_budget_allows_fits_the_publisher_queue() {
+    assert!(PUBLISH_QUEUE as f64 > ratelimit::OVERALL.burst);
+}
