@@ -1,7 +1,7 @@
 //! The Ingresses the guard knows from its own watch: namespace and name to uid, nothing more.
 //! The audit trail writes a Kubernetes Event only about an Ingress in here, so a forged review
 //! naming an Ingress that does not exist (or the right name with the wrong uid) can never make
-//! the guard write into the cluster. Fed by a metadata-only watch ([`watch`]), so each Ingress
+//! the guard write into the cluster. Fed by a metadata-only watch ([`watch()`]), so each Ingress
 //! costs its three strings whatever its spec, status and annotations hold.
 
 use std::sync::{Arc, RwLock};
