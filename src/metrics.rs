@@ -141,7 +141,8 @@ pub struct Metrics {
     folded_writers: Counter,
     evicted_writers: Counter,
     events_skipped: Family<ReasonLabel, Counter>,
-    findings_logged: Family<LineLabel, Counter>,
+    /// `findings_logged` for `full` and `repeat`, resolved once: counted per finding.
+    findings_logged: [Counter; 2],
     findings_dropped: Counter,
     connections_refused: Family<ListenerLabel, Counter>,
     requests_refused: Family<ReasonLabel, Counter>,
@@ -314,7 +315,7 @@ impl Metrics {
             folded_writers,
             evicted_writers,
             events_skipped,
-            findings_logged,
+            findings_logged: ["full", "repeat"].map(|line| findings_logged.get_or_create(&LineLabel { line }).clone()),
             findings_dropped,
             overlaps,
         }
@@ -386,9 +387,10 @@ impl Metrics {
         self.events_skipped.get_or_create(&ReasonLabel { reason }).inc();
     }
 
-    /// Counts a finding reported in the log: `full` (its own line) or `repeat` (summarised).
-    pub fn finding_logged(&self, line: &'static str) {
-        self.findings_logged.get_or_create(&LineLabel { line }).inc();
+    /// Counts a finding reported in the log: `in_full` (a line of its own, `line="full"`) or as
+    /// a repeat in an interval's summary (`line="repeat"`).
+    pub fn finding_logged(&self, in_full: bool) {
+        self.findings_logged[usize::from(!in_full)].inc();
     }
 
     /// Counts a finding the full queue to the reporter turned away.

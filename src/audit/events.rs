@@ -212,6 +212,12 @@ impl Report {
                     Some((finding, weight)) => {
                         bytes.fetch_sub(weight, Ordering::Relaxed);
                         self.handle(finding);
+                        // Under load, one wake-up takes what has queued since: fewer timers set
+                        // and wake-ups made, on the CPUs the webhook answers on.
+                        while let Ok((finding, weight)) = rx.try_recv() {
+                            bytes.fetch_sub(weight, Ordering::Relaxed);
+                            self.handle(finding);
+                        }
                     }
                     None => break,
                 },
@@ -241,11 +247,11 @@ impl Report {
         let loud = match self.summariser.observe(&finding, now) {
             Seen::First | Seen::Untracked => {
                 finding.log();
-                self.metrics.finding_logged("full");
+                self.metrics.finding_logged(true);
                 true
             }
             Seen::Repeat => {
-                self.metrics.finding_logged("repeat");
+                self.metrics.finding_logged(false);
                 false
             }
         };

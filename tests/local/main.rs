@@ -18,6 +18,7 @@ mod fuzz_reader;
 mod h2frames;
 mod hostile;
 mod props;
+mod repeats;
 mod rotation;
 mod router;
 mod shutdown;
