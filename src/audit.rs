@@ -50,7 +50,19 @@ impl Writer {
     pub fn new(username: String, mut groups: Vec<String>) -> Self {
         let username = bounded(username, MAX_USERNAME);
         groups.truncate(MAX_GROUPS);
-        let groups = groups.into_iter().map(|g| bounded(g, MAX_GROUP)).collect();
+        // The log line shows 1 KiB of the joined groups; keep no more than that.
+        let mut room = MAX_FIELD;
+        let groups = groups
+            .into_iter()
+            .map(|g| bounded(g, MAX_GROUP))
+            .take_while(|g| match room.checked_sub(g.len()) {
+                Some(left) => {
+                    room = left;
+                    true
+                }
+                None => false,
+            })
+            .collect();
         let service_account = username
             .strip_prefix("system:serviceaccount:")
             .and_then(|rest| rest.split_once(':'))
@@ -76,9 +88,19 @@ impl Shown {
     pub fn of(mut list: Vec<Address>) -> Shown {
         let total = list.len();
         list.truncate(MAX_ENTRIES);
+        // What is shown of a list is at most `MAX_SHOWN_BYTES`: entries past it are only counted.
+        let mut used = 0;
+        let mut keep = 0;
         for entry in &mut list {
             cut_address(entry);
+            let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+            used += text(&entry.ip) + text(&entry.hostname) + 1;
+            if used > MAX_SHOWN_BYTES && keep > 0 {
+                break;
+            }
+            keep += 1;
         }
+        list.truncate(keep);
         Shown { entries: list, total }
     }
 
@@ -343,12 +365,17 @@ mod tests {
         assert_eq!(shown.entries[0].hostname.as_ref().map(String::len), Some(MAX_NAME));
         let writer = Writer::new("w".repeat(1 << 20), vec!["g".repeat(1 << 20); 1000]);
         assert_eq!(writer.username.len(), MAX_USERNAME);
-        assert_eq!(writer.groups.len(), MAX_GROUPS);
+        assert_eq!(writer.groups.len(), MAX_FIELD / MAX_GROUP, "1 KiB of groups");
         assert!(writer.groups.iter().all(|g| g.len() <= MAX_GROUP));
+        let many = Writer::new("w".into(), (0..100).map(|i| format!("g{i}")).collect());
+        assert_eq!(many.groups.len(), MAX_GROUPS);
         let mut finding = sample("x", "ns", "web", "uid");
         finding.writer = writer;
         finding.attempted = shown;
-        assert!(finding.weight() < 16 * 1024, "{}", finding.weight());
+        let fat = Address { hostname: Some("h".repeat(253)), ip: Some("i".repeat(64)), ..Address::default() };
+        finding.canonical = Shown::of(vec![fat; 100]);
+        assert_eq!(finding.canonical.entries.len(), 3, "1 KiB of entries is all a list shows");
+        assert!(finding.weight() < 8 * 1024, "{}", finding.weight());
         assert!(finding.note().len() <= MAX_NOTE);
     }
 }

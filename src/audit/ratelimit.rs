@@ -19,9 +19,11 @@ pub(crate) const PER_POLICY: Rate = Rate { burst: 200.0, every: Duration::from_s
 /// Events overall: a burst of 300, then two a second. Above one policy's share, so that one
 /// policy's flood leaves room for the others.
 pub(crate) const OVERALL: Rate = Rate { burst: 300.0, every: Duration::from_millis(500) };
-/// Keys tracked per kind of bucket; past it, buckets that have refilled are forgotten, and while
-/// none has, Events of untracked keys are suppressed. Bounds the limiter's own memory.
-const MAX_TRACKED: usize = 10_000;
+/// Keys tracked per kind of bucket (a key holds up to ~1 KiB: namespace, name and writer); past
+/// it, buckets that have refilled are forgotten, and while none has, Events of untracked keys are
+/// suppressed. Only Events written take a bucket, and the overall bucket lets through at most
+/// 300 and then 2 a second, so the bound is reached only by a flood lasting many minutes.
+const MAX_TRACKED: usize = 4096;
 
 /// A bucket's size and how long one token takes to come back.
 #[derive(Debug, Clone, Copy)]
@@ -72,27 +74,27 @@ impl<K: Eq + Hash + Clone> Buckets<K> {
         Buckets { rate, by_key: HashMap::new() }
     }
 
-    /// Whether `key`'s bucket has a token now (made full when new, if there is room).
+    /// Whether `key`'s bucket has a token now. A key without a bucket has a full one, if there
+    /// is room to track it; nothing is stored until [`Buckets::take`], so refused attempts
+    /// cannot fill the map.
     fn ready(&mut self, key: &K, now: Instant) -> bool {
         let rate = self.rate;
-        if !self.by_key.contains_key(key) && self.by_key.len() >= MAX_TRACKED {
+        if let Some(bucket) = self.by_key.get_mut(key) {
+            bucket.refill(now, rate);
+            return bucket.tokens >= 1.0;
+        }
+        if self.by_key.len() >= MAX_TRACKED {
             self.by_key.retain(|_, bucket| {
                 bucket.refill(now, rate);
                 bucket.tokens < rate.burst
             });
-            if self.by_key.len() >= MAX_TRACKED {
-                return false;
-            }
         }
-        let bucket = self.by_key.entry(key.clone()).or_insert_with(|| Bucket::full(now, rate));
-        bucket.refill(now, rate);
-        bucket.tokens >= 1.0
+        self.by_key.len() < MAX_TRACKED
     }
 
-    fn take(&mut self, key: &K) {
-        if let Some(bucket) = self.by_key.get_mut(key) {
-            bucket.tokens -= 1.0;
-        }
+    fn take(&mut self, key: K, now: Instant) {
+        let rate = self.rate;
+        self.by_key.entry(key).or_insert_with(|| Bucket::full(now, rate)).tokens -= 1.0;
     }
 }
 
@@ -139,9 +141,9 @@ impl Limiter {
         if !(self.pairs.ready(&pair, now) && self.writers.ready(&writer, now) && self.policies.ready(&policy, now)) {
             return false;
         }
-        self.pairs.take(&pair);
-        self.writers.take(&writer);
-        self.policies.take(&policy);
+        self.pairs.take(pair, now);
+        self.writers.take(writer, now);
+        self.policies.take(policy, now);
         self.overall.tokens -= 1.0;
         true
     }

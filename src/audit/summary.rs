@@ -17,8 +17,9 @@ use crate::audit::Finding;
 /// Default of `--repeat-log-interval`.
 pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 /// Keys summarised at once. A finding of a new key past it is logged in full and not tracked,
-/// so the table (each entry a bounded [`Finding`], a few KiB at worst) stays small.
-pub(crate) const MAX_KEYS: usize = 1024;
+/// so the table (each entry a bounded [`Finding`], under 8 KiB at worst, a few hundred bytes
+/// typically) stays under 4 MiB.
+pub(crate) const MAX_KEYS: usize = 512;
 
 /// How a finding is to be logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
