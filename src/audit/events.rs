@@ -90,6 +90,9 @@ pub struct EventSink {
     metrics: Arc<Metrics>,
 }
 
+/// `DropLog::last_ms` before the first line.
+const NEVER: u64 = u64::MAX;
+
 /// Logs dropped findings at most once per [`DROP_LOG_EVERY`], with how many since the last line.
 struct DropLog {
     start: std::time::Instant,
@@ -103,7 +106,7 @@ impl DropLog {
         let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let last = self.last_ms.load(Ordering::Relaxed);
         let every = u64::try_from(DROP_LOG_EVERY.as_millis()).unwrap_or(u64::MAX);
-        if now.saturating_sub(last) >= every
+        if log_due(last, now, every)
             && self.last_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
         {
             let dropped = self.since.swap(0, Ordering::Relaxed);
@@ -113,6 +116,11 @@ impl DropLog {
             );
         }
     }
+}
+
+/// Whether a drop at `now` gets a line, the last line having been at `last` (ms since start).
+fn log_due(last: u64, now: u64, every: u64) -> bool {
+    last == NEVER || now.saturating_sub(last) >= every
 }
 
 impl EventSink {
@@ -142,8 +150,11 @@ pub(crate) fn start(
 ) -> (EventSink, impl Future<Output = ()> + Send + 'static) {
     let (tx, rx) = mpsc::channel::<(Finding, usize)>(QUEUE);
     let bytes = Arc::new(AtomicUsize::new(0));
-    let drops =
-        Arc::new(DropLog { start: std::time::Instant::now(), last_ms: AtomicU64::new(0), since: AtomicU64::new(0) });
+    let drops = Arc::new(DropLog {
+        start: std::time::Instant::now(),
+        last_ms: AtomicU64::new(NEVER),
+        since: AtomicU64::new(0),
+    });
     let sink = EventSink { tx, bytes: bytes.clone(), drops, metrics: metrics.clone() };
     let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
     let (events, known) = match publisher {

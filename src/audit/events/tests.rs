@@ -174,3 +174,10 @@ async fn the_queue_is_bounded_in_bytes() {
 fn a_burst_the_budget_allows_fits_the_publisher_queue() {
     assert!(PUBLISH_QUEUE as f64 > ratelimit::OVERALL.burst);
 }
+
+#[test]
+fn a_full_queue_is_logged_at_once_then_at_most_every_ten_seconds() {
+    assert!(log_due(NEVER, 0, 10_000), "the first drop gets a line, even at start-up");
+    assert!(!log_due(5, 9_000, 10_000));
+    assert!(log_due(5, 10_005, 10_000));
+}
