@@ -48,7 +48,8 @@ const DROP_LOG_EVERY: Duration = Duration::from_secs(10);
 /// Above the overall burst of the Event budget, so a burst the budget allows always fits.
 const PUBLISH_QUEUE: usize = 512;
 /// Findings about an Ingress the index does not know yet (the watch may deliver a new Ingress
-/// after its first status write) wait this long, at most this many at once.
+/// after its first status write, or not have listed yet at start-up) wait this long, at most
+/// this many at once.
 const AWAIT_INDEX: Duration = Duration::from_secs(2);
 const MAX_AWAITING: usize = 64;
 /// Longest `related` (writer) name written into an Event.
@@ -273,14 +274,11 @@ impl Report {
         let Some(known) = &self.known else { return };
         match known.check(&finding.namespace, &finding.name, finding.object_uid.as_deref()) {
             Known::Yes => self.offer(&finding),
-            Known::NotSynced => {
-                self.metrics.event_skipped("not_synced");
-                if loud {
-                    tracing::info!(ingress = %format!("{}/{}", finding.namespace, finding.name), "no Event: the known-Ingress watch has not listed yet");
-                }
+            // Not known yet, or not listed yet: wait a moment for the watch.
+            Known::No | Known::NotSynced if self.awaiting.len() < MAX_AWAITING => {
+                self.awaiting.push((now + AWAIT_INDEX, finding, loud));
             }
-            Known::No if self.awaiting.len() < MAX_AWAITING => self.awaiting.push((now + AWAIT_INDEX, finding, loud)),
-            Known::No => self.skip_unknown(&finding, loud),
+            known => self.skip(&finding, known, loud),
         }
     }
 
@@ -290,13 +288,21 @@ impl Report {
         for (until, finding, loud) in std::mem::take(&mut self.awaiting) {
             match known.check(&finding.namespace, &finding.name, finding.object_uid.as_deref()) {
                 Known::Yes => self.offer(&finding),
-                _ if now >= until => self.skip_unknown(&finding, loud),
+                known if now >= until => self.skip(&finding, known, loud),
                 _ => self.awaiting.push((until, finding, loud)),
             }
         }
     }
 
-    fn skip_unknown(&self, finding: &Finding, loud: bool) {
+    /// Counts (and, for a finding logged in full, logs) a finding that gets no Event.
+    fn skip(&self, finding: &Finding, known: Known, loud: bool) {
+        if known == Known::NotSynced {
+            self.metrics.event_skipped("not_synced");
+            if loud {
+                tracing::info!(ingress = %format!("{}/{}", finding.namespace, finding.name), "no Event: the known-Ingress watch has not listed yet");
+            }
+            return;
+        }
         self.metrics.event_skipped("unknown_object");
         if loud {
             tracing::warn!(

@@ -146,6 +146,31 @@ async fn no_event_before_the_index_has_listed() {
     sink.publish(sample("controller", "ns", "web", "uid-web"));
     let not_synced = "ingress_status_guard_events_skipped_total{reason=\"not_synced\"}";
     assert_eq!(settle(&metrics, not_synced, 1.0, 200).await, 1.0, "{}", metrics.encode());
+    assert_eq!(sample_value(&metrics, FULL), 1.0, "logged all the same");
+    shutdown.cancel();
+    drop(sink);
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_finding_just_before_the_first_list_waits_for_it() {
+    let (client, _held) = stalled_client().await;
+    let metrics = Arc::new(Metrics::new());
+    let known = KnownIngresses::new();
+    let shutdown = CancellationToken::new();
+    let publisher = Publisher { client, known: known.clone() };
+    let (sink, task) = start(Some(publisher), None, metrics.clone(), Settings::default(), shutdown.clone());
+    let task = tokio::spawn(task);
+    sink.publish(sample("controller", "ns", "web", "uid-web"));
+    assert_eq!(settle(&metrics, FULL, 1.0, 200).await, 1.0);
+    known.apply(Init);
+    known.apply(InitApply((("ns".into(), "web".into()), "uid-web".into())));
+    known.apply(InitDone);
+    // Offered to the publisher (which hangs on the stalled listener), neither skipped nor limited.
+    tokio::time::sleep(AWAIT_INDEX + Duration::from_millis(500)).await;
+    let text = metrics.encode();
+    assert!(!text.contains("events_skipped_total{"), "{text}");
+    assert!(!text.contains("result=\"rate_limited\"} 1"), "{text}");
     shutdown.cancel();
     drop(sink);
     task.await.unwrap();
