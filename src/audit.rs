@@ -3,9 +3,12 @@
 
 pub(crate) mod events;
 pub(crate) mod ratelimit;
+pub(crate) mod summary;
+
+use std::hash::{Hash, Hasher};
 
 use crate::{
-    address::{Address, Addresses, Written},
+    address::{Address, MAX_SHOWN_BYTES, PortStatus, Written},
     decision::{Action, Verdict},
     names::truncate,
     review::{Review, Target},
@@ -15,8 +18,27 @@ use crate::{
 const MAX_NOTE: usize = 1024;
 /// Longest caller-chosen text field of the log line (the address lists have their own bound).
 const MAX_FIELD: usize = 1024;
+/// Longest uid kept (request and object): Kubernetes uids are 36 bytes.
+const MAX_UID: usize = 128;
+/// Longest namespace, name and class kept: DNS-1123 subdomains are at most 253 bytes.
+const MAX_NAME: usize = 253;
+/// Longest username kept, as the wire reader bounds it.
+const MAX_USERNAME: usize = 512;
+/// Groups kept of a writer, and the longest group name.
+const MAX_GROUPS: usize = 16;
+const MAX_GROUP: usize = 256;
+/// Entries kept of an address list (the rest are counted; as many as a list shows), and the
+/// ports kept of an entry.
+pub(crate) const MAX_ENTRIES: usize = crate::address::MAX_SHOWN;
+const MAX_PORTS: usize = 4;
 
-/// The identity that sent a status write, from `request.userInfo`.
+/// `text` cut to `max` bytes (on a character boundary, with an ellipsis); kept as it is, without a
+/// copy, when it fits.
+fn bounded(text: String, max: usize) -> String {
+    if text.len() <= max { text } else { truncate(&text, usize::MAX, max) }
+}
+
+/// The identity that sent a status write, from `request.userInfo`, bounded.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Writer {
     pub username: String,
@@ -26,7 +48,22 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(username: String, groups: Vec<String>) -> Self {
+    pub fn new(username: String, mut groups: Vec<String>) -> Self {
+        let username = bounded(username, MAX_USERNAME);
+        groups.truncate(MAX_GROUPS);
+        // The log line shows 1 KiB of the joined groups; keep no more than that.
+        let mut room = MAX_FIELD;
+        let groups = groups
+            .into_iter()
+            .map(|g| bounded(g, MAX_GROUP))
+            .take_while(|g| match room.checked_sub(g.len()) {
+                Some(left) => {
+                    room = left;
+                    true
+                }
+                None => false,
+            })
+            .collect();
         let service_account = username
             .strip_prefix("system:serviceaccount:")
             .and_then(|rest| rest.split_once(':'))
@@ -37,7 +74,79 @@ impl Writer {
     }
 }
 
-/// A governed status write whose addresses differ from the canonical ones.
+/// An address list as a finding carries it: at most [`MAX_ENTRIES`] entries, each with bounded
+/// strings, and how many the list had. What the log line, the Event and the summary show of a
+/// list is no more than this, so the queue holds no more either.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Shown {
+    /// The first entries, cut.
+    pub entries: Vec<Address>,
+    /// Entries in the list as written.
+    pub total: usize,
+}
+
+impl Shown {
+    /// The display-sized part of `list`, which `omitted` more entries followed (the reader's
+    /// bound, [`crate::address::Entries`]).
+    pub fn of(mut list: Vec<Address>, omitted: usize) -> Shown {
+        let total = list.len().saturating_add(omitted);
+        list.truncate(MAX_ENTRIES);
+        // What is shown of a list is at most `MAX_SHOWN_BYTES`: entries past it are only counted.
+        let mut used = 0;
+        let mut keep = 0;
+        for entry in &mut list {
+            cut_address(entry);
+            let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+            used += text(&entry.ip) + text(&entry.hostname) + 1;
+            if used > MAX_SHOWN_BYTES && keep > 0 {
+                break;
+            }
+            keep += 1;
+        }
+        list.truncate(keep);
+        Shown { entries: list, total }
+    }
+
+    /// Bytes held, roughly: what the finding queue counts.
+    fn weight(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|a| {
+                let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+                64 + text(&a.ip)
+                    + text(&a.hostname)
+                    + a.ports.iter().map(|p| 48 + p.protocol.len() + text(&p.error)).sum::<usize>()
+            })
+            .sum()
+    }
+}
+
+fn cut_address(a: &mut Address) {
+    a.ip = a.ip.take().map(|ip| bounded(ip, 64));
+    a.hostname = a.hostname.take().map(|h| bounded(h, MAX_NAME));
+    a.ports.truncate(MAX_PORTS);
+    for PortStatus { protocol, error, .. } in &mut a.ports {
+        *protocol = bounded(std::mem::take(protocol), 16);
+        *error = error.take().map(|e| bounded(e, 64));
+    }
+}
+
+/// Equal to a list it was made of whole (nothing cut): what tests compare.
+impl PartialEq<Vec<Address>> for Shown {
+    fn eq(&self, other: &Vec<Address>) -> bool {
+        self.total == other.len() && &self.entries == other
+    }
+}
+
+impl std::fmt::Display for Shown {
+    /// As [`Written`] shows a list: `N entries: a,b…(+M more)` once anything was cut.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Written { kept: &self.entries, omitted: self.total - self.entries.len() }.fmt(f)
+    }
+}
+
+/// A governed status write whose addresses differ from the canonical ones, cut to what is shown
+/// of it (every caller string bounded, address lists by [`Shown`]) before it is queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     pub uid: String,
@@ -48,10 +157,11 @@ pub struct Finding {
     pub class: Option<String>,
     pub policy: String,
     pub writer: Writer,
-    pub attempted: Vec<Address>,
-    /// Entries written after `attempted`, counted but not kept.
-    pub attempted_omitted: usize,
-    pub canonical: Vec<Address>,
+    pub attempted: Shown,
+    pub canonical: Shown,
+    /// A hash of the whole attempted list, so repeats of one value are told apart from
+    /// different values that are cut alike ([`summary`]).
+    pub attempted_hash: u64,
     pub action: Action,
     pub dry_run: bool,
 }
@@ -66,20 +176,38 @@ impl Finding {
         else {
             return None;
         };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (&write.addresses, write.omitted).hash(&mut hasher);
         Some(Finding {
-            uid: review.uid.into_owned(),
-            object_uid: object_uid.map(std::borrow::Cow::into_owned),
-            namespace: write.namespace,
-            name: write.name,
-            class: write.class,
+            uid: bounded(review.uid.into_owned(), MAX_UID),
+            object_uid: object_uid.map(|uid| bounded(uid.into_owned(), MAX_UID)),
+            namespace: bounded(write.namespace, MAX_NAME),
+            name: bounded(write.name, MAX_NAME),
+            class: write.class.map(|c| bounded(c, MAX_NAME)),
             policy: policy.name.clone(),
             writer: Writer::new(review.user.username.into_owned(), review.user.groups),
-            attempted: write.addresses,
-            attempted_omitted: write.omitted,
-            canonical: canonical.into_owned(),
+            attempted_hash: hasher.finish(),
+            attempted: Shown::of(write.addresses, write.omitted),
+            canonical: Shown::of(canonical.into_owned(), 0),
             action,
             dry_run: review.dry_run,
         })
+    }
+
+    /// Bytes the finding holds, roughly: the finding queue is bounded by their sum.
+    pub fn weight(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let w = &self.writer;
+        256 + self.uid.len()
+            + opt(&self.object_uid)
+            + self.namespace.len()
+            + self.name.len()
+            + opt(&self.class)
+            + self.policy.len()
+            + 2 * w.username.len()
+            + w.groups.iter().map(|g| 24 + g.len()).sum::<usize>()
+            + self.attempted.weight()
+            + self.canonical.weight()
     }
 
     /// What was done, as the `action` label of the rogue-writes metric: a dry run changes
@@ -101,10 +229,10 @@ impl Finding {
     pub fn note(&self) -> String {
         let note = format!(
             "{} wrote status.loadBalancer.ingress [{}]; policy {} requires [{}]; {}",
-            self.writer.username,
-            Written { kept: &self.attempted, omitted: self.attempted_omitted },
+            truncate(&self.writer.username, usize::MAX, 256),
+            self.attempted,
             self.policy,
-            Addresses(&self.canonical),
+            self.canonical,
             self.verb()
         );
         truncate(&note, usize::MAX, MAX_NOTE)
@@ -126,12 +254,35 @@ impl Finding {
             writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
             writer_sa_namespace = sa_namespace,
             writer_sa_name = sa_name,
-            attempted = %Written { kept: &self.attempted, omitted: self.attempted_omitted },
-            canonical = %Addresses(&self.canonical),
+            attempted = %self.attempted,
+            canonical = %self.canonical,
             action = self.action.result(),
             dry_run = self.dry_run,
             "rogue status write"
         );
+    }
+}
+
+/// A finding of `writer` on Ingress `namespace/name` (metadata.uid `uid`), writing 10.9.9.9 where
+/// policy `p` wants lb.example: for the tests of the reporter and the summariser.
+#[cfg(test)]
+pub(crate) fn sample(writer: &str, namespace: &str, name: &str, uid: &str) -> Finding {
+    let attempted = vec![Address { ip: Some("10.9.9.9".into()), ..Address::default() }];
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    attempted.hash(&mut hasher);
+    Finding {
+        uid: "review-uid".into(),
+        object_uid: Some(uid.into()),
+        namespace: namespace.into(),
+        name: name.into(),
+        class: None,
+        policy: "p".into(),
+        writer: Writer::new(writer.into(), vec![]),
+        attempted_hash: hasher.finish(),
+        attempted: Shown::of(attempted, 0),
+        canonical: Shown::of(vec![Address::hostname("lb.example")], 0),
+        action: Action::Rewrite,
+        dry_run: false,
     }
 }
 
@@ -167,18 +318,50 @@ mod tests {
             class: None,
             policy: "p".into(),
             writer: Writer::new("rogue".into(), vec![]),
-            attempted: many,
-            attempted_omitted: 0,
-            canonical: vec![Address::hostname("lb.example")],
+            attempted: Shown::of(many, 0),
+            canonical: Shown::of(vec![Address::hostname("lb.example")], 0),
+            attempted_hash: 0,
             action: Action::Rewrite,
             dry_run: false,
         };
         let note = finding.note();
-        assert!(note.len() <= 1024 && note.starts_with("rogue wrote status.loadBalancer.ingress [host-0.example.com,"));
-        let empty = Finding { attempted: vec![], ..finding };
+        assert!(
+            note.len() <= 1024
+                && note.starts_with("rogue wrote status.loadBalancer.ingress [200 entries: host-0.example.com,")
+        );
+        let empty = Finding { attempted: Shown::default(), ..finding };
         assert_eq!(
             empty.note(),
             "rogue wrote status.loadBalancer.ingress [<none>]; policy p requires [lb.example]; rewritten"
         );
+    }
+
+    #[test]
+    fn findings_carry_the_bounded_display_only() {
+        let many: Vec<Address> = (0..100_000)
+            .map(|i| Address { ip: Some(format!("10.0.{}.{}", i / 256, i % 256)), ..Address::default() })
+            .collect();
+        let shown = Shown::of(many, 0);
+        assert_eq!((shown.entries.len(), shown.total), (MAX_ENTRIES, 100_000));
+        let first: Vec<String> = (0..MAX_ENTRIES).map(|i| format!("10.0.0.{i}")).collect();
+        let more = 100_000 - MAX_ENTRIES;
+        assert_eq!(shown.to_string(), format!("100000 entries: {}…(+{more} more)", first.join(",")));
+        let long = Address { hostname: Some("h".repeat(1 << 20)), ..Address::default() };
+        let shown = Shown::of(vec![long], 0);
+        assert_eq!(shown.entries[0].hostname.as_ref().map(String::len), Some(MAX_NAME));
+        let writer = Writer::new("w".repeat(1 << 20), vec!["g".repeat(1 << 20); 1000]);
+        assert_eq!(writer.username.len(), MAX_USERNAME);
+        assert_eq!(writer.groups.len(), MAX_FIELD / MAX_GROUP, "1 KiB of groups");
+        assert!(writer.groups.iter().all(|g| g.len() <= MAX_GROUP));
+        let many = Writer::new("w".into(), (0..100).map(|i| format!("g{i}")).collect());
+        assert_eq!(many.groups.len(), MAX_GROUPS);
+        let mut finding = sample("x", "ns", "web", "uid");
+        finding.writer = writer;
+        finding.attempted = shown;
+        let fat = Address { hostname: Some("h".repeat(253)), ip: Some("i".repeat(64)), ..Address::default() };
+        finding.canonical = Shown::of(vec![fat; 100], 0);
+        assert_eq!(finding.canonical.entries.len(), 3, "1 KiB of entries is all a list shows");
+        assert!(finding.weight() < 8 * 1024, "{}", finding.weight());
+        assert!(finding.note().len() <= MAX_NOTE);
     }
 }

@@ -1,7 +1,10 @@
 //! Prometheus metrics of the webhook, served as text on the admin port's `/metrics`. Label
-//! values that a caller controls are escaped and bounded here, in number and in length.
+//! values that a caller controls are escaped and bounded here, in number and in length
+//! (the `writer` label's table: [`writers`]).
 
-use std::{collections::HashSet, fmt::Write as _, sync::Mutex, time::Duration};
+pub(crate) mod writers;
+
+use std::{fmt::Write as _, sync::Mutex, time::Duration};
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, text::encode},
@@ -11,14 +14,15 @@ use prometheus_client::{
 
 use crate::names::truncate;
 
-/// Default of `--max-writer-labels`: distinct `writer` label values before the rest fold into
-/// [`OTHER_WRITER`].
+pub(crate) use writers::WriterLabels;
+
+/// Default of `--max-writer-labels`: distinct `writer` label values at once; a newcomer then
+/// takes the label of the writer seen least recently ([`writers`]).
 pub(crate) const DEFAULT_MAX_WRITERS: usize = 50;
-/// The `writer` label of every writer beyond the first `--max-writer-labels`.
+/// The `writer` label of every write with `--max-writer-labels=0`.
 pub(crate) const OTHER_WRITER: &str = "other";
-/// Longest label value kept, in bytes: a ServiceAccount username is at most ~340 bytes, and a
-/// forged 1 MiB username must not become a 1 MiB series.
-const MAX_LABEL_BYTES: usize = 512;
+/// Longest label value kept, in bytes: a forged 1 MiB username must not become a 1 MiB series.
+const MAX_LABEL_BYTES: usize = writers::MAX_LABEL_BYTES;
 
 /// A label value as OpenMetrics requires it: `\`, `"` and line feed escaped. prometheus-client
 /// 0.24 writes `String` label values verbatim, so a `"` and a newline in a username would forge
@@ -98,6 +102,11 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LineLabel {
+    line: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
     revision: &'static str,
@@ -133,10 +142,15 @@ pub struct Metrics {
     leader: Gauge,
     reloads: Family<ResultLabel, Counter>,
     watch_errors: Counter,
-    /// Writers with a label of their own; at most `max_writers`.
-    writers: Mutex<HashSet<String>>,
-    max_writers: usize,
+    /// Writers with a label of their own now; at most `--max-writer-labels`.
+    writers: Mutex<writers::Table>,
+    writer_labels: WriterLabels,
     folded_writers: Counter,
+    evicted_writers: Counter,
+    events_skipped: Family<ReasonLabel, Counter>,
+    /// `findings_logged` for `full` and `repeat`, resolved once: counted per finding.
+    findings_logged: [Counter; 2],
+    findings_dropped: Counter,
     connections_refused: Family<ListenerLabel, Counter>,
     connections_evicted: Family<ListenerLabel, Counter>,
     requests_refused: Family<ReasonLabel, Counter>,
@@ -161,8 +175,14 @@ impl Metrics {
         Self::with_max_writers(DEFAULT_MAX_WRITERS)
     }
 
-    /// Metrics whose `writer` label takes at most `max_writers` distinct values.
+    /// Metrics whose `writer` label takes at most `max_writers` distinct values at once.
     pub fn with_max_writers(max_writers: usize) -> Self {
+        Self::with_writer_labels(max_writers, WriterLabels::User)
+    }
+
+    /// Metrics whose `writer` label takes at most `max_writers` distinct values at once, each
+    /// shown as `labels` says.
+    pub(crate) fn with_writer_labels(max_writers: usize, labels: WriterLabels) -> Self {
         let mut registry = Registry::with_prefix("ingress_status_guard");
         let requests = Family::<ResultLabel, Counter>::default();
         registry.register(
@@ -199,7 +219,7 @@ impl Metrics {
         let events = Family::<EventLabel, Counter>::default();
         registry.register(
             "kubernetes_events",
-            "Kubernetes Events about rogue writes, by result (published, failed, dropped when the queue was full, rate_limited by the per-Ingress or overall token bucket)",
+            "Kubernetes Events about rogue writes, by result (published, failed (or timed out), dropped when the queue to the publisher was full, rate_limited by the token buckets per Ingress and writer, per writer, per policy and overall)",
             events.clone(),
         );
         let drift = Family::<PolicyLabel, Gauge>::default();
@@ -255,8 +275,32 @@ impl Metrics {
         let folded_writers = Counter::default();
         registry.register(
             "writer_labels_folded",
-            "Rogue writes counted under writer=\"other\" because --max-writer-labels distinct writers already had a label",
+            "Rogue writes counted under writer=\"other\" because --max-writer-labels is 0",
             folded_writers.clone(),
+        );
+        let evicted_writers = Counter::default();
+        registry.register(
+            "writer_labels_evicted",
+            "Writer labels dropped (with their series) to make room for a new writer, --max-writer-labels being reached; the least recently seen goes",
+            evicted_writers.clone(),
+        );
+        let events_skipped = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "events_skipped",
+            "Findings that got no Kubernetes Event, by reason (unknown_object: the namespace, name and uid are not an Ingress the guard's watch knows; not_synced: the watch has not listed yet)",
+            events_skipped.clone(),
+        );
+        let findings_logged = Family::<LineLabel, Counter>::default();
+        registry.register(
+            "findings_logged",
+            "Findings reported in the log, by line (full: the first of a writer, Ingress and value in --repeat-log-interval, one WARN line; repeat: counted, then summarised in one line at the interval's end)",
+            findings_logged.clone(),
+        );
+        let findings_dropped = Counter::default();
+        registry.register(
+            "findings_dropped",
+            "Findings neither logged nor published because the queue to the reporter was full (in count or in bytes); the metrics above still count them",
+            findings_dropped.clone(),
         );
         let connections_refused = Family::<ListenerLabel, Counter>::default();
         registry.register(
@@ -295,9 +339,13 @@ impl Metrics {
             leader,
             reloads,
             watch_errors,
-            writers: Mutex::new(HashSet::new()),
-            max_writers,
+            writers: Mutex::new(writers::Table::new(max_writers, writers::IDLE)),
+            writer_labels: labels,
             folded_writers,
+            evicted_writers,
+            events_skipped,
+            findings_logged: ["full", "repeat"].map(|line| findings_logged.get_or_create(&LineLabel { line }).clone()),
+            findings_dropped,
             overlaps,
         }
     }
@@ -321,29 +369,62 @@ impl Metrics {
     }
 
     /// Counts a rogue write of `policy`'s Ingress by `writer` (a username, bounded here), which
-    /// got `action` (`Finding::outcome`).
+    /// got `action` (`Finding::outcome`). The writer's label is its own (as `--writer-labels`
+    /// shows it) while it is among the `--max-writer-labels` seen most recently; whoever reaches
+    /// the webhook chooses usernames, so they must not choose how many series exist.
     pub fn rogue_write(&self, policy: &str, writer: &str, action: &'static str) {
-        let labels =
-            RogueLabels { policy: Escaped::new(policy), writer: Escaped::new(self.writer_label(writer)), action };
-        self.rogue_writes.get_or_create(&labels).inc();
+        let label = self.writer_labels.label(writer);
+        let now = std::time::Instant::now();
+        let create = || {
+            let labels = RogueLabels { policy: Escaped::new(policy), writer: Escaped::new(&label), action };
+            self.rogue_writes.get_or_create(&labels).clone()
+        };
+        let (counter, churn) = self.lock_writers().count(&label, policy, action, now, create);
+        self.drop_writers(churn);
+        match counter {
+            Some(counter) => {
+                counter.inc();
+            }
+            None => {
+                self.folded_writers.inc();
+                let labels = RogueLabels { policy: Escaped::new(policy), writer: Escaped::new(OTHER_WRITER), action };
+                self.rogue_writes.get_or_create(&labels).inc();
+            }
+        }
     }
 
-    /// The writer's own label while fewer than `max_writers` have one, else [`OTHER_WRITER`]
-    /// (counted): whoever can reach the webhook chooses usernames, so they must not choose how
-    /// many series exist.
-    fn writer_label<'a>(&self, username: &'a str) -> &'a str {
-        let username_key = truncate(username, usize::MAX, MAX_LABEL_BYTES);
-        let mut writers = self.writers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if writers.contains(&username_key) {
-            return username;
+    fn lock_writers(&self) -> std::sync::MutexGuard<'_, writers::Table> {
+        // Every step of the table leaves it consistent.
+        self.writers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Removes the series of labels the writer table let go.
+    fn drop_writers(&self, churn: writers::Churn) {
+        for _ in 0..churn.evicted {
+            self.evicted_writers.inc();
         }
-        if writers.len() < self.max_writers {
-            writers.insert(username_key);
-            return username;
+        for (label, series) in churn.dropped {
+            for (policy, action) in series {
+                let labels = RogueLabels { policy: Escaped::new(&policy), writer: Escaped::new(&label), action };
+                self.rogue_writes.remove(&labels);
+            }
         }
-        drop(writers);
-        self.folded_writers.inc();
-        OTHER_WRITER
+    }
+
+    /// Counts a finding that got no Event, and why (`unknown_object`, `not_synced`).
+    pub fn event_skipped(&self, reason: &'static str) {
+        self.events_skipped.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// Counts a finding reported in the log: `in_full` (a line of its own, `line="full"`) or as
+    /// a repeat in an interval's summary (`line="repeat"`).
+    pub fn finding_logged(&self, in_full: bool) {
+        self.findings_logged[usize::from(!in_full)].inc();
+    }
+
+    /// Counts a finding the full queue to the reporter turned away.
+    pub fn finding_dropped(&self) {
+        self.findings_dropped.inc();
     }
 
     pub fn unresolved(&self, policy: &str) {
@@ -410,8 +491,10 @@ impl Metrics {
         self.watch_errors.inc();
     }
 
-    /// The text exposition format.
+    /// The text exposition format. Writer labels idle past their expiry go first.
     pub fn encode(&self) -> String {
+        let churn = self.lock_writers().expire(std::time::Instant::now());
+        self.drop_writers(churn);
         let mut text = String::new();
         encode(&mut text, &self.registry).expect("writing to a String cannot fail");
         text
@@ -419,81 +502,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_by_result() {
-        let m = Metrics::new();
-        m.observe("patched", Duration::from_micros(30));
-        m.observe("patched", Duration::from_micros(30));
-        m.observe(ERROR, Duration::from_micros(5));
-        m.set_cache_age("ns/svc", Duration::from_secs(3));
-        let text = m.encode();
-        assert!(text.contains("ingress_status_guard_admission_requests_total{result=\"patched\"} 2"), "{text}");
-        assert!(text.contains("ingress_status_guard_admission_requests_total{result=\"error\"} 1"), "{text}");
-        assert!(text.contains("ingress_status_guard_admission_duration_seconds_bucket{le=\"0.00005\"} 3"), "{text}");
-        assert!(text.contains("ingress_status_guard_source_cache_age_seconds{service=\"ns/svc\"} 3.0"), "{text}");
-        let build = format!("ingress_status_guard_build_info{{version=\"{VERSION}\",revision=\"{REVISION}\"}} 1");
-        assert!(text.contains(&build), "{text}");
-        assert!(!text.contains("tls_cert_expiry"), "only with a certificate reloader: {text}");
-    }
-
-    #[test]
-    fn exports_the_certificate_expiry_it_is_given() {
-        let mut m = Metrics::new();
-        let expiry = Gauge::default();
-        m.register_tls_cert_expiry(expiry.clone());
-        expiry.set(1_900_000_000);
-        let text = m.encode();
-        assert!(text.contains("ingress_status_guard_tls_cert_expiry_timestamp_seconds 1900000000"), "{text}");
-    }
-
-    /// A rewritten write by `username` in policy `p`.
-    fn rogue(m: &Metrics, username: &str) {
-        m.rogue_write("p", username, "patched");
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        let m = Metrics::new();
-        rogue(&m, "evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n#\\");
-        let text = m.encode();
-        // Every result exists at 0 from the start; the forged sample must not appear.
-        assert!(
-            !text.lines().any(|l| l.contains("1e9") && !l.starts_with("ingress_status_guard_rogue_writes_total")),
-            "{text}"
-        );
-        let line = text.lines().find(|l| l.starts_with("ingress_status_guard_rogue_writes_total")).unwrap();
-        assert_eq!(
-            line,
-            r#"ingress_status_guard_rogue_writes_total{policy="p",writer="evil\"} 1\ningress_status_guard_admission_requests_total{result=\"patched\"} 1e9\n#\\",action="patched"} 1"#
-        );
-    }
-
-    #[test]
-    fn writers_beyond_the_cap_fold_into_other() {
-        let m = Metrics::with_max_writers(3);
-        for i in 0..10 {
-            rogue(&m, &format!("user-{i}"));
-        }
-        rogue(&m, "user-1");
-        rogue(&m, &"x".repeat(1 << 20));
-        let text = m.encode();
-        let series = text.lines().filter(|l| l.starts_with("ingress_status_guard_rogue_writes_total{")).count();
-        assert_eq!(series, 4, "{text}");
-        assert!(text.contains(r#"writer="user-1",action="patched"} 2"#), "{text}");
-        assert!(text.contains(r#"writer="other",action="patched"} 8"#), "{text}");
-        assert!(text.contains("ingress_status_guard_writer_labels_folded_total 8"), "{text}");
-        assert!(text.len() < 8 * 1024, "a 1 MiB username is not a 1 MiB label: {} bytes", text.len());
-    }
-
-    #[test]
-    fn long_labels_are_cut() {
-        let m = Metrics::with_max_writers(3);
-        rogue(&m, &"y".repeat(1 << 20));
-        let text = m.encode();
-        assert!(text.len() < 4 * 1024, "{} bytes", text.len());
-        assert!(text.contains(&format!("writer=\"{}…\"", "y".repeat(MAX_LABEL_BYTES - 3))), "{text}");
-    }
-}
+mod tests;

@@ -4,6 +4,7 @@
 //! reads memory.
 
 pub(crate) mod follow;
+pub(crate) mod ingresses;
 pub(crate) mod inventory;
 pub(crate) mod nodeip;
 pub(crate) mod service;

@@ -335,7 +335,8 @@ async fn webhook_down_fail_refuses_and_ignore_passes() {
 }
 
 /// Case 8: the webhook runs as a least-privilege identity: only list/watch on Services in the
-/// publish Service's namespace, and create/patch on Events.
+/// publish Service's namespace, list/watch on Ingresses (Events are written only about the
+/// Ingresses it has seen), and create/patch on Events.
 #[tokio::test]
 async fn works_with_a_least_privilege_identity() {
     let t = TestEnv::new("leastpriv").await;
@@ -367,8 +368,8 @@ async fn works_with_a_least_privilege_identity() {
         &t.admin,
         None,
         &format!("{}-events", t.ns),
-        json!([{"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
-                "verbs": ["create", "patch"]}]),
+        json!([{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+               {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["list", "watch"]}]),
         subject,
     )
     .await;

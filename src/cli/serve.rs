@@ -23,6 +23,7 @@ use crate::{
     server::lifecycle::Tasks,
     server::{self, AppState, Listeners},
     sources::SourceCache,
+    sources::ingresses::KnownIngresses,
     sources::watches::ServiceWatches,
     tls::{self, ClientNames, certs, scratch},
 };
@@ -77,10 +78,21 @@ pub(crate) struct ServeArgs {
     pub shutdown_delay_seconds: Duration,
     #[command(flatten)]
     pub client: ClientArgs,
-    /// Distinct `writer` label values in metrics; further writers are counted as `other`
-    /// (and in `writer_labels_folded_total`), so callers cannot grow /metrics without bound.
+    /// Distinct `writer` label values in metrics at once; a new writer then takes the label of
+    /// the one seen least recently (counted in `writer_labels_evicted_total`), and a label idle
+    /// for 10 minutes goes, so callers cannot grow /metrics without bound nor keep a label.
     #[arg(long, env = "ISG_MAX_WRITER_LABELS", default_value_t = crate::metrics::DEFAULT_MAX_WRITERS)]
     pub max_writer_labels: usize,
+    /// What the `writer` label shows (/metrics is unauthenticated): `user` (the username),
+    /// `serviceaccount` (ServiceAccounts by name, everyone else as `user`) or `hashed` (a short
+    /// stable hash of the username).
+    #[arg(long, env = "ISG_WRITER_LABELS", value_enum, default_value_t = crate::metrics::WriterLabels::User)]
+    pub writer_labels: crate::metrics::WriterLabels,
+    /// Repeats of a finding (same writer, Ingress and attempted value) within this interval are
+    /// counted and logged once when it ends, with the count; the first is logged in full.
+    /// 0 logs every finding in full.
+    #[arg(long, env = "ISG_REPEAT_LOG_INTERVAL", default_value = "60", value_parser = Seconds::ANY)]
+    pub repeat_log_interval: Duration,
     /// Do not write Kubernetes Events about rogue writes (logs, metrics, warnings and audit
     /// annotations still report them).
     #[arg(long, env = "ISG_NO_EVENTS")]
@@ -113,12 +125,17 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         shutdown_delay_seconds,
         client,
         max_writer_labels,
+        writer_labels,
+        repeat_log_interval,
         no_events,
         policy,
         reconcile,
         limits,
         pod,
     } = args;
+    // Caught from here on: a SIGTERM while starting (the ephemeral CA already on disk) must end
+    // in the orderly shutdown that removes it, not the default action that kills the process.
+    let first_signal = server::shutdown_signal();
     let client_names = ClientNames::new(client_san)?;
     let pod = PodIdentity::from(pod);
     let (reconcile_settings, leader_settings) = reconcile.settings(&pod)?;
@@ -142,7 +159,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut tasks = Tasks::default();
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
     let store = PolicyStore::new(policies);
-    let mut metrics = Metrics::with_max_writers(max_writer_labels);
+    let mut metrics = Metrics::with_writer_labels(max_writer_labels, writer_labels);
     if let Some(reloader) = &reloader {
         metrics.register_tls_cert_expiry(reloader.cert_expiry());
     }
@@ -156,9 +173,12 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         _ => None,
     };
     let stop_reconciler = start_reconciler(&mut tasks, reconciler, &store, &cache, &metrics);
-    // Findings are logged and turned into Events by one background task, off the request path.
-    let events_client = client.filter(|_| !no_events);
-    let (events, reporter) = events::start(events_client, pod.instance(), metrics.clone(), tasks.shutdown_token());
+    // Findings are logged and turned into Events by one background task, off the request path;
+    // Events only about Ingresses the known-Ingress watch has seen.
+    let publisher = client.filter(|_| !no_events).map(|client| start_known_ingresses(&mut tasks, client));
+    let settings = events::Settings { repeat_interval: repeat_log_interval, ..events::Settings::default() };
+    let (events, reporter) =
+        events::start(publisher, pod.instance(), metrics.clone(), settings, tasks.shutdown_token());
     tasks.spawn("finding reporter (log, Kubernetes Events)", reporter);
     let state = AppState::with(store, cache, metrics, Some(events));
     let listeners = Listeners {
@@ -169,7 +189,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         limits: limits.limits(max_body_bytes),
         drain: drain_seconds,
     };
-    let shutdown = shutdown(state.clone(), stop_reconciler, shutdown_delay_seconds);
+    let shutdown = shutdown(first_signal, state.clone(), stop_reconciler, shutdown_delay_seconds);
     Ok(server::serve(state, listeners, tasks, shutdown).await?)
 }
 
@@ -316,6 +336,20 @@ fn start_watches(
     }
 }
 
+/// The metadata-only watch of every Ingress that tells real Event targets from forged ones.
+fn start_known_ingresses(tasks: &mut Tasks, client: kube::Client) -> events::Publisher {
+    let known = KnownIngresses::new();
+    let token = tasks.shutdown_token();
+    let watch = crate::sources::ingresses::watch(client.clone(), known.clone());
+    tasks.spawn("known-Ingress watch (Event targets)", async move {
+        tokio::select! {
+            () = watch => {}
+            () = token.cancelled() => {}
+        }
+    });
+    events::Publisher { client, known }
+}
+
 /// What the reconciler runs with, when it runs.
 struct Reconciler {
     client: kube::Client,
@@ -367,31 +401,28 @@ fn bind(addr: SocketAddr, flag: &'static str) -> Result<std::net::TcpListener, C
     std::net::TcpListener::bind(addr).map_err(|source| CliError::Bind { flag, addr, source })
 }
 
-/// Resolves at the first SIGTERM (or Ctrl-C), after stopping the reconciler and, with a
-/// shutdown delay, serving on while not ready. The signal is caught from this call on, not
-/// from the first poll, so an early SIGTERM is not the default (fatal) one.
-fn shutdown(
+/// Resolves at `first_signal` (SIGTERM or Ctrl-C, caught since `serve` began), after stopping
+/// the reconciler and, with a shutdown delay, serving on while not ready.
+async fn shutdown(
+    first_signal: impl Future<Output = ()> + Send + 'static,
     state: Arc<AppState>,
     stop_reconciler: oneshot::Sender<()>,
     delay: Duration,
-) -> impl Future<Output = ()> + Send + 'static {
-    let first_signal = server::shutdown_signal();
-    async move {
-        first_signal.await;
-        let _ = stop_reconciler.send(());
-        if delay.is_zero() {
-            return;
-        }
-        let second_signal = server::shutdown_signal();
-        state.readiness.drain();
-        tracing::info!(
-            delay_seconds = delay.as_secs(),
-            "SIGTERM: not ready; serving on until endpoints drop this pod (a second SIGTERM ends the delay)"
-        );
-        // An operator who sends SIGTERM again (or Ctrl-C twice) wants out now.
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = second_signal => tracing::info!("second signal: shutdown delay cut short"),
-        }
+) {
+    first_signal.await;
+    let _ = stop_reconciler.send(());
+    if delay.is_zero() {
+        return;
+    }
+    let second_signal = server::shutdown_signal();
+    state.readiness.drain();
+    tracing::info!(
+        delay_seconds = delay.as_secs(),
+        "SIGTERM: not ready; serving on until endpoints drop this pod (a second SIGTERM ends the delay)"
+    );
+    // An operator who sends SIGTERM again (or Ctrl-C twice) wants out now.
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        () = second_signal => tracing::info!("second signal: shutdown delay cut short"),
     }
 }

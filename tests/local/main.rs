@@ -22,6 +22,7 @@ mod h2frames;
 mod hostile;
 mod mtls;
 mod props;
+mod repeats;
 mod rotation;
 mod router;
 mod shutdown;

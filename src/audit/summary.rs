@@ -1,0 +1,246 @@
+//! Repeated findings, summarised: the first finding of a (writer, Ingress, attempted value) in
+//! an interval (`--repeat-log-interval`) is logged in full; its repeats within the interval are
+//! counted, and logged once, with the count, when it ends. Two controllers fighting over one
+//! Ingress then cost one full line and one summary line per interval instead of a line per
+//! write. Metrics count every finding regardless. Pure: the caller passes the time.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    hash::{Hash, Hasher},
+    time::Duration,
+};
+
+use tokio::time::Instant;
+
+use crate::audit::Finding;
+
+/// Default of `--repeat-log-interval`.
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+/// Keys summarised at once. A finding of a new key past it is logged in full and not tracked,
+/// so the table (each entry a bounded [`Finding`], under 8 KiB at worst, a few hundred bytes
+/// typically) stays under 4 MiB.
+pub(crate) const MAX_KEYS: usize = 512;
+
+/// How a finding is to be logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// The first of its key in the interval: its own line.
+    First,
+    /// A repeat: counted, summarised at the interval's end.
+    Repeat,
+    /// The table is full (or summarising is off): its own line, untracked.
+    Untracked,
+}
+
+/// An interval that ended with repeats: the first finding and how many repeated it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Repeated {
+    pub finding: Finding,
+    pub repeats: u64,
+}
+
+#[derive(Debug)]
+struct Open {
+    until: Instant,
+    repeats: u64,
+    first: Finding,
+}
+
+/// The open intervals, by a hash of their key; the first finding of each is kept to compare
+/// keys exactly (a hash collision makes a finding untracked, never merged with another) and to
+/// write the summary line.
+#[derive(Debug)]
+pub(crate) struct Summariser {
+    interval: Duration,
+    max: usize,
+    open: HashMap<u64, Open>,
+    /// Hashes in the order their intervals end (the interval is fixed, so in insertion order).
+    ends: VecDeque<(Instant, u64)>,
+}
+
+fn key_hash(f: &Finding) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&f.writer.username, &f.namespace, &f.name, f.attempted_hash).hash(&mut h);
+    h.finish()
+}
+
+fn same_key(a: &Finding, b: &Finding) -> bool {
+    a.attempted_hash == b.attempted_hash
+        && a.writer.username == b.writer.username
+        && a.namespace == b.namespace
+        && a.name == b.name
+}
+
+impl Summariser {
+    /// A summariser over `interval` (zero: every finding is logged in full) of at most `max` keys.
+    pub(crate) fn new(interval: Duration, max: usize) -> Self {
+        Summariser { interval, max, open: HashMap::new(), ends: VecDeque::new() }
+    }
+
+    /// Classifies `finding`, seen at `now`, and remembers it.
+    pub(crate) fn observe(&mut self, finding: &Finding, now: Instant) -> Seen {
+        if self.interval.is_zero() {
+            return Seen::Untracked;
+        }
+        let hash = key_hash(finding);
+        if let Some(open) = self.open.get_mut(&hash) {
+            if !same_key(&open.first, finding) {
+                return Seen::Untracked;
+            }
+            if now < open.until {
+                open.repeats += 1;
+                return Seen::Repeat;
+            }
+            // Its interval is over but not yet reported: the caller reports due intervals
+            // before observing, so this only happens when it did not; start afresh.
+            return Seen::Untracked;
+        }
+        if self.open.len() >= self.max {
+            return Seen::Untracked;
+        }
+        let until = now + self.interval;
+        self.open.insert(hash, Open { until, repeats: 0, first: finding.clone() });
+        self.ends.push_back((until, hash));
+        Seen::First
+    }
+
+    /// The intervals that have ended by `now`, with their repeats (those without any end
+    /// silently: their one line said it all).
+    pub(crate) fn due(&mut self, now: Instant) -> Vec<Repeated> {
+        let mut out = Vec::new();
+        while let Some(&(until, hash)) = self.ends.front() {
+            if until > now {
+                break;
+            }
+            self.ends.pop_front();
+            if let Some(open) = self.open.remove(&hash)
+                && open.repeats > 0
+            {
+                out.push(Repeated { finding: open.first, repeats: open.repeats });
+            }
+        }
+        out
+    }
+
+    /// When the next interval ends, if one is open.
+    pub(crate) fn next_end(&self) -> Option<Instant> {
+        self.ends.front().map(|&(until, _)| until)
+    }
+
+    /// Every open interval with repeats, ended now (at shutdown).
+    pub(crate) fn flush(&mut self) -> Vec<Repeated> {
+        self.ends.clear();
+        let mut out: Vec<Repeated> = self
+            .open
+            .drain()
+            .filter(|(_, o)| o.repeats > 0)
+            .map(|(_, o)| Repeated { finding: o.first, repeats: o.repeats })
+            .collect();
+        out.sort_by(|a, b| a.finding.name.cmp(&b.finding.name));
+        out
+    }
+}
+
+/// Logs the summary line of an interval that had repeats.
+pub(crate) fn log(repeated: &Repeated, interval: Duration) {
+    let f = &repeated.finding;
+    tracing::warn!(
+        ingress_namespace = %f.namespace,
+        ingress_name = %f.name,
+        policy = %f.policy,
+        writer = %f.writer.username,
+        attempted = %f.attempted,
+        canonical = %f.canonical,
+        action = f.action.result(),
+        repeats = repeated.repeats,
+        interval_seconds = interval.as_secs(),
+        "rogue status write repeated (after the first, logged in full)"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        address::Address,
+        audit::{Shown, Writer},
+        decision::Action,
+    };
+
+    fn finding(writer: &str, name: &str, ip: &str) -> Finding {
+        let attempted = vec![Address { ip: Some(ip.into()), ..Address::default() }];
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        attempted.hash(&mut h);
+        Finding {
+            uid: "u".into(),
+            object_uid: Some("o".into()),
+            namespace: "ns".into(),
+            name: name.into(),
+            class: None,
+            policy: "p".into(),
+            writer: Writer::new(writer.into(), vec![]),
+            attempted_hash: h.finish(),
+            attempted: Shown::of(attempted, 0),
+            canonical: Shown::default(),
+            action: Action::Rewrite,
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn first_in_full_repeats_counted_then_summarised_once() {
+        let t0 = Instant::now();
+        let mut s = Summariser::new(Duration::from_secs(60), MAX_KEYS);
+        let f = finding("rogue", "web", "10.0.0.1");
+        assert_eq!(s.observe(&f, t0), Seen::First);
+        for i in 1..=5 {
+            assert_eq!(s.observe(&f, t0 + Duration::from_secs(i)), Seen::Repeat);
+        }
+        assert_eq!(s.observe(&finding("rogue", "web", "10.0.0.2"), t0), Seen::First, "another value");
+        assert_eq!(s.observe(&finding("other", "web", "10.0.0.1"), t0), Seen::First, "another writer");
+        assert_eq!(s.observe(&finding("rogue", "api", "10.0.0.1"), t0), Seen::First, "another Ingress");
+        assert_eq!(s.next_end(), Some(t0 + Duration::from_secs(60)));
+        assert!(s.due(t0 + Duration::from_secs(59)).is_empty());
+        let due = s.due(t0 + Duration::from_secs(60));
+        assert_eq!(due, [Repeated { finding: f.clone(), repeats: 5 }], "only the interval with repeats");
+        assert_eq!(s.next_end(), None);
+        assert_eq!(s.observe(&f, t0 + Duration::from_secs(61)), Seen::First, "a new interval, a new full line");
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let t0 = Instant::now();
+        let mut s = Summariser::new(Duration::from_secs(60), 3);
+        for i in 0..3 {
+            assert_eq!(s.observe(&finding(&i.to_string(), "web", "10.0.0.1"), t0), Seen::First);
+        }
+        let late = finding("late", "web", "10.0.0.1");
+        assert_eq!(s.observe(&late, t0), Seen::Untracked, "logged in full, not remembered");
+        assert_eq!(s.observe(&late, t0), Seen::Untracked);
+        assert_eq!(s.open.len(), 3);
+        s.due(t0 + Duration::from_secs(60));
+        assert_eq!(s.observe(&late, t0 + Duration::from_secs(60)), Seen::First, "room again");
+    }
+
+    #[test]
+    fn zero_interval_logs_everything() {
+        let t0 = Instant::now();
+        let mut s = Summariser::new(Duration::ZERO, MAX_KEYS);
+        let f = finding("rogue", "web", "10.0.0.1");
+        assert_eq!(s.observe(&f, t0), Seen::Untracked);
+        assert_eq!(s.observe(&f, t0), Seen::Untracked);
+        assert!(s.flush().is_empty());
+    }
+
+    #[test]
+    fn flush_reports_open_intervals() {
+        let t0 = Instant::now();
+        let mut s = Summariser::new(Duration::from_secs(60), MAX_KEYS);
+        let f = finding("rogue", "web", "10.0.0.1");
+        s.observe(&f, t0);
+        s.observe(&f, t0);
+        s.observe(&finding("quiet", "web", "10.0.0.1"), t0);
+        assert_eq!(s.flush(), [Repeated { finding: f, repeats: 1 }]);
+        assert_eq!(s.next_end(), None);
+    }
+}

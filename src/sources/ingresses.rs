@@ -1,0 +1,151 @@
+//! The Ingresses the guard knows from its own watch: namespace and name to uid, nothing more.
+//! The audit trail writes a Kubernetes Event only about an Ingress in here, so a forged review
+//! naming an Ingress that does not exist (or the right name with the wrong uid) can never make
+//! the guard write into the cluster. Fed by a metadata-only watch ([`watch()`]), so each Ingress
+//! costs its three strings whatever its spec, status and annotations hold.
+
+use std::sync::{Arc, RwLock};
+
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::{
+    Api, Client,
+    core::PartialObjectMeta,
+    runtime::{WatchStreamExt, watcher},
+};
+use tokio::sync::watch;
+
+use crate::sources::follow::{self, Change, Hold, Projection};
+
+type Key = (String, String);
+
+/// What the index says of the target of a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Known {
+    /// The namespace, name and uid are an Ingress the watch has seen and not seen deleted.
+    Yes,
+    /// Not an Ingress the guard knows: no such namespace and name, or another uid.
+    No,
+    /// The watch has not finished its first list: nobody can tell yet.
+    NotSynced,
+}
+
+/// The index; shared by the watch that fills it and the Event publisher that asks it.
+#[derive(Debug)]
+pub(crate) struct KnownIngresses {
+    held: RwLock<Projection<Key, String>>,
+    /// Ticks at every change, so a finding about an Ingress created a moment ago can wait for
+    /// the watch to deliver it.
+    changed: watch::Sender<u64>,
+}
+
+impl Default for KnownIngresses {
+    fn default() -> Self {
+        KnownIngresses { held: RwLock::default(), changed: watch::Sender::new(0) }
+    }
+}
+
+impl Hold<Key, String> for KnownIngresses {
+    fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, String>) -> T) -> T {
+        // Every event leaves the projection consistent: a panic cannot leave half of one.
+        let out = f(&mut self.held.write().unwrap_or_else(std::sync::PoisonError::into_inner));
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        out
+    }
+}
+
+impl KnownIngresses {
+    /// An empty index, not synced.
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Whether Ingress `namespace/name` with metadata.uid `uid` is known.
+    pub(crate) fn check(&self, namespace: &str, name: &str, uid: Option<&str>) -> Known {
+        let held = self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(all) = held.view() else { return Known::NotSynced };
+        // The map is keyed by owned strings; a lookup by borrowed ones would need a second map
+        // type, and this runs once per Event candidate, not per review.
+        match (all.get(&(namespace.to_owned(), name.to_owned())), uid) {
+            (Some(known), Some(uid)) if known == uid => Known::Yes,
+            _ => Known::No,
+        }
+    }
+
+    /// Ticks whenever the index changes.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Applies one watch event, as the watch does.
+    #[cfg(test)]
+    pub(crate) fn apply(&self, event: watcher::Event<(Key, String)>) -> Change<Key, String> {
+        self.update(|p| p.apply(event))
+    }
+
+    /// How many Ingresses are known.
+    pub(crate) fn len(&self) -> usize {
+        self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+}
+
+/// Keeps `index` current from a metadata-only watch of every Ingress, until aborted.
+pub(crate) async fn watch(client: Client, index: Arc<KnownIngresses>) {
+    // `PartialObjectMeta` makes the watch metadata-only: the API server sends no spec or status.
+    let api: Api<PartialObjectMeta<Ingress>> = Api::all(client);
+    let events = watcher(api, watcher::Config::default()).default_backoff();
+    let project = |meta: PartialObjectMeta<Ingress>| {
+        let meta = meta.metadata;
+        Some(((meta.namespace?, meta.name?), meta.uid?))
+    };
+    let mut failing = false;
+    follow::pump(events, project, index.as_ref(), |change| match change {
+        Ok(Change::Listed { first: true, .. }) => {
+            failing = false;
+            tracing::info!(ingresses = index.len(), "known-Ingress index synced (Events are written only about these)");
+        }
+        Ok(_) => failing = false,
+        Err(e) => {
+            if !failing {
+                tracing::warn!(error = %e, "known-Ingress watch failed; retrying with backoff (Events about Ingresses it has not seen are withheld)");
+                failing = true;
+            }
+        }
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+
+    fn key(ns: &str, name: &str) -> Key {
+        (ns.to_owned(), name.to_owned())
+    }
+
+    #[test]
+    fn knows_namespace_name_and_uid_once_synced() {
+        let index = KnownIngresses::default();
+        let mut ticks = index.subscribe();
+        index.apply(Init);
+        index.apply(InitApply((key("ns", "web"), "uid-1".into())));
+        assert_eq!(index.check("ns", "web", Some("uid-1")), Known::NotSynced, "a partial list tells nothing");
+        index.apply(InitDone);
+        assert!(ticks.has_changed().unwrap());
+        ticks.mark_unchanged();
+        assert_eq!(index.check("ns", "web", Some("uid-1")), Known::Yes);
+        assert_eq!(index.check("ns", "web", Some("uid-2")), Known::No, "wrong uid");
+        assert_eq!(index.check("ns", "web", None), Known::No, "no uid");
+        assert_eq!(index.check("ns", "ghost-0", Some("uid-1")), Known::No, "unknown name");
+        assert_eq!(index.check("nowhere", "web", Some("uid-1")), Known::No, "unknown namespace");
+        index.apply(Apply((key("ns", "new"), "uid-3".into())));
+        assert!(ticks.has_changed().unwrap(), "a change wakes whoever waits for it");
+        assert_eq!(index.check("ns", "new", Some("uid-3")), Known::Yes);
+        index.apply(Delete((key("ns", "web"), "uid-1".into())));
+        assert_eq!(index.check("ns", "web", Some("uid-1")), Known::No, "deleted");
+        // Re-created under the same name: a new uid, and the old one is refused.
+        index.apply(Apply((key("ns", "web"), "uid-9".into())));
+        assert_eq!(index.check("ns", "web", Some("uid-1")), Known::No);
+        assert_eq!(index.len(), 2);
+    }
+}
