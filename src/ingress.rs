@@ -220,6 +220,7 @@ impl<'de> Deserialize<'de> for LeanIngress {
             name: Option<String>,
             namespace: Option<String>,
             resource_version: Option<String>,
+            uid: Option<String>,
             #[serde(default, deserialize_with = "bounded::class_annotation")]
             annotations: Option<String>,
             #[serde(default, deserialize_with = "bounded::status_managers")]
@@ -241,13 +242,13 @@ impl<'de> Deserialize<'de> for LeanIngress {
             ingress: Option<crate::address::Entries>,
         }
         let wire = Wire::deserialize(d)?;
-        let (name, namespace, resource_version, annotation, status_managers) = match wire.metadata {
-            Some(m) => (m.name, m.namespace, m.resource_version, m.annotations, m.managed_fields),
-            None => (None, None, None, None, Vec::new()),
+        let (name, namespace, resource_version, uid, annotation, status_managers) = match wire.metadata {
+            Some(m) => (m.name, m.namespace, m.resource_version, m.uid, m.annotations, m.managed_fields),
+            None => (None, None, None, None, None, Vec::new()),
         };
         let entries = wire.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
         Ok(LeanIngress {
-            meta: ObjectMeta { name, namespace, resource_version, ..ObjectMeta::default() },
+            meta: ObjectMeta { name, namespace, resource_version, uid, ..ObjectMeta::default() },
             class: class(wire.spec.and_then(|s| s.ingress_class_name), annotation).0,
             addresses: entries.kept,
             omitted: entries.omitted,
@@ -255,6 +256,10 @@ impl<'de> Deserialize<'de> for LeanIngress {
         })
     }
 }
+
+/// Ingresses per page when listing them: a page is held whole while it is parsed, and tenants
+/// choose the size of their Ingresses (up to etcd's 1.5 MiB each), so the page bounds the peak.
+pub(crate) const LIST_PAGE: u32 = 10;
 
 pub(crate) mod bounded;
 

@@ -47,8 +47,9 @@ use crate::{
     policy::Policies,
     policy::store::PolicyStore,
     sources::{
-        Sources,
+        SourceCache, Sources,
         follow::{self, Change, Hold, Projection},
+        ingresses::KnownIngresses,
     },
 };
 use damping::{Damping, Fight};
@@ -61,7 +62,6 @@ pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
 /// Ingresses per page of the reconciler's list.
-const INGRESS_PAGE: u32 = 10;
 /// Changes of sources or policies come in bursts (a reload, a Service's status update): wait
 /// this long so one full pass covers them.
 const COALESCE: Duration = Duration::from_millis(100);
@@ -99,14 +99,17 @@ struct Stored {
     resource_version: Option<String>,
     /// The field managers that wrote the status, latest first (bounded).
     status_managers: Vec<String>,
+    /// `metadata.uid`, for the known-Ingress index the audit trail checks Events against.
+    uid: Option<String>,
 }
 
 impl Stored {
     fn from(obj: LeanIngress) -> Option<(Key, Stored)> {
         let status_managers = obj.status_managers.clone();
+        let uid = obj.meta.uid.clone();
         let (write, resource_version) = obj.into_write()?;
         let key = (write.namespace.clone(), write.name.clone());
-        Some((key, Stored { write, resource_version, status_managers }))
+        Some((key, Stored { write, resource_version, status_managers, uid }))
     }
 
     /// Which bound of the lean projection this Ingress hit, if any ([`bounded`]).
@@ -137,6 +140,8 @@ pub(crate) struct Reconciler {
     sources: Arc<dyn Sources>,
     metrics: Arc<Metrics>,
     settings: Settings,
+    /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
+    known: Option<Arc<KnownIngresses>>,
 }
 
 impl Hold<Key, Stored> for Reconciler {
@@ -164,12 +169,13 @@ impl Drop for Running {
 pub(crate) fn start(
     client: Client,
     policies: Arc<PolicyStore>,
-    sources: Arc<dyn Sources>,
-    sources_changed: watch::Receiver<u64>,
+    sources: Arc<SourceCache>,
     leader: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     settings: Settings,
+    known: Option<Arc<KnownIngresses>>,
 ) -> Running {
+    let sources_changed = sources.subscribe();
     let reconciler = Arc::new_cyclic(|me| Reconciler {
         me: me.clone(),
         state: Mutex::new(State::default()),
@@ -178,6 +184,7 @@ pub(crate) fn start(
         sources,
         metrics,
         settings,
+        known,
     });
     let tasks = vec![
         tokio::spawn(reconciler.clone().watch_ingresses(client.clone())).abort_handle(),
@@ -214,8 +221,9 @@ impl Reconciler {
         // of their Ingresses (up to etcd's 1.5 MiB each), so the page bounds the peak. A list
         // at resourceVersion "0" (any) is served whole from the watch cache, ignoring the page
         // size, so the list asks for the most recent state, which pages.
-        let config =
-            watcher::Config::default().page_size(INGRESS_PAGE).list_semantic(watcher::ListSemantic::MostRecent);
+        let config = watcher::Config::default()
+            .page_size(crate::ingress::LIST_PAGE)
+            .list_semantic(watcher::ListSemantic::MostRecent);
         follow::follow(api, config, project, self.as_ref(), |change| match change {
             Ok(change) => {
                 if failing {
@@ -247,18 +255,27 @@ impl Reconciler {
                 for key in &dropped {
                     self.forget(&mut state, key);
                 }
+                if let (Some(known), Some(all)) = (&self.known, state.ingresses.view()) {
+                    known.relisted(all.iter().filter_map(|(k, s)| Some((k.clone(), s.uid.clone()?))));
+                }
                 drop(state);
                 self.resync();
             }
             Change::Applied { key, .. } => {
                 let policies = self.policies.load();
                 let mut state = self.lock();
+                if let (Some(known), Some(uid)) = (&self.known, state.ingresses.get(&key).and_then(|s| s.uid.clone())) {
+                    known.applied(key.clone(), uid);
+                }
                 if state.ingresses.synced() {
                     self.rejudge(&mut state, &key, &policies);
                 }
             }
             Change::Deleted { key, .. } => {
                 let mut state = self.lock();
+                if let Some(known) = &self.known {
+                    known.deleted(key.clone());
+                }
                 self.forget(&mut state, &key);
             }
         }

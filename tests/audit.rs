@@ -77,11 +77,24 @@ async fn guarded(t: &TestEnv, args: &[&str]) -> (Webhook, String) {
 const UNKNOWN: &str = "ingress_status_guard_events_skipped_total{reason=\"unknown_object\"}";
 
 /// Forged reviews naming Ingresses that do not exist (in an existing namespace, and in one that
-/// does not exist) or a real Ingress with another uid: no Event, each counted and logged.
+/// does not exist) or a real Ingress with another uid: no Event, each counted and logged. The
+/// known-Ingress index fed by a watch of its own (`--reconcile=false`).
 #[tokio::test]
 async fn forged_targets_get_no_event() {
     let t = TestEnv::new("audit-forged").await;
-    let (webhook, uid) = guarded(&t, &[]).await;
+    forged_targets(&t, &[]).await;
+}
+
+/// The same, with the index fed by the reconciler's watch (one list of Ingresses, not two).
+#[tokio::test]
+async fn forged_targets_get_no_event_with_the_reconcilers_watch() {
+    let t = TestEnv::new("audit-forged-rec").await;
+    let lease_ns = format!("--leader-election-namespace={}", t.ns);
+    forged_targets(&t, &["--reconcile=true", &lease_ns]).await;
+}
+
+async fn forged_targets(t: &TestEnv, args: &[&str]) {
+    let (webhook, uid) = guarded(t, args).await;
     let ghosts = ["ghost-0", "ghost-1", "ghost-2"];
     for ghost in ghosts {
         assert!(post(&webhook, &forged(&t.ns, ghost, &uid, "forger")).await.contains("200"));
@@ -144,18 +157,21 @@ async fn a_flood_of_forged_writers_leaves_the_real_writers_event_and_label() {
     assert!(event.note.unwrap_or_default().starts_with("dev wrote status.loadBalancer.ingress [198.51.100.7]"));
 }
 
-/// A forged review with a 1 MiB username and uid and a 512 KiB group (under the 3 MiB body
-/// limit together): every Event the guard writes is at most 4 KiB, and every finding's log line
-/// at most 8 KiB.
+/// A forged review with a 1 MiB username and a 512 KiB group, and one with a 1 MiB uid too
+/// (refused at the wire): every Event the guard writes is at most 4 KiB, and every finding's log
+/// line at most 8 KiB.
 #[tokio::test]
 async fn huge_caller_strings_make_small_events() {
     let t = TestEnv::new("audit-huge").await;
     let (webhook, uid) = guarded(&t, &[]).await;
     let mut body: Value = serde_json::from_slice(&forged(&t.ns, "web", &uid, &"u".repeat(1 << 20))).unwrap();
-    body["request"]["uid"] = json!("i".repeat(1 << 20));
     body["request"]["userInfo"]["groups"] = json!(["g".repeat(1 << 19)]);
     let status = post(&webhook, &serde_json::to_vec(&body).unwrap()).await;
     assert!(status.contains("200"), "{status}");
+    // A 1 MiB request uid is no API server's (it sends a UUID): refused at the wire, never echoed.
+    body["request"]["uid"] = json!("i".repeat(1 << 20));
+    let status = post(&webhook, &serde_json::to_vec(&body).unwrap()).await;
+    assert!(status.contains("400"), "{status}");
     // And one through the API server, so there is an Event of a known size beside it.
     let rogue = t.cluster.kubeconfig_for(support::ROGUE_USER, Some(support::cluster::STATUS_WRITERS));
     let patch = r#"{"status":{"loadBalancer":{"ingress":[{"ip":"198.51.100.8"}]}}}"#;

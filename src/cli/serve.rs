@@ -172,10 +172,16 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         }
         _ => None,
     };
-    let stop_reconciler = start_reconciler(&mut tasks, reconciler, &store, &cache, &metrics);
-    // Findings are logged and turned into Events by one background task, off the request path;
-    // Events only about Ingresses the known-Ingress watch has seen.
-    let publisher = client.filter(|_| !no_events).map(|client| start_known_ingresses(&mut tasks, client));
+    // Events only about Ingresses the guard's watch has seen: the reconciler's, when it runs
+    // (one list of every Ingress per replica), else a watch for the index alone.
+    let events_client = client.filter(|_| !no_events);
+    let known = events_client.as_ref().map(|_| KnownIngresses::new());
+    if let (Some(client), Some(known), None) = (&events_client, &known, &reconciler) {
+        start_known_ingresses(&mut tasks, client.clone(), known.clone());
+    }
+    let stop_reconciler = start_reconciler(&mut tasks, reconciler, &store, &cache, &metrics, known.clone());
+    // Findings are logged and turned into Events by one background task, off the request path.
+    let publisher = events_client.zip(known).map(|(client, known)| events::Publisher { client, known });
     let settings = events::Settings { repeat_interval: repeat_log_interval, ..events::Settings::default() };
     let (events, reporter) =
         events::start(publisher, pod.instance(), metrics.clone(), settings, tasks.shutdown_token());
@@ -336,18 +342,17 @@ fn start_watches(
     }
 }
 
-/// The metadata-only watch of every Ingress that tells real Event targets from forged ones.
-fn start_known_ingresses(tasks: &mut Tasks, client: kube::Client) -> events::Publisher {
-    let known = KnownIngresses::new();
+/// The watch of every Ingress that tells real Event targets from forged ones, when the
+/// reconciler's does not run.
+fn start_known_ingresses(tasks: &mut Tasks, client: kube::Client, known: Arc<KnownIngresses>) {
     let token = tasks.shutdown_token();
-    let watch = crate::sources::ingresses::watch(client.clone(), known.clone());
+    let watch = crate::sources::ingresses::watch(client, known);
     tasks.spawn("known-Ingress watch (Event targets)", async move {
         tokio::select! {
             () = watch => {}
             () = token.cancelled() => {}
         }
     });
-    events::Publisher { client, known }
 }
 
 /// What the reconciler runs with, when it runs.
@@ -364,6 +369,7 @@ fn start_reconciler(
     store: &Arc<PolicyStore>,
     cache: &Arc<SourceCache>,
     metrics: &Arc<Metrics>,
+    known: Option<Arc<KnownIngresses>>,
 ) -> oneshot::Sender<()> {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let Some(Reconciler { client, settings, leader: leader_settings }) = reconciler else {
@@ -376,10 +382,10 @@ fn start_reconciler(
         client,
         store.clone(),
         cache.clone(),
-        cache.subscribe(),
         leadership.subscribe(),
         metrics.clone(),
         settings,
+        known,
     );
     // At SIGTERM (not only when tasks stop, after the drain): stop patching, then hand the
     // Lease over at once.

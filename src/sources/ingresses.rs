@@ -1,20 +1,19 @@
 //! The Ingresses the guard knows from its own watch: namespace and name to uid, nothing more.
 //! The audit trail writes a Kubernetes Event only about an Ingress in here, so a forged review
 //! naming an Ingress that does not exist (or the right name with the wrong uid) can never make
-//! the guard write into the cluster. Fed by a metadata-only watch ([`watch()`]), so each Ingress
-//! costs its three strings whatever its spec, status and annotations hold.
+//! the guard write into the cluster. Fed by a watch of its own ([`watch()`]) through the
+//! reconciler's bounded reader ([`LeanIngress`]), in small pages, so each Ingress costs its
+//! three strings and a list costs one page, whatever their annotations hold.
 
 use std::sync::{Arc, RwLock};
 
-use k8s_openapi::api::networking::v1::Ingress;
-use kube::{
-    Api, Client,
-    core::PartialObjectMeta,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Api, Client, runtime::watcher};
 use tokio::sync::watch;
 
-use crate::sources::follow::{self, Change, Hold, Projection};
+use crate::{
+    ingress::LeanIngress,
+    sources::follow::{self, Change, Hold, Projection},
+};
 
 type Key = (String, String);
 
@@ -71,6 +70,28 @@ impl KnownIngresses {
         }
     }
 
+    /// Fed by the reconciler's watch instead of one of its own (one list of every Ingress per
+    /// replica, not two): what a (re-)list left, whole.
+    pub(crate) fn relisted(&self, all: impl Iterator<Item = (Key, String)>) {
+        self.update(|p| {
+            p.apply(watcher::Event::Init);
+            for known in all {
+                p.apply(watcher::Event::InitApply(known));
+            }
+            p.apply(watcher::Event::InitDone)
+        });
+    }
+
+    /// Fed by the reconciler's watch: `key` added or modified, now with `uid`.
+    pub(crate) fn applied(&self, key: Key, uid: String) {
+        self.update(|p| p.apply(watcher::Event::Apply((key, uid))));
+    }
+
+    /// Fed by the reconciler's watch: `key` deleted.
+    pub(crate) fn deleted(&self, key: Key) {
+        self.update(|p| p.apply(watcher::Event::Delete((key, String::new()))));
+    }
+
     /// Ticks whenever the index changes.
     pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
@@ -90,15 +111,18 @@ impl KnownIngresses {
 
 /// Keeps `index` current from a metadata-only watch of every Ingress, until aborted.
 pub(crate) async fn watch(client: Client, index: Arc<KnownIngresses>) {
-    // `PartialObjectMeta` makes the watch metadata-only: the API server sends no spec or status.
-    let api: Api<PartialObjectMeta<Ingress>> = Api::all(client);
-    let events = watcher(api, watcher::Config::default()).default_backoff();
-    let project = |meta: PartialObjectMeta<Ingress>| {
-        let meta = meta.metadata;
+    // Not a metadata-only watch: its `PartialObjectMeta` keeps every annotation (a tenant's
+    // 200 KiB ones included) and lists unpaged; the lean reader keeps three strings, paged.
+    let api: Api<LeanIngress> = Api::all(client);
+    let config = watcher::Config::default()
+        .page_size(crate::ingress::LIST_PAGE)
+        .list_semantic(watcher::ListSemantic::MostRecent);
+    let project = |ingress: LeanIngress| {
+        let meta = ingress.meta;
         Some(((meta.namespace?, meta.name?), meta.uid?))
     };
     let mut failing = false;
-    follow::pump(events, project, index.as_ref(), |change| match change {
+    follow::follow(api, config, project, index.as_ref(), |change| match change {
         Ok(Change::Listed { first: true, .. }) => {
             failing = false;
             tracing::info!(ingresses = index.len(), "known-Ingress index synced (Events are written only about these)");
