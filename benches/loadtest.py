@@ -149,9 +149,12 @@ class Server:
 
 def webhook_server(binary, certs, log, name="webhook"):
     port, admin = free_port(), free_port()
+    # A `--before` binary older than the probe port has no --probe-listen (nor a port to bind).
+    serve_help = subprocess.run([str(binary), "serve", "--help"], capture_output=True, text=True).stdout
+    probe = ["--probe-listen=127.0.0.1:0"] if "--probe-listen" in serve_help else []
     argv = pin(SERVER_CPU) + [
         str(binary), "serve",
-        f"--listen=127.0.0.1:{port}", f"--admin-listen=127.0.0.1:{admin}", "--probe-listen=127.0.0.1:0",
+        f"--listen=127.0.0.1:{port}", f"--admin-listen=127.0.0.1:{admin}", *probe,
         f"--tls-cert={certs / 'tls.crt'}", f"--tls-key={certs / 'tls.key'}",
         f"--publish-status-address={CANONICAL}", f"--ingress-class={GOVERNED_CLASS}",
         # Without it, a class list makes the webhook watch IngressClasses (for the cluster's
