@@ -73,9 +73,16 @@ pub(crate) fn is_default_class(class: &IngressClass) -> bool {
 /// Reads only the [`CLASS_ANNOTATION`] out of `metadata.annotations` (`null` is none), which
 /// often carries large values such as `kubectl.kubernetes.io/last-applied-configuration`.
 pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    struct Visit;
-    impl<'de> de::Visitor<'de> for Visit {
-        type Value = Option<String>;
+    class_annotation_as::<D, String>(d)
+}
+
+/// The [`CLASS_ANNOTATION`] out of `metadata.annotations` read as `T` (`null` is none); every
+/// other annotation is skipped unparsed. The one reader of the annotation map, for the review
+/// (as written) and the reconciler's cache (validated, [`bounded`]).
+pub(crate) fn class_annotation_as<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    struct Visit<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> de::Visitor<'de> for Visit<T> {
+        type Value = Option<T>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a map of annotations")
         }
@@ -86,7 +93,7 @@ pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option
             let mut class = None;
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                 if key == CLASS_ANNOTATION {
-                    class = Some(map.next_value::<String>()?);
+                    class = Some(map.next_value::<T>()?);
                 } else {
                     map.next_value::<de::IgnoredAny>()?;
                 }
@@ -94,7 +101,7 @@ pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option
             Ok(class)
         }
     }
-    d.deserialize_any(Visit)
+    d.deserialize_any(Visit(std::marker::PhantomData))
 }
 
 /// A stored Ingress as the decision sees it, plus what `explain` shows about how it was read.

@@ -9,8 +9,6 @@ use std::{borrow::Cow, fmt};
 
 use serde::{Deserialize, Deserializer, de};
 
-use super::CLASS_ANNOTATION;
-
 /// The class kept for an Ingress whose class is not a valid class name (a DNS-1123 subdomain of
 /// at most 253 bytes): not a valid name itself, so no policy and no IngressClass matches it.
 pub(crate) const INVALID_CLASS: &str = "<invalid class>";
@@ -52,31 +50,10 @@ pub(crate) fn class_field<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Stri
     Ok(Option::<Class>::deserialize(d)?.map(|c| c.0))
 }
 
-/// The [`CLASS_ANNOTATION`] out of `metadata.annotations` (`null` is none), validated; every
+/// The [`super::CLASS_ANNOTATION`] out of `metadata.annotations` (`null` is none), validated; every
 /// other annotation is skipped unparsed.
 pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    struct Visit;
-    impl<'de> de::Visitor<'de> for Visit {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a map of annotations")
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut class = None;
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                if key == CLASS_ANNOTATION {
-                    class = Some(map.next_value::<Class>()?.0);
-                } else {
-                    map.next_value::<de::IgnoredAny>()?;
-                }
-            }
-            Ok(class)
-        }
-    }
-    d.deserialize_any(Visit)
+    Ok(super::class_annotation_as::<D, Class>(d)?.map(|c| c.0))
 }
 
 /// The field managers whose entry of `metadata.managedFields` owns some of `status` (the
@@ -151,6 +128,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ingress::CLASS_ANNOTATION;
 
     #[derive(Deserialize)]
     struct Annotations(#[serde(deserialize_with = "class_annotation")] Option<String>);
