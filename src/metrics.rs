@@ -140,6 +140,7 @@ pub struct Metrics {
     fights: Family<PolicyLabel, Counter>,
     trimmed: Family<FieldLabel, Counter>,
     leader: Gauge,
+    ready: Gauge,
     reloads: Family<ResultLabel, Counter>,
     watch_errors: Counter,
     /// Writers with a label of their own now; at most `--max-writer-labels`.
@@ -248,6 +249,12 @@ impl Metrics {
         );
         let leader = Gauge::default();
         registry.register("leader", "1 while this replica holds the reconciler's Lease, else 0", leader.clone());
+        let ready = Gauge::default();
+        registry.register(
+            "ready",
+            "1 while /readyz answers 200 (not draining, no background task ended, the sources synced), else 0; read at each scrape",
+            ready.clone(),
+        );
         let reloads = Family::<ResultLabel, Counter>::default();
         registry.register(
             "config_reloads",
@@ -337,6 +344,7 @@ impl Metrics {
             fights,
             trimmed,
             leader,
+            ready,
             reloads,
             watch_errors,
             writers: Mutex::new(writers::Table::new(max_writers, writers::IDLE)),
@@ -481,6 +489,11 @@ impl Metrics {
 
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// Sets the readiness gauge: what `/readyz` would answer now.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
     }
 
     pub fn config_reload(&self, result: &'static str) {
