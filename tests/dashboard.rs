@@ -141,9 +141,15 @@ async fn every_panel_shows_what_a_real_run_did() {
     write_status(&t.rogue, "waiting", &[SENTINEL], false).await.expect("a write with its source unresolved");
     direct_requests(&webhook, &t.ns, &edge, 1).await;
     fight(&webhook, &outside_rogue, "contested", CANONICAL, 1.0).await;
+    await_forged_counted(&webhook, 1.0).await;
 
+    // Every metric the dashboard names is one the guard exposes now that each kind of event
+    // happened once; renaming one breaks this.
     let dash = dashboard();
     let queries = panels::queries(&dash).expect("the dashboard's queries");
+    let exposed = panels::exposed_names(&webhook.metrics());
+    let unknown = panels::unknown_metrics(&dash, &exposed).expect("the dashboard's metrics");
+    assert!(unknown.is_empty(), "the dashboard names metrics the guard does not expose: {unknown:?}");
     let vars = |rate_interval| Variables { namespace: &t.ns, policy: ".*", rate_interval };
     eventually("every panel's query returns a series in Prometheus", SCRAPED, || async {
         let empty: Vec<String> = queries
@@ -188,14 +194,7 @@ async fn every_panel_shows_what_a_real_run_did() {
             tokio::time::sleep(Duration::from_secs(4)).await;
         }
     }
-    // Findings are reported off the request path: both forged ones counted by the guard.
-    eventually("the forged reviews counted", SCRAPED, || async {
-        match webhook.metric("ingress_status_guard_events_skipped_total{reason=\"unknown_object\"}") {
-            n if n >= 1.0 + rounds as f64 => Ok(()),
-            n => Err(format!("{n}")),
-        }
-    })
-    .await;
+    await_forged_counted(&webhook, 1.0 + rounds as f64).await;
 
     // Prometheus has scraped what the guard counted, for every counter the dashboard shows.
     let counters: std::collections::BTreeSet<String> =
@@ -235,10 +234,7 @@ async fn every_panel_shows_what_a_real_run_did() {
         assert_eq!(values, want, "variable {name} ({selector})");
     }
 
-    // Every metric the dashboard names is one the guard exposes; renaming one breaks this.
-    let exposed = panels::exposed_names(&webhook.metrics());
-    let unknown = panels::unknown_metrics(&dash, &exposed).expect("the dashboard's metrics");
-    assert!(unknown.is_empty(), "the dashboard names metrics the guard does not expose: {unknown:?}");
+    // A renamed metric is caught: by name, and by its empty panel.
     let renamed: Value = serde_json::from_str(
         &panels::DASHBOARD.replace("ingress_status_guard_drift_ingresses", "ingress_status_guard_drifting_ingresses"),
     )
@@ -264,6 +260,18 @@ async fn direct_requests(webhook: &support::Webhook, ns: &str, class: &str, n: u
     assert_eq!(post(webhook, b"{not json").await, 400, "a malformed review");
     let status = post(webhook, &vec![b' '; MAX_BODY_BYTES + 1]).await;
     assert!(status == 413 || status == 0, "an oversized review is refused (status {status})");
+}
+
+/// Findings are reported off the request path: waits until the guard has counted `n` forged
+/// reviews as Events skipped.
+async fn await_forged_counted(webhook: &support::Webhook, n: f64) {
+    eventually(&format!("{n} forged reviews counted"), SCRAPED, || async {
+        match webhook.metric("ingress_status_guard_events_skipped_total{reason=\"unknown_object\"}") {
+            counted if counted >= n => Ok(()),
+            counted => Err(format!("{counted}")),
+        }
+    })
+    .await;
 }
 
 fn run(prom: &Prometheus, query: &Query, vars: &Variables) -> Result<Vec<Sample>, String> {
