@@ -134,6 +134,9 @@ pub struct Metrics {
     rogue_writes: Family<RogueLabels, Counter>,
     unresolved: Family<PolicyLabel, Counter>,
     cache_age: Family<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// The Services `cache_age` has a series for: those the policies no longer name are removed
+    /// at the next scrape instead of staying, frozen at their last age.
+    cache_age_services: Mutex<Vec<String>>,
     events: Family<EventLabel, Counter>,
     drift: Family<PolicyLabel, Gauge>,
     patches: Family<PatchLabels, Counter>,
@@ -338,6 +341,7 @@ impl Metrics {
             rogue_writes,
             unresolved,
             cache_age,
+            cache_age_services: Mutex::new(Vec::new()),
             events,
             drift,
             patches,
@@ -461,6 +465,20 @@ impl Metrics {
 
     pub fn set_cache_age(&self, service: &str, age: Duration) {
         self.cache_age.get_or_create(&ServiceLabel { service: Escaped::new(service) }).set(age.as_secs_f64());
+    }
+
+    /// Sets the cache age of every Service the policies name now (`Sources::cache_ages`), and
+    /// drops the series of those they no longer name (a reload moved the policy on).
+    pub fn set_cache_ages(&self, ages: &[(String, Duration)]) {
+        let mut known = self.cache_age_services.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for gone in known.iter().filter(|s| !ages.iter().any(|(service, _)| service == *s)) {
+            self.cache_age.remove(&ServiceLabel { service: Escaped::new(gone) });
+        }
+        known.clear();
+        for (service, age) in ages {
+            self.set_cache_age(service, *age);
+            known.push(service.clone());
+        }
     }
 
     /// Sets the drift gauge of a policy.
