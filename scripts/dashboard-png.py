@@ -38,6 +38,20 @@ def legend(template, labels):
     return text or "value"
 
 
+def gapped(points):
+    """Times and values with a NaN wherever the series was absent for more than a step (the
+    snapshot steps by 1 s), so a series that went and came back is drawn as two lines, as
+    Grafana draws it, not joined across the gap."""
+    t, v = [], []
+    for time, value in points:
+        if t and time - t[-1] > 1.5:
+            t.append((time + t[-1]) / 2)
+            v.append(float("nan"))
+        t.append(time)
+        v.append(value)
+    return t, v
+
+
 def main(argv):
     if len(argv) != 3:
         sys.exit("usage: scripts/dashboard-png.py SNAPSHOT.json OUT.png")
@@ -64,8 +78,7 @@ def main(argv):
             for series in query["series"]:
                 if drawn == MAX_SERIES or not series["points"]:
                     continue
-                t = [p[0] for p in series["points"]]
-                v = [p[1] for p in series["points"]]
+                t, v = gapped(series["points"])
                 colour = COLOURS[drawn % len(COLOURS)]
                 ax.plot(t, v, color=colour, linewidth=1.2, label=legend(query["legend"], series["labels"]))
                 drawn += 1

@@ -3,7 +3,8 @@
 //! package, which `.ci/run` installs, or `$PROMETHEUS`) scrapes the built guard every second
 //! while it runs a real scenario against the test kube-apiserver: stale statuses healed at
 //! start-up, rogue writes patched and audited, an unresolved source, a fight with the
-//! reconciler, a forged, a malformed and an oversized review. Then every panel's query, with
+//! reconciler, a forged, a malformed and an oversized review, a refused and two accepted
+//! reloads of the policy file. Then every panel's query, with
 //! the template variables substituted as Grafana would, goes through Prometheus's HTTP API and
 //! must return a series, with the values the scenario implies where they are knowable; every
 //! metric name the dashboard names must be one the guard exposes, so a renamed metric fails.
@@ -67,6 +68,8 @@ enum Want {
     Latency,
     /// A finite value of at least 0.
     NonNegative,
+    /// No series with these labels.
+    Absent,
 }
 
 fn unix_now() -> f64 {
@@ -104,17 +107,18 @@ async fn every_panel_shows_what_a_real_run_did() {
 
     let dir = t.cluster.scratch_dir("dashboard");
     let config = dir.join("policies.yaml");
-    std::fs::write(
-        &config,
+    // The pending policy's Service is renamed at each reload: a real change of the policies,
+    // and still unresolved.
+    let policies = |missing: &str| {
         format!(
             "policies:\n\
              - {{name: edge, ingressClasses: [{edge}], publishService: {ns}/edge}}\n\
              - {{name: shadow, ingressClasses: [{shadow}], publishStatusAddress: {SHADOW:?}, mode: audit}}\n\
-             - {{name: pending, ingressClasses: [{pending}], publishService: {ns}/not-there-yet}}\n",
+             - {{name: pending, ingressClasses: [{pending}], publishService: {ns}/{missing}}}\n",
             ns = t.ns
-        ),
-    )
-    .expect("write the policy file");
+        )
+    };
+    replace_file(&config, &policies("not-there-yet"));
     let mut args = vec![
         format!("--config={}", config.display()),
         "--reconcile=true".into(),
@@ -141,7 +145,13 @@ async fn every_panel_shows_what_a_real_run_did() {
     write_status(&t.rogue, "waiting", &[SENTINEL], false).await.expect("a write with its source unresolved");
     direct_requests(&webhook, &t.ns, &edge, 1).await;
     fight(&webhook, &outside_rogue, "contested", CANONICAL, 1.0).await;
-    await_forged_counted(&webhook, 1.0).await;
+    await_counted(&webhook, FORGED, 1.0).await;
+    replace_file(&config, "policies: [{name: broken");
+    await_counted(&webhook, RELOAD_FAILED, 1.0).await;
+    let mut missing = "not-there-either";
+    replace_file(&config, &policies(missing));
+    await_counted(&webhook, RELOADED, 1.0).await;
+    let mut reloads = 1.0;
 
     // Every metric the dashboard names is one the guard exposes now that each kind of event
     // happened once; renaming one breaks this.
@@ -190,11 +200,19 @@ async fn every_panel_shows_what_a_real_run_did() {
             })
             .await;
         }
+        // The pending policy moves back to its first Service at the end of phase 2 (and, in a
+        // snapshot, every 8 rounds): its old Service's cache age must then go.
+        if round % 8 == 7 || round + 1 == rounds && missing != "not-there-yet" {
+            missing = if missing == "not-there-yet" { "not-there-either" } else { "not-there-yet" };
+            replace_file(&config, &policies(missing));
+            reloads += 1.0;
+            await_counted(&webhook, RELOADED, reloads).await;
+        }
         if rounds > 1 {
             tokio::time::sleep(Duration::from_secs(4)).await;
         }
     }
-    await_forged_counted(&webhook, 1.0 + rounds as f64).await;
+    await_counted(&webhook, FORGED, 1.0 + rounds as f64).await;
 
     // Prometheus has scraped what the guard counted, for every counter the dashboard shows.
     let counters: std::collections::BTreeSet<String> =
@@ -262,16 +280,28 @@ async fn direct_requests(webhook: &support::Webhook, ns: &str, class: &str, n: u
     assert!(status == 413 || status == 0, "an oversized review is refused (status {status})");
 }
 
-/// Findings are reported off the request path: waits until the guard has counted `n` forged
-/// reviews as Events skipped.
-async fn await_forged_counted(webhook: &support::Webhook, n: f64) {
-    eventually(&format!("{n} forged reviews counted"), SCRAPED, || async {
-        match webhook.metric("ingress_status_guard_events_skipped_total{reason=\"unknown_object\"}") {
+/// Forged reviews counted as Events skipped (findings are reported off the request path).
+const FORGED: &str = "ingress_status_guard_events_skipped_total{reason=\"unknown_object\"}";
+const RELOADED: &str = "ingress_status_guard_config_reloads_total{result=\"success\"}";
+const RELOAD_FAILED: &str = "ingress_status_guard_config_reloads_total{result=\"failed\"}";
+
+/// Waits until the guard's sample `sample` is at least `n`.
+async fn await_counted(webhook: &support::Webhook, sample: &str, n: f64) {
+    eventually(&format!("{sample} reaches {n} ({})", webhook.log_path().display()), SCRAPED, || async {
+        match webhook.metric(sample) {
             counted if counted >= n => Ok(()),
             counted => Err(format!("{counted}")),
         }
     })
     .await;
+}
+
+/// Replaces `path` by a rename, as the kubelet swaps a ConfigMap volume: the watcher never
+/// reads half a file.
+fn replace_file(path: &std::path::Path, text: &str) {
+    let next = path.with_extension("next");
+    std::fs::write(&next, text).expect("write the policy file");
+    std::fs::rename(&next, path).expect("replace the policy file");
 }
 
 fn run(prom: &Prometheus, query: &Query, vars: &Variables) -> Result<Vec<Sample>, String> {
@@ -281,7 +311,8 @@ fn run(prom: &Prometheus, query: &Query, vars: &Variables) -> Result<Vec<Sample>
 /// What the scenario implies, checked against the results; every expectation must name a
 /// query of the dashboard (a renamed panel fails here rather than going unchecked).
 fn check(results: &[(Query, Vec<Sample>)], window: f64, ns: &str) -> Vec<String> {
-    let service = format!("{ns}/edge");
+    let (service, pending_now, pending_before) =
+        (format!("{ns}/edge"), format!("{ns}/not-there-yet"), format!("{ns}/not-there-either"));
     let expectations = [
         expect("ADDRESS drift per policy", "A", &[("policy", "shadow")], Want::Equals(2.0)),
         expect("ADDRESS drift per policy", "A", &[("policy", "edge")], Want::NonNegative),
@@ -310,10 +341,15 @@ fn check(results: &[(Query, Vec<Sample>)], window: f64, ns: &str) -> Vec<String>
         expect("Errors and refusals", "A", &[("result", "error")], Want::Increase(1.0)),
         expect("Errors and refusals", "B", &[("reason", "body_too_large")], Want::Increase(1.0)),
         expect("Source cache age", "A", &[("service", &service)], Want::NonNegative),
+        expect("Source cache age", "A", &[("service", &pending_now)], Want::NonNegative),
+        expect("Source cache age", "A", &[("service", &pending_before)], Want::Absent),
         expect("Events about rogue writes", "A", &[("result", "published")], Want::Increase(1.0)),
         expect("Findings without an Event", "A", &[("reason", "unknown_object")], Want::Increase(1.0)),
         expect("Findings without an Event", "B", &[], Want::Equals(0.0)),
         expect("Versions running", "A", &[("version", env!("CARGO_PKG_VERSION"))], Want::Equals(1.0)),
+        expect("Policy reloads and watch errors", "A", &[("result", "success")], Want::Increase(1.0)),
+        expect("Policy reloads and watch errors", "A", &[("result", "failed")], Want::NonNegative),
+        expect("Policy reloads and watch errors", "B", &[], Want::Equals(0.0)),
     ];
     let mut failures = Vec::new();
     for e in &expectations {
@@ -323,6 +359,12 @@ fn check(results: &[(Query, Vec<Sample>)], window: f64, ns: &str) -> Vec<String>
         };
         let matching: Vec<&Sample> =
             series.iter().filter(|s| e.labels.iter().all(|(k, v)| s.labels.get(*k) == Some(v))).collect();
+        if matches!(e.want, Want::Absent) {
+            if !matching.is_empty() {
+                failures.push(format!("{} ({}): a series with {:?}: {matching:?}", e.panel, e.ref_id, e.labels));
+            }
+            continue;
+        }
         if matching.is_empty() {
             failures.push(format!("{} ({}): no series with {:?} in {series:?}", e.panel, e.ref_id, e.labels));
             continue;
@@ -335,6 +377,7 @@ fn check(results: &[(Query, Vec<Sample>)], window: f64, ns: &str) -> Vec<String>
                 Want::Increase(want) => s.value * window >= want * 0.999,
                 Want::Latency => s.value > 0.0 && s.value <= 0.25,
                 Want::NonNegative => s.value.is_finite() && s.value >= 0.0,
+                Want::Absent => false, // handled above
             };
             if !ok {
                 failures.push(format!(

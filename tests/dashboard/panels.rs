@@ -151,3 +151,37 @@ fn metric_names_are_found_where_they_are_metrics() {
     let text = "# TYPE a counter\na_total{x=\"1\"} 2\nb 1\n# EOF\n";
     assert_eq!(exposed_names(text).into_iter().collect::<Vec<_>>(), ["a_total", "b"]);
 }
+
+/// What Grafana needs beyond valid queries: unique panel ids, a title and a description on each
+/// panel (operators read them as tooltips), unique query ids per panel, and panels on the
+/// 24-column grid that do not overlap.
+#[test]
+fn the_dashboard_is_laid_out_for_grafana() {
+    let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
+    assert!(dashboard["uid"].as_str().is_some_and(|u| !u.is_empty() && u.len() <= 40), "a uid Grafana accepts");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut ids = BTreeSet::new();
+    let mut cells: Vec<(String, [i64; 4])> = Vec::new();
+    for panel in panels {
+        let title = panel["title"].as_str().unwrap_or_default().to_owned();
+        assert!(!title.is_empty(), "a panel without a title: {panel}");
+        assert!(ids.insert(panel["id"].as_i64().expect("a numeric id")), "panel {title:?}: a duplicate id");
+        let grid = &panel["gridPos"];
+        let [x, y, w, h] = ["x", "y", "w", "h"].map(|k| grid[k].as_i64().unwrap_or(-1));
+        assert!(x >= 0 && y >= 0 && w > 0 && h > 0 && x + w <= 24, "panel {title:?}: gridPos {grid}");
+        for (other, [ox, oy, ow, oh]) in &cells {
+            let apart = x + w <= *ox || *ox + ow <= x || y + h <= *oy || *oy + oh <= y;
+            assert!(apart, "panels {title:?} and {other:?} overlap");
+        }
+        cells.push((title.clone(), [x, y, w, h]));
+        if panel["type"] == "row" {
+            continue;
+        }
+        assert!(panel["description"].as_str().is_some_and(|d| d.len() > 20), "panel {title:?}: no description");
+        let refs: Vec<&str> =
+            panel["targets"].as_array().into_iter().flatten().filter_map(|t| t["refId"].as_str()).collect();
+        let unique: BTreeSet<&str> = refs.iter().copied().collect();
+        assert_eq!(unique.len(), refs.len(), "panel {title:?}: refIds {refs:?}");
+    }
+    assert!(queries(&dashboard).expect("queries").len() >= 13, "every panel of the issue has its query");
+}
