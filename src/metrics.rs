@@ -134,12 +134,16 @@ pub struct Metrics {
     rogue_writes: Family<RogueLabels, Counter>,
     unresolved: Family<PolicyLabel, Counter>,
     cache_age: Family<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// The Services `cache_age` has a series for: those the policies no longer name are removed
+    /// at the next scrape instead of staying, frozen at their last age.
+    cache_age_services: Mutex<Vec<String>>,
     events: Family<EventLabel, Counter>,
     drift: Family<PolicyLabel, Gauge>,
     patches: Family<PatchLabels, Counter>,
     fights: Family<PolicyLabel, Counter>,
     trimmed: Family<FieldLabel, Counter>,
     leader: Gauge,
+    ready: Gauge,
     reloads: Family<ResultLabel, Counter>,
     watch_errors: Counter,
     /// Writers with a label of their own now; at most `--max-writer-labels`.
@@ -248,6 +252,12 @@ impl Metrics {
         );
         let leader = Gauge::default();
         registry.register("leader", "1 while this replica holds the reconciler's Lease, else 0", leader.clone());
+        let ready = Gauge::default();
+        registry.register(
+            "ready",
+            "1 while /readyz answers 200 (not draining, no background task ended, the sources synced), else 0; read at each scrape",
+            ready.clone(),
+        );
         let reloads = Family::<ResultLabel, Counter>::default();
         registry.register(
             "config_reloads",
@@ -331,12 +341,14 @@ impl Metrics {
             rogue_writes,
             unresolved,
             cache_age,
+            cache_age_services: Mutex::new(Vec::new()),
             events,
             drift,
             patches,
             fights,
             trimmed,
             leader,
+            ready,
             reloads,
             watch_errors,
             writers: Mutex::new(writers::Table::new(max_writers, writers::IDLE)),
@@ -455,6 +467,20 @@ impl Metrics {
         self.cache_age.get_or_create(&ServiceLabel { service: Escaped::new(service) }).set(age.as_secs_f64());
     }
 
+    /// Sets the cache age of every Service the policies name now (`Sources::cache_ages`), and
+    /// drops the series of those they no longer name (a reload moved the policy on).
+    pub fn set_cache_ages(&self, ages: &[(String, Duration)]) {
+        let mut known = self.cache_age_services.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for gone in known.iter().filter(|s| !ages.iter().any(|(service, _)| service == *s)) {
+            self.cache_age.remove(&ServiceLabel { service: Escaped::new(gone) });
+        }
+        known.clear();
+        for (service, age) in ages {
+            self.set_cache_age(service, *age);
+            known.push(service.clone());
+        }
+    }
+
     /// Sets the drift gauge of a policy.
     pub fn set_drift(&self, policy: &str, count: i64) {
         self.drift.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).set(count);
@@ -481,6 +507,11 @@ impl Metrics {
 
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// Sets the readiness gauge: what `/readyz` would answer now.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
     }
 
     pub fn config_reload(&self, result: &'static str) {

@@ -106,9 +106,10 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    for (service, age) in state.sources.cache_ages() {
-        state.metrics.set_cache_age(&service, age);
-    }
+    state.metrics.set_cache_ages(&state.sources.cache_ages());
+    // Read at the scrape, as /readyz would answer it: a dashboard shows readiness without
+    // probing the probe port.
+    state.metrics.set_ready(state.ready());
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     ([(header::CONTENT_TYPE, content_type)], state.metrics.encode()).into_response()
 }

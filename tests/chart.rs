@@ -189,6 +189,8 @@ fn helm_lint_is_clean_and_the_schema_names_wrong_values() {
         ("webhook.clientCA.allowedNames={a,}", "/webhook/clientCA/allowedNames/1"),
         ("extraVolumeMounts[0].name=x", "/extraVolumeMounts/0"),
         ("networkPolicy.webhookFrom={everyone}", "/networkPolicy/webhookFrom/0"),
+        ("grafanaDashboard.labelKey=not a label", "/grafanaDashboard/labelKey"),
+        ("grafanaDashboard.namespace=Monitoring", "/grafanaDashboard/namespace"),
         ("polcy.mode=enforce", "'polcy' not allowed"),
         ("policies[0].name=p,policies[0].publishPods.namespace=n", "/policies/0/publishPods"),
         ("policies[0].name=p,policies[0].publishStatusAddress=a,policies[0].publishService=b/c", "/policies/0"),
@@ -728,7 +730,7 @@ async fn lifecycle(major: u8) {
         ("default values", vec![]),
         ("cert-manager mode", vec!["--set", "certificate.mode=certManager"]),
         ("multi-policy values", vec!["-f", multi.as_str()]),
-        ("monitoring", vec!["--set", "metrics.serviceMonitor.enabled=true"]),
+        ("monitoring", vec!["--set", "metrics.serviceMonitor.enabled=true", "--set", "grafanaDashboard.enabled=true"]),
         (
             "mTLS and extra volumes",
             vec![
@@ -972,4 +974,53 @@ policies:
     let defaults = helm.template(&[]);
     let config = find(&defaults, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
     assert!(!config.contains("namespaceSelector"), "{config}");
+}
+
+/// The Grafana dashboard: off by default; when on, one ConfigMap with the sidecar's label (key
+/// and value as set), in the namespace and with the annotations asked for, holding the chart's
+/// dashboard file verbatim. manifests/monitoring generates the same ConfigMap from a copy of that
+/// file, which must stay identical (tests/dashboard.rs proves the file's queries).
+#[test]
+fn the_grafana_dashboard_configmap_in_the_chart_and_kustomize_agree() {
+    const DASHBOARD: &str = "ingress-status-guard-dashboard";
+    let file = std::fs::read_to_string(format!("{CHART}/dashboards/ingress-status-guard.json")).unwrap();
+    let copy = format!("{}/manifests/monitoring/dashboards/ingress-status-guard.json", env!("CARGO_MANIFEST_DIR"));
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), file, "{copy} differs from the chart's: copy it over");
+    let parsed: Value = serde_json::from_str(&file).expect("the dashboard is JSON");
+
+    let helm = Helm::new(3, &scratch("dashboard"));
+    assert!(!helm.template(&[]).iter().any(|d| d["metadata"]["name"] == DASHBOARD), "off by default");
+    let docs = helm.template(&["--set", "grafanaDashboard.enabled=true"]);
+    let map = find(&docs, "ConfigMap", DASHBOARD);
+    assert_eq!(map["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(map["metadata"]["labels"]["grafana_dashboard"], "1");
+    assert!(map["metadata"].get("annotations").is_none(), "{map}");
+    let json = map["data"]["ingress-status-guard.json"].as_str().expect("the JSON key");
+    assert_eq!(json.trim_end(), file.trim_end(), "the chart's file, verbatim");
+
+    let docs = helm.template(&[
+        "--set",
+        "grafanaDashboard.enabled=true",
+        "--set",
+        "grafanaDashboard.namespace=monitoring",
+        "--set",
+        "grafanaDashboard.labelKey=example.com/dashboard",
+        "--set-string",
+        "grafanaDashboard.labelValue=yes",
+        "--set",
+        "grafanaDashboard.annotations.grafana_folder=Ingress",
+    ]);
+    let map = find(&docs, "ConfigMap", DASHBOARD);
+    assert_eq!(map["metadata"]["namespace"], "monitoring");
+    assert_eq!(map["metadata"]["labels"]["example.com/dashboard"], "yes");
+    assert!(map["metadata"]["labels"].get("grafana_dashboard").is_none(), "the label key is replaced: {map}");
+    assert_eq!(map["metadata"]["annotations"], json!({"grafana_folder": "Ingress"}));
+
+    let kustomized = kustomize("monitoring");
+    let map = find(&kustomized, "ConfigMap", DASHBOARD);
+    assert_eq!(map["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(map["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json = map["data"]["ingress-status-guard.json"].as_str().expect("the JSON key");
+    assert_eq!(serde_json::from_str::<Value>(json).unwrap(), parsed, "kustomize holds the same dashboard");
+    assert_eq!(kinds(&kustomized), ["ConfigMap", "PrometheusRule"]);
 }

@@ -18,6 +18,18 @@ fn counts_by_result() {
 }
 
 #[test]
+fn cache_ages_of_services_no_longer_named_go() {
+    let m = Metrics::new();
+    let age = |service: &str, secs| (service.to_owned(), Duration::from_secs(secs));
+    m.set_cache_ages(&[age("ns/a", 1), age("ns/b", 2)]);
+    m.set_cache_ages(&[age("ns/b", 5), age("ns/c", 1)]);
+    let text = m.encode();
+    assert!(!text.contains("service=\"ns/a\""), "a reload dropped ns/a: {text}");
+    assert!(text.contains("ingress_status_guard_source_cache_age_seconds{service=\"ns/b\"} 5.0"), "{text}");
+    assert!(text.contains("ingress_status_guard_source_cache_age_seconds{service=\"ns/c\"} 1.0"), "{text}");
+}
+
+#[test]
 fn exports_the_certificate_expiry_it_is_given() {
     let mut m = Metrics::new();
     let expiry = Gauge::default();

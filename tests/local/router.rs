@@ -113,13 +113,20 @@ async fn admin_probes() {
     assert_eq!(live.status(), StatusCode::OK);
     let ready = admin_router(static_source.clone()).oneshot(get("/readyz")).await.unwrap();
     assert_eq!(ready.status(), StatusCode::OK, "a static source needs no sync");
+    let text = |router: axum::Router| async move {
+        let response = router.oneshot(get("/metrics")).await.unwrap();
+        String::from_utf8(to_bytes(response.into_body(), usize::MAX).await.unwrap().to_vec()).unwrap()
+    };
+    assert!(text(admin_router(static_source.clone())).await.contains("\ningress_status_guard_ready 1\n"));
 
     // A publish Service whose cache is never fed (no watch runs here): live, but not ready.
     let service_source = state(flags(Some("ingress/lb"), None));
     let live = admin_router(service_source.clone()).oneshot(get("/livez")).await.unwrap();
     assert_eq!(live.status(), StatusCode::OK);
-    let ready = admin_router(service_source).oneshot(get("/readyz")).await.unwrap();
+    let ready = admin_router(service_source.clone()).oneshot(get("/readyz")).await.unwrap();
     assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // The gauge says what /readyz says, at each scrape.
+    assert!(text(admin_router(service_source)).await.contains("\ningress_status_guard_ready 0\n"));
 }
 
 #[tokio::test]

@@ -138,6 +138,12 @@ impl Webhook {
         format!("https://127.0.0.1:{}/mutate", self.port)
     }
 
+    /// `127.0.0.1:<port>` of the admin listener (`/metrics`), for a scraper.
+    #[allow(dead_code)] // only tests/dashboard.rs has Prometheus scrape it
+    pub(crate) fn admin_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.admin_port)
+    }
+
     /// The status of `GET /readyz` on the admin port, if it answers.
     #[allow(dead_code)] // not every test binary probes readiness
     pub(crate) fn readyz(&self) -> Option<u16> {
