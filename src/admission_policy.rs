@@ -11,6 +11,7 @@
 
 mod cel;
 pub(crate) mod desired;
+pub(crate) mod enforced;
 pub(crate) mod keeper;
 pub(crate) mod served;
 

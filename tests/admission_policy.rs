@@ -10,6 +10,8 @@ mod support;
 
 #[path = "admission_policy/equivalence.rs"]
 mod equivalence;
+#[path = "admission_policy/guard.rs"]
+mod guard;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

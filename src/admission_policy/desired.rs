@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{ApiVersion, ClassFact, governed_in_order, object_name, render};
 use crate::{
+    address::Address,
     policy::{OnUnresolved, Policies},
     sources::{Sources, Unresolved},
 };
@@ -23,8 +24,12 @@ pub(crate) const OWNER_LABEL: &str = "ingress-status-guard/lease";
 pub(crate) struct Desired {
     /// Objects to have in the cluster as shown, in apply order (a policy before its binding).
     pub(crate) objects: Vec<Value>,
+    /// The canonical value each rendered policy carries, by policy name.
+    pub(crate) values: Vec<(String, Vec<Address>)>,
     /// Names of objects to leave as they are: neither applied nor deleted.
     pub(crate) kept: BTreeSet<String>,
+    /// Names of the policies whose objects are kept.
+    pub(crate) kept_policies: BTreeSet<String>,
     /// Per policy whose value is not rendered, why, for the log.
     pub(crate) skipped: Vec<(String, String)>,
 }
@@ -69,6 +74,7 @@ pub(crate) fn desired(
     let Some(classes) = classes else {
         for policy in policies.iter() {
             plan.kept.insert(object_name(&policy.name));
+            plan.kept_policies.insert(policy.name.clone());
             plan.skipped.push((policy.name.clone(), "IngressClasses not synced yet".to_owned()));
         }
         return plan;
@@ -83,11 +89,13 @@ pub(crate) fn desired(
                         o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
                         o
                     }));
+                    plan.values.push((policy.name.clone(), canonical.into_owned()));
                     continue;
                 }
                 // A value the comparison cannot carry: the last rendered one stays.
                 Err(e) => {
                     plan.kept.insert(name);
+                    plan.kept_policies.insert(policy.name.clone());
                     plan.skipped.push((policy.name.clone(), e.to_string()));
                     continue;
                 }
@@ -99,6 +107,7 @@ pub(crate) fn desired(
         // do. A source not read yet is not unresolved: nothing changes until it is.
         if not_known_yet(&reason) || policy.on_unresolved == OnUnresolved::Deny {
             plan.kept.insert(name);
+            plan.kept_policies.insert(policy.name.clone());
         }
         plan.skipped.push((policy.name.clone(), reason.to_string()));
     }

@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use super::{
     ApiVersion, ClassFact,
     desired::{Desired, OWNER_LABEL, desired},
+    enforced::Enforced,
 };
 use crate::{
     client::{CALL_TIMEOUT, CallError, within},
@@ -44,6 +45,10 @@ const RETRY: Duration = Duration::from_secs(5);
 /// Everything is applied and swept again this often, which repairs objects that someone else
 /// edited or deleted (nothing watches them).
 const RESYNC: Duration = Duration::from_secs(300);
+/// After an apply, the API server's admission plugin sees the new object once its informer
+/// has it; the reconciler judges by the new value only after this, so that its patches do
+/// not meet the old one.
+const SETTLE: Duration = Duration::from_secs(2);
 /// Objects listed per kind when sweeping: far more than any configuration renders.
 const LIST_LIMIT: u32 = 500;
 
@@ -90,6 +95,8 @@ pub(crate) struct Keeper {
     /// This guard's [`OWNER_LABEL`] value.
     pub(crate) owner: String,
     pub(crate) metrics: KeeperMetrics,
+    /// What the reconciler judges by, published after each pass.
+    pub(crate) enforced: Arc<Enforced>,
 }
 
 /// The four kinds, for applying and sweeping.
@@ -149,6 +156,9 @@ impl Keeper {
                 // A new term starts from what is in the cluster, not from what was applied.
                 memory = Memory::default();
                 self.metrics.lag.set(0.0);
+                if crate::sources::Sources::synced(self.enforced.as_ref()) {
+                    self.enforced.publish(None);
+                }
             } else if !crate::sources::Sources::synced(self.sources.as_ref()) {
                 // Nothing is rendered or deleted from caches that have not listed yet: the
                 // objects in the cluster (a previous leader's) keep enforcing meanwhile.
@@ -219,6 +229,8 @@ impl Keeper {
             memory.skipped = plan.skipped.clone();
         }
         let mut ok = true;
+        let mut failed: BTreeSet<String> = BTreeSet::new();
+        let mut applied_any = false;
         for object in &plan.objects {
             let key = key_of(object);
             if memory.applied.get(&key) == Some(object) {
@@ -226,12 +238,14 @@ impl Keeper {
             }
             match self.apply(&key, object).await {
                 Ok(()) => {
+                    applied_any = true;
                     self.metrics.count("applied");
                     tracing::info!(kind = %key.0, name = %key.1, "admission policy applied");
                     memory.applied.insert(key, object.clone());
                 }
                 Err(e) => {
                     ok = false;
+                    failed.insert(key.1.clone());
                     self.metrics.count("failed");
                     tracing::warn!(kind = %key.0, name = %key.1, error = %e, "cannot apply the admission policy; retrying");
                 }
@@ -246,7 +260,27 @@ impl Keeper {
                 ok = false;
             }
         }
+        self.publish(&plan, &failed, applied_any).await;
         ok
+    }
+
+    /// Tells the reconciler what is in force now: a rendered policy's new value once its
+    /// objects applied (and the API server had time to see them), the last value of a kept
+    /// one, none for a policy whose mutation was removed.
+    async fn publish(&self, plan: &Desired, failed: &BTreeSet<String>, applied_any: bool) {
+        let mut values = self.enforced.current();
+        values.retain(|policy, _| {
+            plan.kept_policies.contains(policy) || plan.values.iter().any(|(name, _)| name == policy)
+        });
+        for (policy, value) in &plan.values {
+            if !failed.contains(&super::object_name(policy)) {
+                values.insert(policy.clone(), value.clone());
+            }
+        }
+        if applied_any {
+            tokio::time::sleep(SETTLE).await;
+        }
+        self.enforced.publish(Some(values));
     }
 
     async fn apply(&self, key: &(String, String), object: &Value) -> Result<(), CallError> {

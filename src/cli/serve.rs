@@ -12,7 +12,7 @@ use super::{
     reconcile::ReconcileArgs,
 };
 use crate::{
-    admission_policy::{desired, keeper::Keeper, keeper::KeeperMetrics, served},
+    admission_policy::{desired, enforced::Enforced, keeper::Keeper, keeper::KeeperMetrics, served},
     audit::events,
     client::{self, PodIdentity},
     metrics::Metrics,
@@ -206,6 +206,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             api,
             owner: desired::owner(&leader_settings.namespace, &leader_settings.lease_name),
             metrics: KeeperMetrics::register(&mut metrics),
+            enforced: Enforced::new(cache.clone()),
         }),
         _ => None,
     };
@@ -433,12 +434,18 @@ fn start_leader_work(
     let lease = format!("{}/{}", leader_settings.namespace, leader_settings.lease_name);
     let identity = leader_settings.identity.clone();
     let leadership = leader::start(client.clone(), leader_settings, metrics.clone());
+    // In admission policy mode the reconciler judges by what the admission policies enforce.
+    let (sources, changed): (Arc<dyn crate::sources::Sources>, _) = match &keeper {
+        Some(keeper) => (keeper.enforced.clone(), keeper.enforced.subscribe()),
+        None => (cache.clone(), cache.subscribe()),
+    };
     let running = reconcile.map(|settings| {
         tracing::info!(qps = settings.qps, lease = %lease, identity = %identity, "reconciler on: the leader patches stored statuses that are off canonical");
         reconcile::start(
             client,
             store.clone(),
-            cache.clone(),
+            sources,
+            changed,
             leadership.subscribe(),
             metrics.clone(),
             settings,

@@ -1,0 +1,212 @@
+//! `serve --admission=policy` against a real kube-apiserver: the leader keeps the admission
+//! policies current from its caches, and the API server enforces them, also while no guard
+//! runs (SIGKILL). The guard runs as a child process with the reconciler on.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{WAIT, addresses_of};
+use crate::support::{Class, SENTINEL, SENTINEL_2, TestEnv, Webhook, create_ingress, eventually, stored, write_status};
+
+/// Short Lease timings, so a guard restarted after SIGKILL leads within seconds.
+pub(super) const LEASE: [&str; 3] =
+    ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
+
+/// Starts the guard in policy mode with the policy file `config`, leading in `ns`.
+pub(super) async fn start_guard(t: &TestEnv, config: &Path) -> Webhook {
+    let (config, lease_ns) =
+        (format!("--config={}", config.display()), format!("--leader-election-namespace={}", t.ns));
+    let mut args = vec!["--admission=policy", "--reconcile", &config, &lease_ns];
+    args.extend(LEASE);
+    t.start_webhook(&args).await
+}
+
+/// Creates the LoadBalancer Service `<ns>/edge` with `ip` as its load-balancer address.
+async fn create_edge(t: &TestEnv, ip: &str) {
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    let svc: Service = serde_json::from_value(
+        json!({"metadata": {"name": "edge"}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}),
+    )
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.expect("create Service edge");
+    set_edge(t, ip).await;
+}
+
+async fn set_edge(t: &TestEnv, ip: &str) {
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+    services.patch_status("edge", &PatchParams::default(), &Patch::Merge(&status)).await.expect("set the LB address");
+}
+
+/// Rogue writes on `name` (through `rogue`) are stored as `want`; alternates two sentinels so
+/// every attempt is a real write.
+pub(super) async fn rewritten_to(rogue: &Api<Ingress>, name: &str, want: &[&str], log: &Path) {
+    let mut flip = false;
+    eventually(&format!("a rogue write on {name} is stored as {want:?} (guard log {})", log.display()), WAIT, || {
+        flip = !flip;
+        let written = if flip { SENTINEL } else { SENTINEL_2 };
+        async move {
+            let got = addresses_of(write_status(rogue, name, &[written], false).await.map_err(|e| e.to_string())?);
+            if got == want { Ok(()) } else { Err(format!("stored {got:?}")) }
+        }
+    })
+    .await;
+}
+
+/// `kubectl get <kind> <name> -o json`, if it exists.
+pub(super) fn get_object(t: &TestEnv, kind: &str, name: &str) -> Option<Value> {
+    let out =
+        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["get", kind, name, "-o", "json", "--show-managed-fields"]);
+    out.success.then(|| serde_json::from_str(&out.stdout).expect("kubectl JSON"))
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("policies.yaml");
+    // Written whole and renamed, so the reload never reads half a file.
+    let tmp = dir.join("policies.yaml.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+/// The property the mode exists for: the guard keeps the MAP current, and the API server
+/// enforces it while the guard is SIGKILLed; restarted, the guard follows the publish Service
+/// within seconds, the next rogue write gets the new value, and the reconciler heals a stored
+/// status nobody wrote again.
+#[tokio::test]
+async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_service() {
+    let t = TestEnv::new("mapg").await;
+    let dir = t.cluster.scratch_dir(&format!("mapg-{}", t.ns));
+    create_edge(&t, "203.0.113.10").await;
+    let cfg = write_config(
+        &dir,
+        &format!("policies:\n  - name: {ns}\n    ingressClasses: [{ns}]\n    publishService: {ns}/edge\n", ns = t.ns),
+    );
+    let mut guard = start_guard(&t, &cfg).await;
+
+    // The webhook port says why it serves no reviews.
+    let ca = dir.join("guard-ca.pem");
+    std::fs::write(&ca, guard.ca_pem()).unwrap();
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--cacert", ca.to_str().unwrap(), "-X", "POST", "-w", "\n%{http_code}", &guard.url()])
+        .output()
+        .expect("run curl");
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(answer.ends_with("\n404"), "{answer}");
+    assert!(answer.contains("admission policy mode (--admission=policy)"), "{answer}");
+
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    create_ingress(&t.ingresses, "quiet", Class::Field(&t.ns)).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.10"], &guard.log_path()).await;
+    rewritten_to(&t.rogue, "quiet", &["203.0.113.10"], &guard.log_path()).await;
+    let name = format!("ingress-status-guard-{}", t.ns);
+    let map = get_object(&t, "mutatingadmissionpolicy", &name).expect("the MAP exists");
+    assert_eq!(map["metadata"]["labels"]["ingress-status-guard/lease"], format!("{}.ingress-status-guard", t.ns));
+    let managers: Vec<&str> =
+        map["metadata"]["managedFields"].as_array().unwrap().iter().filter_map(|m| m["manager"].as_str()).collect();
+    assert_eq!(managers, ["ingress-status-guard-admission-policy"], "server-side applied, one manager");
+    assert!(get_object(&t, "mutatingadmissionpolicybinding", &name).is_some(), "the binding exists");
+    assert!(guard.metric("ingress_status_guard_admission_policy_applies_total{result=\"applied\"}") >= 2.0);
+    assert_eq!(guard.metric("ingress_status_guard_admission_policy_lag_seconds"), 0.0);
+
+    // SIGKILL: nothing of the guard runs, and the API server still rewrites.
+    guard.stop();
+    for written in [SENTINEL, SENTINEL_2] {
+        let got = addresses_of(write_status(&t.rogue, "web", &[written], false).await.expect("allowed"));
+        assert_eq!(got, ["203.0.113.10"], "rewritten with the guard down");
+    }
+
+    // Restarted, the guard follows the Service; the next rogue write gets the new value.
+    let guard = start_guard(&t, &cfg).await;
+    set_edge(&t, "203.0.113.20").await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.20"], &guard.log_path()).await;
+    eventually("the MAP carries the new value", WAIT, || async {
+        let map = get_object(&t, "mutatingadmissionpolicy", &name).ok_or("no MAP")?;
+        let expression = map["spec"]["mutations"][0]["jsonPatch"]["expression"].as_str().unwrap_or_default().to_owned();
+        if expression.contains("203.0.113.20") && !expression.contains("203.0.113.10") {
+            Ok(())
+        } else {
+            Err(expression)
+        }
+    })
+    .await;
+    // The reconciler heals the Ingress nobody wrote since (its patch passes the new MAP).
+    eventually("the reconciler heals the stored status", WAIT, || async {
+        match stored(&t.ingresses, "quiet").await {
+            got if got == ["203.0.113.20"] => Ok(()),
+            got => Err(format!("stored {got:?}; {}", guard.log_tail())),
+        }
+    })
+    .await;
+}
+
+/// A reload that renames the policy: the new objects are applied and the old ones, labelled
+/// as this guard's, deleted; an object of another owner is left alone. `onUnresolved: allow`
+/// with the Service gone removes the mutation; `deny` keeps the last value.
+#[tokio::test]
+async fn reloads_and_unresolved_sources_apply_and_sweep() {
+    let t = TestEnv::new("maps").await;
+    let dir = t.cluster.scratch_dir(&format!("maps-{}", t.ns));
+    create_edge(&t, "203.0.113.30").await;
+    let policy = |name: &str, on_unresolved: &str| {
+        format!(
+            "policies:\n  - name: {name}\n    ingressClasses: [{ns}]\n    publishService: {ns}/edge\n    onUnresolved: {on_unresolved}\n",
+            ns = t.ns
+        )
+    };
+    let (first, second) = (format!("{}-a", t.ns), format!("{}-b", t.ns));
+    let cfg = write_config(&dir, &policy(&first, "deny"));
+    let guard = start_guard(&t, &cfg).await;
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.30"], &guard.log_path()).await;
+    let (old, new) = (format!("ingress-status-guard-{first}"), format!("ingress-status-guard-{second}"));
+    // Another owner's object of the same label key: not this guard's to delete.
+    let foreign = get_object(&t, "mutatingadmissionpolicy", &old).unwrap();
+    let mut foreign_copy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": format!("other-{}", t.ns), "labels": {"ingress-status-guard/lease": "elsewhere.lease"}},
+        "spec": foreign["spec"].clone(),
+    });
+    foreign_copy["spec"]["matchConditions"] = json!([{"name": "never", "expression": "false"}]);
+    let foreign_file = dir.join("foreign.json");
+    std::fs::write(&foreign_file, foreign_copy.to_string()).unwrap();
+    let created = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["create", "-f", foreign_file.to_str().unwrap()]);
+    assert!(created.success, "{}", created.stderr);
+
+    // The Service goes: `deny` keeps the last value in force.
+    Api::<Service>::namespaced(t.admin.clone(), &t.ns).delete("edge", &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.30"], &guard.log_path()).await;
+    assert!(get_object(&t, "mutatingadmissionpolicy", &old).is_some(), "kept under onUnresolved: deny");
+
+    // Renamed, with `allow`: the old objects go, and with the Service still gone no new ones
+    // come; writes are stored as written.
+    write_config(&dir, &policy(&second, "allow"));
+    eventually("the old objects are swept", WAIT, || async {
+        let left: Vec<&str> = ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"]
+            .into_iter()
+            .filter(|kind| get_object(&t, kind, &old).is_some())
+            .collect();
+        if left.is_empty() { Ok(()) } else { Err(format!("{left:?} still there; {}", guard.log_tail())) }
+    })
+    .await;
+    assert!(get_object(&t, "mutatingadmissionpolicy", &new).is_none(), "unresolved under allow: no mutation");
+    eventually("writes are stored as written", WAIT, || async {
+        let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+        if got == [SENTINEL] { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+    // The Service comes back: the renamed policy renders.
+    create_edge(&t, "203.0.113.31").await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.31"], &guard.log_path()).await;
+    assert!(get_object(&t, "mutatingadmissionpolicybinding", &new).is_some());
+    let other = format!("other-{}", t.ns);
+    assert!(get_object(&t, "mutatingadmissionpolicy", &other).is_some(), "another owner's object stays");
+    let _ = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["delete", "mutatingadmissionpolicy", &other]);
+}
