@@ -210,3 +210,53 @@ async fn reloads_and_unresolved_sources_apply_and_sweep() {
     assert!(get_object(&t, "mutatingadmissionpolicy", &other).is_some(), "another owner's object stays");
     let _ = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["delete", "mutatingadmissionpolicy", &other]);
 }
+
+/// `serve` with `args` until it exits (killed after a minute): exit code and stderr.
+fn serve_until_exit(args: &[&str]) -> (Option<i32>, String) {
+    serve_until_exit_after(args, 60)
+}
+
+/// As [`serve_until_exit`], killed after `seconds` (then the code is `None`).
+fn serve_until_exit_after(args: &[&str], seconds: u64) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(crate::support::webhook::BINARY)
+        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--probe-listen=127.0.0.1:0"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the guard");
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+    while child.try_wait().expect("wait").is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("collect the guard's output");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Kubernetes 1.31 has no MutatingAdmissionPolicy: `--admission=policy` exits 2 at start,
+/// naming the server's version and what to turn on, before it binds a port.
+#[tokio::test]
+async fn a_server_without_mutating_admission_policies_refuses_policy_mode() {
+    let old = crate::support::Cluster::fresh_version("v1.31").await;
+    let kubeconfig = format!("--kubeconfig={}", old.admin_kubeconfig().display());
+    let (code, stderr) = serve_until_exit(&[
+        "--admission=policy",
+        &kubeconfig,
+        "--publish-status-address=192.0.2.1",
+        "--reconcile=false",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    for needed in [
+        "--admission=policy: the API server (v1.31.",
+        "--feature-gates=MutatingAdmissionPolicy=true",
+        "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
+        "use --admission=webhook",
+    ] {
+        assert!(stderr.contains(needed), "stderr lacks {needed:?}:\n{stderr}");
+    }
+    // The same guard in webhook mode starts there (and is stopped by the deadline).
+    let (code, stderr) =
+        serve_until_exit_after(&[&kubeconfig, "--publish-status-address=192.0.2.1", "--reconcile=false"], 3);
+    assert_eq!(code, None, "webhook mode runs on 1.31 until killed: {stderr}");
+}
