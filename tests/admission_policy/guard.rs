@@ -122,9 +122,27 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
         assert_eq!(got, ["203.0.113.10"], "rewritten with the guard down");
     }
 
+    // The Service moves while no guard runs: the MAP still enforces the old value, and
+    // `check` and `explain` say it lags the sources.
+    set_edge(&t, "203.0.113.20").await;
+    let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.expect("allowed"));
+    assert_eq!(got, ["203.0.113.10"], "the MAP left behind enforces its value");
+    let (kubeconfig, config) = (t.cluster.admin_kubeconfig().to_str().unwrap(), cfg.to_str().unwrap());
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    assert_eq!(code, Some(1), "{out}");
+    let stale = format!(
+        "admission policy: MutatingAdmissionPolicy {name} of policy \"{}\": STALE (the sources give 203.0.113.20 now",
+        t.ns
+    );
+    assert!(out.contains(&stale), "{out}");
+    let web = format!("{}/web", t.ns);
+    let (code, out) = run_cli(&["explain", &web, "--kubeconfig", kubeconfig, "--config", config]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&format!("Admission: enforced by MutatingAdmissionPolicy {name}")), "{out}");
+    assert!(out.contains("STALE"), "{out}");
+
     // Restarted, the guard follows the Service; the next rogue write gets the new value.
     let guard = start_guard(&t, &cfg).await;
-    set_edge(&t, "203.0.113.20").await;
     rewritten_to(&t.rogue, "web", &["203.0.113.20"], &guard.log_path()).await;
     eventually("the MAP carries the new value", WAIT, || async {
         let map = get_object(&t, "mutatingadmissionpolicy", &name).ok_or("no MAP")?;
@@ -144,6 +162,16 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
         }
     })
     .await;
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(&format!("MutatingAdmissionPolicy {name} of policy \"{}\": CURRENT", t.ns)), "{out}");
+}
+
+/// Runs the binary with `args`: exit code, and stdout then stderr.
+fn run_cli(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(crate::support::webhook::BINARY).args(args).output().expect("run the binary");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
 }
 
 /// A reload that renames the policy: the new objects are applied and the old ones, labelled
