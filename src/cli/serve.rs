@@ -165,7 +165,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         warn_if_open(client_ca.is_some(), network_policy_narrowed);
     }
     // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
-    let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca, client_names).await?;
+    let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca, client_names, policy_mode).await?;
     let cache = SourceCache::new(&policies);
     // No review reaches the guard in policy mode, so there is nothing to make Events of.
     let no_events = no_events || policy_mode;
@@ -270,12 +270,15 @@ fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
 }
 
 /// The serving configuration: from the given files, watched and reloaded, or else an ephemeral
-/// certificate whose CA is kept in a private directory (removed when dropped).
+/// certificate whose CA is kept in a private directory (removed when dropped). In admission
+/// policy mode the port only answers 404: its ephemeral CA is not written anywhere (the chart's
+/// root filesystem is read-only) and not worth a warning.
 async fn build_tls(
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
     client_names: ClientNames,
+    policy_mode: bool,
 ) -> Result<(RustlsConfig, Option<reload::Reloader>, Option<scratch::CaDir>), CliError> {
     if let (Some(cert), Some(key)) = (cert, key) {
         if !client_names.is_empty() {
@@ -287,11 +290,16 @@ async fn build_tls(
     }
     let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
     let bundle = certs::generate("ingress-status-guard ephemeral CA", &names)?;
-    let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
-    tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
+    let dir = if policy_mode {
+        None
+    } else {
+        let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
+        tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
+        Some(dir)
+    };
     let config =
         tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?;
-    Ok((RustlsConfig::from_config(Arc::new(config)), None, Some(dir)))
+    Ok((RustlsConfig::from_config(Arc::new(config)), None, dir))
 }
 
 /// Without mTLS or a NetworkPolicy, any pod can post reviews: bounded, but worth knowing.
