@@ -91,14 +91,8 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
     let mut guard = start_guard(&t, &cfg).await;
 
     // The webhook port says why it serves no reviews.
-    let ca = dir.join("guard-ca.pem");
-    std::fs::write(&ca, guard.ca_pem()).unwrap();
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "--cacert", ca.to_str().unwrap(), "-X", "POST", "-w", "\n%{http_code}", &guard.url()])
-        .output()
-        .expect("run curl");
-    let answer = String::from_utf8_lossy(&out.stdout);
-    assert!(answer.ends_with("\n404"), "{answer}");
+    let answer = post_mutate(&guard).await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
     assert!(answer.contains("admission policy mode (--admission=policy)"), "{answer}");
 
     create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
@@ -287,4 +281,25 @@ async fn a_server_without_mutating_admission_policies_refuses_policy_mode() {
     let (code, stderr) =
         serve_until_exit_after(&[&kubeconfig, "--publish-status-address=192.0.2.1", "--reconcile=false"], 3);
     assert_eq!(code, None, "webhook mode runs on 1.31 until killed: {stderr}");
+}
+
+/// POSTs an empty body to the guard's `/mutate` over TLS (trusting its CA); the whole answer.
+async fn post_mutate(guard: &Webhook) -> String {
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(guard.ca_pem().as_bytes()) {
+        roots.add(cert.expect("CA PEM")).expect("CA");
+    }
+    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let addr = guard.url().trim_start_matches("https://").trim_end_matches("/mutate").to_owned();
+    let tcp = tokio::net::TcpStream::connect(&addr).await.expect("connect to the guard");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS handshake");
+    let head = format!("POST /mutate HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    tls.write_all(head.as_bytes()).await.expect("send the request");
+    let mut response = Vec::new();
+    let _ = tls.read_to_end(&mut response).await;
+    String::from_utf8_lossy(&response).into_owned()
 }
