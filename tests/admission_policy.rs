@@ -12,6 +12,8 @@ mod support;
 mod equivalence;
 #[path = "admission_policy/guard.rs"]
 mod guard;
+#[path = "admission_policy/hybrid.rs"]
+mod hybrid;
 #[path = "admission_policy/kept.rs"]
 mod kept;
 
