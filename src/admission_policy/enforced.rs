@@ -98,3 +98,35 @@ impl Sources for Enforced {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{address::parse_static_list, policy::parse_file};
+
+    #[test]
+    fn the_published_value_is_canonical_until_the_next_pass() {
+        let parse = |name: &str, ip: &str| {
+            let file = format!(
+                "policies:\n- {{name: {name}, ingressClasses: [{name}], watchIngressWithoutClass: true, publishStatusAddress: {ip}}}\n"
+            );
+            parse_file("t", &file).unwrap()
+        };
+        let (policies, others) = (parse("a", "192.0.2.1"), parse("b", "192.0.2.2"));
+        let enforced = Enforced::new(SourceCache::new(&policies));
+        let changed = enforced.subscribe();
+        assert!(!enforced.synced(), "not before the keeper's first pass");
+        let (a, b) = (policies.iter().next().unwrap(), others.iter().next().unwrap());
+        // Before any pass, and for a policy without a published value, the caches decide.
+        assert_eq!(enforced.canonical(a).unwrap().to_vec(), parse_static_list("192.0.2.1").unwrap());
+        let old = parse_static_list("192.0.2.9").unwrap();
+        enforced.publish(Some(HashMap::from([("a".to_owned(), old.clone())])));
+        assert!(changed.has_changed().unwrap(), "the reconciler is told");
+        assert!(enforced.synced());
+        assert_eq!(enforced.canonical(a).unwrap().to_vec(), old, "what the admission policy carries");
+        assert_eq!(enforced.canonical(b).unwrap().to_vec(), parse_static_list("192.0.2.2").unwrap());
+        assert_eq!(enforced.current().len(), 1);
+        enforced.publish(None);
+        assert!(!enforced.synced(), "not leading: not known");
+    }
+}
