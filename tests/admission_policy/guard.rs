@@ -303,3 +303,41 @@ async fn post_mutate(guard: &Webhook) -> String {
     let _ = tls.read_to_end(&mut response).await;
     String::from_utf8_lossy(&response).into_owned()
 }
+
+/// Two replicas: only the leader applies; SIGKILL it, and the other takes the Lease and follows
+/// the next change of the Service.
+#[tokio::test]
+async fn a_second_replica_takes_over_keeping_the_policy() {
+    let t = TestEnv::new("mapr").await;
+    let dir = t.cluster.scratch_dir(&format!("mapr-{}", t.ns));
+    create_edge(&t, "203.0.113.50").await;
+    let cfg = write_config(
+        &dir,
+        &format!("policies:\n  - name: {ns}\n    ingressClasses: [{ns}]\n    publishService: {ns}/edge\n", ns = t.ns),
+    );
+    let first = start_guard(&t, &cfg).await;
+    let second = start_guard(&t, &cfg).await;
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.50"], &first.log_path()).await;
+    let leader = "ingress_status_guard_leader";
+    let first_leads = eventually("one replica leads", WAIT, || async {
+        match (first.metric(leader), second.metric(leader)) {
+            (l, 0.0) if l == 1.0 => Ok(true),
+            (0.0, l) if l == 1.0 => Ok(false),
+            other => Err(format!("leader gauges {other:?}")),
+        }
+    })
+    .await;
+    let (mut leading, survivor) = if first_leads { (first, second) } else { (second, first) };
+    let applied = "ingress_status_guard_admission_policy_applies_total{result=\"applied\"}";
+    assert!(leading.metric(applied) >= 2.0, "the leader applied the MAP and its binding");
+    assert_eq!(survivor.metric(applied), 0.0, "the replica that does not lead applies nothing");
+    // SIGKILL the leader: the other takes the Lease once it expires, and follows the Service.
+    leading.stop();
+    eventually("the other replica leads", WAIT, || async {
+        if survivor.metric(leader) == 1.0 { Ok(()) } else { Err(survivor.log_tail()) }
+    })
+    .await;
+    set_edge(&t, "203.0.113.51").await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.51"], &survivor.log_path()).await;
+}
