@@ -321,10 +321,11 @@ async fn a_second_replica_takes_over_keeping_the_policy() {
     rewritten_to(&t.rogue, "web", &["203.0.113.50"], &first.log_path()).await;
     let leader = "ingress_status_guard_leader";
     let first_leads = eventually("one replica leads", WAIT, || async {
-        match (first.metric(leader), second.metric(leader)) {
-            (l, 0.0) if l == 1.0 => Ok(true),
-            (0.0, l) if l == 1.0 => Ok(false),
-            other => Err(format!("leader gauges {other:?}")),
+        let gauges = (first.metric(leader), second.metric(leader));
+        if gauges == (1.0, 0.0) || gauges == (0.0, 1.0) {
+            Ok(gauges.0 == 1.0)
+        } else {
+            Err(format!("leader gauges {gauges:?}"))
         }
     })
     .await;
