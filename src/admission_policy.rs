@@ -10,6 +10,10 @@
 //! does not depend on the write at all: it sets a literal.
 
 mod cel;
+pub(crate) mod desired;
+pub(crate) mod enforced;
+pub(crate) mod keeper;
+pub(crate) mod served;
 
 use serde_json::{Value, json};
 
@@ -32,7 +36,7 @@ pub(crate) enum ApiVersion {
 }
 
 impl ApiVersion {
-    fn group_version(self) -> &'static str {
+    pub(crate) fn group_version(self) -> &'static str {
         match self {
             ApiVersion::V1 => "admissionregistration.k8s.io/v1",
             ApiVersion::V1beta1 => "admissionregistration.k8s.io/v1beta1",

@@ -3,6 +3,7 @@
 //! `explain`, answered by its own [`render`](crate::review::render)). Pure report building from values; the I/O is the
 //! thin async functions at the end. Nothing is written to the cluster.
 
+mod admission;
 mod explain;
 mod fetch;
 mod fleet;
@@ -87,7 +88,10 @@ async fn report(cluster: &Cluster, namespace: Option<&str>, policies: &Policies)
     let client = connect(cluster).await?;
     let sources = snapshot(&client, policies, timeout).await?;
     let stored = stored_ingresses(&client, namespace, timeout).await?;
-    Ok(Report::build(&stored, policies, &sources))
+    let found = admission::fetch(&client, policies, timeout).await?;
+    let mut report = Report::build(&stored, policies, &sources);
+    report.admission_policies = admission::compare(policies, &sources, &found);
+    Ok(report)
 }
 
 /// The client, within `--request-timeout`: a kubeconfig's exec credential plugin may hang,
@@ -115,7 +119,10 @@ pub(crate) async fn explain_one(
         .await?
         .ok_or_else(|| CheckError::NotFound { namespace: namespace.clone(), name: name.clone() })?;
     let sources = snapshot(&client, policies, timeout).await?;
-    let explanation = explain(&Stored::of(&ingress), policies, &sources);
+    let found = admission::fetch(&client, policies, timeout).await?;
+    let stored = Stored::of(&ingress);
+    let mut explanation = explain(&stored, policies, &sources);
+    explain::add_admission(&mut explanation, &stored, policies, &sources, &found);
     print!("{}", explanation.text());
     Ok(explanation.exit_code)
 }

@@ -114,6 +114,9 @@ pub(crate) enum CliError {
     Unresolved { policy: String, reason: crate::sources::Unresolved },
     #[error(transparent)]
     Render(#[from] crate::admission_policy::RenderError),
+    /// `--admission=policy` against an API server without admission policies: a usage error.
+    #[error(transparent)]
+    AdmissionPolicy(#[from] crate::admission_policy::served::NotServed),
     #[error("{path}: {message}")]
     Manifest { path: String, message: String },
     #[error("{flag} {addr}: cannot listen: {source}")]
@@ -180,7 +183,8 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            failure
+            // A mode the cluster cannot run is the operator's to change, like a usage error.
+            if matches!(e, CliError::AdmissionPolicy(_)) { ExitCode::from(2) } else { failure }
         }
     }
 }

@@ -362,6 +362,12 @@ impl Metrics {
         }
     }
 
+    /// Registers a metric that another module owns and keeps current (its name gets the
+    /// `ingress_status_guard_` prefix).
+    pub(crate) fn register(&mut self, name: &str, help: &str, metric: impl prometheus_client::registry::Metric) {
+        self.registry.register(name, help, metric);
+    }
+
     /// Exports the serving certificate's expiry, kept current by the certificate reloader.
     pub fn register_tls_cert_expiry(&mut self, expiry: Gauge) {
         self.registry.register(

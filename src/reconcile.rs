@@ -47,7 +47,7 @@ use crate::{
     policy::Policies,
     policy::store::PolicyStore,
     sources::{
-        SourceCache, Sources,
+        Sources,
         follow::{self, Change, Hold, Projection},
         ingresses::KnownIngresses,
     },
@@ -164,18 +164,20 @@ impl Drop for Running {
 }
 
 /// Starts the Ingress watch, the drift measurement and (while `leader` is true) the patching.
-/// `sources_changed` ticks when some source's addresses change. Must be called inside a tokio
-/// runtime.
+/// `sources_changed` ticks when some source's addresses change (the cache's
+/// [`crate::sources::SourceCache::subscribe`], or in admission policy mode what the admission policies enforce).
+/// Must be called inside a tokio runtime.
+#[allow(clippy::too_many_arguments, reason = "one composition root calls it")]
 pub(crate) fn start(
     client: Client,
     policies: Arc<PolicyStore>,
-    sources: Arc<SourceCache>,
+    sources: Arc<dyn Sources>,
+    sources_changed: watch::Receiver<u64>,
     leader: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     settings: Settings,
     known: Option<Arc<KnownIngresses>>,
 ) -> Running {
-    let sources_changed = sources.subscribe();
     let reconciler = Arc::new_cyclic(|me| Reconciler {
         me: me.clone(),
         state: Mutex::new(State::default()),

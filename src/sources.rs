@@ -215,6 +215,11 @@ impl SourceCache {
         self.inventory().run(client).await;
     }
 
+    /// The IngressClasses the inventory holds ([`Inventory::ingress_classes`]).
+    pub(crate) fn ingress_classes(&self) -> Option<Vec<(String, String, bool)>> {
+        self.inventory().ingress_classes()
+    }
+
     /// Changes whenever some Service's addresses (or resolvability), or a cluster fact of the
     /// inventory, change.
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {

@@ -10,6 +10,12 @@ mod support;
 
 #[path = "admission_policy/equivalence.rs"]
 mod equivalence;
+#[path = "admission_policy/guard.rs"]
+mod guard;
+#[path = "admission_policy/hybrid.rs"]
+mod hybrid;
+#[path = "admission_policy/kept.rs"]
+mod kept;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -375,4 +381,41 @@ async fn the_first_policy_in_file_order_governs_an_overlap() {
     .await;
     write_status(&t.rogue, "web", &[SENTINEL_2], false).await.unwrap();
     assert_eq!(stored(&t.ingresses, "web").await, ["192.0.2.1"]);
+}
+
+/// The largest canonical value a write can be compared with (256 entries, the webhook reader's
+/// bound): the API server compiles and accepts every kind rendered for it (its CEL cost
+/// estimate included), and the mutation writes all of it.
+#[tokio::test]
+async fn a_canonical_value_of_256_entries_is_accepted_by_the_api_server() {
+    let t = TestEnv::new("map-large").await;
+    let dir = t.cluster.scratch_dir("map-large");
+    let ips: Vec<String> = (0..256).map(|i| format!("10.{}.{}.{}", t.ns.len(), i / 250, i % 250 + 1)).collect();
+    for mode in ["enforce", "deny", "audit"] {
+        let name = format!("{}-{mode}", t.ns);
+        let class = if mode == "enforce" { t.ns.clone() } else { name.clone() };
+        let file = format!(
+            "policies:\n  - name: {name}\n    ingressClasses: [{class}]\n    publishStatusAddress: \"{}\"\n    mode: {mode}\n",
+            ips.join(",")
+        );
+        let cfg = dir.join(format!("{mode}.yaml"));
+        std::fs::write(&cfg, file).unwrap();
+        let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let out = dir.join(format!("{mode}-rendered.yaml"));
+        std::fs::write(&out, &yaml).unwrap();
+        let applied = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", out.to_str().unwrap()]);
+        assert!(applied.success, "{mode}: {} bytes refused: {}", yaml.len(), applied.stderr);
+    }
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    let stored_ingress = eventually("the MAP writes 256 entries", WAIT, || async {
+        let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+        if got.len() == 256 { Ok(got) } else { Err(format!("{} entries", got.len())) }
+    })
+    .await;
+    let mut want = ips.clone();
+    want.sort();
+    let mut got = stored_ingress;
+    got.sort();
+    assert_eq!(got, want);
 }

@@ -10,11 +10,16 @@
 //!   `helm uninstall` leaving nothing behind, the MutatingWebhookConfiguration included;
 //! - the chart's RBAC and policy file for a publish Service are all the webhook needs (the built
 //!   binary runs as its ServiceAccount and enforces the Service's address);
+//! - `admission.mode=policy` renders no webhook machinery, agrees with
+//!   `overlays/admission-policy`, and its RBAC is all the guard in that mode needs;
 //! - the chart says what the kustomize tree says: RBAC rules, webhook registration,
 //!   securityContexts, probes, args, policies (one is checked against the other).
 
 #[allow(dead_code)]
 mod support;
+
+#[path = "chart/policy_mode.rs"]
+mod policy_mode;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

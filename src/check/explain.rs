@@ -156,4 +156,35 @@ pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot)
     Explanation { lines, exit_code }
 }
 
+/// The `Admission` line: which admission policy in the cluster enforces the Ingress's policy,
+/// and whether it carries what the sources give now (`found`: [`super::admission::fetch`]).
+/// Adds it before the `Webhook` line, and turns the exit code to 1 when it is stale.
+pub(crate) fn add_admission(
+    explanation: &mut Explanation,
+    stored: &Stored,
+    policies: &Policies,
+    snapshot: &Snapshot,
+    found: &std::collections::BTreeMap<String, super::admission::Found>,
+) {
+    let governing = match decide(&stored.write, policies, snapshot) {
+        Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => policy,
+        Verdict::Ignored(_) | Verdict::NotGoverned => return,
+    };
+    let rows = super::admission::compare(policies, snapshot, found);
+    let line = match rows.iter().find(|r| r.policy == governing.name) {
+        Some(row) => {
+            if row.state == super::admission::State::Stale {
+                explanation.exit_code = 1;
+            }
+            format!("enforced by {} (the API server applies it in process)", row.shown())
+        }
+        None => format!(
+            "no admission policy {} in the cluster: the webhook enforces (--admission=webhook)",
+            crate::admission_policy::object_name(&governing.name)
+        ),
+    };
+    let at = explanation.lines.iter().position(|(label, _)| *label == "Webhook").unwrap_or(explanation.lines.len());
+    explanation.lines.insert(at, ("Admission", line));
+}
+
 // ---- I/O: one-shot reads ----

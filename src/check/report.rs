@@ -114,6 +114,9 @@ pub(crate) struct Summary {
 pub(crate) struct Report {
     pub ingresses: Vec<Row>,
     pub summary: Summary,
+    /// The admission policies found in the cluster for the policies, when there are any.
+    #[serde(rename = "admissionPolicies", skip_serializing_if = "Vec::is_empty")]
+    pub admission_policies: Vec<super::admission::Row>,
 }
 
 impl Report {
@@ -139,12 +142,14 @@ impl Report {
             }
         }
         summary.governed = ingresses.len();
-        Report { ingresses, summary }
+        Report { ingresses, summary, admission_policies: Vec::new() }
     }
 
-    /// 0 when every governed Ingress is canonical, 1 when any drifts or cannot be judged.
+    /// 0 when every governed Ingress is canonical, 1 when any drifts or cannot be judged, or
+    /// an admission policy lags the sources.
     pub(crate) fn exit_code(&self) -> u8 {
-        u8::from(self.summary.drift + self.summary.unresolved > 0)
+        let stale = self.admission_policies.iter().any(|r| r.state == super::admission::State::Stale);
+        u8::from(self.summary.drift + self.summary.unresolved > 0 || stale)
     }
 
     pub(crate) fn summary_line(&self) -> String {
@@ -164,6 +169,9 @@ impl Report {
         }
         out.push_str(&self.summary_line());
         out.push('\n');
+        for row in &self.admission_policies {
+            out.push_str(&format!("admission policy: {}\n", row.shown()));
+        }
         out
     }
 

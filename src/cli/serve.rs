@@ -7,17 +7,21 @@ use axum_server::tls_rustls::RustlsConfig;
 use clap::Args;
 use tokio::sync::oneshot;
 
+mod leader_work;
+
+use leader_work::{Leader, start_leader_work};
+
 use super::{
     CliError, client::ClientArgs, client::PodArgs, duration::Seconds, limits::LimitArgs, policy::PolicyArgs,
     reconcile::ReconcileArgs,
 };
 use crate::{
+    admission_policy::{desired, enforced::Enforced, keeper::Keeper, keeper::KeeperMetrics, served},
     audit::events,
     client::{self, PodIdentity},
     metrics::Metrics,
     policy::store::PolicyStore,
     policy::{ClusterNeeds, Policies, SourceList},
-    reconcile::{self, leader},
     reload,
     reload::policy::{self as policy_reload, PodEvents},
     server::lifecycle::Tasks,
@@ -27,6 +31,17 @@ use crate::{
     sources::watches::ServiceWatches,
     tls::{self, ClientNames, certs, scratch},
 };
+
+/// How `serve` enforces at admission (`--admission`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum Admission {
+    /// The API server calls the guard's `/mutate`.
+    #[default]
+    Webhook,
+    /// The leader keeps a MutatingAdmissionPolicy (or ValidatingAdmissionPolicy) per policy,
+    /// which the API server evaluates in process; `/mutate` is not served.
+    Policy,
+}
 
 #[derive(Args, Debug)]
 #[command(mut_arg("kubeconfig", |a| a.help(KUBECONFIG_HELP)))]
@@ -76,6 +91,13 @@ pub(crate) struct ServeArgs {
     /// drop the pod before its listener closes (set it in a Deployment; 0 for local runs).
     #[arg(long, env = "ISG_SHUTDOWN_DELAY_SECONDS", default_value = "0", value_parser = Seconds::ANY)]
     pub shutdown_delay_seconds: Duration,
+    /// How writes are enforced at admission: `webhook` (the API server calls POST /mutate) or
+    /// `policy` (the leader keeps one MutatingAdmissionPolicy, or ValidatingAdmissionPolicy for
+    /// audit and deny, per policy current with the canonical value; the API server enforces it
+    /// in process, even while the guard is down, and /mutate answers 404). `policy` needs
+    /// Kubernetes 1.36, or 1.34-1.35 with the MutatingAdmissionPolicy feature gate.
+    #[arg(long, env = "ISG_ADMISSION", value_enum, default_value_t = Admission::Webhook)]
+    pub admission: Admission,
     #[command(flatten)]
     pub client: ClientArgs,
     /// Distinct `writer` label values in metrics at once; a new writer then takes the label of
@@ -123,6 +145,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         max_body_bytes,
         drain_seconds,
         shutdown_delay_seconds,
+        admission,
         client,
         max_writer_labels,
         writer_labels,
@@ -140,13 +163,28 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let pod = PodIdentity::from(pod);
     let (reconcile_settings, leader_settings) = reconcile.settings(&pod)?;
     let policies = load_policies(&policy)?;
-    warn_if_open(client_ca.is_some(), network_policy_narrowed);
+    let policy_mode = admission == Admission::Policy;
+    if !policy_mode {
+        warn_if_open(client_ca.is_some(), network_policy_narrowed);
+    }
     // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
-    let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca, client_names).await?;
+    let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca, client_names, policy_mode).await?;
     let cache = SourceCache::new(&policies);
+    // No review reaches the guard in policy mode, so there is nothing to make Events of.
+    let no_events = no_events || policy_mode;
     // Events, the reconciler and reloads that add a Service use a client when there is one.
     let wants_client = !no_events || reconcile.reconcile || policy.config.is_some();
-    let client = connect_client(&policies, &client.target(), wants_client).await?;
+    let client = if policy_mode {
+        let connected = client::connect(&client.target()).await;
+        let needed_for = "the sources and keep the admission policies (--admission=policy)".to_owned();
+        Some(connected.map_err(|source| CliError::Client { needed_for, source })?)
+    } else {
+        connect_client(&policies, &client.target(), wants_client).await?
+    };
+    let admission_api = match (&client, policy_mode) {
+        (Some(client), true) => Some(served::discover(client).await?),
+        _ => None,
+    };
     // An API server older than Ingress status ports drops them; a policy that keeps them
     // would then patch every write in a loop. Checked once; reloads apply the same rule.
     let drops_ports = match &client {
@@ -163,23 +201,37 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     if let Some(reloader) = &reloader {
         metrics.register_tls_cert_expiry(reloader.cert_expiry());
     }
+    let keeper = match (&client, admission_api) {
+        (Some(client), Some(api)) => Some(Keeper {
+            client: client.clone(),
+            policies: store.clone(),
+            sources: cache.clone(),
+            api,
+            owner: desired::owner(&leader_settings.namespace, &leader_settings.lease_name),
+            metrics: KeeperMetrics::register(&mut metrics),
+            enforced: Enforced::new(cache.clone()),
+        }),
+        _ => None,
+    };
     let metrics = Arc::new(metrics);
     let pod_events = client.clone().and_then(|client| PodEvents::new(client, &pod));
     start_watches(&mut tasks, policy.config, watches, &store, &metrics, pod_events, drops_ports);
-    let reconciler = match (&client, reconcile.reconcile) {
-        (Some(client), true) => {
-            Some(Reconciler { client: client.clone(), settings: reconcile_settings, leader: leader_settings })
-        }
-        _ => None,
-    };
+    let leader_client = client.clone().filter(|_| reconcile.reconcile || keeper.is_some());
+    let leader = leader_client.map(|client| Leader {
+        client,
+        settings: leader_settings,
+        reconcile: reconcile.reconcile.then_some(reconcile_settings),
+        keeper,
+    });
     // Events only about Ingresses the guard's watch has seen: the reconciler's, when it runs
     // (one list of every Ingress per replica), else a watch for the index alone.
     let events_client = client.filter(|_| !no_events);
     let known = events_client.as_ref().map(|_| KnownIngresses::new());
-    if let (Some(client), Some(known), None) = (&events_client, &known, &reconciler) {
+    let reconciles = leader.as_ref().is_some_and(|l| l.reconcile.is_some());
+    if let (Some(client), Some(known), false) = (&events_client, &known, reconciles) {
         start_known_ingresses(&mut tasks, client.clone(), known.clone());
     }
-    let stop_reconciler = start_reconciler(&mut tasks, reconciler, &store, &cache, &metrics, known.clone());
+    let stop_reconciler = start_leader_work(&mut tasks, leader, &store, &cache, &metrics, known.clone());
     // Findings are logged and turned into Events by one background task, off the request path.
     let publisher = events_client.zip(known).map(|(client, known)| events::Publisher { client, known });
     let settings = events::Settings { repeat_interval: repeat_log_interval, ..events::Settings::default() };
@@ -187,6 +239,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         events::start(publisher, pod.instance(), metrics.clone(), settings, tasks.shutdown_token());
     tasks.spawn("finding reporter (log, Kubernetes Events)", reporter);
     let state = AppState::with(store, cache, metrics, Some(events));
+    if policy_mode {
+        state.policy_mode.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let listeners = Listeners {
         webhook: bind(listen, "--listen")?,
         admin: bind(admin_listen, "--admin-listen")?,
@@ -218,12 +273,15 @@ fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
 }
 
 /// The serving configuration: from the given files, watched and reloaded, or else an ephemeral
-/// certificate whose CA is kept in a private directory (removed when dropped).
+/// certificate whose CA is kept in a private directory (removed when dropped). In admission
+/// policy mode the port only answers 404: its ephemeral CA is not written anywhere (the chart's
+/// root filesystem is read-only) and not worth a warning.
 async fn build_tls(
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
     client_names: ClientNames,
+    policy_mode: bool,
 ) -> Result<(RustlsConfig, Option<reload::Reloader>, Option<scratch::CaDir>), CliError> {
     if let (Some(cert), Some(key)) = (cert, key) {
         if !client_names.is_empty() {
@@ -235,11 +293,16 @@ async fn build_tls(
     }
     let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
     let bundle = certs::generate("ingress-status-guard ephemeral CA", &names)?;
-    let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
-    tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
+    let dir = if policy_mode {
+        None
+    } else {
+        let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
+        tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
+        Some(dir)
+    };
     let config =
         tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?;
-    Ok((RustlsConfig::from_config(Arc::new(config)), None, Some(dir)))
+    Ok((RustlsConfig::from_config(Arc::new(config)), None, dir))
 }
 
 /// Without mTLS or a NetworkPolicy, any pod can post reviews: bounded, but worth knowing.
@@ -353,54 +416,6 @@ fn start_known_ingresses(tasks: &mut Tasks, client: kube::Client, known: Arc<Kno
             () = token.cancelled() => {}
         }
     });
-}
-
-/// What the reconciler runs with, when it runs.
-struct Reconciler {
-    client: kube::Client,
-    settings: reconcile::Settings,
-    leader: leader::Settings,
-}
-
-/// Starts leader election and the reconciler, if on; the sender stops both at SIGTERM.
-fn start_reconciler(
-    tasks: &mut Tasks,
-    reconciler: Option<Reconciler>,
-    store: &Arc<PolicyStore>,
-    cache: &Arc<SourceCache>,
-    metrics: &Arc<Metrics>,
-    known: Option<Arc<KnownIngresses>>,
-) -> oneshot::Sender<()> {
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let Some(Reconciler { client, settings, leader: leader_settings }) = reconciler else {
-        tracing::info!("reconciler off (--reconcile=false or no Kubernetes client)");
-        return stop_tx;
-    };
-    tracing::info!(qps = settings.qps, lease = %format!("{}/{}", leader_settings.namespace, leader_settings.lease_name), identity = %leader_settings.identity, "reconciler on: the leader patches stored statuses that are off canonical");
-    let leadership = leader::start(client.clone(), leader_settings, metrics.clone());
-    let running = reconcile::start(
-        client,
-        store.clone(),
-        cache.clone(),
-        leadership.subscribe(),
-        metrics.clone(),
-        settings,
-        known,
-    );
-    // At SIGTERM (not only when tasks stop, after the drain): stop patching, then hand the
-    // Lease over at once.
-    let token = tasks.shutdown_token();
-    tasks.spawn("reconciler and leader election", async move {
-        tokio::select! {
-            _ = stop_rx => {}
-            () = token.cancelled() => {}
-        }
-        drop(running);
-        leadership.release().await;
-        // Ending before the other tasks stop would read as a failure.
-        token.cancelled().await;
-    });
-    stop_tx
 }
 
 fn bind(addr: SocketAddr, flag: &'static str) -> Result<std::net::TcpListener, CliError> {

@@ -203,6 +203,17 @@ impl Inventory {
         })
     }
 
+    /// Every IngressClass as `(name, controller, default)`, sorted by name: empty when no
+    /// policy needs them (nothing is watched), `None` until their watch has synced.
+    pub(crate) fn ingress_classes(&self) -> Option<Vec<(String, String, bool)>> {
+        let Some(store) = &self.classes else { return Some(Vec::new()) };
+        store.read(|m| {
+            let mut all: Vec<_> = m?.iter().map(|(n, c)| (n.clone(), c.controller.clone(), c.default)).collect();
+            all.sort();
+            Some(all)
+        })
+    }
+
     pub(crate) fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
         self.namespaces.as_ref()?.read(|m| m?.get(namespace).cloned())
     }

@@ -60,7 +60,7 @@ static SHARED: tokio::sync::OnceCell<Result<Cluster, String>> = tokio::sync::Onc
 impl Cluster {
     /// The control plane of this test binary, started by the first caller.
     pub(crate) async fn shared() -> &'static Cluster {
-        let started = SHARED.get_or_init(|| start(Setup::Shared)).await;
+        let started = SHARED.get_or_init(|| start(Setup::Shared, None)).await;
         match started {
             Ok(cluster) => cluster,
             Err(e) => panic!("the test control plane did not start: {e}"),
@@ -72,7 +72,16 @@ impl Cluster {
     /// its data deleted, when dropped.
     #[allow(dead_code)] // Only the install tests (deploy, chart) need one.
     pub(crate) async fn fresh() -> Cluster {
-        start(Setup::Fresh).await.unwrap_or_else(|e| panic!("a fresh control plane did not start: {e}"))
+        start(Setup::Fresh, None).await.unwrap_or_else(|e| panic!("a fresh control plane did not start: {e}"))
+    }
+
+    /// As [`Cluster::fresh`], of Kubernetes `version` (as `ISG_K8S_VERSION` takes it, e.g.
+    /// `v1.31`) whatever the suite runs on: for what another version must refuse or allow.
+    #[allow(dead_code)] // Only tests/admission_policy.rs needs another version.
+    pub(crate) async fn fresh_version(version: &str) -> Cluster {
+        start(Setup::Fresh, Some(version))
+            .await
+            .unwrap_or_else(|e| panic!("a fresh {version} control plane did not start: {e}"))
     }
 
     /// The CA of the client certificate the API server presents to webhooks.
@@ -287,9 +296,14 @@ fn write(path: &Path, contents: &str) {
 }
 
 /// Runs tests/k8s/build.sh and returns the directory holding kube-apiserver and etcd.
-fn binaries() -> Result<PathBuf, String> {
+/// The binaries of `version`, or of `ISG_K8S_VERSION` (else the default) when `None`.
+fn binaries(version: Option<&str>) -> Result<PathBuf, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/k8s/build.sh");
-    let out = Command::new("bash")
+    let mut command = Command::new("bash");
+    if let Some(version) = version {
+        command.env("ISG_K8S_VERSION", version);
+    }
+    let out = command
         .arg(&script)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stderr(std::process::Stdio::inherit())
@@ -338,8 +352,8 @@ extern "C" fn stop_at_exit() {
     }
 }
 
-async fn start(setup: Setup) -> Result<Cluster, String> {
-    let bin = binaries()?;
+async fn start(setup: Setup, version: Option<&str>) -> Result<Cluster, String> {
+    let bin = binaries(version)?;
     let dir = match setup {
         Setup::Shared => run_dir().join("shared"),
         Setup::Fresh => {

@@ -31,7 +31,7 @@ fn report(rows: Vec<Row>, not_governed: usize) -> Report {
         unresolved: count(State::Unresolved),
         not_governed,
     };
-    Report { ingresses: rows, summary }
+    Report { ingresses: rows, summary, admission_policies: Vec::new() }
 }
 
 fn ok(cluster: &str, report: Report) -> Outcome {

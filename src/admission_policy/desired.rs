@@ -1,0 +1,209 @@
+//! What the leader keeps in the cluster in `--admission=policy`: the rendered objects of every
+//! policy whose sources resolve, labelled as this guard's, and the names of the objects left as
+//! they are (a source not known yet, or unresolved under `onUnresolved: deny`). Pure: policies,
+//! sources and IngressClasses in, the plan out; [`super::keeper`] carries it out.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::{ApiVersion, ClassFact, governed_in_order, object_name, render};
+use crate::{
+    address::Address,
+    policy::{OnUnresolved, Policies},
+    sources::{Sources, Unresolved},
+};
+
+/// Label naming the guard deployment (its leader Lease) that keeps an object: the leader
+/// deletes only what carries its own value, so two guards in one cluster leave each other's
+/// objects alone.
+pub(crate) const OWNER_LABEL: &str = "ingress-status-guard/lease";
+
+/// The plan of one pass.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Desired {
+    /// Objects to have in the cluster as shown, in apply order (a policy before its binding).
+    pub(crate) objects: Vec<Value>,
+    /// The canonical value each rendered policy carries, by policy name.
+    pub(crate) values: Vec<(String, Vec<Address>)>,
+    /// Names of objects to leave as they are: neither applied nor deleted.
+    pub(crate) kept: BTreeSet<String>,
+    /// Names of the policies whose objects are kept.
+    pub(crate) kept_policies: BTreeSet<String>,
+    /// Per policy whose value is not rendered, why, for the log.
+    pub(crate) skipped: Vec<(String, String)>,
+}
+
+impl Desired {
+    /// Whether the object of kind `kind` named `name` is to stay: rendered as such, or kept
+    /// whatever its kind (a policy whose mode changed keeps its old kind until it renders).
+    pub(crate) fn keeps(&self, kind: &str, name: &str) -> bool {
+        self.kept.contains(name) || self.objects.iter().any(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+    }
+}
+
+/// The label value for the Lease `namespace/name`: `namespace.name` when that is a valid label
+/// value, else a stable hash of it (a Lease name may be 253 characters, a label value 63).
+pub(crate) fn owner(namespace: &str, lease: &str) -> String {
+    let full = format!("{namespace}.{lease}");
+    let valid = full.len() <= 63 && full.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if valid { full } else { format!("h-{:08x}", super::fnv1a(full.as_bytes())) }
+}
+
+/// A source that has not been read yet: what is in the cluster stays until it is.
+fn not_known_yet(e: &Unresolved) -> bool {
+    match e {
+        Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_) => true,
+        Unresolved::All(all) => all.iter().any(not_known_yet),
+        _ => false,
+    }
+}
+
+/// The plan for `policies` over `sources`. `classes` is `None` while the IngressClass watch has
+/// not synced: then nothing is rendered or deleted.
+pub(crate) fn desired(
+    policies: &Policies,
+    sources: &dyn Sources,
+    classes: Option<&[ClassFact]>,
+    api: ApiVersion,
+    owner: &str,
+) -> Desired {
+    let mut plan = Desired::default();
+    // Class rules resolve against every IngressClass, and what an earlier policy governs is
+    // taken out of the later ones: until the classes are known, nothing is known.
+    let Some(classes) = classes else {
+        for policy in policies.iter() {
+            plan.kept.insert(object_name(&policy.name));
+            plan.kept_policies.insert(policy.name.clone());
+            plan.skipped.push((policy.name.clone(), "IngressClasses not synced yet".to_owned()));
+        }
+        return plan;
+    };
+    let governed = governed_in_order(policies, classes);
+    for (policy, governed) in policies.iter().zip(&governed) {
+        let name = object_name(&policy.name);
+        let reason = match sources.canonical(policy) {
+            Ok(canonical) => match render(policy, &canonical, governed, api) {
+                Ok(objects) => {
+                    plan.objects.extend(objects.into_iter().map(|mut o| {
+                        o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
+                        o
+                    }));
+                    plan.values.push((policy.name.clone(), canonical.into_owned()));
+                    continue;
+                }
+                // A value the comparison cannot carry: the last rendered one stays.
+                Err(e) => {
+                    plan.kept.insert(name);
+                    plan.kept_policies.insert(policy.name.clone());
+                    plan.skipped.push((policy.name.clone(), e.to_string()));
+                    continue;
+                }
+            },
+            Err(e) => e,
+        };
+        // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation), and
+        // `deny` holds the line with the last value rendered, the strictest thing a literal can
+        // do. A source not read yet is not unresolved: nothing changes until it is.
+        if not_known_yet(&reason) || policy.on_unresolved == OnUnresolved::Deny {
+            plan.kept.insert(name);
+            plan.kept_policies.insert(policy.name.clone());
+        }
+        plan.skipped.push((policy.name.clone(), reason.to_string()));
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::{
+        address::Address,
+        policy::{PodsRef, ServiceRef, parse_file},
+    };
+
+    struct Fixed(HashMap<String, Result<Vec<Address>, Unresolved>>);
+
+    impl Sources for Fixed {
+        fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
+            self.0.get(&svc.to_string()).cloned().unwrap_or_else(|| Err(Unresolved::NotSynced(svc.clone())))
+        }
+        fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
+            Err(Unresolved::PodsNotSynced(pods.to_string()))
+        }
+    }
+
+    fn ip(s: &str) -> Address {
+        Address { ip: Some(s.to_owned()), ..Address::default() }
+    }
+
+    #[test]
+    fn each_source_state_renders_keeps_or_removes() {
+        let file = "policies:\n\
+            - {name: ok, ingressClasses: [a], publishService: ns/ok}\n\
+            - {name: pending, ingressClasses: [b], publishService: ns/pending}\n\
+            - {name: gone-allow, ingressClasses: [c], publishService: ns/gone}\n\
+            - {name: gone-deny, ingressClasses: [d], publishService: ns/gone, onUnresolved: deny}\n\
+            - {name: audit, ingressClasses: [e], publishStatusAddress: 192.0.2.1, mode: audit}\n";
+        let policies = parse_file("t", file).unwrap();
+        let svc = |n: &str| ServiceRef { namespace: "ns".into(), name: n.into() };
+        let sources = Fixed(HashMap::from([
+            ("ns/ok".to_owned(), Ok(vec![ip("192.0.2.9")])),
+            ("ns/gone".to_owned(), Err(Unresolved::Missing(svc("gone")))),
+        ]));
+        let plan = desired(&policies, &sources, Some(&[]), ApiVersion::V1, "ns.lease");
+        let kinds: Vec<(&str, &str)> = plan
+            .objects
+            .iter()
+            .map(|o| (o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("MutatingAdmissionPolicy", "ingress-status-guard-ok"),
+                ("MutatingAdmissionPolicyBinding", "ingress-status-guard-ok"),
+                ("ValidatingAdmissionPolicy", "ingress-status-guard-audit"),
+                ("ValidatingAdmissionPolicyBinding", "ingress-status-guard-audit"),
+            ]
+        );
+        assert!(plan.objects.iter().all(|o| o["metadata"]["labels"][OWNER_LABEL] == "ns.lease"));
+        let kept: Vec<&str> = plan.kept.iter().map(String::as_str).collect();
+        assert_eq!(kept, ["ingress-status-guard-gone-deny", "ingress-status-guard-pending"]);
+        assert!(
+            !plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-gone-allow"),
+            "allow removes the mutation"
+        );
+        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ok"));
+        assert!(
+            !plan.keeps("ValidatingAdmissionPolicy", "ingress-status-guard-ok"),
+            "another kind of the same name goes"
+        );
+        assert!(plan.keeps("ValidatingAdmissionPolicy", "ingress-status-guard-pending"));
+        assert_eq!(plan.skipped.len(), 3);
+    }
+
+    #[test]
+    fn class_rules_wait_for_the_ingress_classes() {
+        let file = "policies:\n- {name: ctl, controllerClasses: [example.com/x], publishStatusAddress: 192.0.2.1}\n";
+        let policies = parse_file("t", file).unwrap();
+        let sources = Fixed(HashMap::new());
+        let plan = desired(&policies, &sources, None, ApiVersion::V1, "o");
+        assert!(plan.objects.is_empty());
+        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ctl"));
+        let classes = [ClassFact { name: "x".into(), controller: Some("example.com/x".into()), default: true }];
+        let plan = desired(&policies, &sources, Some(&classes), ApiVersion::V1beta1, "o");
+        assert_eq!(plan.objects[0]["apiVersion"], "admissionregistration.k8s.io/v1beta1");
+        let condition = plan.objects[0]["spec"]["matchConditions"][0]["expression"].as_str().unwrap();
+        assert!(condition.contains("[\"x\"]") && condition.ends_with(": true)"), "{condition}");
+    }
+
+    #[test]
+    fn owner_labels_are_valid_label_values() {
+        assert_eq!(owner("isg", "ingress-status-guard"), "isg.ingress-status-guard");
+        let long = owner("isg", &"x".repeat(200));
+        assert!(long.len() <= 63 && long.starts_with("h-"), "{long}");
+        assert_eq!(long, owner("isg", &"x".repeat(200)), "stable");
+    }
+}

@@ -1,0 +1,207 @@
+//! The admission policies in the cluster (`serve --admission=policy`, or a rendered file
+//! applied by hand) against what the sources render now: a policy whose value or class
+//! condition lags the sources is drift of the enforcement itself. The comparison is pure
+//! ([`compare`]); [`fetch`] reads each policy's object by name.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind},
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{CheckError, fetch::bounded, snapshot::Snapshot};
+use crate::{
+    admission_policy::{self, ApiVersion, ClassFact},
+    policy::Policies,
+    sources::Sources,
+};
+
+/// What is in the cluster under one policy's object name.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Found {
+    pub kind: &'static str,
+    pub api: ApiVersion,
+    pub spec: Value,
+}
+
+/// How an admission policy in the cluster compares with what the sources render now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub(crate) enum State {
+    Current,
+    /// Its value or class condition is not what the sources give now.
+    Stale,
+    /// The sources give nothing to compare with (unresolved).
+    Unknown,
+}
+
+/// One admission policy in the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Row {
+    pub policy: String,
+    pub kind: String,
+    pub name: String,
+    pub state: State,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Row {
+    /// One line: `MutatingAdmissionPolicy ingress-status-guard-x: CURRENT (...)`.
+    pub(crate) fn shown(&self) -> String {
+        let state = match self.state {
+            State::Current => "CURRENT",
+            State::Stale => "STALE",
+            State::Unknown => "UNKNOWN",
+        };
+        let reason = self.reason.as_ref().map_or_else(String::new, |r| format!(" ({r})"));
+        format!("{} {} of policy {:?}: {state}{reason}", self.kind, self.name, self.policy)
+    }
+}
+
+/// The parts of a spec the canonical value and the class rules live in; the API server fills
+/// in defaults elsewhere, which are not ours to compare.
+fn ours(spec: &Value) -> [Value; 3] {
+    let conditions: Vec<Value> =
+        spec["matchConditions"].as_array().into_iter().flatten().map(|c| c["expression"].clone()).collect();
+    [
+        spec["mutations"][0]["jsonPatch"]["expression"].clone(),
+        spec["validations"][0]["expression"].clone(),
+        conditions.into(),
+    ]
+}
+
+/// Each policy's object found in the cluster, judged against its rendering over `snapshot`.
+pub(crate) fn compare(policies: &Policies, snapshot: &Snapshot, found: &BTreeMap<String, Found>) -> Vec<Row> {
+    let classes: Vec<ClassFact> = (snapshot.1.classes.iter())
+        .map(|(name, (controller, default))| ClassFact {
+            name: name.clone(),
+            controller: (!controller.is_empty()).then(|| controller.clone()),
+            default: *default,
+        })
+        .collect();
+    let governed = admission_policy::governed_in_order(policies, &classes);
+    let mut rows = Vec::new();
+    for (policy, governed) in policies.iter().zip(&governed) {
+        let name = admission_policy::object_name(&policy.name);
+        let Some(found) = found.get(&name) else { continue };
+        let row = |state, reason: Option<String>| Row {
+            policy: policy.name.clone(),
+            kind: found.kind.to_owned(),
+            name: name.clone(),
+            state,
+            reason,
+        };
+        let rendered = match snapshot.canonical(policy) {
+            Ok(canonical) => admission_policy::render(policy, &canonical, governed, found.api)
+                .map(|objects| (objects, canonical.into_owned())),
+            Err(e) => {
+                rows.push(row(State::Unknown, Some(format!("the sources are unresolved: {e}"))));
+                continue;
+            }
+        };
+        match rendered {
+            Ok((objects, canonical)) => match objects.iter().find(|o| o["kind"] == found.kind) {
+                Some(object) if ours(&object["spec"]) == ours(&found.spec) => rows.push(row(State::Current, None)),
+                Some(_) => rows.push(row(
+                    State::Stale,
+                    Some(format!(
+                        "the sources give {} now; re-render it, or run the guard with --admission=policy",
+                        crate::address::Addresses(&canonical)
+                    )),
+                )),
+                None => rows.push(row(State::Stale, Some(format!("mode {} renders another kind", policy.mode)))),
+            },
+            Err(e) => rows.push(row(State::Unknown, Some(e.to_string()))),
+        }
+    }
+    rows
+}
+
+fn resource(kind: &str, api: ApiVersion, plural: &str) -> ApiResource {
+    let version = api.group_version().trim_start_matches("admissionregistration.k8s.io/");
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("admissionregistration.k8s.io", version, kind), plural)
+}
+
+/// Reads each policy's object by name: a MutatingAdmissionPolicy (v1, else v1beta1), else a
+/// ValidatingAdmissionPolicy. Not found, a version not served and no permission to read all
+/// count as not there: the cluster may simply run the webhook.
+pub(crate) async fn fetch(
+    client: &Client,
+    policies: &Policies,
+    timeout: Duration,
+) -> Result<BTreeMap<String, Found>, CheckError> {
+    let kinds = [
+        ("MutatingAdmissionPolicy", ApiVersion::V1, "mutatingadmissionpolicies"),
+        ("MutatingAdmissionPolicy", ApiVersion::V1beta1, "mutatingadmissionpolicies"),
+        ("ValidatingAdmissionPolicy", ApiVersion::V1, "validatingadmissionpolicies"),
+    ];
+    let mut found = BTreeMap::new();
+    for policy in policies.iter() {
+        let name = admission_policy::object_name(&policy.name);
+        for (kind, api, plural) in kinds {
+            let objects: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, api, plural));
+            let what = || format!("get {kind} {name}");
+            match bounded(what, timeout, objects.get_opt(&name)).await {
+                Ok(Some(object)) => {
+                    let spec = object.data.get("spec").cloned().unwrap_or_default();
+                    found.insert(name.clone(), Found { kind, api, spec });
+                    break;
+                }
+                Ok(None) => {}
+                Err(CheckError::Api { detail, .. }) if detail.contains("HTTP 404") || detail.contains("HTTP 403") => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        address::parse_static_list,
+        check::snapshot::{Facts, Fetched},
+        policy::{ServiceRef, parse_file},
+    };
+
+    fn snapshot(ip: Option<&str>) -> Snapshot {
+        let svc: ServiceRef = "edge/lb".parse().unwrap();
+        let fetched = match ip {
+            None => Fetched::Missing,
+            Some(ip) => Fetched::Found { addresses: Ok(parse_static_list(ip).unwrap()), rule: "test".into() },
+        };
+        Snapshot(BTreeMap::from([(svc, fetched)]), Facts::default())
+    }
+
+    #[test]
+    fn an_admission_policy_is_current_stale_or_unknown_against_the_sources() {
+        let policies =
+            parse_file("t", "policies:\n- {name: lb, ingressClasses: [nginx], watchIngressWithoutClass: true, publishService: edge/lb}\n")
+                .unwrap();
+        let policy = policies.iter().next().unwrap();
+        let governed = admission_policy::governed_in_order(&policies, &[]);
+        let rendered =
+            admission_policy::render(policy, &parse_static_list("192.0.2.1").unwrap(), &governed[0], ApiVersion::V1)
+                .unwrap();
+        // As the API server returns it: with defaults filled in beside ours.
+        let mut spec = rendered[0]["spec"].clone();
+        spec["matchPolicy"] = "Equivalent".into();
+        let found = BTreeMap::from([(
+            "ingress-status-guard-lb".to_owned(),
+            Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec },
+        )]);
+        let state = |ip| compare(&policies, &snapshot(ip), &found).iter().map(|r| r.state).collect::<Vec<_>>();
+        assert_eq!(state(Some("192.0.2.1")), [State::Current]);
+        assert_eq!(state(Some("192.0.2.2")), [State::Stale]);
+        assert_eq!(state(None), [State::Unknown]);
+        let stale = compare(&policies, &snapshot(Some("192.0.2.2")), &found);
+        assert!(stale[0].shown().contains("STALE (the sources give 192.0.2.2 now"), "{}", stale[0].shown());
+        assert!(compare(&policies, &snapshot(Some("192.0.2.1")), &BTreeMap::new()).is_empty(), "none: webhook mode");
+    }
+}

@@ -1,0 +1,87 @@
+//! The leader's work in `serve`: one leader election for the reconciler and the admission
+//! policy keeper, each started when on, and stopped (the Lease handed over) at SIGTERM.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use crate::{
+    admission_policy::keeper::Keeper,
+    metrics::Metrics,
+    policy::store::PolicyStore,
+    reconcile::{self, leader},
+    server::lifecycle::Tasks,
+    sources::SourceCache,
+    sources::ingresses::KnownIngresses,
+};
+
+/// What the leader does, and the election that picks it: the reconciler, the admission
+/// policy keeper, or both.
+pub(super) struct Leader {
+    pub(super) client: kube::Client,
+    pub(super) settings: leader::Settings,
+    pub(super) reconcile: Option<reconcile::Settings>,
+    pub(super) keeper: Option<Keeper>,
+}
+
+/// Starts leader election with the reconciler and the admission policy keeper, each if on; the
+/// sender stops them at SIGTERM.
+pub(super) fn start_leader_work(
+    tasks: &mut Tasks,
+    leader: Option<Leader>,
+    store: &Arc<PolicyStore>,
+    cache: &Arc<SourceCache>,
+    metrics: &Arc<Metrics>,
+    known: Option<Arc<KnownIngresses>>,
+) -> oneshot::Sender<()> {
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let Some(Leader { client, settings: leader_settings, reconcile, keeper }) = leader else {
+        tracing::info!("reconciler off (--reconcile=false or no Kubernetes client)");
+        return stop_tx;
+    };
+    let lease = format!("{}/{}", leader_settings.namespace, leader_settings.lease_name);
+    let identity = leader_settings.identity.clone();
+    let leadership = leader::start(client.clone(), leader_settings, metrics.clone());
+    // In admission policy mode the reconciler judges by what the admission policies enforce.
+    let (sources, changed): (Arc<dyn crate::sources::Sources>, _) = match &keeper {
+        Some(keeper) => (keeper.enforced.clone(), keeper.enforced.subscribe()),
+        None => (cache.clone(), cache.subscribe()),
+    };
+    let running = reconcile.map(|settings| {
+        tracing::info!(qps = settings.qps, lease = %lease, identity = %identity, "reconciler on: the leader patches stored statuses that are off canonical");
+        reconcile::start(
+            client,
+            store.clone(),
+            sources,
+            changed,
+            leadership.subscribe(),
+            metrics.clone(),
+            settings,
+            known,
+        )
+    });
+    if running.is_none() {
+        tracing::info!("reconciler off (--reconcile=false)");
+    }
+    let keeping = keeper.map(|keeper| {
+        tracing::info!(lease = %lease, identity = %identity, api_version = keeper.api.group_version(), "admission policy mode: the leader keeps the admission policies current; /mutate is not served");
+        tokio::spawn(keeper.run(leadership.subscribe())).abort_handle()
+    });
+    // At SIGTERM (not only when tasks stop, after the drain): stop patching, then hand the
+    // Lease over at once. The admission policies stay: they enforce while no guard runs.
+    let token = tasks.shutdown_token();
+    tasks.spawn("reconciler, admission policy keeper and leader election", async move {
+        tokio::select! {
+            _ = stop_rx => {}
+            () = token.cancelled() => {}
+        }
+        drop(running);
+        if let Some(keeping) = keeping {
+            keeping.abort();
+        }
+        leadership.release().await;
+        // Ending before the other tasks stop would read as a failure.
+        token.cancelled().await;
+    });
+    stop_tx
+}

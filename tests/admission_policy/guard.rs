@@ -1,0 +1,344 @@
+//! `serve --admission=policy` against a real kube-apiserver: the leader keeps the admission
+//! policies current from its caches, and the API server enforces them, also while no guard
+//! runs (SIGKILL). The guard runs as a child process with the reconciler on.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{WAIT, addresses_of};
+use crate::support::{Class, SENTINEL, SENTINEL_2, TestEnv, Webhook, create_ingress, eventually, stored, write_status};
+
+/// Short Lease timings, so a guard restarted after SIGKILL leads within seconds.
+pub(super) const LEASE: [&str; 3] =
+    ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
+
+/// Starts the guard in policy mode with the policy file `config`, leading in `ns`.
+pub(super) async fn start_guard(t: &TestEnv, config: &Path) -> Webhook {
+    let (config, lease_ns) =
+        (format!("--config={}", config.display()), format!("--leader-election-namespace={}", t.ns));
+    let mut args = vec!["--admission=policy", "--reconcile", &config, &lease_ns];
+    args.extend(LEASE);
+    t.start_webhook(&args).await
+}
+
+/// Creates the LoadBalancer Service `<ns>/edge` with `ip` as its load-balancer address.
+async fn create_edge(t: &TestEnv, ip: &str) {
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    let svc: Service = serde_json::from_value(
+        json!({"metadata": {"name": "edge"}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}),
+    )
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.expect("create Service edge");
+    set_edge(t, ip).await;
+}
+
+async fn set_edge(t: &TestEnv, ip: &str) {
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+    services.patch_status("edge", &PatchParams::default(), &Patch::Merge(&status)).await.expect("set the LB address");
+}
+
+/// Rogue writes on `name` (through `rogue`) are stored as `want`; alternates two sentinels so
+/// every attempt is a real write.
+pub(super) async fn rewritten_to(rogue: &Api<Ingress>, name: &str, want: &[&str], log: &Path) {
+    let mut flip = false;
+    eventually(&format!("a rogue write on {name} is stored as {want:?} (guard log {})", log.display()), WAIT, || {
+        flip = !flip;
+        let written = if flip { SENTINEL } else { SENTINEL_2 };
+        async move {
+            let got = addresses_of(write_status(rogue, name, &[written], false).await.map_err(|e| e.to_string())?);
+            if got == want { Ok(()) } else { Err(format!("stored {got:?}")) }
+        }
+    })
+    .await;
+}
+
+/// `kubectl get <kind> <name> -o json`, if it exists.
+pub(super) fn get_object(t: &TestEnv, kind: &str, name: &str) -> Option<Value> {
+    let out =
+        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["get", kind, name, "-o", "json", "--show-managed-fields"]);
+    out.success.then(|| serde_json::from_str(&out.stdout).expect("kubectl JSON"))
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("policies.yaml");
+    // Written whole and renamed, so the reload never reads half a file.
+    let tmp = dir.join("policies.yaml.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+/// The property the mode exists for: the guard keeps the MAP current, and the API server
+/// enforces it while the guard is SIGKILLed; restarted, the guard follows the publish Service
+/// within seconds, the next rogue write gets the new value, and the reconciler heals a stored
+/// status nobody wrote again.
+#[tokio::test]
+async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_service() {
+    let t = TestEnv::new("mapg").await;
+    let dir = t.cluster.scratch_dir(&format!("mapg-{}", t.ns));
+    create_edge(&t, "203.0.113.10").await;
+    let cfg = write_config(
+        &dir,
+        &format!("policies:\n  - name: {ns}\n    ingressClasses: [{ns}]\n    publishService: {ns}/edge\n", ns = t.ns),
+    );
+    let mut guard = start_guard(&t, &cfg).await;
+
+    // The webhook port says why it serves no reviews.
+    let answer = post_mutate(&guard).await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(answer.contains("admission policy mode (--admission=policy)"), "{answer}");
+
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    create_ingress(&t.ingresses, "quiet", Class::Field(&t.ns)).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.10"], &guard.log_path()).await;
+    rewritten_to(&t.rogue, "quiet", &["203.0.113.10"], &guard.log_path()).await;
+    let name = format!("ingress-status-guard-{}", t.ns);
+    let map = get_object(&t, "mutatingadmissionpolicy", &name).expect("the MAP exists");
+    assert_eq!(map["metadata"]["labels"]["ingress-status-guard/lease"], format!("{}.ingress-status-guard", t.ns));
+    let managers: Vec<&str> =
+        map["metadata"]["managedFields"].as_array().unwrap().iter().filter_map(|m| m["manager"].as_str()).collect();
+    assert_eq!(managers, ["ingress-status-guard-admission-policy"], "server-side applied, one manager");
+    assert!(get_object(&t, "mutatingadmissionpolicybinding", &name).is_some(), "the binding exists");
+    assert!(guard.metric("ingress_status_guard_admission_policy_applies_total{result=\"applied\"}") >= 2.0);
+    assert_eq!(guard.metric("ingress_status_guard_admission_policy_lag_seconds"), 0.0);
+
+    // SIGKILL: nothing of the guard runs, and the API server still rewrites.
+    guard.stop();
+    for written in [SENTINEL, SENTINEL_2] {
+        let got = addresses_of(write_status(&t.rogue, "web", &[written], false).await.expect("allowed"));
+        assert_eq!(got, ["203.0.113.10"], "rewritten with the guard down");
+    }
+
+    // The Service moves while no guard runs: the MAP still enforces the old value, and
+    // `check` and `explain` say it lags the sources.
+    set_edge(&t, "203.0.113.20").await;
+    let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.expect("allowed"));
+    assert_eq!(got, ["203.0.113.10"], "the MAP left behind enforces its value");
+    let (kubeconfig, config) = (t.cluster.admin_kubeconfig().to_str().unwrap(), cfg.to_str().unwrap());
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    assert_eq!(code, Some(1), "{out}");
+    let stale = format!(
+        "admission policy: MutatingAdmissionPolicy {name} of policy \"{}\": STALE (the sources give 203.0.113.20 now",
+        t.ns
+    );
+    assert!(out.contains(&stale), "{out}");
+    let web = format!("{}/web", t.ns);
+    let (code, out) = run_cli(&["explain", &web, "--kubeconfig", kubeconfig, "--config", config]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&format!("Admission: enforced by MutatingAdmissionPolicy {name}")), "{out}");
+    assert!(out.contains("STALE"), "{out}");
+
+    // Restarted, the guard follows the Service; the next rogue write gets the new value.
+    let guard = start_guard(&t, &cfg).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.20"], &guard.log_path()).await;
+    eventually("the MAP carries the new value", WAIT, || async {
+        let map = get_object(&t, "mutatingadmissionpolicy", &name).ok_or("no MAP")?;
+        let expression = map["spec"]["mutations"][0]["jsonPatch"]["expression"].as_str().unwrap_or_default().to_owned();
+        if expression.contains("203.0.113.20") && !expression.contains("203.0.113.10") {
+            Ok(())
+        } else {
+            Err(expression)
+        }
+    })
+    .await;
+    // The reconciler heals the Ingress nobody wrote since (its patch passes the new MAP).
+    eventually("the reconciler heals the stored status", WAIT, || async {
+        match stored(&t.ingresses, "quiet").await {
+            got if got == ["203.0.113.20"] => Ok(()),
+            got => Err(format!("stored {got:?}; {}", guard.log_tail())),
+        }
+    })
+    .await;
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(&format!("MutatingAdmissionPolicy {name} of policy \"{}\": CURRENT", t.ns)), "{out}");
+}
+
+/// Runs the binary with `args`: exit code, and stdout then stderr.
+fn run_cli(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(crate::support::webhook::BINARY).args(args).output().expect("run the binary");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
+}
+
+/// A reload that renames the policy: the new objects are applied and the old ones, labelled
+/// as this guard's, deleted; an object of another owner is left alone. `onUnresolved: allow`
+/// with the Service gone removes the mutation; `deny` keeps the last value.
+#[tokio::test]
+async fn reloads_and_unresolved_sources_apply_and_sweep() {
+    let t = TestEnv::new("maps").await;
+    let dir = t.cluster.scratch_dir(&format!("maps-{}", t.ns));
+    create_edge(&t, "203.0.113.30").await;
+    let policy = |name: &str, on_unresolved: &str| {
+        format!(
+            "policies:\n  - name: {name}\n    ingressClasses: [{ns}]\n    publishService: {ns}/edge\n    onUnresolved: {on_unresolved}\n",
+            ns = t.ns
+        )
+    };
+    let (first, second) = (format!("{}-a", t.ns), format!("{}-b", t.ns));
+    let cfg = write_config(&dir, &policy(&first, "deny"));
+    let guard = start_guard(&t, &cfg).await;
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.30"], &guard.log_path()).await;
+    let (old, new) = (format!("ingress-status-guard-{first}"), format!("ingress-status-guard-{second}"));
+    // Another owner's object of the same label key: not this guard's to delete.
+    let foreign = get_object(&t, "mutatingadmissionpolicy", &old).unwrap();
+    let mut foreign_copy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": format!("other-{}", t.ns), "labels": {"ingress-status-guard/lease": "elsewhere.lease"}},
+        "spec": foreign["spec"].clone(),
+    });
+    foreign_copy["spec"]["matchConditions"] = json!([{"name": "never", "expression": "false"}]);
+    let foreign_file = dir.join("foreign.json");
+    std::fs::write(&foreign_file, foreign_copy.to_string()).unwrap();
+    let created = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["create", "-f", foreign_file.to_str().unwrap()]);
+    assert!(created.success, "{}", created.stderr);
+
+    // The Service goes: `deny` keeps the last value in force.
+    Api::<Service>::namespaced(t.admin.clone(), &t.ns).delete("edge", &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.30"], &guard.log_path()).await;
+    assert!(get_object(&t, "mutatingadmissionpolicy", &old).is_some(), "kept under onUnresolved: deny");
+
+    // Renamed, with `allow`: the old objects go, and with the Service still gone no new ones
+    // come; writes are stored as written.
+    write_config(&dir, &policy(&second, "allow"));
+    eventually("the old objects are swept", WAIT, || async {
+        let left: Vec<&str> = ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"]
+            .into_iter()
+            .filter(|kind| get_object(&t, kind, &old).is_some())
+            .collect();
+        if left.is_empty() { Ok(()) } else { Err(format!("{left:?} still there; {}", guard.log_tail())) }
+    })
+    .await;
+    assert!(get_object(&t, "mutatingadmissionpolicy", &new).is_none(), "unresolved under allow: no mutation");
+    eventually("writes are stored as written", WAIT, || async {
+        let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+        if got == [SENTINEL] { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+    // The Service comes back: the renamed policy renders.
+    create_edge(&t, "203.0.113.31").await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.31"], &guard.log_path()).await;
+    assert!(get_object(&t, "mutatingadmissionpolicybinding", &new).is_some());
+    let other = format!("other-{}", t.ns);
+    assert!(get_object(&t, "mutatingadmissionpolicy", &other).is_some(), "another owner's object stays");
+    let _ = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["delete", "mutatingadmissionpolicy", &other]);
+}
+
+/// `serve` with `args` until it exits (killed after a minute): exit code and stderr.
+fn serve_until_exit(args: &[&str]) -> (Option<i32>, String) {
+    serve_until_exit_after(args, 60)
+}
+
+/// As [`serve_until_exit`], killed after `seconds` (then the code is `None`).
+fn serve_until_exit_after(args: &[&str], seconds: u64) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(crate::support::webhook::BINARY)
+        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--probe-listen=127.0.0.1:0"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the guard");
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+    while child.try_wait().expect("wait").is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("collect the guard's output");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Kubernetes 1.31 has no MutatingAdmissionPolicy: `--admission=policy` exits 2 at start,
+/// naming the server's version and what to turn on, before it binds a port.
+#[tokio::test]
+async fn a_server_without_mutating_admission_policies_refuses_policy_mode() {
+    let old = crate::support::Cluster::fresh_version("v1.31").await;
+    let kubeconfig = format!("--kubeconfig={}", old.admin_kubeconfig().display());
+    let (code, stderr) = serve_until_exit(&[
+        "--admission=policy",
+        &kubeconfig,
+        "--publish-status-address=192.0.2.1",
+        "--reconcile=false",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    for needed in [
+        "--admission=policy: the API server (v1.31.",
+        "--feature-gates=MutatingAdmissionPolicy=true",
+        "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
+        "use --admission=webhook",
+    ] {
+        assert!(stderr.contains(needed), "stderr lacks {needed:?}:\n{stderr}");
+    }
+    // The same guard in webhook mode starts there (and is stopped by the deadline).
+    let (code, stderr) =
+        serve_until_exit_after(&[&kubeconfig, "--publish-status-address=192.0.2.1", "--reconcile=false"], 3);
+    assert_eq!(code, None, "webhook mode runs on 1.31 until killed: {stderr}");
+}
+
+/// POSTs an empty body to the guard's `/mutate` over TLS (trusting its CA); the whole answer.
+async fn post_mutate(guard: &Webhook) -> String {
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(guard.ca_pem().as_bytes()) {
+        roots.add(cert.expect("CA PEM")).expect("CA");
+    }
+    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let addr = guard.url().trim_start_matches("https://").trim_end_matches("/mutate").to_owned();
+    let tcp = tokio::net::TcpStream::connect(&addr).await.expect("connect to the guard");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS handshake");
+    let head = format!("POST /mutate HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    tls.write_all(head.as_bytes()).await.expect("send the request");
+    let mut response = Vec::new();
+    let _ = tls.read_to_end(&mut response).await;
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+/// Two replicas: only the leader applies; SIGKILL it, and the other takes the Lease and follows
+/// the next change of the Service.
+#[tokio::test]
+async fn a_second_replica_takes_over_keeping_the_policy() {
+    let t = TestEnv::new("mapr").await;
+    let dir = t.cluster.scratch_dir(&format!("mapr-{}", t.ns));
+    create_edge(&t, "203.0.113.50").await;
+    let cfg = write_config(
+        &dir,
+        &format!("policies:\n  - name: {ns}\n    ingressClasses: [{ns}]\n    publishService: {ns}/edge\n", ns = t.ns),
+    );
+    let first = start_guard(&t, &cfg).await;
+    let second = start_guard(&t, &cfg).await;
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.50"], &first.log_path()).await;
+    let leader = "ingress_status_guard_leader";
+    let first_leads = eventually("one replica leads", WAIT, || async {
+        let gauges = (first.metric(leader), second.metric(leader));
+        if gauges == (1.0, 0.0) || gauges == (0.0, 1.0) {
+            Ok(gauges.0 == 1.0)
+        } else {
+            Err(format!("leader gauges {gauges:?}"))
+        }
+    })
+    .await;
+    let (mut leading, survivor) = if first_leads { (first, second) } else { (second, first) };
+    let applied = "ingress_status_guard_admission_policy_applies_total{result=\"applied\"}";
+    assert!(leading.metric(applied) >= 2.0, "the leader applied the MAP and its binding");
+    assert_eq!(survivor.metric(applied), 0.0, "the replica that does not lead applies nothing");
+    // SIGKILL the leader: the other takes the Lease once it expires, and follows the Service.
+    leading.stop();
+    eventually("the other replica leads", WAIT, || async {
+        if survivor.metric(leader) == 1.0 { Ok(()) } else { Err(survivor.log_tail()) }
+    })
+    .await;
+    set_edge(&t, "203.0.113.51").await;
+    rewritten_to(&t.rogue, "web", &["203.0.113.51"], &survivor.log_path()).await;
+}
