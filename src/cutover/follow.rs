@@ -106,25 +106,49 @@ pub(super) async fn follow(
             _ = tick.tick() => show.tick(&tracker, started.elapsed()),
             () = tokio::time::sleep_until(deadline) => {
                 show.timed_out(&tracker, started.elapsed());
-                let not_moved = tracker.not_moved();
-                let mut named: Vec<String> = not_moved.iter().take(NAMED).map(|n| {
-                    let reason = serde_json::to_value(n.reason).ok().and_then(|v| v.as_str().map(str::to_uppercase)).unwrap_or_default();
-                    format!("{} {reason} ({})", n.ingress, n.detail)
-                }).collect();
-                if not_moved.len() > NAMED {
-                    named.push(format!("and {} more", not_moved.len() - NAMED));
-                }
+                let not_moved = summarize(&tracker.not_moved());
                 return Err(CutoverError::Timeout {
                     timeout: settings.timeout,
                     moved: tracker.moved(),
                     total: tracker.total(),
-                    not_moved: named.join("; "),
+                    not_moved,
                 });
             }
         }
     }
     show.done(&tracker, started.elapsed());
     Ok(())
+}
+
+/// The Ingresses that have not moved, in one line: grouped by reason and detail (a source
+/// that is unresolved is the same cause for all of them), a few named in each group.
+fn summarize(not_moved: &[super::track::NotMoved]) -> String {
+    let mut groups: Vec<(String, String, Vec<&str>)> = Vec::new();
+    for n in not_moved {
+        let reason =
+            serde_json::to_value(n.reason).ok().and_then(|v| v.as_str().map(str::to_uppercase)).unwrap_or_default();
+        // The detail names addresses and writers; grouped by reason and detail, a fight with
+        // two writers is two groups.
+        match groups.iter_mut().find(|(r, d, _)| *r == reason && *d == n.detail) {
+            Some((_, _, names)) => names.push(&n.ingress),
+            None => groups.push((reason, n.detail.clone(), vec![&n.ingress])),
+        }
+    }
+    let mut parts: Vec<String> = groups
+        .iter()
+        .take(NAMED)
+        .map(|(reason, detail, names)| {
+            let mut shown = names.iter().take(NAMED).copied().collect::<Vec<_>>().join(", ");
+            if names.len() > NAMED {
+                shown.push_str(&format!(" and {} more", names.len() - NAMED));
+            }
+            format!("{} {reason} ({shown}): {detail}", names.len())
+        })
+        .collect();
+    if groups.len() > NAMED {
+        parts.push(format!("and {} other causes (listed above)", groups.len() - NAMED));
+    }
+    parts.join("; ")
 }
 
 fn observe(tracker: &mut Tracker, show: &mut Show, key: &Key, judged: Judged) {

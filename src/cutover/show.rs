@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use serde_json::{Value, json};
 
 use super::{Output, plan::Plan, track::Tracker};
@@ -15,8 +15,9 @@ use super::{Output, plan::Plan, track::Tracker};
 /// How often a plain line is printed off a terminal (and a `progress` event in JSON).
 pub(crate) const LINE_EVERY: Duration = Duration::from_secs(3);
 
-/// The bar's layout: moved/total, rate, ETA, and the newest moved Ingress as its message.
-const BAR_TEMPLATE: &str = "{spinner} {elapsed_precise} [{bar:32}] {pos}/{len} moved, {per_sec}, ETA {eta}  {msg}";
+/// The bar's layout: moved/total, rate, ETA, and the newest moved Ingress as its message,
+/// which takes what is left of the line (cut, never wrapped: a wrapped bar redraws badly).
+const BAR_TEMPLATE: &str = "{spinner} {elapsed} [{bar:24}] {pos}/{len} moved, {rate}, ETA {left}  {wide_msg}";
 
 enum Mode {
     Bar(ProgressBar),
@@ -88,6 +89,13 @@ impl Show {
         if let Mode::Bar(bar) = &mut self.mode {
             let style = ProgressStyle::with_template(BAR_TEMPLATE)
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .with_key("rate", |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.1}/s", state.per_sec());
+                })
+                // Before the first move there is no rate to tell the time left from.
+                .with_key("left", |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = if state.pos() == 0 { w.write_str("?") } else { write!(w, "{}s", state.eta().as_secs()) };
+                })
                 .progress_chars("=> ");
             *bar = ProgressBar::with_draw_target(Some(tracker.total() as u64), ProgressDrawTarget::stdout());
             bar.set_style(style);
@@ -154,7 +162,8 @@ impl Show {
             Mode::Bar(bar) => {
                 bar.set_position(tracker.moved() as u64);
                 bar.finish();
-                say(&format!("{summary}\n"));
+                // The finished bar stays, and the cursor at its end.
+                say(&format!("\n{summary}\n"));
             }
             Mode::Lines { .. } => say(&format!("{}\n{summary}\n", line(tracker, elapsed))),
             Mode::Json { .. } => emit(
