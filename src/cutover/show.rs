@@ -206,6 +206,9 @@ impl Show {
                 if not_moved.len() > SHOWN {
                     text.push_str(&format!("  ... and {} more\n", not_moved.len() - SHOWN));
                 }
+                if not_moved.iter().any(|n| n.reason == super::track::Reason::Drift) {
+                    text.push_str("DRIFT: not patched yet; has every guard replica reloaded the file (its log says \"policy file reloaded\")?\n");
+                }
                 say(&text);
             }
         }
