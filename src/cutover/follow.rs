@@ -63,7 +63,10 @@ pub(super) async fn follow(
         [one] => Api::namespaced(client.clone(), one),
         _ => Api::all(client.clone()),
     };
-    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    // Watch requests shorter than the client's read timeout, as every watch of the guard's.
+    let config = watcher::Config::default().timeout(crate::sources::follow::WATCH_TIMEOUT_SECS);
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut last_error: Option<String> = None;
     let mut sights: HashMap<Key, Sight> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     let mut reread = tokio::time::interval_at(tokio::time::Instant::now() + SOURCES_EVERY, SOURCES_EVERY);
@@ -85,8 +88,25 @@ pub(super) async fn follow(
                     observe(&mut tracker, show, &key, Judged::Gone);
                 }
                 Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
-                // The watcher backs off and resumes; the timeout bounds how long that may take.
-                Some(Err(e)) => tracing::warn!(error = %e, "the watch of Ingresses failed; retrying"),
+                // No right to list or watch Ingresses will not come by waiting.
+                Some(Err(watcher::Error::InitialListFailed(kube::Error::Api(status)) | watcher::Error::WatchStartFailed(kube::Error::Api(status))))
+                    if status.code == 403 =>
+                {
+                    return Err(check::CheckError::Api {
+                        what: "watch Ingresses".to_owned(),
+                        detail: format!("{} (HTTP {} {})", status.message, status.code, status.reason),
+                    }
+                    .into());
+                }
+                // Else the watcher backs off and resumes, and the timeout bounds how long that
+                // may take; each new kind of failure is said once.
+                Some(Err(e)) => {
+                    let text = e.to_string();
+                    if last_error.as_deref() != Some(text.as_str()) {
+                        tracing::warn!(error = %text, "the watch of Ingresses failed; retrying");
+                        last_error = Some(text);
+                    }
+                }
                 None => break,
             },
             _ = reread.tick() => {
@@ -187,4 +207,30 @@ fn status_writers(ingress: &Ingress) -> Vec<String> {
         .collect();
     entries.sort_by_key(|e| std::cmp::Reverse(e.0));
     entries.into_iter().map(|(_, m)| m).take(4).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cutover::track::{NotMoved, Reason};
+
+    #[test]
+    fn the_timeout_line_groups_ingresses_by_cause() {
+        let n =
+            |ingress: &str, reason, detail: &str| NotMoved { ingress: ingress.into(), reason, detail: detail.into() };
+        let lost = "Service t/b not found";
+        let not_moved = [
+            n("a/1", Reason::Unresolved, lost),
+            n("a/2", Reason::Unresolved, lost),
+            n("a/3", Reason::Unresolved, lost),
+            n("a/4", Reason::Unresolved, lost),
+            n("b/1", Reason::Fight, "moved, then written back"),
+        ];
+        assert_eq!(
+            summarize(&not_moved),
+            "4 UNRESOLVED (a/1, a/2, a/3 and 1 more): Service t/b not found; 1 FIGHT (b/1): moved, then written back"
+        );
+        let many: Vec<NotMoved> = (0..5).map(|i| n(&format!("c/{i}"), Reason::Drift, &format!("d{i}"))).collect();
+        assert!(summarize(&many).ends_with("; and 2 other causes (listed above)"), "{}", summarize(&many));
+    }
 }
