@@ -70,7 +70,8 @@ pub(crate) enum Change {
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub cluster: Cluster,
-    pub config_map: ConfigMapRef,
+    /// The ConfigMap's namespace (`None`: the context's, as kubectl reads names) and name.
+    pub config_map: (Option<String>, String),
     pub key: String,
     pub policy: String,
     pub change: Change,
@@ -130,8 +131,10 @@ impl CutoverError {
 /// Runs a cutover (plan, then unless `--dry-run` act and follow); `Ok` is exit 0.
 pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     let timeout = settings.cluster.request_timeout;
-    let cm_ref = &settings.config_map;
     let client = check::connect(&settings.cluster).await?;
+    let (namespace, name) = &settings.config_map;
+    let namespace = namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
+    let cm_ref = &ConfigMapRef { namespace, name: name.clone() };
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &cm_ref.namespace);
     let config_map = check::bounded(|| format!("get ConfigMap {cm_ref}"), timeout, api.get_opt(&cm_ref.name))
         .await
@@ -198,7 +201,7 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
         .sum();
     edit::check_fits(&settings.key, &annotation, &edited, current, other_data, other_annotations)
         .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
-    let applied = apply(&api, &config_map, settings, &annotation, &edited, current).await?;
+    let applied = apply(&api, cm_ref, &config_map, settings, &annotation, &edited, current).await?;
     show.applied(&cm_ref.to_string(), &settings.key, &annotation, &applied);
     follow::follow(&client, settings, &policies, &plan, &mut show).await
 }
@@ -208,13 +211,13 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
 /// conditional on the resourceVersion that was read, so an edit in between is not lost.
 async fn apply(
     api: &Api<ConfigMap>,
+    cm_ref: &ConfigMapRef,
     read: &ConfigMap,
     settings: &Settings,
     annotation: &str,
     edited: &str,
     previous: &str,
 ) -> Result<String, CutoverError> {
-    let cm_ref = &settings.config_map;
     let body = serde_json::json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",

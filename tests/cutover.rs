@@ -269,8 +269,10 @@ async fn two_hundred_ingresses_move_to_service_b_and_back() {
     );
     let bin = plugin_dir(&t);
     let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let plugin_args: Vec<String> =
-        std::iter::once("isg".to_owned()).chain(cutover_args(&t, kc, &[&to_b, "--dry-run"])).collect();
+    // kubectl's way to name it: NAME and -n.
+    let mut plugin_args: Vec<String> =
+        std::iter::once("isg".to_owned()).chain(cutover_args(&t, kc, &[&to_b, "--dry-run", "-n", &t.ns])).collect();
+    plugin_args[3] = format!("--config-map={CONFIG_MAP}");
     let through_kubectl = run(&kubectl, &plugin_args, Some(&bin)).await;
     assert_eq!(through_kubectl, text, "kubectl isg cutover --dry-run prints the same plan");
     let cm = Api::<ConfigMap>::namespaced(t.admin.clone(), &t.ns).get(CONFIG_MAP).await.unwrap();
@@ -419,6 +421,14 @@ async fn bad_input_exits_2_naming_the_flag() {
         &run(BINARY, &cutover_args(&t, &kc, &["--rollback"]), None).await,
         &format!("--rollback: ConfigMap {}/{CONFIG_MAP} has no annotation {ANNOTATION}", t.ns),
     );
+
+    let mut args = cutover_args(&t, &kc, &[&to_b, "-n", "elsewhere"]);
+    one_line(
+        &run(BINARY, &args, None).await,
+        &format!("`--namespace elsewhere` and --config-map {}/{CONFIG_MAP} name two namespaces; pass one", t.ns),
+    );
+    args[2] = format!("--config-map={CONFIG_MAP}");
+    one_line(&run(BINARY, &args, None).await, &format!("--config-map elsewhere/{CONFIG_MAP}: ConfigMap not found"));
 
     let group = format!("isg-e2e:cutover-readers-{}", t.ns);
     readers_without_patch(&t, &group).await;

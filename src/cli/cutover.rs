@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{check::ClusterArgs, duration::Seconds};
 use crate::{
-    cutover::{self, Change, ConfigMapRef, NewSource, Output, Settings},
+    cutover::{self, Change, NewSource, Output, Settings},
     names,
     policy::ServiceRef,
 };
@@ -15,9 +15,13 @@ use crate::{
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("change").required(true).args(["to_publish_service", "to_publish_status_address", "rollback"])))]
 pub(crate) struct CutoverArgs {
-    /// The policy ConfigMap the guard's Deployment mounts and reloads (NAMESPACE/NAME).
-    #[arg(long, env = "ISG_CONFIG_MAP", value_name = "NAMESPACE/NAME", value_parser = parse_config_map)]
-    pub config_map: ConfigMapRef,
+    /// The policy ConfigMap the guard's Deployment mounts and reloads: NAMESPACE/NAME, or NAME
+    /// in --namespace (default: the context's namespace, as kubectl does).
+    #[arg(long, env = "ISG_CONFIG_MAP", value_name = "[NAMESPACE/]NAME", value_parser = parse_config_map)]
+    pub config_map: (Option<String>, String),
+    /// Namespace of the ConfigMap, when --config-map is given as NAME.
+    #[arg(short = 'n', long, env = "ISG_NAMESPACE", value_parser = parse_namespace)]
+    pub namespace: Option<String>,
     /// The ConfigMap's key that holds the policy file.
     #[arg(long, env = "ISG_CONFIG_MAP_KEY", default_value = cutover::DEFAULT_KEY)]
     pub key: String,
@@ -47,16 +51,28 @@ pub(crate) struct CutoverArgs {
     pub cluster: ClusterArgs,
 }
 
-fn parse_config_map(text: &str) -> Result<ConfigMapRef, String> {
-    let shape = || format!("{text:?} must be NAMESPACE/NAME, e.g. ingress-status-guard/ingress-status-guard-config");
-    let (namespace, name) = text.split_once('/').ok_or_else(shape)?;
-    if !names::is_dns1123_label(namespace) {
+fn parse_config_map(text: &str) -> Result<(Option<String>, String), String> {
+    let shape =
+        || format!("{text:?} must be NAMESPACE/NAME or NAME, e.g. ingress-status-guard/ingress-status-guard-config");
+    let (namespace, name) = match text.split_once('/') {
+        Some((namespace, name)) => (Some(namespace), name),
+        None => (None, text),
+    };
+    if let Some(namespace) = namespace.filter(|ns| !names::is_dns1123_label(ns)) {
         return Err(format!("{}: namespace {namespace:?} is not a valid namespace name", shape()));
     }
     if !names::is_dns1123_subdomain(name) {
         return Err(format!("{}: name {name:?} is not a valid ConfigMap name", shape()));
     }
-    Ok(ConfigMapRef { namespace: namespace.to_owned(), name: name.to_owned() })
+    Ok((namespace.map(str::to_owned), name.to_owned()))
+}
+
+fn parse_namespace(text: &str) -> Result<String, String> {
+    if names::is_dns1123_label(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("{text:?} is not a valid namespace name (lowercase letters, digits and '-', at most 63)"))
+    }
 }
 
 fn parse_policy(text: &str) -> Result<String, String> {
@@ -72,28 +88,42 @@ fn parse_status_address(text: &str) -> Result<NewSource, String> {
 }
 
 impl CutoverArgs {
-    fn settings(self) -> Settings {
+    fn settings(self) -> Result<Settings, String> {
+        let (in_ref, name) = self.config_map;
+        let namespace = match (in_ref, self.namespace) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(format!("`--namespace {b}` and --config-map {a}/{name} name two namespaces; pass one"));
+            }
+            (a, b) => a.or(b),
+        };
         let change = match (self.to_publish_service, self.to_publish_status_address) {
             (Some(svc), _) => Change::To(NewSource::Service(svc)),
             (None, Some(list)) => Change::To(list),
             (None, None) => Change::Rollback,
         };
-        Settings {
+        Ok(Settings {
             cluster: self.cluster.cluster(),
-            config_map: self.config_map,
+            config_map: (namespace, name),
             key: self.key,
             policy: self.policy,
             change,
             dry_run: self.dry_run,
             output: self.output,
             timeout: self.timeout,
-        }
+        })
     }
 }
 
 /// Runs `cutover`: 0 moved (or planned), 1 unresolved or timed out, 2 bad input.
 pub(crate) async fn cutover(args: CutoverArgs) -> ExitCode {
-    match cutover::run(&args.settings()).await {
+    let settings = match args.settings() {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cutover::run(&settings).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -108,11 +138,12 @@ mod tests {
 
     #[test]
     fn flag_values() {
-        assert_eq!(
-            parse_config_map("isg/isg-config"),
-            Ok(ConfigMapRef { namespace: "isg".into(), name: "isg-config".into() })
-        );
-        for (bad, want) in [("isg", "must be NAMESPACE/NAME"), ("Isg/x", "namespace \"Isg\""), ("isg/", "name \"\"")] {
+        assert_eq!(parse_config_map("isg/isg-config"), Ok((Some("isg".into()), "isg-config".into())));
+        assert_eq!(parse_config_map("isg-config"), Ok((None, "isg-config".into())));
+        assert!(parse_namespace("Bad").is_err());
+        for (bad, want) in
+            [("Isg", "must be NAMESPACE/NAME or NAME"), ("Isg/x", "namespace \"Isg\""), ("isg/", "name \"\"")]
+        {
             assert!(parse_config_map(bad).unwrap_err().contains(want), "{bad}");
         }
         assert!(parse_policy("").is_err() && parse_policy("a\nb").is_err() && parse_policy(&"p".repeat(254)).is_err());
