@@ -555,6 +555,26 @@ async fn the_migration_guide_cuts_over_with_cutover() {
             assert_eq!(out.stdout.lines().count(), 5, "header, 3 Ingresses, summary: {}", out.stdout);
         }
     }
+    // The source it already has: nothing is written, and the kept previous value stays.
+    let cms: Api<ConfigMap> = Api::namespaced(t.admin.clone(), "ingress-status-guard");
+    let before = cms.get("ingress-status-guard-config").await.unwrap();
+    let mut args = vec!["cutover".to_owned(), format!("--kubeconfig={}", kc.display())];
+    args.extend(flags.iter().map(|a| (*a).to_owned()));
+    args.push("--to-publish-service=ingress-nginx/ingress-nginx-controller".to_owned());
+    let out = run(BINARY, &args, None).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("0 Ingresses move, 3 already there"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(
+            "unchanged: ConfigMap ingress-status-guard/ingress-status-guard-config key config.yaml already says this"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.ends_with("done: 0/0 moved in 0.0s\n"), "{}", out.stdout);
+    let after = cms.get("ingress-status-guard-config").await.unwrap();
+    assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "nothing written");
+
     let file = t.cluster.scratch_dir("cutover-guide").join("transcript.md");
     std::fs::write(&file, &transcript).unwrap();
     println!("{transcript}\nwritten to {}", file.display());

@@ -12,6 +12,8 @@ use crate::{
     policy::ServiceRef,
 };
 
+// Exactly one change. `--to-publish-gateway` (issue 22) joins this group and maps to its
+// `NewSource` variant in `settings`; the rest of `cutover` does not name source kinds.
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("change").required(true).args(["to_publish_service", "to_publish_status_address", "rollback"])))]
 pub(crate) struct CutoverArgs {

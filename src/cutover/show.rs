@@ -84,6 +84,16 @@ impl Show {
         }
     }
 
+    /// The ConfigMap already says what was asked: nothing written, the Ingresses followed.
+    pub(crate) fn unchanged(&self, config_map: &str, key: &str) {
+        match self.mode {
+            Mode::Json { .. } => emit("unchanged", json!({"configMap": config_map, "key": key})),
+            _ => say(&format!(
+                "unchanged: ConfigMap {config_map} key {key} already says this; nothing written, following\n"
+            )),
+        }
+    }
+
     /// Following starts: `tracker` holds what the plan moves.
     pub(crate) fn start(&mut self, tracker: &Tracker) {
         if let Mode::Bar(bar) = &mut self.mode {
