@@ -173,6 +173,24 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     }
     // The policy as the guard runs it now, to say where the Ingresses move from.
     let before = edit::validate(&shown, current).ok();
+    let unchanged = edited == *current || before.as_ref() == Some(&policies);
+    // What the apply would be refused for is bad input too: said before the plan, and by a
+    // dry run as well.
+    if !unchanged {
+        let other_data =
+            data.iter().filter(|(k, _)| **k != settings.key).map(|(k, v)| k.len() + v.len()).sum::<usize>()
+                + config_map.binary_data.iter().flatten().map(|(k, v)| k.len() + v.0.len()).sum::<usize>();
+        let other_annotations = config_map
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| **k != annotation)
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        edit::check_fits(&settings.key, &annotation, &edited, current, other_data, other_annotations)
+            .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
+    }
     let from = before.as_ref().and_then(|p| p.iter().find(|p| p.name == settings.policy));
     let sources = check::snapshot(&client, &policies, timeout).await?;
     let stored = stored(&client, timeout).await?;
@@ -185,24 +203,12 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     if settings.dry_run {
         return Ok(());
     }
-    if edited == *current || before.as_ref() == Some(&policies) {
+    if unchanged {
         // The guard already runs these policies (the text may differ, as the edit rewrites
         // the YAML); applying would only overwrite the kept previous value with this one.
         show.unchanged(&cm_ref.to_string(), &settings.key);
         return follow::follow(&client, settings, &policies, &plan, &mut show).await;
     }
-    let other_data = data.iter().filter(|(k, _)| **k != settings.key).map(|(k, v)| k.len() + v.len()).sum::<usize>()
-        + config_map.binary_data.iter().flatten().map(|(k, v)| k.len() + v.0.len()).sum::<usize>();
-    let other_annotations = config_map
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        .filter(|(k, _)| **k != annotation)
-        .map(|(k, v)| k.len() + v.len())
-        .sum();
-    edit::check_fits(&settings.key, &annotation, &edited, current, other_data, other_annotations)
-        .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
     let applied = apply(&api, cm_ref, &config_map, settings, &annotation, &edited, current).await?;
     show.applied(&cm_ref.to_string(), &settings.key, &annotation, &applied);
     follow::follow(&client, settings, &policies, &plan, &mut show).await

@@ -441,6 +441,21 @@ async fn bad_input_exits_2_naming_the_flag() {
         ),
     );
 
+    // A previous value that would not fit in the annotations (the API server's 256 KiB for all
+    // of them together) is refused before anything is written.
+    let big = format!("# {}\n{}", "x".repeat(60 * 1024), policy_file(&t.ns, &format!("{}/controller-a", t.ns)));
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "isg-big", "annotations": {"filler": "y".repeat(200 * 1024)}},
+        "data": {"config.yaml": big}
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(t.admin.clone(), &t.ns).create(&PostParams::default(), &cm).await.unwrap();
+    let mut args = cutover_args(&t, &kc, &[&to_b]);
+    args[2] = format!("--config-map={}/isg-big", t.ns);
+    let out = run(BINARY, &args, None).await;
+    one_line(&out, &format!("--config-map {}/isg-big: the key's previous value (", t.ns));
+    assert!(out.stderr.contains("would not fit in the ConfigMap's annotations"), "{}", out.stderr);
+
     // A previous value that the guard would refuse is not restored, with the guard's error.
     let broken = json!({"metadata": {"annotations": {ANNOTATION: "policies:\n  - name: edge\n    publishService: not-a-reference\n"}}});
     Api::<ConfigMap>::namespaced(t.admin.clone(), &t.ns)
