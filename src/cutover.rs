@@ -148,17 +148,7 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     })?;
     let annotation = edit::previous_annotation(&settings.key)
         .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
-    let edited = match &settings.change {
-        Change::To(source) => edit::replace_source(current, &settings.policy, source).map_err(|e| match e {
-            e @ EditError::NoSuchPolicy { .. } => CutoverError::Policy { policy: settings.policy.clone(), source: e },
-            e => CutoverError::File { config_map: cm_ref.clone(), key: settings.key.clone(), source: e },
-        })?,
-        Change::Rollback => {
-            config_map.metadata.annotations.as_ref().and_then(|a| a.get(&annotation)).cloned().ok_or_else(|| {
-                CutoverError::NothingToRollBack { config_map: cm_ref.clone(), annotation: annotation.clone() }
-            })?
-        }
-    };
+    let edited = edited_text(settings, cm_ref, &config_map, current, &annotation)?;
     let shown = format!("{} of ConfigMap {cm_ref}", settings.key);
     let policies = edit::validate(&shown, &edited).map_err(CutoverError::Invalid)?;
     let target = policies.iter().find(|p| p.name == settings.policy).ok_or_else(|| CutoverError::Policy {
@@ -177,19 +167,7 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     // What the apply would be refused for is bad input too: said before the plan, and by a
     // dry run as well.
     if !unchanged {
-        let other_data =
-            data.iter().filter(|(k, _)| **k != settings.key).map(|(k, v)| k.len() + v.len()).sum::<usize>()
-                + config_map.binary_data.iter().flatten().map(|(k, v)| k.len() + v.0.len()).sum::<usize>();
-        let other_annotations = config_map
-            .metadata
-            .annotations
-            .iter()
-            .flatten()
-            .filter(|(k, _)| **k != annotation)
-            .map(|(k, v)| k.len() + v.len())
-            .sum();
-        edit::check_fits(&settings.key, &annotation, &edited, current, other_data, other_annotations)
-            .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
+        check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, current)?;
     }
     let from = before.as_ref().and_then(|p| p.iter().find(|p| p.name == settings.policy));
     let sources = check::snapshot(&client, &policies, timeout).await?;
@@ -212,6 +190,53 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     let applied = apply(&api, cm_ref, &config_map, settings, &annotation, &edited, current).await?;
     show.applied(&cm_ref.to_string(), &settings.key, &annotation, &applied);
     follow::follow(&client, settings, &policies, &plan, &mut show).await
+}
+
+/// The key's new text: the current one with the policy's source replaced, or the kept
+/// previous one for `--rollback`.
+fn edited_text(
+    settings: &Settings,
+    cm_ref: &ConfigMapRef,
+    config_map: &ConfigMap,
+    current: &str,
+    annotation: &str,
+) -> Result<String, CutoverError> {
+    match &settings.change {
+        Change::To(source) => edit::replace_source(current, &settings.policy, source).map_err(|e| match e {
+            e @ EditError::NoSuchPolicy { .. } => CutoverError::Policy { policy: settings.policy.clone(), source: e },
+            e => CutoverError::File { config_map: cm_ref.clone(), key: settings.key.clone(), source: e },
+        }),
+        Change::Rollback => {
+            config_map.metadata.annotations.as_ref().and_then(|a| a.get(annotation)).cloned().ok_or_else(|| {
+                CutoverError::NothingToRollBack { config_map: cm_ref.clone(), annotation: annotation.to_owned() }
+            })
+        }
+    }
+}
+
+/// Whether the ConfigMap, with `edited` as `key` and `previous` kept in `annotation`, is one the
+/// API server stores (its bounds on data and on annotations).
+fn check_size(
+    config_map: &ConfigMap,
+    cm_ref: &ConfigMapRef,
+    key: &str,
+    annotation: &str,
+    edited: &str,
+    previous: &str,
+) -> Result<(), CutoverError> {
+    let data = config_map.data.iter().flatten().filter(|(k, _)| *k != key).map(|(k, v)| k.len() + v.len());
+    let binary = config_map.binary_data.iter().flatten().map(|(k, v)| k.len() + v.0.len());
+    let other_data = data.chain(binary).sum();
+    let other_annotations = config_map
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| *k != annotation)
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    edit::check_fits(key, annotation, edited, previous, other_data, other_annotations)
+        .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })
 }
 
 /// One server-side apply of the key and the annotation, as [`FIELD_MANAGER`], forced (the
