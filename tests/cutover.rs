@@ -586,11 +586,45 @@ async fn the_migration_guide_cuts_over_with_cutover() {
         "{}",
         out.stdout
     );
-    assert!(out.stdout.ends_with("done: 0/0 moved in 0.0s\n"), "{}", out.stdout);
+    assert!(out.stdout.lines().last().unwrap_or_default().starts_with("done: 0/0 moved in "), "{}", out.stdout);
     let after = cms.get("ingress-status-guard-config").await.unwrap();
     assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "nothing written");
 
     let file = t.cluster.scratch_dir("cutover-guide").join("transcript.md");
     std::fs::write(&file, &transcript).unwrap();
     println!("{transcript}\nwritten to {}", file.display());
+}
+
+/// The old controller still running: it writes its address back whenever the guard moves an
+/// Ingress (the webhook is not registered, so its writes are stored). The Ingress moves, is put
+/// back, and `--timeout` names it as a fight with the other writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_puts_the_old_address_back_is_named_as_a_fight() {
+    let t = TestEnv::new("cutover-fight").await;
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    lb_service(&services, "controller-a", A).await;
+    lb_service(&services, "controller-b", B).await;
+    let (guard, _kubelet) = start_guard(&t, "controller-a", None).await;
+    let names = vec!["contested".to_owned()];
+    create_ingress(&t.ingresses, "contested", Class::Field(&t.ns)).await;
+    await_all(&t, &names, A, &guard).await;
+    let rogue = t.rogue.clone();
+    let old_controller = tokio::spawn(async move {
+        loop {
+            if let Ok(ingress) = rogue.get("contested").await
+                && addresses(&ingress) != [A]
+            {
+                let _ = support::write_status(&rogue, "contested", &[A], false).await;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let to_b = format!("--to-publish-service={}/controller-b", t.ns);
+    let out = run(BINARY, &cutover_args(&t, t.cluster.admin_kubeconfig(), &[&to_b, "--timeout=15s"]), None).await;
+    old_controller.abort();
+    assert_eq!(out.code, Some(1), "{} (guard log: {})", out.stderr, guard.log_path().display());
+    let why =
+        format!("1 FIGHT ({}/contested): moved, then written back: stored {A}, canonical {B}, status writers", t.ns);
+    assert!(out.stderr.contains(&why), "{}", out.stderr);
+    assert!(out.stderr.contains(support::ROGUE_USER), "the other writer is named: {}", out.stderr);
 }

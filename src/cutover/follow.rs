@@ -30,6 +30,9 @@ use crate::{
 
 /// How often the sources are read again while following.
 const SOURCES_EVERY: Duration = Duration::from_secs(5);
+/// How long every Ingress must stay moved before the cutover is done: an old controller that
+/// writes its address back at once is then seen (a fight), not missed by an early exit.
+const SETTLE: Duration = Duration::from_secs(2);
 /// How often the display is refreshed.
 const TICK: Duration = Duration::from_millis(500);
 /// Ingresses named in the one-line timeout error; the report above lists more.
@@ -70,7 +73,15 @@ pub(super) async fn follow(
     let mut sights: HashMap<Key, Sight> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     let mut reread = tokio::time::interval_at(tokio::time::Instant::now() + SOURCES_EVERY, SOURCES_EVERY);
-    while !tracker.done() {
+    // When every Ingress had moved, last; done once that has held for `SETTLE`.
+    let mut all_moved: Option<Instant> = None;
+    loop {
+        match (tracker.done(), all_moved) {
+            (true, Some(at)) if at.elapsed() >= SETTLE || tracker.total() == 0 => break,
+            (true, None) => all_moved = Some(Instant::now()),
+            (false, _) => all_moved = None,
+            (true, Some(_)) => {}
+        }
         tokio::select! {
             event = events.next() => match event {
                 Some(Ok(watcher::Event::Apply(ingress) | watcher::Event::InitApply(ingress))) => {
@@ -136,7 +147,7 @@ pub(super) async fn follow(
             }
         }
     }
-    show.done(&tracker, started.elapsed());
+    show.done(&tracker, all_moved.map_or_else(|| started.elapsed(), |at| at.duration_since(started)));
     Ok(())
 }
 

@@ -144,9 +144,10 @@ impl Tracker {
                 let (reason, detail) = match &e.last {
                     Some(Judged::Unresolved(why)) => (Reason::Unresolved, why.clone()),
                     Some(Judged::Off { stored, canonical, writers }) => {
-                        let by = match writers.first() {
-                            Some(w) => format!(", status last written by {w}"),
-                            None => String::new(),
+                        let by = if writers.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", status writers (latest first): {}", writers.join(", "))
                         };
                         let (reason, what) = if e.undone {
                             (Reason::Fight, "moved, then written back")
@@ -201,7 +202,7 @@ mod tests {
             why,
             [("ns/b".into(), Reason::Fight), ("ns/c".into(), Reason::Unresolved), ("ns/d".into(), Reason::Drift)]
         );
-        assert!(t.not_moved()[0].detail.contains("last written by traefik"), "{:?}", t.not_moved());
+        assert!(t.not_moved()[0].detail.contains("status writers (latest first): traefik"), "{:?}", t.not_moved());
         // Deleted or no longer governed: out of the plan, counted or not.
         assert_eq!(t.observe(&key("a"), Judged::Gone), Change::Left);
         assert_eq!(t.observe(&key("c"), Judged::NotGoverned), Change::Left);
