@@ -15,6 +15,7 @@ use crate::{
 // Exactly one change. `--to-publish-gateway` (issue 22) joins this group and maps to its
 // `NewSource` variant in `settings`; the rest of `cutover` does not name source kinds.
 #[derive(Args, Debug)]
+#[command(mut_arg("kubeconfig", |a| a.help(KUBECONFIG_HELP)))]
 #[command(group(clap::ArgGroup::new("change").required(true).args(["to_publish_service", "to_publish_status_address", "rollback"])))]
 pub(crate) struct CutoverArgs {
     /// The policy ConfigMap the guard's Deployment mounts and reloads: NAMESPACE/NAME, or NAME
@@ -22,7 +23,9 @@ pub(crate) struct CutoverArgs {
     #[arg(long, env = "ISG_CONFIG_MAP", value_name = "[NAMESPACE/]NAME", value_parser = parse_config_map)]
     pub config_map: (Option<String>, String),
     /// Namespace of the ConfigMap, when --config-map is given as NAME.
-    #[arg(short = 'n', long, env = "ISG_NAMESPACE", value_parser = parse_namespace)]
+    // No env: `ISG_NAMESPACE` is `check`'s Ingress namespace, and a ConfigMap given as
+    // NAMESPACE/NAME must not clash with it.
+    #[arg(short = 'n', long, value_parser = parse_namespace)]
     pub namespace: Option<String>,
     /// The ConfigMap's key that holds the policy file.
     #[arg(long, env = "ISG_CONFIG_MAP_KEY", default_value = cutover::DEFAULT_KEY)]
@@ -47,11 +50,14 @@ pub(crate) struct CutoverArgs {
     #[arg(long, env = "ISG_CUTOVER_TIMEOUT", default_value = "10m", value_parser = Seconds::UP_TO_AN_HOUR)]
     pub timeout: Duration,
     /// Output: a table and a progress bar (or lines off a terminal), or one JSON event per line.
-    #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Output::Text)]
+    // Its own env: `check`'s `ISG_OUTPUT` takes `table`, which is not one of these.
+    #[arg(short = 'o', long, env = "ISG_CUTOVER_OUTPUT", value_enum, default_value_t = Output::Text)]
     pub output: Output,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
+
+const KUBECONFIG_HELP: &str = "kubeconfig to read and patch the policy ConfigMap, and read Ingresses and publish Services with; default: in-cluster config, then KUBECONFIG";
 
 fn parse_config_map(text: &str) -> Result<(Option<String>, String), String> {
     let shape =
