@@ -22,11 +22,13 @@ use crate::{
     policy::Policies,
 };
 use explain::explain;
-use fetch::bounded;
-use fetch::snapshot;
 use fetch::stored_ingresses;
+pub(crate) use fetch::{bounded, describe, list_all, snapshot};
 pub(crate) use fleet::check_fleet;
 use report::Report;
+pub(crate) use report::align;
+#[cfg(test)]
+pub(crate) use snapshot::{Fetched, Snapshot};
 /// Ingresses per list request: bounds what one page holds in memory.
 const PAGE_SIZE: u32 = 500;
 /// A class is shown as read; an annotation value can be anything, so it is cut and quoted.
@@ -96,7 +98,7 @@ async fn report(cluster: &Cluster, namespace: Option<&str>, policies: &Policies)
 
 /// The client, within `--request-timeout`: a kubeconfig's exec credential plugin may hang,
 /// and in a fleet one such context must not hold up the report.
-async fn connect(cluster: &Cluster) -> Result<kube::Client, CheckError> {
+pub(crate) async fn connect(cluster: &Cluster) -> Result<kube::Client, CheckError> {
     let timeout = cluster.request_timeout;
     match tokio::time::timeout(timeout, client::connect(&cluster.target)).await {
         Ok(connected) => Ok(connected?),

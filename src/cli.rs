@@ -1,11 +1,12 @@
 //! The command line, the one boundary between flags and the crate: every flag group is a clap
-//! `*Args` struct in this folder (`serve`, `resolve`, `certs`, `check` and `explain`, and the
+//! `*Args` struct in this folder (`serve`, `resolve`, `certs`, `check` and `explain`, `cutover`, and the
 //! groups they share), parsed and validated once into the typed settings the modules that own
 //! the behaviour take; then `main` runs the command and maps its error to an exit code.
 
 mod certs;
 mod check;
 mod client;
+mod cutover;
 mod duration;
 mod limits;
 mod logging;
@@ -73,6 +74,9 @@ pub(crate) enum Command {
         #[command(flatten)]
         policy: policy::PolicyArgs,
     },
+    /// Move one policy's source in the policy ConfigMap (or --rollback): print the plan, apply
+    /// the ConfigMap, and follow the Ingresses until every one is canonical for the new source.
+    Cutover(Box<cutover::CutoverArgs>),
 }
 
 /// Everything that can stop a command, each saying what to fix.
@@ -143,14 +147,14 @@ pub fn main() -> ExitCode {
     // `check` and `explain` report on stdout and their errors in one line on stderr; kube's
     // own log lines would only repeat those errors.
     let default_level = match cli.command {
-        Command::Check { .. } | Command::Explain { .. } => "warn,kube_client=off",
+        Command::Check { .. } | Command::Explain { .. } | Command::Cutover(_) => "warn,kube_client=off",
         _ => "info",
     };
     logging::init_logging(cli.log_format, cli.log_level.as_deref(), default_level);
     // `check` and `explain` tell what they found by their exit code (0 canonical, 1 drift) and
     // print their own errors; any error of theirs is 2, as clap's usage errors are.
     let failure = match cli.command {
-        Command::Check { .. } | Command::Explain { .. } => ExitCode::from(2),
+        Command::Check { .. } | Command::Explain { .. } | Command::Cutover(_) => ExitCode::from(2),
         _ => ExitCode::FAILURE,
     };
     // One runtime for every command; `resolve` and `certs generate` simply do not await. Its
@@ -176,6 +180,7 @@ pub fn main() -> ExitCode {
                     Ok(policies) => Ok(check::explain(args, &policies).await),
                     Err(e) => Err(e),
                 },
+                Command::Cutover(args) => Ok(cutover::cutover(*args).await),
             }
         }),
     };

@@ -16,6 +16,7 @@ mod audit;
 mod check;
 mod cli;
 mod client;
+mod cutover;
 mod decision;
 mod ingress;
 mod metrics;

@@ -13,7 +13,7 @@ use crate::{
     sources::nodeip::{NodeAddrs, PodFacts},
 };
 
-pub(super) async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     what: impl Fn() -> String,
     timeout: Duration,
     call: impl Future<Output = Result<T, kube::Error>>,
@@ -27,7 +27,7 @@ pub(super) async fn bounded<T>(
 
 /// A kube error in one line: the API server's own message, or the causes down to the socket
 /// ("client error (Connect)" alone does not say that the connection was refused).
-pub(super) fn describe(e: &kube::Error) -> String {
+pub(crate) fn describe(e: &kube::Error) -> String {
     if let kube::Error::Api(status) = e {
         return format!("{} (HTTP {} {})", status.message, status.code, status.reason);
     }
@@ -45,7 +45,7 @@ pub(super) fn describe(e: &kube::Error) -> String {
 
 /// Lists every object of `api` page by page (`params` sets the page size), keeping only what
 /// `keep` makes of each, so at most one page of whole objects is held at a time.
-pub(super) async fn list_all<K, T>(
+pub(crate) async fn list_all<K, T>(
     api: &Api<K>,
     mut params: ListParams,
     what: &str,
@@ -68,7 +68,7 @@ where
 
 /// Reads every publish Service the policies name, once, and the IngressClasses, Namespaces,
 /// controller Pods and Nodes that some policy needs.
-pub(super) async fn snapshot(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, CheckError> {
+pub(crate) async fn snapshot(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, CheckError> {
     use k8s_openapi::api::{
         core::v1::{Namespace, Node, Pod},
         networking::v1::IngressClass,

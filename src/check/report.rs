@@ -182,7 +182,7 @@ impl Report {
 
 /// Lines of cells in columns two spaces apart, each padded to its widest cell but the last
 /// (free text such as a reason or an error), one line each, trailing spaces trimmed.
-pub(super) fn align(lines: impl IntoIterator<Item = Vec<String>>) -> String {
+pub(crate) fn align(lines: impl IntoIterator<Item = Vec<String>>) -> String {
     let lines: Vec<Vec<String>> = lines.into_iter().collect();
     let columns = lines.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)

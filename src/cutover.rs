@@ -1,0 +1,335 @@
+//! `cutover`: moves one policy's source in the policy ConfigMap the guard reloads, and shows
+//! the move. Plan (the webhook's own `decide` over the edited file and the live sources, read as
+//! `check` reads them), act (one server-side apply of the ConfigMap, the previous value kept in
+//! an annotation), follow (a watch of the Ingresses until each is canonical for the new source,
+//! or `--timeout`). `--rollback` is the same three steps back to the annotation's value.
+
+mod edit;
+mod follow;
+mod plan;
+mod show;
+mod track;
+
+use std::{collections::BTreeMap, io::IsTerminal as _, time::Duration};
+
+use clap::ValueEnum;
+use k8s_openapi::api::{
+    authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec},
+    core::v1::ConfigMap,
+};
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams, PostParams},
+};
+
+pub(crate) use edit::NewSource;
+use edit::{EditError, SizeError};
+use plan::{Plan, Seen};
+
+use crate::{
+    check::{self, CheckError, Cluster},
+    policy::{ConfigError, Mode, Policies},
+};
+
+/// The field manager of the ConfigMap's key and annotation after a cutover.
+pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard-cutover";
+/// The key the manifests and the chart give the policy file.
+pub(crate) const DEFAULT_KEY: &str = "config.yaml";
+/// Ingresses per list request, as `check` reads them.
+const PAGE_SIZE: u32 = 500;
+
+/// How `cutover` prints: text (a table, then a bar or lines) or one JSON event per line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Output {
+    Text,
+    Json,
+}
+
+/// `NAMESPACE/NAME` of the policy ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConfigMapRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ConfigMapRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What the cutover changes the policy to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    To(NewSource),
+    /// Back to the value kept in the annotation.
+    Rollback,
+}
+
+/// A validated `cutover` command line.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub cluster: Cluster,
+    /// The ConfigMap's namespace (`None`: the context's, as kubectl reads names) and name.
+    pub config_map: (Option<String>, String),
+    pub key: String,
+    pub policy: String,
+    pub change: Change,
+    pub dry_run: bool,
+    pub output: Output,
+    pub timeout: Duration,
+}
+
+/// What stops a cutover: bad input and API errors exit 2, an unresolved source or a timeout 1.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CutoverError {
+    #[error(transparent)]
+    Cluster(#[from] CheckError),
+    #[error("--config-map {0}: ConfigMap not found")]
+    NoConfigMap(ConfigMapRef),
+    #[error("--key {key}: ConfigMap {config_map} has no key {key:?} (it has: {known})")]
+    NoKey { config_map: ConfigMapRef, key: String, known: String },
+    #[error("--policy {policy}: {source}")]
+    Policy { policy: String, source: EditError },
+    #[error("--config-map {config_map}: key {key}: {source}")]
+    File { config_map: ConfigMapRef, key: String, source: EditError },
+    #[error(
+        "--policy {0}: its mode is audit, and audit policies are measured, never patched: nothing would move; set mode: enforce first"
+    )]
+    Audit(String),
+    #[error("the edited policy file would be refused by the guard, so it is not applied: {0}")]
+    Invalid(ConfigError),
+    #[error("--config-map {config_map}: {source}")]
+    Size { config_map: ConfigMapRef, source: SizeError },
+    #[error(
+        "--config-map {0}: this identity may not patch it (RBAC: cutover needs patch on configmaps {name} in namespace {namespace}, list/watch on ingresses, get on services)", name = .0.name, namespace = .0.namespace
+    )]
+    Forbidden(ConfigMapRef),
+    #[error(
+        "--rollback: ConfigMap {config_map} has no annotation {annotation}: nothing to roll back to (cutover keeps the previous value there when it applies)"
+    )]
+    NothingToRollBack { config_map: ConfigMapRef, annotation: String },
+    #[error("--config-map {0}: changed since cutover read it; run cutover again")]
+    Conflict(ConfigMapRef),
+    #[error("{0}")]
+    Unresolved(String),
+    #[error("--timeout {timeout:?} passed with {moved}/{total} Ingresses moved: {not_moved}")]
+    Timeout { timeout: Duration, moved: usize, total: usize, not_moved: String },
+}
+
+impl CutoverError {
+    /// 1 when the cutover could not finish (the new source unresolved, the timeout), 2 for
+    /// everything that is wrong with the input or the cluster access.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            CutoverError::Unresolved(_) | CutoverError::Timeout { .. } => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// Runs a cutover (plan, then unless `--dry-run` act and follow); `Ok` is exit 0.
+pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
+    let timeout = settings.cluster.request_timeout;
+    let client = check::connect(&settings.cluster).await?;
+    let (namespace, name) = &settings.config_map;
+    let namespace = namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
+    let cm_ref = &ConfigMapRef { namespace, name: name.clone() };
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &cm_ref.namespace);
+    let config_map = check::bounded(|| format!("get ConfigMap {cm_ref}"), timeout, api.get_opt(&cm_ref.name))
+        .await
+        .map_err(|e| forbidden_or(e, cm_ref))?
+        .ok_or_else(|| CutoverError::NoConfigMap(cm_ref.clone()))?;
+    let data = config_map.data.clone().unwrap_or_default();
+    let current = data.get(&settings.key).ok_or_else(|| CutoverError::NoKey {
+        config_map: cm_ref.clone(),
+        key: settings.key.clone(),
+        known: known_keys(&data),
+    })?;
+    let annotation = edit::previous_annotation(&settings.key)
+        .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
+    let edited = edited_text(settings, cm_ref, &config_map, current, &annotation)?;
+    let shown = format!("{} of ConfigMap {cm_ref}", settings.key);
+    let policies = edit::validate(&shown, &edited).map_err(CutoverError::Invalid)?;
+    let target = policies.iter().find(|p| p.name == settings.policy).ok_or_else(|| CutoverError::Policy {
+        policy: settings.policy.clone(),
+        source: EditError::NoSuchPolicy { name: settings.policy.clone(), known: policy_names(&policies) },
+    })?;
+    if target.mode == Mode::Audit {
+        return Err(CutoverError::Audit(settings.policy.clone()));
+    }
+    if !settings.dry_run {
+        may_patch(&client, cm_ref, timeout).await?;
+    }
+    // The policy as the guard runs it now, to say where the Ingresses move from.
+    let before = edit::validate(&shown, current).ok();
+    let unchanged = edited == *current || before.as_ref() == Some(&policies);
+    // What the apply would be refused for is bad input too: said before the plan, and by a
+    // dry run as well.
+    if !unchanged {
+        check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, current)?;
+    }
+    let from = before.as_ref().and_then(|p| p.iter().find(|p| p.name == settings.policy));
+    let sources = check::snapshot(&client, &policies, timeout).await?;
+    let stored = stored(&client, timeout).await?;
+    let plan = Plan::build(&stored, &policies, &sources, &settings.policy, from);
+    let mut show = show::Show::new(settings.output, std::io::stdout().is_terminal());
+    show.plan(&plan);
+    if let Some(message) = plan::unresolved_message(&plan) {
+        return Err(CutoverError::Unresolved(message));
+    }
+    if settings.dry_run {
+        return Ok(());
+    }
+    if unchanged {
+        // The guard already runs these policies (the text may differ, as the edit rewrites
+        // the YAML); applying would only overwrite the kept previous value with this one.
+        show.unchanged(&cm_ref.to_string(), &settings.key);
+        return follow::follow(&client, settings, &policies, &plan, &mut show).await;
+    }
+    let applied = apply(&api, cm_ref, &config_map, settings, &annotation, &edited, current).await?;
+    show.applied(&cm_ref.to_string(), &settings.key, &annotation, &applied);
+    follow::follow(&client, settings, &policies, &plan, &mut show).await
+}
+
+/// The key's new text: the current one with the policy's source replaced, or the kept
+/// previous one for `--rollback`.
+fn edited_text(
+    settings: &Settings,
+    cm_ref: &ConfigMapRef,
+    config_map: &ConfigMap,
+    current: &str,
+    annotation: &str,
+) -> Result<String, CutoverError> {
+    match &settings.change {
+        Change::To(source) => edit::replace_source(current, &settings.policy, source).map_err(|e| match e {
+            e @ EditError::NoSuchPolicy { .. } => CutoverError::Policy { policy: settings.policy.clone(), source: e },
+            e => CutoverError::File { config_map: cm_ref.clone(), key: settings.key.clone(), source: e },
+        }),
+        Change::Rollback => {
+            config_map.metadata.annotations.as_ref().and_then(|a| a.get(annotation)).cloned().ok_or_else(|| {
+                CutoverError::NothingToRollBack { config_map: cm_ref.clone(), annotation: annotation.to_owned() }
+            })
+        }
+    }
+}
+
+/// Whether the ConfigMap, with `edited` as `key` and `previous` kept in `annotation`, is one the
+/// API server stores (its bounds on data and on annotations).
+fn check_size(
+    config_map: &ConfigMap,
+    cm_ref: &ConfigMapRef,
+    key: &str,
+    annotation: &str,
+    edited: &str,
+    previous: &str,
+) -> Result<(), CutoverError> {
+    let data = config_map.data.iter().flatten().filter(|(k, _)| *k != key).map(|(k, v)| k.len() + v.len());
+    let binary = config_map.binary_data.iter().flatten().map(|(k, v)| k.len() + v.0.len());
+    let other_data = data.chain(binary).sum();
+    let other_annotations = config_map
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| *k != annotation)
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    edit::check_fits(key, annotation, edited, previous, other_data, other_annotations)
+        .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })
+}
+
+/// One server-side apply of the key and the annotation, as [`FIELD_MANAGER`], forced (the
+/// key was written by whoever installed the file: a cutover deliberately takes it over) and
+/// conditional on the resourceVersion that was read, so an edit in between is not lost.
+async fn apply(
+    api: &Api<ConfigMap>,
+    cm_ref: &ConfigMapRef,
+    read: &ConfigMap,
+    settings: &Settings,
+    annotation: &str,
+    edited: &str,
+    previous: &str,
+) -> Result<String, CutoverError> {
+    let body = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": cm_ref.name,
+            "namespace": cm_ref.namespace,
+            "resourceVersion": read.metadata.resource_version,
+            "annotations": {annotation: previous},
+        },
+        "data": {settings.key.as_str(): edited},
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let timeout = settings.cluster.request_timeout;
+    let patch = Patch::Apply(&body);
+    let call = api.patch(&cm_ref.name, &params, &patch);
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(cm)) => Ok(cm.metadata.resource_version.unwrap_or_default()),
+        Ok(Err(kube::Error::Api(status))) if status.code == 403 => Err(CutoverError::Forbidden(cm_ref.clone())),
+        Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(CutoverError::Conflict(cm_ref.clone())),
+        Ok(Err(e)) => {
+            Err(CheckError::Api { what: format!("apply ConfigMap {cm_ref}"), detail: check::describe(&e) }.into())
+        }
+        Err(_) => Err(CheckError::Timeout { what: format!("apply ConfigMap {cm_ref}"), timeout }.into()),
+    }
+}
+
+/// Asks the API server (a SelfSubjectAccessReview) whether this identity may patch the
+/// ConfigMap, so a cutover without the right is refused before anything is planned as if it
+/// would happen. The apply maps a 403 to the same error, should the review be wrong.
+async fn may_patch(client: &Client, cm_ref: &ConfigMapRef, timeout: Duration) -> Result<(), CutoverError> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(cm_ref.namespace.clone()),
+                verb: Some("patch".to_owned()),
+                resource: Some("configmaps".to_owned()),
+                name: Some(cm_ref.name.clone()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = check::bounded(
+        || "ask whether this identity may patch the ConfigMap".to_owned(),
+        timeout,
+        api.create(&PostParams::default(), &review),
+    )
+    .await?;
+    if answer.status.is_some_and(|s| s.allowed) { Ok(()) } else { Err(CutoverError::Forbidden(cm_ref.clone())) }
+}
+
+/// A 403 reading the ConfigMap is the same missing right as one patching it.
+fn forbidden_or(e: CheckError, cm_ref: &ConfigMapRef) -> CutoverError {
+    match &e {
+        CheckError::Api { detail, .. } if detail.contains("(HTTP 403 ") => CutoverError::Forbidden(cm_ref.clone()),
+        _ => e.into(),
+    }
+}
+
+/// Every Ingress, page by page, as the plan keeps it.
+async fn stored(client: &Client, timeout: Duration) -> Result<Vec<Seen>, CheckError> {
+    let api: Api<k8s_openapi::api::networking::v1::Ingress> = Api::all(client.clone());
+    check::list_all(&api, ListParams::default().limit(PAGE_SIZE), "Ingresses", timeout, |i| Seen::of(&i)).await
+}
+
+fn known_keys(data: &BTreeMap<String, String>) -> String {
+    if data.is_empty() {
+        return "no keys".to_owned();
+    }
+    let mut keys: Vec<String> =
+        data.keys().take(10).map(|k| format!("{:?}", crate::names::truncate(k, 63, 253))).collect();
+    if data.len() > 10 {
+        keys.push(format!("and {} more", data.len() - 10));
+    }
+    keys.join(", ")
+}
+
+fn policy_names(policies: &Policies) -> String {
+    policies.iter().map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ")
+}
