@@ -52,7 +52,7 @@ use crate::{
         ingresses::KnownIngresses,
     },
 };
-use damping::{Damping, Fight};
+use damping::{Damping, Fight, Step};
 use drift::Drift;
 use judge::{Judgement, judge, knows_enough};
 use queue::{After, Queue};
@@ -124,9 +124,12 @@ impl Stored {
 struct State {
     ingresses: Projection<Key, Stored>,
     drift: Drift<Key>,
+    /// The Ingresses held back because other writers keep rewriting them, by policy: the
+    /// `reconcile_contested_ingresses` gauge (same bookkeeping as the drift).
+    contested: Drift<Key>,
     /// The Ingresses to patch.
     queue: Queue<Key>,
-    /// Our recent patches per Ingress, which tell a heal from a fight.
+    /// Our recent patches and others' writes per Ingress, which tell a heal from a fight.
     damping: Damping<Key>,
 }
 
@@ -142,6 +145,9 @@ pub(crate) struct Reconciler {
     settings: Settings,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
+    /// Whether this replica leads: only the leader reports fights (every replica holds back
+    /// the same Ingresses, so a new leader honours the contests it saw as a follower).
+    leading: watch::Receiver<bool>,
 }
 
 impl Hold<Key, Stored> for Reconciler {
@@ -185,6 +191,7 @@ pub(crate) fn start(
         metrics,
         settings,
         known,
+        leading: leader.clone(),
     });
     let tasks = vec![
         tokio::spawn(reconciler.clone().watch_ingresses(client.clone())).abort_handle(),
@@ -261,14 +268,19 @@ impl Reconciler {
                 drop(state);
                 self.resync();
             }
-            Change::Applied { key, .. } => {
+            Change::Applied { key, old } => {
                 let policies = self.policies.load();
                 let mut state = self.lock();
                 if let (Some(known), Some(uid)) = (&self.known, state.ingresses.get(&key).and_then(|s| s.uid.clone())) {
                     known.applied(key.clone(), uid);
                 }
                 if state.ingresses.synced() {
-                    self.rejudge(&mut state, &key, &policies);
+                    // Another writer's change of the stored addresses (ours come back canonical,
+                    // and a creation carries no status yet).
+                    let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
+                        !crate::address::same_set(&old.write.addresses, &new.write.addresses)
+                    });
+                    self.rejudge(&mut state, &key, &policies, foreign);
                 }
             }
             Change::Deleted { key, .. } => {
@@ -286,13 +298,15 @@ impl Reconciler {
         state.queue.forget(key);
         state.damping.forget(key);
         self.set_drift(state, key, None);
+        self.set_contested(state, key, None);
     }
 
-    /// Judges one stored Ingress again, if it is still there.
-    fn rejudge(&self, state: &mut State, key: &Key, policies: &Policies) {
+    /// Judges one stored Ingress again, if it is still there; `foreign` when the watch has just
+    /// seen another writer change its addresses.
+    fn rejudge(&self, state: &mut State, key: &Key, policies: &Policies, foreign: bool) {
         let Some(stored) = state.ingresses.get(key) else { return };
         let judgement = judge(&stored.write, policies, self.sources.as_ref());
-        self.apply_judgement(state, key, judgement);
+        self.apply_judgement(state, key, judgement, foreign);
     }
 
     /// Stores what a request of ours returned, and judges it, unless the watch has delivered a
@@ -310,25 +324,39 @@ impl Reconciler {
         if !state.ingresses.synced() {
             return;
         }
-        self.apply_judgement(&mut state, &key, judgement);
+        self.apply_judgement(&mut state, &key, judgement, false);
     }
 
-    fn apply_judgement(&self, state: &mut State, key: &Key, judgement: Judgement) {
+    fn apply_judgement(&self, state: &mut State, key: &Key, judgement: Judgement, foreign: bool) {
         match judgement {
             Judgement::Fine => {
                 state.queue.clear_failures(key);
+                state.damping.fine(key);
                 self.set_drift(state, key, None);
+                self.set_contested(state, key, None);
             }
             Judgement::Drift { policy, patch } => {
                 if patch && let Some(stored) = state.ingresses.get(key) {
                     let now = tokio::time::Instant::now().into_std();
-                    if let Some(fight) = state.damping.off_canonical(key, &stored.write.addresses, now) {
-                        self.report_fight(key, stored, &policy, &fight);
-                        if state.queue.hold(key) {
-                            self.release_at(key.clone(), now + fight.hold);
+                    if foreign {
+                        state.damping.foreign_write(key, now);
+                    }
+                    let policy_contested = state.contested.count(&policy) > 0;
+                    match state.damping.step(key, &stored.write.addresses, policy_contested, now) {
+                        Step::Patch => self.set_contested(state, key, None),
+                        Step::Wait { until, contested, fight } => {
+                            if let Some(fight) = fight
+                                && *self.leading.borrow()
+                            {
+                                self.report_fight(key, stored, &policy, &fight);
+                            }
+                            if state.queue.hold(key) {
+                                self.release_at(key.clone(), until);
+                            }
+                            self.set_contested(state, key, contested.then(|| policy.clone()));
+                            self.set_drift(state, key, Some(policy));
+                            return;
                         }
-                        self.set_drift(state, key, Some(policy));
-                        return;
                     }
                 }
                 self.set_drift(state, key, Some(policy));
@@ -339,7 +367,7 @@ impl Reconciler {
         }
     }
 
-    /// One WARN and one count per fight; the exponential hold bounds how often.
+    /// One WARN and one count per fight; the holds bound how often.
     fn report_fight(&self, key: &Key, stored: &Stored, policy: &str, fight: &Fight) {
         self.metrics.reconcile_fight(policy);
         let writers =
@@ -357,7 +385,7 @@ impl Reconciler {
             writers = %writers,
             fights = fight.count,
             hold_seconds = fight.hold.as_secs(),
-            cause = if fight.by_rate { "patch rate" } else { "undone within a minute" },
+            cause = fight.cause.describe(),
             "another writer keeps replacing the canonical status: backing off instead of fighting{hint}; the webhook should be stopping these writes (is it registered and reachable?)"
         );
     }
@@ -370,12 +398,16 @@ impl Reconciler {
             let policies = this.policies.load();
             let mut state = this.lock();
             state.queue.release(&key);
-            this.rejudge(&mut state, &key, &policies);
+            this.rejudge(&mut state, &key, &policies, false);
         });
     }
 
     fn set_drift(&self, state: &mut State, key: &Key, policy: Option<String>) {
         state.drift.set(key, policy, |p, count| self.metrics.set_drift(p, count));
+    }
+
+    fn set_contested(&self, state: &mut State, key: &Key, policy: Option<String>) {
+        state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
     }
 
     /// Judges every stored Ingress again: after the first list, and whenever sources,
@@ -392,13 +424,15 @@ impl Reconciler {
             .map(|(key, stored)| (key.clone(), judge(&stored.write, &policies, self.sources.as_ref())))
             .collect();
         for (key, judgement) in judgements {
-            self.apply_judgement(&mut state, &key, judgement);
+            self.apply_judgement(&mut state, &key, judgement, false);
         }
         state.damping.prune(tokio::time::Instant::now().into_std());
-        state.drift.publish(
-            &policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
-            |p, count| self.metrics.set_drift(p, count),
-            |p| self.metrics.remove_drift(p),
+        let in_force = policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();
+        state.drift.publish(&in_force, |p, count| self.metrics.set_drift(p, count), |p| self.metrics.remove_drift(p));
+        state.contested.publish(
+            &in_force,
+            |p, count| self.metrics.set_contested(p, count),
+            |p| self.metrics.remove_contested(p),
         );
         let drifted = state.drift.len();
         let queued = state.queue.len();
@@ -480,7 +514,7 @@ impl Reconciler {
         let mut state = self.lock();
         match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
             After::Settled => {}
-            After::Recheck => self.rejudge(&mut state, &key, &policies),
+            After::Recheck => self.rejudge(&mut state, &key, &policies, false),
             After::RetryAt(at) => {
                 drop(state);
                 self.release_at(key, at);
