@@ -317,14 +317,18 @@ impl Reconciler {
         let policies = self.policies.load();
         let judgement = judge(&stored.write, &policies, self.sources.as_ref());
         let mut state = self.lock();
-        if state.ingresses.get(&key).map(|current| current.resource_version.as_deref()) != Some(seen) {
+        let Some(current) = state.ingresses.get(&key) else { return };
+        if current.resource_version.as_deref() != seen {
             return;
         }
+        // Changed addresses that are not canonical (ours would be) came from another writer: a
+        // conflict's fresh read finds them before the watch does, whose event then changes nothing.
+        let foreign = !crate::address::same_set(&current.write.addresses, &stored.write.addresses);
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
             return;
         }
-        self.apply_judgement(&mut state, &key, judgement, false);
+        self.apply_judgement(&mut state, &key, judgement, foreign);
     }
 
     fn apply_judgement(&self, state: &mut State, key: &Key, judgement: Judgement, foreign: bool) {

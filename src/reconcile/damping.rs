@@ -9,7 +9,7 @@
 //!   controller writing while the API server cannot reach the webhook). Every heal the other
 //!   writer undoes costs a watcher up to two extra changes, so joining made the reconciler a
 //!   third fighter (18,828 changes against 13,898 without any guard, BENCHMARKS.md). A contested
-//!   Ingress is left alone until the other writers have been quiet for [`quiet`] (at least
+//!   Ingress is left alone until the other writers have been quiet for a quiet time (at least
 //!   [`QUIET_MIN`], twice the longest gap seen between their writes, at most [`HOLD_MAX`]),
 //!   and never sooner than an exponential hold after its last fight.
 //! - Any foreign write is left alone for [`SETTLE`] first (restarted by each further one), so a
@@ -142,13 +142,16 @@ impl Record {
                 return Some(Cause::Rate);
             }
         }
-        let judged = self.rewrites_judged;
-        let rewrites = self
-            .foreign
-            .iter()
-            .filter(|&&at| now.saturating_duration_since(at) < FIGHT_WINDOW && judged.is_none_or(|j| at > j))
-            .count();
+        let rewrites = self.rewrites(now, self.rewrites_judged);
         (!self.contested && rewrites >= REWRITES).then_some(Cause::Rewritten)
+    }
+
+    /// Foreign writes within [`FIGHT_WINDOW`] of `now`, after `since` if given.
+    fn rewrites(&self, now: Instant, since: Option<Instant>) -> usize {
+        self.foreign
+            .iter()
+            .filter(|&&at| now.saturating_duration_since(at) < FIGHT_WINDOW && since.is_none_or(|s| at > s))
+            .count()
     }
 }
 
@@ -212,7 +215,9 @@ impl<K: Eq + Hash + Clone> Damping<K> {
             }
             record.fights = record.fights.saturating_add(1);
             record.last_fight = Some(now);
-            if cause != Cause::Undone || record.fights >= 2 {
+            // One undo may be a lone rogue write; with a second fight, or a second write
+            // within the window, someone insists.
+            if cause != Cause::Undone || record.fights >= 2 || record.rewrites(now, None) >= REWRITES {
                 record.contested = true;
             }
         });

@@ -250,3 +250,21 @@ fn two_periodic_writers_are_not_joined() {
     let (_, patches) = simulate(10, 25, 600, true, false);
     assert!(patches <= 2, "{patches}");
 }
+
+#[test]
+fn an_undo_that_is_the_second_write_within_a_minute_is_a_contest_at_once() {
+    let t0 = Instant::now();
+    let ours = list("192.0.2.1");
+    let theirs = list("198.51.100.1");
+    let mut d = Damping::default();
+    d.foreign_write(&"a", t0);
+    assert_eq!(wait_until(&d.step(&"a", &theirs, false, t0)), t0 + SETTLE);
+    assert_eq!(d.step(&"a", &theirs, false, t0 + SETTLE), Step::Patch, "a lone write, as far as we know");
+    d.patched(&"a", &ours, t0 + SETTLE);
+    let t1 = t0 + secs(3);
+    d.foreign_write(&"a", t1);
+    let Step::Wait { until, contested, fight: Some(fight) } = d.step(&"a", &theirs, false, t1) else { panic!() };
+    assert_eq!(fight.cause, Cause::Undone);
+    assert!(contested, "the writer came back within the minute");
+    assert_eq!(until, t1 + QUIET_MIN);
+}
