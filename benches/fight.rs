@@ -135,6 +135,10 @@ impl Heals {
     }
 }
 
+/// Writes of one controller in flight at most: enough to keep its schedule while the API server
+/// is slow, so that the phases' write counts (and so their change counts) compare.
+const CONTROLLER_IN_FLIGHT: usize = 8;
+
 /// One controller: writes `ip` to every Ingress once per `period`, spread evenly.
 async fn controller(
     cluster: &'static Cluster,
@@ -145,13 +149,20 @@ async fn controller(
 ) {
     let client = cluster.rogue().await;
     let params = PatchParams { field_manager: Some(manager.to_owned()), ..PatchParams::default() };
-    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+    let status = Arc::new(json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}));
     let mut tick = tokio::time::interval(period / u32::try_from(names.len()).unwrap_or(1).max(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut in_flight = tokio::task::JoinSet::new();
     for (ns, name) in names.iter().cycle() {
         tick.tick().await;
+        while in_flight.len() >= CONTROLLER_IN_FLIGHT {
+            in_flight.join_next().await;
+        }
         let api: Api<Ingress> = Api::namespaced(client.clone(), ns);
-        let _ = api.patch_status(name, &params, &Patch::Merge(&status)).await;
+        let (name, params, status) = (name.clone(), params.clone(), status.clone());
+        in_flight.spawn(async move {
+            let _ = api.patch_status(&name, &params, &Patch::Merge(&*status)).await;
+        });
     }
 }
 
