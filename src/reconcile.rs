@@ -61,7 +61,6 @@ use queue::{After, Queue};
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
-/// Ingresses per page of the reconciler's list.
 /// Changes of sources or policies come in bursts (a reload, a Service's status update): wait
 /// this long so one full pass covers them.
 const COALESCE: Duration = Duration::from_millis(100);
@@ -275,8 +274,7 @@ impl Reconciler {
                     known.applied(key.clone(), uid);
                 }
                 if state.ingresses.synced() {
-                    // Another writer's change of the stored addresses (ours come back canonical,
-                    // and a creation carries no status yet).
+                    // Another writer's change of the addresses (ours are canonical; a creation has none).
                     let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
                         !crate::address::same_set(&old.write.addresses, &new.write.addresses)
                     });
@@ -321,8 +319,7 @@ impl Reconciler {
         if current.resource_version.as_deref() != seen {
             return;
         }
-        // Changed addresses that are not canonical (ours would be) came from another writer: a
-        // conflict's fresh read finds them before the watch does, whose event then changes nothing.
+        // Changed addresses off canonical are another writer's (a 409's fresh read sees them first).
         let foreign = !crate::address::same_set(&current.write.addresses, &stored.write.addresses);
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
@@ -409,7 +406,6 @@ impl Reconciler {
     fn set_drift(&self, state: &mut State, key: &Key, policy: Option<String>) {
         state.drift.set(key, policy, |p, count| self.metrics.set_drift(p, count));
     }
-
     fn set_contested(&self, state: &mut State, key: &Key, policy: Option<String>) {
         state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
     }

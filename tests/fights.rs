@@ -1,5 +1,6 @@
 //! The reconciler as a careful writer, end to end against the real kube-apiserver + etcd of
-//! `support`: two guards that disagree back off instead of fighting, a tenant's fat Ingresses
+//! `support`: two guards that disagree back off instead of fighting, a writer that keeps
+//! rewriting is not joined while a lone rogue write is healed promptly, a tenant's fat Ingresses
 //! cannot take its memory, restarts never shrink a union's status, and an excluded namespace is
 //! never patched. Isolation as in `tests/reconcile.rs`: each test governs only its own class
 //! (named after its namespace) and holds its own Lease(s).

@@ -91,8 +91,8 @@ impl Limits {
 pub(crate) const HTTP2_STREAM_WINDOW: u32 = 64 * 1024;
 /// HTTP/2 flow-control window of each connection, all its streams together. Twice the stream
 /// window: 16 streams of typical reviews (5 to 8 KiB) fit at once. At 64 KiB they did not, and
-/// every request waited for a WINDOW_UPDATE: HTTP/2 throughput fell from 76 to 44 % of the
-/// baseline server and p99 rose from 24 to 87 ms (BENCHMARKS.md, issue 20 follow-up).
+/// requests waited for WINDOW_UPDATEs: in one loaded run HTTP/2 p99 rose from 24 to 87 ms and
+/// throughput fell from 76 to 44 % of the baseline server (BENCHMARKS.md, issue 20 follow-up).
 pub(crate) const HTTP2_CONNECTION_WINDOW: u32 = 128 * 1024;
 
 impl Default for Limits {
