@@ -11,7 +11,9 @@
 //! changes, the way external-dns reacts to them), the controllers' write latency as the API
 //! server's audit log records it (p50/p99 of `stageTimestamp - requestReceivedTimestamp`),
 //! the guard's CPU seconds and peak RSS, its status patches (patches per Ingress per hour), the
-//! fights it counted, and its WARN lines per minute.
+//! fights it counted, the Ingresses it held back as contested at the end, its WARN lines per
+//! minute, and how long each rogue value lived until a heal brought the canonical value back
+//! (`time_to_heal_*`; those never healed within the phase are counted apart).
 //!
 //! `cargo bench --bench fight -- --run [--ingresses N] [--namespaces N] [--period-a S]
 //! [--period-b S] [--minutes M] [--out FILE]`. Without `--run` it only says how to run it. It
@@ -24,7 +26,7 @@ mod support;
 use std::{
     collections::HashMap,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -113,6 +115,30 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
     values[((values.len() - 1) as f64 * p).round() as usize]
 }
 
+/// The rogue values of one phase as a watcher saw them: seconds from leaving the canonical
+/// value to coming back to it, and the Ingresses still off it.
+#[derive(Default)]
+struct Heals {
+    rogue_since: HashMap<(String, String), Instant>,
+    healed: Vec<f64>,
+}
+
+impl Heals {
+    fn seen(&mut self, key: (String, String), canonical: bool) {
+        if canonical {
+            if let Some(since) = self.rogue_since.remove(&key) {
+                self.healed.push(since.elapsed().as_secs_f64());
+            }
+        } else {
+            self.rogue_since.entry(key).or_insert_with(Instant::now);
+        }
+    }
+}
+
+/// Writes of one controller in flight at most: enough to keep its schedule while the API server
+/// is slow, so that the phases' write counts (and so their change counts) compare.
+const CONTROLLER_IN_FLIGHT: usize = 8;
+
 /// One controller: writes `ip` to every Ingress once per `period`, spread evenly.
 async fn controller(
     cluster: &'static Cluster,
@@ -123,13 +149,20 @@ async fn controller(
 ) {
     let client = cluster.rogue().await;
     let params = PatchParams { field_manager: Some(manager.to_owned()), ..PatchParams::default() };
-    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+    let status = Arc::new(json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}));
     let mut tick = tokio::time::interval(period / u32::try_from(names.len()).unwrap_or(1).max(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut in_flight = tokio::task::JoinSet::new();
     for (ns, name) in names.iter().cycle() {
         tick.tick().await;
+        while in_flight.len() >= CONTROLLER_IN_FLIGHT {
+            in_flight.join_next().await;
+        }
         let api: Api<Ingress> = Api::namespaced(client.clone(), ns);
-        let _ = api.patch_status(name, &params, &Patch::Merge(&status)).await;
+        let (name, params, status) = (name.clone(), params.clone(), status.clone());
+        in_flight.spawn(async move {
+            let _ = api.patch_status(&name, &params, &Patch::Merge(&*status)).await;
+        });
     }
 }
 
@@ -144,6 +177,10 @@ async fn phase(
     // Every status change of a bench Ingress, as a watcher (external-dns) sees it.
     let changes = Arc::new(AtomicU64::new(0));
     let counted = changes.clone();
+    // When each Ingress last left the canonical value (from this phase's start), and how long
+    // each rogue value lived until it was healed.
+    let heals = Arc::new(Mutex::new(Heals::default()));
+    let healing = heals.clone();
     let api: Api<Ingress> = Api::all(admin.clone());
     let watch = tokio::spawn(async move {
         let mut last: HashMap<(String, String), String> = HashMap::new();
@@ -153,8 +190,9 @@ async fn phase(
             let key =
                 (ing.metadata.namespace.clone().unwrap_or_default(), ing.metadata.name.clone().unwrap_or_default());
             let now = support::addresses(&ing).join(",");
-            if last.insert(key, now.clone()).is_some_and(|old| old != now) {
+            if last.insert(key.clone(), now.clone()).is_some_and(|old| old != now) {
                 counted.fetch_add(1, Ordering::Relaxed);
+                healing.lock().unwrap_or_else(std::sync::PoisonError::into_inner).seen(key, now == CANONICAL);
             }
         }
     });
@@ -164,6 +202,7 @@ async fn phase(
     let fights_before =
         guard.map_or(0.0, |g| g.metric("ingress_status_guard_reconcile_fights_total{policy=\"default\"}"));
     changes.store(0, Ordering::Relaxed);
+    *heals.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Heals::default();
     let duration = Duration::from_secs(o.minutes * 60);
     let started = Instant::now();
     let a = tokio::spawn(controller(cluster, "controller-a", A, names.clone(), Duration::from_secs(o.period_a)));
@@ -173,6 +212,7 @@ async fn phase(
     b.abort();
     let elapsed = started.elapsed().as_secs_f64();
     let seen = changes.load(Ordering::Relaxed);
+    let heals = std::mem::take(&mut *heals.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     tokio::time::sleep(Duration::from_secs(3)).await;
     watch.abort();
     let (mut latency, _) = audited(cluster, log_from);
@@ -189,6 +229,11 @@ async fn phase(
         "controller_write_p99_ms": percentile(&mut writes, 0.99),
         "guard_patches": guard_patches,
         "guard_patches_per_ingress_per_hour": guard_patches as f64 / o.ingresses as f64 / hours,
+        "rogue_values_healed": heals.healed.len(),
+        "rogue_values_unhealed_at_end": heals.rogue_since.len(),
+        "time_to_heal_p50_s": percentile(&mut heals.healed.clone(), 0.5),
+        "time_to_heal_p99_s": percentile(&mut heals.healed.clone(), 0.99),
+        "time_to_heal_max_s": heals.healed.iter().copied().fold(0.0, f64::max),
     });
     if let (Some(g), Some((cpu0, warn0))) = (guard, before) {
         let (cpu, hwm) = usage(g.pid());
@@ -198,6 +243,8 @@ async fn phase(
         result["guard_warn_lines_per_minute"] = json!(warns as f64 / (elapsed / 60.0));
         result["fights_counted"] =
             json!(g.metric("ingress_status_guard_reconcile_fights_total{policy=\"default\"}") - fights_before);
+        result["contested_at_end"] =
+            json!(g.metric("ingress_status_guard_reconcile_contested_ingresses{policy=\"default\"}"));
     }
     eprintln!("{result}");
     result

@@ -141,6 +141,7 @@ pub struct Metrics {
     drift: Family<PolicyLabel, Gauge>,
     patches: Family<PatchLabels, Counter>,
     fights: Family<PolicyLabel, Counter>,
+    contested: Family<PolicyLabel, Gauge>,
     trimmed: Family<FieldLabel, Counter>,
     leader: Gauge,
     ready: Gauge,
@@ -241,8 +242,14 @@ impl Metrics {
         let fights = Family::<PolicyLabel, Counter>::default();
         registry.register(
             "reconcile_fights",
-            "Patches of the reconciler that another writer undid within a minute, or beyond 10 per Ingress in an hour, by policy; the Ingress is then backed off, not rewritten",
+            "Fights of the reconciler over an Ingress, by policy: a patch another writer undid within a minute, a patch beyond 10 per Ingress in an hour, or other writers rewriting it twice within a minute; the Ingress is then held back, not rewritten",
             fights.clone(),
+        );
+        let contested = Family::<PolicyLabel, Gauge>::default();
+        registry.register(
+            "reconcile_contested_ingresses",
+            "Governed Ingresses off canonical that the reconciler leaves alone because other writers keep rewriting them (the webhook is not stopping these writes), by policy",
+            contested.clone(),
         );
         let trimmed = Family::<FieldLabel, Counter>::default();
         registry.register(
@@ -346,6 +353,7 @@ impl Metrics {
             drift,
             patches,
             fights,
+            contested,
             trimmed,
             leader,
             ready,
@@ -504,6 +512,16 @@ impl Metrics {
     /// Counts a fight of the reconciler over an Ingress of `policy`.
     pub fn reconcile_fight(&self, policy: &str) {
         self.fights.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).inc();
+    }
+
+    /// Sets the gauge of contested Ingresses of a policy.
+    pub fn set_contested(&self, policy: &str, count: i64) {
+        self.contested.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).set(count);
+    }
+
+    /// Drops the contested series of a policy no longer in force.
+    pub fn remove_contested(&self, policy: &str) {
+        self.contested.remove(&PolicyLabel { policy: Escaped::new(policy) });
     }
 
     /// Counts an Ingress the reconciler's cache keeps bounded in `field` (`class`, `addresses`).

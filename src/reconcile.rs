@@ -52,7 +52,7 @@ use crate::{
         ingresses::KnownIngresses,
     },
 };
-use damping::{Damping, Fight};
+use damping::{Damping, Fight, Step};
 use drift::Drift;
 use judge::{Judgement, judge, knows_enough};
 use queue::{After, Queue};
@@ -61,7 +61,6 @@ use queue::{After, Queue};
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
-/// Ingresses per page of the reconciler's list.
 /// Changes of sources or policies come in bursts (a reload, a Service's status update): wait
 /// this long so one full pass covers them.
 const COALESCE: Duration = Duration::from_millis(100);
@@ -124,9 +123,12 @@ impl Stored {
 struct State {
     ingresses: Projection<Key, Stored>,
     drift: Drift<Key>,
+    /// The Ingresses held back because other writers keep rewriting them, by policy: the
+    /// `reconcile_contested_ingresses` gauge (same bookkeeping as the drift).
+    contested: Drift<Key>,
     /// The Ingresses to patch.
     queue: Queue<Key>,
-    /// Our recent patches per Ingress, which tell a heal from a fight.
+    /// Our recent patches and others' writes per Ingress, which tell a heal from a fight.
     damping: Damping<Key>,
 }
 
@@ -142,6 +144,9 @@ pub(crate) struct Reconciler {
     settings: Settings,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
+    /// Whether this replica leads: only the leader reports fights (every replica holds back
+    /// the same Ingresses, so a new leader honours the contests it saw as a follower).
+    leading: watch::Receiver<bool>,
 }
 
 impl Hold<Key, Stored> for Reconciler {
@@ -187,6 +192,7 @@ pub(crate) fn start(
         metrics,
         settings,
         known,
+        leading: leader.clone(),
     });
     let tasks = vec![
         tokio::spawn(reconciler.clone().watch_ingresses(client.clone())).abort_handle(),
@@ -263,14 +269,18 @@ impl Reconciler {
                 drop(state);
                 self.resync();
             }
-            Change::Applied { key, .. } => {
+            Change::Applied { key, old } => {
                 let policies = self.policies.load();
                 let mut state = self.lock();
                 if let (Some(known), Some(uid)) = (&self.known, state.ingresses.get(&key).and_then(|s| s.uid.clone())) {
                     known.applied(key.clone(), uid);
                 }
                 if state.ingresses.synced() {
-                    self.rejudge(&mut state, &key, &policies);
+                    // Another writer's change of the addresses (ours are canonical; a creation has none).
+                    let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
+                        !crate::address::same_set(&old.write.addresses, &new.write.addresses)
+                    });
+                    self.rejudge(&mut state, &key, &policies, foreign);
                 }
             }
             Change::Deleted { key, .. } => {
@@ -288,13 +298,15 @@ impl Reconciler {
         state.queue.forget(key);
         state.damping.forget(key);
         self.set_drift(state, key, None);
+        self.set_contested(state, key, None);
     }
 
-    /// Judges one stored Ingress again, if it is still there.
-    fn rejudge(&self, state: &mut State, key: &Key, policies: &Policies) {
+    /// Judges one stored Ingress again, if it is still there; `foreign` when the watch has just
+    /// seen another writer change its addresses.
+    fn rejudge(&self, state: &mut State, key: &Key, policies: &Policies, foreign: bool) {
         let Some(stored) = state.ingresses.get(key) else { return };
         let judgement = judge(&stored.write, policies, self.sources.as_ref());
-        self.apply_judgement(state, key, judgement);
+        self.apply_judgement(state, key, judgement, foreign);
     }
 
     /// Stores what a request of ours returned, and judges it, unless the watch has delivered a
@@ -305,32 +317,49 @@ impl Reconciler {
         let policies = self.policies.load();
         let judgement = judge(&stored.write, &policies, self.sources.as_ref());
         let mut state = self.lock();
-        if state.ingresses.get(&key).map(|current| current.resource_version.as_deref()) != Some(seen) {
+        let Some(current) = state.ingresses.get(&key) else { return };
+        if current.resource_version.as_deref() != seen {
             return;
         }
+        // Changed addresses off canonical are another writer's (a 409's fresh read sees them first).
+        let foreign = !crate::address::same_set(&current.write.addresses, &stored.write.addresses);
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
             return;
         }
-        self.apply_judgement(&mut state, &key, judgement);
+        self.apply_judgement(&mut state, &key, judgement, foreign);
     }
 
-    fn apply_judgement(&self, state: &mut State, key: &Key, judgement: Judgement) {
+    fn apply_judgement(&self, state: &mut State, key: &Key, judgement: Judgement, foreign: bool) {
         match judgement {
             Judgement::Fine => {
                 state.queue.clear_failures(key);
+                state.damping.fine(key);
                 self.set_drift(state, key, None);
+                self.set_contested(state, key, None);
             }
             Judgement::Drift { policy, patch } => {
                 if patch && let Some(stored) = state.ingresses.get(key) {
                     let now = tokio::time::Instant::now().into_std();
-                    if let Some(fight) = state.damping.off_canonical(key, &stored.write.addresses, now) {
-                        self.report_fight(key, stored, &policy, &fight);
-                        if state.queue.hold(key) {
-                            self.release_at(key.clone(), now + fight.hold);
+                    if foreign {
+                        state.damping.foreign_write(key, now);
+                    }
+                    let policy_contested = state.contested.count(&policy) > 0;
+                    match state.damping.step(key, &stored.write.addresses, policy_contested, now) {
+                        Step::Patch => self.set_contested(state, key, None),
+                        Step::Wait { until, contested, fight } => {
+                            if let Some(fight) = fight
+                                && *self.leading.borrow()
+                            {
+                                self.report_fight(key, stored, &policy, &fight);
+                            }
+                            if state.queue.hold(key) {
+                                self.release_at(key.clone(), until);
+                            }
+                            self.set_contested(state, key, contested.then(|| policy.clone()));
+                            self.set_drift(state, key, Some(policy));
+                            return;
                         }
-                        self.set_drift(state, key, Some(policy));
-                        return;
                     }
                 }
                 self.set_drift(state, key, Some(policy));
@@ -341,7 +370,7 @@ impl Reconciler {
         }
     }
 
-    /// One WARN and one count per fight; the exponential hold bounds how often.
+    /// One WARN and one count per fight; the holds bound how often.
     fn report_fight(&self, key: &Key, stored: &Stored, policy: &str, fight: &Fight) {
         self.metrics.reconcile_fight(policy);
         let writers =
@@ -359,7 +388,7 @@ impl Reconciler {
             writers = %writers,
             fights = fight.count,
             hold_seconds = fight.hold.as_secs(),
-            cause = if fight.by_rate { "patch rate" } else { "undone within a minute" },
+            cause = fight.cause.describe(),
             "another writer keeps replacing the canonical status: backing off instead of fighting{hint}; the webhook should be stopping these writes (is it registered and reachable?)"
         );
     }
@@ -372,12 +401,15 @@ impl Reconciler {
             let policies = this.policies.load();
             let mut state = this.lock();
             state.queue.release(&key);
-            this.rejudge(&mut state, &key, &policies);
+            this.rejudge(&mut state, &key, &policies, false);
         });
     }
 
     fn set_drift(&self, state: &mut State, key: &Key, policy: Option<String>) {
         state.drift.set(key, policy, |p, count| self.metrics.set_drift(p, count));
+    }
+    fn set_contested(&self, state: &mut State, key: &Key, policy: Option<String>) {
+        state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
     }
 
     /// Judges every stored Ingress again: after the first list, and whenever sources,
@@ -394,13 +426,15 @@ impl Reconciler {
             .map(|(key, stored)| (key.clone(), judge(&stored.write, &policies, self.sources.as_ref())))
             .collect();
         for (key, judgement) in judgements {
-            self.apply_judgement(&mut state, &key, judgement);
+            self.apply_judgement(&mut state, &key, judgement, false);
         }
         state.damping.prune(tokio::time::Instant::now().into_std());
-        state.drift.publish(
-            &policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
-            |p, count| self.metrics.set_drift(p, count),
-            |p| self.metrics.remove_drift(p),
+        let in_force = policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();
+        state.drift.publish(&in_force, |p, count| self.metrics.set_drift(p, count), |p| self.metrics.remove_drift(p));
+        state.contested.publish(
+            &in_force,
+            |p, count| self.metrics.set_contested(p, count),
+            |p| self.metrics.remove_contested(p),
         );
         let drifted = state.drift.len();
         let queued = state.queue.len();
@@ -482,7 +516,7 @@ impl Reconciler {
         let mut state = self.lock();
         match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
             After::Settled => {}
-            After::Recheck => self.rejudge(&mut state, &key, &policies),
+            After::Recheck => self.rejudge(&mut state, &key, &policies, false),
             After::RetryAt(at) => {
                 drop(state);
                 self.release_at(key, at);

@@ -1,5 +1,6 @@
 //! The reconciler as a careful writer, end to end against the real kube-apiserver + etcd of
-//! `support`: two guards that disagree back off instead of fighting, a tenant's fat Ingresses
+//! `support`: two guards that disagree back off instead of fighting, a writer that keeps
+//! rewriting is not joined while a lone rogue write is healed promptly, a tenant's fat Ingresses
 //! cannot take its memory, restarts never shrink a union's status, and an excluded namespace is
 //! never patched. Isolation as in `tests/reconcile.rs`: each test governs only its own class
 //! (named after its namespace) and holds its own Lease(s).
@@ -148,6 +149,108 @@ async fn two_disagreeing_guards_back_off_and_say_so() {
     assert!(line.contains("ingress-status-guard"), "names the other writer's field manager: {line}");
     // One WARN per fight, not per write.
     assert!(warned.len() as f64 <= fights + 1.0, "{} WARNs for {fights} fights", warned.len());
+}
+
+/// The gauge of Ingresses the reconciler leaves alone because other writers keep rewriting them.
+const CONTESTED: &str = "ingress_status_guard_reconcile_contested_ingresses{policy=\"default\"}";
+const FIGHTS: &str = "ingress_status_guard_reconcile_fights_total{policy=\"default\"}";
+
+/// Issue 21, item 1: a controller that keeps rewriting an Ingress while the webhook cannot stop
+/// it (here: none is registered) is not joined. The guard heals the first write it sees, then
+/// recognises the contest (the writer undoes it, and wrote twice within a minute), counts the
+/// fight, says so in the contested gauge and leaves the Ingress alone while the writer goes on;
+/// once the writer has been quiet for the quiet time (at least 60 s), it heals.
+#[tokio::test]
+async fn a_writer_every_few_seconds_is_not_joined_and_is_counted() {
+    let t = TestEnv::new("fight-writer").await;
+    let class = t.ns.clone();
+    create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
+    write_status(&t.rogue, "web", &["192.0.2.10"], false).await.unwrap();
+    let webhook = start(
+        &t,
+        &args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]),
+    )
+    .await;
+    await_synced_leader(&webhook).await;
+    // Every 3 s, alternating two values, so that every write changes what is stored.
+    let rogue = t.rogue.clone();
+    let writer = tokio::spawn(async move {
+        for i in 0.. {
+            let value = if i % 2 == 0 { "198.51.100.1" } else { "198.51.100.2" };
+            let _ = write_status(&rogue, "web", &[value], false).await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        }
+    });
+    eventually("the contest is seen", Duration::from_secs(60), || async {
+        let contested = webhook.metric(CONTESTED);
+        if contested == 1.0 { Ok(()) } else { Err(format!("contested {contested}")) }
+    })
+    .await;
+    // The writer goes on for 30 s more; the guard stays out of it.
+    let before = guard_patches(&t, &t.ns, "web").len();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    writer.abort();
+    let during = guard_patches(&t, &t.ns, "web").len() - before;
+    let fights = webhook.metric(FIGHTS);
+    eprintln!("guard patches before the contest was seen: {before}, in the 30 s after: {during}; fights {fights}");
+    assert!(before <= 2, "{before} patches before the contest was recognised");
+    assert_eq!(during, 0, "no patch while the writer goes on");
+    assert!(fights >= 1.0, "the fight is counted");
+    assert_eq!(webhook.metric(CONTESTED), 1.0, "still contested while the writer writes");
+    let warned = webhook.log().lines().filter(|l| l.contains("another writer keeps replacing")).count();
+    assert!(warned >= 1 && warned as f64 <= fights, "{warned} WARNs for {fights} fights");
+    assert!(webhook.log().contains(support::ROGUE_USER), "the WARN names the writer:\n{}", webhook.log_tail());
+    // Quiet now: healed after the quiet time, and no longer contested.
+    eventually("healed once the writer is quiet", Duration::from_secs(150), || async {
+        let got = stored(&t.ingresses, "web").await;
+        if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    eventually("the contest is over", HEAL, || async {
+        let contested = webhook.metric(CONTESTED);
+        if contested == 0.0 { Ok(()) } else { Err(format!("contested {contested}")) }
+    })
+    .await;
+}
+
+/// Issue 21, item 1: a lone rogue write to an Ingress the guard never had to patch is healed
+/// promptly (the bound: the 2 s settle delay, plus the patch rate and the watch), with one
+/// patch, no fight and no contest.
+#[tokio::test]
+async fn a_lone_rogue_write_is_healed_promptly_without_a_fight() {
+    let t = TestEnv::new("fight-lone").await;
+    let class = t.ns.clone();
+    create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
+    write_status(&t.rogue, "web", &["192.0.2.10"], false).await.unwrap();
+    let webhook = start(
+        &t,
+        &args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]),
+    )
+    .await;
+    await_synced_leader(&webhook).await;
+    let (changes, watch) = watch_status(&t, &t.ns, "web");
+    let written = Instant::now();
+    write_status(&t.rogue, "web", &["198.51.100.9"], false).await.unwrap();
+    eventually("healed", HEAL, || async {
+        let got = stored(&t.ingresses, "web").await;
+        if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    let healed = changes.lock().unwrap().iter().find(|c| c.1 == ["192.0.2.10"]).map(|c| c.0.duration_since(written));
+    eprintln!("time to heal a lone rogue write: {healed:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    watch.abort();
+    // The watch may have started after the rogue write (then it saw only the heal).
+    let seen: Vec<Vec<String>> = changes.lock().unwrap().iter().map(|c| c.1.clone()).collect();
+    assert!(seen.len() <= 2 && seen.last().is_some_and(|l| l == &["192.0.2.10"]), "rogue, then healed once: {seen:?}");
+    let patches = eventually("the heal is in the audit log", HEAL, || async {
+        let n = guard_patches(&t, &t.ns, "web").len();
+        if n > 0 { Ok(n) } else { Err("none yet".to_owned()) }
+    })
+    .await;
+    assert_eq!(patches, 1, "one patch");
+    assert_eq!(webhook.metric(FIGHTS), 0.0, "no fight");
+    assert_eq!(webhook.metric(CONTESTED), 0.0, "no contest");
 }
 
 /// The guard's peak resident memory (VmHWM), in bytes.

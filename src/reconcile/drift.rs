@@ -62,6 +62,11 @@ impl<K: Eq + Hash + Clone> Drift<K> {
         }
     }
 
+    /// How many keys `policy` counts.
+    pub(crate) fn count(&self, policy: &str) -> i64 {
+        self.counts.get(policy).copied().unwrap_or(0)
+    }
+
     /// How many keys are off canonical.
     pub(crate) fn len(&self) -> usize {
         self.by_key.len()
