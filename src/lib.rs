@@ -17,6 +17,7 @@ mod check;
 mod cli;
 mod client;
 mod decision;
+mod gateway;
 mod ingress;
 mod metrics;
 mod names;
