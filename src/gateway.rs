@@ -12,7 +12,7 @@ use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pk
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
-pub(crate) use status::{GatewayAddress, Programmed};
+pub(crate) use status::Programmed;
 
 /// The Gateway API's group.
 pub(crate) const GROUP: &str = "gateway.networking.k8s.io";
@@ -27,6 +27,7 @@ pub(crate) struct LeanGateway {
     /// Namespace, name, uid, resourceVersion and generation only.
     pub(crate) meta: ObjectMeta,
     /// `spec.gatewayClassName` if it is a valid class name, else a value that matches nothing.
+    #[allow(dead_code)] // for Gateway policies (governing Gateways by class), not the publishGateway source
     pub(crate) class: Option<String>,
     /// `status.addresses` as stored, bounded.
     pub(crate) addresses: status::Addresses,
@@ -96,6 +97,7 @@ impl<'de> Deserialize<'de> for LeanGateway {
 
 /// A GatewayClass as the guard reads it: its name and `spec.controllerName`.
 #[derive(Clone, Debug, Default)]
+#[allow(dead_code)] // for Gateway policies (governing Gateways by controller), not the publishGateway source
 pub(crate) struct LeanGatewayClass {
     /// Name, uid and resourceVersion only.
     pub(crate) meta: ObjectMeta,

@@ -91,6 +91,48 @@ impl FromStr for ServiceRef {
     }
 }
 
+/// `namespace/name` of a publish Gateway (`publishGateway`): the Ingress → Gateway API
+/// cutover source.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GatewayRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for GatewayRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why a text is not a `NAMESPACE/NAME` Gateway reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayRefError {
+    #[error("{0:?} must be NAMESPACE/NAME of a Gateway, e.g. gateway-system/public")]
+    Shape(String),
+    #[error("{text:?}: {part} {value:?} is not a valid Kubernetes name (lowercase letters, digits, '-' and '.')")]
+    Name { text: String, part: &'static str, value: String },
+}
+
+impl FromStr for GatewayRef {
+    type Err = GatewayRefError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (namespace, name) = s.split_once('/').ok_or_else(|| GatewayRefError::Shape(s.to_owned()))?;
+        // Namespaces are DNS-1123 labels; a Gateway, as any custom resource, a subdomain.
+        let valid = [
+            ("namespace", namespace, names::is_dns1123_label(namespace)),
+            ("name", name, names::is_dns1123_subdomain(name)),
+        ];
+        for (part, value, ok) in valid {
+            if !ok {
+                return Err(GatewayRefError::Name { text: s.to_owned(), part, value: value.to_owned() });
+            }
+        }
+        Ok(GatewayRef { namespace: namespace.to_owned(), name: name.to_owned() })
+    }
+}
+
 /// The node-IP source: the nodes of the Running and Ready Pods in `namespace` that match
 /// `selector` (ingress-nginx without a publish Service).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +167,8 @@ pub enum Source {
     Service(ServiceRef),
     /// The addresses of the nodes that run the controller's Ready Pods.
     Pods(PodsRef),
+    /// A Gateway's `status.addresses`, read from a watch-fed cache.
+    Gateway(GatewayRef),
 }
 
 impl fmt::Display for Source {
@@ -133,6 +177,7 @@ impl fmt::Display for Source {
             Source::Static(list) => write!(f, "static [{}]", Addresses(list)),
             Source::Service(svc) => write!(f, "service {svc}"),
             Source::Pods(pods) => pods.fmt(f),
+            Source::Gateway(gw) => write!(f, "gateway {gw}"),
         }
     }
 }
@@ -311,6 +356,20 @@ impl Policies {
         refs
     }
 
+    /// Every distinct publish Gateway, each to be watched once.
+    pub fn gateways(&self) -> Vec<GatewayRef> {
+        let mut refs: Vec<GatewayRef> = self
+            .sources()
+            .filter_map(|s| match s {
+                Source::Gateway(gw) => Some(gw.clone()),
+                _ => None,
+            })
+            .collect();
+        refs.sort();
+        refs.dedup();
+        refs
+    }
+
     /// Every distinct node-IP source's Pod watch (namespace, selector).
     pub fn pod_watches(&self) -> Vec<(String, String)> {
         let mut keys: Vec<_> = self
@@ -365,6 +424,7 @@ impl Policies {
     pub(crate) fn cluster_needs(&self) -> ClusterNeeds {
         ClusterNeeds {
             services: !self.services().is_empty(),
+            gateways: !self.gateways().is_empty(),
             pods: !self.pod_watches().is_empty(),
             ingress_classes: self.need_ingress_classes(),
             namespaces: self.need_namespaces(),
@@ -377,6 +437,8 @@ impl Policies {
 pub(crate) struct ClusterNeeds {
     /// Publish Services.
     pub(crate) services: bool,
+    /// Publish Gateways (the Gateway API).
+    pub(crate) gateways: bool,
     /// Controller Pods and their Nodes.
     pub(crate) pods: bool,
     pub(crate) ingress_classes: bool,
@@ -386,7 +448,7 @@ pub(crate) struct ClusterNeeds {
 impl ClusterNeeds {
     /// Whether they need a cluster at all.
     pub(crate) fn any(self) -> bool {
-        self.services || self.pods || self.ingress_classes || self.namespaces
+        self.services || self.gateways || self.pods || self.ingress_classes || self.namespaces
     }
 }
 

@@ -115,7 +115,17 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.ready() {
-        (StatusCode::OK, "ok\n").into_response()
+        // Ready, and saying what is inactive meanwhile (a source waiting for the Gateway API).
+        let inactive = state.sources.inactive();
+        if inactive.is_empty() {
+            return (StatusCode::OK, "ok\n").into_response();
+        }
+        let mut body = String::from("ok\n");
+        for note in inactive {
+            body.push_str(&note);
+            body.push('\n');
+        }
+        (StatusCode::OK, body).into_response()
     } else if state.readiness.draining() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
     } else if let Some(task) = state.readiness.failed() {

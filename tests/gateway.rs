@@ -12,8 +12,15 @@ mod support;
 
 use std::time::Duration;
 
-use support::gateway::{self, create_gateway, create_gateway_class, gateway_status, stored_gateway_addresses};
-use support::{TestEnv, eventually};
+use kube::Api;
+use kube::api::DynamicObject;
+
+use support::gateway::{
+    self, create_gateway, create_gateway_class, gateway_status, stored_gateway_addresses, write_gateway_status,
+};
+use support::{
+    Class, FailurePolicy, SENTINEL, TestEnv, Webhook, addresses, create_ingress, eventually, stored, write_status,
+};
 
 /// Generous bound for state that settles asynchronously on a loaded machine.
 const SETTLE: Duration = Duration::from_secs(30);
@@ -44,4 +51,117 @@ async fn the_real_crds_serve_gateways_and_their_status() {
         eventually("the Gateway is readable", SETTLE, || async { admin.get("edge").await.map_err(|e| e.to_string()) })
             .await;
     assert_eq!(stored_gateway_addresses(&stored), ["192.0.2.7", "gw.example.test"]);
+}
+
+/// `--reconcile=true` with this test's Lease (shortened timings), and `--config=<file>`
+/// holding `policies`.
+fn guard_args(t: &TestEnv, policies: &str) -> Vec<String> {
+    let dir = t.cluster.scratch_dir(&format!("config-{}", t.ns));
+    let file = dir.join("config.yaml");
+    std::fs::write(&file, policies).expect("write the policy file");
+    vec![
+        format!("--config={}", file.display()),
+        "--reconcile=true".to_owned(),
+        format!("--leader-election-namespace={}", t.ns),
+        "--leader-election-lease-duration=4s".to_owned(),
+        "--leader-election-renew-deadline=3s".to_owned(),
+        "--leader-election-retry-period=1s".to_owned(),
+    ]
+}
+
+async fn start_guard(t: &TestEnv, args: &[String]) -> Webhook {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    t.start_webhook(&args).await
+}
+
+/// A GatewayClass and Gateway `edge` (class: the namespace's name) whose status a controller
+/// wrote: `addresses`, Programmed `programmed`.
+async fn programmed_gateway(t: &TestEnv, addresses: &[&str], programmed: bool) -> Api<DynamicObject> {
+    t.cluster.install_gateway_crds().await;
+    create_gateway_class(&t.admin, &t.ns, "example.com/gateway-controller").await;
+    let admin = gateway::gateways(&t.admin, &t.ns);
+    create_gateway(&admin, "edge", &t.ns).await;
+    let rogue = gateway::gateways(&t.cluster.rogue().await, &t.ns);
+    set_gateway(&rogue, addresses, programmed).await;
+    rogue
+}
+
+async fn set_gateway(api: &Api<DynamicObject>, addresses: &[&str], programmed: bool) {
+    let written = write_gateway_status(api, "edge", gateway_status(addresses, programmed, 1), false)
+        .await
+        .unwrap_or_else(|e| panic!("write the status of Gateway edge: {e}"));
+    assert_eq!(stored_gateway_addresses(&written), addresses);
+}
+
+async fn await_stored(t: &TestEnv, name: &str, want: &[&str], webhook: &Webhook) {
+    eventually(
+        &format!("Ingress {}/{name} stores {want:?} (webhook log: {})", t.ns, webhook.log_path().display()),
+        SETTLE,
+        || async {
+            let got = stored(&t.ingresses, name).await;
+            if got == want { Ok(()) } else { Err(format!("stored {got:?}")) }
+        },
+    )
+    .await;
+}
+
+/// An Ingress of a `publishGateway` policy follows its Gateway's addresses through the
+/// reconciler alone (no webhook registered, nobody writes the Ingress), and a Gateway that is
+/// not Programmed or has no addresses never clears or changes the Ingress's status.
+#[tokio::test]
+async fn an_ingress_follows_its_gateway_through_the_reconciler() {
+    let t = TestEnv::new("gw-follow").await;
+    let rogue_gw = programmed_gateway(&t, &["192.0.2.10"], true).await;
+    create_ingress(&t.ingresses, "app", Class::Field(&t.ns)).await;
+    write_status(&t.rogue, "app", &[SENTINEL], false).await.expect("a stale status, before any guard");
+    let policies =
+        format!("policies:\n  - name: cutover\n    ingressClasses: [{ns}]\n    publishGateway: {ns}/edge\n", ns = t.ns);
+    let webhook = start_guard(&t, &guard_args(&t, &policies)).await;
+    await_stored(&t, "app", &["192.0.2.10"], &webhook).await;
+
+    set_gateway(&rogue_gw, &["gw.example.test", "192.0.2.11"], true).await;
+    await_stored(&t, "app", &["192.0.2.11", "gw.example.test"], &webhook).await;
+
+    // Not Programmed, then no addresses: unresolved, said so, and the status stays.
+    set_gateway(&rogue_gw, &["192.0.2.12"], false).await;
+    eventually("the guard logs the Gateway as not Programmed", SETTLE, || async {
+        let log = webhook.log();
+        if log.contains("is not Programmed (Programmed: False, reason Pending)") {
+            Ok(())
+        } else {
+            Err("not yet".to_owned())
+        }
+    })
+    .await;
+    set_gateway(&rogue_gw, &[], true).await;
+    eventually("the guard logs the Gateway as without addresses", SETTLE, || async {
+        if webhook.log().contains("has no addresses in status.addresses yet") {
+            Ok(())
+        } else {
+            Err("not yet".to_owned())
+        }
+    })
+    .await;
+    // A reconciler acting on the unresolved source would have done so by now (it reacts to
+    // the source change it just logged); the status is still the last canonical one.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(stored(&t.ingresses, "app").await, ["192.0.2.11", "gw.example.test"], "never cleared");
+
+    set_gateway(&rogue_gw, &["192.0.2.13"], true).await;
+    await_stored(&t, "app", &["192.0.2.13"], &webhook).await;
+}
+
+/// The webhook rewrites a rogue Ingress status write to the Gateway's addresses.
+#[tokio::test]
+async fn the_webhook_rewrites_a_rogue_write_to_the_gateways_addresses() {
+    let t = TestEnv::new("gw-webhook").await;
+    programmed_gateway(&t, &["2001:DB8::20", "192.0.2.20"], true).await;
+    let policies =
+        format!("policies:\n  - name: cutover\n    ingressClasses: [{ns}]\n    publishGateway: {ns}/edge\n", ns = t.ns);
+    let mut args = guard_args(&t, &policies);
+    args.retain(|a| !a.starts_with("--reconcile"));
+    let webhook = start_guard(&t, &args).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::Field(&t.ns), &["192.0.2.20", "2001:db8::20"]).await;
+    let written = write_status(&t.rogue, "probe", &["10.1.1.1", "lb.rogue.test"], false).await.expect("rogue write");
+    assert_eq!(addresses(&written), ["192.0.2.20", "2001:db8::20"], "stored as the Gateway publishes, canonical");
 }

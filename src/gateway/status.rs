@@ -34,7 +34,7 @@ pub(crate) struct GatewayAddress {
 
 /// Why an entry of `status.addresses` is one the CRD would refuse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum GatewayAddressError {
+pub enum GatewayAddressError {
     /// `type` is empty, too long, or neither a standard type nor domain-prefixed.
     #[error("type {0:?} is not IPAddress, Hostname, NamedAddress or a domain-prefixed type (example.com/Kind)")]
     Type(String),
@@ -49,6 +49,7 @@ pub(crate) enum GatewayAddressError {
     Hostname(String),
 }
 
+#[allow(dead_code)] // `ip`, `hostname`, `from_addresses`: for patching Gateway statuses (Gateway policies)
 impl GatewayAddress {
     /// The entry for an Ingress-style address: its IP, else its hostname (an [`Address`] with
     /// both gives two entries, see [`GatewayAddress::from_addresses`]).
@@ -117,7 +118,7 @@ impl fmt::Display for GatewayAddress {
 
 /// Why a Gateway address cannot be an Ingress status entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ToIngressError {
+pub enum ToIngressError {
     /// The entry is one the Gateway CRD refuses.
     #[error(transparent)]
     Invalid(GatewayAddressError),
@@ -150,6 +151,7 @@ fn is_gateway_hostname(value: &str) -> bool {
 
 /// Whether `name` is a GatewayClass `controllerName`: a domain-prefixed path of at most 253
 /// bytes (the CRD's pattern).
+#[allow(dead_code)] // for Gateway policies (LeanGatewayClass)
 pub(crate) fn is_controller_name(name: &str) -> bool {
     name.len() <= MAX_VALUE && is_address_type(name) && name.contains('/')
 }
@@ -204,7 +206,7 @@ impl<'de> Deserialize<'de> for Addresses {
 
 /// The `Programmed` condition of a Gateway's `status.conditions`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) enum Programmed {
+pub enum Programmed {
     /// No `Programmed` condition.
     #[default]
     Absent,

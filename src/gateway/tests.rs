@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use super::status::{GatewayAddressError, MAX_ADDRESSES, MAX_TEXT, ToIngressError};
+use super::status::{GatewayAddress, GatewayAddressError, MAX_ADDRESSES, MAX_TEXT, ToIngressError};
 use super::*;
 use crate::address::Address;
 

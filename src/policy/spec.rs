@@ -7,7 +7,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::{
-    ClassScope, LabelSelector, Mode, OnUnresolved, PodsRef, Policies, Policy, SelectorError, ServiceRefError, Source,
+    ClassScope, GatewayRefError, LabelSelector, Mode, OnUnresolved, PodsRef, Policies, Policy, SelectorError,
+    ServiceRefError, Source,
 };
 use crate::{
     address::{self, AddressError},
@@ -60,6 +61,8 @@ pub struct SourceSpec {
     pub publish_status_address: Option<String>,
     /// `publishPods`: the node IPs of Ready controller Pods.
     pub publish_pods: Option<PodsSpec>,
+    /// `publishGateway: NAMESPACE/NAME`: a Gateway's `status.addresses`.
+    pub publish_gateway: Option<String>,
     /// Overrides the policy's `reportNodeInternalIp` for this `publishPods` source.
     pub report_node_internal_ip: Option<bool>,
 }
@@ -99,6 +102,8 @@ pub struct PolicySpec {
     pub publish_status_address: Option<String>,
     /// `publishPods`: the one source, shorthand for `sources: [{publishPods}]`.
     pub publish_pods: Option<PodsSpec>,
+    /// `publishGateway`: the one source, shorthand for `sources: [{publishGateway}]`.
+    pub publish_gateway: Option<String>,
     /// `reportNodeInternalIp`: node IPs are InternalIPs even where ExternalIPs exist.
     #[serde(default)]
     pub report_node_internal_ip: bool,
@@ -127,6 +132,7 @@ impl Default for PolicySpec {
             publish_service: None,
             publish_status_address: None,
             publish_pods: None,
+            publish_gateway: None,
             report_node_internal_ip: false,
             sources: Vec::new(),
             mode: Mode::default(),
@@ -149,7 +155,7 @@ pub enum SpecError {
     #[error("{0:?}: controller names must not be empty")]
     /// An empty controller name.
     EmptyController(String),
-    #[error("one of publishService, publishStatusAddress, publishPods or sources is required")]
+    #[error("one of publishService, publishStatusAddress, publishPods, publishGateway or sources is required")]
     /// No source at all.
     NoSource,
     #[error("{0} and {1} are mutually exclusive; set one, or list both under sources to use their union")]
@@ -161,6 +167,9 @@ pub enum SpecError {
     #[error(transparent)]
     /// A publish Service reference that is not `NAMESPACE/NAME`.
     Service(ServiceRefError),
+    #[error(transparent)]
+    /// A publish Gateway reference that is not `NAMESPACE/NAME`.
+    Gateway(GatewayRefError),
     #[error(transparent)]
     /// An item of a static list that is neither an IP nor a hostname.
     Static(AddressError),
@@ -199,6 +208,7 @@ impl SpecError {
             SpecError::NoSource | SpecError::Service(_) => "publishService".into(),
             SpecError::BothSources(first, _) => (*first).into(),
             SpecError::EmptySources => "sources".into(),
+            SpecError::Gateway(_) => "publishGateway".into(),
             SpecError::Static(_) => "publishStatusAddress".into(),
             SpecError::PodsNamespace(_) => "publishPods.namespace".into(),
             SpecError::EmptyPodsSelector | SpecError::PodsSelector(_) => "publishPods.selector".into(),
@@ -216,6 +226,7 @@ impl SourceSpec {
             ("publishService", self.publish_service.is_some()),
             ("publishStatusAddress", self.publish_status_address.is_some()),
             ("publishPods", self.publish_pods.is_some()),
+            ("publishGateway", self.publish_gateway.is_some()),
         ];
         let mut set = given.iter().filter(|(_, on)| *on).map(|(name, _)| *name);
         if let (Some(first), Some(second)) = (set.next(), set.next()) {
@@ -226,6 +237,9 @@ impl SourceSpec {
         }
         if let Some(svc) = self.publish_service {
             return Ok(Source::Service(svc.parse().map_err(SpecError::Service)?));
+        }
+        if let Some(gw) = self.publish_gateway {
+            return Ok(Source::Gateway(gw.parse().map_err(SpecError::Gateway)?));
         }
         if let Some(list) = self.publish_status_address {
             return Ok(Source::Static(address::parse_static_list(&list).map_err(SpecError::Static)?));
@@ -269,11 +283,13 @@ impl PolicySpec {
             publish_service: self.publish_service,
             publish_status_address: self.publish_status_address,
             publish_pods: self.publish_pods,
+            publish_gateway: self.publish_gateway,
             report_node_internal_ip: None,
         };
         let has_shorthand = shorthand.publish_service.is_some()
             || shorthand.publish_status_address.is_some()
-            || shorthand.publish_pods.is_some();
+            || shorthand.publish_pods.is_some()
+            || shorthand.publish_gateway.is_some();
         let internal_ip = self.report_node_internal_ip;
         let sources = if self.sources.is_empty() {
             if internal_ip && shorthand.publish_pods.is_none() {
@@ -285,6 +301,7 @@ impl PolicySpec {
                 ("publishService", shorthand.publish_service.is_some()),
                 ("publishStatusAddress", shorthand.publish_status_address.is_some()),
                 ("publishPods", shorthand.publish_pods.is_some()),
+                ("publishGateway", shorthand.publish_gateway.is_some()),
             ]
             .into_iter()
             .find_map(|(name, on)| on.then_some(name))

@@ -251,7 +251,7 @@ fn file_errors_name_the_field() {
         ("policies: []", "policies: must list at least one policy"),
         (
             "policies: [{name: a}]",
-            "policies[0].publishService: one of publishService, publishStatusAddress, publishPods or sources is required",
+            "policies[0].publishService: one of publishService, publishStatusAddress, publishPods, publishGateway or sources is required",
         ),
         (
             "policies: [{name: a, sources: [{publishService: a/b}, {}]}]",
@@ -308,6 +308,22 @@ fn file_errors_name_the_field() {
         ),
         ("policies: [{name: a, publishService: x}]", "policies[0].publishService: \"x\" must be NAMESPACE/NAME"),
         (
+            "policies: [{name: a, publishGateway: x}]",
+            "policies[0].publishGateway: \"x\" must be NAMESPACE/NAME of a Gateway",
+        ),
+        (
+            "policies: [{name: a, publishGateway: infra/Edge}]",
+            "policies[0].publishGateway: \"infra/Edge\": name \"Edge\" is not a valid Kubernetes name",
+        ),
+        (
+            "policies: [{name: a, publishGateway: infra/edge, publishService: a/b}]",
+            "policies[0].publishService: publishService and publishGateway are mutually exclusive",
+        ),
+        (
+            "policies: [{name: a, sources: [{publishService: a/b}, {publishGateway: x.y/edge}]}]",
+            "policies[0].sources[1].publishGateway: \"x.y/edge\": namespace \"x.y\" is not a valid Kubernetes name",
+        ),
+        (
             "policies: [{name: a, publishService: a/b, publishStatusAddress: 1.1.1.1}]",
             "policies[0].publishService: publishService and publishStatusAddress are mutually exclusive",
         ),
@@ -357,4 +373,23 @@ fn specs_say_which_field_is_wrong() {
     assert_eq!(SourceList(&spec(Some("a/b"), None).build().unwrap().sources).to_string(), "service a/b");
     let unnamed = PolicySpec { name: String::new(), ..spec(Some("a/b"), None) };
     assert_eq!(unnamed.build().unwrap_err(), SpecError::EmptyName);
+}
+
+#[test]
+fn publish_gateway_sources() {
+    let text = "policies:
+  - {name: cutover, ingressClasses: [nginx], publishGateway: gateway-system/public.v2}
+  - name: both
+    ingressClasses: [edge]
+    sources: [{publishGateway: gateway-system/public.v2}, {publishService: edge/lb}, {publishGateway: infra/internal}]";
+    let policies = parse_file("p.yaml", text).unwrap();
+    let gw: GatewayRef = "gateway-system/public.v2".parse().unwrap();
+    let first = policies.iter().next().unwrap();
+    assert_eq!(first.sources, [Source::Gateway(gw.clone())]);
+    assert_eq!(first.sources[0].to_string(), "gateway gateway-system/public.v2");
+    let internal: GatewayRef = "infra/internal".parse().unwrap();
+    assert_eq!(policies.gateways(), [gw, internal], "each Gateway watched once, sorted");
+    assert!(policies.cluster_needs().gateways && policies.cluster_needs().any());
+    let no_gateway = parse_file("p.yaml", "policies: [{name: a, publishStatusAddress: 1.1.1.1}]").unwrap();
+    assert!(no_gateway.gateways().is_empty() && !no_gateway.cluster_needs().gateways);
 }

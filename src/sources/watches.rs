@@ -1,4 +1,4 @@
-//! The watch tasks that follow the policies in force: one per publish Service, and one for the
+//! The watch tasks that follow the policies in force: one per publish Service and Gateway, and one for the
 //! inventory's collections, started and stopped as a reload changes what the policies need.
 
 use std::{collections::HashMap, sync::Arc};
@@ -7,7 +7,7 @@ use kube::Client;
 use tokio::task::AbortHandle;
 
 use crate::{
-    policy::{Policies, ServiceRef},
+    policy::{GatewayRef, Policies, ServiceRef},
     sources::SourceCache,
 };
 
@@ -16,6 +16,8 @@ pub(crate) struct ServiceWatches {
     client: Client,
     cache: Arc<SourceCache>,
     tasks: HashMap<ServiceRef, AbortHandle>,
+    /// One watch task per publish Gateway.
+    gateways: HashMap<GatewayRef, AbortHandle>,
     /// The watches of the cache's inventory (IngressClasses, Namespaces, Pods, Nodes).
     inventory: Option<AbortHandle>,
 }
@@ -23,7 +25,8 @@ pub(crate) struct ServiceWatches {
 impl ServiceWatches {
     /// Starts watching what `policies` need. Must be called inside a tokio runtime.
     pub(crate) fn start(client: Client, cache: Arc<SourceCache>, policies: &Policies) -> Self {
-        let mut watches = ServiceWatches { client, cache, tasks: HashMap::new(), inventory: None };
+        let mut watches =
+            ServiceWatches { client, cache, tasks: HashMap::new(), gateways: HashMap::new(), inventory: None };
         watches.sync_policies(policies);
         watches
     }
@@ -32,6 +35,7 @@ impl ServiceWatches {
     /// inventory's watches (restarted when the needed cluster facts change).
     pub(crate) fn sync_policies(&mut self, policies: &Policies) {
         self.sync(&policies.services());
+        self.sync_gateways(&policies.gateways());
         if self.cache.track_inventory(policies) || self.inventory.is_none() {
             if let Some(old) = self.inventory.take() {
                 old.abort();
@@ -61,8 +65,32 @@ impl ServiceWatches {
     }
 }
 
+impl ServiceWatches {
+    /// Makes the set of Gateway watches exactly `gateways`.
+    fn sync_gateways(&mut self, gateways: &[GatewayRef]) {
+        self.cache.track_gateways(gateways);
+        self.gateways.retain(|gw, task| {
+            let keep = gateways.contains(gw);
+            if !keep {
+                tracing::info!(gateway = %gw, "stopped watching publish Gateway (no policy uses it)");
+                task.abort();
+            }
+            keep
+        });
+        for gw in gateways {
+            if !self.gateways.contains_key(gw) {
+                let task = tokio::spawn(self.cache.clone().watch_gateway(self.client.clone(), gw.clone()));
+                self.gateways.insert(gw.clone(), task.abort_handle());
+            }
+        }
+    }
+}
+
 impl Drop for ServiceWatches {
     fn drop(&mut self) {
+        for task in self.gateways.values() {
+            task.abort();
+        }
         if let Some(task) = &self.inventory {
             task.abort();
         }
