@@ -12,6 +12,7 @@ mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use kube::api::DynamicObject;
 
@@ -19,7 +20,8 @@ use support::gateway::{
     self, create_gateway, create_gateway_class, gateway_status, stored_gateway_addresses, write_gateway_status,
 };
 use support::{
-    Class, FailurePolicy, SENTINEL, TestEnv, Webhook, addresses, create_ingress, eventually, stored, write_status,
+    Class, Cluster, FailurePolicy, SENTINEL, TestEnv, Webhook, addresses, create_ingress, eventually, stored,
+    write_status,
 };
 
 /// Generous bound for state that settles asynchronously on a loaded machine.
@@ -164,4 +166,98 @@ async fn the_webhook_rewrites_a_rogue_write_to_the_gateways_addresses() {
     t.register(&webhook, FailurePolicy::Fail, Class::Field(&t.ns), &["192.0.2.20", "2001:db8::20"]).await;
     let written = write_status(&t.rogue, "probe", &["10.1.1.1", "lb.rogue.test"], false).await.expect("rogue write");
     assert_eq!(addresses(&written), ["192.0.2.20", "2001:db8::20"], "stored as the Gateway publishes, canonical");
+}
+
+/// `ingress-status-guard ARGS`, its exit code and output (stdout then stderr).
+fn run_cli(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run ingress-status-guard");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("$ ingress-status-guard {}\n{text}(exit {:?})\n", args.join(" "), out.status.code());
+    (out.status.code(), text)
+}
+
+/// A cluster without the Gateway API CRDs: the guard starts and gets ready, enforces its
+/// Ingress policies, says once (log) and in `/readyz` and `check` that the publishGateway
+/// source is inactive; once the CRDs are applied, it becomes active without a restart.
+#[tokio::test]
+async fn without_the_crds_the_guard_runs_and_activates_gateways_when_they_appear() {
+    let cluster = Cluster::fresh().await;
+    let admin = cluster.admin().await;
+    let ns = cluster.namespace(&admin, "gw-absent").await;
+    let ingresses: Api<Ingress> = Api::namespaced(admin.clone(), &ns);
+    create_ingress(&ingresses, "cut-app", Class::Field("cut")).await;
+    write_status(&ingresses, "cut-app", &[SENTINEL], false).await.expect("a stale status");
+    let dir = cluster.scratch_dir("config-absent");
+    let file = dir.join("config.yaml");
+    let policies = format!(
+        "policies:\n  - {{name: fixed, ingressClasses: [fixed], publishStatusAddress: 192.0.2.30}}\n  - {{name: cutover, ingressClasses: [cut], publishGateway: {ns}/edge}}\n"
+    );
+    std::fs::write(&file, &policies).unwrap();
+    let config = format!("--config={}", file.display());
+    let lease = format!("--leader-election-namespace={ns}");
+    let args = [
+        config.as_str(),
+        "--reconcile=true",
+        &lease,
+        "--leader-election-lease-duration=4s",
+        "--leader-election-renew-deadline=3s",
+        "--leader-election-retry-period=1s",
+    ];
+    // Webhook::start waits for /readyz 200: readiness does not wait for the Gateway API.
+    let webhook = Webhook::start(&cluster, &ns, cluster.admin_kubeconfig(), &args).await;
+    let inactive = format!(
+        "publishGateway {ns}/edge: inactive, the API server serves no Gateways (Gateway API CRDs not installed)"
+    );
+    let (status, body) = webhook.readyz_text().expect("/readyz answers");
+    assert_eq!((status, body.contains(&inactive)), (200, true), "/readyz names the inactive source:\n{body}");
+
+    // Ingress enforcement is unaffected.
+    webhook.register(&admin, &ns, FailurePolicy::Fail).await;
+    create_ingress(&ingresses, "fixed-app", Class::Field("fixed")).await;
+    eventually(
+        &format!("a write of {ns}/fixed-app is rewritten (log: {})", webhook.log_path().display()),
+        SETTLE,
+        || async {
+            let written = write_status(&ingresses, "fixed-app", &[SENTINEL], false).await.map_err(|e| e.to_string())?;
+            let got = addresses(&written);
+            if got == ["192.0.2.30"] { Ok(()) } else { Err(format!("stored {got:?}")) }
+        },
+    )
+    .await;
+    assert_eq!(stored(&ingresses, "cut-app").await, [SENTINEL], "an inactive source never rewrites a status");
+    let said = "the API server serves no Gateways (the Gateway API CRDs are not installed)";
+    tokio::time::sleep(Duration::from_secs(12)).await; // more than one retry of the watch
+    assert_eq!(webhook.log().matches(said).count(), 1, "said once, not per retry:\n{}", webhook.log_tail());
+
+    let kubeconfig = format!("--kubeconfig={}", cluster.admin_kubeconfig().display());
+    let (code, text) = run_cli(&["check", &kubeconfig, &config]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("the Gateway API CRDs are not installed"), "check names the inactive source:\n{text}");
+
+    // The CRDs appear: the source becomes active without a restart.
+    cluster.install_gateway_crds().await;
+    create_gateway_class(&admin, "cut", "example.com/gateway-controller").await;
+    let gateways = gateway::gateways(&admin, &ns);
+    create_gateway(&gateways, "edge", "cut").await;
+    write_gateway_status(&gateways, "edge", gateway_status(&["192.0.2.31"], true, 1), false)
+        .await
+        .expect("Gateway status");
+    eventually(
+        &format!("{ns}/cut-app follows the Gateway (log: {})", webhook.log_path().display()),
+        Duration::from_secs(60),
+        || async {
+            let got = stored(&ingresses, "cut-app").await;
+            if got == ["192.0.2.31"] { Ok(()) } else { Err(format!("stored {got:?}")) }
+        },
+    )
+    .await;
+    let (status, body) = webhook.readyz_text().expect("/readyz answers");
+    assert_eq!((status, body.as_str()), (200, "ok\n"), "nothing inactive any more");
+    assert!(webhook.log().contains("the API server serves Gateways now"), "{}", webhook.log_tail());
+    let (code, text) = run_cli(&["check", &kubeconfig, &config]);
+    assert_eq!(code, Some(0), "{text}");
 }

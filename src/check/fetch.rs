@@ -6,8 +6,9 @@ use std::{collections::BTreeMap, time::Duration};
 use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use kube::{Api, Client, api::ListParams};
 
-use super::{CheckError, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot};
+use super::{CheckError, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::GatewayFetched, snapshot::Snapshot};
 use crate::{
+    gateway::LeanGateway,
     ingress::{self, StatusWrite, Stored},
     policy::Policies,
     sources::nodeip::{NodeAddrs, PodFacts},
@@ -66,7 +67,7 @@ where
     }
 }
 
-/// Reads every publish Service the policies name, once, and the IngressClasses, Namespaces,
+/// Reads every publish Service and Gateway the policies name, once, and the IngressClasses, Namespaces,
 /// controller Pods and Nodes that some policy needs.
 pub(super) async fn snapshot(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, CheckError> {
     use k8s_openapi::api::{
@@ -82,6 +83,9 @@ pub(super) async fn snapshot(client: &Client, policies: &Policies, timeout: Dura
         fetched.insert(svc, Fetched::of(found.as_ref()));
     }
     let mut facts = Facts::default();
+    for gw in policies.gateways() {
+        facts.gateways.insert(gw.clone(), gateway(client, &gw, timeout).await?);
+    }
     let pages = ListParams::default().limit(PAGE_SIZE);
     if policies.need_ingress_classes() {
         let api: Api<IngressClass> = Api::all(client.clone());
@@ -114,6 +118,27 @@ pub(super) async fn snapshot(client: &Client, policies: &Policies, timeout: Dura
         facts.nodes.extend(nodes.await?);
     }
     Ok(Snapshot(fetched, facts))
+}
+
+/// Reads one publish Gateway. A GET answers 404 both for a missing Gateway and for an API
+/// server that serves no Gateways, so a one-item list in its namespace tells them apart first.
+async fn gateway(
+    client: &Client,
+    gw: &crate::policy::GatewayRef,
+    timeout: Duration,
+) -> Result<GatewayFetched, CheckError> {
+    let api: Api<LeanGateway> = Api::namespaced(client.clone(), &gw.namespace);
+    let probe = tokio::time::timeout(timeout, api.list(&ListParams::default().limit(1))).await;
+    match probe {
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => return Ok(GatewayFetched::ApiAbsent),
+        Ok(Err(e)) => {
+            return Err(CheckError::Api { what: format!("list Gateways in {}", gw.namespace), detail: describe(&e) });
+        }
+        Err(_) => return Err(CheckError::Timeout { what: format!("list Gateways in {}", gw.namespace), timeout }),
+        Ok(Ok(_)) => {}
+    }
+    let found = bounded(|| format!("get publish Gateway {gw}"), timeout, api.get_opt(&gw.name)).await?;
+    Ok(found.map_or(GatewayFetched::Missing, |g| GatewayFetched::Found(crate::sources::gateway::addresses(&g))))
 }
 
 /// Lists Ingresses page by page, keeping only what the decision reads.
