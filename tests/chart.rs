@@ -973,3 +973,43 @@ policies:
     let config = find(&defaults, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
     assert!(!config.contains("namespaceSelector"), "{config}");
 }
+
+#[test]
+fn a_publish_gateway_gets_gateway_rbac_and_nothing_else_does() {
+    let helm = Helm::new(3, &scratch("values-gateway"));
+    let no_gateway = |docs: &[Value]| {
+        !docs
+            .iter()
+            .any(|d| serde_json::to_string(&d["rules"]).unwrap_or_default().contains("gateway.networking.k8s.io"))
+    };
+    assert!(no_gateway(&helm.template(&[])), "no Gateway API RBAC by default");
+    let dir = scratch("values-gateway-policies");
+    let text = "policies:\n  - {name: cutover, ingressClasses: [nginx], publishGateway: gateway/public}\n  - name: union\n    ingressClasses: [edge]\n    sources: [{publishGateway: gateway/internal.v2}, {publishGateway: infra/edge}, {publishService: edge/lb}]\n";
+    let docs = helm.template(&["-f", &write(&dir, "gateways.yaml", text)]);
+    let policy = policies(&docs);
+    assert_eq!(policy.iter().count(), 2, "the policy file carries publishGateway as written");
+    let mut roles: Vec<(String, Value)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Role" && d["metadata"]["name"] == "ingress-status-guard-publish-gateway")
+        .map(|d| (d["metadata"]["namespace"].as_str().unwrap().to_owned(), d["rules"].clone()))
+        .collect();
+    roles.sort_by(|a, b| a.0.cmp(&b.0));
+    let rule = |names: Value| json!([{"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "resourceNames": names, "verbs": ["list", "watch"]}]);
+    assert_eq!(
+        roles,
+        [("gateway".to_owned(), rule(json!(["public", "internal.v2"]))), ("infra".to_owned(), rule(json!(["edge"])))]
+    );
+    let bindings = docs
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" && d["roleRef"]["name"] == "ingress-status-guard-publish-gateway");
+    assert_eq!(bindings.count(), 2);
+    let without = "policies:\n  - {name: a, ingressClasses: [nginx], publishService: edge/lb}\n";
+    assert!(no_gateway(&helm.template(&["-f", &write(&dir, "services.yaml", without)])));
+
+    // The kustomize component grants the same, and only with it.
+    assert!(no_gateway(&kustomize("examples/ingress-nginx")), "the kustomize tree has no Gateway RBAC without it");
+    let kust = kustomize("examples/gateway-cutover");
+    let role = find(&kust, "Role", "ingress-status-guard-publish-gateway");
+    assert_eq!((role["metadata"]["namespace"].as_str(), &role["rules"]), (Some("gateway"), &rule(json!(["public"]))));
+    assert_eq!(policies(&kust).gateways().iter().map(ToString::to_string).collect::<Vec<_>>(), ["gateway/public"]);
+}

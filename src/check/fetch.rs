@@ -120,25 +120,27 @@ pub(super) async fn snapshot(client: &Client, policies: &Policies, timeout: Dura
     Ok(Snapshot(fetched, facts))
 }
 
-/// Reads one publish Gateway. A GET answers 404 both for a missing Gateway and for an API
-/// server that serves no Gateways, so a one-item list in its namespace tells them apart first.
+/// Reads one publish Gateway with a one-item list field-selected by its name (what the
+/// chart's Role allows): an empty list is a missing Gateway, a 404 an API server that serves no
+/// Gateways (the Gateway API CRDs are not installed).
 async fn gateway(
     client: &Client,
     gw: &crate::policy::GatewayRef,
     timeout: Duration,
 ) -> Result<GatewayFetched, CheckError> {
     let api: Api<LeanGateway> = Api::namespaced(client.clone(), &gw.namespace);
-    let probe = tokio::time::timeout(timeout, api.list(&ListParams::default().limit(1))).await;
-    match probe {
-        Ok(Err(kube::Error::Api(status))) if status.code == 404 => return Ok(GatewayFetched::ApiAbsent),
-        Ok(Err(e)) => {
-            return Err(CheckError::Api { what: format!("list Gateways in {}", gw.namespace), detail: describe(&e) });
-        }
-        Err(_) => return Err(CheckError::Timeout { what: format!("list Gateways in {}", gw.namespace), timeout }),
-        Ok(Ok(_)) => {}
+    let params = ListParams::default().fields(&format!("metadata.name={}", gw.name)).limit(1);
+    let what = || format!("get publish Gateway {gw}");
+    match tokio::time::timeout(timeout, api.list(&params)).await {
+        Ok(Ok(list)) => Ok(list
+            .items
+            .into_iter()
+            .next()
+            .map_or(GatewayFetched::Missing, |g| GatewayFetched::Found(crate::sources::gateway::addresses(&g)))),
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(GatewayFetched::ApiAbsent),
+        Ok(Err(e)) => Err(CheckError::Api { what: what(), detail: describe(&e) }),
+        Err(_) => Err(CheckError::Timeout { what: what(), timeout }),
     }
-    let found = bounded(|| format!("get publish Gateway {gw}"), timeout, api.get_opt(&gw.name)).await?;
-    Ok(found.map_or(GatewayFetched::Missing, |g| GatewayFetched::Found(crate::sources::gateway::addresses(&g))))
 }
 
 /// Lists Ingresses page by page, keeping only what the decision reads.

@@ -99,7 +99,7 @@ true
 {{- if .sources -}}
 {{- $all = concat $all .sources -}}
 {{- else -}}
-{{- $all = append $all (pick . "publishService" "publishStatusAddress" "publishPods") -}}
+{{- $all = append $all (pick . "publishService" "publishStatusAddress" "publishPods" "publishGateway") -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml $all -}}
@@ -131,6 +131,23 @@ true
 {{- $parts := splitList "/" .publishService -}}
 {{- if ne (len $parts) 2 -}}
 {{- fail (printf "publishService %q: must be NAMESPACE/NAME" .publishService) -}}
+{{- end -}}
+{{- $ns := index $parts 0 -}}
+{{- $names := get $byNamespace $ns | default (list) -}}
+{{- $_ := set $byNamespace $ns (append $names (index $parts 1) | uniq) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $byNamespace -}}
+{{- end -}}
+
+{{/* namespace -> list of Gateway names: every publishGateway of the policies. */}}
+{{- define "isg.publishGateways" -}}
+{{- $byNamespace := dict -}}
+{{- range (include "isg.sources" . | fromYamlArray) -}}
+{{- if .publishGateway -}}
+{{- $parts := splitList "/" .publishGateway -}}
+{{- if ne (len $parts) 2 -}}
+{{- fail (printf "publishGateway %q: must be NAMESPACE/NAME" .publishGateway) -}}
 {{- end -}}
 {{- $ns := index $parts 0 -}}
 {{- $names := get $byNamespace $ns | default (list) -}}
