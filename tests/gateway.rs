@@ -152,6 +152,30 @@ async fn an_ingress_follows_its_gateway_through_the_reconciler() {
 
     set_gateway(&rogue_gw, &["192.0.2.13"], true).await;
     await_stored(&t, "app", &["192.0.2.13"], &webhook).await;
+
+    // `explain` reads the Gateway as the webhook does.
+    let kubeconfig = format!("--kubeconfig={}", t.cluster.admin_kubeconfig().display());
+    let config = guard_args(&t, &policies).remove(0);
+    let (code, text) = run_cli(&["explain", &format!("{}/app", t.ns), &kubeconfig, &config]);
+    assert_eq!(code, Some(0), "{text}");
+    let source = format!("Source:    gateway {}/edge", t.ns);
+    let resolved = "Resolved:  192.0.2.13 (the Gateway's status.addresses (IPAddress as ip, Hostname as hostname)";
+    assert!(text.contains(&source) && text.contains(resolved), "{text}");
+
+    // An address type an Ingress cannot carry, then a deleted Gateway: unresolved, named, kept.
+    set_gateway(&rogue_gw, &["NamedAddress=edge-vip"], true).await;
+    eventually("the guard names the address type", SETTLE, || async {
+        let said = "status.addresses[0]: address type \\\"NamedAddress\\\" has no Ingress equivalent";
+        if webhook.log().contains(said) { Ok(()) } else { Err("not yet".to_owned()) }
+    })
+    .await;
+    gateway::gateways(&t.admin, &t.ns).delete("edge", &Default::default()).await.expect("delete the Gateway");
+    eventually("the guard logs the Gateway as missing", SETTLE, || async {
+        if webhook.log().contains("publish Gateway not found") { Ok(()) } else { Err("not yet".to_owned()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(stored(&t.ingresses, "app").await, ["192.0.2.13"], "never cleared");
 }
 
 /// The webhook rewrites a rogue Ingress status write to the Gateway's addresses.
