@@ -19,6 +19,51 @@ pub(crate) const GROUP: &str = "gateway.networking.k8s.io";
 /// The version read: `v1`, served by every standard-channel release since v1.0.
 pub(crate) const VERSION: &str = "v1";
 
+/// A write of a Gateway's status, as the webhook judges it: which Gateway, its class, and the
+/// `status.addresses` written (bounded as [`status::Addresses`] reads them).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GatewayWrite {
+    /// The Gateway's namespace.
+    pub namespace: String,
+    /// The Gateway's name.
+    pub name: String,
+    /// `spec.gatewayClassName`, if it is a valid class name.
+    pub class: Option<String>,
+    /// The entries written, at most [`status::MAX_ADDRESSES`].
+    pub addresses: Vec<status::GatewayAddress>,
+    /// Entries written after those, counted, not kept.
+    pub omitted: usize,
+}
+
+/// How much of `status.addresses` a Gateway object has: where a patch must go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayShape {
+    /// No `status` (or `null`).
+    NoStatus,
+    /// A `status` without `addresses` (or with `null`).
+    NoAddresses,
+    /// A `status.addresses` list.
+    Addresses,
+}
+
+/// Written Gateway entries as they read in warnings and logs: `a,b`, cut to 1 KiB, with the
+/// count when more were written than kept.
+pub(crate) struct GatewayWritten<'a>(pub(crate) &'a GatewayWrite);
+
+impl std::fmt::Display for GatewayWritten<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let write = self.0;
+        if write.addresses.is_empty() && write.omitted == 0 {
+            return f.write_str("<none>");
+        }
+        if write.omitted > 0 {
+            write!(f, "{} entries: ", write.addresses.len().saturating_add(write.omitted))?;
+        }
+        let joined: Vec<String> = write.addresses.iter().map(ToString::to_string).collect();
+        f.write_str(&crate::names::truncate(&joined.join(","), usize::MAX, crate::address::MAX_SHOWN_BYTES))
+    }
+}
+
 /// A Gateway as the guard reads it: its identity, class, `status.addresses` (at most
 /// [`status::MAX_ADDRESSES`] kept, the rest counted) and `Programmed` condition. Listeners,
 /// the spec's addresses and every other condition are skipped unparsed.
@@ -27,7 +72,7 @@ pub(crate) struct LeanGateway {
     /// Namespace, name, uid, resourceVersion and generation only.
     pub(crate) meta: ObjectMeta,
     /// `spec.gatewayClassName` if it is a valid class name, else a value that matches nothing.
-    #[allow(dead_code)] // for Gateway policies (governing Gateways by class), not the publishGateway source
+    #[allow(dead_code)] // for a Gateway reconciler (not built yet); the webhook reads the review's class
     pub(crate) class: Option<String>,
     /// `status.addresses` as stored, bounded.
     pub(crate) addresses: status::Addresses,
@@ -97,7 +142,6 @@ impl<'de> Deserialize<'de> for LeanGateway {
 
 /// A GatewayClass as the guard reads it: its name and `spec.controllerName`.
 #[derive(Clone, Debug, Default)]
-#[allow(dead_code)] // for Gateway policies (governing Gateways by controller), not the publishGateway source
 pub(crate) struct LeanGatewayClass {
     /// Name, uid and resourceVersion only.
     pub(crate) meta: ObjectMeta,

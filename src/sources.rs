@@ -57,6 +57,10 @@ pub enum Unresolved {
     GatewayApiAbsent(GatewayRef),
     #[error("Gateway {0} {1}")]
     Gateway(GatewayRef, Box<GatewayError>),
+    #[error(
+        "the canonical set has {0} entries, more than the 16 a Gateway's status.addresses holds (each IP and each hostname is one entry)"
+    )]
+    TooManyForGateway(usize),
     /// Every source of a policy with several is unresolved.
     #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     All(Vec<Unresolved>),
@@ -101,6 +105,11 @@ pub trait Sources: Send + Sync {
     /// without the Gateway API CRDs).
     fn inactive(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// `spec.controllerName` of the GatewayClass `class`, if it is known.
+    fn gateway_class_controller(&self, _class: &str) -> Option<String> {
+        None
     }
 
     /// `spec.controller` of the IngressClass `class`, if it is known.
@@ -193,6 +202,10 @@ pub struct SourceCache {
     entries: RwLock<HashMap<ServiceRef, Entry>>,
     /// The publish Gateways, as `entries` holds the Services (`sources::gateway`).
     gateways: RwLock<HashMap<GatewayRef, GatewayEntry>>,
+    /// The GatewayClasses, when a Gateway policy matches by controller.
+    gateway_classes: gateway::classes::GatewayClasses,
+    /// Whether the policies in force need the GatewayClasses (readiness waits for them then).
+    need_gateway_classes: std::sync::atomic::AtomicBool,
     heard: RwLock<HashMap<ServiceRef, Instant>>,
     /// Counts changes of any Service's entry, so the reconciler knows when canonical addresses
     /// may have moved without polling.
@@ -213,6 +226,8 @@ impl SourceCache {
         Arc::new(SourceCache {
             entries: RwLock::new(entries),
             gateways: RwLock::new(policies.gateways().into_iter().map(|gw| (gw, GatewayEntry::NotSynced)).collect()),
+            gateway_classes: gateway::classes::GatewayClasses::default(),
+            need_gateway_classes: std::sync::atomic::AtomicBool::new(policies.need_gateway_classes()),
             heard: RwLock::default(),
             inventory: RwLock::new(Inventory::new(policies, generation.clone())),
             generation,
@@ -335,8 +350,10 @@ impl Sources for SourceCache {
         if self.synced_once.load(Ordering::Relaxed) {
             return true;
         }
-        let synced =
-            self.read().values().all(|e| *e != Entry::NotSynced) && self.gateways_synced() && self.inventory().synced();
+        let synced = self.read().values().all(|e| *e != Entry::NotSynced)
+            && self.gateways_synced()
+            && (!self.need_gateway_classes.load(Ordering::Relaxed) || self.gateway_classes.synced())
+            && self.inventory().synced();
         if synced {
             self.synced_once.store(true, Ordering::Relaxed);
         }
@@ -345,6 +362,10 @@ impl Sources for SourceCache {
 
     fn gateway(&self, gw: &GatewayRef) -> Result<Vec<Address>, Unresolved> {
         self.gateway_entry(gw)
+    }
+
+    fn gateway_class_controller(&self, class: &str) -> Option<String> {
+        self.gateway_classes.controller(class)
     }
 
     fn inactive(&self) -> Vec<String> {

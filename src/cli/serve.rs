@@ -275,10 +275,11 @@ async fn connect_client(
 
 /// What the policies need a cluster for, in the words of the flags and fields that ask for it.
 fn needs_in_flag_words(needs: ClusterNeeds) -> Vec<&'static str> {
-    let ClusterNeeds { services, gateways, pods, ingress_classes, namespaces } = needs;
+    let ClusterNeeds { services, gateways, gateway_classes, pods, ingress_classes, namespaces } = needs;
     let words = [
         (services, "the publish Service (--publish-service)"),
         (gateways, "the publish Gateway (publishGateway)"),
+        (gateway_classes, "GatewayClasses (gatewayControllers)"),
         (pods, "the controller Pods and Nodes (--publish-pods-namespace/--publish-pods-selector)"),
         (
             ingress_classes,

@@ -26,10 +26,11 @@ const NAMED_ADDRESS: &str = "NamedAddress";
 
 /// One entry of `status.addresses`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct GatewayAddress {
+pub struct GatewayAddress {
     /// `type`, `IPAddress` when absent (the CRD's default).
-    pub(crate) kind: String,
-    pub(crate) value: String,
+    pub kind: String,
+    /// `value`.
+    pub value: String,
 }
 
 /// Why an entry of `status.addresses` is one the CRD would refuse.
@@ -49,7 +50,6 @@ pub enum GatewayAddressError {
     Hostname(String),
 }
 
-#[allow(dead_code)] // `ip`, `hostname`, `from_addresses`: for patching Gateway statuses (Gateway policies)
 impl GatewayAddress {
     /// The entry for an Ingress-style address: its IP, else its hostname (an [`Address`] with
     /// both gives two entries, see [`GatewayAddress::from_addresses`]).
@@ -151,7 +151,6 @@ fn is_gateway_hostname(value: &str) -> bool {
 
 /// Whether `name` is a GatewayClass `controllerName`: a domain-prefixed path of at most 253
 /// bytes (the CRD's pattern).
-#[allow(dead_code)] // for Gateway policies (LeanGatewayClass)
 pub(crate) fn is_controller_name(name: &str) -> bool {
     name.len() <= MAX_VALUE && is_address_type(name) && name.contains('/')
 }

@@ -393,3 +393,57 @@ fn publish_gateway_sources() {
     let no_gateway = parse_file("p.yaml", "policies: [{name: a, publishStatusAddress: 1.1.1.1}]").unwrap();
     assert!(no_gateway.gateways().is_empty() && !no_gateway.cluster_needs().gateways);
 }
+
+#[test]
+fn gateway_policies_are_apart_and_never_mix_kinds() {
+    let text = "policies:
+  - {name: ingresses, publishStatusAddress: 192.0.2.1}
+  - {name: eg, gatewayClasses: [eg], publishService: gw/envoy}
+  - {name: by-controller, gatewayControllers: [example.com/ctl], publishStatusAddress: 192.0.2.2, mode: deny}";
+    let policies = parse_file("p.yaml", text).unwrap();
+    assert_eq!(
+        policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["ingresses"],
+        "iter() is Ingress policies"
+    );
+    let gateways: Vec<_> = policies.gateway_policies().collect();
+    assert_eq!(gateways.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["eg", "by-controller"]);
+    assert_eq!(gateways[0].scope.classes, ["eg"]);
+    assert_eq!(gateways[1].scope.controllers, ["example.com/ctl"]);
+    assert!(policies.need_gateway_classes() && !policies.need_ingress_classes());
+    assert_eq!(policies.services().len(), 1, "a Gateway policy's sources are watched too");
+    let gw = Subject { namespace: "a", class: Some("eg"), ..Subject::default() };
+    assert_eq!(policies.governing_gateway(&gw).map(|p| p.name.as_str()), Some("eg"));
+    assert_eq!(policies.governing(&gw).map(|p| p.name.as_str()), Some("ingresses"), "Ingress matching ignores them");
+    let by_controller = Subject { class_controller: Some("example.com/ctl".into()), class: Some("x"), ..gw };
+    assert_eq!(policies.governing_gateway(&by_controller).map(|p| p.name.as_str()), Some("by-controller"));
+
+    let cases = [
+        (
+            "policies: [{name: a, ingressClasses: [x], gatewayClasses: [eg], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].gatewayClasses: ingressClasses governs Ingresses and gatewayClasses Gateways; a policy governs one kind, so split it in two",
+        ),
+        (
+            "policies: [{name: a, watchIngressWithoutClass: true, gatewayControllers: [a/b], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].gatewayControllers: watchIngressWithoutClass governs Ingresses and gatewayControllers Gateways",
+        ),
+        (
+            "policies: [{name: a, gatewayClasses: [''], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].gatewayClasses: \"\": names must not be empty",
+        ),
+        (
+            "policies: [{name: a, gatewayClasses: [eg], publishStatusAddress: 1.1.1.1}, {name: b, gatewayClasses: [x, eg], publishStatusAddress: 1.1.1.2}]",
+            "policies \"a\" and \"b\" overlap: both govern class \"eg\"",
+        ),
+        (
+            "policies: [{name: a, gatewayClasses: [eg], publishStatusAddress: 1.1.1.1}, {name: a, ingressClasses: [eg], publishStatusAddress: 1.1.1.2}]",
+            "policies[1].name: \"a\" is used by an earlier policy",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = parse_file("p.yaml", text).unwrap_err().to_string();
+        assert!(err.contains(want), "{text}\n  got:  {err}\n  want: {want}");
+    }
+    let same_class_other_kind = "policies: [{name: a, ingressClasses: [eg], publishStatusAddress: 1.1.1.1}, {name: b, gatewayClasses: [eg], publishStatusAddress: 1.1.1.2}]";
+    assert!(parse_file("p.yaml", same_class_other_kind).is_ok(), "an Ingress and a Gateway policy never overlap");
+}

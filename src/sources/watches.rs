@@ -18,6 +18,8 @@ pub(crate) struct ServiceWatches {
     tasks: HashMap<ServiceRef, AbortHandle>,
     /// One watch task per publish Gateway.
     gateways: HashMap<GatewayRef, AbortHandle>,
+    /// The GatewayClass watch, while a Gateway policy matches by controller.
+    gateway_classes: Option<AbortHandle>,
     /// The watches of the cache's inventory (IngressClasses, Namespaces, Pods, Nodes).
     inventory: Option<AbortHandle>,
 }
@@ -25,8 +27,14 @@ pub(crate) struct ServiceWatches {
 impl ServiceWatches {
     /// Starts watching what `policies` need. Must be called inside a tokio runtime.
     pub(crate) fn start(client: Client, cache: Arc<SourceCache>, policies: &Policies) -> Self {
-        let mut watches =
-            ServiceWatches { client, cache, tasks: HashMap::new(), gateways: HashMap::new(), inventory: None };
+        let mut watches = ServiceWatches {
+            client,
+            cache,
+            tasks: HashMap::new(),
+            gateways: HashMap::new(),
+            gateway_classes: None,
+            inventory: None,
+        };
         watches.sync_policies(policies);
         watches
     }
@@ -36,6 +44,19 @@ impl ServiceWatches {
     pub(crate) fn sync_policies(&mut self, policies: &Policies) {
         self.sync(&policies.services());
         self.sync_gateways(&policies.gateways());
+        let need_classes = policies.need_gateway_classes();
+        self.cache.need_gateway_classes(need_classes);
+        match (&self.gateway_classes, need_classes) {
+            (None, true) => {
+                let task = tokio::spawn(self.cache.clone().watch_gateway_classes(self.client.clone()));
+                self.gateway_classes = Some(task.abort_handle());
+            }
+            (Some(task), false) => {
+                task.abort();
+                self.gateway_classes = None;
+            }
+            _ => {}
+        }
         if self.cache.track_inventory(policies) || self.inventory.is_none() {
             if let Some(old) = self.inventory.take() {
                 old.abort();
@@ -88,6 +109,9 @@ impl ServiceWatches {
 
 impl Drop for ServiceWatches {
     fn drop(&mut self) {
+        if let Some(task) = &self.gateway_classes {
+            task.abort();
+        }
         for task in self.gateways.values() {
             task.abort();
         }
