@@ -211,3 +211,37 @@ pub(crate) fn stored_gateway_addresses(gateway: &DynamicObject) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Registers the webhook at `url` (serving a certificate signed by `ca_pem`) for Gateway status
+/// updates in namespace `namespace` only, as `Webhook::register` does for Ingresses.
+pub(crate) async fn register_gateway_webhook(admin: &Client, namespace: &str, url: &str, ca_pem: &str) -> String {
+    use base64::Engine as _;
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    let name = format!("isg-e2e-gateways-{namespace}");
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": format!("gateways.{namespace}.e2e.ingress-status-guard.test"),
+            "clientConfig": {"url": url, "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem)},
+            "rules": [{
+                "apiGroups": [GROUP],
+                "apiVersions": ["v1"],
+                "operations": ["UPDATE"],
+                "resources": ["gateways/status"],
+                "scope": "Namespaced",
+            }],
+            "namespaceSelector": {"matchLabels": {super::cluster::NAMESPACE_LABEL: namespace}},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "NoneOnDryRun",
+            "matchPolicy": "Equivalent",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+        }]
+    }))
+    .expect("MutatingWebhookConfiguration object");
+    Api::<MutatingWebhookConfiguration>::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap_or_else(|e| panic!("create MutatingWebhookConfiguration {name}: {e}"));
+    name
+}
