@@ -1006,6 +1006,41 @@ fn a_publish_gateway_gets_gateway_rbac_and_nothing_else_does() {
     let without = "policies:\n  - {name: a, ingressClasses: [nginx], publishService: edge/lb}\n";
     assert!(no_gateway(&helm.template(&["-f", &write(&dir, "services.yaml", without)])));
 
+    // Gateway policies: the webhook also gets gateways/status, and GatewayClasses only for
+    // gatewayControllers.
+    let rules = |docs: &[Value]| {
+        find(docs, "MutatingWebhookConfiguration", "ingress-status-guard")["webhooks"][0]["rules"].clone()
+    };
+    assert_eq!(
+        rules(&docs).as_array().map(Vec::len),
+        Some(1),
+        "publishGateway alone does not register gateways/status"
+    );
+    let governing = "policies:\n  - {name: eg, gatewayClasses: [eg], publishService: gw/envoy, mode: enforce}\n";
+    let docs = helm.template(&["-f", &write(&dir, "governing.yaml", governing)]);
+    assert_eq!(
+        rules(&docs)[1],
+        json!({"apiGroups": ["gateway.networking.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["gateways/status"], "scope": "Namespaced"})
+    );
+    assert_eq!(policies(&docs).gateway_policies().count(), 1);
+    assert!(
+        !docs.iter().any(|d| d["metadata"]["name"] == "ingress-status-guard-gatewayclasses"),
+        "no controller matching"
+    );
+    let by_controller = "policies:\n  - {name: eg, gatewayControllers: [gateway.envoyproxy.io/gatewayclass-controller], publishStatusAddress: 192.0.2.1}\n";
+    let docs = helm.template(&["-f", &write(&dir, "by-controller.yaml", by_controller)]);
+    assert_eq!(
+        find(&docs, "ClusterRole", "ingress-status-guard-gatewayclasses")["rules"],
+        json!([{"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gatewayclasses"], "verbs": ["list", "watch"]}])
+    );
+    assert_eq!(rules(&docs).as_array().map(Vec::len), Some(2));
+    let kust = kustomize("examples/gateway-policies");
+    assert_eq!(rules(&kust), rules(&docs), "kustomize's gateway-policies component registers the same rules");
+    assert_eq!(
+        find(&kust, "ClusterRole", "ingress-status-guard-gatewayclasses")["rules"],
+        find(&docs, "ClusterRole", "ingress-status-guard-gatewayclasses")["rules"]
+    );
+
     // The kustomize component grants the same, and only with it.
     assert!(no_gateway(&kustomize("examples/ingress-nginx")), "the kustomize tree has no Gateway RBAC without it");
     let kust = kustomize("examples/gateway-cutover");

@@ -157,6 +157,21 @@ true
 {{- toYaml $byNamespace -}}
 {{- end -}}
 
+{{/* "true" when a policy governs Gateways (gatewayClasses or gatewayControllers): the webhook
+is then also registered for gateways/status. */}}
+{{- define "isg.governsGateways" -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- if or .gatewayClasses .gatewayControllers -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when a policy matches Gateways by controller (the webhook watches GatewayClasses). */}}
+{{- define "isg.needsGatewayClasses" -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- if .gatewayControllers -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The pod of the certgen Job and CronJob (certificate.mode selfSigned). */}}
 {{- define "isg.certgenPod" -}}
 {{- $fullname := include "isg.fullname" . -}}
