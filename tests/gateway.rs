@@ -517,6 +517,15 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
         read_back.data["status"]["addresses"],
         json!([{"type": "IPAddress", "value": "192.0.2.60"}, {"type": "Hostname", "value": "gw.example.test"}])
     );
+    eventually("the rewrite is logged", SETTLE, || async {
+        let log = webhook.log();
+        if log.contains("rogue Gateway status write") && log.contains("\"gateway_name\":\"edge\"") {
+            Ok(())
+        } else {
+            Err("not yet".to_owned())
+        }
+    })
+    .await;
     // A dry run is answered the same, and stores nothing.
     let dry =
         write_gateway_status(&rogue, "edge", gateway_status(&[SENTINEL_2], false, 1), true).await.expect("dry run");
