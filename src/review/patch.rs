@@ -46,7 +46,7 @@ pub(crate) fn write(shape: StatusShape, canonical: &[Address], out: impl std::io
 }
 
 /// The patch that makes a Gateway's `status.addresses` equal `entries`, one operation that
-/// touches nothing else (`conditions` and `listeners` stay as written), shaped as [`write`]'s.
+/// touches nothing else (`conditions` and `listeners` stay as written), shaped as [`write()`]'s.
 pub(crate) fn write_gateway(
     shape: crate::gateway::GatewayShape,
     entries: &[crate::gateway::status::GatewayAddress],
