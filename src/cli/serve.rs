@@ -207,6 +207,10 @@ fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
         let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
         tracing::info!(policy = %p.name, classes = %classes, controllers = %p.scope.controllers.join(","), without_class = p.scope.without_class, namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "policy loaded");
     }
+    for p in policies.gateway_policies() {
+        let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
+        tracing::info!(policy = %p.name, gateway_classes = %p.scope.classes.join(","), gateway_controllers = %p.scope.controllers.join(","), namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "Gateway policy loaded");
+    }
     for (first, second) in policies.possible_overlaps() {
         tracing::warn!(
             first,
