@@ -519,11 +519,8 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
     );
     eventually("the rewrite is logged", SETTLE, || async {
         let log = webhook.log();
-        if log.contains("rogue Gateway status write") && log.contains("\"gateway_name\":\"edge\"") {
-            Ok(())
-        } else {
-            Err("not yet".to_owned())
-        }
+        let rewrite = log.contains("rogue Gateway status write") && log.contains("\"gateway_name\":\"edge\"");
+        if rewrite && log.contains("Gateway policy loaded") { Ok(()) } else { Err("not yet".to_owned()) }
     })
     .await;
     // A dry run is answered the same, and stores nothing.
