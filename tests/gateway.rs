@@ -539,6 +539,29 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
     let other = write_gateway_status(&rogue, "other", gateway_status(&[SENTINEL], true, 1), false).await.unwrap();
     assert_eq!(stored_gateway_addresses(&other), [SENTINEL], "another controller's Gateway is left alone");
 
+    // `explain gateway/NS/NAME` judges the stored status as the webhook would.
+    let kubeconfig = format!("--kubeconfig={}", t.cluster.admin_kubeconfig().display());
+    let config = guard_args(&t, &policies).remove(0);
+    let (code, text) = run_cli(&["explain", &format!("gateway/{ns}/edge"), &kubeconfig, &config]);
+    assert_eq!(code, Some(0), "{text}");
+    for line in [
+        format!("Gateway:   {ns}/edge"),
+        "Policy:    \"enforce\" (mode enforce)".to_owned(),
+        "Stored:    192.0.2.60,gw.example.test".to_owned(),
+        "State:     OK".to_owned(),
+    ] {
+        assert!(text.contains(&line), "{line:?} in:\n{text}");
+    }
+    let (code, text) = run_cli(&["explain", &format!("gateway/{ns}/other"), &kubeconfig, &config]);
+    assert_eq!(code, Some(0), "not governed: {text}");
+    assert!(text.contains("Policy:    none: policy \"enforce\" governs gatewayClasses"), "{text}");
+    let (code, text) = run_cli(&["explain", &format!("gateway/{ns}/by-ctl"), &kubeconfig, &config]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains(&format!("(GatewayClass controller {controller})")) && text.contains("\"by-controller\""),
+        "{text}"
+    );
+
     // Audit and too many: stored as written, the writer warned (kubectl prints warnings).
     let rogue_kubeconfig = t.cluster.kubeconfig_for(support::ROGUE_USER, Some(support::cluster::STATUS_WRITERS));
     let patch = json!({"status": gateway_status(&[SENTINEL], true, 1)}).to_string();
@@ -556,6 +579,9 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
         audited.stderr
     );
     assert_eq!(stored_gateway_addresses(&admin.get("audited").await.unwrap()), [SENTINEL]);
+    let (code, text) = run_cli(&["explain", &format!("gateway/{ns}/audited"), &kubeconfig, &config]);
+    assert_eq!(code, Some(1), "drift: {text}");
+    assert!(text.contains("State:     DRIFT") && text.contains("Canonical: 192.0.2.61"), "{text}");
     let many = kubectl_patch("many");
     assert!(many.success, "{}", many.stderr);
     assert!(many.stderr.contains("more than the 16 a Gateway"), "the writer is told why: {}", many.stderr);

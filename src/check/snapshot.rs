@@ -62,6 +62,8 @@ pub(crate) struct Facts {
     pub nodes: HashMap<String, NodeAddrs>,
     /// Each publish Gateway.
     pub gateways: BTreeMap<GatewayRef, GatewayFetched>,
+    /// GatewayClass name -> controllerName, for `explain gateway/...` under gatewayControllers.
+    pub gateway_classes: BTreeMap<String, Option<String>>,
 }
 
 impl Sources for Snapshot {
@@ -82,6 +84,10 @@ impl Sources for Snapshot {
             Some(GatewayFetched::ApiAbsent) => Err(Unresolved::GatewayApiAbsent(gw.clone())),
             None => Err(Unresolved::GatewayNotSynced(gw.clone())),
         }
+    }
+
+    fn gateway_class_controller(&self, class: &str) -> Option<String> {
+        self.1.gateway_classes.get(class).cloned().flatten()
     }
 
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
