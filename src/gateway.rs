@@ -72,7 +72,6 @@ pub(crate) struct LeanGateway {
     /// Namespace, name, uid, resourceVersion and generation only.
     pub(crate) meta: ObjectMeta,
     /// `spec.gatewayClassName` if it is a valid class name, else a value that matches nothing.
-    #[allow(dead_code)] // for a Gateway reconciler (not built yet); the webhook reads the review's class
     pub(crate) class: Option<String>,
     /// `status.addresses` as stored, bounded.
     pub(crate) addresses: status::Addresses,
