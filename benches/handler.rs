@@ -1,7 +1,8 @@
 //! Handler cost in-process: AdmissionReview bytes in, response bytes out, through
 //! `read_review` + `decide` + `render` and through the production router (`tower::ServiceExt::oneshot`), for a
 //! typical review (~5 KB) and a large one (hundreds of rules), each as no patch / patch /
-//! not governed. Also counts heap allocations per review with a counting global allocator.
+//! not governed; and a typical Gateway status review (`decide/gateway`), no patch / patch. Also
+//! counts heap allocations per review with a counting global allocator.
 //!
 //! Run: `cargo bench --bench handler` (or `benches/run.sh`). With `ISG_BENCH_OUT=<dir>`, the
 //! allocation counts are also written to `<dir>/allocations.json`.
@@ -443,6 +444,88 @@ fn handler(c: &mut Criterion) {
     }
 }
 
+/// A typical Gateway status review, as an Envoy Gateway-style controller writes it: two
+/// listeners, the `last-applied-configuration` annotation, managedFields, and a status with
+/// addresses, conditions and listener conditions, in `object` and `oldObject`; `addresses` is the
+/// written `status.addresses`.
+fn gateway_body(addresses: &Value) -> Vec<u8> {
+    let condition = |kind: &str| json!({"type": kind, "status": "True", "reason": kind, "message": "Gateway is programmed by the controller", "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    let spec = json!({"gatewayClassName": "eg", "listeners": [
+        {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "*.demo.example.test",
+         "tls": {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": "demo-tls"}]}, "allowedRoutes": {"namespaces": {"from": "All"}}},
+    ]});
+    let listener = |name: &str| json!({"name": name, "attachedRoutes": 3, "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}, {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute"}], "conditions": [condition("Accepted"), condition("Programmed"), condition("ResolvedRefs")]});
+    let object = |addresses: &Value| {
+        let applied = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"annotations": {}, "name": "public", "namespace": "gateway"}, "spec": spec});
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "public", "namespace": "gateway", "uid": "5c1e8f2a-8c1d-4d8e-9d64-2f7f1c9e8a11", "resourceVersion": "4711", "generation": 1,
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": format!("{applied}\n")},
+                "managedFields": [
+                    {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "gateway.networking.k8s.io/v1", "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:gatewayClassName": {}, "f:listeners": {}}}},
+                    {"manager": "envoy-gateway", "operation": "Update", "apiVersion": "gateway.networking.k8s.io/v1", "time": "2026-01-01T00:00:01Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:addresses": {}, "f:conditions": {}, "f:listeners": {}}}, "subresource": "status"},
+                ]},
+            "spec": spec,
+            "status": {"addresses": addresses, "conditions": [condition("Accepted"), condition("Programmed")], "listeners": [listener("http"), listener("https")]},
+        })
+    };
+    let canonical =
+        json!([{"type": "IPAddress", "value": "192.0.2.10"}, {"type": "Hostname", "value": "lb.example.test"}]);
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "0f3cb218-7947-4a5f-839c-6e300a5ae86b",
+            "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "Gateway"},
+            "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "gateways"},
+            "subResource": "status",
+            "requestKind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "Gateway"},
+            "requestResource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "gateways"},
+            "requestSubResource": "status",
+            "name": "public", "namespace": "gateway", "operation": "UPDATE",
+            "userInfo": {"username": "system:serviceaccount:envoy-gateway-system:envoy-gateway", "uid": "3e1c", "groups": ["system:serviceaccounts", "system:serviceaccounts:envoy-gateway-system", "system:authenticated"]},
+            "object": object(addresses), "oldObject": object(&canonical), "dryRun": false,
+            "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "envoy-gateway"},
+        }
+    });
+    serde_json::to_vec(&review).expect("serializes")
+}
+
+/// The typical Gateway review as no patch / patch, next to the Ingress one (`decide/typical`).
+fn gateway(c: &mut Criterion) {
+    let text = format!(
+        "policies:\n  - {{name: ingress, ingressClasses: [{GOVERNED_CLASS}], publishStatusAddress: '{CANONICAL}'}}\n  - {{name: gateway, gatewayClasses: [eg], publishStatusAddress: '{CANONICAL}'}}\n"
+    );
+    let policies = ingress_status_guard::parse_file("bench.yaml", &text).expect("valid policies");
+    let sources: Arc<dyn Sources> = SourceCache::new(&policies);
+    let mut group = c.benchmark_group("decide/gateway");
+    for (case, written, want) in [
+        (
+            "no_patch",
+            json!([{"type": "IPAddress", "value": "192.0.2.10"}, {"type": "Hostname", "value": "lb.example.test"}]),
+            "unchanged",
+        ),
+        ("patch", json!([{"type": "IPAddress", "value": "10.7.7.7"}]), "patched"),
+    ] {
+        let body = Bytes::from(gateway_body(&written));
+        let (_, result) = decide(&body, &policies, sources.as_ref());
+        assert_eq!(result, want, "gateway/{case}: the input does not exercise the intended case");
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(case), &body, |b, body| {
+            b.iter(|| decide(black_box(body), &policies, sources.as_ref()).0);
+        });
+        let (allocs, bytes) = allocations(1000, || {
+            black_box(decide(black_box(&body), &policies, sources.as_ref()));
+        });
+        println!(
+            "decide/gateway/{case}: request {} B, {allocs:.1} allocations, {bytes:.0} bytes allocated",
+            body.len()
+        );
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(50)
@@ -535,5 +618,6 @@ fn main() {
     let mut c = config().configure_from_args();
     readers(&mut c);
     handler(&mut c);
+    gateway(&mut c);
     c.final_summary();
 }

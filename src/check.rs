@@ -5,6 +5,7 @@
 
 mod admission;
 mod explain;
+mod explain_gateway;
 mod fetch;
 mod fleet;
 mod report;
@@ -68,6 +69,8 @@ pub(crate) enum CheckError {
     Timeout { what: String, timeout: Duration },
     #[error("Ingress {namespace}/{name} not found")]
     NotFound { namespace: String, name: String },
+    #[error("Gateway {namespace}/{name} not found (or the API server serves no Gateways)")]
+    GatewayNotFound { namespace: String, name: String },
 }
 
 // ---- Pure: stored Ingresses, fetched sources, the report ----
@@ -125,6 +128,31 @@ pub(crate) async fn explain_one(
     let stored = Stored::of(&ingress);
     let mut explanation = explain(&stored, policies, &sources);
     explain::add_admission(&mut explanation, &stored, policies, &sources, &found);
+    print!("{}", explanation.text());
+    Ok(explanation.exit_code)
+}
+
+/// Runs `explain gateway/NAMESPACE/NAME`: prints the explanation, returns its exit code.
+pub(crate) async fn explain_gateway_one(
+    cluster: &Cluster,
+    (namespace, name): (Option<String>, String),
+    policies: &Policies,
+) -> Result<u8, CheckError> {
+    let timeout = cluster.request_timeout;
+    let client = connect(cluster).await?;
+    let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
+    let api: Api<crate::gateway::LeanGateway> = Api::namespaced(client.clone(), &namespace);
+    let gateway = bounded(|| format!("get Gateway {namespace}/{name}"), timeout, api.get_opt(&name))
+        .await?
+        .ok_or_else(|| CheckError::GatewayNotFound { namespace: namespace.clone(), name: name.clone() })?;
+    let write = explain_gateway::write_of(gateway);
+    let mut sources = snapshot(&client, policies, timeout).await?;
+    if let Some(class) = write.class.as_deref().filter(|_| policies.need_gateway_classes()) {
+        let api: Api<crate::gateway::LeanGatewayClass> = Api::all(client.clone());
+        let found = bounded(|| format!("get GatewayClass {class}"), timeout, api.get_opt(class)).await?;
+        sources.1.gateway_classes.insert(class.to_owned(), found.and_then(|c| c.controller));
+    }
+    let explanation = explain_gateway::explain(&write, policies, &sources);
     print!("{}", explanation.text());
     Ok(explanation.exit_code)
 }

@@ -125,6 +125,9 @@ pub fn decide<'p>(write: &StatusWrite, policies: &'p Policies, sources: &dyn Sou
     }
 }
 
+mod gateway;
+pub(crate) use gateway::decide_gateway;
+
 #[cfg(test)]
 mod tests;
 

@@ -18,6 +18,7 @@ mod cli;
 mod client;
 mod cutover;
 mod decision;
+mod gateway;
 mod ingress;
 mod metrics;
 mod names;

@@ -91,6 +91,48 @@ impl FromStr for ServiceRef {
     }
 }
 
+/// `namespace/name` of a publish Gateway (`publishGateway`): the Ingress → Gateway API
+/// cutover source.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GatewayRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for GatewayRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why a text is not a `NAMESPACE/NAME` Gateway reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayRefError {
+    #[error("{0:?} must be NAMESPACE/NAME of a Gateway, e.g. gateway-system/public")]
+    Shape(String),
+    #[error("{text:?}: {part} {value:?} is not a valid Kubernetes name (lowercase letters, digits, '-' and '.')")]
+    Name { text: String, part: &'static str, value: String },
+}
+
+impl FromStr for GatewayRef {
+    type Err = GatewayRefError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (namespace, name) = s.split_once('/').ok_or_else(|| GatewayRefError::Shape(s.to_owned()))?;
+        // Namespaces are DNS-1123 labels; a Gateway, as any custom resource, a subdomain.
+        let valid = [
+            ("namespace", namespace, names::is_dns1123_label(namespace)),
+            ("name", name, names::is_dns1123_subdomain(name)),
+        ];
+        for (part, value, ok) in valid {
+            if !ok {
+                return Err(GatewayRefError::Name { text: s.to_owned(), part, value: value.to_owned() });
+            }
+        }
+        Ok(GatewayRef { namespace: namespace.to_owned(), name: name.to_owned() })
+    }
+}
+
 /// The node-IP source: the nodes of the Running and Ready Pods in `namespace` that match
 /// `selector` (ingress-nginx without a publish Service).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +167,8 @@ pub enum Source {
     Service(ServiceRef),
     /// The addresses of the nodes that run the controller's Ready Pods.
     Pods(PodsRef),
+    /// A Gateway's `status.addresses`, read from a watch-fed cache.
+    Gateway(GatewayRef),
 }
 
 impl fmt::Display for Source {
@@ -133,6 +177,7 @@ impl fmt::Display for Source {
             Source::Static(list) => write!(f, "static [{}]", Addresses(list)),
             Source::Service(svc) => write!(f, "service {svc}"),
             Source::Pods(pods) => pods.fmt(f),
+            Source::Gateway(gw) => write!(f, "gateway {gw}"),
         }
     }
 }
@@ -262,14 +307,39 @@ impl Policy {
 }
 
 /// The validated set of policies; the first policy whose scope matches an Ingress governs it.
+/// Policies that govern Gateways (`gatewayClasses`, `gatewayControllers`) are kept apart: they
+/// never match an Ingress, and [`Policies::iter`] and everything built on it (the reconciler,
+/// `check`, the admission-policy mode) see the Ingress policies only.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Policies(Vec<Policy>);
+pub struct Policies(Vec<Policy>, Vec<Policy>);
 
 impl Policies {
     /// A policy set, refused when two policies certainly govern the same Ingresses.
     pub fn new(policies: Vec<Policy>) -> Result<Self, OverlapError> {
-        validate_overlaps(&policies)?;
-        Ok(Policies(policies))
+        Self::with_gateways(policies, Vec::new())
+    }
+
+    /// Ingress policies and Gateway policies, each set refused when two of its policies
+    /// certainly govern the same objects (an Ingress policy and a Gateway policy never do).
+    pub fn with_gateways(ingresses: Vec<Policy>, gateways: Vec<Policy>) -> Result<Self, OverlapError> {
+        validate_overlaps(&ingresses)?;
+        validate_overlaps(&gateways)?;
+        Ok(Policies(ingresses, gateways))
+    }
+
+    /// The policy that governs a Gateway `subject`: the first Gateway policy that matches.
+    pub fn governing_gateway(&self, subject: &Subject<'_>) -> Option<&Policy> {
+        self.1.iter().find(|p| p.matches(subject).is_some())
+    }
+
+    /// The Gateway policies in file order.
+    pub fn gateway_policies(&self) -> impl Iterator<Item = &Policy> {
+        self.1.iter()
+    }
+
+    /// Whether Gateway matching needs GatewayClasses (a policy matches by controller).
+    pub fn need_gateway_classes(&self) -> bool {
+        self.1.iter().any(|p| !p.scope.controllers.is_empty())
     }
 
     /// The policy that governs `subject`: the first match in file order.
@@ -289,7 +359,7 @@ impl Policies {
 
     /// The same policies with `keepPorts` off, for an API server that cannot store ports.
     pub fn without_ports(self) -> Policies {
-        Policies(self.0.into_iter().map(|p| Policy { keep_ports: false, ..p }).collect())
+        Policies(self.0.into_iter().map(|p| Policy { keep_ports: false, ..p }).collect(), self.1)
     }
 
     /// Whether more than one policy could match an Ingress at run time.
@@ -303,6 +373,20 @@ impl Policies {
             .sources()
             .filter_map(|s| match s {
                 Source::Service(svc) => Some(svc.clone()),
+                _ => None,
+            })
+            .collect();
+        refs.sort();
+        refs.dedup();
+        refs
+    }
+
+    /// Every distinct publish Gateway, each to be watched once.
+    pub fn gateways(&self) -> Vec<GatewayRef> {
+        let mut refs: Vec<GatewayRef> = self
+            .sources()
+            .filter_map(|s| match s {
+                Source::Gateway(gw) => Some(gw.clone()),
                 _ => None,
             })
             .collect();
@@ -326,7 +410,7 @@ impl Policies {
     }
 
     fn sources(&self) -> impl Iterator<Item = &Source> {
-        self.0.iter().flat_map(|p| &p.sources)
+        self.0.iter().chain(&self.1).flat_map(|p| &p.sources)
     }
 
     /// Whether matching needs IngressClasses: a policy matches by controller, or could govern
@@ -357,7 +441,7 @@ impl Policies {
 
     /// Whether matching needs Namespace labels.
     pub fn need_namespaces(&self) -> bool {
-        self.0.iter().any(|p| p.namespace_selector.is_some())
+        self.0.iter().chain(&self.1).any(|p| p.namespace_selector.is_some())
     }
 
     /// What the policies read from the cluster beside the Ingresses: the one answer to "do
@@ -365,6 +449,8 @@ impl Policies {
     pub(crate) fn cluster_needs(&self) -> ClusterNeeds {
         ClusterNeeds {
             services: !self.services().is_empty(),
+            gateways: !self.gateways().is_empty(),
+            gateway_classes: self.need_gateway_classes(),
             pods: !self.pod_watches().is_empty(),
             ingress_classes: self.need_ingress_classes(),
             namespaces: self.need_namespaces(),
@@ -377,6 +463,10 @@ impl Policies {
 pub(crate) struct ClusterNeeds {
     /// Publish Services.
     pub(crate) services: bool,
+    /// Publish Gateways (the Gateway API).
+    pub(crate) gateways: bool,
+    /// GatewayClasses (Gateway policies matching by controller).
+    pub(crate) gateway_classes: bool,
     /// Controller Pods and their Nodes.
     pub(crate) pods: bool,
     pub(crate) ingress_classes: bool,
@@ -386,7 +476,7 @@ pub(crate) struct ClusterNeeds {
 impl ClusterNeeds {
     /// Whether they need a cluster at all.
     pub(crate) fn any(self) -> bool {
-        self.services || self.pods || self.ingress_classes || self.namespaces
+        self.services || self.gateways || self.gateway_classes || self.pods || self.ingress_classes || self.namespaces
     }
 }
 

@@ -6,6 +6,9 @@ mod patch;
 mod read;
 mod render;
 
+#[cfg(test)]
+mod gateway_tests;
+
 pub(crate) use read::bounds;
 pub(crate) use read::{ApiVersion, Target, User};
 pub use read::{Review, read, read_slow};

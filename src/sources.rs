@@ -4,6 +4,7 @@
 //! reads memory.
 
 pub(crate) mod follow;
+pub(crate) mod gateway;
 pub(crate) mod ingresses;
 pub(crate) mod inventory;
 pub(crate) mod nodeip;
@@ -13,6 +14,7 @@ pub(crate) mod watches;
 pub use nodeip::NodeAddrs;
 
 use follow::{Change, Projection};
+use gateway::{GatewayEntry, GatewayError};
 use inventory::Inventory;
 use nodeip::NodeIpError;
 use service::ServiceError;
@@ -29,7 +31,7 @@ use kube::{Api, Client, runtime::watcher};
 
 use crate::{
     address::{Address, Addresses},
-    policy::{PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
+    policy::{GatewayRef, PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
 };
 
 /// Why a policy's source has no canonical addresses right now.
@@ -45,6 +47,20 @@ pub enum Unresolved {
     PodsNotSynced(String),
     #[error("{0}: {1}")]
     Pods(String, NodeIpError),
+    #[error("Gateway {0} is not in the cache yet (watch not synced)")]
+    GatewayNotSynced(GatewayRef),
+    #[error("Gateway {0} not found")]
+    GatewayMissing(GatewayRef),
+    #[error(
+        "Gateway {0}: the API server serves no Gateways (the Gateway API CRDs are not installed); inactive until they appear"
+    )]
+    GatewayApiAbsent(GatewayRef),
+    #[error("Gateway {0} {1}")]
+    Gateway(GatewayRef, Box<GatewayError>),
+    #[error(
+        "the canonical set has {0} entries, more than the 16 a Gateway's status.addresses holds (each IP and each hostname is one entry)"
+    )]
+    TooManyForGateway(usize),
     /// Every source of a policy with several is unresolved.
     #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     All(Vec<Unresolved>),
@@ -80,6 +96,22 @@ pub trait Sources: Send + Sync {
         Err(Unresolved::PodsNotSynced(pods.to_string()))
     }
 
+    /// The canonical addresses a publish Gateway gives now (`sources::gateway`).
+    fn gateway(&self, gw: &GatewayRef) -> Result<Vec<Address>, Unresolved> {
+        Err(Unresolved::GatewayNotSynced(gw.clone()))
+    }
+
+    /// What is inactive though ready, for `/readyz` to name (publish Gateways of a cluster
+    /// without the Gateway API CRDs).
+    fn inactive(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// `spec.controllerName` of the GatewayClass `class`, if it is known.
+    fn gateway_class_controller(&self, _class: &str) -> Option<String> {
+        None
+    }
+
     /// `spec.controller` of the IngressClass `class`, if it is known.
     fn ingress_class_controller(&self, _class: &str) -> Option<String> {
         None
@@ -101,6 +133,7 @@ pub trait Sources: Send + Sync {
             Source::Static(list) => Ok(list.clone()),
             Source::Service(svc) => self.service(svc),
             Source::Pods(pods) => self.pods(pods),
+            Source::Gateway(gw) => self.gateway(gw),
         }
     }
 
@@ -167,6 +200,12 @@ fn partial_warning_due(policy: &str, now: Instant) -> bool {
 #[derive(Debug)]
 pub struct SourceCache {
     entries: RwLock<HashMap<ServiceRef, Entry>>,
+    /// The publish Gateways, as `entries` holds the Services (`sources::gateway`).
+    gateways: RwLock<HashMap<GatewayRef, GatewayEntry>>,
+    /// The GatewayClasses, when a Gateway policy matches by controller.
+    gateway_classes: gateway::classes::GatewayClasses,
+    /// Whether the policies in force need the GatewayClasses (readiness waits for them then).
+    need_gateway_classes: std::sync::atomic::AtomicBool,
     heard: RwLock<HashMap<ServiceRef, Instant>>,
     /// Counts changes of any Service's entry, so the reconciler knows when canonical addresses
     /// may have moved without polling.
@@ -186,6 +225,9 @@ impl SourceCache {
         let generation = Arc::new(tokio::sync::watch::Sender::new(0));
         Arc::new(SourceCache {
             entries: RwLock::new(entries),
+            gateways: RwLock::new(policies.gateways().into_iter().map(|gw| (gw, GatewayEntry::NotSynced)).collect()),
+            gateway_classes: gateway::classes::GatewayClasses::default(),
+            need_gateway_classes: std::sync::atomic::AtomicBool::new(policies.need_gateway_classes()),
             heard: RwLock::default(),
             inventory: RwLock::new(Inventory::new(policies, generation.clone())),
             generation,
@@ -313,11 +355,33 @@ impl Sources for SourceCache {
         if self.synced_once.load(Ordering::Relaxed) {
             return true;
         }
-        let synced = self.read().values().all(|e| *e != Entry::NotSynced) && self.inventory().synced();
+        let synced = self.read().values().all(|e| *e != Entry::NotSynced)
+            && self.gateways_synced()
+            && (!self.need_gateway_classes.load(Ordering::Relaxed) || self.gateway_classes.synced())
+            && self.inventory().synced();
         if synced {
             self.synced_once.store(true, Ordering::Relaxed);
         }
         synced
+    }
+
+    fn gateway(&self, gw: &GatewayRef) -> Result<Vec<Address>, Unresolved> {
+        self.gateway_entry(gw)
+    }
+
+    fn gateway_class_controller(&self, class: &str) -> Option<String> {
+        self.gateway_classes.controller(class)
+    }
+
+    fn inactive(&self) -> Vec<String> {
+        self.inactive_gateways()
+            .iter()
+            .map(|gw| {
+                format!(
+                    "publishGateway {gw}: inactive, the API server serves no Gateways (Gateway API CRDs not installed)"
+                )
+            })
+            .collect()
     }
 
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {

@@ -1029,3 +1029,78 @@ fn the_grafana_dashboard_configmap_in_the_chart_and_kustomize_agree() {
     assert_eq!(serde_json::from_str::<Value>(json).unwrap(), parsed, "kustomize holds the same dashboard");
     assert_eq!(kinds(&kustomized), ["ConfigMap", "PrometheusRule"]);
 }
+
+#[test]
+fn a_publish_gateway_gets_gateway_rbac_and_nothing_else_does() {
+    let helm = Helm::new(3, &scratch("values-gateway"));
+    let no_gateway = |docs: &[Value]| {
+        !docs
+            .iter()
+            .any(|d| serde_json::to_string(&d["rules"]).unwrap_or_default().contains("gateway.networking.k8s.io"))
+    };
+    assert!(no_gateway(&helm.template(&[])), "no Gateway API RBAC by default");
+    let dir = scratch("values-gateway-policies");
+    let text = "policies:\n  - {name: cutover, ingressClasses: [nginx], publishGateway: gateway/public}\n  - name: union\n    ingressClasses: [edge]\n    sources: [{publishGateway: gateway/internal.v2}, {publishGateway: infra/edge}, {publishService: edge/lb}]\n";
+    let docs = helm.template(&["-f", &write(&dir, "gateways.yaml", text)]);
+    let policy = policies(&docs);
+    assert_eq!(policy.iter().count(), 2, "the policy file carries publishGateway as written");
+    let mut roles: Vec<(String, Value)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Role" && d["metadata"]["name"] == "ingress-status-guard-publish-gateway")
+        .map(|d| (d["metadata"]["namespace"].as_str().unwrap().to_owned(), d["rules"].clone()))
+        .collect();
+    roles.sort_by(|a, b| a.0.cmp(&b.0));
+    let rule = |names: Value| json!([{"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "resourceNames": names, "verbs": ["list", "watch"]}]);
+    assert_eq!(
+        roles,
+        [("gateway".to_owned(), rule(json!(["public", "internal.v2"]))), ("infra".to_owned(), rule(json!(["edge"])))]
+    );
+    let bindings = docs
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" && d["roleRef"]["name"] == "ingress-status-guard-publish-gateway");
+    assert_eq!(bindings.count(), 2);
+    let without = "policies:\n  - {name: a, ingressClasses: [nginx], publishService: edge/lb}\n";
+    assert!(no_gateway(&helm.template(&["-f", &write(&dir, "services.yaml", without)])));
+
+    // Gateway policies: the webhook also gets gateways/status, and GatewayClasses only for
+    // gatewayControllers.
+    let rules = |docs: &[Value]| {
+        find(docs, "MutatingWebhookConfiguration", "ingress-status-guard")["webhooks"][0]["rules"].clone()
+    };
+    assert_eq!(
+        rules(&docs).as_array().map(Vec::len),
+        Some(1),
+        "publishGateway alone does not register gateways/status"
+    );
+    let governing = "policies:\n  - {name: eg, gatewayClasses: [eg], publishService: gw/envoy, mode: enforce}\n";
+    let docs = helm.template(&["-f", &write(&dir, "governing.yaml", governing)]);
+    assert_eq!(
+        rules(&docs)[1],
+        json!({"apiGroups": ["gateway.networking.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["gateways/status"], "scope": "Namespaced"})
+    );
+    assert_eq!(policies(&docs).gateway_policies().count(), 1);
+    assert!(
+        !docs.iter().any(|d| d["metadata"]["name"] == "ingress-status-guard-gatewayclasses"),
+        "no controller matching"
+    );
+    let by_controller = "policies:\n  - {name: eg, gatewayControllers: [gateway.envoyproxy.io/gatewayclass-controller], publishStatusAddress: 192.0.2.1}\n";
+    let docs = helm.template(&["-f", &write(&dir, "by-controller.yaml", by_controller)]);
+    assert_eq!(
+        find(&docs, "ClusterRole", "ingress-status-guard-gatewayclasses")["rules"],
+        json!([{"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gatewayclasses"], "verbs": ["list", "watch"]}])
+    );
+    assert_eq!(rules(&docs).as_array().map(Vec::len), Some(2));
+    let kust = kustomize("examples/gateway-policies");
+    assert_eq!(rules(&kust), rules(&docs), "kustomize's gateway-policies component registers the same rules");
+    assert_eq!(
+        find(&kust, "ClusterRole", "ingress-status-guard-gatewayclasses")["rules"],
+        find(&docs, "ClusterRole", "ingress-status-guard-gatewayclasses")["rules"]
+    );
+
+    // The kustomize component grants the same, and only with it.
+    assert!(no_gateway(&kustomize("examples/ingress-nginx")), "the kustomize tree has no Gateway RBAC without it");
+    let kust = kustomize("examples/gateway-cutover");
+    let role = find(&kust, "Role", "ingress-status-guard-publish-gateway");
+    assert_eq!((role["metadata"]["namespace"].as_str(), &role["rules"]), (Some("gateway"), &rule(json!(["public"]))));
+    assert_eq!(policies(&kust).gateways().iter().map(ToString::to_string).collect::<Vec<_>>(), ["gateway/public"]);
+}

@@ -65,6 +65,7 @@ pub(super) fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn
                 None => "Service not read".to_owned(),
             },
             Source::Pods(_) => "node IPs of the Running and Ready controller Pods".to_owned(),
+            Source::Gateway(_) => "the Gateway's status.addresses (IPAddress as ip, Hostname as hostname)".to_owned(),
         })
         .collect();
     let rule = rules.join("; ");

@@ -6,8 +6,9 @@ use std::{collections::BTreeMap, time::Duration};
 use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use kube::{Api, Client, api::ListParams};
 
-use super::{CheckError, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::Snapshot};
+use super::{CheckError, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::GatewayFetched, snapshot::Snapshot};
 use crate::{
+    gateway::LeanGateway,
     ingress::{self, StatusWrite, Stored},
     policy::Policies,
     sources::nodeip::{NodeAddrs, PodFacts},
@@ -66,7 +67,7 @@ where
     }
 }
 
-/// Reads every publish Service the policies name, once, and the IngressClasses, Namespaces,
+/// Reads every publish Service and Gateway the policies name, once, and the IngressClasses, Namespaces,
 /// controller Pods and Nodes that some policy needs.
 pub(crate) async fn snapshot(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, CheckError> {
     use k8s_openapi::api::{
@@ -82,6 +83,9 @@ pub(crate) async fn snapshot(client: &Client, policies: &Policies, timeout: Dura
         fetched.insert(svc, Fetched::of(found.as_ref()));
     }
     let mut facts = Facts::default();
+    for gw in policies.gateways() {
+        facts.gateways.insert(gw.clone(), gateway(client, &gw, timeout).await?);
+    }
     let pages = ListParams::default().limit(PAGE_SIZE);
     if policies.need_ingress_classes() {
         let api: Api<IngressClass> = Api::all(client.clone());
@@ -114,6 +118,29 @@ pub(crate) async fn snapshot(client: &Client, policies: &Policies, timeout: Dura
         facts.nodes.extend(nodes.await?);
     }
     Ok(Snapshot(fetched, facts))
+}
+
+/// Reads one publish Gateway with a one-item list field-selected by its name (what the
+/// chart's Role allows): an empty list is a missing Gateway, a 404 an API server that serves no
+/// Gateways (the Gateway API CRDs are not installed).
+async fn gateway(
+    client: &Client,
+    gw: &crate::policy::GatewayRef,
+    timeout: Duration,
+) -> Result<GatewayFetched, CheckError> {
+    let api: Api<LeanGateway> = Api::namespaced(client.clone(), &gw.namespace);
+    let params = ListParams::default().fields(&format!("metadata.name={}", gw.name)).limit(1);
+    let what = || format!("get publish Gateway {gw}");
+    match tokio::time::timeout(timeout, api.list(&params)).await {
+        Ok(Ok(list)) => Ok(list
+            .items
+            .into_iter()
+            .next()
+            .map_or(GatewayFetched::Missing, |g| GatewayFetched::Found(crate::sources::gateway::addresses(&g)))),
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(GatewayFetched::ApiAbsent),
+        Ok(Err(e)) => Err(CheckError::Api { what: what(), detail: describe(&e) }),
+        Err(_) => Err(CheckError::Timeout { what: what(), timeout }),
+    }
 }
 
 /// Lists Ingresses page by page, keeping only what the decision reads.

@@ -1,4 +1,5 @@
-//! What check and explain know of the sources: a snapshot of those the policies name, served
+//! What check and explain know of the sources: a snapshot of those the policies name (publish
+//! Services and Gateways, cluster facts), served
 //! to the decision through [`Sources`] (each stored Ingress is read by [`crate::ingress`]).
 
 use std::collections::{BTreeMap, HashMap};
@@ -7,7 +8,8 @@ use k8s_openapi::api::core::v1::Service;
 
 use crate::{
     address::Address,
-    policy::{PodsRef, ServiceRef},
+    policy::{GatewayRef, PodsRef, ServiceRef},
+    sources::gateway::GatewayError,
     sources::nodeip::{self, NodeAddrs, PodFacts},
     sources::service::{self, ServiceError},
     sources::{Sources, Unresolved},
@@ -33,6 +35,15 @@ impl Fetched {
     }
 }
 
+/// A publish Gateway as one read found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GatewayFetched {
+    /// The API server serves no Gateways (the Gateway API CRDs are not installed).
+    ApiAbsent,
+    Missing,
+    Found(Result<Vec<Address>, GatewayError>),
+}
+
 /// The publish Services of the policies, and the cluster facts their matching and node-IP
 /// sources need, read once: the [`Sources`] `check` and `explain` decide with, in place of the
 /// webhook's watch-fed caches.
@@ -49,6 +60,10 @@ pub(crate) struct Facts {
     /// (namespace, selector) of each node-IP source -> its Pods
     pub pods: BTreeMap<(String, String), Vec<PodFacts>>,
     pub nodes: HashMap<String, NodeAddrs>,
+    /// Each publish Gateway.
+    pub gateways: BTreeMap<GatewayRef, GatewayFetched>,
+    /// GatewayClass name -> controllerName, for `explain gateway/...` under gatewayControllers.
+    pub gateway_classes: BTreeMap<String, Option<String>>,
 }
 
 impl Sources for Snapshot {
@@ -59,6 +74,20 @@ impl Sources for Snapshot {
             Some(Fetched::Missing) => Err(Unresolved::Missing(svc.clone())),
             None => Err(Unresolved::NotSynced(svc.clone())),
         }
+    }
+
+    fn gateway(&self, gw: &GatewayRef) -> Result<Vec<Address>, Unresolved> {
+        match self.1.gateways.get(gw) {
+            Some(GatewayFetched::Found(Ok(list))) => Ok(list.clone()),
+            Some(GatewayFetched::Found(Err(e))) => Err(Unresolved::Gateway(gw.clone(), Box::new(e.clone()))),
+            Some(GatewayFetched::Missing) => Err(Unresolved::GatewayMissing(gw.clone())),
+            Some(GatewayFetched::ApiAbsent) => Err(Unresolved::GatewayApiAbsent(gw.clone())),
+            None => Err(Unresolved::GatewayNotSynced(gw.clone())),
+        }
+    }
+
+    fn gateway_class_controller(&self, class: &str) -> Option<String> {
+        self.1.gateway_classes.get(class).cloned().flatten()
     }
 
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {

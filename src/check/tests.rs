@@ -389,6 +389,8 @@ policies:
         ]),
         pods: BTreeMap::from([(("ing".to_owned(), "app=c".to_owned()), vec![PodFacts::of(&pod)])]),
         nodes: HashMap::from([("n1".to_owned(), NodeAddrs::of(&node))]),
+        gateways: BTreeMap::new(),
+        gateway_classes: BTreeMap::new(),
     };
     let snapshot = Snapshot(BTreeMap::new(), facts);
     let write = |ns: &str, class: Option<&str>| StatusWrite {

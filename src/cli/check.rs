@@ -52,9 +52,9 @@ const CONTEXT_HELP: &str = "Context of the kubeconfig to check; repeat it to che
 #[derive(Args, Debug)]
 pub(crate) struct ExplainArgs {
     /// The Ingress to explain: NAMESPACE/NAME, or NAME in --namespace (default: the context's
-    /// namespace, as kubectl does).
-    #[arg(value_name = "[NAMESPACE/]NAME", value_parser = parse_ingress_ref)]
-    pub ingress: (Option<String>, String),
+    /// namespace, as kubectl does); or a Gateway: gateway/NAMESPACE/NAME.
+    #[arg(value_name = "[gateway/][NAMESPACE/]NAME", value_parser = parse_explain_ref)]
+    pub ingress: (bool, Option<String>, String),
     /// Namespace of the Ingress, when it is given as NAME.
     #[arg(short = 'n', long, env = "ISG_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
@@ -67,6 +67,15 @@ fn parse_namespace(text: &str) -> Result<String, String> {
         Ok(text.to_owned())
     } else {
         Err(format!("{text:?} is not a valid namespace name (lowercase letters, digits and '-', at most 63)"))
+    }
+}
+
+/// `gateway/NAMESPACE/NAME` (two slashes: `gateway/NAME` stays Ingress NAME in namespace
+/// `gateway`) is a Gateway; anything else an Ingress reference.
+fn parse_explain_ref(text: &str) -> Result<(bool, Option<String>, String), String> {
+    match text.strip_prefix("gateway/").filter(|rest| rest.contains('/')) {
+        Some(rest) => parse_ingress_ref(rest).map(|(ns, name)| (true, ns, name)),
+        None => parse_ingress_ref(text).map(|(ns, name)| (false, ns, name)),
     }
 }
 
@@ -112,13 +121,16 @@ pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process:
 
 /// Runs `explain` with its validated policies; the exit code is the explanation's (or 2).
 pub(crate) async fn explain(args: ExplainArgs, policies: &Policies) -> std::process::ExitCode {
-    let ExplainArgs { ingress: (in_ref, name), namespace, cluster } = args;
+    let ExplainArgs { ingress: (gateway, in_ref, name), namespace, cluster } = args;
     let namespace = match (in_ref, namespace) {
         (Some(a), Some(b)) if a != b => {
             return check::exit(Err(CheckError::TwoNamespaces { flag: b, namespace: a, name }));
         }
         (a, b) => a.or(b),
     };
+    if gateway {
+        return check::exit(check::explain_gateway_one(&cluster.cluster(), (namespace, name), policies).await);
+    }
     check::exit(check::explain_one(&cluster.cluster(), (namespace, name), policies).await)
 }
 

@@ -262,6 +262,10 @@ fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
         let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
         tracing::info!(policy = %p.name, classes = %classes, controllers = %p.scope.controllers.join(","), without_class = p.scope.without_class, namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "policy loaded");
     }
+    for p in policies.gateway_policies() {
+        let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
+        tracing::info!(policy = %p.name, gateway_classes = %p.scope.classes.join(","), gateway_controllers = %p.scope.controllers.join(","), namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "Gateway policy loaded");
+    }
     for (first, second) in policies.possible_overlaps() {
         tracing::warn!(
             first,
@@ -338,9 +342,11 @@ async fn connect_client(
 
 /// What the policies need a cluster for, in the words of the flags and fields that ask for it.
 fn needs_in_flag_words(needs: ClusterNeeds) -> Vec<&'static str> {
-    let ClusterNeeds { services, pods, ingress_classes, namespaces } = needs;
+    let ClusterNeeds { services, gateways, gateway_classes, pods, ingress_classes, namespaces } = needs;
     let words = [
         (services, "the publish Service (--publish-service)"),
+        (gateways, "the publish Gateway (publishGateway)"),
+        (gateway_classes, "GatewayClasses (gatewayControllers)"),
         (pods, "the controller Pods and Nodes (--publish-pods-namespace/--publish-pods-selector)"),
         (
             ingress_classes,

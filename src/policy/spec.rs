@@ -7,7 +7,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::{
-    ClassScope, LabelSelector, Mode, OnUnresolved, PodsRef, Policies, Policy, SelectorError, ServiceRefError, Source,
+    ClassScope, GatewayRefError, LabelSelector, Mode, OnUnresolved, PodsRef, Policies, Policy, SelectorError,
+    ServiceRefError, Source,
 };
 use crate::{
     address::{self, AddressError},
@@ -60,6 +61,8 @@ pub struct SourceSpec {
     pub publish_status_address: Option<String>,
     /// `publishPods`: the node IPs of Ready controller Pods.
     pub publish_pods: Option<PodsSpec>,
+    /// `publishGateway: NAMESPACE/NAME`: a Gateway's `status.addresses`.
+    pub publish_gateway: Option<String>,
     /// Overrides the policy's `reportNodeInternalIp` for this `publishPods` source.
     pub report_node_internal_ip: Option<bool>,
 }
@@ -91,6 +94,12 @@ pub struct PolicySpec {
     /// `watchIngressWithoutClass`: also govern Ingresses that name no class.
     #[serde(default)]
     pub watch_ingress_without_class: bool,
+    /// `gatewayClasses`: the policy governs Gateways (not Ingresses) of these `gatewayClassName`s.
+    #[serde(default)]
+    pub gateway_classes: Vec<String>,
+    /// `gatewayControllers`: the policy governs Gateways whose GatewayClass has this `controllerName`.
+    #[serde(default)]
+    pub gateway_controllers: Vec<String>,
     /// `namespaceSelector`: only Ingresses in Namespaces whose labels match.
     pub namespace_selector: Option<SelectorSpec>,
     /// `publishService`: the one source, shorthand for `sources: [{publishService}]`.
@@ -99,6 +108,8 @@ pub struct PolicySpec {
     pub publish_status_address: Option<String>,
     /// `publishPods`: the one source, shorthand for `sources: [{publishPods}]`.
     pub publish_pods: Option<PodsSpec>,
+    /// `publishGateway`: the one source, shorthand for `sources: [{publishGateway}]`.
+    pub publish_gateway: Option<String>,
     /// `reportNodeInternalIp`: node IPs are InternalIPs even where ExternalIPs exist.
     #[serde(default)]
     pub report_node_internal_ip: bool,
@@ -123,10 +134,13 @@ impl Default for PolicySpec {
             ingress_classes: Vec::new(),
             controller_classes: Vec::new(),
             watch_ingress_without_class: false,
+            gateway_classes: Vec::new(),
+            gateway_controllers: Vec::new(),
             namespace_selector: None,
             publish_service: None,
             publish_status_address: None,
             publish_pods: None,
+            publish_gateway: None,
             report_node_internal_ip: false,
             sources: Vec::new(),
             mode: Mode::default(),
@@ -149,7 +163,13 @@ pub enum SpecError {
     #[error("{0:?}: controller names must not be empty")]
     /// An empty controller name.
     EmptyController(String),
-    #[error("one of publishService, publishStatusAddress, publishPods or sources is required")]
+    #[error("{0} governs Ingresses and {1} Gateways; a policy governs one kind, so split it in two")]
+    /// Ingress class fields and Gateway class fields in one policy.
+    MixedKinds(&'static str, &'static str),
+    #[error("{1:?}: names must not be empty")]
+    /// An empty `gatewayClasses` or `gatewayControllers` item (the field).
+    EmptyGatewayName(&'static str, String),
+    #[error("one of publishService, publishStatusAddress, publishPods, publishGateway or sources is required")]
     /// No source at all.
     NoSource,
     #[error("{0} and {1} are mutually exclusive; set one, or list both under sources to use their union")]
@@ -161,6 +181,9 @@ pub enum SpecError {
     #[error(transparent)]
     /// A publish Service reference that is not `NAMESPACE/NAME`.
     Service(ServiceRefError),
+    #[error(transparent)]
+    /// A publish Gateway reference that is not `NAMESPACE/NAME`.
+    Gateway(GatewayRefError),
     #[error(transparent)]
     /// An item of a static list that is neither an IP nor a hostname.
     Static(AddressError),
@@ -194,11 +217,14 @@ impl SpecError {
     pub fn field(&self) -> String {
         match self {
             SpecError::EmptyName => "name".into(),
+            SpecError::MixedKinds(_, gateway) => (*gateway).into(),
+            SpecError::EmptyGatewayName(field, _) => (*field).into(),
             SpecError::EmptyClass(_) => "ingressClasses".into(),
             SpecError::EmptyController(_) => "controllerClasses".into(),
             SpecError::NoSource | SpecError::Service(_) => "publishService".into(),
             SpecError::BothSources(first, _) => (*first).into(),
             SpecError::EmptySources => "sources".into(),
+            SpecError::Gateway(_) => "publishGateway".into(),
             SpecError::Static(_) => "publishStatusAddress".into(),
             SpecError::PodsNamespace(_) => "publishPods.namespace".into(),
             SpecError::EmptyPodsSelector | SpecError::PodsSelector(_) => "publishPods.selector".into(),
@@ -216,6 +242,7 @@ impl SourceSpec {
             ("publishService", self.publish_service.is_some()),
             ("publishStatusAddress", self.publish_status_address.is_some()),
             ("publishPods", self.publish_pods.is_some()),
+            ("publishGateway", self.publish_gateway.is_some()),
         ];
         let mut set = given.iter().filter(|(_, on)| *on).map(|(name, _)| *name);
         if let (Some(first), Some(second)) = (set.next(), set.next()) {
@@ -226,6 +253,9 @@ impl SourceSpec {
         }
         if let Some(svc) = self.publish_service {
             return Ok(Source::Service(svc.parse().map_err(SpecError::Service)?));
+        }
+        if let Some(gw) = self.publish_gateway {
+            return Ok(Source::Gateway(gw.parse().map_err(SpecError::Gateway)?));
         }
         if let Some(list) = self.publish_status_address {
             return Ok(Source::Static(address::parse_static_list(&list).map_err(SpecError::Static)?));
@@ -251,11 +281,47 @@ impl SourceSpec {
 impl PolicySpec {
     /// The policy set of just this policy (one policy cannot overlap another).
     pub fn into_policies(self) -> Result<Policies, SpecError> {
-        Ok(Policies(vec![self.build()?]))
+        let (gateway, policy) = self.build_kind()?;
+        Ok(if gateway { Policies(Vec::new(), vec![policy]) } else { Policies(vec![policy], Vec::new()) })
     }
 
-    /// Validates the spec into a policy.
+    /// Validates the spec into a policy (`build_kind` says which kind it governs).
+    #[cfg(test)]
     pub(crate) fn build(self) -> Result<Policy, SpecError> {
+        self.build_kind().map(|(_, policy)| policy)
+    }
+
+    /// Validates the spec into a policy, and whether it governs Gateways (its classes and
+    /// controllers are then `gatewayClasses` and `gatewayControllers`).
+    pub(crate) fn build_kind(mut self) -> Result<(bool, Policy), SpecError> {
+        let gateway = !self.gateway_classes.is_empty() || !self.gateway_controllers.is_empty();
+        if gateway {
+            let ingress_field = [
+                ("ingressClasses", !self.ingress_classes.is_empty()),
+                ("controllerClasses", !self.controller_classes.is_empty()),
+                ("watchIngressWithoutClass", self.watch_ingress_without_class),
+            ]
+            .into_iter()
+            .find_map(|(name, on)| on.then_some(name));
+            let gateway_field = if self.gateway_classes.is_empty() { "gatewayControllers" } else { "gatewayClasses" };
+            if let Some(ingress_field) = ingress_field {
+                return Err(SpecError::MixedKinds(ingress_field, gateway_field));
+            }
+            for (field, names) in
+                [("gatewayClasses", &self.gateway_classes), ("gatewayControllers", &self.gateway_controllers)]
+            {
+                if let Some(empty) = names.iter().find(|n| n.is_empty()) {
+                    return Err(SpecError::EmptyGatewayName(field, empty.clone()));
+                }
+            }
+            // Matching is the same as for Ingresses, on the Gateway's class and its controller.
+            self.ingress_classes = std::mem::take(&mut self.gateway_classes);
+            self.controller_classes = std::mem::take(&mut self.gateway_controllers);
+        }
+        self.build_one().map(|policy| (gateway, policy))
+    }
+
+    fn build_one(self) -> Result<Policy, SpecError> {
         if self.name.is_empty() {
             return Err(SpecError::EmptyName);
         }
@@ -269,11 +335,13 @@ impl PolicySpec {
             publish_service: self.publish_service,
             publish_status_address: self.publish_status_address,
             publish_pods: self.publish_pods,
+            publish_gateway: self.publish_gateway,
             report_node_internal_ip: None,
         };
         let has_shorthand = shorthand.publish_service.is_some()
             || shorthand.publish_status_address.is_some()
-            || shorthand.publish_pods.is_some();
+            || shorthand.publish_pods.is_some()
+            || shorthand.publish_gateway.is_some();
         let internal_ip = self.report_node_internal_ip;
         let sources = if self.sources.is_empty() {
             if internal_ip && shorthand.publish_pods.is_none() {
@@ -285,6 +353,7 @@ impl PolicySpec {
                 ("publishService", shorthand.publish_service.is_some()),
                 ("publishStatusAddress", shorthand.publish_status_address.is_some()),
                 ("publishPods", shorthand.publish_pods.is_some()),
+                ("publishGateway", shorthand.publish_gateway.is_some()),
             ]
             .into_iter()
             .find_map(|(name, on)| on.then_some(name))
@@ -344,14 +413,16 @@ pub fn parse_file(path: &str, text: &str) -> Result<Policies, ConfigError> {
         return Err(ConfigError::NoPolicies { path: path.to_owned() });
     }
     let mut policies: Vec<Policy> = Vec::with_capacity(file.policies.len());
+    let mut gateways: Vec<Policy> = Vec::new();
     for (index, spec) in file.policies.into_iter().enumerate() {
-        if policies.iter().any(|q| q.name == spec.name) {
+        if policies.iter().chain(&gateways).any(|q| q.name == spec.name) {
             return Err(ConfigError::DuplicateName { path: path.to_owned(), index, name: spec.name });
         }
-        let policy = spec.build().map_err(|source| ConfigError::Policy { path: path.to_owned(), index, source })?;
-        policies.push(policy);
+        let (gateway, policy) =
+            spec.build_kind().map_err(|source| ConfigError::Policy { path: path.to_owned(), index, source })?;
+        if gateway { gateways.push(policy) } else { policies.push(policy) }
     }
-    Ok(Policies::new(policies)?)
+    Ok(Policies::with_gateways(policies, gateways)?)
 }
 
 /// Why two class scopes certainly share Ingresses, whatever the cluster holds; `None` when

@@ -251,7 +251,7 @@ fn file_errors_name_the_field() {
         ("policies: []", "policies: must list at least one policy"),
         (
             "policies: [{name: a}]",
-            "policies[0].publishService: one of publishService, publishStatusAddress, publishPods or sources is required",
+            "policies[0].publishService: one of publishService, publishStatusAddress, publishPods, publishGateway or sources is required",
         ),
         (
             "policies: [{name: a, sources: [{publishService: a/b}, {}]}]",
@@ -308,6 +308,22 @@ fn file_errors_name_the_field() {
         ),
         ("policies: [{name: a, publishService: x}]", "policies[0].publishService: \"x\" must be NAMESPACE/NAME"),
         (
+            "policies: [{name: a, publishGateway: x}]",
+            "policies[0].publishGateway: \"x\" must be NAMESPACE/NAME of a Gateway",
+        ),
+        (
+            "policies: [{name: a, publishGateway: infra/Edge}]",
+            "policies[0].publishGateway: \"infra/Edge\": name \"Edge\" is not a valid Kubernetes name",
+        ),
+        (
+            "policies: [{name: a, publishGateway: infra/edge, publishService: a/b}]",
+            "policies[0].publishService: publishService and publishGateway are mutually exclusive",
+        ),
+        (
+            "policies: [{name: a, sources: [{publishService: a/b}, {publishGateway: x.y/edge}]}]",
+            "policies[0].sources[1].publishGateway: \"x.y/edge\": namespace \"x.y\" is not a valid Kubernetes name",
+        ),
+        (
             "policies: [{name: a, publishService: a/b, publishStatusAddress: 1.1.1.1}]",
             "policies[0].publishService: publishService and publishStatusAddress are mutually exclusive",
         ),
@@ -357,4 +373,77 @@ fn specs_say_which_field_is_wrong() {
     assert_eq!(SourceList(&spec(Some("a/b"), None).build().unwrap().sources).to_string(), "service a/b");
     let unnamed = PolicySpec { name: String::new(), ..spec(Some("a/b"), None) };
     assert_eq!(unnamed.build().unwrap_err(), SpecError::EmptyName);
+}
+
+#[test]
+fn publish_gateway_sources() {
+    let text = "policies:
+  - {name: cutover, ingressClasses: [nginx], publishGateway: gateway-system/public.v2}
+  - name: both
+    ingressClasses: [edge]
+    sources: [{publishGateway: gateway-system/public.v2}, {publishService: edge/lb}, {publishGateway: infra/internal}]";
+    let policies = parse_file("p.yaml", text).unwrap();
+    let gw: GatewayRef = "gateway-system/public.v2".parse().unwrap();
+    let first = policies.iter().next().unwrap();
+    assert_eq!(first.sources, [Source::Gateway(gw.clone())]);
+    assert_eq!(first.sources[0].to_string(), "gateway gateway-system/public.v2");
+    let internal: GatewayRef = "infra/internal".parse().unwrap();
+    assert_eq!(policies.gateways(), [gw, internal], "each Gateway watched once, sorted");
+    assert!(policies.cluster_needs().gateways && policies.cluster_needs().any());
+    let no_gateway = parse_file("p.yaml", "policies: [{name: a, publishStatusAddress: 1.1.1.1}]").unwrap();
+    assert!(no_gateway.gateways().is_empty() && !no_gateway.cluster_needs().gateways);
+}
+
+#[test]
+fn gateway_policies_are_apart_and_never_mix_kinds() {
+    let text = "policies:
+  - {name: ingresses, publishStatusAddress: 192.0.2.1}
+  - {name: eg, gatewayClasses: [eg], publishService: gw/envoy}
+  - {name: by-controller, gatewayControllers: [example.com/ctl], publishStatusAddress: 192.0.2.2, mode: deny}";
+    let policies = parse_file("p.yaml", text).unwrap();
+    assert_eq!(
+        policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["ingresses"],
+        "iter() is Ingress policies"
+    );
+    let gateways: Vec<_> = policies.gateway_policies().collect();
+    assert_eq!(gateways.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["eg", "by-controller"]);
+    assert_eq!(gateways[0].scope.classes, ["eg"]);
+    assert_eq!(gateways[1].scope.controllers, ["example.com/ctl"]);
+    assert!(policies.need_gateway_classes() && !policies.need_ingress_classes());
+    assert_eq!(policies.services().len(), 1, "a Gateway policy's sources are watched too");
+    let gw = Subject { namespace: "a", class: Some("eg"), ..Subject::default() };
+    assert_eq!(policies.governing_gateway(&gw).map(|p| p.name.as_str()), Some("eg"));
+    assert_eq!(policies.governing(&gw).map(|p| p.name.as_str()), Some("ingresses"), "Ingress matching ignores them");
+    let by_controller = Subject { class_controller: Some("example.com/ctl".into()), class: Some("x"), ..gw };
+    assert_eq!(policies.governing_gateway(&by_controller).map(|p| p.name.as_str()), Some("by-controller"));
+
+    let cases = [
+        (
+            "policies: [{name: a, ingressClasses: [x], gatewayClasses: [eg], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].gatewayClasses: ingressClasses governs Ingresses and gatewayClasses Gateways; a policy governs one kind, so split it in two",
+        ),
+        (
+            "policies: [{name: a, watchIngressWithoutClass: true, gatewayControllers: [a/b], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].gatewayControllers: watchIngressWithoutClass governs Ingresses and gatewayControllers Gateways",
+        ),
+        (
+            "policies: [{name: a, gatewayClasses: [''], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].gatewayClasses: \"\": names must not be empty",
+        ),
+        (
+            "policies: [{name: a, gatewayClasses: [eg], publishStatusAddress: 1.1.1.1}, {name: b, gatewayClasses: [x, eg], publishStatusAddress: 1.1.1.2}]",
+            "policies \"a\" and \"b\" overlap: both govern class \"eg\"",
+        ),
+        (
+            "policies: [{name: a, gatewayClasses: [eg], publishStatusAddress: 1.1.1.1}, {name: a, ingressClasses: [eg], publishStatusAddress: 1.1.1.2}]",
+            "policies[1].name: \"a\" is used by an earlier policy",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = parse_file("p.yaml", text).unwrap_err().to_string();
+        assert!(err.contains(want), "{text}\n  got:  {err}\n  want: {want}");
+    }
+    let same_class_other_kind = "policies: [{name: a, ingressClasses: [eg], publishStatusAddress: 1.1.1.1}, {name: b, gatewayClasses: [eg], publishStatusAddress: 1.1.1.2}]";
+    assert!(parse_file("p.yaml", same_class_other_kind).is_ok(), "an Ingress and a Gateway policy never overlap");
 }

@@ -43,7 +43,9 @@ pub(super) fn knows_enough(policy: &Policy, stored: &[Address], canonical: &[Add
     for source in &policy.sources {
         match sources.source(source) {
             Ok(_) => {}
-            Err(Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_)) => return false,
+            Err(Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_) | Unresolved::GatewayNotSynced(_)) => {
+                return false;
+            }
             Err(_) => unresolved = true,
         }
     }

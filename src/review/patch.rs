@@ -45,6 +45,44 @@ pub(crate) fn write(shape: StatusShape, canonical: &[Address], out: impl std::io
     }
 }
 
+/// The patch that makes a Gateway's `status.addresses` equal `entries`, one operation that
+/// touches nothing else (`conditions` and `listeners` stay as written), shaped as [`write()`]'s.
+pub(crate) fn write_gateway(
+    shape: crate::gateway::GatewayShape,
+    entries: &[crate::gateway::status::GatewayAddress],
+    out: impl std::io::Write,
+) -> serde_json::Result<()> {
+    use crate::gateway::GatewayShape;
+    #[derive(Serialize)]
+    struct Op<V> {
+        op: &'static str,
+        path: &'static str,
+        value: V,
+    }
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        value: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Status<'a> {
+        addresses: Vec<Entry<'a>>,
+    }
+    let list = || entries.iter().map(|e| Entry { kind: &e.kind, value: &e.value }).collect::<Vec<_>>();
+    match shape {
+        GatewayShape::NoStatus => {
+            serde_json::to_writer(out, &[Op { op: "add", path: "/status", value: Status { addresses: list() } }])
+        }
+        GatewayShape::NoAddresses => {
+            serde_json::to_writer(out, &[Op { op: "add", path: "/status/addresses", value: list() }])
+        }
+        GatewayShape::Addresses => {
+            serde_json::to_writer(out, &[Op { op: "replace", path: "/status/addresses", value: list() }])
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ use serde::{Deserialize, de};
 use serde_json::value::RawValue;
 
 pub(crate) mod bounds;
+mod gateway;
 mod skim;
 
 pub(crate) use bounds::OutOfBounds;
@@ -38,6 +39,10 @@ pub enum ReviewError {
     MissingObject,
     #[error("request.object is not a valid Ingress: {0}")]
     Object(String),
+    #[error("request.object is required for a Gateway status UPDATE")]
+    MissingGateway,
+    #[error("request.object is not a valid Gateway: {0}")]
+    GatewayObject(String),
     #[error(
         "request.uid is {0} bytes, over the limit of {max}: the API server sends a UUID",
         max = bounds::MAX_UID
@@ -202,6 +207,12 @@ pub enum Target<'a> {
     /// Anything else, described for the log (at most [`MAX_QUOTED`] bytes): the webhook's
     /// rules match more than they should.
     Other(String),
+    /// An UPDATE of a Gateway's `status` subresource.
+    GatewayStatus {
+        write: crate::gateway::GatewayWrite,
+        /// How much of `status.addresses` the object has: where a patch must go.
+        shape: crate::gateway::GatewayShape,
+    },
     /// An Ingress status review with a field no API server sends: allowed as written.
     OutOfBounds(OutOfBounds),
 }
@@ -211,6 +222,7 @@ impl Review<'_> {
     pub fn decide<'p>(&self, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
         match &self.target {
             Target::IngressStatus { write, .. } => decide(write, policies, sources),
+            Target::GatewayStatus { write, .. } => crate::decision::decide_gateway(write, policies, sources),
             Target::Other(what) => Verdict::Ignored(what.clone()),
             Target::OutOfBounds(bound) => Verdict::Ignored(bound.to_string()),
         }
@@ -220,7 +232,7 @@ impl Review<'_> {
     pub fn attempted(&self) -> &[Address] {
         match &self.target {
             Target::IngressStatus { write, .. } => &write.addresses,
-            Target::Other(_) | Target::OutOfBounds(_) => &[],
+            Target::GatewayStatus { .. } | Target::Other(_) | Target::OutOfBounds(_) => &[],
         }
     }
 
@@ -228,6 +240,7 @@ impl Review<'_> {
     pub fn omitted(&self) -> usize {
         match &self.target {
             Target::IngressStatus { write, .. } => write.omitted,
+            Target::GatewayStatus { write, .. } => write.omitted,
             Target::Other(_) | Target::OutOfBounds(_) => 0,
         }
     }
@@ -238,6 +251,7 @@ impl Review<'_> {
 /// a bounded visitor (`address::Entries`): what a review holds does not grow with what was sent.
 pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     match skim::review(body) {
+        Some(review) if gateway::is_gateway_status(&review) => gateway::read(body),
         Some(review) => convert(review, Ok),
         None => read_slow(body),
     }
@@ -255,20 +269,25 @@ pub fn read_slow<'a>(body: &'a [u8]) -> Result<Review<'a>, ReviewError> {
     // A well-formed review is read in one pass. Anything else is read again with the object
     // kept raw and parsed on its own, so that the error names the right document and field.
     if let Ok(review) = serde_json::from_slice::<ReviewIn<IngressIn>>(body) {
+        if gateway::is_gateway_status(&review) {
+            return gateway::read(body);
+        }
         return convert(review, Ok);
     }
     let review: ReviewIn<&'a RawValue> =
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
+    if gateway::is_gateway_status(&review) {
+        return gateway::read(body);
+    }
     let parse = |raw: &'a RawValue| {
         crate::strict::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))
     };
     convert(review, parse)
 }
 
-fn convert<'a, O>(
-    review: ReviewIn<'a, O>,
-    read_object: impl FnOnce(O) -> Result<IngressIn<'a>, ReviewError>,
-) -> Result<Review<'a>, ReviewError> {
+/// The checks every review passes before its object is read: the envelope's kind and
+/// apiVersion, a request, and the bound on its uid.
+fn header<O>(review: ReviewIn<'_, O>) -> Result<(ApiVersion, RequestIn<'_, O>), ReviewError> {
     let kind = review.kind.as_deref().unwrap_or("");
     if kind != "AdmissionReview" {
         return Err(ReviewError::Kind(truncate(kind, usize::MAX, MAX_QUOTED)));
@@ -280,6 +299,14 @@ fn convert<'a, O>(
     };
     let request = review.request.ok_or(ReviewError::MissingRequest)?;
     bounds::uid(&request.uid).map_err(ReviewError::Uid)?;
+    Ok((api_version, request))
+}
+
+fn convert<'a, O>(
+    review: ReviewIn<'a, O>,
+    read_object: impl FnOnce(O) -> Result<IngressIn<'a>, ReviewError>,
+) -> Result<Review<'a>, ReviewError> {
+    let (api_version, request) = header(review)?;
     let is_ingress =
         matches!(request.kind.group.as_ref(), "networking.k8s.io" | "extensions") && request.kind.kind == "Ingress";
     let sub_resource = request.sub_resource.as_deref().unwrap_or("");

@@ -8,6 +8,7 @@ use std::fmt::{self, Write as _};
 use crate::{
     address::{Addresses, Written},
     decision::{Action, Verdict},
+    gateway::{GatewayWritten, status::GatewayAddress},
     names::truncate,
     review::{Review, Target},
 };
@@ -62,17 +63,32 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
         }
         Verdict::Mismatch { policy, action, canonical } => {
             let canonical_text = Addresses(canonical);
-            let attempted_text = Written { kept: review.attempted(), omitted: review.omitted() };
+            // A Gateway's entries are {type, value}; an Ingress's {ip, hostname, ports}.
+            let (field, attempted_text) = match &review.target {
+                Target::GatewayStatus { write, .. } => ("status.addresses", Attempted::Gateway(GatewayWritten(write))),
+                _ => (
+                    "status.loadBalancer.ingress",
+                    Attempted::Ingress(Written { kept: review.attempted(), omitted: review.omitted() }),
+                ),
+            };
             allowed(&mut out, *action != Action::Deny);
             match action {
                 Action::Rewrite => {
-                    if let Target::IngressStatus { shape, .. } = &review.target {
+                    let mut json = Vec::with_capacity(PATCH_CAPACITY);
+                    let patched = match &review.target {
+                        Target::IngressStatus { shape, .. } => {
+                            super::patch::write(*shape, canonical, &mut json).map(|()| true)
+                        }
+                        Target::GatewayStatus { shape, .. } => {
+                            super::patch::write_gateway(*shape, &GatewayAddress::from_addresses(canonical), &mut json)
+                                .map(|()| true)
+                        }
+                        Target::Other(_) | Target::OutOfBounds(_) => Ok(false),
+                    };
+                    if patched.expect("a patch of strings and numbers always serializes") {
                         out.extend_from_slice(b",\"patchType\":\"JSONPatch\",\"patch\":\"");
                         // Serialized whole, then encoded in one call: serde_json writes many
                         // small pieces, which cost more through a base64 writer than one copy.
-                        let mut json = Vec::with_capacity(PATCH_CAPACITY);
-                        super::patch::write(*shape, canonical, &mut json)
-                            .expect("a patch of strings and numbers always serializes");
                         let start = out.len();
                         out.resize(start + base64::encoded_len(json.len(), true).expect("a patch is small"), 0);
                         let written = base64::engine::general_purpose::STANDARD
@@ -81,25 +97,16 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
                         out.truncate(start + written);
                         out.push(b'"');
                     }
-                    warning(
-                        &mut out,
-                        format!(
-                            "status.loadBalancer.ingress rewritten to [{canonical_text}] by policy {}",
-                            policy.name
-                        ),
-                    );
+                    warning(&mut out, format!("{field} rewritten to [{canonical_text}] by policy {}", policy.name));
                 }
                 Action::Audit => warning(
                     &mut out,
-                    format!(
-                        "status.loadBalancer.ingress differs from [{canonical_text}] (policy {}, audit mode)",
-                        policy.name
-                    ),
+                    format!("{field} differs from [{canonical_text}] (policy {}, audit mode)", policy.name),
                 ),
                 Action::Deny => status(
                     &mut out,
                     format_args!(
-                        "ingress-status-guard policy {:?} requires status.loadBalancer.ingress [{canonical_text}], not [{attempted_text}]",
+                        "ingress-status-guard policy {:?} requires {field} [{canonical_text}], not [{attempted_text}]",
                         policy.name
                     ),
                 ),
@@ -117,6 +124,21 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
     }
     out.extend_from_slice(b"}}");
     out
+}
+
+/// What was written, shown as the kind of object has it.
+enum Attempted<'a> {
+    Ingress(Written<'a>),
+    Gateway(GatewayWritten<'a>),
+}
+
+impl fmt::Display for Attempted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Attempted::Ingress(w) => w.fmt(f),
+            Attempted::Gateway(w) => w.fmt(f),
+        }
+    }
 }
 
 fn allowed(out: &mut Vec<u8>, allowed: bool) {

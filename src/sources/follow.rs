@@ -161,6 +161,59 @@ pub(crate) async fn follow<R, K, V>(
     pump(watcher(api, config).default_backoff(), project, held, hook).await;
 }
 
+/// [`follow`] with retries at most `cap` apart (from 800 ms, doubling) instead of kube's
+/// default 30 s: for a watch of a resource that may not be served yet (a CRD installed after
+/// start-up), so the guard notices it soon after it appears.
+pub(crate) async fn follow_capped<R, K, V>(
+    api: Api<R>,
+    config: watcher::Config,
+    cap: std::time::Duration,
+    project: impl Fn(R) -> Option<(K, V)>,
+    held: &impl Hold<K, V>,
+    hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
+) where
+    R: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    K: Eq + Hash + Clone,
+{
+    let config = match config.timeout {
+        Some(_) => config,
+        None => config.timeout(WATCH_TIMEOUT_SECS),
+    };
+    pump(watcher(api, config).backoff(CappedBackoff::new(cap)), project, held, hook).await;
+}
+
+/// Exponential backoff from 800 ms, doubling up to a cap, restarted by the watcher after a
+/// success.
+#[derive(Debug, Clone)]
+pub(crate) struct CappedBackoff {
+    next: std::time::Duration,
+    cap: std::time::Duration,
+}
+
+impl CappedBackoff {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(800);
+
+    pub(crate) fn new(cap: std::time::Duration) -> Self {
+        CappedBackoff { next: Self::FIRST.min(cap), cap }
+    }
+}
+
+impl Iterator for CappedBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<std::time::Duration> {
+        let now = self.next;
+        self.next = (now * 2).min(self.cap);
+        Some(now)
+    }
+}
+
+impl kube::runtime::utils::Backoff for CappedBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST.min(self.cap);
+    }
+}
+
 /// [`follow`] for any stream of watcher events.
 pub(crate) async fn pump<R, K, V>(
     events: impl Stream<Item = Result<watcher::Event<R>, watcher::Error>>,
@@ -294,6 +347,16 @@ mod tests {
         dropped.sort_unstable();
         assert_eq!(dropped, ["a", "b"]);
         assert_eq!(sorted(&p), [], "a re-list that returns nothing drops even what the owner wrote");
+    }
+
+    #[test]
+    fn capped_backoff_doubles_to_its_cap_and_resets() {
+        use kube::runtime::utils::Backoff as _;
+        let mut b = CappedBackoff::new(std::time::Duration::from_secs(10));
+        let secs: Vec<f64> = b.by_ref().take(7).map(|d| d.as_secs_f64()).collect();
+        assert_eq!(secs, [0.8, 1.6, 3.2, 6.4, 10.0, 10.0, 10.0]);
+        b.reset();
+        assert_eq!(b.next(), Some(std::time::Duration::from_millis(800)));
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@
 //! taken from `KUBEBUILDER_ASSETS`).
 
 pub(crate) mod cluster;
+pub(crate) mod gateway;
 pub(crate) mod kubeconfig;
 pub(crate) mod pki;
 pub(crate) mod process;

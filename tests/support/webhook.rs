@@ -150,6 +150,12 @@ impl Webhook {
         http_get_status(self.admin_port, "/readyz")
     }
 
+    /// The status and body of `GET /readyz` on the admin port, if it answers.
+    #[allow(dead_code)] // not every test binary reads the readiness text
+    pub(crate) fn readyz_text(&self) -> Option<(u16, String)> {
+        http_get(self.admin_port, "/readyz")
+    }
+
     /// The admin port's Prometheus text (`GET /metrics`).
     pub(crate) fn metrics(&self) -> String {
         http_get(self.admin_port, "/metrics").map(|(_, body)| body).unwrap_or_default()

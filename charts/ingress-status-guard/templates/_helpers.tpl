@@ -99,7 +99,7 @@ true
 {{- if .sources -}}
 {{- $all = concat $all .sources -}}
 {{- else -}}
-{{- $all = append $all (pick . "publishService" "publishStatusAddress" "publishPods") -}}
+{{- $all = append $all (pick . "publishService" "publishStatusAddress" "publishPods" "publishGateway") -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml $all -}}
@@ -138,6 +138,38 @@ true
 {{- end -}}
 {{- end -}}
 {{- toYaml $byNamespace -}}
+{{- end -}}
+
+{{/* namespace -> list of Gateway names: every publishGateway of the policies. */}}
+{{- define "isg.publishGateways" -}}
+{{- $byNamespace := dict -}}
+{{- range (include "isg.sources" . | fromYamlArray) -}}
+{{- if .publishGateway -}}
+{{- $parts := splitList "/" .publishGateway -}}
+{{- if ne (len $parts) 2 -}}
+{{- fail (printf "publishGateway %q: must be NAMESPACE/NAME" .publishGateway) -}}
+{{- end -}}
+{{- $ns := index $parts 0 -}}
+{{- $names := get $byNamespace $ns | default (list) -}}
+{{- $_ := set $byNamespace $ns (append $names (index $parts 1) | uniq) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $byNamespace -}}
+{{- end -}}
+
+{{/* "true" when a policy governs Gateways (gatewayClasses or gatewayControllers): the webhook
+is then also registered for gateways/status. */}}
+{{- define "isg.governsGateways" -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- if or .gatewayClasses .gatewayControllers -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when a policy matches Gateways by controller (the webhook watches GatewayClasses). */}}
+{{- define "isg.needsGatewayClasses" -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- if .gatewayControllers -}}true{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The pod of the certgen Job and CronJob (certificate.mode selfSigned). */}}

@@ -1,0 +1,228 @@
+//! How a Gateway API object is read, once: the lean projections of `gateway.networking.k8s.io/v1`
+//! Gateways and GatewayClasses that the guard keeps (no `gateway-api` crate: its releases pin
+//! another kube), deserialized straight from the API server's JSON with every caller-chosen
+//! field bounded (`status`: the addresses and the `Programmed` condition), and implementing
+//! [`Resource`] so kube's `Api` and watcher deliver them directly.
+
+pub(crate) mod status;
+
+use std::borrow::Cow;
+
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use kube::Resource;
+use serde::{Deserialize, Deserializer};
+
+pub(crate) use status::Programmed;
+
+/// The Gateway API's group.
+pub(crate) const GROUP: &str = "gateway.networking.k8s.io";
+/// The version read: `v1`, served by every standard-channel release since v1.0.
+pub(crate) const VERSION: &str = "v1";
+
+/// A write of a Gateway's status, as the webhook judges it: which Gateway, its class, and the
+/// `status.addresses` written (bounded as [`status::Addresses`] reads them).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GatewayWrite {
+    /// The Gateway's namespace.
+    pub namespace: String,
+    /// The Gateway's name.
+    pub name: String,
+    /// `spec.gatewayClassName`, if it is a valid class name.
+    pub class: Option<String>,
+    /// The entries written, at most [`status::MAX_ADDRESSES`].
+    pub addresses: Vec<status::GatewayAddress>,
+    /// Entries written after those, counted, not kept.
+    pub omitted: usize,
+}
+
+/// How much of `status.addresses` a Gateway object has: where a patch must go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayShape {
+    /// No `status` (or `null`).
+    NoStatus,
+    /// A `status` without `addresses` (or with `null`).
+    NoAddresses,
+    /// A `status.addresses` list.
+    Addresses,
+}
+
+/// Written Gateway entries as they read in warnings and logs: `a,b`, cut to 1 KiB, with the
+/// count when more were written than kept.
+pub(crate) struct GatewayWritten<'a>(pub(crate) &'a GatewayWrite);
+
+impl std::fmt::Display for GatewayWritten<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let write = self.0;
+        if write.addresses.is_empty() && write.omitted == 0 {
+            return f.write_str("<none>");
+        }
+        if write.omitted > 0 {
+            write!(f, "{} entries: ", write.addresses.len().saturating_add(write.omitted))?;
+        }
+        let joined: Vec<String> = write.addresses.iter().map(ToString::to_string).collect();
+        f.write_str(&crate::names::truncate(&joined.join(","), usize::MAX, crate::address::MAX_SHOWN_BYTES))
+    }
+}
+
+/// A Gateway as the guard reads it: its identity, class, `status.addresses` (at most
+/// [`status::MAX_ADDRESSES`] kept, the rest counted) and `Programmed` condition. Listeners,
+/// the spec's addresses and every other condition are skipped unparsed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LeanGateway {
+    /// Namespace, name, uid, resourceVersion and generation only.
+    pub(crate) meta: ObjectMeta,
+    /// `spec.gatewayClassName` if it is a valid class name, else a value that matches nothing.
+    pub(crate) class: Option<String>,
+    /// `status.addresses` as stored, bounded.
+    pub(crate) addresses: status::Addresses,
+    /// The `Programmed` condition of `status.conditions`.
+    pub(crate) programmed: Programmed,
+}
+
+impl Resource for LeanGateway {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Gateway".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        VERSION.into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "gateways".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+impl<'de> Deserialize<'de> for LeanGateway {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            metadata: Option<WireMeta>,
+            spec: Option<WireSpec>,
+            status: Option<WireStatus>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WireSpec {
+            #[serde(default, deserialize_with = "crate::ingress::bounded::class_field")]
+            gateway_class_name: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct WireStatus {
+            #[serde(default)]
+            addresses: Option<status::Addresses>,
+            #[serde(default)]
+            conditions: Option<Programmed>,
+        }
+        let wire = Wire::deserialize(d)?;
+        let status = wire.status;
+        let (addresses, programmed) = match status {
+            Some(s) => (s.addresses.unwrap_or_default(), s.conditions.unwrap_or_default()),
+            None => Default::default(),
+        };
+        Ok(LeanGateway {
+            meta: wire.metadata.map(WireMeta::into_meta).unwrap_or_default(),
+            class: wire.spec.and_then(|s| s.gateway_class_name),
+            addresses,
+            programmed,
+        })
+    }
+}
+
+/// A GatewayClass as the guard reads it: its name and `spec.controllerName`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LeanGatewayClass {
+    /// Name, uid and resourceVersion only.
+    pub(crate) meta: ObjectMeta,
+    /// `spec.controllerName` if it is a valid controller name (a domain-prefixed path of at
+    /// most 253 bytes), else `None`.
+    pub(crate) controller: Option<String>,
+}
+
+impl Resource for LeanGatewayClass {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "GatewayClass".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        VERSION.into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "gatewayclasses".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+impl<'de> Deserialize<'de> for LeanGatewayClass {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            metadata: Option<WireMeta>,
+            spec: Option<WireSpec>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WireSpec {
+            #[serde(default, deserialize_with = "status::bounded_text")]
+            controller_name: Option<String>,
+        }
+        let wire = Wire::deserialize(d)?;
+        Ok(LeanGatewayClass {
+            meta: wire.metadata.map(WireMeta::into_meta).unwrap_or_default(),
+            controller: wire.spec.and_then(|s| s.controller_name).filter(|c| status::is_controller_name(c)),
+        })
+    }
+}
+
+/// The metadata kept of a Gateway API object; annotations, labels and managedFields are
+/// skipped unparsed. Names are bounded by the API server (it validates them before any
+/// admission), and kept only when they are valid names.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    #[serde(default, deserialize_with = "status::bounded_text")]
+    name: Option<String>,
+    #[serde(default, deserialize_with = "status::bounded_text")]
+    namespace: Option<String>,
+    #[serde(default, deserialize_with = "status::bounded_text")]
+    resource_version: Option<String>,
+    #[serde(default, deserialize_with = "status::bounded_text")]
+    uid: Option<String>,
+    generation: Option<i64>,
+}
+
+impl WireMeta {
+    fn into_meta(self) -> ObjectMeta {
+        ObjectMeta {
+            name: self.name,
+            namespace: self.namespace,
+            resource_version: self.resource_version,
+            uid: self.uid,
+            generation: self.generation,
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
