@@ -546,6 +546,16 @@ impl Metrics {
         self.watch_errors.inc();
     }
 
+    /// Adds `client_certificates_refused_total{reason}`, counted by the TLS verifier of
+    /// `--client-ca` (its counters outlive certificate reloads).
+    pub(crate) fn register_client_refusals(&mut self, refusals: crate::tls::identity::Refusals) {
+        self.registry.register(
+            "client_certificates_refused",
+            "Client certificates refused in the TLS handshake, by reason (untrusted, name_not_allowed)",
+            refusals,
+        );
+    }
+
     /// The text exposition format. Writer labels idle past their expiry go first.
     pub fn encode(&self) -> String {
         let churn = self.lock_writers().expire(std::time::Instant::now());

@@ -200,3 +200,53 @@ async fn huge_caller_strings_make_small_events() {
         assert!(line.len() <= 8192, "a log line of {} bytes", line.len());
     }
 }
+
+/// An Ingress with a name of 253 characters (the most a name may have): a rogue write to it
+/// gets an Event the API server stores, regarding it, named within 253 too; nothing failed.
+/// (kube's recorder named it `<name>.<hex nanoseconds>`, which the API server refused.)
+#[tokio::test]
+async fn an_ingress_with_a_253_character_name_gets_its_event() {
+    let t = TestEnv::new("audit-longname").await;
+    let (webhook, _) = guarded(&t, &[]).await;
+    let name = format!("{}.{}", "a".repeat(126), "b".repeat(126));
+    assert_eq!(name.len(), 253);
+    // No rules: a host may not have 126-character labels, a name may.
+    let ingress: k8s_openapi::api::networking::v1::Ingress = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"ingressClassName": "nginx", "defaultBackend": {"service": {"name": "backend", "port": {"number": 80}}}}
+    }))
+    .unwrap();
+    let created = t.ingresses.create(&Default::default(), &ingress).await.expect("create the long-named Ingress");
+    let uid = created.metadata.uid.expect("uid");
+    let rogue = t.cluster.kubeconfig_for(support::ROGUE_USER, Some(support::cluster::STATUS_WRITERS));
+    let patch = r#"{"status":{"loadBalancer":{"ingress":[{"ip":"198.51.100.9"}]}}}"#;
+    let out = t.cluster.kubectl(
+        &rogue,
+        &["patch", "ingress", &name, "-n", &t.ns, "--subresource=status", "--type=merge", "-p", patch],
+    );
+    assert!(out.success, "{}", out.stderr);
+    let event = eventually("an Event about the long-named Ingress", Duration::from_secs(30), || async {
+        let events = events_about(&t.admin, &t.ns, &name).await;
+        events.into_iter().next().ok_or_else(|| format!("no Event yet; {}", webhook.log_tail()))
+    })
+    .await;
+    let regarding = event.regarding.as_ref().expect("regarding");
+    assert_eq!(regarding.uid.as_deref(), Some(uid.as_str()));
+    assert_eq!(regarding.kind.as_deref(), Some("Ingress"));
+    let event_name = event.metadata.name.as_deref().unwrap_or_default();
+    assert!(event_name.len() <= 253, "{event_name}");
+    assert!(event_name.starts_with(&name[..200]), "{event_name}");
+    assert_eq!(event.related.as_ref().and_then(|r| r.name.as_deref()), Some(support::ROGUE_USER));
+    let published = "ingress_status_guard_kubernetes_events_total{result=\"published\"}";
+    let failed = "ingress_status_guard_kubernetes_events_total{result=\"failed\"}";
+    // Counted just after the API server answered the create.
+    eventually("the Event counted as published", Duration::from_secs(10), || async {
+        match webhook.metric(published) {
+            n if n >= 1.0 => Ok(()),
+            n => Err(format!("published {n}: {}", webhook.metrics())),
+        }
+    })
+    .await;
+    assert_eq!(webhook.metric(failed), 0.0, "{}", webhook.metrics());
+    assert!(!webhook.log().contains("cannot write Kubernetes Event"), "{}", webhook.log_tail());
+}

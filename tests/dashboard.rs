@@ -243,6 +243,13 @@ async fn every_panel_shows_what_a_real_run_did() {
         .collect();
     let failures = check(&results, window as f64, &t.ns);
     assert!(failures.is_empty(), "the dashboard disagrees with the run:\n{}", failures.join("\n"));
+    // While its fights' holds (2 s, 4 s, 8 s, longer than a scrape) lasted, it was contested:
+    // the panel showed 1 for edge at some scrape of phase 2.
+    let contested = queries.iter().find(|q| q.panel == "Fights (Ingresses backed off)" && q.ref_id == "B").unwrap();
+    let expr = panels::substitute(&contested.expr, &vars).unwrap();
+    let peak = prom.query(&format!("max_over_time(({expr})[{window}s:1s])")).expect("the contested peak");
+    let edge_peak = peak.iter().find(|s| s.labels.get("policy").map(String::as_str) == Some("edge"));
+    assert_eq!(edge_peak.map(|s| s.value), Some(1.0), "contested Ingresses of edge during phase 2: {peak:?}");
 
     // The variables offer what the run has.
     for (name, label, selector) in panels::variables(&dash).expect("the variables") {
@@ -331,6 +338,8 @@ fn check(results: &[(Query, Vec<Sample>)], window: f64, ns: &str) -> Vec<String>
         expect("Unresolved sources", "A", &[("policy", "pending")], Want::Increase(1.0)),
         expect("Reconciler patches by result", "A", &[("policy", "edge"), ("result", "patched")], Want::Increase(1.0)),
         expect("Fights (Ingresses backed off)", "A", &[("policy", "edge")], Want::Increase(1.0)),
+        // The contested Ingress was patched after its last hold: none is left alone at the end.
+        expect("Fights (Ingresses backed off)", "B", &[("policy", "edge")], Want::Equals(0.0)),
         expect("Leader and readiness", "A", &[("pod", POD)], Want::Equals(1.0)),
         expect("Leader and readiness", "B", &[("pod", POD)], Want::Equals(1.0)),
         expect("Admission latency", "A", &[], Want::Latency),

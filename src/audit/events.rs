@@ -19,10 +19,13 @@ use std::{
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Client,
-    runtime::events::{Event, EventType, Recorder, Reporter},
+    runtime::events::{Event, EventType, Reporter},
 };
 use tokio::{sync::mpsc, time::Instant};
 use tokio_util::sync::CancellationToken;
+
+mod recorder;
+use recorder::Recorder;
 
 use crate::{
     audit::{
@@ -346,7 +349,7 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// Writes Events one at a time, each within `timeout`.
-async fn publish_loop(recorder: Recorder, mut rx: mpsc::Receiver<Ready>, metrics: Arc<Metrics>, timeout: Duration) {
+async fn publish_loop(mut recorder: Recorder, mut rx: mpsc::Receiver<Ready>, metrics: Arc<Metrics>, timeout: Duration) {
     while let Some((event, regarding, ingress)) = rx.recv().await {
         match tokio::time::timeout(timeout, recorder.publish(&event, &regarding)).await {
             Ok(Ok(())) => metrics.event("published"),

@@ -160,6 +160,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     // in the orderly shutdown that removes it, not the default action that kills the process.
     let first_signal = server::shutdown_signal();
     let client_names = ClientNames::new(client_san)?;
+    let client_refusals = client_names.refusals();
     let pod = PodIdentity::from(pod);
     let (reconcile_settings, leader_settings) = reconcile.settings(&pod)?;
     let policies = load_policies(&policy)?;
@@ -168,6 +169,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         warn_if_open(client_ca.is_some(), network_policy_narrowed);
     }
     // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
+    let client_ca_set = client_ca.is_some();
     let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca, client_names, policy_mode).await?;
     let cache = SourceCache::new(&policies);
     // No review reaches the guard in policy mode, so there is nothing to make Events of.
@@ -198,6 +200,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
     let store = PolicyStore::new(policies);
     let mut metrics = Metrics::with_writer_labels(max_writer_labels, writer_labels);
+    if client_ca_set {
+        metrics.register_client_refusals(client_refusals);
+    }
     if let Some(reloader) = &reloader {
         metrics.register_tls_cert_expiry(reloader.cert_expiry());
     }

@@ -16,7 +16,25 @@ use rustls::{
     server::danger::{ClientCertVerified, ClientCertVerifier},
 };
 
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family},
+};
+
 use crate::names::{escape_control, truncate};
+
+/// The reason label of `client_certificates_refused_total`: a fixed set, whatever clients send.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RefusalLabel {
+    reason: &'static str,
+}
+
+/// Client certificates refused, by reason: `untrusted` (not signed by `--client-ca`, expired,
+/// or otherwise refused by the chain check) or `name_not_allowed` (signed, but naming no
+/// `--client-san`). Shared by every configuration a reload builds, so counts carry over.
+pub(crate) type Refusals = Family<RefusalLabel, Counter>;
+pub(crate) const UNTRUSTED: &str = "untrusted";
+pub(crate) const NAME_NOT_ALLOWED: &str = "name_not_allowed";
 
 /// Longest accepted name: a DNS name's 253 bytes, with room for a CN that is not one.
 const MAX_NAME_BYTES: usize = 256;
@@ -41,8 +59,16 @@ pub enum ClientNameError {
 
 /// The names of which a client certificate must carry one (compared ignoring ASCII case);
 /// empty means any certificate the client CA verifies is accepted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientNames(Arc<[String]>);
+#[derive(Debug, Clone, Default)]
+pub struct ClientNames(Arc<[String]>, Refusals);
+
+/// Equal when they require the same names (the counters are not configuration).
+impl PartialEq for ClientNames {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for ClientNames {}
 
 impl ClientNames {
     /// Validates the `--client-san` values (trimmed; duplicates dropped).
@@ -63,7 +89,7 @@ impl ClientNames {
                 kept.push(name.to_owned());
             }
         }
-        Ok(ClientNames(kept.into()))
+        Ok(ClientNames(kept.into(), Refusals::default()))
     }
 
     /// Whether no name is required.
@@ -76,11 +102,22 @@ impl ClientNames {
         self.0.iter().any(|want| presented.iter().any(|got| got.eq_ignore_ascii_case(want)))
     }
 
-    /// `verifier` (which checks the chain), then these names; `verifier` alone when empty.
+    /// Client certificates refused so far for `reason` (`untrusted`, `name_not_allowed`).
+    pub fn refused(&self, reason: &str) -> u64 {
+        [UNTRUSTED, NAME_NOT_ALLOWED]
+            .into_iter()
+            .find(|r| *r == reason)
+            .map_or(0, |reason| self.1.get_or_create(&RefusalLabel { reason }).get())
+    }
+
+    /// The refusal counters, for the metrics registry.
+    pub(crate) fn refusals(&self) -> Refusals {
+        self.1.clone()
+    }
+
+    /// `verifier` (which checks the chain), then these names (any, when empty), counting
+    /// refusals of either.
     pub(crate) fn wrap(&self, verifier: Arc<dyn ClientCertVerifier>) -> Arc<dyn ClientCertVerifier> {
-        if self.is_empty() {
-            return verifier;
-        }
         Arc::new(RequireNames { inner: verifier, names: self.clone(), log: LogGate::default() })
     }
 }
@@ -161,11 +198,18 @@ impl ClientCertVerifier for RequireNames {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        let refused = |reason| self.names.1.get_or_create(&RefusalLabel { reason }).inc();
+        let verified = self.inner.verify_client_cert(end_entity, intermediates, now).inspect_err(|_| {
+            refused(UNTRUSTED);
+        })?;
+        if self.names.is_empty() {
+            return Ok(verified);
+        }
         let presented = certificate_names(end_entity);
         if self.names.accepts(&presented) {
             return Ok(verified);
         }
+        refused(NAME_NOT_ALLOWED);
         // The certificate is genuine (its CA signed it), so this is a misconfiguration or a
         // holder of another certificate of that CA: worth a line, within the gate. Its names
         // are bounded, since whoever holds the CA chose them.

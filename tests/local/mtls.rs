@@ -87,10 +87,10 @@ async fn only_client_certificates_naming_a_client_san_are_answered_also_after_a_
     write(&key, &serving.key_pem);
     write(&ca, &first.pem);
 
-    let names = ClientNames::new(["kube-apiserver-webhook-client".to_owned(), "apiserver.example.com".to_owned()]);
+    let names =
+        ClientNames::new(["kube-apiserver-webhook-client".to_owned(), "apiserver.example.com".to_owned()]).unwrap();
     let files = CertFiles { cert, key, client_ca: Some(ca.clone()) };
-    let (tls, reloader) =
-        watch_certificates_requiring(files, names.unwrap(), Duration::from_millis(100)).await.unwrap();
+    let (tls, reloader) = watch_certificates_requiring(files, names.clone(), Duration::from_millis(100)).await.unwrap();
     let server = LocalServer::start(tls);
     let addr = server.webhook;
     let ca_pem = serving.ca_pem.as_str();
@@ -107,6 +107,14 @@ async fn only_client_certificates_naming_a_client_san_are_answered_also_after_a_
     }
     let anonymous = post(addr, ca_pem, None).await.expect_err("no client certificate");
     assert!(anonymous.to_lowercase().contains("certificate"), "{anonymous}");
+    // Counted by reason (client_certificates_refused_total); a handshake without any
+    // certificate never reaches the verifier, so it is not.
+    assert_eq!(names.refused("name_not_allowed"), 2);
+    assert_eq!(names.refused("untrusted"), 0);
+    let stranger = ClientCa::new("a stranger's CA").client(&["apiserver.example.com"], "x");
+    assert!(post(addr, ca_pem, Some(&stranger)).await.is_err(), "a CA that is not --client-ca");
+    assert_eq!(names.refused("untrusted"), 1);
+    assert_eq!(names.refused("no-such-reason"), 0);
 
     // A new client CA: the names are still required of the certificates it signs.
     let second = ClientCa::new("second client CA");
@@ -124,6 +132,8 @@ async fn only_client_certificates_naming_a_client_san_are_answered_also_after_a_
     assert_eq!(post(addr, ca_pem, Some(&renamed)).await, Ok(200));
     assert!(post(addr, ca_pem, Some(&other)).await.is_err(), "the names outlive the reload");
     assert!(post(addr, ca_pem, Some(&by_cn)).await.is_err(), "the replaced CA no longer counts");
+    // The counts carry over the reload: one more of each.
+    assert_eq!((names.refused("name_not_allowed"), names.refused("untrusted")), (3, 2));
     drop(reloader);
     server.stop().await;
 }
