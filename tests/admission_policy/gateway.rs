@@ -107,3 +107,40 @@ async fn a_rendered_gateway_deny_policy_refuses_with_the_canonical_value() {
         .expect("the canonical set is accepted");
     assert_eq!(stored_gateway_addresses(&written), [host.as_str(), "192.0.2.50"]);
 }
+
+/// `serve --admission=policy` keeps a Gateway policy's MutatingAdmissionPolicy: its class is
+/// created after the guard starts (by controller), the leader renders it in, and the API
+/// server rewrites a rogue Gateway status write with no webhook registered.
+#[tokio::test]
+async fn the_guard_in_policy_mode_keeps_a_gateway_policy_current() {
+    let t = TestEnv::new("gw-map-kept").await;
+    t.cluster.install_gateway_crds().await;
+    let dir = t.cluster.scratch_dir("gw-map-kept");
+    let config = dir.join("policies.yaml");
+    let controller = format!("example.test/{}", t.ns);
+    std::fs::write(
+        &config,
+        format!(
+            "policies:\n  - name: {ns}\n    gatewayControllers: [{controller}]\n    publishStatusAddress: 192.0.2.60\n",
+            ns = t.ns
+        ),
+    )
+    .unwrap();
+    let guard = super::guard::start_guard(&t, &config).await;
+    let class = format!("{}-gw", t.ns);
+    create_gateway_class(&t.admin, &class, &controller).await;
+    create_gateway(&gateways(&t.admin, &t.ns), "public", &class).await;
+    let rogue_gws = gateways(&t.cluster.rogue().await, &t.ns);
+    eventually(
+        &format!("the kept MAP rewrites the rogue Gateway write (guard log {})", guard.log_path().display()),
+        WAIT,
+        || async {
+            let got = write_gateway_status(&rogue_gws, "public", gateway_status(&["198.51.100.66"], true, 1), false)
+                .await
+                .map_err(|e| e.to_string())?;
+            let got = stored_gateway_addresses(&got);
+            if got == ["192.0.2.60"] { Ok(()) } else { Err(format!("stored {got:?}")) }
+        },
+    )
+    .await;
+}
