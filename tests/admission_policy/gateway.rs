@@ -14,8 +14,8 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// Renders a Gateway policy of `mode` governing controller `controller` (resolved into the
 /// class `class` from a GatewayClass manifest) with 192.0.2.50 and `lb.<ns>.example.test`,
-/// and applies it (server dry run first).
-fn render_and_apply(t: &TestEnv, class: &str, controller: &str, mode: &str) -> String {
+/// and applies it (server dry run first). Returns the policy file.
+fn render_and_apply(t: &TestEnv, class: &str, controller: &str, mode: &str) -> std::path::PathBuf {
     let dir = t.cluster.scratch_dir(&format!("gw-map-{mode}"));
     let (cfg, classes, out) = (dir.join("policies.yaml"), dir.join("classes.yaml"), dir.join("rendered.yaml"));
     let policies = format!(
@@ -36,7 +36,18 @@ fn render_and_apply(t: &TestEnv, class: &str, controller: &str, mode: &str) -> S
     assert!(dry.success, "server dry run refused the rendered objects: {}\n{yaml}", dry.stderr);
     let applied = t.cluster.kubectl(admin, &["apply", "-f", out.to_str().unwrap()]);
     assert!(applied.success, "apply failed: {}", applied.stderr);
-    yaml
+    cfg
+}
+
+/// `check` of `config` in the test's namespace: exit code, and stdout then stderr.
+fn check(t: &TestEnv, config: &std::path::Path) -> (Option<i32>, String) {
+    let kubeconfig = t.cluster.admin_kubeconfig().to_str().unwrap();
+    let out = std::process::Command::new(super::support::webhook::BINARY)
+        .args(["check", "--kubeconfig", kubeconfig, "--config", config.to_str().unwrap(), "-n", &t.ns])
+        .output()
+        .expect("run the binary");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
 }
 
 /// Enforce: the API server rewrites a rogue Gateway status write to the canonical addresses,
@@ -49,7 +60,7 @@ async fn a_rendered_gateway_policy_rewrites_rogue_addresses_and_keeps_the_rest()
     let controller = format!("example.test/{}", t.ns);
     create_gateway_class(&t.admin, &class, &controller).await;
     create_gateway_class(&t.admin, &other, "example.test/someone-else").await;
-    render_and_apply(&t, &class, &controller, "enforce");
+    let cfg = render_and_apply(&t, &class, &controller, "enforce");
     let (admin_gws, rogue_gws) = (gateways(&t.admin, &t.ns), gateways(&t.cluster.rogue().await, &t.ns));
     create_gateway(&admin_gws, "public", &class).await;
     create_gateway(&admin_gws, "elsewhere", &other).await;
@@ -75,6 +86,24 @@ async fn a_rendered_gateway_policy_rewrites_rogue_addresses_and_keeps_the_rest()
         .await
         .unwrap();
     assert_eq!(stored_gateway_addresses(&elsewhere), ["198.51.100.66"], "another class is left as written");
+
+    // `check` judges the MAP: current against the file it was rendered from, stale against
+    // a file whose source gives another address.
+    let name = format!("ingress-status-guard-gateway-{}", t.ns);
+    let (code, out) = check(&t, &cfg);
+    assert!(out.contains(&format!("MutatingAdmissionPolicy {name} of policy \"{}\": CURRENT", t.ns)), "{out}");
+    assert_eq!(code, Some(0), "{out}");
+    let moved = cfg.with_file_name("moved.yaml");
+    std::fs::write(&moved, std::fs::read_to_string(&cfg).unwrap().replace("192.0.2.50", "192.0.2.51")).unwrap();
+    let (code, out) = check(&t, &moved);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "MutatingAdmissionPolicy {name} of policy \"{}\": STALE (the sources give 192.0.2.51,",
+            t.ns
+        )),
+        "{out}"
+    );
 }
 
 /// Deny: a Gateway status write off canonical is refused with the message naming the
