@@ -12,6 +12,7 @@
 mod cel;
 pub(crate) mod desired;
 pub(crate) mod enforced;
+pub(crate) mod gateway;
 pub(crate) mod keeper;
 pub(crate) mod served;
 
@@ -135,6 +136,11 @@ pub(crate) enum RenderError {
         cel::SEPARATORS
     )]
     Separator { policy: String, entry: String },
+    #[error(
+        "policy {policy:?}: {entries} canonical Gateway addresses, more than the {} status.addresses may hold",
+        crate::gateway::status::MAX_ADDRESSES
+    )]
+    TooManyForGateway { policy: String, entries: usize },
 }
 
 /// The objects for one policy: the admission policy, then its binding.

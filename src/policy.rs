@@ -309,7 +309,8 @@ impl Policy {
 /// The validated set of policies; the first policy whose scope matches an Ingress governs it.
 /// Policies that govern Gateways (`gatewayClasses`, `gatewayControllers`) are kept apart: they
 /// never match an Ingress, and [`Policies::iter`] and everything built on it (the reconciler,
-/// `check`, the admission-policy mode) see the Ingress policies only.
+/// `check`'s Ingress rows) see the Ingress policies only; [`Policies::gateway_policies`] gives
+/// the others (the webhook's Gateway decision, the admission-policy renderer and keeper).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policies(Vec<Policy>, Vec<Policy>);
 

@@ -112,6 +112,12 @@ pub trait Sources: Send + Sync {
         None
     }
 
+    /// Every GatewayClass (name → `spec.controllerName`) once the watch has listed, for the
+    /// admission-policy mode's class names; `None` until then.
+    fn gateway_classes(&self) -> Option<std::collections::BTreeMap<String, Option<String>>> {
+        None
+    }
+
     /// `spec.controller` of the IngressClass `class`, if it is known.
     fn ingress_class_controller(&self, _class: &str) -> Option<String> {
         None
@@ -371,6 +377,10 @@ impl Sources for SourceCache {
 
     fn gateway_class_controller(&self, class: &str) -> Option<String> {
         self.gateway_classes.controller(class)
+    }
+
+    fn gateway_classes(&self) -> Option<std::collections::BTreeMap<String, Option<String>>> {
+        self.gateway_classes.all()
     }
 
     fn inactive(&self) -> Vec<String> {

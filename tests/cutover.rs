@@ -16,6 +16,9 @@ mod harness;
 #[path = "cutover/guide.rs"]
 mod guide;
 
+#[path = "cutover/gateway.rs"]
+mod gateway;
+
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Service};

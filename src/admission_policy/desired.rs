@@ -111,7 +111,43 @@ pub(crate) fn desired(
         }
         plan.skipped.push((policy.name.clone(), reason.to_string()));
     }
+    gateway_policies(policies, sources, api, owner, &mut plan);
     plan
+}
+
+/// The Gateway policies' part of the plan: as for Ingress policies, but class names come from
+/// the GatewayClasses (only when a policy names controllers), and their values are not
+/// published to the reconciler (it judges Ingresses by [`Desired::values`]).
+fn gateway_policies(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &str, plan: &mut Desired) {
+    let classes = if policies.need_gateway_classes() { sources.gateway_classes() } else { Some(Default::default()) };
+    for policy in policies.gateway_policies() {
+        let name = super::gateway::object_name(&policy.name);
+        let keep = |plan: &mut Desired, why: String| {
+            plan.kept.insert(name.clone());
+            plan.kept_policies.insert(policy.name.clone());
+            plan.skipped.push((policy.name.clone(), why));
+        };
+        let Some(classes) = &classes else {
+            keep(plan, "GatewayClasses not synced yet".to_owned());
+            continue;
+        };
+        match sources.canonical(policy) {
+            Ok(canonical) => {
+                let names = super::gateway::class_names(&policy.scope, classes);
+                match super::gateway::render(policy, &canonical, &names, api) {
+                    Ok(objects) => plan.objects.extend(objects.into_iter().map(|mut o| {
+                        o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
+                        o
+                    })),
+                    Err(e) => keep(plan, e.to_string()),
+                }
+            }
+            Err(reason) if not_known_yet(&reason) || policy.on_unresolved == OnUnresolved::Deny => {
+                keep(plan, reason.to_string());
+            }
+            Err(reason) => plan.skipped.push((policy.name.clone(), reason.to_string())),
+        }
+    }
 }
 
 #[cfg(test)]

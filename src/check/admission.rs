@@ -25,6 +25,10 @@ pub(crate) struct Found {
     pub kind: &'static str,
     pub api: ApiVersion,
     pub spec: Value,
+    /// For a Gateway policy's object: the GatewayClasses (name → controller) its class names
+    /// render from, read beside it; `None` for an Ingress policy's, or when they could not be
+    /// read.
+    pub gateway_classes: Option<BTreeMap<String, Option<String>>>,
 }
 
 /// How an admission policy in the cluster compares with what the sources render now.
@@ -104,22 +108,64 @@ pub(crate) fn compare(policies: &Policies, snapshot: &Snapshot, found: &BTreeMap
                 continue;
             }
         };
-        match rendered {
-            Ok((objects, canonical)) => match objects.iter().find(|o| o["kind"] == found.kind) {
-                Some(object) if ours(&object["spec"]) == ours(&found.spec) => rows.push(row(State::Current, None)),
-                Some(_) => rows.push(row(
-                    State::Stale,
-                    Some(format!(
-                        "the sources give {} now; re-render it, or run the guard with --admission=policy",
-                        crate::address::Addresses(&canonical)
-                    )),
-                )),
-                None => rows.push(row(State::Stale, Some(format!("mode {} renders another kind", policy.mode)))),
-            },
-            Err(e) => rows.push(row(State::Unknown, Some(e.to_string()))),
-        }
+        rows.push(judge(policy, found, rendered, row));
+    }
+    for policy in policies.gateway_policies() {
+        let name = admission_policy::gateway::object_name(&policy.name);
+        let Some(found) = found.get(&name) else { continue };
+        let row = |state, reason: Option<String>| Row {
+            policy: policy.name.clone(),
+            kind: found.kind.to_owned(),
+            name: name.clone(),
+            state,
+            reason,
+        };
+        // Class names by controller need the GatewayClasses; by name alone, none.
+        let classes = match (&found.gateway_classes, policy.scope.controllers.is_empty()) {
+            (_, true) => BTreeMap::new(),
+            (Some(classes), false) => classes.clone(),
+            (None, false) => {
+                rows.push(row(State::Unknown, Some("the GatewayClasses could not be read".to_owned())));
+                continue;
+            }
+        };
+        let rendered = match snapshot.canonical(policy) {
+            Ok(canonical) => {
+                let names = admission_policy::gateway::class_names(&policy.scope, &classes);
+                admission_policy::gateway::render(policy, &canonical, &names, found.api)
+                    .map(|objects| (objects, canonical.into_owned()))
+            }
+            Err(e) => {
+                rows.push(row(State::Unknown, Some(format!("the sources are unresolved: {e}"))));
+                continue;
+            }
+        };
+        rows.push(judge(policy, found, rendered, row));
     }
     rows
+}
+
+/// The row of one policy's object found in the cluster against its rendering now.
+fn judge(
+    policy: &crate::policy::Policy,
+    found: &Found,
+    rendered: Result<(Vec<Value>, Vec<crate::address::Address>), admission_policy::RenderError>,
+    row: impl Fn(State, Option<String>) -> Row,
+) -> Row {
+    match rendered {
+        Ok((objects, canonical)) => match objects.iter().find(|o| o["kind"] == found.kind) {
+            Some(object) if ours(&object["spec"]) == ours(&found.spec) => row(State::Current, None),
+            Some(_) => row(
+                State::Stale,
+                Some(format!(
+                    "the sources give {} now; re-render it, or run the guard with --admission=policy",
+                    crate::address::Addresses(&canonical)
+                )),
+            ),
+            None => row(State::Stale, Some(format!("mode {} renders another kind", policy.mode))),
+        },
+        Err(e) => row(State::Unknown, Some(e.to_string())),
+    }
 }
 
 fn resource(kind: &str, api: ApiVersion, plural: &str) -> ApiResource {
@@ -141,15 +187,25 @@ pub(crate) async fn fetch(
         ("ValidatingAdmissionPolicy", ApiVersion::V1, "validatingadmissionpolicies"),
     ];
     let mut found = BTreeMap::new();
-    for policy in policies.iter() {
-        let name = admission_policy::object_name(&policy.name);
+    let ingress = policies.iter().map(|p| (admission_policy::object_name(&p.name), false));
+    let gateway = policies.gateway_policies().map(|p| (admission_policy::gateway::object_name(&p.name), true));
+    let mut classes: Option<Option<BTreeMap<String, Option<String>>>> = None;
+    for (name, of_gateway) in ingress.chain(gateway).collect::<Vec<_>>() {
         for (kind, api, plural) in kinds {
             let objects: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, api, plural));
             let what = || format!("get {kind} {name}");
             match bounded(what, timeout, objects.get_opt(&name)).await {
                 Ok(Some(object)) => {
                     let spec = object.data.get("spec").cloned().unwrap_or_default();
-                    found.insert(name.clone(), Found { kind, api, spec });
+                    let gateway_classes = if of_gateway && policies.need_gateway_classes() {
+                        if classes.is_none() {
+                            classes = Some(gateway_classes(client, timeout).await);
+                        }
+                        classes.clone().flatten()
+                    } else {
+                        None
+                    };
+                    found.insert(name.clone(), Found { kind, api, spec, gateway_classes });
                     break;
                 }
                 Ok(None) => {}
@@ -159,6 +215,18 @@ pub(crate) async fn fetch(
         }
     }
     Ok(found)
+}
+
+/// GatewayClasses read at most this many: class names in a CEL list, not a dump of a cluster.
+const MAX_GATEWAY_CLASSES: u32 = 500;
+
+/// Every GatewayClass with its controller, or `None` when they cannot be read (no CRDs, no
+/// permission, a timeout): the row then says so rather than guessing.
+async fn gateway_classes(client: &Client, timeout: Duration) -> Option<BTreeMap<String, Option<String>>> {
+    let api: Api<crate::gateway::LeanGatewayClass> = Api::all(client.clone());
+    let params = kube::api::ListParams::default().limit(MAX_GATEWAY_CLASSES);
+    let list = bounded(|| "list GatewayClasses".to_owned(), timeout, api.list(&params)).await.ok()?;
+    Some(list.items.into_iter().map(|c| (kube::ResourceExt::name_any(&c), c.controller)).collect())
 }
 
 #[cfg(test)]
@@ -194,7 +262,7 @@ mod tests {
         spec["matchPolicy"] = "Equivalent".into();
         let found = BTreeMap::from([(
             "ingress-status-guard-lb".to_owned(),
-            Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec },
+            Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec, gateway_classes: None },
         )]);
         let state = |ip| compare(&policies, &snapshot(ip), &found).iter().map(|r| r.state).collect::<Vec<_>>();
         assert_eq!(state(Some("192.0.2.1")), [State::Current]);
@@ -203,5 +271,41 @@ mod tests {
         let stale = compare(&policies, &snapshot(Some("192.0.2.2")), &found);
         assert!(stale[0].shown().contains("STALE (the sources give 192.0.2.2 now"), "{}", stale[0].shown());
         assert!(compare(&policies, &snapshot(Some("192.0.2.1")), &BTreeMap::new()).is_empty(), "none: webhook mode");
+    }
+
+    #[test]
+    fn a_gateway_policy_lags_when_its_classes_or_value_do() {
+        let policies = parse_file(
+            "t",
+            "policies:\n- {name: gw, gatewayControllers: [example.test/gw], publishService: edge/lb}\n",
+        )
+        .unwrap();
+        let policy = policies.gateway_policies().next().unwrap();
+        let classes = BTreeMap::from([("eg".to_owned(), Some("example.test/gw".to_owned()))]);
+        let rendered = admission_policy::gateway::render(
+            policy,
+            &parse_static_list("192.0.2.1").unwrap(),
+            &["eg".to_owned()],
+            ApiVersion::V1,
+        )
+        .unwrap();
+        let found = |classes: Option<BTreeMap<String, Option<String>>>| {
+            let spec = rendered[0]["spec"].clone();
+            BTreeMap::from([(
+                "ingress-status-guard-gateway-gw".to_owned(),
+                Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec, gateway_classes: classes },
+            )])
+        };
+        let state = |ip, classes| {
+            compare(&policies, &snapshot(Some(ip)), &found(classes)).iter().map(|r| r.state).collect::<Vec<_>>()
+        };
+        assert_eq!(state("192.0.2.1", Some(classes.clone())), [State::Current]);
+        assert_eq!(state("192.0.2.2", Some(classes.clone())), [State::Stale]);
+        let mut more = classes.clone();
+        more.insert("eg2".to_owned(), Some("example.test/gw".to_owned()));
+        assert_eq!(state("192.0.2.1", Some(more)), [State::Stale], "a new class of the controller");
+        assert_eq!(state("192.0.2.1", None), [State::Unknown]);
+        let rows = compare(&policies, &snapshot(Some("192.0.2.2")), &found(Some(classes)));
+        assert_eq!(rows[0].name, "ingress-status-guard-gateway-gw");
     }
 }

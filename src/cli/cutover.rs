@@ -9,14 +9,14 @@ use super::{check::ClusterArgs, duration::Seconds};
 use crate::{
     cutover::{self, Change, NewSource, Output, Settings},
     names,
-    policy::ServiceRef,
+    policy::{GatewayRef, ServiceRef},
 };
 
-// Exactly one change. `--to-publish-gateway` (issue 22) joins this group and maps to its
-// `NewSource` variant in `settings`; the rest of `cutover` does not name source kinds.
+// Exactly one change; each `--to-` flag maps to its `NewSource` variant in `settings`, and the
+// rest of `cutover` does not name source kinds.
 #[derive(Args, Debug)]
 #[command(mut_arg("kubeconfig", |a| a.help(KUBECONFIG_HELP)))]
-#[command(group(clap::ArgGroup::new("change").required(true).args(["to_publish_service", "to_publish_status_address", "rollback"])))]
+#[command(group(clap::ArgGroup::new("change").required(true).args(["to_publish_service", "to_publish_status_address", "to_publish_gateway", "rollback"])))]
 pub(crate) struct CutoverArgs {
     /// The policy ConfigMap the guard's Deployment mounts and reloads: NAMESPACE/NAME, or NAME
     /// in --namespace (default: the context's namespace, as kubectl does).
@@ -40,6 +40,10 @@ pub(crate) struct CutoverArgs {
     /// `--publish-status-address`.
     #[arg(long, value_name = "LIST", value_parser = parse_status_address)]
     pub to_publish_status_address: Option<NewSource>,
+    /// The new source: this Gateway's `status.addresses` (NAMESPACE/NAME), as a policy's
+    /// `publishGateway`; unresolved until it is Programmed and has addresses.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub to_publish_gateway: Option<GatewayRef>,
     /// Restore the key's value from before the last cutover (kept in an annotation).
     #[arg(long)]
     pub rollback: bool,
@@ -104,10 +108,12 @@ impl CutoverArgs {
             }
             (a, b) => a.or(b),
         };
-        let change = match (self.to_publish_service, self.to_publish_status_address) {
-            (Some(svc), _) => Change::To(NewSource::Service(svc)),
-            (None, Some(list)) => Change::To(list),
-            (None, None) => Change::Rollback,
+        // The `change` group lets at most one of them through.
+        let change = match (self.to_publish_service, self.to_publish_status_address, self.to_publish_gateway) {
+            (Some(svc), _, _) => Change::To(NewSource::Service(svc)),
+            (None, Some(list), _) => Change::To(list),
+            (None, None, Some(gw)) => Change::To(NewSource::Gateway(gw)),
+            (None, None, None) => Change::Rollback,
         };
         Ok(Settings {
             cluster: self.cluster.cluster(),
@@ -169,6 +175,9 @@ mod tests {
         assert!(parse(&[]).unwrap_err().to_string().contains("--to-publish-service"));
         assert!(parse(&["--rollback", "--to-publish-service", "a/b"]).is_err());
         assert!(parse(&["--to-publish-status-address", "192.0.2.1"]).is_ok());
+        assert!(parse(&["--to-publish-gateway", "edge/public"]).is_ok());
+        assert!(parse(&["--to-publish-gateway", "public"]).unwrap_err().to_string().contains("--to-publish-gateway"));
+        assert!(parse(&["--to-publish-gateway", "a/b", "--to-publish-service", "a/b"]).is_err());
         assert!(parse(&["--rollback", "--timeout", "2h"]).unwrap_err().to_string().contains("--timeout"));
     }
 }

@@ -2,7 +2,10 @@
 //! running guard, computed offline from the policy flags (or `--config`) and the Services, Pods,
 //! Nodes and IngressClasses of `-f` manifests, printed as YAML.
 
-use std::{collections::HashMap, path::PathBuf};
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::PathBuf,
+};
 
 use clap::Args;
 use k8s_openapi::api::{
@@ -23,7 +26,8 @@ use crate::{
 #[derive(Args, Debug)]
 pub(crate) struct RenderArgs {
     /// Manifests (YAML documents or Lists, `-` reads stdin) holding the publish Services, the
-    /// controller Pods and their Nodes, and the IngressClasses the policies need; repeatable.
+    /// controller Pods and their Nodes, and the IngressClasses and GatewayClasses the policies
+    /// need; repeatable.
     #[arg(short = 'f', long, env = "ISG_RENDER_FILE", value_delimiter = ',')]
     pub file: Vec<PathBuf>,
     /// apiVersion of the MutatingAdmissionPolicy: `v1` (Kubernetes 1.36+) or `v1beta1` (1.34 and
@@ -41,6 +45,8 @@ struct Offline {
     pods: Vec<Pod>,
     nodes: HashMap<String, nodeip::NodeAddrs>,
     classes: Vec<ClassFact>,
+    /// GatewayClass name → `spec.controllerName`, for Gateway policies by controller.
+    gateway_classes: BTreeMap<String, Option<String>>,
 }
 
 impl Sources for Offline {
@@ -74,6 +80,14 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
         let canonical =
             offline.canonical(policy).map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
         objects.extend(admission_policy::render(policy, &canonical, governed, args.api_version)?);
+    }
+    // Gateway policies: the webhook lets the first matching one govern, and two Gateway
+    // policies that certainly overlap are refused by the file check, as for Ingresses.
+    for policy in policies.gateway_policies() {
+        let canonical =
+            offline.canonical(policy).map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
+        let classes = admission_policy::gateway::class_names(&policy.scope, &offline.gateway_classes);
+        objects.extend(admission_policy::gateway::render(policy, &canonical, &classes, args.api_version)?);
     }
     Ok(admission_policy::to_yaml(&objects))
 }
@@ -124,6 +138,11 @@ fn read_manifest(path: &PathBuf, offline: &mut Offline) -> Result<(), CliError> 
                     name: class.metadata.name.unwrap_or_default(),
                     controller: class.spec.and_then(|s| s.controller),
                 });
+            }
+            Some("GatewayClass") => {
+                let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let controller = object.pointer("/spec/controllerName").and_then(Value::as_str).map(str::to_owned);
+                offline.gateway_classes.insert(name, controller);
             }
             _ => {}
         }

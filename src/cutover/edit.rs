@@ -6,7 +6,7 @@ use serde_norway::{Mapping, Value};
 
 use crate::{
     address,
-    policy::{self, ConfigError, Policies, ServiceRef},
+    policy::{self, ConfigError, GatewayRef, Policies, ServiceRef},
 };
 
 /// The source a policy moves to, in the shapes of today's flags and policy fields.
@@ -17,9 +17,9 @@ pub(crate) enum NewSource {
     /// `publishStatusAddress: LIST` (`--to-publish-status-address`), validated as the guard
     /// validates the field, kept as written.
     StatusAddress(String),
-    // Extension point: `publishGateway: NAMESPACE/NAME` (`--to-publish-gateway`, issue 22)
-    // becomes one more variant here with its field name below; nothing else in `cutover`
-    // names a source kind.
+    /// `publishGateway: NAMESPACE/NAME` (`--to-publish-gateway`): a Gateway's addresses, the
+    /// Ingress → Gateway API cutover.
+    Gateway(GatewayRef),
 }
 
 impl NewSource {
@@ -28,6 +28,7 @@ impl NewSource {
         match self {
             NewSource::Service(_) => "publishService",
             NewSource::StatusAddress(_) => "publishStatusAddress",
+            NewSource::Gateway(_) => "publishGateway",
         }
     }
 
@@ -35,6 +36,7 @@ impl NewSource {
         match self {
             NewSource::Service(svc) => svc.to_string(),
             NewSource::StatusAddress(list) => list.clone(),
+            NewSource::Gateway(gw) => gw.to_string(),
         }
     }
 
@@ -47,8 +49,8 @@ impl NewSource {
 
 /// Every field that names a policy's source: the new source replaces all of them.
 /// `reportNodeInternalIp` only means something beside `publishPods`, which a cutover removes.
-const SOURCE_FIELDS: [&str; 5] =
-    ["publishService", "publishStatusAddress", "publishPods", "sources", "reportNodeInternalIp"];
+const SOURCE_FIELDS: [&str; 6] =
+    ["publishService", "publishStatusAddress", "publishPods", "publishGateway", "sources", "reportNodeInternalIp"];
 
 /// Why the file cannot be edited as asked; the CLI puts the flag on each.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -223,6 +225,18 @@ policies:
         let out = replace_source(many, "a", &svc("x/z")).unwrap();
         assert!(!out.contains("sources"), "{out}");
         assert!(validate("f", &out).is_ok(), "{out}");
+    }
+
+    #[test]
+    fn a_policy_moves_to_a_gateway_and_back() {
+        let gw = NewSource::Gateway("edge/public".parse().unwrap());
+        let out = replace_source(FILE, "nginx", &gw).unwrap();
+        assert!(out.contains("publishGateway: edge/public") && !out.contains("publishService"), "{out}");
+        let p = validate("f", &out).unwrap().iter().find(|p| p.name == "nginx").cloned().unwrap();
+        assert_eq!(policy::SourceList(&p.sources).to_string(), "gateway edge/public");
+        // From a Gateway back to a Service: the Gateway field goes as the others do.
+        let back = replace_source(&out, "nginx", &svc("ingress-nginx/controller")).unwrap();
+        assert!(!back.contains("publishGateway") && back.contains("publishService"), "{back}");
     }
 
     #[test]

@@ -10,7 +10,8 @@ use serde_json::json;
 use super::harness::{BINARY, Kubelet, LEASE_FLAGS, lb_service, run};
 use super::support::{Class, TestEnv, addresses, create_ingress, eventually};
 
-/// docs/migration.md, steps 4 and 5, with `cutover`: the guide's names (controller A is
+/// docs/migration.md, steps 4 and 5, with `cutover`, then step 3 of its "Ingress → Gateway
+/// API" section (`--to-publish-gateway`, [`gateway_cutover`]): the guide's names (controller A is
 /// ingress-nginx publishing 203.0.113.10, B is Traefik publishing 203.0.113.20, the Ingresses
 /// shop/web, shop/api and blog/www of class nginx) and its commands, off a terminal. The
 /// output goes to `target/tmp/e2e/run-*/shared/cutover-guide-*/transcript.md`, which is where
@@ -127,7 +128,53 @@ async fn the_migration_guide_cuts_over_with_cutover() {
     let after = cms.get("ingress-status-guard-config").await.unwrap();
     assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "nothing written");
 
+    transcript.push_str(&gateway_cutover(&t, &flags, &guard).await);
+
     let file = t.cluster.scratch_dir("cutover-guide").join("transcript.md");
     std::fs::write(&file, &transcript).unwrap();
     println!("{transcript}\nwritten to {}", file.display());
+}
+
+/// docs/migration.md, "Ingress → Gateway API", step 3 with `cutover`, after the guide above:
+/// blog/www deleted (that section has shop/web and shop/api only), Envoy Gateway's Gateway
+/// gateway/public (class `eg`) Programmed with 203.0.113.30, the plan, the move and the
+/// rollback. Returns their transcript.
+async fn gateway_cutover(t: &TestEnv, flags: &[&str], guard: &super::support::Webhook) -> String {
+    use super::support::gateway::{
+        create_gateway, create_gateway_class, gateway_status, gateways, write_gateway_status,
+    };
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::networking::v1::Ingress;
+    Api::<Ingress>::namespaced(t.admin.clone(), "blog").delete("www", &Default::default()).await.unwrap();
+    t.cluster.install_gateway_crds().await;
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": "gateway"}})).unwrap();
+    Api::<Namespace>::all(t.admin.clone()).create(&PostParams::default(), &namespace).await.unwrap();
+    create_gateway_class(&t.admin, "eg", "gateway.envoyproxy.io/gatewayclass-controller").await;
+    let gws = gateways(&t.admin, "gateway");
+    let generation = create_gateway(&gws, "public", "eg").await.metadata.generation.unwrap_or(1);
+    write_gateway_status(&gws, "public", gateway_status(&["203.0.113.30"], true, generation), false).await.unwrap();
+    let shop: Api<Ingress> = Api::namespaced(t.admin.clone(), "shop");
+    let kc = t.cluster.admin_kubeconfig();
+    let mut transcript = String::new();
+    for (extra, want) in [
+        (&["--to-publish-gateway=gateway/public", "--dry-run"][..], None),
+        (&["--to-publish-gateway=gateway/public"][..], Some("203.0.113.30")),
+        (&["--rollback"][..], Some("203.0.113.10")),
+    ] {
+        let args: Vec<String> = ["cutover".to_owned(), format!("--kubeconfig={}", kc.display())]
+            .into_iter()
+            .chain(flags.iter().chain(extra).map(|a| (*a).to_owned()))
+            .collect();
+        let out = run(BINARY, &args, None).await;
+        assert_eq!(out.code, Some(0), "{} (guard log: {})", out.stderr, guard.log_path().display());
+        let shown: Vec<&str> = args.iter().map(String::as_str).filter(|a| !a.starts_with("--kubeconfig")).collect();
+        transcript.push_str(&format!("$ ingress-status-guard {}\n{}{}\n", shown.join(" "), out.stdout, out.stderr));
+        assert!(out.stdout.contains("2 Ingresses move, 0 already there"), "{}", out.stdout);
+        let Some(want) = want else { continue };
+        assert!(out.stdout.contains("done: 2/2 moved in "), "{}", out.stdout);
+        for name in ["web", "api"] {
+            assert_eq!(addresses(&shop.get(name).await.unwrap()), [want], "shop/{name}");
+        }
+    }
+    transcript
 }

@@ -31,6 +31,15 @@ impl GatewayClasses {
             || self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner).synced()
     }
 
+    /// Every GatewayClass with its `spec.controllerName`, once read (none without the CRDs).
+    pub(crate) fn all(&self) -> Option<std::collections::BTreeMap<String, Option<String>>> {
+        if self.absent.load(Ordering::Relaxed) {
+            return Some(Default::default());
+        }
+        let held = self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.view().map(|all| all.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+
     /// `spec.controllerName` of GatewayClass `class`, if it is known.
     pub(crate) fn controller(&self, class: &str) -> Option<String> {
         let held = self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner);

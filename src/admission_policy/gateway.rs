@@ -1,0 +1,242 @@
+//! The admission policies of a Gateway policy (`gatewayClasses`, `gatewayControllers`): a
+//! MutatingAdmissionPolicy that replaces `status.addresses` of a governed Gateway's status
+//! write with the canonical `{type, value}` list (`enforce`), or a ValidatingAdmissionPolicy
+//! that compares the written list with it (`audit`, `deny`). Pure, as the Ingress renderer.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{ApiVersion, RenderError, cel};
+use crate::{
+    address::Address,
+    gateway::status::{GatewayAddress, MAX_ADDRESSES},
+    policy::{ClassScope, Mode, Policy},
+};
+
+/// The API group of Gateways.
+const GROUP: &str = "gateway.networking.k8s.io";
+
+/// The GatewayClass names `scope` governs over `classes` (name → `spec.controllerName`): the
+/// listed names, and every class whose controller is listed; sorted, no duplicates. CEL sees
+/// only the Gateway, so controller names become class names here, and the keeper renders again
+/// when the GatewayClasses change.
+pub(crate) fn class_names(scope: &ClassScope, classes: &BTreeMap<String, Option<String>>) -> Vec<String> {
+    let mut names = scope.classes.clone();
+    names.extend(
+        classes
+            .iter()
+            .filter(|(_, controller)| controller.as_ref().is_some_and(|c| scope.controllers.contains(c)))
+            .map(|(name, _)| name.clone()),
+    );
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The canonical entries as a CEL list of `{type, value}` maps: untyped maps, because `type`
+/// names a CEL function and a typed `Object.status.addresses{...}` literal would need it as a
+/// field name.
+fn addresses_literal(entries: &[GatewayAddress]) -> String {
+    let items: Vec<String> = entries
+        .iter()
+        .map(|a| format!("{{\"type\": {}, \"value\": {}}}", cel::string(&a.kind), cel::string(&a.value)))
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// The JSONPatch that sets `status.addresses` (an atomic list, so a whole replacement, which
+/// an ApplyConfiguration could not express); `/status` is added when the object has none.
+fn patch(entries: &[GatewayAddress]) -> String {
+    let value = addresses_literal(entries);
+    format!(
+        "has(object.status) ? [JSONPatch{{op: \"add\", path: \"/status/addresses\", value: {value}}}] : [JSONPatch{{op: \"add\", path: \"/status\", value: {{\"addresses\": {value}}}}}]"
+    )
+}
+
+/// The written entries as `type|value` keys; an absent `type` is the CRD's default
+/// `IPAddress`. A canonical type never holds `|`, so equal keys are equal entries.
+const WRITTEN_KEYS: &str = "(has(object.status) && has(object.status.addresses) ? object.status.addresses : []).map(a, (has(a.type) ? a.type : \"IPAddress\") + \"|\" + (has(a.value) ? a.value : \"\"))";
+
+fn key(a: &GatewayAddress) -> String {
+    format!("{}|{}", a.kind, a.value)
+}
+
+/// Whether the written entries are the canonical ones, ignoring order and duplicates.
+fn same_set(entries: &[GatewayAddress]) -> String {
+    let keys: Vec<String> = entries.iter().map(key).collect();
+    let list = cel::string_list(keys.iter().map(String::as_str));
+    format!(
+        "size(variables.written) <= {MAX_ADDRESSES} && variables.written.all(k, k in {list}) && {list}.all(k, k in variables.written)"
+    )
+}
+
+/// Object name of a Gateway policy's admission policy: apart from the Ingress policies' names,
+/// so an Ingress policy and a Gateway policy of one name never share an object.
+pub(crate) fn object_name(policy: &str) -> String {
+    super::object_name(&format!("gateway-{policy}"))
+}
+
+/// The objects for one Gateway policy: the admission policy, then its binding. `classes` are
+/// the class names it governs ([`class_names`]); none renders a policy that matches nothing.
+pub(crate) fn render(
+    policy: &Policy,
+    canonical: &[Address],
+    classes: &[String],
+    api: ApiVersion,
+) -> Result<Vec<Value>, RenderError> {
+    let entries = GatewayAddress::from_addresses(canonical);
+    if entries.is_empty() {
+        return Err(RenderError::Empty(policy.name.clone()));
+    }
+    if entries.len() > MAX_ADDRESSES {
+        return Err(RenderError::TooManyForGateway { policy: policy.name.clone(), entries: entries.len() });
+    }
+    let name = object_name(&policy.name);
+    let list = cel::string_list(classes.iter().map(String::as_str));
+    let match_conditions = json!([{
+        "name": "governed-class",
+        "expression": format!("has(object.spec.gatewayClassName) && object.spec.gatewayClassName in {list}"),
+    }]);
+    // `Equivalent` (the default, written out): a write through v1beta1 is matched as v1.
+    let match_constraints = json!({
+        "matchPolicy": "Equivalent",
+        "resourceRules": [{
+            "apiGroups": [GROUP],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["gateways/status"],
+        }],
+    });
+    let metadata = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "ingress-status-guard"}});
+    let shown: Vec<String> = entries.iter().map(ToString::to_string).collect();
+    let (policy_object, mut binding) = match policy.mode {
+        Mode::Enforce => (
+            json!({
+                "apiVersion": api.group_version(),
+                "kind": "MutatingAdmissionPolicy",
+                "metadata": metadata,
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "reinvocationPolicy": "Never",
+                    "matchConstraints": match_constraints,
+                    "matchConditions": match_conditions,
+                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch(&entries)}}],
+                },
+            }),
+            json!({
+                "apiVersion": api.group_version(),
+                "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": metadata,
+                "spec": {"policyName": name},
+            }),
+        ),
+        Mode::Audit | Mode::Deny => {
+            let actions = if policy.mode == Mode::Deny { json!(["Deny"]) } else { json!(["Warn", "Audit"]) };
+            (
+                json!({
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingAdmissionPolicy",
+                    "metadata": metadata,
+                    "spec": {
+                        "failurePolicy": "Fail",
+                        "matchConstraints": match_constraints,
+                        "matchConditions": match_conditions,
+                        "variables": [{"name": "written", "expression": WRITTEN_KEYS}],
+                        "validations": [{
+                            "expression": same_set(&entries),
+                            "message": format!("ingress-status-guard policy {:?} requires status.addresses [{}]", policy.name, shown.join(",")),
+                            "reason": "Forbidden",
+                        }],
+                    },
+                }),
+                json!({
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingAdmissionPolicyBinding",
+                    "metadata": metadata,
+                    "spec": {"policyName": name, "validationActions": actions},
+                }),
+            )
+        }
+    };
+    if let Some(selector) = &policy.namespace_selector {
+        binding["spec"]["matchResources"] =
+            json!({"namespaceSelector": serde_json::to_value(selector.to_kube()).unwrap_or_default()});
+    }
+    Ok(vec![policy_object, binding])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(file: &str) -> Policy {
+        crate::policy::parse_file("f", file).unwrap().gateway_policies().next().cloned().unwrap()
+    }
+
+    fn addr(ip: Option<&str>, hostname: Option<&str>) -> Address {
+        Address { ip: ip.map(str::to_owned), hostname: hostname.map(str::to_owned), ports: Vec::new() }
+    }
+
+    #[test]
+    fn controllers_become_class_names() {
+        let p = policy(
+            "policies:\n  - name: eg\n    gatewayClasses: [listed]\n    gatewayControllers: [example.test/gw]\n    publishStatusAddress: 192.0.2.1\n",
+        );
+        let classes = BTreeMap::from([
+            ("eg".to_owned(), Some("example.test/gw".to_owned())),
+            ("other".to_owned(), Some("example.test/other".to_owned())),
+            ("listed".to_owned(), None),
+            ("bare".to_owned(), None),
+        ]);
+        assert_eq!(class_names(&p.scope, &classes), ["eg", "listed"]);
+    }
+
+    #[test]
+    fn enforce_replaces_status_addresses_with_a_literal() {
+        let p = policy(
+            "policies:\n  - name: eg\n    gatewayClasses: [eg]\n    publishStatusAddress: 192.0.2.1,lb.example.test\n",
+        );
+        let canonical = [addr(Some("192.0.2.1"), None), addr(None, Some("lb.example.test"))];
+        let out = render(&p, &canonical, &["eg".to_owned()], ApiVersion::V1).unwrap();
+        assert_eq!(out[0]["kind"], "MutatingAdmissionPolicy");
+        assert_eq!(out[0]["metadata"]["name"], "ingress-status-guard-gateway-eg");
+        assert_eq!(out[1]["spec"]["policyName"], "ingress-status-guard-gateway-eg");
+        let rule = &out[0]["spec"]["matchConstraints"]["resourceRules"][0];
+        assert_eq!(rule["apiGroups"], json!([GROUP]));
+        assert_eq!(rule["resources"], json!(["gateways/status"]));
+        assert_eq!(
+            out[0]["spec"]["matchConditions"][0]["expression"],
+            "has(object.spec.gatewayClassName) && object.spec.gatewayClassName in [\"eg\"]"
+        );
+        let expression = out[0]["spec"]["mutations"][0]["jsonPatch"]["expression"].as_str().unwrap();
+        assert!(
+            expression.contains("path: \"/status/addresses\", value: [{\"type\": \"IPAddress\", \"value\": \"192.0.2.1\"}, {\"type\": \"Hostname\", \"value\": \"lb.example.test\"}]"),
+            "{expression}"
+        );
+    }
+
+    #[test]
+    fn deny_compares_type_and_value_and_says_what_is_required() {
+        let p = policy(
+            "policies:\n  - name: eg\n    gatewayClasses: [eg]\n    mode: deny\n    publishStatusAddress: 192.0.2.1\n",
+        );
+        let out = render(&p, &[addr(Some("192.0.2.1"), None)], &["eg".to_owned()], ApiVersion::V1).unwrap();
+        assert_eq!(out[0]["kind"], "ValidatingAdmissionPolicy");
+        assert_eq!(out[1]["spec"]["validationActions"], json!(["Deny"]));
+        let validation = &out[0]["spec"]["validations"][0];
+        assert_eq!(validation["message"], "ingress-status-guard policy \"eg\" requires status.addresses [192.0.2.1]");
+        assert!(validation["expression"].as_str().unwrap().contains("[\"IPAddress|192.0.2.1\"]"), "{validation}");
+    }
+
+    #[test]
+    fn too_many_or_no_entries_are_refused() {
+        let p = policy("policies:\n  - name: eg\n    gatewayClasses: [eg]\n    publishStatusAddress: 192.0.2.1\n");
+        let many: Vec<Address> = (0..17).map(|i| addr(Some(&format!("192.0.2.{i}")), None)).collect();
+        assert_eq!(
+            render(&p, &many, &[], ApiVersion::V1),
+            Err(RenderError::TooManyForGateway { policy: "eg".into(), entries: 17 })
+        );
+        assert_eq!(render(&p, &[], &[], ApiVersion::V1), Err(RenderError::Empty("eg".into())));
+    }
+}
