@@ -1,6 +1,7 @@
 //! The reconciler for governed Gateways: a rogue `status.addresses` stored while no webhook is
 //! registered for Gateways is healed by the reconciler alone, conditions and listeners kept;
-//! a Gateway of another class is never patched; a class whose controller changes (deleted and
+//! an audit policy's Gateway measured (drift gauge) and never patched; a Gateway of another
+//! class is never patched; a class whose controller changes (deleted and
 //! created again: `controllerName` is immutable) is followed.
 
 use kube::Api;
@@ -23,19 +24,27 @@ async fn the_reconciler_heals_governed_gateways_and_no_others() {
         "policies:
   - {{name: enforce, gatewayClasses: [{ns}], publishStatusAddress: '192.0.2.60, gw.example.test'}}
   - {{name: by-controller, gatewayControllers: [{controller}], publishStatusAddress: 192.0.2.63}}
+  - {{name: audit, gatewayClasses: [{ns}-audit], publishStatusAddress: 192.0.2.61, mode: audit}}
 "
     );
     create_gateway_class(&t.admin, ns, "example.com/gateway-controller").await;
     create_gateway_class(&t.admin, &format!("{ns}-other"), &format!("example.com/other-{ns}")).await;
     create_gateway_class(&t.admin, &format!("{ns}-moves"), &format!("example.com/other-{ns}")).await;
+    create_gateway_class(&t.admin, &format!("{ns}-audit"), "example.com/gateway-controller").await;
     let admin = gateway::gateways(&t.admin, ns);
-    for (name, class) in [("edge", ns.clone()), ("other", format!("{ns}-other")), ("moving", format!("{ns}-moves"))] {
+    let gateways = [
+        ("edge", ns.clone()),
+        ("other", format!("{ns}-other")),
+        ("moving", format!("{ns}-moves")),
+        ("audited", format!("{ns}-audit")),
+    ];
+    for (name, class) in &gateways {
         create_gateway(&admin, name, &class).await;
     }
     // Rogue statuses stored before the guard runs; no webhook is registered for Gateways.
     let rogue = gateway::gateways(&t.cluster.rogue().await, ns);
     let written = gateway_status(&[SENTINEL], true, 1);
-    for name in ["edge", "other", "moving"] {
+    for (name, _) in &gateways {
         let stored = write_gateway_status(&rogue, name, written.clone(), false).await.expect("rogue status write");
         assert_eq!(stored_gateway_addresses(&stored), [SENTINEL]);
     }
@@ -55,9 +64,19 @@ async fn the_reconciler_heals_governed_gateways_and_no_others() {
         healed.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.as_deref()).collect();
     assert!(managers.contains(&"ingress-status-guard"), "the reconciler's field manager: {managers:?}");
 
-    // The moving Gateway's class is not governed yet; neither Gateway is patched by the
-    // guard's field manager.
-    for name in ["other", "moving"] {
+    // The drift gauges per policy: the audited Gateway is measured, never patched.
+    let drift = |policy: &str| guard.metric(&format!("ingress_status_guard_drift_ingresses{{policy=\"{policy}\"}}"));
+    eventually("the audit policy's drift gauge counts the audited Gateway", SETTLE, || async {
+        let (audit, enforce) = (drift("audit"), drift("enforce"));
+        if audit == 1.0 && enforce == 0.0 { Ok(()) } else { Err(format!("audit {audit}, enforce {enforce}")) }
+    })
+    .await;
+    let patched = guard.metric("ingress_status_guard_reconcile_patches_total{policy=\"enforce\",result=\"patched\"}");
+    assert_eq!(patched, 1.0, "one patch healed Gateway edge");
+
+    // The moving Gateway's class is not governed yet, the audited one only measured; none is
+    // patched by the guard's field manager.
+    for name in ["other", "moving", "audited"] {
         let got = admin.get(name).await.unwrap();
         assert_eq!(stored_gateway_addresses(&got), [SENTINEL], "Gateway {name} of an ungoverned class");
         let touched =
