@@ -39,7 +39,7 @@ async fn the_reconciler_heals_governed_gateways_and_no_others() {
         ("audited", format!("{ns}-audit")),
     ];
     for (name, class) in &gateways {
-        create_gateway(&admin, name, &class).await;
+        create_gateway(&admin, name, class).await;
     }
     // Rogue statuses stored before the guard runs; no webhook is registered for Gateways.
     let rogue = gateway::gateways(&t.cluster.rogue().await, ns);
