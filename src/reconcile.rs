@@ -262,7 +262,7 @@ impl<K: Kind> Reconciler<K> {
         let hook = |change| match change {
             Ok(change) => {
                 if failing {
-                    tracing::info!(kind = K::NAME, "watch recovered");
+                    tracing::info!("{} watch recovered", K::NAME);
                     failing = false;
                 }
                 self.on_change(change);
@@ -284,7 +284,7 @@ impl<K: Kind> Reconciler<K> {
             Change::Listing => {}
             Change::Listed { first, dropped } => {
                 if first {
-                    tracing::info!(kind = K::NAME, objects = self.lock().ingresses.len(), "cache synced");
+                    tracing::info!(objects = self.lock().ingresses.len(), "{} cache synced", K::NAME);
                 }
                 let mut state = self.lock();
                 for key in &dropped {
@@ -409,7 +409,7 @@ impl<K: Kind> Reconciler<K> {
         };
         tracing::warn!(
             kind = K::NAME,
-            object = %format!("{}/{}", key.0, key.1),
+            ingress = %format!("{}/{}", key.0, key.1),
             policy = %policy,
             wrote = %Addresses(&fight.wrote),
             replaced_by = %Addresses(&K::addresses(&stored.write)),
@@ -574,14 +574,14 @@ impl<K: Kind> Reconciler<K> {
                     self.metrics.patch(&policy, "patched");
                     let now = tokio::time::Instant::now().into_std();
                     self.lock().damping.patched(key, &canonical, now);
-                    tracing::info!(
-                        kind = K::NAME,
-                        object = %object,
-                        from = %Addresses(&from),
-                        to = %Addresses(&canonical),
-                        policy = %policy,
-                        "reconciled stored status to the canonical addresses"
-                    );
+                    // The documented log fields: `ingress` for an Ingress, `gateway` for a Gateway.
+                    let (from, to) = (Addresses(&from), Addresses(&canonical));
+                    let heal = "reconciled stored status to the canonical addresses";
+                    if K::NAME == "Gateway" {
+                        tracing::info!(gateway = %object, from = %from, to = %to, policy = %policy, "{heal}");
+                    } else {
+                        tracing::info!(ingress = %object, from = %from, to = %to, policy = %policy, "{heal}");
+                    }
                     if let Some((key, stored)) = K::project(obj, &self.metrics) {
                         self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                     }
