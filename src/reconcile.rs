@@ -1,8 +1,8 @@
-//! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses
-//! canonical between writes. Every replica watches the Ingresses and measures drift (the
+//! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses (and
+//! the `status.addresses` of governed Gateways, [`gateway`]) canonical between writes. Every replica watches the Ingresses and measures drift (the
 //! `drift_ingresses` gauge); only the leader ([`crate::reconcile::leader`]) patches.
 //!
-//! The watch keeps, per Ingress, only what [`decide`] reads (namespace, name, class, stored
+//! The watch keeps, per Ingress, only what [`crate::decision::decide`] reads (namespace, name, class, stored
 //! addresses) plus the resourceVersion, deserialized straight from the watch stream into a
 //! small struct: annotations other than the class, the spec's rules and managedFields are
 //! skipped unparsed.
@@ -20,6 +20,7 @@
 //! of a Service, Node or policy re-judges every stored Ingress in one pass under one policy
 //! snapshot; and patches are limited in rate (`--reconcile-qps`), not only in concurrency.
 
+mod bounds;
 mod damping;
 mod drift;
 mod gateway;
@@ -38,7 +39,7 @@ use kube::{
     api::{Patch, PatchParams},
     runtime::watcher,
 };
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, watch};
 
 use crate::{
     address::Addresses,
@@ -52,6 +53,7 @@ use crate::{
         ingresses::KnownIngresses,
     },
 };
+use bounds::Bounds;
 use damping::{Damping, Fight, Step};
 use drift::Drift;
 use judge::Judgement;
@@ -115,22 +117,12 @@ struct State<K: Kind> {
     damping: Damping<Key>,
 }
 
+// By hand: a derive would ask `K::Write: Default`, which no projection needs.
 impl<K: Kind> Default for State<K> {
     fn default() -> Self {
-        State {
-            ingresses: Projection::default(),
-            drift: Drift::default(),
-            contested: Drift::default(),
-            queue: Queue::default(),
-            damping: Damping::default(),
-        }
+        let (ingresses, drift, contested) = (Projection::default(), Drift::default(), Drift::default());
+        State { ingresses, drift, contested, queue: Queue::default(), damping: Damping::default() }
     }
-}
-
-/// The patch bounds shared by every kind: one rate (`--reconcile-qps`) and one concurrency.
-struct Bounds {
-    slots: Arc<Semaphore>,
-    limiter: tokio::sync::Mutex<tokio::time::Interval>,
 }
 
 /// The reconciler's shared state for one kind; see the module documentation.
@@ -184,12 +176,7 @@ pub(crate) fn start(
     settings: Settings,
     known: Option<Arc<KnownIngresses>>,
 ) -> Running {
-    let mut limiter = tokio::time::interval(Duration::from_secs_f64(1.0 / settings.qps));
-    limiter.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let bounds = Arc::new(Bounds {
-        slots: Arc::new(Semaphore::new(settings.concurrency)),
-        limiter: tokio::sync::Mutex::new(limiter),
-    });
+    let bounds = Arc::new(Bounds::new(settings));
     let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds };
     let mut tasks = spawn::<Ingresses>(&common, known);
     tasks.extend(spawn::<gateway::Gateways>(&common, None));
