@@ -161,7 +161,7 @@ impl Drop for Running {
     }
 }
 
-/// Starts the Ingress watch, the drift measurement and (while `leader` is true) the patching.
+/// Starts the Ingress and Gateway watches, the drift measurement and (while `leader` is true) the patching.
 /// `sources_changed` ticks when some source's addresses change (the cache's
 /// [`crate::sources::SourceCache::subscribe`], or in admission policy mode what the admission policies enforce).
 /// Must be called inside a tokio runtime.
