@@ -5,7 +5,7 @@
 
 mod admission;
 mod explain;
-mod explain_gateway;
+pub(crate) mod explain_gateway;
 mod fetch;
 mod fleet;
 mod report;

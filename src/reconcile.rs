@@ -1,8 +1,8 @@
-//! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses
-//! canonical between writes. Every replica watches the Ingresses and measures drift (the
+//! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses (and
+//! the `status.addresses` of governed Gateways, [`gateway`]) canonical between writes. Every replica watches the Ingresses and measures drift (the
 //! `drift_ingresses` gauge); only the leader ([`crate::reconcile::leader`]) patches.
 //!
-//! The watch keeps, per Ingress, only what [`decide`] reads (namespace, name, class, stored
+//! The watch keeps, per Ingress, only what [`crate::decision::decide`] reads (namespace, name, class, stored
 //! addresses) plus the resourceVersion, deserialized straight from the watch stream into a
 //! small struct: annotations other than the class, the spec's rules and managedFields are
 //! skipped unparsed.
@@ -20,9 +20,12 @@
 //! of a Service, Node or policy re-judges every stored Ingress in one pass under one policy
 //! snapshot; and patches are limited in rate (`--reconcile-qps`), not only in concurrency.
 
+mod bounds;
 mod damping;
 mod drift;
+mod gateway;
 mod judge;
+mod kind;
 pub(crate) mod leader;
 pub(crate) mod queue;
 
@@ -36,13 +39,11 @@ use kube::{
     api::{Patch, PatchParams},
     runtime::watcher,
 };
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, watch};
 
 use crate::{
     address::Addresses,
     client::{CALL_TIMEOUT, CallError, within},
-    decision::{Action, Verdict, decide},
-    ingress::{LeanIngress, StatusWrite, bounded},
     metrics::Metrics,
     policy::Policies,
     policy::store::PolicyStore,
@@ -52,9 +53,11 @@ use crate::{
         ingresses::KnownIngresses,
     },
 };
+use bounds::Bounds;
 use damping::{Damping, Fight, Step};
 use drift::Drift;
-use judge::{Judgement, judge, knows_enough};
+use judge::Judgement;
+use kind::{Decided, Ingresses, Kind};
 use queue::{After, Queue};
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
@@ -92,9 +95,9 @@ impl Settings {
 
 type Key = (String, String);
 
-/// What is kept per Ingress.
-struct Stored {
-    write: StatusWrite,
+/// What is kept per object; `W` is what `decide` reads ([`Kind::Write`]).
+struct Stored<W> {
+    write: W,
     resource_version: Option<String>,
     /// The field managers that wrote the status, latest first (bounded).
     status_managers: Vec<String>,
@@ -102,26 +105,8 @@ struct Stored {
     uid: Option<String>,
 }
 
-impl Stored {
-    fn from(obj: LeanIngress) -> Option<(Key, Stored)> {
-        let status_managers = obj.status_managers.clone();
-        let uid = obj.meta.uid.clone();
-        let (write, resource_version) = obj.into_write()?;
-        let key = (write.namespace.clone(), write.name.clone());
-        Some((key, Stored { write, resource_version, status_managers, uid }))
-    }
-
-    /// Which bound of the lean projection this Ingress hit, if any ([`bounded`]).
-    fn trimmed(&self) -> [Option<&'static str>; 2] {
-        let class = self.write.class.as_deref() == Some(bounded::INVALID_CLASS);
-        let overflow = self.write.omitted > 0;
-        [class.then_some("class"), overflow.then_some("addresses")]
-    }
-}
-
-#[derive(Default)]
-struct State {
-    ingresses: Projection<Key, Stored>,
+struct State<K: Kind> {
+    ingresses: Projection<Key, Stored<K::Write>>,
     drift: Drift<Key>,
     /// The Ingresses held back because other writers keep rewriting them, by policy: the
     /// `reconcile_contested_ingresses` gauge (same bookkeeping as the drift).
@@ -132,16 +117,24 @@ struct State {
     damping: Damping<Key>,
 }
 
-/// The reconciler's shared state; see the module documentation.
-pub(crate) struct Reconciler {
+// By hand: a derive would ask `K::Write: Default`, which no projection needs.
+impl<K: Kind> Default for State<K> {
+    fn default() -> Self {
+        let (ingresses, drift, contested) = (Projection::default(), Drift::default(), Drift::default());
+        State { ingresses, drift, contested, queue: Queue::default(), damping: Damping::default() }
+    }
+}
+
+/// The reconciler's shared state for one kind; see the module documentation.
+struct Reconciler<K: Kind> {
     /// Itself, for the timers that release an Ingress held back.
-    me: Weak<Reconciler>,
-    state: Mutex<State>,
+    me: Weak<Reconciler<K>>,
+    state: Mutex<State<K>>,
     work: Notify,
     policies: Arc<PolicyStore>,
     sources: Arc<dyn Sources>,
     metrics: Arc<Metrics>,
-    settings: Settings,
+    bounds: Arc<Bounds>,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
     /// Whether this replica leads: only the leader reports fights (every replica holds back
@@ -149,8 +142,8 @@ pub(crate) struct Reconciler {
     leading: watch::Receiver<bool>,
 }
 
-impl Hold<Key, Stored> for Reconciler {
-    fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, Stored>) -> T) -> T {
+impl<K: Kind> Hold<Key, Stored<K::Write>> for Reconciler<K> {
+    fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, Stored<K::Write>>) -> T) -> T {
         f(&mut self.lock().ingresses)
     }
 }
@@ -168,7 +161,7 @@ impl Drop for Running {
     }
 }
 
-/// Starts the Ingress watch, the drift measurement and (while `leader` is true) the patching.
+/// Starts the Ingress and Gateway watches, the drift measurement and (while `leader` is true) the patching.
 /// `sources_changed` ticks when some source's addresses change (the cache's
 /// [`crate::sources::SourceCache::subscribe`], or in admission policy mode what the admission policies enforce).
 /// Must be called inside a tokio runtime.
@@ -183,23 +176,52 @@ pub(crate) fn start(
     settings: Settings,
     known: Option<Arc<KnownIngresses>>,
 ) -> Running {
-    let reconciler = Arc::new_cyclic(|me| Reconciler {
+    let bounds = Arc::new(Bounds::new(settings));
+    let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds };
+    let mut tasks = spawn::<Ingresses>(&common, known);
+    tasks.extend(spawn::<gateway::Gateways>(&common, None));
+    Running { tasks }
+}
+
+/// What every kind's reconciler is started with.
+struct Common {
+    client: Client,
+    policies: Arc<PolicyStore>,
+    sources: Arc<dyn Sources>,
+    sources_changed: watch::Receiver<u64>,
+    leader: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    bounds: Arc<Bounds>,
+}
+
+/// Starts one kind's watch, triggers and work loop.
+fn spawn<K: Kind>(common: &Common, known: Option<Arc<KnownIngresses>>) -> Vec<tokio::task::AbortHandle> {
+    let reconciler = Arc::new_cyclic(|me| Reconciler::<K> {
         me: me.clone(),
         state: Mutex::new(State::default()),
         work: Notify::new(),
-        policies: policies.clone(),
-        sources,
-        metrics,
-        settings,
+        policies: common.policies.clone(),
+        sources: common.sources.clone(),
+        metrics: common.metrics.clone(),
+        bounds: common.bounds.clone(),
         known,
-        leading: leader.clone(),
+        leading: common.leader.clone(),
     });
-    let tasks = vec![
-        tokio::spawn(reconciler.clone().watch_ingresses(client.clone())).abort_handle(),
-        tokio::spawn(reconciler.clone().triggers(sources_changed, policies.subscribe(), leader.clone())).abort_handle(),
-        tokio::spawn(reconciler.work_loop(client, leader)).abort_handle(),
-    ];
-    Running { tasks }
+    let triggers =
+        reconciler.clone().triggers(common.sources_changed.clone(), common.policies.subscribe(), common.leader.clone());
+    vec![
+        tokio::spawn(reconciler.clone().watch(common.client.clone())).abort_handle(),
+        tokio::spawn(triggers).abort_handle(),
+        tokio::spawn(reconciler.work_loop(common.client.clone(), common.leader.clone())).abort_handle(),
+    ]
+}
+
+/// Small list pages: a page is held whole while it is parsed, and tenants choose the size of
+/// their objects (up to etcd's 1.5 MiB each), so the page bounds the peak. A list at
+/// resourceVersion "0" (any) is served whole from the watch cache, ignoring the page size, so
+/// the list asks for the most recent state, which pages.
+fn watch_config() -> watcher::Config {
+    watcher::Config::default().page_size(crate::ingress::LIST_PAGE).list_semantic(watcher::ListSemantic::MostRecent)
 }
 
 /// Waits for the next change of `rx`; never returns once its sender is gone.
@@ -209,55 +231,47 @@ async fn changed<T>(rx: &mut watch::Receiver<T>) {
     }
 }
 
-impl Reconciler {
-    fn lock(&self) -> MutexGuard<'_, State> {
+impl<K: Kind> Reconciler<K> {
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
         // Every update below leaves the state consistent at each step.
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    async fn watch_ingresses(self: Arc<Self>, client: Client) {
-        let api: Api<LeanIngress> = Api::all(client);
+    /// Follows every object of the kind, once [`Kind::wanted`] by the policies.
+    async fn watch(self: Arc<Self>, client: Client) {
+        let mut policies = self.policies.subscribe();
+        while !K::wanted(&self.policies.load()) {
+            changed(&mut policies).await;
+        }
+        let api: Api<K::Object> = Api::all(client);
         let mut failing = false;
-        let project = |obj| {
-            let projected = Stored::from(obj)?;
-            for field in projected.1.trimmed().into_iter().flatten() {
-                self.metrics.ingress_cache_trimmed(field);
-            }
-            Some(projected)
-        };
-        // Small list pages: a page is held whole while it is parsed, and tenants choose the size
-        // of their Ingresses (up to etcd's 1.5 MiB each), so the page bounds the peak. A list
-        // at resourceVersion "0" (any) is served whole from the watch cache, ignoring the page
-        // size, so the list asks for the most recent state, which pages.
-        let config = watcher::Config::default()
-            .page_size(crate::ingress::LIST_PAGE)
-            .list_semantic(watcher::ListSemantic::MostRecent);
-        follow::follow(api, config, project, self.as_ref(), |change| match change {
+        let project = |obj| K::project(obj, &self.metrics);
+        let hook = |change| match change {
             Ok(change) => {
                 if failing {
-                    tracing::info!("Ingress watch recovered");
+                    tracing::info!("{} watch recovered", K::NAME);
                     failing = false;
                 }
                 self.on_change(change);
             }
             Err(e) => {
-                self.metrics.ingress_watch_error();
                 // The watcher backs off; one line per failure streak, not per retry.
-                if !failing {
-                    tracing::warn!(error = %e, "Ingress watch failed; retrying with backoff (admission keeps working from its caches)");
-                    failing = true;
-                }
+                K::watch_failed(&e, &self.metrics, !failing);
+                failing = true;
             }
-        })
-        .await;
+        };
+        match K::RETRY_CAP {
+            None => follow::follow(api, watch_config(), project, self.as_ref(), hook).await,
+            Some(cap) => follow::follow_capped(api, watch_config(), cap, project, self.as_ref(), hook).await,
+        }
     }
 
-    fn on_change(&self, change: Change<Key, Stored>) {
+    fn on_change(&self, change: Change<Key, Stored<K::Write>>) {
         match change {
             Change::Listing => {}
             Change::Listed { first, dropped } => {
                 if first {
-                    tracing::info!(ingresses = self.lock().ingresses.len(), "Ingress cache synced");
+                    tracing::info!(objects = self.lock().ingresses.len(), "{} cache synced", K::NAME);
                 }
                 let mut state = self.lock();
                 for key in &dropped {
@@ -278,7 +292,7 @@ impl Reconciler {
                 if state.ingresses.synced() {
                     // Another writer's change of the addresses (ours are canonical; a creation has none).
                     let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
-                        !crate::address::same_set(&old.write.addresses, &new.write.addresses)
+                        !crate::address::same_set(&K::addresses(&old.write), &K::addresses(&new.write))
                     });
                     self.rejudge(&mut state, &key, &policies, foreign);
                 }
@@ -294,7 +308,7 @@ impl Reconciler {
     }
 
     /// Forgets an Ingress that is gone (deleted, or not returned by a re-list).
-    fn forget(&self, state: &mut State, key: &Key) {
+    fn forget(&self, state: &mut State<K>, key: &Key) {
         state.queue.forget(key);
         state.damping.forget(key);
         self.set_drift(state, key, None);
@@ -303,9 +317,9 @@ impl Reconciler {
 
     /// Judges one stored Ingress again, if it is still there; `foreign` when the watch has just
     /// seen another writer change its addresses.
-    fn rejudge(&self, state: &mut State, key: &Key, policies: &Policies, foreign: bool) {
+    fn rejudge(&self, state: &mut State<K>, key: &Key, policies: &Policies, foreign: bool) {
         let Some(stored) = state.ingresses.get(key) else { return };
-        let judgement = judge(&stored.write, policies, self.sources.as_ref());
+        let judgement = K::judge(&stored.write, policies, self.sources.as_ref());
         self.apply_judgement(state, key, judgement, foreign);
     }
 
@@ -313,16 +327,16 @@ impl Reconciler {
     /// change since `seen` (the resourceVersion the request was based on): that change is at
     /// least as new, and a response arriving late must not overwrite it. (Resource versions are
     /// only compared for equality, as the API conventions require.)
-    fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored) {
+    fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<K::Write>) {
         let policies = self.policies.load();
-        let judgement = judge(&stored.write, &policies, self.sources.as_ref());
+        let judgement = K::judge(&stored.write, &policies, self.sources.as_ref());
         let mut state = self.lock();
         let Some(current) = state.ingresses.get(&key) else { return };
         if current.resource_version.as_deref() != seen {
             return;
         }
         // Changed addresses off canonical are another writer's (a 409's fresh read sees them first).
-        let foreign = !crate::address::same_set(&current.write.addresses, &stored.write.addresses);
+        let foreign = !crate::address::same_set(&K::addresses(&current.write), &K::addresses(&stored.write));
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
             return;
@@ -330,7 +344,7 @@ impl Reconciler {
         self.apply_judgement(&mut state, &key, judgement, foreign);
     }
 
-    fn apply_judgement(&self, state: &mut State, key: &Key, judgement: Judgement, foreign: bool) {
+    fn apply_judgement(&self, state: &mut State<K>, key: &Key, judgement: Judgement, foreign: bool) {
         match judgement {
             Judgement::Fine => {
                 state.queue.clear_failures(key);
@@ -345,7 +359,7 @@ impl Reconciler {
                         state.damping.foreign_write(key, now);
                     }
                     let policy_contested = state.contested.count(&policy) > 0;
-                    match state.damping.step(key, &stored.write.addresses, policy_contested, now) {
+                    match state.damping.step(key, &K::addresses(&stored.write), policy_contested, now) {
                         Step::Patch => self.set_contested(state, key, None),
                         Step::Wait { until, contested, fight } => {
                             if let Some(fight) = fight
@@ -371,7 +385,7 @@ impl Reconciler {
     }
 
     /// One WARN and one count per fight; the holds bound how often.
-    fn report_fight(&self, key: &Key, stored: &Stored, policy: &str, fight: &Fight) {
+    fn report_fight(&self, key: &Key, stored: &Stored<K::Write>, policy: &str, fight: &Fight) {
         self.metrics.reconcile_fight(policy);
         let writers =
             if stored.status_managers.is_empty() { "unknown".to_owned() } else { stored.status_managers.join(",") };
@@ -381,10 +395,11 @@ impl Reconciler {
             ""
         };
         tracing::warn!(
+            kind = K::NAME,
             ingress = %format!("{}/{}", key.0, key.1),
             policy = %policy,
             wrote = %Addresses(&fight.wrote),
-            replaced_by = %Addresses(&stored.write.addresses),
+            replaced_by = %Addresses(&K::addresses(&stored.write)),
             writers = %writers,
             fights = fight.count,
             hold_seconds = fight.hold.as_secs(),
@@ -405,10 +420,10 @@ impl Reconciler {
         });
     }
 
-    fn set_drift(&self, state: &mut State, key: &Key, policy: Option<String>) {
+    fn set_drift(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
         state.drift.set(key, policy, |p, count| self.metrics.set_drift(p, count));
     }
-    fn set_contested(&self, state: &mut State, key: &Key, policy: Option<String>) {
+    fn set_contested(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
         state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
     }
 
@@ -423,13 +438,13 @@ impl Reconciler {
         let judgements: Vec<(Key, Judgement)> = state
             .ingresses
             .iter()
-            .map(|(key, stored)| (key.clone(), judge(&stored.write, &policies, self.sources.as_ref())))
+            .map(|(key, stored)| (key.clone(), K::judge(&stored.write, &policies, self.sources.as_ref())))
             .collect();
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement, false);
         }
         state.damping.prune(tokio::time::Instant::now().into_std());
-        let in_force = policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();
+        let in_force = K::in_force(&policies);
         state.drift.publish(&in_force, |p, count| self.metrics.set_drift(p, count), |p| self.metrics.remove_drift(p));
         state.contested.publish(
             &in_force,
@@ -439,7 +454,7 @@ impl Reconciler {
         let drifted = state.drift.len();
         let queued = state.queue.len();
         drop(state);
-        tracing::debug!(drifted, queued, "reconciler pass");
+        tracing::debug!(kind = K::NAME, drifted, queued, "reconciler pass");
     }
 
     async fn triggers(
@@ -473,9 +488,7 @@ impl Reconciler {
     }
 
     async fn work_loop(self: Arc<Self>, client: Client, mut leader: watch::Receiver<bool>) {
-        let slots = Arc::new(Semaphore::new(self.settings.concurrency));
-        let mut limiter = tokio::time::interval(Duration::from_secs_f64(1.0 / self.settings.qps));
-        limiter.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let slots = self.bounds.slots.clone();
         loop {
             if leader.wait_for(|leading| *leading).await.is_err() {
                 return;
@@ -484,7 +497,7 @@ impl Reconciler {
                 key = self.next_key() => key,
                 _ = leader.wait_for(|leading| !*leading) => continue,
             };
-            limiter.tick().await;
+            self.bounds.limiter.lock().await.tick().await;
             let Ok(slot) = slots.clone().acquire_owned().await else { return };
             if !*leader.borrow() {
                 // Lost the lead while waiting: the next leader's full pass covers this one.
@@ -524,49 +537,39 @@ impl Reconciler {
         }
     }
 
-    /// Patches one Ingress to its canonical status if `decide` still says so. `Err` means the
-    /// attempt failed and the Ingress is to be retried after a backoff.
+    /// Patches one object to its canonical status if `decide` still says so. `Err` means the
+    /// attempt failed and the object is to be retried after a backoff.
     async fn reconcile_one(&self, client: &Client, key: &Key) -> Result<(), ()> {
-        let api: Api<LeanIngress> = Api::namespaced(client.clone(), &key.0);
+        let api: Api<K::Object> = Api::namespaced(client.clone(), &key.0);
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
+        let object = format!("{}/{}", key.0, key.1);
         for _ in 0..=CONFLICT_RETRIES {
             let policies = self.policies.load();
-            let (policy, from, canonical, resource_version) = {
+            let (Decided { policy, canonical, status }, from, resource_version) = {
                 let state = self.lock();
                 let Some(stored) = state.ingresses.get(key) else { return Ok(()) };
-                match decide(&stored.write, &policies, self.sources.as_ref()) {
-                    Verdict::Mismatch { policy, action: Action::Rewrite | Action::Deny, canonical }
-                        if knows_enough(policy, &stored.write.addresses, &canonical, self.sources.as_ref()) =>
-                    {
-                        (
-                            policy.name.clone(),
-                            stored.write.addresses.clone(),
-                            canonical,
-                            stored.resource_version.clone(),
-                        )
-                    }
-                    _ => return Ok(()),
-                }
+                let Some(decided) = K::to_patch(&stored.write, &policies, self.sources.as_ref()) else {
+                    return Ok(());
+                };
+                (decided, K::addresses(&stored.write).into_owned(), stored.resource_version.clone())
             };
             // The resourceVersion makes the patch conditional: it applies only to the state
             // it was decided on.
-            let patch = serde_json::json!({
-                "metadata": {"resourceVersion": resource_version},
-                "status": {"loadBalancer": {"ingress": canonical}},
-            });
+            let patch = serde_json::json!({"metadata": {"resourceVersion": resource_version}, "status": status});
             match within(CALL_TIMEOUT, api.patch_status(&key.1, &params, &Patch::Merge(&patch))).await {
                 Ok(obj) => {
                     self.metrics.patch(&policy, "patched");
                     let now = tokio::time::Instant::now().into_std();
                     self.lock().damping.patched(key, &canonical, now);
-                    tracing::info!(
-                        ingress = %format!("{}/{}", key.0, key.1),
-                        from = %Addresses(&from),
-                        to = %Addresses(&canonical),
-                        policy = %policy,
-                        "reconciled stored status to the canonical addresses"
-                    );
-                    if let Some((key, stored)) = Stored::from(obj) {
+                    // The documented log fields: `ingress` for an Ingress, `gateway` for a Gateway.
+                    let (from, to) = (Addresses(&from), Addresses(&canonical));
+                    let heal = "reconciled stored status to the canonical addresses";
+                    if K::NAME == "Gateway" {
+                        tracing::info!(gateway = %object, from = %from, to = %to, policy = %policy, "{heal}");
+                    } else {
+                        tracing::info!(ingress = %object, from = %from, to = %to, policy = %policy, "{heal}");
+                    }
+                    if let Some((key, stored)) = K::project(obj, &self.metrics) {
                         self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                     }
                     return Ok(());
@@ -575,13 +578,13 @@ impl Reconciler {
                     self.metrics.patch(&policy, "conflict");
                     match within(CALL_TIMEOUT, api.get(&key.1)).await {
                         Ok(fresh) => {
-                            if let Some((key, stored)) = Stored::from(fresh) {
+                            if let Some((key, stored)) = K::project(fresh, &self.metrics) {
                                 self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                             }
                         }
                         Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
                         Err(e) => {
-                            tracing::warn!(ingress = %format!("{}/{}", key.0, key.1), error = %e, "cannot re-read the Ingress after a conflict; backing off");
+                            tracing::warn!(kind = K::NAME, object = %object, error = %e, "cannot re-read the object after a conflict; backing off");
                             return Err(());
                         }
                     }
@@ -589,7 +592,7 @@ impl Reconciler {
                 Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
                 Err(e) => {
                     self.metrics.patch(&policy, "failed");
-                    tracing::warn!(ingress = %format!("{}/{}", key.0, key.1), policy = %policy, error = %e, "status patch failed; backing off");
+                    tracing::warn!(kind = K::NAME, object = %object, policy = %policy, error = %e, "status patch failed; backing off");
                     return Err(());
                 }
             }

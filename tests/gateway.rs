@@ -14,6 +14,8 @@ mod support;
 mod governed;
 #[path = "gateway/migration.rs"]
 mod migration;
+#[path = "gateway/reconciled.rs"]
+mod reconciled;
 
 use std::time::Duration;
 

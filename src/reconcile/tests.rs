@@ -1,7 +1,14 @@
-use super::*;
+use super::{
+    Settings,
+    judge::{Judgement, judge},
+    kind::trimmed,
+};
 use crate::{
     address::{Address, parse_static_list},
+    ingress::{LeanIngress, StatusWrite},
+    policy::Policies,
     policy::{ClassScope, Mode, OnUnresolved, Policy, ServiceRef, Source},
+    sources::Sources,
     sources::Unresolved,
 };
 
@@ -169,10 +176,12 @@ fn the_trimmed_fields_are_recognised() {
                      "annotations": {"kubernetes.io/ingress.class": "x".repeat(200 * 1024)}},
         "status": {"loadBalancer": {"ingress": (0..300).map(|i| serde_json::json!({"ip": format!("10.0.{}.{}", i / 256, i % 256)})).collect::<Vec<_>>()}}
     });
-    let (_, stored) = Stored::from(serde_json::from_value(json).unwrap()).unwrap();
-    assert_eq!(stored.trimmed(), [Some("class"), Some("addresses")]);
-    assert_eq!(stored.write.addresses.len(), crate::address::MAX_ENTRIES);
-    assert_eq!(stored.write.omitted, 300 - crate::address::MAX_ENTRIES);
+    let lean: LeanIngress = serde_json::from_value(json).unwrap();
+    let (write, _) = lean.into_write().unwrap();
+    assert_eq!(trimmed(&write), [Some("class"), Some("addresses")]);
+    assert_eq!(write.addresses.len(), crate::address::MAX_ENTRIES);
+    assert_eq!(write.omitted, 300 - crate::address::MAX_ENTRIES);
     let plain = serde_json::json!({"metadata": {"name": "web", "namespace": "shop"}});
-    assert_eq!(Stored::from(serde_json::from_value(plain).unwrap()).unwrap().1.trimmed(), [None, None]);
+    let lean: LeanIngress = serde_json::from_value(plain).unwrap();
+    assert_eq!(trimmed(&lean.into_write().unwrap().0), [None, None]);
 }

@@ -83,7 +83,7 @@ pub(super) enum GatewayEntry {
 static ABSENT_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// Whether a watch error says the API server serves no Gateways (the CRDs are not installed).
-pub(super) fn is_api_absent(error: &watcher::Error) -> bool {
+pub(crate) fn is_api_absent(error: &watcher::Error) -> bool {
     match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
         | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
