@@ -638,7 +638,10 @@ async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
     assert_eq!(objects.len(), 13, "namespaces, the webhook's identity and its RBAC");
     let file = t.cluster.scratch_dir("chart-rbac").join("objects.json");
     std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()).unwrap();
-    kubectl_ok(t.cluster, &["apply", "-f", &file.display().to_string()]);
+    // Server-side: the policy-mode test applies the same Namespace and ServiceAccount into this
+    // shared API server at the same time, and a client-side apply's get-then-create loses that
+    // race with AlreadyExists.
+    kubectl_ok(t.cluster, &["apply", "--server-side", "-f", &file.display().to_string()]);
 
     let services: Api<Service> = Api::namespaced(t.admin.clone(), "chart-edge");
     let service: Service = serde_json::from_value(json!({

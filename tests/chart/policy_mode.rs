@@ -139,9 +139,12 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
             })
             .cloned(),
     );
+    // Server-side, as the webhook-mode RBAC test beside it, which applies the same Namespace and
+    // ServiceAccount into this shared API server at the same time.
     let file = t.cluster.scratch_dir("chart-map").join("objects.json");
     std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()).unwrap();
-    let out = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", &file.display().to_string()]);
+    let out =
+        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "--server-side", "-f", &file.display().to_string()]);
     assert!(out.success, "{}", out.stderr);
 
     let services: Api<Service> = Api::namespaced(t.admin.clone(), "chart-map-edge");
