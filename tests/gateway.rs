@@ -10,6 +10,8 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "gateway/checked.rs"]
+mod checked;
 #[path = "gateway/governed.rs"]
 mod governed;
 #[path = "gateway/migration.rs"]
@@ -268,6 +270,20 @@ async fn without_the_crds_the_guard_runs_and_activates_gateways_when_they_appear
     let (code, text) = run_cli(&["check", &kubeconfig, &config]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("the Gateway API CRDs are not installed"), "check names the inactive source:\n{text}");
+    // A Gateway policy as well: `check` still reads the Ingresses, and says in one line that
+    // Gateway policies are inactive.
+    let with_gateways = dir.join("with-gateways.yaml");
+    std::fs::write(
+        &with_gateways,
+        format!("{policies}  - {{name: gw, gatewayClasses: [cut], publishStatusAddress: 192.0.2.32}}\n"),
+    )
+    .unwrap();
+    let (code, text) = run_cli(&["check", &kubeconfig, &format!("--config={}", with_gateways.display()), "-n", &ns]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains(&format!("ingress  {ns}/fixed-app")), "the Ingresses are listed:\n{text}");
+    let inactive =
+        "Gateway policies: inactive: the API server serves no Gateways (the Gateway API CRDs are not installed)";
+    assert_eq!(text.matches(inactive).count(), 1, "{text}");
 
     // The CRDs appear: the source becomes active without a restart.
     cluster.install_gateway_crds().await;

@@ -6,7 +6,7 @@
 
 use std::{borrow::Cow, fmt};
 
-use serde::{Deserialize, Deserializer, de};
+use serde::{Deserialize, Deserializer, Serialize, de};
 
 use crate::address::Address;
 
@@ -24,10 +24,11 @@ pub(crate) const IP_ADDRESS: &str = "IPAddress";
 pub(crate) const HOSTNAME: &str = "Hostname";
 const NAMED_ADDRESS: &str = "NamedAddress";
 
-/// One entry of `status.addresses`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// One entry of `status.addresses`; serialized as the API writes it (`check -o json`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct GatewayAddress {
     /// `type`, `IPAddress` when absent (the CRD's default).
+    #[serde(rename = "type")]
     pub kind: String,
     /// `value`.
     pub value: String,
