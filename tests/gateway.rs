@@ -12,6 +12,8 @@ mod support;
 
 #[path = "gateway/checked.rs"]
 mod checked;
+#[path = "gateway/counted.rs"]
+mod counted;
 #[path = "gateway/governed.rs"]
 mod governed;
 #[path = "gateway/migration.rs"]
