@@ -235,6 +235,8 @@ impl Metrics {
             "Governed Ingresses whose stored status differs from the canonical addresses now, by Ingress policy (deprecated: drift_objects has both kinds)",
             drift.clone(),
         );
+        // Beside `drift_ingresses`, which it supersedes.
+        let objects = objects::Objects::register(&mut registry);
         let patches = Family::<PatchLabels, Counter>::default();
         registry.register(
             "reconcile_patches",
@@ -286,7 +288,6 @@ impl Metrics {
             "Errors of the reconciler's Ingress watch (API server unreachable, forbidden, ...); retried with backoff (deprecated: watch_errors_total{watch=\"ingresses\"})",
             watch_errors.clone(),
         );
-        let objects = objects::Objects::register(&mut registry);
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info.get_or_create(&BuildLabels { version: VERSION, revision: REVISION }).set(1);
         registry.register("build_info", "Always 1; the labels say which build is running", build_info);
