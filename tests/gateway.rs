@@ -172,8 +172,28 @@ async fn an_ingress_follows_its_gateway_through_the_reconciler() {
     let resolved = "Resolved:  192.0.2.13 (the Gateway's status.addresses (IPAddress as ip, Hostname as hostname)";
     assert!(text.contains(&source) && text.contains(resolved), "{text}");
 
+    // A new spec (generation 2) with the status still of generation 1: the Programmed condition
+    // is stale, so its addresses are not published until the implementation catches up.
+    let spec = serde_json::json!({"spec": {"listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}]}});
+    let bumped = gateway::gateways(&t.admin, &t.ns)
+        .patch("edge", &Default::default(), &kube::api::Patch::Merge(&spec))
+        .await
+        .expect("a new Gateway spec");
+    assert_eq!(bumped.metadata.generation, Some(2));
+    write_gateway_status(&rogue_gw, "edge", gateway_status(&["192.0.2.14"], true, 1), false).await.expect("stale");
+    eventually("the guard logs the Programmed condition as stale", SETTLE, || async {
+        let said = "is Programmed only for generation 1, not its current generation 2 (a stale condition)";
+        if webhook.log().contains(said) { Ok(()) } else { Err("not yet".to_owned()) }
+    })
+    .await;
+    assert_eq!(stored(&t.ingresses, "app").await, ["192.0.2.13"], "a stale condition publishes nothing");
+    write_gateway_status(&rogue_gw, "edge", gateway_status(&["192.0.2.14"], true, 2), false).await.expect("current");
+    await_stored(&t, "app", &["192.0.2.14"], &webhook).await;
+
     // An address type an Ingress cannot carry, then a deleted Gateway: unresolved, named, kept.
-    set_gateway(&rogue_gw, &["NamedAddress=edge-vip"], true).await;
+    write_gateway_status(&rogue_gw, "edge", gateway_status(&["NamedAddress=edge-vip"], true, 2), false)
+        .await
+        .expect("a NamedAddress status");
     eventually("the guard names the address type", SETTLE, || async {
         let said = "status.addresses[0]: address type \\\"NamedAddress\\\" has no Ingress equivalent";
         if webhook.log().contains(said) { Ok(()) } else { Err("not yet".to_owned()) }
@@ -185,7 +205,7 @@ async fn an_ingress_follows_its_gateway_through_the_reconciler() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(stored(&t.ingresses, "app").await, ["192.0.2.13"], "never cleared");
+    assert_eq!(stored(&t.ingresses, "app").await, ["192.0.2.14"], "never cleared");
 }
 
 /// The webhook rewrites a rogue Ingress status write to the Gateway's addresses.
