@@ -222,7 +222,7 @@ pub enum Programmed {
     },
     /// `status: "True"`, but written for an older generation of the Gateway than its
     /// `metadata.generation`: the implementation has not yet programmed the current spec, so
-    /// the addresses may be those of the old one. Not Programmed (see [`Programmed::judged`]).
+    /// the addresses may be those of the old one. Not Programmed (see [`ProgrammedCondition::judged`]).
     Stale {
         /// The condition's `observedGeneration`.
         observed: i64,
