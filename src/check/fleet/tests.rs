@@ -125,3 +125,23 @@ fn json_rows_carry_their_cluster_and_each_cluster_its_summary_or_error() {
         ])
     );
 }
+
+/// With Gateway policies the fleet table has the KIND column too, and each cluster a summary
+/// line per kind.
+#[test]
+fn a_fleet_with_gateways_has_the_kind_column_and_a_summary_line_per_kind() {
+    let mut with_gateways = report(vec![row("web", "api", "198.51.100.1", State::Drift)], 0);
+    with_gateways.by_kind.gateway = Some(Summary::default());
+    let fleet = Fleet(vec![ok("a", with_gateways), failed("b", "down")]);
+    let table = fleet.table();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>()[..3], ["CLUSTER", "KIND", "NAME"], "{table}");
+    assert!(lines[1].starts_with("a        ingress  web/api"), "{table}");
+    assert_eq!(
+        lines[2].split_whitespace().filter(|c| *c == "-").count(),
+        6,
+        "an error row fills every column: {table}"
+    );
+    assert!(table.contains("cluster a: governed Ingresses: 1 (0 OK, 1 DRIFT, 0 UNRESOLVED); not governed: 0\n"));
+    assert!(table.contains("cluster a: governed Gateways: 0 (0 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0\n"));
+}
