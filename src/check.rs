@@ -23,8 +23,8 @@ use crate::{
     policy::Policies,
 };
 use explain::explain;
-use fetch::stored_ingresses;
 pub(crate) use fetch::{bounded, describe, list_all, snapshot};
+use fetch::{gateway_classes, stored_gateways, stored_ingresses};
 pub(crate) use fleet::check_fleet;
 use report::Report;
 pub(crate) use report::align;
@@ -48,6 +48,45 @@ pub(crate) struct Cluster {
 pub(crate) enum Output {
     Table,
     Json,
+}
+
+/// Which kind of object a row of `check` is, and what `--kind` keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Kind {
+    Ingress,
+    Gateway,
+}
+
+impl Kind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Ingress => "ingress",
+            Kind::Gateway => "gateway",
+        }
+    }
+}
+
+/// What `check` reads: a namespace (default: all), a kind (default: both).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scope<'a> {
+    pub namespace: Option<&'a str>,
+    pub kind: Option<Kind>,
+}
+
+impl Scope<'_> {
+    fn ingresses(&self) -> bool {
+        self.kind != Some(Kind::Gateway)
+    }
+
+    /// Gateways are read when asked for, or when a Gateway policy could govern one: an
+    /// Ingress-only setup needs no right on Gateways, and its report stays as it was.
+    fn gateways(&self, policies: &Policies) -> bool {
+        match self.kind {
+            Some(kind) => kind == Kind::Gateway,
+            None => policies.gateway_policies().next().is_some(),
+        }
+    }
 }
 
 /// What stops `check` or `explain` (exit code 2), each saying what to fix.
@@ -78,23 +117,33 @@ pub(crate) enum CheckError {
 /// Runs `check`: prints the report, returns 0, 1 (drift) or an error (2).
 pub(crate) async fn check(
     cluster: &Cluster,
-    namespace: Option<&str>,
+    scope: Scope<'_>,
     output: Output,
     policies: &Policies,
 ) -> Result<u8, CheckError> {
-    let report = report(cluster, namespace, policies).await?;
+    let report = report(cluster, scope, policies).await?;
     print!("{}", if output == Output::Json { report.json() } else { report.table() });
     Ok(report.exit_code())
 }
 
-/// Reads one cluster and judges every stored Ingress in it.
-async fn report(cluster: &Cluster, namespace: Option<&str>, policies: &Policies) -> Result<Report, CheckError> {
+/// Reads one cluster and judges every stored Ingress and Gateway in `scope`.
+async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Result<Report, CheckError> {
     let timeout = cluster.request_timeout;
     let client = connect(cluster).await?;
-    let sources = snapshot(&client, policies, timeout).await?;
-    let stored = stored_ingresses(&client, namespace, timeout).await?;
+    let mut sources = snapshot(&client, policies, timeout).await?;
+    let mut report = if scope.ingresses() {
+        Report::build(&stored_ingresses(&client, scope.namespace, timeout).await?, policies, &sources)
+    } else {
+        Report::empty()
+    };
+    if scope.gateways(policies) {
+        let stored = stored_gateways(&client, scope.namespace, timeout).await?;
+        if stored.is_some() && policies.need_gateway_classes() {
+            sources.1.gateway_classes.extend(gateway_classes(&client, timeout).await?);
+        }
+        report.add_gateways(stored.as_deref(), policies, &sources);
+    }
     let found = admission::fetch(&client, policies, timeout).await?;
-    let mut report = Report::build(&stored, policies, &sources);
     report.admission_policies = admission::compare(policies, &sources, &found);
     Ok(report)
 }

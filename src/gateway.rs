@@ -75,7 +75,8 @@ pub(crate) struct LeanGateway {
     pub(crate) class: Option<String>,
     /// `status.addresses` as stored, bounded.
     pub(crate) addresses: status::Addresses,
-    /// The `Programmed` condition of `status.conditions`.
+    /// The `Programmed` condition of `status.conditions`, judged against `metadata.generation`
+    /// (a `True` for an older generation is [`Programmed::Stale`]).
     pub(crate) programmed: Programmed,
 }
 
@@ -122,20 +123,17 @@ impl<'de> Deserialize<'de> for LeanGateway {
             #[serde(default)]
             addresses: Option<status::Addresses>,
             #[serde(default)]
-            conditions: Option<Programmed>,
+            conditions: Option<status::ProgrammedCondition>,
         }
         let wire = Wire::deserialize(d)?;
         let status = wire.status;
-        let (addresses, programmed) = match status {
+        let (addresses, condition) = match status {
             Some(s) => (s.addresses.unwrap_or_default(), s.conditions.unwrap_or_default()),
             None => Default::default(),
         };
-        Ok(LeanGateway {
-            meta: wire.metadata.map(WireMeta::into_meta).unwrap_or_default(),
-            class: wire.spec.and_then(|s| s.gateway_class_name),
-            addresses,
-            programmed,
-        })
+        let meta = wire.metadata.map(WireMeta::into_meta).unwrap_or_default();
+        let programmed = condition.judged(meta.generation);
+        Ok(LeanGateway { meta, class: wire.spec.and_then(|s| s.gateway_class_name), addresses, programmed })
     }
 }
 

@@ -2,6 +2,7 @@
 //! values that a caller controls are escaped and bounded here, in number and in length
 //! (the `writer` label's table: [`writers`]).
 
+pub(crate) mod objects;
 pub(crate) mod writers;
 
 use std::{fmt::Write as _, sync::Mutex, time::Duration};
@@ -160,6 +161,7 @@ pub struct Metrics {
     connections_evicted: Family<ListenerLabel, Counter>,
     requests_refused: Family<ReasonLabel, Counter>,
     overlaps: Family<OverlapLabels, Counter>,
+    objects: objects::Objects,
 }
 
 /// Review outcomes, plus `error` for requests answered with an HTTP error.
@@ -230,9 +232,11 @@ impl Metrics {
         let drift = Family::<PolicyLabel, Gauge>::default();
         registry.register(
             "drift_ingresses",
-            "Governed Ingresses whose stored status differs from the canonical addresses now, by policy",
+            "Governed Ingresses whose stored status differs from the canonical addresses now, by Ingress policy (deprecated: drift_objects has both kinds)",
             drift.clone(),
         );
+        // Beside `drift_ingresses`, which it supersedes.
+        let objects = objects::Objects::register(&mut registry);
         let patches = Family::<PatchLabels, Counter>::default();
         registry.register(
             "reconcile_patches",
@@ -281,7 +285,7 @@ impl Metrics {
         let watch_errors = Counter::default();
         registry.register(
             "ingress_watch_errors",
-            "Errors of the reconciler's Ingress watch (API server unreachable, forbidden, ...); retried with backoff",
+            "Errors of the reconciler's Ingress watch (API server unreachable, forbidden, ...); retried with backoff (deprecated: watch_errors_total{watch=\"ingresses\"})",
             watch_errors.clone(),
         );
         let build_info = Family::<BuildLabels, Gauge>::default();
@@ -367,6 +371,7 @@ impl Metrics {
             findings_logged: ["full", "repeat"].map(|line| findings_logged.get_or_create(&LineLabel { line }).clone()),
             findings_dropped,
             overlaps,
+            objects,
         }
     }
 
@@ -495,14 +500,21 @@ impl Metrics {
         }
     }
 
-    /// Sets the drift gauge of a policy.
-    pub fn set_drift(&self, policy: &str, count: i64) {
-        self.drift.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).set(count);
+    /// Sets the drift gauges of a policy governing `kind` (`ingress`, `gateway`):
+    /// `drift_objects`, and for Ingress policies the older `drift_ingresses` too.
+    pub fn set_drift(&self, kind: &'static str, policy: &str, count: i64) {
+        self.objects.set_drift(kind, policy, count);
+        if kind == "ingress" {
+            self.drift.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).set(count);
+        }
     }
 
     /// Drops the drift series of a policy no longer in force.
-    pub fn remove_drift(&self, policy: &str) {
-        self.drift.remove(&PolicyLabel { policy: Escaped::new(policy) });
+    pub fn remove_drift(&self, kind: &'static str, policy: &str) {
+        self.objects.remove_drift(kind, policy);
+        if kind == "ingress" {
+            self.drift.remove(&PolicyLabel { policy: Escaped::new(policy) });
+        }
     }
 
     pub fn patch(&self, policy: &str, result: &'static str) {
@@ -542,8 +554,18 @@ impl Metrics {
         self.reloads.get_or_create(&ResultLabel { result }).inc();
     }
 
-    pub fn ingress_watch_error(&self) {
-        self.watch_errors.inc();
+    /// The `watch_errors_total` family, for watches started before the reconciler's.
+    pub(crate) fn watch_errors(&self) -> objects::WatchErrors {
+        self.objects.watch_errors.clone()
+    }
+
+    /// Counts a failure of one of the guard's watches ([`objects::WATCHES`]); the Ingress
+    /// watch's also in the older `ingress_watch_errors_total`.
+    pub fn watch_error(&self, watch: &'static str) {
+        self.objects.watch_errors.inc(watch);
+        if watch == objects::INGRESSES {
+            self.watch_errors.inc();
+        }
     }
 
     /// Adds `client_certificates_refused_total{reason}`, counted by the TLS verifier of

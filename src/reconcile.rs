@@ -1,6 +1,6 @@
 //! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses (and
 //! the `status.addresses` of governed Gateways, [`gateway`]) canonical between writes. Every replica watches the Ingresses and measures drift (the
-//! `drift_ingresses` gauge); only the leader ([`crate::reconcile::leader`]) patches.
+//! `drift_objects` gauge); only the leader ([`crate::reconcile::leader`]) patches.
 //!
 //! The watch keeps, per Ingress, only what [`crate::decision::decide`] reads (namespace, name, class, stored
 //! addresses) plus the resourceVersion, deserialized straight from the watch stream into a
@@ -421,7 +421,7 @@ impl<K: Kind> Reconciler<K> {
     }
 
     fn set_drift(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.drift.set(key, policy, |p, count| self.metrics.set_drift(p, count));
+        state.drift.set(key, policy, |p, count| self.metrics.set_drift(K::LABEL, p, count));
     }
     fn set_contested(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
         state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
@@ -445,7 +445,11 @@ impl<K: Kind> Reconciler<K> {
         }
         state.damping.prune(tokio::time::Instant::now().into_std());
         let in_force = K::in_force(&policies);
-        state.drift.publish(&in_force, |p, count| self.metrics.set_drift(p, count), |p| self.metrics.remove_drift(p));
+        state.drift.publish(
+            &in_force,
+            |p, count| self.metrics.set_drift(K::LABEL, p, count),
+            |p| self.metrics.remove_drift(K::LABEL, p),
+        );
         state.contested.publish(
             &in_force,
             |p, count| self.metrics.set_contested(p, count),

@@ -222,6 +222,8 @@ pub struct SourceCache {
     /// The IngressClasses, Namespaces, controller Pods and Nodes the policies need; replaced
     /// when a reload changes what is needed ([`SourceCache::track_inventory`]).
     inventory: RwLock<Arc<Inventory>>,
+    /// Where the Gateway watches count their failures, once `serve` has its metrics.
+    watch_errors: std::sync::OnceLock<crate::metrics::objects::WatchErrors>,
 }
 
 impl SourceCache {
@@ -238,6 +240,7 @@ impl SourceCache {
             inventory: RwLock::new(Inventory::new(policies, generation.clone())),
             generation,
             synced_once: std::sync::atomic::AtomicBool::new(false),
+            watch_errors: std::sync::OnceLock::new(),
         })
     }
 

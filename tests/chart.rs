@@ -1086,6 +1086,16 @@ fn a_publish_gateway_gets_gateway_rbac_and_nothing_else_does() {
         !docs.iter().any(|d| d["metadata"]["name"] == "ingress-status-guard-gatewayclasses"),
         "no controller matching"
     );
+    // The reconciler of Gateway policies lists and watches Gateways and patches their status.
+    let reconciler = json!([
+        {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways/status"], "verbs": ["patch"]}
+    ]);
+    assert_eq!(find(&docs, "ClusterRole", "ingress-status-guard-gateways")["rules"], reconciler);
+    assert_eq!(
+        find(&docs, "ClusterRoleBinding", "ingress-status-guard-gateways")["roleRef"]["name"],
+        "ingress-status-guard-gateways"
+    );
     let by_controller = "policies:\n  - {name: eg, gatewayControllers: [gateway.envoyproxy.io/gatewayclass-controller], publishStatusAddress: 192.0.2.1}\n";
     let docs = helm.template(&["-f", &write(&dir, "by-controller.yaml", by_controller)]);
     assert_eq!(
@@ -1095,10 +1105,9 @@ fn a_publish_gateway_gets_gateway_rbac_and_nothing_else_does() {
     assert_eq!(rules(&docs).as_array().map(Vec::len), Some(2));
     let kust = kustomize("examples/gateway-policies");
     assert_eq!(rules(&kust), rules(&docs), "kustomize's gateway-policies component registers the same rules");
-    assert_eq!(
-        find(&kust, "ClusterRole", "ingress-status-guard-gatewayclasses")["rules"],
-        find(&docs, "ClusterRole", "ingress-status-guard-gatewayclasses")["rules"]
-    );
+    for role in ["ingress-status-guard-gatewayclasses", "ingress-status-guard-gateways"] {
+        assert_eq!(find(&kust, "ClusterRole", role)["rules"], find(&docs, "ClusterRole", role)["rules"], "{role}");
+    }
 
     // The kustomize component grants the same, and only with it.
     assert!(no_gateway(&kustomize("examples/ingress-nginx")), "the kustomize tree has no Gateway RBAC without it");

@@ -261,11 +261,11 @@ async fn every_panel_shows_what_a_real_run_did() {
 
     // A renamed metric is caught: by name, and by its empty panel.
     let renamed: Value = serde_json::from_str(
-        &panels::DASHBOARD.replace("ingress_status_guard_drift_ingresses", "ingress_status_guard_drifting_ingresses"),
+        &panels::DASHBOARD.replace("ingress_status_guard_drift_objects", "ingress_status_guard_drifting_objects"),
     )
     .unwrap();
     let unknown = panels::unknown_metrics(&renamed, &exposed).unwrap();
-    assert_eq!(unknown, ["ingress_status_guard_drifting_ingresses"], "a renamed metric is caught");
+    assert_eq!(unknown, ["ingress_status_guard_drifting_objects"], "a renamed metric is caught");
     let drift = panels::queries(&renamed).unwrap().into_iter().find(|q| q.panel == "ADDRESS drift per policy").unwrap();
     assert!(run(&prom, &drift, &vars).unwrap().is_empty(), "and its panel is empty");
 
@@ -321,8 +321,8 @@ fn check(results: &[(Query, Vec<Sample>)], window: f64, ns: &str) -> Vec<String>
     let (service, pending_now, pending_before) =
         (format!("{ns}/edge"), format!("{ns}/not-there-yet"), format!("{ns}/not-there-either"));
     let expectations = [
-        expect("ADDRESS drift per policy", "A", &[("policy", "shadow")], Want::Equals(2.0)),
-        expect("ADDRESS drift per policy", "A", &[("policy", "edge")], Want::NonNegative),
+        expect("ADDRESS drift per policy", "A", &[("policy", "shadow"), ("kind", "ingress")], Want::Equals(2.0)),
+        expect("ADDRESS drift per policy", "A", &[("policy", "edge"), ("kind", "ingress")], Want::NonNegative),
         expect(
             "Rogue writes by writer and action",
             "A",
@@ -358,7 +358,8 @@ fn check(results: &[(Query, Vec<Sample>)], window: f64, ns: &str) -> Vec<String>
         expect("Versions running", "A", &[("version", env!("CARGO_PKG_VERSION"))], Want::Equals(1.0)),
         expect("Policy reloads and watch errors", "A", &[("result", "success")], Want::Increase(1.0)),
         expect("Policy reloads and watch errors", "A", &[("result", "failed")], Want::NonNegative),
-        expect("Policy reloads and watch errors", "B", &[], Want::Equals(0.0)),
+        expect("Policy reloads and watch errors", "B", &[("watch", "ingresses")], Want::Equals(0.0)),
+        expect("Policy reloads and watch errors", "B", &[("watch", "gateways")], Want::Equals(0.0)),
     ];
     let mut failures = Vec::new();
     for e in &expectations {

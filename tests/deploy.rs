@@ -12,10 +12,15 @@
 //!   source, a controller class and a namespaceSelector needs nothing more, and gets only
 //!   list/watch;
 //! - `certs bootstrap`, run with the self-signed overlay's Job arguments as its ServiceAccount,
-//!   creates the serving Secret, patches the caBundle, leaves both alone when valid, and renews.
+//!   creates the serving Secret, patches the caBundle, leaves both alone when valid, and renews;
+//! - with the Gateway API components and the real CRDs, their RBAC is all a `publishGateway`
+//!   source and Gateway policies need (`deploy/gateway.rs`).
 
 #[allow(dead_code)]
 mod support;
+
+#[path = "deploy/gateway.rs"]
+mod gateway;
 
 use std::{collections::BTreeMap, path::Path, process::Command};
 

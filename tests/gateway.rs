@@ -10,6 +10,10 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "gateway/checked.rs"]
+mod checked;
+#[path = "gateway/counted.rs"]
+mod counted;
 #[path = "gateway/governed.rs"]
 mod governed;
 #[path = "gateway/migration.rs"]
@@ -168,8 +172,28 @@ async fn an_ingress_follows_its_gateway_through_the_reconciler() {
     let resolved = "Resolved:  192.0.2.13 (the Gateway's status.addresses (IPAddress as ip, Hostname as hostname)";
     assert!(text.contains(&source) && text.contains(resolved), "{text}");
 
+    // A new spec (generation 2) with the status still of generation 1: the Programmed condition
+    // is stale, so its addresses are not published until the implementation catches up.
+    let spec = serde_json::json!({"spec": {"listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}]}});
+    let bumped = gateway::gateways(&t.admin, &t.ns)
+        .patch("edge", &Default::default(), &kube::api::Patch::Merge(&spec))
+        .await
+        .expect("a new Gateway spec");
+    assert_eq!(bumped.metadata.generation, Some(2));
+    write_gateway_status(&rogue_gw, "edge", gateway_status(&["192.0.2.14"], true, 1), false).await.expect("stale");
+    eventually("the guard logs the Programmed condition as stale", SETTLE, || async {
+        let said = "is Programmed only for generation 1, not its current generation 2 (a stale condition)";
+        if webhook.log().contains(said) { Ok(()) } else { Err("not yet".to_owned()) }
+    })
+    .await;
+    assert_eq!(stored(&t.ingresses, "app").await, ["192.0.2.13"], "a stale condition publishes nothing");
+    write_gateway_status(&rogue_gw, "edge", gateway_status(&["192.0.2.14"], true, 2), false).await.expect("current");
+    await_stored(&t, "app", &["192.0.2.14"], &webhook).await;
+
     // An address type an Ingress cannot carry, then a deleted Gateway: unresolved, named, kept.
-    set_gateway(&rogue_gw, &["NamedAddress=edge-vip"], true).await;
+    write_gateway_status(&rogue_gw, "edge", gateway_status(&["NamedAddress=edge-vip"], true, 2), false)
+        .await
+        .expect("a NamedAddress status");
     eventually("the guard names the address type", SETTLE, || async {
         let said = "status.addresses[0]: address type \\\"NamedAddress\\\" has no Ingress equivalent";
         if webhook.log().contains(said) { Ok(()) } else { Err("not yet".to_owned()) }
@@ -181,7 +205,7 @@ async fn an_ingress_follows_its_gateway_through_the_reconciler() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(stored(&t.ingresses, "app").await, ["192.0.2.13"], "never cleared");
+    assert_eq!(stored(&t.ingresses, "app").await, ["192.0.2.14"], "never cleared");
 }
 
 /// The webhook rewrites a rogue Ingress status write to the Gateway's addresses.
@@ -268,6 +292,20 @@ async fn without_the_crds_the_guard_runs_and_activates_gateways_when_they_appear
     let (code, text) = run_cli(&["check", &kubeconfig, &config]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("the Gateway API CRDs are not installed"), "check names the inactive source:\n{text}");
+    // A Gateway policy as well: `check` still reads the Ingresses, and says in one line that
+    // Gateway policies are inactive.
+    let with_gateways = dir.join("with-gateways.yaml");
+    std::fs::write(
+        &with_gateways,
+        format!("{policies}  - {{name: gw, gatewayClasses: [cut], publishStatusAddress: 192.0.2.32}}\n"),
+    )
+    .unwrap();
+    let (code, text) = run_cli(&["check", &kubeconfig, &format!("--config={}", with_gateways.display()), "-n", &ns]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains(&format!("ingress  {ns}/fixed-app")), "the Ingresses are listed:\n{text}");
+    let inactive =
+        "Gateway policies: inactive: the API server serves no Gateways (the Gateway API CRDs are not installed)";
+    assert_eq!(text.matches(inactive).count(), 1, "{text}");
 
     // The CRDs appear: the source becomes active without a restart.
     cluster.install_gateway_crds().await;

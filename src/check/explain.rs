@@ -147,9 +147,7 @@ pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot)
     if let Some(row) = Row::of(write, &verdict, snapshot) {
         lines.push((
             "Canonical",
-            row.canonical
-                .as_deref()
-                .map_or_else(|| "unknown (source unresolved)".to_owned(), |c| Addresses(c).to_string()),
+            row.canonical.as_ref().map_or_else(|| "unknown (source unresolved)".to_owned(), ToString::to_string),
         ));
         lines.push(("State", row.state.as_str().to_owned()));
     }

@@ -8,7 +8,7 @@ use kube::{Api, Client, api::ListParams};
 
 use super::{CheckError, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::GatewayFetched, snapshot::Snapshot};
 use crate::{
-    gateway::LeanGateway,
+    gateway::{GatewayWrite, LeanGateway, LeanGatewayClass},
     ingress::{self, StatusWrite, Stored},
     policy::Policies,
     sources::nodeip::{NodeAddrs, PodFacts},
@@ -155,4 +155,61 @@ pub(super) async fn stored_ingresses(
     };
     list_all(&api, ListParams::default().limit(PAGE_SIZE), "Ingresses", timeout, |ingress| Stored::of(&ingress).write)
         .await
+}
+
+/// As [`list_all`], but `None` when the API server serves no such resource (a 404: its CRD is
+/// not installed), which for the Gateway API is a state to report, not an error.
+async fn list_served<K, T>(
+    api: &Api<K>,
+    mut params: ListParams,
+    what: &str,
+    timeout: Duration,
+    mut keep: impl FnMut(K) -> T,
+) -> Result<Option<Vec<T>>, CheckError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut kept = Vec::new();
+    loop {
+        let page = match tokio::time::timeout(timeout, api.list(&params)).await {
+            Ok(Ok(page)) => page,
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => return Ok(None),
+            Ok(Err(e)) => return Err(CheckError::Api { what: format!("list {what}"), detail: describe(&e) }),
+            Err(_) => return Err(CheckError::Timeout { what: format!("list {what}"), timeout }),
+        };
+        kept.extend(page.items.into_iter().map(&mut keep));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(Some(kept)),
+        }
+    }
+}
+
+/// Lists Gateways page by page, keeping what the Gateway decision reads (each already bounded
+/// by the lean reader); `None` when the API server serves no Gateways.
+pub(super) async fn stored_gateways(
+    client: &Client,
+    namespace: Option<&str>,
+    timeout: Duration,
+) -> Result<Option<Vec<GatewayWrite>>, CheckError> {
+    let api: Api<LeanGateway> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    list_served(&api, ListParams::default().limit(PAGE_SIZE), "Gateways", timeout, super::explain_gateway::write_of)
+        .await
+}
+
+/// Every GatewayClass's controller, for Gateway policies that match by `gatewayControllers`
+/// (none when the API server serves no GatewayClasses).
+pub(super) async fn gateway_classes(
+    client: &Client,
+    timeout: Duration,
+) -> Result<Vec<(String, Option<String>)>, CheckError> {
+    use kube::ResourceExt as _;
+    let api: Api<LeanGatewayClass> = Api::all(client.clone());
+    let classes = list_served(&api, ListParams::default().limit(PAGE_SIZE), "GatewayClasses", timeout, |class| {
+        (class.name_any(), class.controller)
+    });
+    Ok(classes.await?.unwrap_or_default())
 }

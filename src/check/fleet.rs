@@ -6,8 +6,8 @@ use futures::StreamExt as _;
 use serde::Serialize;
 
 use super::{
-    CheckError, Cluster, Output,
-    report::{self, HEADER, Report, Row, Summary},
+    CheckError, Cluster, Output, Scope,
+    report::{self, ByKind, Report, Row, Summary},
 };
 use crate::{client::Target, policy::Policies};
 
@@ -42,6 +42,10 @@ struct ClusterEntry<'a> {
     cluster: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     summary: Option<&'a Summary>,
+    #[serde(rename = "byKind", skip_serializing_if = "Option::is_none")]
+    by_kind: Option<&'a ByKind>,
+    #[serde(rename = "gatewayPolicies", skip_serializing_if = "Option::is_none")]
+    gateway_policies: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
 }
@@ -66,15 +70,20 @@ impl Fleet {
     /// One table: the rows of every cluster, then a row per cluster that failed (STATE
     /// `ERROR`, then the error), then one summary line per cluster, in the order given.
     pub(crate) fn table(&self) -> String {
+        // The same policies in every cluster: if one report covers Gateways, all read do.
+        let kinds = self.0.iter().any(|o| o.result.as_ref().is_ok_and(Report::kinds));
+        let header = report::header(kinds);
         let mut lines = Vec::new();
         let mut summaries = String::new();
         for Outcome { cluster, result } in &self.0 {
             match result {
                 Ok(report) => {
                     for row in &report.ingresses {
-                        lines.push(std::iter::once(cluster.clone()).chain(row.cells()).collect());
+                        lines.push(std::iter::once(cluster.clone()).chain(row.cells(kinds)).collect());
                     }
-                    summaries.push_str(&format!("cluster {cluster}: {}\n", report.summary_line()));
+                    for line in report.summary_lines() {
+                        summaries.push_str(&format!("cluster {cluster}: {line}\n"));
+                    }
                 }
                 // The error is in the cluster's row; said once is enough.
                 Err(_) => summaries.push_str(&format!("cluster {cluster}: not read (ERROR row above)\n")),
@@ -84,14 +93,14 @@ impl Fleet {
         for Outcome { cluster, result } in &self.0 {
             if let Err(error) = result {
                 let mut line = vec![cluster.clone()];
-                line.extend(std::iter::repeat_n("-".to_owned(), HEADER.len() - 1));
+                line.extend(std::iter::repeat_n("-".to_owned(), header.len() - 1));
                 line.push(format!("ERROR ({error})"));
                 lines.push(line);
             }
         }
         let mut out = String::new();
         if !lines.is_empty() {
-            let header = std::iter::once("CLUSTER").chain(HEADER).map(String::from).collect();
+            let header = std::iter::once("CLUSTER".to_owned()).chain(header).collect();
             out = report::align(std::iter::once(header).chain(lines));
         }
         out.push_str(&summaries);
@@ -113,6 +122,8 @@ impl Fleet {
             .map(|o| ClusterEntry {
                 cluster: &o.cluster,
                 summary: o.result.as_ref().ok().map(|r| &r.summary),
+                by_kind: o.result.as_ref().ok().map(|r| &r.by_kind),
+                gateway_policies: o.result.as_ref().ok().and_then(|r| r.gateway_policies),
                 error: o.result.as_ref().err().map(String::as_str),
             })
             .collect();
@@ -130,7 +141,7 @@ impl Fleet {
 pub(crate) async fn check_fleet(
     contexts: Vec<String>,
     base: &Cluster,
-    namespace: Option<&str>,
+    scope: Scope<'_>,
     output: Output,
     policies: &Policies,
 ) -> Result<u8, CheckError> {
@@ -143,7 +154,7 @@ pub(crate) async fn check_fleet(
                 target: Target { kubeconfig: base.target.kubeconfig.clone(), context: Some(context.clone()) },
                 request_timeout: base.request_timeout,
             };
-            let result = super::report(&cluster, namespace, policies).await.map_err(|e| e.to_string());
+            let result = super::report(&cluster, scope, policies).await.map_err(|e| e.to_string());
             Outcome { cluster: context, result }
         })
         .buffered(PARALLEL_CLUSTERS)

@@ -1,19 +1,21 @@
-//! The drift report: one row per governed Ingress, its summary, and the text and JSON it is
-//! printed as. Pure.
+//! The drift report: one row per governed Ingress or Gateway, the summary of each kind, and
+//! the text and JSON it is printed as. Pure.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::Kind;
 use crate::{
     address::{Address, Addresses},
-    decision::{Verdict, decide},
+    decision::{Verdict, decide, decide_gateway},
+    gateway::{GatewayWrite, status::GatewayAddress},
     ingress::StatusWrite,
-    policy::{Policies, SourceList},
+    policy::{Policies, Policy, SourceList},
     sources::Sources,
 };
 
-/// How a governed Ingress's stored status compares with the canonical one.
+/// How a governed object's stored status compares with the canonical one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub(crate) enum State {
@@ -32,66 +34,136 @@ impl State {
     }
 }
 
-/// One governed Ingress in the report.
+/// A status list in its kind's own shape: an Ingress's `{ip, hostname, ports}` entries, or a
+/// Gateway's `{type, value}` entries (JSON shows each as the API stores it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Entries {
+    Ingress(Vec<Address>),
+    Gateway(Vec<GatewayAddress>),
+}
+
+impl std::fmt::Display for Entries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Entries::Ingress(list) => Addresses(list).fmt(f),
+            Entries::Gateway(list) if list.is_empty() => f.write_str("<none>"),
+            Entries::Gateway(list) => {
+                let joined: Vec<String> = list.iter().map(ToString::to_string).collect();
+                let shown = crate::names::truncate(&joined.join(","), usize::MAX, crate::address::MAX_SHOWN_BYTES);
+                f.write_str(&shown)
+            }
+        }
+    }
+}
+
+/// One governed Ingress or Gateway in the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Row {
+    pub kind: Kind,
     pub namespace: String,
     pub name: String,
     pub class: Option<String>,
     pub policy: String,
     pub mode: String,
     pub source: String,
-    pub stored: Vec<Address>,
+    pub stored: Entries,
     /// `None` while the source is unresolved.
-    pub canonical: Option<Vec<Address>>,
+    pub canonical: Option<Entries>,
     pub state: State,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
-/// The columns of the table, one per [`Row::cells`].
+/// The columns of the table, one per [`Row::cells`], when only Ingresses are reported (the
+/// table of every release before Gateways, kept as it was for the scripts that read it).
 pub(super) const HEADER: [&str; 6] = ["INGRESS", "POLICY", "SOURCE", "STORED", "CANONICAL", "STATE"];
+/// The columns when the report covers Gateways: the kind, then the object's name.
+pub(super) const HEADER_KINDS: [&str; 7] = ["KIND", "NAME", "POLICY", "SOURCE", "STORED", "CANONICAL", "STATE"];
+
+/// The header of a table with or without the KIND column.
+pub(super) fn header(kinds: bool) -> Vec<String> {
+    if kinds { HEADER_KINDS.map(String::from).to_vec() } else { HEADER.map(String::from).to_vec() }
+}
+
+/// The verdict as a row's policy, state, canonical list (in `shape`) and reason; `None` when
+/// no policy governs the object.
+type Judged<'p> = (&'p Policy, State, Option<Entries>, Option<String>);
+
+fn judged<'p>(
+    verdict: &Verdict<'p>,
+    sources: &dyn Sources,
+    stored: &Entries,
+    shape: impl Fn(&[Address]) -> Entries,
+) -> Option<Judged<'p>> {
+    Some(match verdict {
+        Verdict::Ignored(_) | Verdict::NotGoverned => return None,
+        // The same lookup `decide` compared with; stored equals it as a set.
+        Verdict::Canonical { policy } => {
+            (*policy, State::Ok, Some(sources.canonical(policy).map_or_else(|_| stored.clone(), |c| shape(&c))), None)
+        }
+        Verdict::Mismatch { policy, canonical, .. } => (*policy, State::Drift, Some(shape(canonical)), None),
+        Verdict::Unresolved { policy, reason, .. } => (*policy, State::Unresolved, None, Some(reason.to_string())),
+    })
+}
 
 impl Row {
-    /// The row's table cells, under [`HEADER`].
-    pub(super) fn cells(&self) -> [String; 6] {
+    /// The row's table cells, under [`header`] (`kinds`: with the KIND column).
+    pub(super) fn cells(&self, kinds: bool) -> Vec<String> {
         let state = match &self.reason {
             Some(reason) => format!("{} ({reason})", self.state.as_str()),
             None => self.state.as_str().to_owned(),
         };
-        [
+        let mut cells = Vec::with_capacity(HEADER_KINDS.len());
+        if kinds {
+            cells.push(self.kind.as_str().to_owned());
+        }
+        cells.extend([
             format!("{}/{}", self.namespace, self.name),
             self.policy.clone(),
             self.source.clone(),
-            Addresses(&self.stored).to_string(),
-            self.canonical.as_deref().map_or_else(|| "?".to_owned(), |c| Addresses(c).to_string()),
+            self.stored.to_string(),
+            self.canonical.as_ref().map_or_else(|| "?".to_owned(), ToString::to_string),
             state,
-        ]
+        ]);
+        cells
     }
 
-    /// The row of a decided write; `None` when no policy governs it.
+    /// The row of a decided Ingress write; `None` when no policy governs it.
     pub(super) fn of(write: &StatusWrite, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row> {
-        let (policy, state, canonical, reason) = match verdict {
-            Verdict::Ignored(_) | Verdict::NotGoverned => return None,
-            // The same lookup `decide` compared with; stored equals it as a set.
-            Verdict::Canonical { policy } => (
-                policy,
-                State::Ok,
-                Some(sources.canonical(policy).map_or_else(|_| write.addresses.clone(), std::borrow::Cow::into_owned)),
-                None,
-            ),
-            Verdict::Mismatch { policy, canonical, .. } => (policy, State::Drift, Some(canonical.to_vec()), None),
-            Verdict::Unresolved { policy, reason, .. } => (policy, State::Unresolved, None, Some(reason.to_string())),
-        };
+        let stored = Entries::Ingress(write.addresses.clone());
+        let (policy, state, canonical, reason) = judged(verdict, sources, &stored, |c| Entries::Ingress(c.to_vec()))?;
         Some(Row {
+            kind: Kind::Ingress,
             namespace: write.namespace.clone(),
             name: write.name.clone(),
             class: write.class.clone(),
             policy: policy.name.clone(),
             mode: policy.mode.to_string(),
             source: SourceList(&policy.sources).to_string(),
-            stored: write.addresses.clone(),
+            stored,
+            canonical,
+            state,
+            reason,
+        })
+    }
+
+    /// The row of a decided Gateway write (its stored `status.addresses`); `None` when no
+    /// policy governs it. Canonical entries are shown as the webhook would write them.
+    pub(super) fn of_gateway(write: &GatewayWrite, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row> {
+        let stored = Entries::Gateway(write.addresses.clone());
+        let (policy, state, canonical, reason) =
+            judged(verdict, sources, &stored, |c| Entries::Gateway(GatewayAddress::from_addresses(c)))?;
+        Some(Row {
+            kind: Kind::Gateway,
+            namespace: write.namespace.clone(),
+            name: write.name.clone(),
+            class: write.class.clone(),
+            policy: policy.name.clone(),
+            mode: policy.mode.to_string(),
+            source: SourceList(&policy.sources).to_string(),
+            stored,
             canonical,
             state,
             reason,
@@ -109,66 +181,152 @@ pub(crate) struct Summary {
     pub not_governed: usize,
 }
 
+impl Summary {
+    fn count(&mut self, state: State) {
+        self.governed += 1;
+        match state {
+            State::Ok => self.ok += 1,
+            State::Drift => self.drift += 1,
+            State::Unresolved => self.unresolved += 1,
+        }
+    }
+
+    fn add(&mut self, other: &Summary) {
+        self.governed += other.governed;
+        self.ok += other.ok;
+        self.drift += other.drift;
+        self.unresolved += other.unresolved;
+        self.not_governed += other.not_governed;
+    }
+}
+
+/// The summary of each kind the report covers; a kind not read is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub(crate) struct ByKind {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<Summary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Summary>,
+}
+
+/// Said when Gateway policies are configured and the API server serves no Gateways.
+pub(crate) const GATEWAYS_INACTIVE: &str =
+    "inactive: the API server serves no Gateways (the Gateway API CRDs are not installed)";
+
 /// The drift report of `check`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Report {
+    /// Every governed object, Ingresses then Gateways (the name predates Gateways; each row
+    /// says its `kind`).
     pub ingresses: Vec<Row>,
+    /// Over every kind read: with Ingresses only, the Ingress summary.
     pub summary: Summary,
+    pub by_kind: ByKind,
+    /// [`GATEWAYS_INACTIVE`] when it applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_policies: Option<&'static str>,
     /// The admission policies found in the cluster for the policies, when there are any.
-    #[serde(rename = "admissionPolicies", skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub admission_policies: Vec<super::admission::Row>,
 }
 
 impl Report {
     /// Decides every stored Ingress, as the webhook would decide a write of its stored status.
     pub(crate) fn build(stored: &[StatusWrite], policies: &Policies, sources: &dyn Sources) -> Report {
+        let mut report = Report::empty();
+        let rows = stored.iter().map(|write| Row::of(write, &decide(write, policies, sources), sources));
+        report.by_kind.ingress = Some(report.add_rows(rows));
+        report
+    }
+
+    /// A report of nothing read yet.
+    pub(crate) fn empty() -> Report {
+        Report {
+            ingresses: Vec::new(),
+            summary: Summary::default(),
+            by_kind: ByKind::default(),
+            gateway_policies: None,
+            admission_policies: Vec::new(),
+        }
+    }
+
+    /// Adds the stored Gateways, each decided as the webhook would decide a write of its stored
+    /// `status.addresses`; `None`: the API server serves no Gateways, which makes configured
+    /// Gateway policies inactive, said in the report.
+    pub(crate) fn add_gateways(&mut self, stored: Option<&[GatewayWrite]>, policies: &Policies, sources: &dyn Sources) {
+        let Some(stored) = stored else {
+            self.by_kind.gateway = Some(Summary::default());
+            if policies.gateway_policies().next().is_some() {
+                self.gateway_policies = Some(GATEWAYS_INACTIVE);
+            }
+            return;
+        };
+        let rows =
+            stored.iter().map(|write| Row::of_gateway(write, &decide_gateway(write, policies, sources), sources));
+        self.by_kind.gateway = Some(self.add_rows(rows));
+    }
+
+    /// Appends the governed rows (sorted by namespace then name), counts them, returns their
+    /// summary and adds it to the total.
+    fn add_rows(&mut self, rows: impl Iterator<Item = Option<Row>>) -> Summary {
         let mut summary = Summary::default();
-        let mut ingresses: Vec<Row> = stored
-            .iter()
-            .filter_map(|write| {
-                let row = Row::of(write, &decide(write, policies, sources), sources);
+        let mut governed: Vec<Row> = rows
+            .filter_map(|row| {
                 if row.is_none() {
                     summary.not_governed += 1;
                 }
                 row
             })
             .collect();
-        ingresses.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        for row in &ingresses {
-            match row.state {
-                State::Ok => summary.ok += 1,
-                State::Drift => summary.drift += 1,
-                State::Unresolved => summary.unresolved += 1,
-            }
+        governed.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        for row in &governed {
+            summary.count(row.state);
         }
-        summary.governed = ingresses.len();
-        Report { ingresses, summary, admission_policies: Vec::new() }
+        self.ingresses.extend(governed);
+        self.summary.add(&summary);
+        summary
     }
 
-    /// 0 when every governed Ingress is canonical, 1 when any drifts or cannot be judged, or
+    /// Whether the table has a KIND column: the report covers Gateways.
+    pub(crate) fn kinds(&self) -> bool {
+        self.by_kind.gateway.is_some()
+    }
+
+    /// 0 when every governed object is canonical, 1 when any drifts or cannot be judged, or
     /// an admission policy lags the sources.
     pub(crate) fn exit_code(&self) -> u8 {
         let stale = self.admission_policies.iter().any(|r| r.state == super::admission::State::Stale);
         u8::from(self.summary.drift + self.summary.unresolved > 0 || stale)
     }
 
-    pub(crate) fn summary_line(&self) -> String {
-        let s = &self.summary;
-        format!(
-            "governed Ingresses: {} ({} OK, {} DRIFT, {} UNRESOLVED); not governed: {}",
-            s.governed, s.ok, s.drift, s.unresolved, s.not_governed
-        )
+    /// One line per kind read (`governed Ingresses: ...`, `governed Gateways: ...`), then the
+    /// line saying Gateway policies are inactive, if they are.
+    pub(crate) fn summary_lines(&self) -> Vec<String> {
+        let line = |what: &str, s: &Summary| {
+            format!(
+                "governed {what}: {} ({} OK, {} DRIFT, {} UNRESOLVED); not governed: {}",
+                s.governed, s.ok, s.drift, s.unresolved, s.not_governed
+            )
+        };
+        let mut lines = Vec::new();
+        lines.extend(self.by_kind.ingress.as_ref().map(|s| line("Ingresses", s)));
+        lines.extend(self.by_kind.gateway.as_ref().map(|s| line("Gateways", s)));
+        lines.extend(self.gateway_policies.map(|note| format!("Gateway policies: {note}")));
+        lines
     }
 
-    /// An aligned table, one line per governed Ingress, then the summary line.
+    /// An aligned table, one line per governed object, then the summary lines.
     pub(crate) fn table(&self) -> String {
         let mut out = String::new();
         if !self.ingresses.is_empty() {
-            let header = HEADER.map(String::from).to_vec();
-            out = align(std::iter::once(header).chain(self.ingresses.iter().map(|row| row.cells().to_vec())));
+            let kinds = self.kinds();
+            out = align(std::iter::once(header(kinds)).chain(self.ingresses.iter().map(|row| row.cells(kinds))));
         }
-        out.push_str(&self.summary_line());
-        out.push('\n');
+        for line in self.summary_lines() {
+            out.push_str(&line);
+            out.push('\n');
+        }
         for row in &self.admission_policies {
             out.push_str(&format!("admission policy: {}\n", row.shown()));
         }

@@ -4,8 +4,8 @@ use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use serde_json::json;
 
 use super::{
-    explain::explain, fetch::describe, report::Report, report::State, snapshot::Facts, snapshot::Fetched,
-    snapshot::Snapshot,
+    explain::explain, fetch::describe, report::Entries, report::Report, report::State, snapshot::Facts,
+    snapshot::Fetched, snapshot::Snapshot,
 };
 use crate::{
     address::parse_static_list,
@@ -197,7 +197,7 @@ fn report_rows_states_and_exit_codes() {
         for row in &report.ingresses {
             match row.state {
                 State::Ok | State::Drift if row.policy == "lb" => {
-                    assert_eq!(row.canonical, Some(list(canonical)), "case {name}");
+                    assert_eq!(row.canonical, Some(Entries::Ingress(list(canonical))), "case {name}");
                 }
                 State::Unresolved => assert_eq!(row.reason.as_deref(), Some("Service edge/lb not found")),
                 _ => {}
@@ -228,7 +228,7 @@ governed Ingresses: 3 (1 OK, 2 DRIFT, 0 UNRESOLVED); not governed: 0
     assert_eq!(json["summary"], json!({"governed": 3, "ok": 1, "drift": 2, "unresolved": 0, "notGoverned": 0}));
     assert_eq!(
         json["ingresses"][1],
-        json!({"namespace": "team-a", "name": "web", "class": "nginx", "policy": "lb", "mode": "enforce",
+        json!({"kind": "ingress", "namespace": "team-a", "name": "web", "class": "nginx", "policy": "lb", "mode": "enforce",
                "source": "service edge/lb", "stored": [{"ip": "10.0.0.1"}],
                "canonical": [{"ip": "203.0.113.10"}, {"ip": "203.0.113.20"}], "state": "DRIFT"})
     );
@@ -409,3 +409,5 @@ policies:
         "the class and the default class are governed, plain is not:\n{table}"
     );
 }
+
+mod gateway;

@@ -6,7 +6,7 @@ use clap::{ArgAction, Args};
 
 use super::{client::ClientArgs, duration::Seconds};
 use crate::{
-    check::{self, CheckError, Cluster, Output},
+    check::{self, CheckError, Cluster, Kind, Output, Scope},
     client,
     policy::Policies,
 };
@@ -42,6 +42,10 @@ pub(crate) struct CheckArgs {
     /// Only Ingresses in this namespace; default: all namespaces.
     #[arg(short = 'n', long, env = "ISG_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
+    /// Only objects of this kind: `ingress` or `gateway`; default: Ingresses, and Gateways
+    /// when a policy governs Gateways.
+    #[arg(long, env = "ISG_KIND", value_enum)]
+    pub kind: Option<Kind>,
     /// Output format: an aligned table, or one JSON document.
     #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -98,8 +102,8 @@ fn parse_ingress_ref(text: &str) -> Result<(Option<String>, String), String> {
 /// One cluster (no `--context`, or one) gives the single-cluster report; several contexts, or
 /// `--all-contexts`, the fleet report with its CLUSTER column.
 pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process::ExitCode {
-    let CheckArgs { cluster, all_contexts, namespace, output } = args;
-    let namespace = namespace.as_deref();
+    let CheckArgs { cluster, all_contexts, namespace, kind, output } = args;
+    let scope = Scope { namespace: namespace.as_deref(), kind };
     let contexts = if all_contexts {
         match client::context_names(cluster.client.kubeconfig.as_deref()) {
             Ok(names) => names,
@@ -112,11 +116,11 @@ pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process:
         given.retain(|c| seen.insert(c.clone()));
         if given.len() < 2 {
             let one = ClusterArgs { client: ClientArgs { context: given, ..cluster.client }, ..cluster };
-            return check::exit(check::check(&one.cluster(), namespace, output, policies).await);
+            return check::exit(check::check(&one.cluster(), scope, output, policies).await);
         }
         given
     };
-    check::exit(check::check_fleet(contexts, &cluster.cluster(), namespace, output, policies).await)
+    check::exit(check::check_fleet(contexts, &cluster.cluster(), scope, output, policies).await)
 }
 
 /// Runs `explain` with its validated policies; the exit code is the explanation's (or 2).

@@ -197,9 +197,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     };
     let policies = if drops_ports { policies.without_ports() } else { policies };
     let mut tasks = Tasks::default();
+    let mut metrics = Metrics::with_writer_labels(max_writer_labels, writer_labels);
+    cache.count_watch_errors(metrics.watch_errors());
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
     let store = PolicyStore::new(policies);
-    let mut metrics = Metrics::with_writer_labels(max_writer_labels, writer_labels);
     if client_ca_set {
         metrics.register_client_refusals(client_refusals);
     }

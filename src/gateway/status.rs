@@ -6,7 +6,7 @@
 
 use std::{borrow::Cow, fmt};
 
-use serde::{Deserialize, Deserializer, de};
+use serde::{Deserialize, Deserializer, Serialize, de};
 
 use crate::address::Address;
 
@@ -24,10 +24,11 @@ pub(crate) const IP_ADDRESS: &str = "IPAddress";
 pub(crate) const HOSTNAME: &str = "Hostname";
 const NAMED_ADDRESS: &str = "NamedAddress";
 
-/// One entry of `status.addresses`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// One entry of `status.addresses`; serialized as the API writes it (`check -o json`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct GatewayAddress {
     /// `type`, `IPAddress` when absent (the CRD's default).
+    #[serde(rename = "type")]
     pub kind: String,
     /// `value`.
     pub value: String,
@@ -219,6 +220,37 @@ pub enum Programmed {
         /// The condition's reason.
         reason: String,
     },
+    /// `status: "True"`, but written for an older generation of the Gateway than its
+    /// `metadata.generation`: the implementation has not yet programmed the current spec, so
+    /// the addresses may be those of the old one. Not Programmed (see [`ProgrammedCondition::judged`]).
+    Stale {
+        /// The condition's `observedGeneration`.
+        observed: i64,
+        /// The Gateway's `metadata.generation`.
+        generation: i64,
+    },
+}
+
+/// The `Programmed` condition as read, before it is judged against the Gateway's generation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ProgrammedCondition {
+    pub(crate) programmed: Programmed,
+    /// The condition's `observedGeneration`, if it has one.
+    pub(crate) observed_generation: Option<i64>,
+}
+
+impl ProgrammedCondition {
+    /// The condition against the Gateway's `metadata.generation`: a `True` written for an
+    /// older generation is [`Programmed::Stale`]. Without either generation (an implementation
+    /// that does not set `observedGeneration`) the condition is taken as written.
+    pub(crate) fn judged(self, generation: Option<i64>) -> Programmed {
+        match (self.programmed, self.observed_generation, generation) {
+            (Programmed::True, Some(observed), Some(generation)) if observed < generation => {
+                Programmed::Stale { observed, generation }
+            }
+            (programmed, _, _) => programmed,
+        }
+    }
 }
 
 impl fmt::Display for Programmed {
@@ -235,11 +267,15 @@ impl fmt::Display for Programmed {
                 }
                 f.write_str(")")
             }
+            Programmed::Stale { observed, generation } => write!(
+                f,
+                "is Programmed only for generation {observed}, not its current generation {generation} (a stale condition)"
+            ),
         }
     }
 }
 
-impl<'de> Deserialize<'de> for Programmed {
+impl<'de> Deserialize<'de> for ProgrammedCondition {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct ConditionIn<'a> {
@@ -249,17 +285,20 @@ impl<'de> Deserialize<'de> for Programmed {
             status: Option<String>,
             #[serde(default, deserialize_with = "bounded_text")]
             reason: Option<String>,
+            // An int64 the CRD's schema checks before the API server stores it.
+            #[serde(default, rename = "observedGeneration")]
+            observed_generation: Option<i64>,
         }
         struct Visit;
         impl<'de> de::Visitor<'de> for Visit {
-            type Value = Programmed;
+            type Value = ProgrammedCondition;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a list of conditions")
             }
-            fn visit_unit<E>(self) -> Result<Programmed, E> {
-                Ok(Programmed::Absent)
+            fn visit_unit<E>(self) -> Result<ProgrammedCondition, E> {
+                Ok(ProgrammedCondition::default())
             }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Programmed, A::Error> {
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<ProgrammedCondition, A::Error> {
                 // Every condition is read, none is held: the first Programmed one counts (the
                 // CRD keys the list by type, so a stored Gateway has one at most).
                 let mut found = None;
@@ -268,12 +307,13 @@ impl<'de> Deserialize<'de> for Programmed {
                 {
                     if found.is_none() && c.kind.as_deref() == Some("Programmed") {
                         let status = c.status.unwrap_or_default();
-                        found = Some(if status == "True" {
+                        let programmed = if status == "True" {
                             Programmed::True
                         } else {
                             let reason = crate::names::truncate(&c.reason.unwrap_or_default(), usize::MAX, 64);
                             Programmed::Not { status, reason }
-                        });
+                        };
+                        found = Some(ProgrammedCondition { programmed, observed_generation: c.observed_generation });
                     }
                 }
                 Ok(found.unwrap_or_default())

@@ -108,3 +108,44 @@ fn long_labels_are_cut() {
     assert!(line.len() < 1024, "{} bytes", line.len());
     assert!(text.contains(&format!("writer=\"{}…\"", "y".repeat(MAX_LABEL_BYTES - 3))), "{text}");
 }
+
+/// Drift is counted per policy and kind; the older Ingress-only gauge never counts a Gateway.
+#[test]
+fn drift_by_kind_and_the_ingress_only_gauge() {
+    let m = Metrics::new();
+    m.set_drift("ingress", "nginx", 3);
+    m.set_drift("gateway", "eg", 2);
+    let text = m.encode();
+    assert!(text.contains("ingress_status_guard_drift_objects{policy=\"nginx\",kind=\"ingress\"} 3"), "{text}");
+    assert!(text.contains("ingress_status_guard_drift_objects{policy=\"eg\",kind=\"gateway\"} 2"), "{text}");
+    assert!(text.contains("ingress_status_guard_drift_ingresses{policy=\"nginx\"} 3"), "{text}");
+    assert!(!text.contains("drift_ingresses{policy=\"eg\"}"), "a Gateway policy is not in drift_ingresses: {text}");
+    m.remove_drift("gateway", "eg");
+    m.remove_drift("ingress", "nginx");
+    let text = m.encode();
+    assert!(!text.contains("policy=\"eg\"") && !text.contains("policy=\"nginx\""), "{text}");
+}
+
+/// Every watch has its series from the start; the source cache's handle counts into the same
+/// family; the Ingress watch also into the older unlabelled counter.
+#[test]
+fn watch_errors_by_watch() {
+    let m = Metrics::new();
+    let text = m.encode();
+    for watch in objects::WATCHES {
+        let zero = format!("ingress_status_guard_watch_errors_total{{watch=\"{watch}\"}} 0");
+        assert!(text.contains(&zero), "{text}");
+    }
+    let shared = m.watch_errors();
+    shared.inc(objects::PUBLISH_GATEWAY);
+    shared.inc(objects::GATEWAY_CLASSES);
+    m.watch_error(objects::GATEWAYS);
+    m.watch_error(objects::INGRESSES);
+    m.watch_error(objects::INGRESSES);
+    let text = m.encode();
+    for (watch, n) in [("publish-gateway", 1), ("gatewayclasses", 1), ("gateways", 1), ("ingresses", 2)] {
+        let line = format!("ingress_status_guard_watch_errors_total{{watch=\"{watch}\"}} {n}");
+        assert!(text.contains(&line), "{line}: {text}");
+    }
+    assert!(text.contains("ingress_status_guard_ingress_watch_errors_total 2"), "{text}");
+}

@@ -1,5 +1,5 @@
-//! The drift measurement: which stored Ingresses are off canonical and under which policy, and
-//! the count per policy that the `drift_ingresses` gauge shows. Pure; the reconciler passes the
+//! The drift measurement: which stored objects of one kind are off canonical and under which
+//! policy, and the count per policy that the `drift_objects` gauge shows. Pure; the reconciler passes the
 //! gauge in.
 
 use std::{

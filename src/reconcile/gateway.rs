@@ -37,6 +37,7 @@ fn written(canonical: &[Address]) -> (Vec<GatewayAddress>, Vec<Address>) {
 
 impl Kind for Gateways {
     const NAME: &'static str = "Gateway";
+    const LABEL: &'static str = "gateway";
     type Object = LeanGateway;
     type Write = GatewayWrite;
 
@@ -96,12 +97,17 @@ impl Kind for Gateways {
         policies.gateway_policies().next().is_some()
     }
 
-    fn watch_failed(error: &kube::runtime::watcher::Error, _: &Metrics, first: bool) {
-        // `ingress_watch_errors_total` counts the Ingress watch; the Gateway watch only logs.
+    fn watch_failed(error: &kube::runtime::watcher::Error, metrics: &Metrics, first: bool) {
+        // No Gateway API is the documented inactive state (logged once, named by /readyz), not
+        // a failure: counting it would make a rate alert fire for as long as the CRDs are absent.
+        let absent = crate::sources::gateway::is_api_absent(error);
+        if !absent {
+            metrics.watch_error(crate::metrics::objects::GATEWAYS);
+        }
         if !first {
             return;
         }
-        if crate::sources::gateway::is_api_absent(error) {
+        if absent {
             tracing::warn!(retry_every = ?crate::sources::gateway::RETRY_CAP, "the API server serves no Gateways (the Gateway API CRDs are not installed): the reconciler leaves Gateway policies inactive until they appear");
         } else {
             tracing::warn!(error = %error, "Gateway watch failed; retrying with backoff (admission keeps working from its caches)");

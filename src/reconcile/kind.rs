@@ -33,6 +33,8 @@ pub(super) struct Decided {
 pub(super) trait Kind: Send + Sync + Sized + 'static {
     /// The kind as logs name it.
     const NAME: &'static str;
+    /// The kind as the `kind` label of metrics names it (as `check`'s KIND column does).
+    const LABEL: &'static str;
     /// The lean projection the watch deserializes.
     type Object: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + DeserializeOwned
@@ -74,6 +76,7 @@ pub(super) struct Ingresses;
 
 impl Kind for Ingresses {
     const NAME: &'static str = "Ingress";
+    const LABEL: &'static str = "ingress";
     type Object = LeanIngress;
     type Write = StatusWrite;
 
@@ -119,7 +122,7 @@ impl Kind for Ingresses {
     }
 
     fn watch_failed(error: &kube::runtime::watcher::Error, metrics: &Metrics, first: bool) {
-        metrics.ingress_watch_error();
+        metrics.watch_error(crate::metrics::objects::INGRESSES);
         if first {
             tracing::warn!(error = %error, "Ingress watch failed; retrying with backoff (admission keeps working from its caches)");
         }

@@ -92,6 +92,20 @@ pub(crate) fn is_api_absent(error: &watcher::Error) -> bool {
 }
 
 impl SourceCache {
+    /// Makes the Gateway watches count their failures (not "no Gateway API", which is the
+    /// inactive state) in `errors`; before this, they only log them.
+    pub(crate) fn count_watch_errors(&self, errors: crate::metrics::objects::WatchErrors) {
+        // Set once at start-up; a second call would be a bug, and counting into the first is fine.
+        let _ = self.watch_errors.set(errors);
+    }
+
+    /// Counts one failure of `watch` ([`crate::metrics::objects::WATCHES`]).
+    pub(super) fn watch_failed(&self, watch: &'static str) {
+        if let Some(errors) = self.watch_errors.get() {
+            errors.inc(watch);
+        }
+    }
+
     /// Makes the cache hold exactly `gateways`; as [`SourceCache::track`] for Services.
     pub(crate) fn track_gateways(&self, gateways: &[GatewayRef]) {
         let mut entries = self.gateways.write().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -153,7 +167,10 @@ impl SourceCache {
                     self.set_gateway(&gw, held().map_or(GatewayEntry::Missing, GatewayEntry::Resolved));
                 }
                 Err(e) if is_api_absent(&e) => self.set_gateway(&gw, GatewayEntry::ApiAbsent),
-                Err(e) => tracing::warn!(gateway = %gw, error = %e, "watch of publish Gateway failed; retrying"),
+                Err(e) => {
+                    self.watch_failed(crate::metrics::objects::PUBLISH_GATEWAY);
+                    tracing::warn!(gateway = %gw, error = %e, "watch of publish Gateway failed; retrying");
+                }
             }
         })
         .await;

@@ -64,13 +64,20 @@ async fn the_reconciler_heals_governed_gateways_and_no_others() {
         healed.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.as_deref()).collect();
     assert!(managers.contains(&"ingress-status-guard"), "the reconciler's field manager: {managers:?}");
 
-    // The drift gauges per policy: the audited Gateway is measured, never patched.
-    let drift = |policy: &str| guard.metric(&format!("ingress_status_guard_drift_ingresses{{policy=\"{policy}\"}}"));
+    // The drift gauges per policy and kind: the audited Gateway is measured, never patched.
+    let drift = |policy: &str| {
+        guard.metric(&format!("ingress_status_guard_drift_objects{{policy=\"{policy}\",kind=\"gateway\"}}"))
+    };
     eventually("the audit policy's drift gauge counts the audited Gateway", SETTLE, || async {
         let (audit, enforce) = (drift("audit"), drift("enforce"));
         if audit == 1.0 && enforce == 0.0 { Ok(()) } else { Err(format!("audit {audit}, enforce {enforce}")) }
     })
     .await;
+    let metrics = guard.metrics();
+    assert!(
+        !metrics.contains("ingress_status_guard_drift_ingresses{policy=\"audit\"}"),
+        "the Ingress-only gauge does not count Gateways:\n{metrics}"
+    );
     let patched = guard.metric("ingress_status_guard_reconcile_patches_total{policy=\"enforce\",result=\"patched\"}");
     assert_eq!(patched, 1.0, "one patch healed Gateway edge");
 

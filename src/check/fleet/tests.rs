@@ -3,20 +3,24 @@ use serde_json::{Value, json};
 use super::{Fleet, Outcome};
 use crate::{
     address::parse_static_list,
-    check::report::{Report, Row, State, Summary},
+    check::{
+        Kind,
+        report::{ByKind, Entries, Report, Row, State, Summary},
+    },
 };
 
 fn row(ns: &str, name: &str, stored: &str, state: State) -> Row {
     let canonical = parse_static_list("203.0.113.10").unwrap();
     Row {
+        kind: Kind::Ingress,
         namespace: ns.into(),
         name: name.into(),
         class: Some("nginx".into()),
         policy: "default".into(),
         mode: "enforce".into(),
         source: "service edge/lb".into(),
-        stored: if stored.is_empty() { Vec::new() } else { parse_static_list(stored).unwrap() },
-        canonical: (state != State::Unresolved).then_some(canonical),
+        stored: Entries::Ingress(if stored.is_empty() { Vec::new() } else { parse_static_list(stored).unwrap() }),
+        canonical: (state != State::Unresolved).then_some(Entries::Ingress(canonical)),
         state,
         reason: (state == State::Unresolved).then(|| "Service edge/lb not found".into()),
     }
@@ -31,7 +35,7 @@ fn report(rows: Vec<Row>, not_governed: usize) -> Report {
         unresolved: count(State::Unresolved),
         not_governed,
     };
-    Report { ingresses: rows, summary, admission_policies: Vec::new() }
+    Report { ingresses: rows, summary, by_kind: ByKind { ingress: Some(summary), gateway: None }, ..Report::empty() }
 }
 
 fn ok(cluster: &str, report: Report) -> Outcome {
@@ -113,9 +117,31 @@ fn json_rows_carry_their_cluster_and_each_cluster_its_summary_or_error() {
     assert_eq!(
         doc["clusters"],
         json!([
-            {"cluster": "prod-eu", "summary": {"governed": 1, "ok": 1, "drift": 0, "unresolved": 0, "notGoverned": 2}},
+            {"cluster": "prod-eu", "summary": {"governed": 1, "ok": 1, "drift": 0, "unresolved": 0, "notGoverned": 2},
+             "byKind": {"ingress": {"governed": 1, "ok": 1, "drift": 0, "unresolved": 0, "notGoverned": 2}}},
             {"cluster": "prod-us", "error": "cannot list Ingresses: connection refused"},
-            {"cluster": "staging", "summary": {"governed": 2, "ok": 0, "drift": 1, "unresolved": 1, "notGoverned": 0}},
+            {"cluster": "staging", "summary": {"governed": 2, "ok": 0, "drift": 1, "unresolved": 1, "notGoverned": 0},
+             "byKind": {"ingress": {"governed": 2, "ok": 0, "drift": 1, "unresolved": 1, "notGoverned": 0}}},
         ])
     );
+}
+
+/// With Gateway policies the fleet table has the KIND column too, and each cluster a summary
+/// line per kind.
+#[test]
+fn a_fleet_with_gateways_has_the_kind_column_and_a_summary_line_per_kind() {
+    let mut with_gateways = report(vec![row("web", "api", "198.51.100.1", State::Drift)], 0);
+    with_gateways.by_kind.gateway = Some(Summary::default());
+    let fleet = Fleet(vec![ok("a", with_gateways), failed("b", "down")]);
+    let table = fleet.table();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>()[..3], ["CLUSTER", "KIND", "NAME"], "{table}");
+    assert!(lines[1].starts_with("a        ingress  web/api"), "{table}");
+    assert_eq!(
+        lines[2].split_whitespace().filter(|c| *c == "-").count(),
+        6,
+        "an error row fills every column: {table}"
+    );
+    assert!(table.contains("cluster a: governed Ingresses: 1 (0 OK, 1 DRIFT, 0 UNRESOLVED); not governed: 0\n"));
+    assert!(table.contains("cluster a: governed Gateways: 0 (0 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0\n"));
 }

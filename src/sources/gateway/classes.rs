@@ -82,6 +82,7 @@ impl SourceCache {
                     }
                 }
                 Err(e) => {
+                    self.watch_failed(crate::metrics::objects::GATEWAY_CLASSES);
                     tracing::warn!(watch = "GatewayClasses", error = %e, "watch failed; retrying");
                     false
                 }

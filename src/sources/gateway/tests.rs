@@ -85,3 +85,49 @@ fn more_than_the_crd_allows_is_unresolved() {
     let sixteen: Vec<_> = (0..16).map(|i| json!({"type": "IPAddress", "value": format!("192.0.2.{i}")})).collect();
     assert_eq!(addresses(&gateway(json!(sixteen), Some("True"))).map(|a| a.len()), Ok(16));
 }
+
+/// A Gateway of `generation` whose Programmed condition (`status`) was written for `observed`.
+fn generations(generation: Option<i64>, status: &str, observed: Option<i64>) -> LeanGateway {
+    let mut condition = json!({"type": "Programmed", "status": status, "reason": "R"});
+    if let Some(observed) = observed {
+        condition["observedGeneration"] = json!(observed);
+    }
+    let mut metadata = json!({"name": "edge", "namespace": "infra"});
+    if let Some(generation) = generation {
+        metadata["generation"] = json!(generation);
+    }
+    serde_json::from_value(json!({
+        "metadata": metadata,
+        "status": {"addresses": [{"type": "IPAddress", "value": "192.0.2.1"}], "conditions": [condition]},
+    }))
+    .unwrap()
+}
+
+/// A Programmed condition written for an older generation than the Gateway's is not
+/// Programmed: the implementation has not yet programmed the current spec, and the addresses
+/// may be the old spec's. Unresolved, with both generations named.
+#[test]
+fn a_stale_programmed_condition_is_not_programmed() {
+    let stale = Programmed::Stale { observed: 1, generation: 2 };
+    let cases = [
+        ("stale", generations(Some(2), "True", Some(1)), Err(GatewayError::NotProgrammed(stale.clone()))),
+        ("current", generations(Some(2), "True", Some(2)), ok(&["192.0.2.1"])),
+        // Newer than the Gateway's generation: not stale (it can only be the current spec's).
+        ("ahead", generations(Some(2), "True", Some(3)), ok(&["192.0.2.1"])),
+        // An implementation that sets no observedGeneration: taken as written.
+        ("no observedGeneration", generations(Some(2), "True", None), ok(&["192.0.2.1"])),
+        ("no generation", generations(None, "True", Some(1)), ok(&["192.0.2.1"])),
+        (
+            "stale and False: not Programmed anyway",
+            generations(Some(2), "False", Some(1)),
+            Err(GatewayError::NotProgrammed(Programmed::Not { status: "False".into(), reason: "R".into() })),
+        ),
+    ];
+    for (name, gw, want) in cases {
+        assert_eq!(addresses(&gw), want, "case {name}");
+    }
+    assert_eq!(
+        GatewayError::NotProgrammed(stale).to_string(),
+        "is Programmed only for generation 1, not its current generation 2 (a stale condition), so its addresses are not published"
+    );
+}

@@ -1,0 +1,130 @@
+//! `check` over Ingresses and Gateways: the KIND column, each kind's entries in its own shape,
+//! the summary per kind, and Gateway policies without the Gateway API.
+
+use serde_json::json;
+
+use super::{lb_service, list, policy, snapshot, svc_ref, write};
+use crate::{
+    check::{Fetched, report::Report},
+    gateway::{GatewayWrite, status::GatewayAddress},
+    policy::{Mode, Policies, Source},
+};
+
+/// `nginx` Ingresses follow Service edge/lb; Gateways of class `eg` a fixed list.
+fn policies() -> Policies {
+    Policies::with_gateways(
+        vec![policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce)],
+        vec![policy("gw", &["eg"], Source::Static(list("192.0.2.40,gw.example.test")), Mode::Enforce)],
+    )
+    .unwrap()
+}
+
+fn gateway(ns: &str, name: &str, class: &str, addresses: &[GatewayAddress]) -> GatewayWrite {
+    GatewayWrite {
+        namespace: ns.into(),
+        name: name.into(),
+        class: Some(class.into()),
+        addresses: addresses.to_vec(),
+        omitted: 0,
+    }
+}
+
+fn both() -> Report {
+    let sources = snapshot(Fetched::of(Some(&lb_service())));
+    let policies = policies();
+    let ingresses = [write("shop", "web", Some("nginx"), "10.0.0.1"), write("shop", "other", Some("x"), "")];
+    let mut report = Report::build(&ingresses, &policies, &sources);
+    let canonical = [GatewayAddress::hostname("gw.example.test"), GatewayAddress::ip("192.0.2.40")];
+    let gateways = [
+        gateway("infra", "public", "eg", &canonical),
+        gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]),
+        gateway("infra", "istio", "istio", &[]),
+    ];
+    report.add_gateways(Some(&gateways), &policies, &sources);
+    report
+}
+
+#[test]
+fn the_table_has_a_kind_column_and_a_summary_line_per_kind() {
+    let report = both();
+    assert_eq!(
+        report.table(),
+        "\
+KIND     NAME          POLICY  SOURCE                               STORED                      CANONICAL                   STATE
+ingress  shop/web      lb      service edge/lb                      10.0.0.1                    203.0.113.10,203.0.113.20   DRIFT
+gateway  infra/edge    gw      static [192.0.2.40,gw.example.test]  10.0.0.9                    192.0.2.40,gw.example.test  DRIFT
+gateway  infra/public  gw      static [192.0.2.40,gw.example.test]  gw.example.test,192.0.2.40  192.0.2.40,gw.example.test  OK
+governed Ingresses: 1 (0 OK, 1 DRIFT, 0 UNRESOLVED); not governed: 1
+governed Gateways: 2 (1 OK, 1 DRIFT, 0 UNRESOLVED); not governed: 1
+"
+    );
+    assert_eq!(report.exit_code(), 1);
+}
+
+#[test]
+fn json_rows_carry_their_kind_and_entries_in_their_kinds_shape() {
+    let json: serde_json::Value = serde_json::from_str(&both().json()).unwrap();
+    assert_eq!(json["ingresses"][0]["kind"], "ingress");
+    assert_eq!(json["ingresses"][0]["stored"], json!([{"ip": "10.0.0.1"}]));
+    assert_eq!(
+        json["ingresses"][1],
+        json!({"kind": "gateway", "namespace": "infra", "name": "edge", "class": "eg", "policy": "gw",
+               "mode": "enforce", "source": "static [192.0.2.40,gw.example.test]",
+               "stored": [{"type": "IPAddress", "value": "10.0.0.9"}],
+               "canonical": [{"type": "IPAddress", "value": "192.0.2.40"}, {"type": "Hostname", "value": "gw.example.test"}],
+               "state": "DRIFT"})
+    );
+    // `summary` is over both kinds; `byKind` has each.
+    assert_eq!(json["summary"], json!({"governed": 3, "ok": 1, "drift": 2, "unresolved": 0, "notGoverned": 2}));
+    assert_eq!(
+        json["byKind"]["ingress"],
+        json!({"governed": 1, "ok": 0, "drift": 1, "unresolved": 0, "notGoverned": 1})
+    );
+    assert_eq!(
+        json["byKind"]["gateway"],
+        json!({"governed": 2, "ok": 1, "drift": 1, "unresolved": 0, "notGoverned": 1})
+    );
+    assert!(json.get("gatewayPolicies").is_none(), "{json}");
+}
+
+#[test]
+fn gateway_policies_without_the_gateway_api_are_said_inactive() {
+    let sources = snapshot(Fetched::of(Some(&lb_service())));
+    let ingresses = [write("shop", "web", Some("nginx"), "203.0.113.10,203.0.113.20")];
+    let mut report = Report::build(&ingresses, &policies(), &sources);
+    report.add_gateways(None, &policies(), &sources);
+    assert_eq!(
+        report.table(),
+        "\
+KIND     NAME      POLICY  SOURCE           STORED                     CANONICAL                  STATE
+ingress  shop/web  lb      service edge/lb  203.0.113.10,203.0.113.20  203.0.113.10,203.0.113.20  OK
+governed Ingresses: 1 (1 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0
+governed Gateways: 0 (0 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0
+Gateway policies: inactive: the API server serves no Gateways (the Gateway API CRDs are not installed)
+"
+    );
+    assert_eq!(report.exit_code(), 0, "nothing is off canonical; the guard says the same in /readyz");
+    let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
+    assert_eq!(
+        json["gatewayPolicies"],
+        "inactive: the API server serves no Gateways (the Gateway API CRDs are not installed)"
+    );
+
+    // Without Gateway policies (`--kind gateway` on an Ingress-only setup), nothing to say.
+    let ingress_only =
+        Policies::new(vec![policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce)]).unwrap();
+    let mut report = Report::empty();
+    report.add_gateways(None, &ingress_only, &sources);
+    assert_eq!(report.table(), "governed Gateways: 0 (0 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0\n");
+}
+
+#[test]
+fn ingress_only_reports_keep_their_table_and_add_only_json_fields() {
+    let sources = snapshot(Fetched::of(Some(&lb_service())));
+    let policies = Policies::new(vec![policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce)]).unwrap();
+    let report = Report::build(&[write("shop", "web", Some("nginx"), "10.0.0.1")], &policies, &sources);
+    assert!(report.table().starts_with("INGRESS   POLICY  SOURCE "), "{}", report.table());
+    let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
+    assert_eq!(json["byKind"], json!({"ingress": json["summary"].clone()}));
+    assert_eq!(json["ingresses"][0]["kind"], "ingress");
+}

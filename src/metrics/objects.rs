@@ -1,0 +1,83 @@
+//! The metrics that count both governed kinds, Ingresses and Gateways, with a `kind` label:
+//! drift per policy and kind, and the errors of every watch by `watch`. The older Ingress-only
+//! names (`drift_ingresses`, `ingress_watch_errors`) stay beside them, Ingress-only, so that
+//! a name never counts what it does not say.
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+
+use super::Escaped;
+
+/// The watches whose failures are counted, as the `watch` label names them.
+pub(crate) const WATCHES: [&str; 4] = [INGRESSES, GATEWAYS, GATEWAY_CLASSES, PUBLISH_GATEWAY];
+/// The reconciler's watch of Ingresses.
+pub(crate) const INGRESSES: &str = "ingresses";
+/// The reconciler's watch of Gateways.
+pub(crate) const GATEWAYS: &str = "gateways";
+/// The watch of GatewayClasses (Gateway policies matching by controller).
+pub(crate) const GATEWAY_CLASSES: &str = "gatewayclasses";
+/// A `publishGateway` source's watch of its Gateway.
+pub(crate) const PUBLISH_GATEWAY: &str = "publish-gateway";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindPolicyLabels {
+    policy: Escaped,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WatchLabel {
+    watch: &'static str,
+}
+
+/// `watch_errors_total{watch}`, shared: the source cache's watches start before the
+/// reconciler's, and count into the same family.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WatchErrors(Family<WatchLabel, Counter>);
+
+impl WatchErrors {
+    /// Counts one failure of `watch`, one of [`WATCHES`].
+    pub(crate) fn inc(&self, watch: &'static str) {
+        self.0.get_or_create(&WatchLabel { watch }).inc();
+    }
+}
+
+/// `drift_objects{policy,kind}` and `watch_errors_total{watch}`.
+#[derive(Debug)]
+pub(super) struct Objects {
+    drift: Family<KindPolicyLabels, Gauge>,
+    pub(super) watch_errors: WatchErrors,
+}
+
+impl Objects {
+    pub(super) fn register(registry: &mut Registry) -> Objects {
+        let drift = Family::<KindPolicyLabels, Gauge>::default();
+        registry.register(
+            "drift_objects",
+            "Governed objects whose stored status differs from the canonical addresses now, by policy and kind (ingress: status.loadBalancer.ingress, gateway: status.addresses)",
+            drift.clone(),
+        );
+        let watch_errors = WatchErrors::default();
+        registry.register(
+            "watch_errors",
+            "Errors of the guard's watches, by watch (ingresses, gateways, gatewayclasses, publish-gateway; API server unreachable, forbidden, ...); each retried with backoff",
+            watch_errors.0.clone(),
+        );
+        // Every watch's series from the start, so a rate() has a zero to start from.
+        for watch in WATCHES {
+            let _ = watch_errors.0.get_or_create(&WatchLabel { watch });
+        }
+        Objects { drift, watch_errors }
+    }
+
+    pub(super) fn set_drift(&self, kind: &'static str, policy: &str, count: i64) {
+        self.drift.get_or_create(&KindPolicyLabels { policy: Escaped::new(policy), kind }).set(count);
+    }
+
+    pub(super) fn remove_drift(&self, kind: &'static str, policy: &str) {
+        self.drift.remove(&KindPolicyLabels { policy: Escaped::new(policy), kind });
+    }
+}
