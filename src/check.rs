@@ -41,6 +41,9 @@ pub(crate) struct Cluster {
     pub target: Target,
     /// Longest wait for each request to the API server.
     pub request_timeout: Duration,
+    /// `--webhook-configuration`: whose namespaceSelector scopes the reconciler, and so the
+    /// Ingresses judged ([`crate::scope`]); empty: the policies' selectors alone.
+    pub webhook_configuration: String,
 }
 
 /// How `check` prints its report.
@@ -71,6 +74,8 @@ pub(crate) enum CheckError {
     NotFound { namespace: String, name: String },
     #[error("Gateway {namespace}/{name} not found (or the API server serves no Gateways)")]
     GatewayNotFound { namespace: String, name: String },
+    #[error(transparent)]
+    Scope(#[from] crate::scope::ReadError),
 }
 
 // ---- Pure: stored Ingresses, fetched sources, the report ----
@@ -91,12 +96,20 @@ pub(crate) async fn check(
 async fn report(cluster: &Cluster, namespace: Option<&str>, policies: &Policies) -> Result<Report, CheckError> {
     let timeout = cluster.request_timeout;
     let client = connect(cluster).await?;
-    let sources = snapshot(&client, policies, timeout).await?;
     let stored = stored_ingresses(&client, namespace, timeout).await?;
+    let policies = &scoped(&client, cluster, policies).await?;
+    let sources = snapshot(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, timeout).await?;
     let mut report = Report::build(&stored, policies, &sources);
     report.admission_policies = admission::compare(policies, &sources, &found);
     Ok(report)
+}
+
+/// The policies as the reconciler applies them: narrowed to the Namespaces the guard's
+/// webhook configuration selects, when there is one.
+async fn scoped(client: &kube::Client, cluster: &Cluster, policies: &Policies) -> Result<Policies, CheckError> {
+    let scope = crate::scope::read(client, &cluster.webhook_configuration, cluster.request_timeout).await?;
+    Ok(scope.map_or_else(|| policies.clone(), |scope| policies.within(&scope)))
 }
 
 /// The client, within `--request-timeout`: a kubeconfig's exec credential plugin may hang,
@@ -123,6 +136,7 @@ pub(crate) async fn explain_one(
     let ingress = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
         .ok_or_else(|| CheckError::NotFound { namespace: namespace.clone(), name: name.clone() })?;
+    let policies = &scoped(&client, cluster, policies).await?;
     let sources = snapshot(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, timeout).await?;
     let stored = Stored::of(&ingress);
@@ -146,6 +160,7 @@ pub(crate) async fn explain_gateway_one(
         .await?
         .ok_or_else(|| CheckError::GatewayNotFound { namespace: namespace.clone(), name: name.clone() })?;
     let write = explain_gateway::write_of(gateway);
+    let policies = &scoped(&client, cluster, policies).await?;
     let mut sources = snapshot(&client, policies, timeout).await?;
     if let Some(class) = write.class.as_deref().filter(|_| policies.need_gateway_classes()) {
         let api: Api<crate::gateway::LeanGatewayClass> = Api::all(client.clone());

@@ -39,6 +39,7 @@ use std::{
 use kube::{Api, Client, runtime::watcher};
 use tokio::sync::{Notify, watch};
 
+use crate::scope::follow::{Allow, Scope};
 use crate::{
     address::Addresses,
     metrics::Metrics,
@@ -132,6 +133,8 @@ struct Reconciler<K: Kind> {
     bounds: Arc<Bounds>,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
+    /// The Namespaces the guard's webhook configuration selects ([`crate::scope`]).
+    scope: Arc<Scope>,
     /// Whether this replica leads: only the leader reports fights (every replica holds back
     /// the same Ingresses, so a new leader honours the contests it saw as a follower).
     leading: watch::Receiver<bool>,
@@ -170,9 +173,10 @@ pub(crate) fn start(
     metrics: Arc<Metrics>,
     settings: Settings,
     known: Option<Arc<KnownIngresses>>,
+    scope: Arc<Scope>,
 ) -> Running {
     let bounds = Arc::new(Bounds::new(settings));
-    let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds };
+    let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds, scope };
     let mut tasks = spawn::<Ingresses>(&common, known);
     tasks.extend(spawn::<gateway::Gateways>(&common, None));
     Running { tasks }
@@ -187,6 +191,7 @@ struct Common {
     leader: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     bounds: Arc<Bounds>,
+    scope: Arc<Scope>,
 }
 
 /// Starts one kind's watch, triggers and work loop.
@@ -200,10 +205,13 @@ fn spawn<K: Kind>(common: &Common, known: Option<Arc<KnownIngresses>>) -> Vec<to
         metrics: common.metrics.clone(),
         bounds: common.bounds.clone(),
         known,
+        scope: common.scope.clone(),
         leading: common.leader.clone(),
     });
-    let triggers =
-        reconciler.clone().triggers(common.sources_changed.clone(), common.policies.subscribe(), common.leader.clone());
+    let triggers = reconciler.clone().triggers(
+        [common.sources_changed.clone(), common.policies.subscribe(), common.scope.subscribe()],
+        common.leader.clone(),
+    );
     vec![
         tokio::spawn(reconciler.clone().watch(common.client.clone())).abort_handle(),
         tokio::spawn(triggers).abort_handle(),
@@ -302,6 +310,17 @@ impl<K: Kind> Reconciler<K> {
         }
     }
 
+    /// [`Kind::judge`] within the webhook's scope: outside it an object is not the guard's (as
+    /// at admission), and while the scope is unknown drift is measured but never patched.
+    fn judge(&self, key: &Key, write: &K::Write, policies: &Policies) -> Judgement {
+        match (self.scope.allows(&key.0), K::judge(write, policies, self.sources.as_ref())) {
+            (Allow::Yes, judgement) => judgement,
+            (Allow::No, _) => Judgement::Fine,
+            (Allow::Unknown, Judgement::Drift { policy, .. }) => Judgement::Drift { policy, patch: false },
+            (Allow::Unknown, fine) => fine,
+        }
+    }
+
     /// Forgets an Ingress that is gone (deleted, or not returned by a re-list).
     fn forget(&self, state: &mut State<K>, key: &Key) {
         state.queue.forget(key);
@@ -314,7 +333,7 @@ impl<K: Kind> Reconciler<K> {
     /// seen another writer change its addresses.
     fn rejudge(&self, state: &mut State<K>, key: &Key, policies: &Policies, foreign: bool) {
         let Some(stored) = state.ingresses.get(key) else { return };
-        let judgement = K::judge(&stored.write, policies, self.sources.as_ref());
+        let judgement = self.judge(key, &stored.write, policies);
         self.apply_judgement(state, key, judgement, foreign);
     }
 
@@ -324,7 +343,7 @@ impl<K: Kind> Reconciler<K> {
     /// only compared for equality, as the API conventions require.)
     fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<K::Write>) {
         let policies = self.policies.load();
-        let judgement = K::judge(&stored.write, &policies, self.sources.as_ref());
+        let judgement = self.judge(&key, &stored.write, &policies);
         let mut state = self.lock();
         let Some(current) = state.ingresses.get(&key) else { return };
         if current.resource_version.as_deref() != seen {
@@ -433,7 +452,7 @@ impl<K: Kind> Reconciler<K> {
         let judgements: Vec<(Key, Judgement)> = state
             .ingresses
             .iter()
-            .map(|(key, stored)| (key.clone(), K::judge(&stored.write, &policies, self.sources.as_ref())))
+            .map(|(key, stored)| (key.clone(), self.judge(key, &stored.write, &policies)))
             .collect();
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement, false);
@@ -452,21 +471,21 @@ impl<K: Kind> Reconciler<K> {
         tracing::debug!(kind = K::NAME, drifted, queued, "reconciler pass");
     }
 
-    async fn triggers(
-        self: Arc<Self>,
-        mut sources: watch::Receiver<u64>,
-        mut policies: watch::Receiver<u64>,
-        mut leader: watch::Receiver<bool>,
-    ) {
+    /// Judges everything again when a source, the policies or the scope (`changes`), or
+    /// leadership change.
+    async fn triggers(self: Arc<Self>, mut changes: [watch::Receiver<u64>; 3], mut leader: watch::Receiver<bool>) {
         loop {
+            let [sources, policies, scope] = &mut changes;
             tokio::select! {
-                () = changed(&mut sources) => {}
-                () = changed(&mut policies) => {}
+                () = changed(sources) => {}
+                () = changed(policies) => {}
+                () = changed(scope) => {}
                 () = changed(&mut leader) => {}
             }
             tokio::time::sleep(COALESCE).await;
-            sources.mark_unchanged();
-            policies.mark_unchanged();
+            for rx in &mut changes {
+                rx.mark_unchanged();
+            }
             self.resync();
         }
     }

@@ -226,6 +226,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         client,
         settings: leader_settings,
         reconcile: reconcile.reconcile.then_some(reconcile_settings),
+        webhook_configuration: reconcile.webhook_configuration.clone(),
         keeper,
     });
     // Events only about Ingresses the guard's watch has seen: the reconciler's, when it runs
