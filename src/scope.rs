@@ -169,7 +169,7 @@ mod tests {
             let error = selector_of(&config).unwrap_err().to_string();
             assert!(error.contains(want) && error.contains("MutatingWebhookConfiguration isg"), "{error}");
         }
-        let values: Vec<String> = (0..400).map(|i| format!("value-{i}")).collect();
+        let values: Vec<String> = (0..1000).map(|i| format!("value-{i}")).collect();
         let long = hook(
             json!({"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "In", "values": values}]}}),
         );

@@ -8,6 +8,9 @@
 //!   ServiceAccount with exactly their Roles and ClusterRoles, watches its publish Service,
 //!   takes its Lease, reconciles a stale Ingress status and writes Events, with no forbidden
 //!   error in its log; and nothing more (no spec patch, no status update, no other Lease);
+//!   scoped by the manifests' own webhook configuration (one scope): nothing is patched while
+//!   it does not exist, a namespace its `namespaceSelector` leaves out is never patched, and
+//!   widening the selector heals it without a restart;
 //! - with `manifests/extras/rbac-node-ips-and-namespaces.yaml` too, a policy with a node-IP
 //!   source, a controller class and a namespaceSelector needs nothing more, and gets only
 //!   list/watch;
@@ -578,7 +581,7 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
         })
         .cloned()
         .collect();
-    assert_eq!(objects.len(), 11, "the webhook's identity and its RBAC");
+    assert_eq!(objects.len(), 13, "the webhook's identity and its RBAC");
     apply(t.cluster, &objects);
 
     // The publish Service of the manifests' policy file, with a load balancer address.
@@ -611,6 +614,12 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     };
     create_ingress(&t.ingresses, "stale", Class::Field("nginx")).await;
     write_status(&t.rogue, "stale", &["198.51.100.1"], false).await.expect("a stale status, no webhook yet");
+    // The same in a namespace the webhook configuration will leave out at first.
+    let excluded = t.cluster.namespace(&t.admin, "deploy-rbac-out").await;
+    let outside: Api<Ingress> = Api::namespaced(t.admin.clone(), &excluded);
+    create_ingress(&outside, "stale", Class::Field("nginx")).await;
+    let rogue_outside: Api<Ingress> = Api::namespaced(t.cluster.rogue().await, &excluded);
+    write_status(&rogue_outside, "stale", &["198.51.100.1"], false).await.expect("a stale status outside");
     let as_webhook: Api<Ingress> = Api::namespaced(narrow.clone(), &t.ns);
     let spec_patch = json!({"spec": {"ingressClassName": "other"}});
     forbidden(
@@ -634,18 +643,53 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     let config_file = t.cluster.scratch_dir("deploy-rbac-config").join("config.yaml");
     std::fs::write(&config_file, config).unwrap();
     let config_arg = format!("--config={}", config_file.display());
-    // The reconciler on, its Lease where the Deployment puts it (POD_NAMESPACE).
+    // The reconciler on, its Lease where the Deployment puts it (POD_NAMESPACE), scoped by the
+    // manifests' webhook configuration (the default name; the harness passes none otherwise).
     let args = [
         config_arg.as_str(),
         "--reconcile=true",
+        "--webhook-configuration=ingress-status-guard",
         "--leader-election-lease-duration=4s",
         "--leader-election-renew-deadline=3s",
         "--leader-election-retry-period=1s",
     ];
     let env = [("POD_NAMESPACE", NAMESPACE), ("POD_NAME", "ingress-status-guard-test")];
     let webhook = Webhook::start_with_env(t.cluster, &t.ns, &kubeconfig, &args, &env).await;
-    support::eventually("the stale status healed by the reconciler", std::time::Duration::from_secs(20), || async {
+    // Fail closed: no webhook configuration yet, so no scope, so no patch.
+    support::eventually("the reconciler says its scope is unknown", std::time::Duration::from_secs(20), || async {
+        let log = webhook.log();
+        if log.contains("the reconciler's scope is unknown") && log.contains("does not exist") {
+            Ok(())
+        } else {
+            Err(webhook.log_tail())
+        }
+    })
+    .await;
+    assert_eq!(support::stored(&t.ingresses, "stale").await, ["198.51.100.1"], "nothing patched while unknown");
+    // The manifests' webhook configuration, pointed at this webhook, its namespaceSelector (the
+    // one scope setting) selecting the test's namespace only; the policy file has none.
+    let scope = |namespaces: &[&str]| json!({"matchExpressions": [{"key": support::cluster::NAMESPACE_LABEL, "operator": "In", "values": namespaces}]});
+    let mut mwc = find(&docs, "MutatingWebhookConfiguration", "ingress-status-guard").clone();
+    mwc["webhooks"][0]["clientConfig"] = json!({"url": webhook.url(), "caBundle": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, webhook.ca_pem())});
+    mwc["webhooks"][0]["namespaceSelector"] = scope(&[&t.ns]);
+    let mwcs: Api<MutatingWebhookConfiguration> = Api::all(t.admin.clone());
+    mwcs.create(&PostParams::default(), &serde_json::from_value(mwc).unwrap()).await.unwrap();
+    support::eventually("the stale status healed by the reconciler", std::time::Duration::from_secs(30), || async {
         let got = support::stored(&t.ingresses, "stale").await;
+        if got == ["203.0.113.60"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        support::stored(&outside, "stale").await,
+        ["198.51.100.1"],
+        "outside the webhook's scope: never patched"
+    );
+    // Widening the webhook's selector brings the other namespace in, without a restart.
+    let widen = json!({"webhooks": [{"name": "ingress-status-guard.ingress-status-guard.svc", "namespaceSelector": scope(&[&t.ns, &excluded])}]});
+    mwcs.patch("ingress-status-guard", &PatchParams::default(), &Patch::Strategic(&widen)).await.unwrap();
+    support::eventually("the widened scope healed", std::time::Duration::from_secs(30), || async {
+        let got = support::stored(&outside, "stale").await;
         if got == ["203.0.113.60"] { Ok(()) } else { Err(format!("{got:?}")) }
     })
     .await;
@@ -658,7 +702,9 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     // The log is the one this webhook wrote (the finding behind the Event is in it), so the
     // absence below means something.
     assert!(log.contains("rogue status write") && log.contains("publish Service resolved"), "{log}");
+    assert!(log.contains("reconciler scope known"), "{log}");
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
+    mwcs.delete("ingress-status-guard", &Default::default()).await.unwrap();
 }
 
 /// The extra RBAC for node IPs and namespace selectors, on top of the base: the webhook runs as
