@@ -394,11 +394,22 @@ fn the_rendered_objects_are_what_the_docs_promise() {
         assert_eq!(
             find_kind(&docs, "Role").len() + find_kind(&docs, "ClusterRole").len(),
             match dir {
-                "overlays/self-signed" | "examples/mtls" => 6,
-                "examples/ingress-nginx" => 7,
-                _ => 4,
+                "overlays/self-signed" | "examples/mtls" => 7,
+                "examples/ingress-nginx" => 8,
+                _ => 5,
             },
             "{dir}: no RBAC beyond what is listed"
+        );
+        // The reconciler's scope: its own webhook configuration, by name, and Namespaces.
+        let scope = find(&docs, "ClusterRole", "ingress-status-guard-scope");
+        assert_eq!(
+            scope["rules"],
+            json!([
+                {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+                 "resourceNames": ["ingress-status-guard"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+            ]),
+            "{dir}"
         );
         let classes = find(&docs, "ClusterRole", "ingress-status-guard-ingressclasses");
         assert_eq!(
