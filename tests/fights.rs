@@ -399,9 +399,11 @@ async fn restarts_never_rewrite_a_canonical_union() {
     }
 }
 
-/// Issue 21, item 5: the scope an operator sets (`webhook.namespaceSelector` in the chart,
-/// which the chart also gives every policy) is honoured by the reconciler: an Ingress in an
-/// excluded namespace keeps its status, while one in a selected namespace is healed.
+/// Issue 21, item 5, the policy's part of the scope: a policy's own `namespaceSelector` is
+/// honoured by the reconciler (an Ingress in an excluded namespace keeps its status, one in a
+/// selected namespace is healed). The webhook configuration's part, the one scope setting of
+/// the manifests and the chart, is proven with the manifests themselves in `tests/deploy.rs`
+/// (`the_manifests_rbac_is_all_the_webhook_needs`).
 #[tokio::test]
 async fn an_excluded_namespace_is_never_patched() {
     let t = TestEnv::new("fight-scope").await;
