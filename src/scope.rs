@@ -50,8 +50,8 @@ pub(crate) fn selector_of(config: &MutatingWebhookConfiguration) -> Result<Label
     let mut scope = LabelSelector::default();
     for (index, webhook) in webhooks.iter().enumerate() {
         let empty = |s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
-            s.match_labels.as_ref().is_none_or(|m| m.is_empty())
-                && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+            s.match_labels.as_ref().is_none_or(std::collections::BTreeMap::is_empty)
+                && s.match_expressions.as_ref().is_none_or(Vec::is_empty)
         };
         if webhook.object_selector.as_ref().is_some_and(|s| !empty(s)) {
             return Err(ScopeError::ObjectSelector { name, index });

@@ -81,13 +81,13 @@ impl Scope {
         }
         match (&*state, &new) {
             (_, State::Unknown(why)) => {
-                tracing::warn!(webhook_configuration = %name, reason = %why, "the reconciler's scope is unknown: it patches nothing until it can read it (admission keeps working)")
+                tracing::warn!(webhook_configuration = %name, reason = %why, "the reconciler's scope is unknown: it patches nothing until it can read it (admission keeps working)");
             }
             (State::Unknown(_), State::Within(names)) => {
-                tracing::info!(webhook_configuration = %name, namespaces = names.len(), "reconciler scope known: the Namespaces the webhook's namespaceSelector selects")
+                tracing::info!(webhook_configuration = %name, namespaces = names.len(), "reconciler scope known: the Namespaces the webhook's namespaceSelector selects");
             }
             (State::Unknown(_), State::Everywhere) => {
-                tracing::info!(webhook_configuration = %name, "reconciler scope known: every Namespace (the webhook has no namespaceSelector)")
+                tracing::info!(webhook_configuration = %name, "reconciler scope known: every Namespace (the webhook has no namespaceSelector)");
             }
             _ => {}
         }
@@ -167,7 +167,7 @@ impl Scope {
                             tracing::debug!(error = %e, "Namespace watch of the reconciler's scope failed; retrying");
                         }
                         Err(e) => {
-                            self.set(name, State::Unknown(format!("cannot list the Namespaces selected by {s}: {e}")))
+                            self.set(name, State::Unknown(format!("cannot list the Namespaces selected by {s}: {e}")));
                         }
                     };
                     let namespaces = follow(api, config, |n: Namespace| Some((n.name_any(), ())), &held, hook);
