@@ -551,7 +551,7 @@ impl Metrics {
     pub(crate) fn register_client_refusals(&mut self, refusals: crate::tls::identity::Refusals) {
         self.registry.register(
             "client_certificates_refused",
-            "Client certificates refused in the TLS handshake, by reason (untrusted, name_not_allowed)",
+            "Client certificates refused in the TLS handshake, by reason (untrusted, name_not_allowed, missing)",
             refusals,
         );
     }
