@@ -715,7 +715,17 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     assert!(log.contains("rogue status write") && log.contains("publish Service resolved"), "{log}");
     assert!(log.contains("reconciler scope known"), "{log}");
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
+    // Deleted, the scope is unknown again: said once more.
     mwcs.delete("ingress-status-guard", &Default::default()).await.unwrap();
+    support::eventually("the deletion makes the scope unknown", std::time::Duration::from_secs(20), || async {
+        let log = webhook.log();
+        let unknown = log
+            .lines()
+            .filter(|l| l.contains("the reconciler's scope is unknown") && l.contains("does not exist"))
+            .count();
+        if unknown >= 2 { Ok(()) } else { Err(format!("{unknown} unknown-scope lines")) }
+    })
+    .await;
 }
 
 /// The extra RBAC for node IPs and namespace selectors, on top of the base: the webhook runs as
