@@ -91,6 +91,21 @@ fn apply(cluster: &Cluster, objects: &[Value]) {
 
 static PREREQUISITES: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
 
+/// The manifests' MutatingWebhookConfiguration `ingress-status-guard` is one object in the
+/// shared API server: the tests that create it hold this while they use it, and delete it
+/// when done.
+static WEBHOOK_CONFIGURATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Deletes the MutatingWebhookConfiguration `ingress-status-guard` if it exists.
+async fn delete_webhook_configuration(admin: &kube::Client) {
+    let name = "ingress-status-guard";
+    match Api::<MutatingWebhookConfiguration>::all(admin.clone()).delete(name, &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => panic!("delete MutatingWebhookConfiguration {name}: {e}"),
+    }
+}
+
 /// What the shared cluster has before the tests below: the namespace of the publish Service of
 /// examples/ingress-nginx, the manifests' Namespace (a server-side dry run cannot create a
 /// namespace for the objects in it), and cert-manager's API (a fixture: see
@@ -500,6 +515,7 @@ async fn certs_bootstrap_creates_the_secret_patches_the_ca_bundle_and_renews() {
     let cluster = Cluster::shared().await;
     prerequisites(cluster).await;
     let admin = cluster.admin().await;
+    let _configuration = WEBHOOK_CONFIGURATION.lock().await;
     let docs = render("overlays/self-signed");
     let mut objects: Vec<Value> = docs
         .iter()
@@ -576,12 +592,15 @@ async fn certs_bootstrap_creates_the_secret_patches_the_ca_bundle_and_renews() {
     assert!(matches!(&other, kube::Error::Api(s) if s.code == 403), "{other:?}");
     let list = Api::<Secret>::namespaced(narrow, NAMESPACE).list(&Default::default()).await.unwrap_err();
     assert!(matches!(&list, kube::Error::Api(s) if s.code == 403), "{list:?}");
+    delete_webhook_configuration(&admin).await;
 }
 
 #[tokio::test]
 async fn the_manifests_rbac_is_all_the_webhook_needs() {
     let t = TestEnv::new("deploy-rbac").await;
     prerequisites(t.cluster).await;
+    let _configuration = WEBHOOK_CONFIGURATION.lock().await;
+    delete_webhook_configuration(&t.admin).await;
     let docs = render("examples/ingress-nginx");
     let objects: Vec<Value> = docs
         .iter()
@@ -716,7 +735,7 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     assert!(log.contains("reconciler scope known"), "{log}");
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
     // Deleted, the scope is unknown again: said once more.
-    mwcs.delete("ingress-status-guard", &Default::default()).await.unwrap();
+    delete_webhook_configuration(&t.admin).await;
     support::eventually("the deletion makes the scope unknown", std::time::Duration::from_secs(20), || async {
         let log = webhook.log();
         let unknown = log
