@@ -144,6 +144,7 @@ pub struct Metrics {
     contested: Family<PolicyLabel, Gauge>,
     trimmed: Family<FieldLabel, Counter>,
     leader: Gauge,
+    scope_known: Gauge,
     ready: Gauge,
     reloads: Family<ResultLabel, Counter>,
     watch_errors: Counter,
@@ -259,6 +260,13 @@ impl Metrics {
         );
         let leader = Gauge::default();
         registry.register("leader", "1 while this replica holds the reconciler's Lease, else 0", leader.clone());
+        let scope_known = Gauge::default();
+        scope_known.set(1);
+        registry.register(
+            "reconcile_scope_known",
+            "0 while the reconciler's scope (the namespaceSelector of --webhook-configuration) is unknown, so it patches nothing; else 1",
+            scope_known.clone(),
+        );
         let ready = Gauge::default();
         registry.register(
             "ready",
@@ -356,6 +364,7 @@ impl Metrics {
             contested,
             trimmed,
             leader,
+            scope_known,
             ready,
             reloads,
             watch_errors,
@@ -531,6 +540,10 @@ impl Metrics {
 
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    pub(crate) fn set_scope_known(&self, known: bool) {
+        self.scope_known.set(i64::from(known));
     }
 
     /// Sets the readiness gauge: what `/readyz` would answer now.

@@ -696,6 +696,7 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     })
     .await;
     assert_eq!(support::stored(&t.ingresses, "stale").await, ["198.51.100.1"], "nothing patched while unknown");
+    assert_eq!(webhook.metric("ingress_status_guard_reconcile_scope_known"), 0.0);
     // The manifests' webhook configuration, pointed at this webhook, its namespaceSelector (the
     // one scope setting) selecting the test's namespace only; the policy file has none.
     let scope = |namespaces: &[&str]| json!({"matchExpressions": [{"key": support::cluster::NAMESPACE_LABEL, "operator": "In", "values": namespaces}]});
@@ -709,6 +710,7 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
         if got == ["203.0.113.60"] { Ok(()) } else { Err(format!("{got:?}")) }
     })
     .await;
+    assert_eq!(webhook.metric("ingress_status_guard_reconcile_scope_known"), 1.0);
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert_eq!(
         support::stored(&outside, "stale").await,

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use super::selector_of;
 use crate::{
+    metrics::Metrics,
     policy::LabelSelector,
     sources::follow::{Change, Projection, follow},
 };
@@ -41,19 +42,23 @@ enum State {
 pub(crate) struct Scope {
     state: RwLock<State>,
     changed: watch::Sender<u64>,
+    /// `reconcile_scope_known`, when followed.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Scope {
     /// No webhook scope (`--webhook-configuration=`, or `--admission=policy`): every Namespace,
     /// as far as the policies' own selectors go.
     pub(crate) fn everywhere() -> Arc<Scope> {
-        Arc::new(Scope { state: RwLock::new(State::Everywhere), changed: watch::Sender::new(0) })
+        Arc::new(Scope { state: RwLock::new(State::Everywhere), changed: watch::Sender::new(0), metrics: None })
     }
 
     /// Follows configuration `name` until the task is aborted; unknown until first read.
-    pub(crate) fn start(client: Client, name: String) -> (Arc<Scope>, tokio::task::AbortHandle) {
+    pub(crate) fn start(client: Client, name: String, metrics: Arc<Metrics>) -> (Arc<Scope>, tokio::task::AbortHandle) {
         let state = State::Unknown(format!("MutatingWebhookConfiguration {name} not read yet"));
-        let scope = Arc::new(Scope { state: RwLock::new(state), changed: watch::Sender::new(0) });
+        metrics.set_scope_known(false);
+        let metrics = Some(metrics);
+        let scope = Arc::new(Scope { state: RwLock::new(state), changed: watch::Sender::new(0), metrics });
         let task = tokio::spawn(scope.clone().run(client, name)).abort_handle();
         (scope, task)
     }
@@ -90,6 +95,9 @@ impl Scope {
                 tracing::info!(webhook_configuration = %name, "reconciler scope known: every Namespace (the webhook has no namespaceSelector)");
             }
             _ => {}
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.set_scope_known(!matches!(new, State::Unknown(_)));
         }
         *state = new;
         drop(state);

@@ -54,7 +54,7 @@ pub(super) fn start_leader_work(
     let (scope, following) = match (&reconcile, &keeper) {
         (Some(_), None) if !webhook_configuration.is_empty() => {
             tracing::info!(webhook_configuration = %webhook_configuration, "the reconciler patches only in the Namespaces this MutatingWebhookConfiguration selects");
-            let (scope, task) = scope::follow::Scope::start(client.clone(), webhook_configuration);
+            let (scope, task) = scope::follow::Scope::start(client.clone(), webhook_configuration, metrics.clone());
             (scope, Some(task))
         }
         _ => (scope::follow::Scope::everywhere(), None),
