@@ -174,10 +174,38 @@ pub(crate) fn render(
             "resources": ["ingresses/status"],
         }],
     });
-    let mut match_resources = json!({});
-    if let Some(selector) = &policy.namespace_selector {
-        match_resources["namespaceSelector"] = serde_json::to_value(selector.to_kube()).unwrap_or_default();
-    }
+    let shape = Shape {
+        match_constraints,
+        match_conditions: json!(match_conditions),
+        patch: cel::patch(canonical),
+        written: cel::WRITTEN_KEYS,
+        same_set: cel::same_set(canonical),
+        message: message(&policy.name, canonical),
+    };
+    Ok(objects(policy, &name, api, shape))
+}
+
+/// What an Ingress policy's and a Gateway policy's admission objects differ in.
+pub(crate) struct Shape {
+    /// The resources matched (`matchConstraints`).
+    pub(crate) match_constraints: Value,
+    /// The CEL conditions of the governed classes (`matchConditions`).
+    pub(crate) match_conditions: Value,
+    /// `enforce`: the JSONPatch expression that sets the canonical value.
+    pub(crate) patch: String,
+    /// `audit`, `deny`: the expression of the `written` variable.
+    pub(crate) written: &'static str,
+    /// `audit`, `deny`: true when the written value is canonical.
+    pub(crate) same_set: String,
+    /// `audit`, `deny`: what a write that is not is told.
+    pub(crate) message: String,
+}
+
+/// The admission policy named `name` for `policy` (a MutatingAdmissionPolicy to `enforce`, a
+/// ValidatingAdmissionPolicy to `audit` or `deny`), then its binding, which carries the
+/// policy's `namespaceSelector`: one builder for Ingress and Gateway policies.
+pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape) -> Vec<Value> {
+    let Shape { match_constraints, match_conditions, patch, written, same_set, message } = shape;
     let metadata = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "ingress-status-guard"}});
     let (policy_object, mut binding) = match policy.mode {
         Mode::Enforce => (
@@ -192,7 +220,7 @@ pub(crate) fn render(
                     "reinvocationPolicy": "Never",
                     "matchConstraints": match_constraints,
                     "matchConditions": match_conditions,
-                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": cel::patch(canonical)}}],
+                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}],
                 },
             }),
             json!({
@@ -213,10 +241,10 @@ pub(crate) fn render(
                         "failurePolicy": "Fail",
                         "matchConstraints": match_constraints,
                         "matchConditions": match_conditions,
-                        "variables": [{"name": "written", "expression": cel::WRITTEN_KEYS}],
+                        "variables": [{"name": "written", "expression": written}],
                         "validations": [{
-                            "expression": cel::same_set(canonical),
-                            "message": message(&policy.name, canonical),
+                            "expression": same_set,
+                            "message": message,
                             // The webhook's refusal is a 403 too: a writer sees one answer.
                             "reason": "Forbidden",
                         }],
@@ -231,10 +259,11 @@ pub(crate) fn render(
             )
         }
     };
-    if policy.namespace_selector.is_some() {
-        binding["spec"]["matchResources"] = match_resources;
+    if let Some(selector) = &policy.namespace_selector {
+        binding["spec"]["matchResources"] =
+            json!({"namespaceSelector": serde_json::to_value(selector.to_kube()).unwrap_or_default()});
     }
-    Ok(vec![policy_object, binding])
+    vec![policy_object, binding]
 }
 
 /// What a refused (`deny`) or reported (`audit`) write is told: the webhook's message without

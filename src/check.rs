@@ -41,6 +41,9 @@ pub(crate) struct Cluster {
     pub target: Target,
     /// Longest wait for each request to the API server.
     pub request_timeout: Duration,
+    /// `--webhook-configuration`: whose namespaceSelector scopes the reconciler, and so the
+    /// Ingresses judged ([`crate::scope`]); empty: the policies' selectors alone.
+    pub webhook_configuration: String,
 }
 
 /// How `check` prints its report.
@@ -110,6 +113,8 @@ pub(crate) enum CheckError {
     NotFound { namespace: String, name: String },
     #[error("Gateway {namespace}/{name} not found (or the API server serves no Gateways)")]
     GatewayNotFound { namespace: String, name: String },
+    #[error(transparent)]
+    Scope(#[from] crate::scope::ReadError),
 }
 
 // ---- Pure: stored Ingresses, fetched sources, the report ----
@@ -130,11 +135,16 @@ pub(crate) async fn check(
 async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Result<Report, CheckError> {
     let timeout = cluster.request_timeout;
     let client = connect(cluster).await?;
+    // The Ingress list comes first: its errors (unreachable, forbidden) are the ones to show.
+    let ingresses = match scope.ingresses() {
+        true => Some(stored_ingresses(&client, scope.namespace, timeout).await?),
+        false => None,
+    };
+    let policies = &scoped(&client, cluster, policies).await?;
     let mut sources = snapshot(&client, policies, timeout).await?;
-    let mut report = if scope.ingresses() {
-        Report::build(&stored_ingresses(&client, scope.namespace, timeout).await?, policies, &sources)
-    } else {
-        Report::empty()
+    let mut report = match &ingresses {
+        Some(stored) => Report::build(stored, policies, &sources),
+        None => Report::empty(),
     };
     if scope.gateways(policies) {
         let stored = stored_gateways(&client, scope.namespace, timeout).await?;
@@ -146,6 +156,13 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
     let found = admission::fetch(&client, policies, timeout).await?;
     report.admission_policies = admission::compare(policies, &sources, &found);
     Ok(report)
+}
+
+/// The policies as the reconciler applies them: narrowed to the Namespaces the guard's
+/// webhook configuration selects, when there is one.
+async fn scoped(client: &kube::Client, cluster: &Cluster, policies: &Policies) -> Result<Policies, CheckError> {
+    let scope = crate::scope::read(client, &cluster.webhook_configuration, cluster.request_timeout).await?;
+    Ok(scope.map_or_else(|| policies.clone(), |scope| policies.within(&scope)))
 }
 
 /// The client, within `--request-timeout`: a kubeconfig's exec credential plugin may hang,
@@ -172,6 +189,7 @@ pub(crate) async fn explain_one(
     let ingress = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
         .ok_or_else(|| CheckError::NotFound { namespace: namespace.clone(), name: name.clone() })?;
+    let policies = &scoped(&client, cluster, policies).await?;
     let sources = snapshot(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, timeout).await?;
     let stored = Stored::of(&ingress);
@@ -195,6 +213,7 @@ pub(crate) async fn explain_gateway_one(
         .await?
         .ok_or_else(|| CheckError::GatewayNotFound { namespace: namespace.clone(), name: name.clone() })?;
     let write = explain_gateway::write_of(gateway);
+    let policies = &scoped(&client, cluster, policies).await?;
     let mut sources = snapshot(&client, policies, timeout).await?;
     if let Some(class) = write.class.as_deref().filter(|_| policies.need_gateway_classes()) {
         let api: Api<crate::gateway::LeanGatewayClass> = Api::all(client.clone());

@@ -26,6 +26,7 @@ mod policy;
 mod reconcile;
 mod reload;
 mod review;
+mod scope;
 mod server;
 mod sources;
 mod strict;

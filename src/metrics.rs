@@ -145,6 +145,7 @@ pub struct Metrics {
     contested: Family<PolicyLabel, Gauge>,
     trimmed: Family<FieldLabel, Counter>,
     leader: Gauge,
+    scope_known: Gauge,
     ready: Gauge,
     reloads: Family<ResultLabel, Counter>,
     watch_errors: Counter,
@@ -263,6 +264,13 @@ impl Metrics {
         );
         let leader = Gauge::default();
         registry.register("leader", "1 while this replica holds the reconciler's Lease, else 0", leader.clone());
+        let scope_known = Gauge::default();
+        scope_known.set(1);
+        registry.register(
+            "reconcile_scope_known",
+            "0 while the reconciler's scope (the namespaceSelector of --webhook-configuration) is unknown, so it patches nothing; else 1",
+            scope_known.clone(),
+        );
         let ready = Gauge::default();
         registry.register(
             "ready",
@@ -360,6 +368,7 @@ impl Metrics {
             contested,
             trimmed,
             leader,
+            scope_known,
             ready,
             reloads,
             watch_errors,
@@ -545,6 +554,10 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
+    pub(crate) fn set_scope_known(&self, known: bool) {
+        self.scope_known.set(i64::from(known));
+    }
+
     /// Sets the readiness gauge: what `/readyz` would answer now.
     pub fn set_ready(&self, ready: bool) {
         self.ready.set(i64::from(ready));
@@ -573,7 +586,7 @@ impl Metrics {
     pub(crate) fn register_client_refusals(&mut self, refusals: crate::tls::identity::Refusals) {
         self.registry.register(
             "client_certificates_refused",
-            "Client certificates refused in the TLS handshake, by reason (untrusted, name_not_allowed)",
+            "Client certificates refused in the TLS handshake, by reason (untrusted, name_not_allowed, missing)",
             refusals,
         );
     }

@@ -5,7 +5,7 @@ mod selector;
 mod spec;
 pub(crate) mod store;
 
-pub(crate) use selector::{LabelSelector, SelectorError};
+pub(crate) use selector::{LabelSelector, MAX_TEXT as MAX_SELECTOR_TEXT, SelectorError};
 pub(crate) use spec::load_file;
 pub(crate) use spec::{ConfigError, OverlapError};
 pub use spec::{PodsSpec, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
@@ -356,6 +356,20 @@ impl Policies {
     /// The policies in file order.
     pub fn iter(&self) -> impl Iterator<Item = &Policy> {
         self.0.iter()
+    }
+
+    /// The same policies, each narrowed to Namespaces that `scope` also selects (its own
+    /// `namespaceSelector` AND `scope`): the guard's webhook scope ([`crate::scope`]). Narrowing
+    /// every policy alike cannot make two of them overlap.
+    pub(crate) fn within(&self, scope: &LabelSelector) -> Policies {
+        if scope.is_empty() {
+            return self.clone();
+        }
+        let narrow = |p: &Policy| Policy {
+            namespace_selector: Some(p.namespace_selector.as_ref().map_or_else(|| scope.clone(), |own| own.and(scope))),
+            ..p.clone()
+        };
+        Policies(self.0.iter().map(narrow).collect(), self.1.iter().map(narrow).collect())
     }
 
     /// The same policies with `keepPorts` off, for an API server that cannot store ports.

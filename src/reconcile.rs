@@ -12,7 +12,8 @@
 //! so the API server refuses it (409) if the Ingress changed meanwhile; the Ingress is then read
 //! afresh and decided again. `decide` is the only judge: audit policies and unresolved sources
 //! never patch. The watch is a [`crate::sources::follow`] follower like every other, the queue
-//! the pure [`queue::Queue`]; this module is the async glue between them.
+//! the pure [`queue::Queue`]; this module is the async glue between them, and `work` the
+//! leader's loop that patches.
 //!
 //! It is not a `kube::runtime::Controller`, whose one loop ties the watch to the reconcile of
 //! each object: here one watch serves every replica, which all measure drift, while only the
@@ -28,22 +29,19 @@ mod judge;
 mod kind;
 pub(crate) mod leader;
 pub(crate) mod queue;
+mod work;
 
 use std::{
     sync::{Arc, Mutex, MutexGuard, Weak},
     time::{Duration, Instant},
 };
 
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
-    runtime::watcher,
-};
+use kube::{Api, Client, runtime::watcher};
 use tokio::sync::{Notify, watch};
 
+use crate::scope::follow::{Allow, Scope};
 use crate::{
     address::Addresses,
-    client::{CALL_TIMEOUT, CallError, within},
     metrics::Metrics,
     policy::Policies,
     policy::store::PolicyStore,
@@ -57,13 +55,11 @@ use bounds::Bounds;
 use damping::{Damping, Fight, Step};
 use drift::Drift;
 use judge::Judgement;
-use kind::{Decided, Ingresses, Kind};
-use queue::{After, Queue};
+use kind::{Ingresses, Kind};
+use queue::Queue;
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
-/// A 409 is retried on a fresh read this many times before the Ingress is backed off.
-const CONFLICT_RETRIES: u32 = 3;
 /// Changes of sources or policies come in bursts (a reload, a Service's status update): wait
 /// this long so one full pass covers them.
 const COALESCE: Duration = Duration::from_millis(100);
@@ -137,6 +133,8 @@ struct Reconciler<K: Kind> {
     bounds: Arc<Bounds>,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
+    /// The Namespaces the guard's webhook configuration selects ([`crate::scope`]).
+    scope: Arc<Scope>,
     /// Whether this replica leads: only the leader reports fights (every replica holds back
     /// the same Ingresses, so a new leader honours the contests it saw as a follower).
     leading: watch::Receiver<bool>,
@@ -175,9 +173,10 @@ pub(crate) fn start(
     metrics: Arc<Metrics>,
     settings: Settings,
     known: Option<Arc<KnownIngresses>>,
+    scope: Arc<Scope>,
 ) -> Running {
     let bounds = Arc::new(Bounds::new(settings));
-    let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds };
+    let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds, scope };
     let mut tasks = spawn::<Ingresses>(&common, known);
     tasks.extend(spawn::<gateway::Gateways>(&common, None));
     Running { tasks }
@@ -192,6 +191,7 @@ struct Common {
     leader: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     bounds: Arc<Bounds>,
+    scope: Arc<Scope>,
 }
 
 /// Starts one kind's watch, triggers and work loop.
@@ -205,10 +205,13 @@ fn spawn<K: Kind>(common: &Common, known: Option<Arc<KnownIngresses>>) -> Vec<to
         metrics: common.metrics.clone(),
         bounds: common.bounds.clone(),
         known,
+        scope: common.scope.clone(),
         leading: common.leader.clone(),
     });
-    let triggers =
-        reconciler.clone().triggers(common.sources_changed.clone(), common.policies.subscribe(), common.leader.clone());
+    let triggers = reconciler.clone().triggers(
+        [common.sources_changed.clone(), common.policies.subscribe(), common.scope.subscribe()],
+        common.leader.clone(),
+    );
     vec![
         tokio::spawn(reconciler.clone().watch(common.client.clone())).abort_handle(),
         tokio::spawn(triggers).abort_handle(),
@@ -307,6 +310,17 @@ impl<K: Kind> Reconciler<K> {
         }
     }
 
+    /// [`Kind::judge`] within the webhook's scope: outside it an object is not the guard's (as
+    /// at admission), and while the scope is unknown drift is measured but never patched.
+    fn judge(&self, key: &Key, write: &K::Write, policies: &Policies) -> Judgement {
+        match (self.scope.allows(&key.0), K::judge(write, policies, self.sources.as_ref())) {
+            (Allow::Yes, judgement) => judgement,
+            (Allow::No, _) => Judgement::Fine,
+            (Allow::Unknown, Judgement::Drift { policy, .. }) => Judgement::Drift { policy, patch: false },
+            (Allow::Unknown, fine) => fine,
+        }
+    }
+
     /// Forgets an Ingress that is gone (deleted, or not returned by a re-list).
     fn forget(&self, state: &mut State<K>, key: &Key) {
         state.queue.forget(key);
@@ -319,7 +333,7 @@ impl<K: Kind> Reconciler<K> {
     /// seen another writer change its addresses.
     fn rejudge(&self, state: &mut State<K>, key: &Key, policies: &Policies, foreign: bool) {
         let Some(stored) = state.ingresses.get(key) else { return };
-        let judgement = K::judge(&stored.write, policies, self.sources.as_ref());
+        let judgement = self.judge(key, &stored.write, policies);
         self.apply_judgement(state, key, judgement, foreign);
     }
 
@@ -329,7 +343,7 @@ impl<K: Kind> Reconciler<K> {
     /// only compared for equality, as the API conventions require.)
     fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<K::Write>) {
         let policies = self.policies.load();
-        let judgement = K::judge(&stored.write, &policies, self.sources.as_ref());
+        let judgement = self.judge(&key, &stored.write, &policies);
         let mut state = self.lock();
         let Some(current) = state.ingresses.get(&key) else { return };
         if current.resource_version.as_deref() != seen {
@@ -438,7 +452,7 @@ impl<K: Kind> Reconciler<K> {
         let judgements: Vec<(Key, Judgement)> = state
             .ingresses
             .iter()
-            .map(|(key, stored)| (key.clone(), K::judge(&stored.write, &policies, self.sources.as_ref())))
+            .map(|(key, stored)| (key.clone(), self.judge(key, &stored.write, &policies)))
             .collect();
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement, false);
@@ -461,147 +475,23 @@ impl<K: Kind> Reconciler<K> {
         tracing::debug!(kind = K::NAME, drifted, queued, "reconciler pass");
     }
 
-    async fn triggers(
-        self: Arc<Self>,
-        mut sources: watch::Receiver<u64>,
-        mut policies: watch::Receiver<u64>,
-        mut leader: watch::Receiver<bool>,
-    ) {
+    /// Judges everything again when a source, the policies or the scope (`changes`), or
+    /// leadership change.
+    async fn triggers(self: Arc<Self>, mut changes: [watch::Receiver<u64>; 3], mut leader: watch::Receiver<bool>) {
         loop {
+            let [sources, policies, scope] = &mut changes;
             tokio::select! {
-                () = changed(&mut sources) => {}
-                () = changed(&mut policies) => {}
+                () = changed(sources) => {}
+                () = changed(policies) => {}
+                () = changed(scope) => {}
                 () = changed(&mut leader) => {}
             }
             tokio::time::sleep(COALESCE).await;
-            sources.mark_unchanged();
-            policies.mark_unchanged();
+            for rx in &mut changes {
+                rx.mark_unchanged();
+            }
             self.resync();
         }
-    }
-
-    async fn next_key(&self) -> Key {
-        loop {
-            {
-                if let Some(key) = self.lock().queue.pop() {
-                    return key;
-                }
-            }
-            self.work.notified().await;
-        }
-    }
-
-    async fn work_loop(self: Arc<Self>, client: Client, mut leader: watch::Receiver<bool>) {
-        let slots = self.bounds.slots.clone();
-        loop {
-            if leader.wait_for(|leading| *leading).await.is_err() {
-                return;
-            }
-            let key = tokio::select! {
-                key = self.next_key() => key,
-                _ = leader.wait_for(|leading| !*leading) => continue,
-            };
-            self.bounds.limiter.lock().await.tick().await;
-            let Ok(slot) = slots.clone().acquire_owned().await else { return };
-            if !*leader.borrow() {
-                // Lost the lead while waiting: the next leader's full pass covers this one.
-                self.lock().queue.abandon(&key);
-                continue;
-            }
-            let this = self.clone();
-            let client = client.clone();
-            let mut lost = leader.clone();
-            tokio::spawn(async move {
-                // Leadership lost mid-patch: the attempt is cancelled (its request dropped)
-                // before the Lease can expire, so a successor never patches beside it.
-                let result = tokio::select! {
-                    result = this.reconcile_one(&client, &key) => Some(result),
-                    _ = lost.wait_for(|leading| !*leading) => None,
-                };
-                drop(slot);
-                match result {
-                    Some(result) => this.finish(key, result),
-                    None => this.lock().queue.abandon(&key),
-                }
-            });
-        }
-    }
-
-    fn finish(self: &Arc<Self>, key: Key, result: Result<(), ()>) {
-        let now = tokio::time::Instant::now();
-        let policies = self.policies.load();
-        let mut state = self.lock();
-        match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
-            After::Settled => {}
-            After::Recheck => self.rejudge(&mut state, &key, &policies, false),
-            After::RetryAt(at) => {
-                drop(state);
-                self.release_at(key, at);
-            }
-        }
-    }
-
-    /// Patches one object to its canonical status if `decide` still says so. `Err` means the
-    /// attempt failed and the object is to be retried after a backoff.
-    async fn reconcile_one(&self, client: &Client, key: &Key) -> Result<(), ()> {
-        let api: Api<K::Object> = Api::namespaced(client.clone(), &key.0);
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
-        let object = format!("{}/{}", key.0, key.1);
-        for _ in 0..=CONFLICT_RETRIES {
-            let policies = self.policies.load();
-            let (Decided { policy, canonical, status }, from, resource_version) = {
-                let state = self.lock();
-                let Some(stored) = state.ingresses.get(key) else { return Ok(()) };
-                let Some(decided) = K::to_patch(&stored.write, &policies, self.sources.as_ref()) else {
-                    return Ok(());
-                };
-                (decided, K::addresses(&stored.write).into_owned(), stored.resource_version.clone())
-            };
-            // The resourceVersion makes the patch conditional: it applies only to the state
-            // it was decided on.
-            let patch = serde_json::json!({"metadata": {"resourceVersion": resource_version}, "status": status});
-            match within(CALL_TIMEOUT, api.patch_status(&key.1, &params, &Patch::Merge(&patch))).await {
-                Ok(obj) => {
-                    self.metrics.patch(&policy, "patched");
-                    let now = tokio::time::Instant::now().into_std();
-                    self.lock().damping.patched(key, &canonical, now);
-                    // The documented log fields: `ingress` for an Ingress, `gateway` for a Gateway.
-                    let (from, to) = (Addresses(&from), Addresses(&canonical));
-                    let heal = "reconciled stored status to the canonical addresses";
-                    if K::NAME == "Gateway" {
-                        tracing::info!(gateway = %object, from = %from, to = %to, policy = %policy, "{heal}");
-                    } else {
-                        tracing::info!(ingress = %object, from = %from, to = %to, policy = %policy, "{heal}");
-                    }
-                    if let Some((key, stored)) = K::project(obj, &self.metrics) {
-                        self.upsert_unless_newer(key, resource_version.as_deref(), stored);
-                    }
-                    return Ok(());
-                }
-                Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => {
-                    self.metrics.patch(&policy, "conflict");
-                    match within(CALL_TIMEOUT, api.get(&key.1)).await {
-                        Ok(fresh) => {
-                            if let Some((key, stored)) = K::project(fresh, &self.metrics) {
-                                self.upsert_unless_newer(key, resource_version.as_deref(), stored);
-                            }
-                        }
-                        Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
-                        Err(e) => {
-                            tracing::warn!(kind = K::NAME, object = %object, error = %e, "cannot re-read the object after a conflict; backing off");
-                            return Err(());
-                        }
-                    }
-                }
-                Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
-                Err(e) => {
-                    self.metrics.patch(&policy, "failed");
-                    tracing::warn!(kind = K::NAME, object = %object, policy = %policy, error = %e, "status patch failed; backing off");
-                    return Err(());
-                }
-            }
-        }
-        Err(())
     }
 }
 

@@ -3,6 +3,7 @@
 //! shutdown.
 
 pub(crate) mod conn;
+pub(crate) mod handshake;
 pub(crate) mod lifecycle;
 pub(crate) mod limits;
 
@@ -405,6 +406,9 @@ pub struct Listeners {
     pub limits: Limits,
     /// Longest wait for in-flight reviews once shutdown starts.
     pub drain: Duration,
+    /// With `--client-ca`: the required client names, whose refusal counters also count the
+    /// handshakes that present no certificate at all (`reason="missing"`).
+    pub client_names: Option<crate::tls::ClientNames>,
 }
 
 /// The probe router: `/livez` and `/readyz`, as on the admin port.
@@ -488,7 +492,10 @@ pub async fn serve(
         state.metrics.clone(),
     );
     let mut server = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
-        .map(|tls| tls.handshake_timeout(limits.tls_handshake_timeout).acceptor(guard))
+        .map(|tls| handshake::CountMissing {
+            inner: tls.handshake_timeout(limits.tls_handshake_timeout).acceptor(guard),
+            names: listeners.client_names.clone(),
+        })
         .first_request_timeout(limits.header_read_timeout)
         .handle(handle);
     limits.configure(server.http_builder());

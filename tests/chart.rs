@@ -635,7 +635,7 @@ async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
             })
             .cloned(),
     );
-    assert_eq!(objects.len(), 13, "namespaces, the webhook's identity and its RBAC");
+    assert_eq!(objects.len(), 15, "namespaces, the webhook's identity and its RBAC");
     let file = t.cluster.scratch_dir("chart-rbac").join("objects.json");
     std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()).unwrap();
     // Server-side: the policy-mode test applies the same Namespace and ServiceAccount into this
@@ -931,11 +931,13 @@ async fn helm_4_installs_upgrades_and_uninstalls_cleanly_on_a_fresh_cluster() {
     lifecycle(4).await;
 }
 
-/// Issue 21, "one scope": `webhook.namespaceSelector` selects the namespaces the webhook
-/// reviews and is added to every policy's `namespaceSelector`, so the reconciler (which the
-/// webhook configuration does not scope) honours it too; the rendered file still loads.
+/// One scope: `webhook.namespaceSelector` selects the namespaces the webhook reviews, and the
+/// reconciler reads it from the webhook configuration (its RBAC names that one object, and a
+/// release of another name passes `--webhook-configuration`), so the policies render as
+/// written. With `admission.mode=policy` there is no webhook configuration: the selector is
+/// added to every policy's `namespaceSelector` instead, and the rendered file still loads.
 #[test]
-fn webhook_namespace_selector_scopes_every_policy_too() {
+fn webhook_namespace_selector_is_the_one_scope() {
     let dir = scratch("one-scope");
     let helm = Helm::new(3, &dir);
     let values = write(
@@ -954,12 +956,45 @@ policies:
     publishStatusAddress: 192.0.2.2
 "#,
     );
-    let docs = helm.template(&["-f", &values]);
-    let webhook = &find(&docs, "MutatingWebhookConfiguration", RELEASE)["webhooks"][0];
+    let config_of = |docs: &[Value]| -> Value {
+        let text = find(docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
+        serde_norway::from_str(text).unwrap()
+    };
+    let args_of = |docs: &[Value]| -> Vec<String> {
+        let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+        let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+        args.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
+    };
     let scope = serde_json::json!({"matchLabels": {"team": "edge"}, "matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["dev"]}]});
-    assert_eq!(webhook["namespaceSelector"], scope);
-    let config = find(&docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
-    let file: Value = serde_norway::from_str(config).unwrap();
+
+    // Webhook mode: the webhook configuration carries it, the policies do not.
+    let docs = helm.template(&["-f", &values]);
+    assert_eq!(find(&docs, "MutatingWebhookConfiguration", RELEASE)["webhooks"][0]["namespaceSelector"], scope);
+    let file = config_of(&docs);
+    assert!(file["policies"][0]["namespaceSelector"].is_null(), "{file:?}");
+    assert_eq!(file["policies"][1]["namespaceSelector"], serde_json::json!({"matchLabels": {"tier": "web"}}));
+    assert_eq!(
+        find(&docs, "ClusterRole", "ingress-status-guard-scope")["rules"][0]["resourceNames"],
+        serde_json::json!([RELEASE]),
+        "the reconciler may read its own webhook configuration, by name"
+    );
+    assert!(!args_of(&docs).iter().any(|a| a.starts_with("--webhook-configuration")), "the default name");
+    let other = helm.template(&["-f", &values, "--set", "fullnameOverride=isg-edge"]);
+    assert!(args_of(&other).contains(&"--webhook-configuration=isg-edge".to_owned()), "{:?}", args_of(&other));
+    assert_eq!(
+        find(&other, "ClusterRole", "isg-edge-scope")["rules"][0]["resourceNames"],
+        serde_json::json!(["isg-edge"])
+    );
+
+    // Policy mode: no webhook configuration, so every policy gets the scope.
+    let docs = helm.template(&["-f", &values, "--set", "admission.mode=policy"]);
+    assert!(docs.iter().all(|d| d["kind"] != "MutatingWebhookConfiguration"));
+    assert!(!args_of(&docs).iter().any(|a| a.starts_with("--webhook-configuration")));
+    assert!(
+        docs.iter().all(|d| d["metadata"]["name"] != "ingress-status-guard-scope"),
+        "no webhook configuration to read"
+    );
+    let file = config_of(&docs);
     assert_eq!(file["policies"][0]["namespaceSelector"], scope, "a policy without a selector gets the scope");
     assert_eq!(
         file["policies"][1]["namespaceSelector"],
@@ -974,7 +1009,7 @@ policies:
     let text = write(
         &dir,
         "text.yaml",
-        "webhook: {namespaceSelector: {matchLabels: {team: edge}}}\npolicies: [{name: t, ingressClasses: [x], namespaceSelector: 'tier=web', publishStatusAddress: 192.0.2.1}]\n",
+        "admission: {mode: policy}\nwebhook: {namespaceSelector: {matchLabels: {team: edge}}}\npolicies: [{name: t, ingressClasses: [x], namespaceSelector: 'tier=web', publishStatusAddress: 192.0.2.1}]\n",
     );
     let out = helm.run(&["template", RELEASE, CHART, "-f", &text]);
     assert!(!out.success && out.stderr.contains("policies[0] (t): namespaceSelector is text"), "{}", out.stderr);

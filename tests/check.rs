@@ -464,3 +464,64 @@ async fn check_reads_a_fleet_of_clusters_into_one_table() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("ERROR (cannot build a Kubernetes client: context \"nowhere\": "), "{}", out.stdout);
 }
+
+/// One scope: with `--webhook-configuration` naming a configuration whose `namespaceSelector`
+/// leaves a namespace out, `check` and `explain` judge that namespace's Ingresses as not
+/// governed, as the reconciler leaves them alone; without it (or as an identity that may not
+/// read it, told so in one warning) the policies alone scope the report.
+#[tokio::test]
+async fn check_and_explain_judge_within_the_webhook_configurations_scope() {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    let t = TestEnv::new("check-scope").await;
+    let outside_ns = t.cluster.namespace(&t.admin, "check-scope-out").await;
+    let outside: Api<k8s_openapi::api::networking::v1::Ingress> = Api::namespaced(t.admin.clone(), &outside_ns);
+    let class = format!("cls-{}", t.ns);
+    for api in [&t.ingresses, &outside] {
+        create_ingress(api, "web", Class::Field(&class)).await;
+        write_status(api, "web", &["198.51.100.1"], false).await.expect("stale status");
+    }
+    // Its rules never match a write of this test: only its namespaceSelector is read.
+    let name = format!("isg-scope-{}", t.ns);
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "scope.check.ingress-status-guard.test",
+            "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
+            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["ingressclasses"]}],
+            "namespaceSelector": {"matchLabels": {support::cluster::NAMESPACE_LABEL: t.ns}},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+        }]
+    }))
+    .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(t.admin.clone()).create(&PostParams::default(), &config).await.unwrap();
+
+    let admin = format!("--kubeconfig={}", t.cluster.admin_kubeconfig().display());
+    let class_flag = format!("--ingress-class={class}");
+    let scope_flag = format!("--webhook-configuration={name}");
+    let base = ["check", &admin, "--publish-status-address=192.0.2.1", &class_flag];
+    let out = run(&[&base[..], &[&scope_flag]].concat());
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(row(&out.stdout, &t.ns, "web").map(|r| r[6]), Some("DRIFT"), "{}", out.stdout);
+    assert!(row(&out.stdout, &outside_ns, "web").is_none(), "outside the scope: not governed\n{}", out.stdout);
+    let explain = |target: String| {
+        run(&["explain", &target, &admin, "--publish-status-address=192.0.2.1", &class_flag, &scope_flag]).code
+    };
+    assert_eq!(explain(format!("{}/web", t.ns)), Some(1), "inside: drift");
+    assert_eq!(explain(format!("{outside_ns}/web")), Some(0), "outside: not governed");
+
+    // No such configuration (the default name, here): the policies alone scope it.
+    let out = run(&base);
+    assert_eq!(row(&out.stdout, &outside_ns, "web").map(|r| r[6]), Some("DRIFT"), "{}", out.stdout);
+    // A reader that may not see the configuration: one warning, the policies alone.
+    let reader = format!("--kubeconfig={}", reader_kubeconfig(&t).await.display());
+    let out = run(&["check", &reader, "--publish-status-address=192.0.2.1", &class_flag, &scope_flag]);
+    assert_eq!(row(&out.stdout, &outside_ns, "web").map(|r| r[6]), Some("DRIFT"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains(&format!("cannot read MutatingWebhookConfiguration {name} (forbidden)")),
+        "{}",
+        out.stderr
+    );
+    Api::<MutatingWebhookConfiguration>::all(t.admin.clone()).delete(&name, &Default::default()).await.unwrap();
+}

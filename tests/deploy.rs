@@ -8,6 +8,9 @@
 //!   ServiceAccount with exactly their Roles and ClusterRoles, watches its publish Service,
 //!   takes its Lease, reconciles a stale Ingress status and writes Events, with no forbidden
 //!   error in its log; and nothing more (no spec patch, no status update, no other Lease);
+//!   scoped by the manifests' own webhook configuration (one scope): nothing is patched while
+//!   it does not exist, a namespace its `namespaceSelector` leaves out is never patched, and
+//!   widening the selector heals it without a restart;
 //! - with `manifests/extras/rbac-node-ips-and-namespaces.yaml` too, a policy with a node-IP
 //!   source, a controller class and a namespaceSelector needs nothing more, and gets only
 //!   list/watch;
@@ -92,6 +95,21 @@ fn apply(cluster: &Cluster, objects: &[Value]) {
 }
 
 static PREREQUISITES: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+
+/// The manifests' MutatingWebhookConfiguration `ingress-status-guard` is one object in the
+/// shared API server: the tests that create it hold this while they use it, and delete it
+/// when done.
+static WEBHOOK_CONFIGURATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Deletes the MutatingWebhookConfiguration `ingress-status-guard` if it exists.
+async fn delete_webhook_configuration(admin: &kube::Client) {
+    let name = "ingress-status-guard";
+    match Api::<MutatingWebhookConfiguration>::all(admin.clone()).delete(name, &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => panic!("delete MutatingWebhookConfiguration {name}: {e}"),
+    }
+}
 
 /// What the shared cluster has before the tests below: the namespace of the publish Service of
 /// examples/ingress-nginx, the manifests' Namespace (a server-side dry run cannot create a
@@ -396,11 +414,22 @@ fn the_rendered_objects_are_what_the_docs_promise() {
         assert_eq!(
             find_kind(&docs, "Role").len() + find_kind(&docs, "ClusterRole").len(),
             match dir {
-                "overlays/self-signed" | "examples/mtls" => 6,
-                "examples/ingress-nginx" => 7,
-                _ => 4,
+                "overlays/self-signed" | "examples/mtls" => 7,
+                "examples/ingress-nginx" => 8,
+                _ => 5,
             },
             "{dir}: no RBAC beyond what is listed"
+        );
+        // The reconciler's scope: its own webhook configuration, by name, and Namespaces.
+        let scope = find(&docs, "ClusterRole", "ingress-status-guard-scope");
+        assert_eq!(
+            scope["rules"],
+            json!([
+                {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+                 "resourceNames": ["ingress-status-guard"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+            ]),
+            "{dir}"
         );
         let classes = find(&docs, "ClusterRole", "ingress-status-guard-ingressclasses");
         assert_eq!(
@@ -491,6 +520,7 @@ async fn certs_bootstrap_creates_the_secret_patches_the_ca_bundle_and_renews() {
     let cluster = Cluster::shared().await;
     prerequisites(cluster).await;
     let admin = cluster.admin().await;
+    let _configuration = WEBHOOK_CONFIGURATION.lock().await;
     let docs = render("overlays/self-signed");
     let mut objects: Vec<Value> = docs
         .iter()
@@ -567,12 +597,15 @@ async fn certs_bootstrap_creates_the_secret_patches_the_ca_bundle_and_renews() {
     assert!(matches!(&other, kube::Error::Api(s) if s.code == 403), "{other:?}");
     let list = Api::<Secret>::namespaced(narrow, NAMESPACE).list(&Default::default()).await.unwrap_err();
     assert!(matches!(&list, kube::Error::Api(s) if s.code == 403), "{list:?}");
+    delete_webhook_configuration(&admin).await;
 }
 
 #[tokio::test]
 async fn the_manifests_rbac_is_all_the_webhook_needs() {
     let t = TestEnv::new("deploy-rbac").await;
     prerequisites(t.cluster).await;
+    let _configuration = WEBHOOK_CONFIGURATION.lock().await;
+    delete_webhook_configuration(&t.admin).await;
     let docs = render("examples/ingress-nginx");
     let objects: Vec<Value> = docs
         .iter()
@@ -583,7 +616,7 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
         })
         .cloned()
         .collect();
-    assert_eq!(objects.len(), 11, "the webhook's identity and its RBAC");
+    assert_eq!(objects.len(), 13, "the webhook's identity and its RBAC");
     apply(t.cluster, &objects);
 
     // The publish Service of the manifests' policy file, with a load balancer address.
@@ -616,6 +649,12 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     };
     create_ingress(&t.ingresses, "stale", Class::Field("nginx")).await;
     write_status(&t.rogue, "stale", &["198.51.100.1"], false).await.expect("a stale status, no webhook yet");
+    // The same in a namespace the webhook configuration will leave out at first.
+    let excluded = t.cluster.namespace(&t.admin, "deploy-rbac-out").await;
+    let outside: Api<Ingress> = Api::namespaced(t.admin.clone(), &excluded);
+    create_ingress(&outside, "stale", Class::Field("nginx")).await;
+    let rogue_outside: Api<Ingress> = Api::namespaced(t.cluster.rogue().await, &excluded);
+    write_status(&rogue_outside, "stale", &["198.51.100.1"], false).await.expect("a stale status outside");
     let as_webhook: Api<Ingress> = Api::namespaced(narrow.clone(), &t.ns);
     let spec_patch = json!({"spec": {"ingressClassName": "other"}});
     forbidden(
@@ -639,18 +678,55 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     let config_file = t.cluster.scratch_dir("deploy-rbac-config").join("config.yaml");
     std::fs::write(&config_file, config).unwrap();
     let config_arg = format!("--config={}", config_file.display());
-    // The reconciler on, its Lease where the Deployment puts it (POD_NAMESPACE).
+    // The reconciler on, its Lease where the Deployment puts it (POD_NAMESPACE), scoped by the
+    // manifests' webhook configuration (the default name; the harness passes none otherwise).
     let args = [
         config_arg.as_str(),
         "--reconcile=true",
+        "--webhook-configuration=ingress-status-guard",
         "--leader-election-lease-duration=4s",
         "--leader-election-renew-deadline=3s",
         "--leader-election-retry-period=1s",
     ];
     let env = [("POD_NAMESPACE", NAMESPACE), ("POD_NAME", "ingress-status-guard-test")];
     let webhook = Webhook::start_with_env(t.cluster, &t.ns, &kubeconfig, &args, &env).await;
-    support::eventually("the stale status healed by the reconciler", std::time::Duration::from_secs(20), || async {
+    // Fail closed: no webhook configuration yet, so no scope, so no patch.
+    support::eventually("the reconciler says its scope is unknown", std::time::Duration::from_secs(20), || async {
+        let log = webhook.log();
+        if log.contains("the reconciler's scope is unknown") && log.contains("does not exist") {
+            Ok(())
+        } else {
+            Err(webhook.log_tail())
+        }
+    })
+    .await;
+    assert_eq!(support::stored(&t.ingresses, "stale").await, ["198.51.100.1"], "nothing patched while unknown");
+    assert_eq!(webhook.metric("ingress_status_guard_reconcile_scope_known"), 0.0);
+    // The manifests' webhook configuration, pointed at this webhook, its namespaceSelector (the
+    // one scope setting) selecting the test's namespace only; the policy file has none.
+    let scope = |namespaces: &[&str]| json!({"matchExpressions": [{"key": support::cluster::NAMESPACE_LABEL, "operator": "In", "values": namespaces}]});
+    let mut mwc = find(&docs, "MutatingWebhookConfiguration", "ingress-status-guard").clone();
+    mwc["webhooks"][0]["clientConfig"] = json!({"url": webhook.url(), "caBundle": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, webhook.ca_pem())});
+    mwc["webhooks"][0]["namespaceSelector"] = scope(&[&t.ns]);
+    let mwcs: Api<MutatingWebhookConfiguration> = Api::all(t.admin.clone());
+    mwcs.create(&PostParams::default(), &serde_json::from_value(mwc).unwrap()).await.unwrap();
+    support::eventually("the stale status healed by the reconciler", std::time::Duration::from_secs(30), || async {
         let got = support::stored(&t.ingresses, "stale").await;
+        if got == ["203.0.113.60"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    assert_eq!(webhook.metric("ingress_status_guard_reconcile_scope_known"), 1.0);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        support::stored(&outside, "stale").await,
+        ["198.51.100.1"],
+        "outside the webhook's scope: never patched"
+    );
+    // Widening the webhook's selector brings the other namespace in, without a restart.
+    let widen = json!({"webhooks": [{"name": "ingress-status-guard.ingress-status-guard.svc", "namespaceSelector": scope(&[&t.ns, &excluded])}]});
+    mwcs.patch("ingress-status-guard", &PatchParams::default(), &Patch::Strategic(&widen)).await.unwrap();
+    support::eventually("the widened scope healed", std::time::Duration::from_secs(30), || async {
+        let got = support::stored(&outside, "stale").await;
         if got == ["203.0.113.60"] { Ok(()) } else { Err(format!("{got:?}")) }
     })
     .await;
@@ -663,7 +739,19 @@ async fn the_manifests_rbac_is_all_the_webhook_needs() {
     // The log is the one this webhook wrote (the finding behind the Event is in it), so the
     // absence below means something.
     assert!(log.contains("rogue status write") && log.contains("publish Service resolved"), "{log}");
+    assert!(log.contains("reconciler scope known"), "{log}");
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the webhook's log:\n{log}");
+    // Deleted, the scope is unknown again: said once more.
+    delete_webhook_configuration(&t.admin).await;
+    support::eventually("the deletion makes the scope unknown", std::time::Duration::from_secs(20), || async {
+        let log = webhook.log();
+        let unknown = log
+            .lines()
+            .filter(|l| l.contains("the reconciler's scope is unknown") && l.contains("does not exist"))
+            .count();
+        if unknown >= 2 { Ok(()) } else { Err(format!("{unknown} unknown-scope lines")) }
+    })
+    .await;
 }
 
 /// The extra RBAC for node IPs and namespace selectors, on top of the base: the webhook runs as

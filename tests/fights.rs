@@ -399,9 +399,11 @@ async fn restarts_never_rewrite_a_canonical_union() {
     }
 }
 
-/// Issue 21, item 5: the scope an operator sets (`webhook.namespaceSelector` in the chart,
-/// which the chart also gives every policy) is honoured by the reconciler: an Ingress in an
-/// excluded namespace keeps its status, while one in a selected namespace is healed.
+/// Issue 21, item 5, the policy's part of the scope: a policy's own `namespaceSelector` is
+/// honoured by the reconciler (an Ingress in an excluded namespace keeps its status, one in a
+/// selected namespace is healed). The webhook configuration's part, the one scope setting of
+/// the manifests and the chart, is the test after this one, and with the manifests themselves
+/// in `tests/deploy.rs` (`the_manifests_rbac_is_all_the_webhook_needs`).
 #[tokio::test]
 async fn an_excluded_namespace_is_never_patched() {
     let t = TestEnv::new("fight-scope").await;
@@ -434,6 +436,73 @@ async fn an_excluded_namespace_is_never_patched() {
     let outside: Api<Ingress> = Api::namespaced(t.admin.clone(), &excluded);
     assert_eq!(stored(&outside, "web").await, ["198.51.100.7"], "excluded: kept as written");
     assert_eq!(guard_patches(&t, &excluded, "web"), Vec::<Value>::new(), "excluded: never patched");
+}
+
+/// Issue 21, item 5, the one scope: with the policies scoping nothing (flags, no
+/// `namespaceSelector`), the namespaceSelector of the webhook configuration named by
+/// `--webhook-configuration` scopes the reconciler. A rogue status in a namespace it does not
+/// select is never patched; labelling that namespace into the selector gets it healed, without
+/// a restart (the Namespace watch; `tests/deploy.rs` changes the selector itself).
+#[tokio::test]
+async fn a_namespace_labelled_into_the_webhooks_scope_is_healed_without_restart() {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    let t = TestEnv::new("fight-hookscope").await;
+    let class = t.ns.clone();
+    let excluded = t.cluster.namespace(&t.admin, "fight-hookscope-out").await;
+    for ns in [&t.ns, &excluded] {
+        let api: Api<Ingress> = Api::namespaced(t.admin.clone(), ns);
+        create_ingress(&api, "web", Class::Field(&class)).await;
+        let rogue: Api<Ingress> = Api::namespaced(t.cluster.rogue().await, ns);
+        write_status(&rogue, "web", &["198.51.100.7"], false).await.unwrap();
+    }
+    // The label of this test only; the configuration's rules match no write of it.
+    let key = format!("isg-scope-{}", t.ns);
+    let label = |ns: String| {
+        let namespaces: Api<Namespace> = Api::all(t.admin.clone());
+        let patch = json!({"metadata": {"labels": {key.as_str(): "in"}}});
+        async move { namespaces.patch(&ns, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap() }
+    };
+    label(t.ns.clone()).await;
+    let name = format!("isg-{}", t.ns);
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "scope.fights.ingress-status-guard.test",
+            "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
+            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["ingressclasses"]}],
+            "namespaceSelector": {"matchLabels": {key.as_str(): "in"}},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+        }]
+    }))
+    .unwrap();
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(t.admin.clone());
+    configs.create(&PostParams::default(), &config).await.unwrap();
+    let flags = [
+        "--publish-status-address=192.0.2.10".to_owned(),
+        format!("--ingress-class={class}"),
+        format!("--webhook-configuration={name}"),
+    ];
+    let webhook = start(&t, &args(&t, "isg", &flags)).await;
+    await_synced_leader(&webhook).await;
+    eventually("the selected namespace is healed", HEAL, || async {
+        let got = stored(&t.ingresses, "web").await;
+        if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let outside: Api<Ingress> = Api::namespaced(t.admin.clone(), &excluded);
+    assert_eq!(stored(&outside, "web").await, ["198.51.100.7"], "outside the webhook's scope: kept as written");
+    assert_eq!(guard_patches(&t, &excluded, "web"), Vec::<Value>::new(), "outside: never patched");
+    label(excluded.clone()).await;
+    eventually("the namespace labelled into the scope is healed", HEAL, || async {
+        let got = stored(&outside, "web").await;
+        if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    assert!(webhook.log().contains("reconciler scope known"), "{}", webhook.log_tail());
+    configs.delete(&name, &Default::default()).await.unwrap();
 }
 
 /// A TCP proxy the test controls: forwards to `upstream` until `stall` is set, then stops

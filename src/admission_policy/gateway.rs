@@ -11,7 +11,7 @@ use super::{ApiVersion, RenderError, cel};
 use crate::{
     address::Address,
     gateway::status::{GatewayAddress, MAX_ADDRESSES},
-    policy::{ClassScope, Mode, Policy},
+    policy::{ClassScope, Policy},
 };
 
 /// The API group of Gateways.
@@ -108,62 +108,20 @@ pub(crate) fn render(
             "resources": ["gateways/status"],
         }],
     });
-    let metadata = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "ingress-status-guard"}});
     let shown: Vec<String> = entries.iter().map(ToString::to_string).collect();
-    let (policy_object, mut binding) = match policy.mode {
-        Mode::Enforce => (
-            json!({
-                "apiVersion": api.group_version(),
-                "kind": "MutatingAdmissionPolicy",
-                "metadata": metadata,
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "reinvocationPolicy": "Never",
-                    "matchConstraints": match_constraints,
-                    "matchConditions": match_conditions,
-                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch(&entries)}}],
-                },
-            }),
-            json!({
-                "apiVersion": api.group_version(),
-                "kind": "MutatingAdmissionPolicyBinding",
-                "metadata": metadata,
-                "spec": {"policyName": name},
-            }),
+    let shape = super::Shape {
+        match_constraints,
+        match_conditions,
+        patch: patch(&entries),
+        written: WRITTEN_KEYS,
+        same_set: same_set(&entries),
+        message: format!(
+            "ingress-status-guard policy {:?} requires status.addresses [{}]",
+            policy.name,
+            shown.join(",")
         ),
-        Mode::Audit | Mode::Deny => {
-            let actions = if policy.mode == Mode::Deny { json!(["Deny"]) } else { json!(["Warn", "Audit"]) };
-            (
-                json!({
-                    "apiVersion": "admissionregistration.k8s.io/v1",
-                    "kind": "ValidatingAdmissionPolicy",
-                    "metadata": metadata,
-                    "spec": {
-                        "failurePolicy": "Fail",
-                        "matchConstraints": match_constraints,
-                        "matchConditions": match_conditions,
-                        "variables": [{"name": "written", "expression": WRITTEN_KEYS}],
-                        "validations": [{
-                            "expression": same_set(&entries),
-                            "message": format!("ingress-status-guard policy {:?} requires status.addresses [{}]", policy.name, shown.join(",")),
-                            "reason": "Forbidden",
-                        }],
-                    },
-                }),
-                json!({
-                    "apiVersion": "admissionregistration.k8s.io/v1",
-                    "kind": "ValidatingAdmissionPolicyBinding",
-                    "metadata": metadata,
-                    "spec": {"policyName": name, "validationActions": actions},
-                }),
-            )
-        }
     };
-    if let Some(selector) = &policy.namespace_selector {
-        binding["spec"]["matchResources"] =
-            json!({"namespaceSelector": serde_json::to_value(selector.to_kube()).unwrap_or_default()});
-    }
-    Ok(vec![policy_object, binding])
+    Ok(super::objects(policy, &name, api, shape))
 }
 
 #[cfg(test)]

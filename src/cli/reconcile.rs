@@ -17,6 +17,12 @@ pub(crate) struct ReconcileArgs {
     /// Most status patches per second the reconciler sends.
     #[arg(long, env = "ISG_RECONCILE_QPS", default_value_t = 20.0)]
     pub(crate) reconcile_qps: f64,
+    /// The guard's own MutatingWebhookConfiguration: the reconciler patches only in the
+    /// Namespaces its webhooks' namespaceSelector selects, read from the API server and
+    /// followed (the scope admission has), and nothing while that is unknown. Empty: the
+    /// policies' namespaceSelectors alone (as with --admission=policy, which ignores it).
+    #[arg(long, env = "ISG_WEBHOOK_CONFIGURATION", default_value = crate::scope::DEFAULT_CONFIGURATION)]
+    pub(crate) webhook_configuration: String,
     /// Namespace of the leader-election Lease; default: POD_NAMESPACE, else `default`.
     #[arg(long, env = "ISG_LEADER_ELECTION_NAMESPACE")]
     pub(crate) leader_election_namespace: Option<String>,

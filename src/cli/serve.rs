@@ -161,6 +161,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let first_signal = server::shutdown_signal();
     let client_names = ClientNames::new(client_san)?;
     let client_refusals = client_names.refusals();
+    let counted_names = client_ca.is_some().then(|| client_names.clone());
     let pod = PodIdentity::from(pod);
     let (reconcile_settings, leader_settings) = reconcile.settings(&pod)?;
     let policies = load_policies(&policy)?;
@@ -227,6 +228,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         client,
         settings: leader_settings,
         reconcile: reconcile.reconcile.then_some(reconcile_settings),
+        webhook_configuration: reconcile.webhook_configuration.clone(),
         keeper,
     });
     // Events only about Ingresses the guard's watch has seen: the reconciler's, when it runs
@@ -255,6 +257,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         tls,
         limits: limits.limits(max_body_bytes),
         drain: drain_seconds,
+        client_names: counted_names,
     };
     let shutdown = shutdown(first_signal, state.clone(), stop_reconciler, shutdown_delay_seconds);
     Ok(server::serve(state, listeners, tasks, shutdown).await?)

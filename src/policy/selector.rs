@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeLabelSe
 use kube::core::{Expression, SelectorExt};
 
 /// Longest selector text accepted; a label selector this long is a mistake, not a policy.
-const MAX_TEXT: usize = 4096;
+pub(crate) const MAX_TEXT: usize = 4096;
 
 /// A validated label selector. Empty selects everything.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -105,6 +105,13 @@ impl LabelSelector {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The selector that matches what both match: every requirement of each.
+    pub(crate) fn and(&self, other: &LabelSelector) -> LabelSelector {
+        let mut exprs = self.0.clone();
+        exprs.extend(other.0.iter().filter(|e| !self.0.contains(e)).cloned());
+        LabelSelector(exprs)
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {

@@ -30,11 +30,14 @@ pub(crate) struct RefusalLabel {
 }
 
 /// Client certificates refused, by reason: `untrusted` (not signed by `--client-ca`, expired,
-/// or otherwise refused by the chain check) or `name_not_allowed` (signed, but naming no
-/// `--client-san`). Shared by every configuration a reload builds, so counts carry over.
+/// or otherwise refused by the chain check), `name_not_allowed` (signed, but naming no
+/// `--client-san`) or `missing` (none presented: rustls refuses that before any verifier, so
+/// the webhook listener counts it, `crate::server::handshake`). Shared by every configuration a
+/// reload builds, so counts carry over.
 pub(crate) type Refusals = Family<RefusalLabel, Counter>;
 pub(crate) const UNTRUSTED: &str = "untrusted";
 pub(crate) const NAME_NOT_ALLOWED: &str = "name_not_allowed";
+pub(crate) const MISSING: &str = "missing";
 
 /// Longest accepted name: a DNS name's 253 bytes, with room for a CN that is not one.
 const MAX_NAME_BYTES: usize = 256;
@@ -102,12 +105,18 @@ impl ClientNames {
         self.0.iter().any(|want| presented.iter().any(|got| got.eq_ignore_ascii_case(want)))
     }
 
-    /// Client certificates refused so far for `reason` (`untrusted`, `name_not_allowed`).
+    /// Client certificates refused so far for `reason` (`untrusted`, `name_not_allowed`,
+    /// `missing`).
     pub fn refused(&self, reason: &str) -> u64 {
-        [UNTRUSTED, NAME_NOT_ALLOWED]
+        [UNTRUSTED, NAME_NOT_ALLOWED, MISSING]
             .into_iter()
             .find(|r| *r == reason)
             .map_or(0, |reason| self.1.get_or_create(&RefusalLabel { reason }).get())
+    }
+
+    /// Counts a handshake refused for presenting no certificate.
+    pub(crate) fn missing(&self) {
+        self.1.get_or_create(&RefusalLabel { reason: MISSING }).inc();
     }
 
     /// The refusal counters, for the metrics registry.

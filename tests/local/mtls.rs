@@ -91,7 +91,8 @@ async fn only_client_certificates_naming_a_client_san_are_answered_also_after_a_
         ClientNames::new(["kube-apiserver-webhook-client".to_owned(), "apiserver.example.com".to_owned()]).unwrap();
     let files = CertFiles { cert, key, client_ca: Some(ca.clone()) };
     let (tls, reloader) = watch_certificates_requiring(files, names.clone(), Duration::from_millis(100)).await.unwrap();
-    let server = LocalServer::start(tls);
+    let limits = ingress_status_guard::Limits { max_body_bytes: 1 << 20, ..Default::default() };
+    let server = LocalServer::start_counting(tls, limits, Some(names.clone()));
     let addr = server.webhook;
     let ca_pem = serving.ca_pem.as_str();
 
@@ -105,12 +106,21 @@ async fn only_client_certificates_naming_a_client_san_are_answered_also_after_a_
         let refused = post(addr, ca_pem, Some(identity)).await.expect_err(what);
         assert!(refused.to_lowercase().contains("access"), "{what}: refused with access_denied: {refused}");
     }
+    // Counted by reason (client_certificates_refused_total); a handshake without any
+    // certificate never reaches the verifier: the listener counts it as `missing`.
+    assert_eq!(names.refused("missing"), 0, "none refused for a missing certificate yet");
     let anonymous = post(addr, ca_pem, None).await.expect_err("no client certificate");
     assert!(anonymous.to_lowercase().contains("certificate"), "{anonymous}");
-    // Counted by reason (client_certificates_refused_total); a handshake without any
-    // certificate never reaches the verifier, so it is not.
     assert_eq!(names.refused("name_not_allowed"), 2);
     assert_eq!(names.refused("untrusted"), 0);
+    // The server's side of the refused handshake may end just after the client's.
+    let counted = async {
+        while names.refused("missing") == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), counted).await.expect("the missing certificate is counted");
+    assert_eq!(names.refused("missing"), 1);
     let stranger = ClientCa::new("a stranger's CA").client(&["apiserver.example.com"], "x");
     assert!(post(addr, ca_pem, Some(&stranger)).await.is_err(), "a CA that is not --client-ca");
     assert_eq!(names.refused("untrusted"), 1);
@@ -134,6 +144,7 @@ async fn only_client_certificates_naming_a_client_san_are_answered_also_after_a_
     assert!(post(addr, ca_pem, Some(&by_cn)).await.is_err(), "the replaced CA no longer counts");
     // The counts carry over the reload: one more of each.
     assert_eq!((names.refused("name_not_allowed"), names.refused("untrusted")), (3, 2));
+    assert_eq!(names.refused("missing"), 1, "only the handshake without a certificate");
     drop(reloader);
     server.stop().await;
 }

@@ -23,6 +23,16 @@ impl LocalServer {
 
     /// Starts `serve` with the given bounds.
     pub(crate) fn start_with(tls: RustlsConfig, limits: Limits) -> LocalServer {
+        Self::start_counting(tls, limits, None)
+    }
+
+    /// Starts `serve` with the given bounds, counting handshakes without a client certificate
+    /// in `client_names`' refusals (as `serve --client-ca` does).
+    pub(crate) fn start_counting(
+        tls: RustlsConfig,
+        limits: Limits,
+        client_names: Option<ingress_status_guard::ClientNames>,
+    ) -> LocalServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let policies = PolicySpec { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
             .into_policies()
@@ -33,7 +43,7 @@ impl LocalServer {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
         let probe_addr = probe.local_addr().unwrap();
-        let listeners = Listeners { webhook, admin, probe, tls, limits, drain: Duration::from_secs(5) };
+        let listeners = Listeners { webhook, admin, probe, tls, limits, drain: Duration::from_secs(5), client_names };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(serve(state, listeners, Tasks::default(), async {
             let _ = stopped.await;

@@ -35,6 +35,7 @@ impl Webhook {
     ///
     /// The reconciler is off (`--reconcile=false`) unless `args` set `--reconcile`: a test's
     /// reconciler would otherwise patch the Ingresses of every other test in the shared API server.
+    /// It has no webhook scope (`--webhook-configuration=`) unless `args` name one.
     pub(crate) async fn start(cluster: &Cluster, name: &str, kubeconfig: &Path, args: &[&str]) -> Webhook {
         Self::start_with_env(cluster, name, kubeconfig, args, &[]).await
     }
@@ -86,6 +87,12 @@ impl Webhook {
                 .env("RUST_LOG", "info");
             if !args.iter().any(|a| *a == "--reconcile" || a.starts_with("--reconcile=")) {
                 command.arg("--reconcile=false");
+            }
+            // No webhook scope unless a test asks for one: the shared API server holds no
+            // configuration by the default name, and with one unknown the reconciler patches
+            // nothing.
+            if !args.iter().any(|a| a.starts_with("--webhook-configuration")) {
+                command.arg("--webhook-configuration=");
             }
             let log = dir.join(format!("webhook-{attempt}.log"));
             let _ = std::fs::write(&log, format!("$ {command:?}\n"));

@@ -61,11 +61,13 @@ true
 {{- end -}}
 {{- $policies = list $one -}}
 {{- end -}}
-{{- /* One scope: webhook.namespaceSelector also narrows every policy, so the reconciler (which
-  the webhook configuration does not scope) never patches an excluded namespace. A policy's own
-  selector is kept and the scope added to it: its matchLabels become In expressions. */ -}}
+{{- /* One scope. In webhook mode the reconciler reads webhook.namespaceSelector from the
+  webhook configuration itself (--webhook-configuration). admission.mode=policy has no webhook
+  configuration, so there it narrows every policy (and so their admission policies' bindings
+  and the reconciler): a policy's own selector is kept and the scope added to it, its
+  matchLabels becoming In expressions. */ -}}
 {{- $scope := .Values.webhook.namespaceSelector -}}
-{{- if $scope -}}
+{{- if and $scope (eq .Values.admission.mode "policy") -}}
 {{- $scoped := list -}}
 {{- range $i, $policy := $policies -}}
 {{- $policy = deepCopy $policy -}}

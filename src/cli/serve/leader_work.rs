@@ -10,6 +10,7 @@ use crate::{
     metrics::Metrics,
     policy::store::PolicyStore,
     reconcile::{self, leader},
+    scope,
     server::lifecycle::Tasks,
     sources::SourceCache,
     sources::ingresses::KnownIngresses,
@@ -21,6 +22,8 @@ pub(super) struct Leader {
     pub(super) client: kube::Client,
     pub(super) settings: leader::Settings,
     pub(super) reconcile: Option<reconcile::Settings>,
+    /// `--webhook-configuration`: whose namespaceSelector scopes the reconciler.
+    pub(super) webhook_configuration: String,
     pub(super) keeper: Option<Keeper>,
 }
 
@@ -35,7 +38,7 @@ pub(super) fn start_leader_work(
     known: Option<Arc<KnownIngresses>>,
 ) -> oneshot::Sender<()> {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let Some(Leader { client, settings: leader_settings, reconcile, keeper }) = leader else {
+    let Some(Leader { client, settings: leader_settings, reconcile, webhook_configuration, keeper }) = leader else {
         tracing::info!("reconciler off (--reconcile=false or no Kubernetes client)");
         return stop_tx;
     };
@@ -46,6 +49,15 @@ pub(super) fn start_leader_work(
     let (sources, changed): (Arc<dyn crate::sources::Sources>, _) = match &keeper {
         Some(keeper) => (keeper.enforced.clone(), keeper.enforced.subscribe()),
         None => (cache.clone(), cache.subscribe()),
+    };
+    // In admission policy mode there is no webhook configuration: the policies scope it.
+    let (scope, following) = match (&reconcile, &keeper) {
+        (Some(_), None) if !webhook_configuration.is_empty() => {
+            tracing::info!(webhook_configuration = %webhook_configuration, "the reconciler patches only in the Namespaces this MutatingWebhookConfiguration selects");
+            let (scope, task) = scope::follow::Scope::start(client.clone(), webhook_configuration, metrics.clone());
+            (scope, Some(task))
+        }
+        _ => (scope::follow::Scope::everywhere(), None),
     };
     let running = reconcile.map(|settings| {
         tracing::info!(qps = settings.qps, lease = %lease, identity = %identity, "reconciler on: the leader patches stored statuses that are off canonical");
@@ -58,6 +70,7 @@ pub(super) fn start_leader_work(
             metrics.clone(),
             settings,
             known,
+            scope,
         )
     });
     if running.is_none() {
@@ -76,6 +89,9 @@ pub(super) fn start_leader_work(
             () = token.cancelled() => {}
         }
         drop(running);
+        if let Some(following) = following {
+            following.abort();
+        }
         if let Some(keeping) = keeping {
             keeping.abort();
         }

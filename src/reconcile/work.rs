@@ -1,0 +1,152 @@
+//! The leader's side of the reconciler: the work loop that takes objects off the queue (rate
+//! limited, bounded in concurrency, stopped the moment leadership is lost) and the conditional
+//! patch of one object, with its conflict handling. Every replica's side (watch, judgement,
+//! damping, drift) is in `reconcile.rs`.
+
+use std::sync::Arc;
+
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams},
+};
+use tokio::sync::watch;
+
+use super::{FIELD_MANAGER, Key, Reconciler, kind::Decided, kind::Kind, queue::After};
+use crate::{
+    address::Addresses,
+    client::{CALL_TIMEOUT, CallError, within},
+    scope::follow::Allow,
+};
+
+/// A 409 is retried on a fresh read this many times before the Ingress is backed off.
+const CONFLICT_RETRIES: u32 = 3;
+
+impl<K: Kind> Reconciler<K> {
+    async fn next_key(&self) -> Key {
+        loop {
+            {
+                if let Some(key) = self.lock().queue.pop() {
+                    return key;
+                }
+            }
+            self.work.notified().await;
+        }
+    }
+
+    pub(super) async fn work_loop(self: Arc<Self>, client: Client, mut leader: watch::Receiver<bool>) {
+        let slots = self.bounds.slots.clone();
+        loop {
+            if leader.wait_for(|leading| *leading).await.is_err() {
+                return;
+            }
+            let key = tokio::select! {
+                key = self.next_key() => key,
+                _ = leader.wait_for(|leading| !*leading) => continue,
+            };
+            self.bounds.limiter.lock().await.tick().await;
+            let Ok(slot) = slots.clone().acquire_owned().await else { return };
+            if !*leader.borrow() {
+                // Lost the lead while waiting: the next leader's full pass covers this one.
+                self.lock().queue.abandon(&key);
+                continue;
+            }
+            let this = self.clone();
+            let client = client.clone();
+            let mut lost = leader.clone();
+            tokio::spawn(async move {
+                // Leadership lost mid-patch: the attempt is cancelled (its request dropped)
+                // before the Lease can expire, so a successor never patches beside it.
+                let result = tokio::select! {
+                    result = this.reconcile_one(&client, &key) => Some(result),
+                    _ = lost.wait_for(|leading| !*leading) => None,
+                };
+                drop(slot);
+                match result {
+                    Some(result) => this.finish(key, result),
+                    None => this.lock().queue.abandon(&key),
+                }
+            });
+        }
+    }
+
+    fn finish(self: &Arc<Self>, key: Key, result: Result<(), ()>) {
+        let now = tokio::time::Instant::now();
+        let policies = self.policies.load();
+        let mut state = self.lock();
+        match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
+            After::Settled => {}
+            After::Recheck => self.rejudge(&mut state, &key, &policies, false),
+            After::RetryAt(at) => {
+                drop(state);
+                self.release_at(key, at);
+            }
+        }
+    }
+
+    /// Patches one object to its canonical status if `decide` still says so. `Err` means the
+    /// attempt failed and the object is to be retried after a backoff.
+    async fn reconcile_one(&self, client: &Client, key: &Key) -> Result<(), ()> {
+        let api: Api<K::Object> = Api::namespaced(client.clone(), &key.0);
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
+        let object = format!("{}/{}", key.0, key.1);
+        for _ in 0..=CONFLICT_RETRIES {
+            let policies = self.policies.load();
+            let (Decided { policy, canonical, status }, from, resource_version) = {
+                let state = self.lock();
+                let Some(stored) = state.ingresses.get(key) else { return Ok(()) };
+                // The scope may have narrowed, or become unknown, since this was queued.
+                if self.scope.allows(&key.0) != Allow::Yes {
+                    return Ok(());
+                }
+                let Some(decided) = K::to_patch(&stored.write, &policies, self.sources.as_ref()) else {
+                    return Ok(());
+                };
+                (decided, K::addresses(&stored.write).into_owned(), stored.resource_version.clone())
+            };
+            // The resourceVersion makes the patch conditional: it applies only to the state
+            // it was decided on.
+            let patch = serde_json::json!({"metadata": {"resourceVersion": resource_version}, "status": status});
+            match within(CALL_TIMEOUT, api.patch_status(&key.1, &params, &Patch::Merge(&patch))).await {
+                Ok(obj) => {
+                    self.metrics.patch(&policy, "patched");
+                    let now = tokio::time::Instant::now().into_std();
+                    self.lock().damping.patched(key, &canonical, now);
+                    // The documented log fields: `ingress` for an Ingress, `gateway` for a Gateway.
+                    let (from, to) = (Addresses(&from), Addresses(&canonical));
+                    let heal = "reconciled stored status to the canonical addresses";
+                    if K::NAME == "Gateway" {
+                        tracing::info!(gateway = %object, from = %from, to = %to, policy = %policy, "{heal}");
+                    } else {
+                        tracing::info!(ingress = %object, from = %from, to = %to, policy = %policy, "{heal}");
+                    }
+                    if let Some((key, stored)) = K::project(obj, &self.metrics) {
+                        self.upsert_unless_newer(key, resource_version.as_deref(), stored);
+                    }
+                    return Ok(());
+                }
+                Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => {
+                    self.metrics.patch(&policy, "conflict");
+                    match within(CALL_TIMEOUT, api.get(&key.1)).await {
+                        Ok(fresh) => {
+                            if let Some((key, stored)) = K::project(fresh, &self.metrics) {
+                                self.upsert_unless_newer(key, resource_version.as_deref(), stored);
+                            }
+                        }
+                        Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
+                        Err(e) => {
+                            tracing::warn!(kind = K::NAME, object = %object, error = %e, "cannot re-read the object after a conflict; backing off");
+                            return Err(());
+                        }
+                    }
+                }
+                Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
+                Err(e) => {
+                    self.metrics.patch(&policy, "failed");
+                    tracing::warn!(kind = K::NAME, object = %object, policy = %policy, error = %e, "status patch failed; backing off");
+                    return Err(());
+                }
+            }
+        }
+        Err(())
+    }
+}
