@@ -10,7 +10,9 @@
 //
 //	ready <hostnames> <ms>             after the informer synced and the first poll set the baseline
 //	change <unix-ms> <name> <type> <old> -> <new>   a target set changed ("-" = absent)
-//	total <changes> <polls> <max-poll-ms>           on SIGTERM/SIGINT, then it exits 0
+//	total <changes> <polls> <max-poll-ms> <new>=<n>...   on SIGTERM/SIGINT, then it exits 0;
+//	                                                the changes by the target set they changed to,
+//	                                                so a reader can tell flaps from heals
 package main
 
 import (
@@ -78,13 +80,19 @@ func run(kubeconfig, class, namespace string, interval time.Duration) error {
 	}
 	fmt.Printf("ready %d %d\n", len(last), time.Since(started).Milliseconds())
 	var changes, polls int
+	byNew := map[string]int{}
 	var slowest time.Duration
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Printf("total %d %d %d\n", changes, polls, slowest.Milliseconds())
+			values := make([]string, 0, len(byNew))
+			for value, n := range byNew {
+				values = append(values, fmt.Sprintf("%s=%d", value, n))
+			}
+			sort.Strings(values)
+			fmt.Printf("total %d %d %d %s\n", changes, polls, slowest.Milliseconds(), strings.Join(values, " "))
 			return nil
 		case <-tick.C:
 		}
@@ -105,12 +113,14 @@ func run(kubeconfig, class, namespace string, interval time.Duration) error {
 		for key, value := range now {
 			if old, ok := last[key]; !ok || old != value {
 				changes++
+				byNew[value]++
 				fmt.Printf("change %d %s %s -> %s\n", at, key, orAbsent(last[key]), value)
 			}
 		}
 		for key, old := range last {
 			if _, ok := now[key]; !ok {
 				changes++
+				byNew["-"]++
 				fmt.Printf("change %d %s %s -> -\n", at, key, old)
 			}
 		}
