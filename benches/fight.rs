@@ -34,7 +34,7 @@ mod support;
 
 use std::{
     collections::HashMap,
-    io::{BufRead, BufReader, Seek, SeekFrom},
+    io::{BufRead, BufReader},
     path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{
@@ -104,31 +104,40 @@ fn usage(pid: u32) -> (f64, u64) {
     (ticks as f64 / 100.0, hwm)
 }
 
-/// Status patches in the audit log since byte `from`: latency (ms) per writer, by field manager,
-/// and the offset read to. Read as a stream: at 500 writes/s the log grows by about 1 GB an hour.
-fn audited(cluster: &Cluster, from: u64) -> (HashMap<String, Vec<f64>>, u64) {
+/// Status patches the API server received from `since` on: latency (ms) per writer, by field
+/// manager. kube-apiserver rotates its audit log at 100 MB (`audit.log` is renamed
+/// `audit-<time>.log`), which a phase at 160 writes/s reaches in about 10 minutes, so every file
+/// of the log written to since then is read, as a stream (a phase is about 100 MB).
+fn audited(cluster: &Cluster, since: k8s_openapi::jiff::Timestamp) -> HashMap<String, Vec<f64>> {
     let mut by_manager: HashMap<String, Vec<f64>> = HashMap::new();
-    let Ok(mut file) = std::fs::File::open(cluster.audit_log()) else { return (by_manager, from) };
-    let end = file.metadata().map_or(from, |m| m.len());
-    if file.seek(SeekFrom::Start(from)).is_err() {
-        return (by_manager, from);
-    }
-    // Only up to the length seen now, so that a line being written is not read half.
-    let reader = BufReader::new(std::io::Read::take(file, end - from));
-    for line in reader.lines().map_while(Result::ok) {
-        let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
-        let uri = event["requestURI"].as_str().unwrap_or("");
-        if event["stage"] != "ResponseComplete" || event["verb"] != "patch" || !uri.contains("/ingresses/") {
-            continue;
+    let log = cluster.audit_log();
+    let (Some(dir), Some(stem)) = (log.parent(), log.file_stem().and_then(|s| s.to_str())) else { return by_manager };
+    let since_system = std::time::SystemTime::from(since);
+    let files = std::fs::read_dir(dir).into_iter().flatten().flatten().filter(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let written = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= since_system);
+        name.starts_with(stem) && name.ends_with(".log") && written
+    });
+    for file in files {
+        let Ok(file) = std::fs::File::open(file.path()) else { continue };
+        for line in BufReader::new(file).lines().map_while(Result::ok) {
+            let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
+            let uri = event["requestURI"].as_str().unwrap_or("");
+            if event["stage"] != "ResponseComplete" || event["verb"] != "patch" || !uri.contains("/ingresses/") {
+                continue;
+            }
+            let manager = uri.split("fieldManager=").nth(1).and_then(|m| m.split('&').next()).unwrap_or("none");
+            let at = |k: &str| event[k].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+            if let (Some(start), Some(end)) = (at("requestReceivedTimestamp"), at("stageTimestamp"))
+                && start >= since
+            {
+                let ms = end.duration_since(start).as_secs_f64() * 1000.0;
+                by_manager.entry(manager.to_owned()).or_default().push(ms);
+            }
         }
-        let manager = uri.split("fieldManager=").nth(1).and_then(|m| m.split('&').next()).unwrap_or("none");
-        let at = |k: &str| event[k].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
-        if let (Some(start), Some(end)) = (at("requestReceivedTimestamp"), at("stageTimestamp")) {
-            let ms = end.duration_since(start).as_secs_f64() * 1000.0;
-            by_manager.entry(manager.to_owned()).or_default().push(ms);
-        }
     }
-    (by_manager, end)
+    by_manager
 }
 
 /// The machine's 1-minute load average (the machine is shared; every figure comes with it).
@@ -327,7 +336,7 @@ async fn phase(
     });
     tokio::time::sleep(Duration::from_secs(5)).await;
     // Where this phase's audit events begin.
-    let log_from = std::fs::metadata(cluster.audit_log()).map_or(0, |m| m.len());
+    let log_from = k8s_openapi::jiff::Timestamp::now();
     let before = guard.map(|g| (usage(g.pid()).0, g.log().lines().filter(|l| l.contains("\"WARN\"")).count()));
     let fights_before =
         guard.map_or(0.0, |g| g.metric("ingress_status_guard_reconcile_fights_total{policy=\"default\"}"));
@@ -353,7 +362,9 @@ async fn phase(
     tokio::time::sleep(Duration::from_secs(3)).await;
     watch.abort();
     let dns_stopped = dns.map(DnsWatch::stop);
-    let (mut latency, _) = audited(cluster, log_from);
+    let mut latency = audited(cluster, log_from);
+    let by_controller: HashMap<&str, usize> =
+        ["controller-a", "controller-b"].iter().map(|m| (*m, latency.get(*m).map_or(0, Vec::len))).collect();
     let mut writes: Vec<f64> =
         ["controller-a", "controller-b"].iter().flat_map(|m| latency.remove(*m).unwrap_or_default()).collect();
     let guard_patches = latency.remove("ingress-status-guard").map_or(0, |v| v.len());
@@ -369,6 +380,7 @@ async fn phase(
         "watch_status_changes": seen,
         "controller_writes": writes.len(),
         "controller_writes_scheduled": scheduled.round(),
+        "controller_writes_by_manager": by_controller,
         "controller_write_p50_ms": percentile(&mut writes, 0.5),
         "controller_write_p99_ms": percentile(&mut writes, 0.99),
         "guard_patches": guard_patches,
