@@ -7,16 +7,25 @@
 //! 2. the guard with its webhook registered (as during a migration);
 //! 3. the guard with the webhook deregistered, so the reconciler heals alone.
 //!
-//! Measured per phase: ADDRESS changes a watcher sees (a watch on every Ingress counting status
-//! changes, the way external-dns reacts to them), the controllers' write latency as the API
+//! Measured per phase: ADDRESS changes a watcher sees, two ways side by side: external-dns's own
+//! Ingress source (`benches/external-dns/`: sigs.k8s.io/external-dns's `source` package, its
+//! `Endpoints` polled every 200 ms, one count per change of a hostname's DNS targets; the primary
+//! figure), and a Kubernetes watch on every Ingress counting status changes; the controllers'
+//! writes against their schedule and their write latency as the API
 //! server's audit log records it (p50/p99 of `stageTimestamp - requestReceivedTimestamp`),
 //! the guard's CPU seconds and peak RSS, its status patches (patches per Ingress per hour), the
 //! fights it counted, the Ingresses it held back as contested at the end, its WARN lines per
-//! minute, and how long each rogue value lived until a heal brought the canonical value back
-//! (`time_to_heal_*`; those never healed within the phase are counted apart).
+//! minute, the Kubernetes Events it published per minute, and how long each rogue value lived
+//! until a heal brought the canonical value back (`time_to_heal_*`; those never healed within the
+//! phase are counted apart), with the machine's load average at the start and end of each phase
+//! (the machine is shared).
+//!
+//! The external-dns watcher is built by `benches/external-dns/build.sh` (Go from the module
+//! proxy, cached) when the bench runs with `--run`; `cargo build`, `cargo test` and `.ci/run`
+//! never build or run it. `--no-external-dns` leaves it out (the watch count remains).
 //!
 //! `cargo bench --bench fight -- --run [--ingresses N] [--namespaces N] [--period-a S]
-//! [--period-b S] [--minutes M] [--out FILE]`. Without `--run` it only says how to run it. It
+//! [--period-b S] [--minutes M] [--no-external-dns] [--out FILE]`. Without `--run` it only says how to run it. It
 //! measures and prints; it asserts nothing about time.
 
 #[allow(dead_code)]
@@ -25,6 +34,9 @@ mod support;
 
 use std::{
     collections::HashMap,
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -46,6 +58,8 @@ const LABEL: &str = "bench.ingress-status-guard.test/fight";
 const CANONICAL: &str = "203.0.113.1";
 const A: &str = "198.51.100.1";
 const B: &str = "198.51.100.2";
+/// The guard's Kubernetes Events that reached the API server.
+const EVENTS_PUBLISHED: &str = "ingress_status_guard_kubernetes_events_total{result=\"published\"}";
 
 struct Options {
     ingresses: usize,
@@ -53,7 +67,8 @@ struct Options {
     period_a: u64,
     period_b: u64,
     minutes: u64,
-    out: Option<std::path::PathBuf>,
+    external_dns: bool,
+    out: Option<PathBuf>,
 }
 
 fn options() -> Option<Options> {
@@ -69,6 +84,7 @@ fn options() -> Option<Options> {
         period_a: number("--period-a", 60),
         period_b: number("--period-b", 30),
         minutes: number("--minutes", 10),
+        external_dns: !args.iter().any(|a| a == "--no-external-dns"),
         out: value("--out").map(Into::into),
     })
 }
@@ -88,23 +104,135 @@ fn usage(pid: u32) -> (f64, u64) {
     (ticks as f64 / 100.0, hwm)
 }
 
-/// Status patches in the audit log since byte `from`: latency (ms) per writer, by field manager.
-fn audited(cluster: &Cluster, from: usize) -> (HashMap<String, Vec<f64>>, usize) {
-    let log = std::fs::read_to_string(cluster.audit_log()).unwrap_or_default();
+/// Status patches the API server received from `since` on: latency (ms) per writer, by field
+/// manager. kube-apiserver rotates its audit log at 100 MB (`audit.log` is renamed
+/// `audit-<time>.log`), which a phase at 160 writes/s reaches in about 10 minutes, so every file
+/// of the log written to since then is read, as a stream (a phase is about 100 MB).
+fn audited(cluster: &Cluster, since: k8s_openapi::jiff::Timestamp) -> HashMap<String, Vec<f64>> {
     let mut by_manager: HashMap<String, Vec<f64>> = HashMap::new();
-    for event in log.get(from..).unwrap_or("").lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
-        let uri = event["requestURI"].as_str().unwrap_or("");
-        if event["stage"] != "ResponseComplete" || event["verb"] != "patch" || !uri.contains("/ingresses/") {
-            continue;
-        }
-        let manager = uri.split("fieldManager=").nth(1).and_then(|m| m.split('&').next()).unwrap_or("none");
-        let at = |k: &str| event[k].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
-        if let (Some(start), Some(end)) = (at("requestReceivedTimestamp"), at("stageTimestamp")) {
-            let ms = end.duration_since(start).as_secs_f64() * 1000.0;
-            by_manager.entry(manager.to_owned()).or_default().push(ms);
+    let log = cluster.audit_log();
+    let (Some(dir), Some(stem)) = (log.parent(), log.file_stem().and_then(|s| s.to_str())) else { return by_manager };
+    let since_system = std::time::SystemTime::from(since);
+    let files = std::fs::read_dir(dir).into_iter().flatten().flatten().filter(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let written = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= since_system);
+        name.starts_with(stem) && name.ends_with(".log") && written
+    });
+    for file in files {
+        let Ok(file) = std::fs::File::open(file.path()) else { continue };
+        for line in BufReader::new(file).lines().map_while(Result::ok) {
+            let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
+            let uri = event["requestURI"].as_str().unwrap_or("");
+            if event["stage"] != "ResponseComplete" || event["verb"] != "patch" || !uri.contains("/ingresses/") {
+                continue;
+            }
+            let manager = uri.split("fieldManager=").nth(1).and_then(|m| m.split('&').next()).unwrap_or("none");
+            let at = |k: &str| event[k].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+            if let (Some(start), Some(end)) = (at("requestReceivedTimestamp"), at("stageTimestamp"))
+                && start >= since
+            {
+                let ms = end.duration_since(start).as_secs_f64() * 1000.0;
+                by_manager.entry(manager.to_owned()).or_default().push(ms);
+            }
         }
     }
-    (by_manager, log.len())
+    by_manager
+}
+
+/// The machine's 1-minute load average (the machine is shared; every figure comes with it).
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Builds (once, cached) and locates external-dns's Ingress source watcher.
+fn dnswatch_binary() -> PathBuf {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/external-dns/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let path = stdout.lines().last().unwrap_or("").trim();
+    assert!(
+        out.status.success() && !path.is_empty(),
+        "{} failed ({}); pass --no-external-dns to measure with the watch alone",
+        script.display(),
+        out.status
+    );
+    PathBuf::from(path)
+}
+
+/// external-dns's own Ingress source, polled every 200 ms (benches/external-dns/main.go): the DNS
+/// target changes it reports, counted from the last `reset`.
+struct DnsWatch {
+    child: Child,
+    changes: Arc<AtomicU64>,
+    total: Arc<Mutex<Option<String>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl DnsWatch {
+    /// Starts it and waits until its informer has synced and its first poll set the baseline.
+    fn start(binary: &std::path::Path, kubeconfig: &std::path::Path, log: PathBuf) -> DnsWatch {
+        let stderr = std::fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+        let mut child = Command::new(binary)
+            .arg(format!("-kubeconfig={}", kubeconfig.display()))
+            .arg("-ingress-class=bench-fight")
+            .arg("-interval=200ms")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let changes = Arc::new(AtomicU64::new(0));
+        let total = Arc::new(Mutex::new(None));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (counted, last) = (changes.clone(), total.clone());
+        // A thread, not a task: it must drain stdout however busy the runtime is, or the Go
+        // program blocks on a full pipe and stops polling.
+        let reader = std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if line.starts_with("change ") {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                } else if line.starts_with("ready ") {
+                    let _ = ready_tx.send(line);
+                } else if line.starts_with("total ") {
+                    *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(line);
+                }
+            }
+        });
+        let ready = ready_rx
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("external-dns watcher not ready in 120 s; see {}", log.display()));
+        eprintln!("external-dns watcher: {ready}");
+        DnsWatch { child, changes, total, reader }
+    }
+
+    fn reset(&self) {
+        self.changes.store(0, Ordering::Relaxed);
+    }
+
+    fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Relaxed)
+    }
+
+    /// Stops it (SIGTERM: it prints its own total) and returns that line and its CPU seconds.
+    fn stop(mut self) -> (Option<String>, f64) {
+        let cpu = usage(self.child.id()).0;
+        #[allow(unsafe_code)] // kill(2) on our own child's pid has no memory effects.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+        let _ = self.reader.join();
+        let total = self.total.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        (total, cpu)
+    }
 }
 
 fn percentile(values: &mut [f64], p: f64) -> f64 {
@@ -136,8 +264,9 @@ impl Heals {
 }
 
 /// Writes of one controller in flight at most: enough to keep its schedule while the API server
-/// is slow, so that the phases' write counts (and so their change counts) compare.
-const CONTROLLER_IN_FLIGHT: usize = 8;
+/// is slow (at 10,000 Ingresses every 30 s, 333 writes/s: 8 in flight would need every write to
+/// take under 24 ms), so that the phases' write counts (and so their change counts) compare.
+const CONTROLLER_IN_FLIGHT: usize = 32;
 
 /// One controller: writes `ip` to every Ingress once per `period`, spread evenly.
 async fn controller(
@@ -171,9 +300,18 @@ async fn phase(
     o: &Options,
     names: &Arc<Vec<(String, String)>>,
     guard: Option<&Webhook>,
+    dnswatch: Option<&std::path::Path>,
     label: &str,
 ) -> Value {
     let admin = cluster.admin().await;
+    let slug: String = label.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let dns = dnswatch.map(|bin| {
+        DnsWatch::start(
+            bin,
+            cluster.admin_kubeconfig(),
+            cluster.scratch_dir("fight").join(format!("dnswatch-{slug}.log")),
+        )
+    });
     // Every status change of a bench Ingress, as a watcher (external-dns) sees it.
     let changes = Arc::new(AtomicU64::new(0));
     let counted = changes.clone();
@@ -197,11 +335,17 @@ async fn phase(
         }
     });
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let (_, log_from) = audited(cluster, 0);
+    // Where this phase's audit events begin.
+    let log_from = k8s_openapi::jiff::Timestamp::now();
     let before = guard.map(|g| (usage(g.pid()).0, g.log().lines().filter(|l| l.contains("\"WARN\"")).count()));
     let fights_before =
         guard.map_or(0.0, |g| g.metric("ingress_status_guard_reconcile_fights_total{policy=\"default\"}"));
+    let events_before = guard.map_or(0.0, |g| g.metric(EVENTS_PUBLISHED));
+    let load_at_start = load_average();
     changes.store(0, Ordering::Relaxed);
+    if let Some(dns) = &dns {
+        dns.reset();
+    }
     *heals.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Heals::default();
     let duration = Duration::from_secs(o.minutes * 60);
     let started = Instant::now();
@@ -212,19 +356,31 @@ async fn phase(
     b.abort();
     let elapsed = started.elapsed().as_secs_f64();
     let seen = changes.load(Ordering::Relaxed);
+    let dns_seen = dns.as_ref().map(DnsWatch::changes);
+    let load_at_end = load_average();
     let heals = std::mem::take(&mut *heals.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     tokio::time::sleep(Duration::from_secs(3)).await;
     watch.abort();
-    let (mut latency, _) = audited(cluster, log_from);
+    let dns_stopped = dns.map(DnsWatch::stop);
+    let mut latency = audited(cluster, log_from);
+    let by_controller: HashMap<&str, usize> =
+        ["controller-a", "controller-b"].iter().map(|m| (*m, latency.get(*m).map_or(0, Vec::len))).collect();
     let mut writes: Vec<f64> =
         ["controller-a", "controller-b"].iter().flat_map(|m| latency.remove(*m).unwrap_or_default()).collect();
     let guard_patches = latency.remove("ingress-status-guard").map_or(0, |v| v.len());
     let hours = elapsed / 3600.0;
+    let scheduled = o.ingresses as f64 * elapsed * (1.0 / o.period_a as f64 + 1.0 / o.period_b as f64);
     let mut result = json!({
         "phase": label,
         "seconds": elapsed,
-        "address_changes_seen": seen,
+        "load_average_1m_start_end": [load_at_start, load_at_end],
+        "external_dns_target_changes": dns_seen,
+        "external_dns_watcher_total_line": dns_stopped.as_ref().and_then(|(t, _)| t.clone()),
+        "external_dns_watcher_cpu_seconds": dns_stopped.as_ref().map(|(_, cpu)| *cpu),
+        "watch_status_changes": seen,
         "controller_writes": writes.len(),
+        "controller_writes_scheduled": scheduled.round(),
+        "controller_writes_by_manager": by_controller,
         "controller_write_p50_ms": percentile(&mut writes, 0.5),
         "controller_write_p99_ms": percentile(&mut writes, 0.99),
         "guard_patches": guard_patches,
@@ -241,6 +397,8 @@ async fn phase(
         result["guard_cpu_seconds"] = json!(cpu - cpu0);
         result["guard_vm_hwm_mib"] = json!(hwm as f64 / 1024.0);
         result["guard_warn_lines_per_minute"] = json!(warns as f64 / (elapsed / 60.0));
+        result["guard_events_published_per_minute"] =
+            json!((g.metric(EVENTS_PUBLISHED) - events_before) / (elapsed / 60.0));
         result["fights_counted"] =
             json!(g.metric("ingress_status_guard_reconcile_fights_total{policy=\"default\"}") - fights_before);
         result["contested_at_end"] =
@@ -278,6 +436,9 @@ fn base64_encode(text: &str) -> String {
 }
 
 async fn run(o: Options) -> Value {
+    // Built before the cluster starts, so that a missing `go` fails at once.
+    let dnswatch = o.external_dns.then(dnswatch_binary);
+    let dnswatch = dnswatch.as_deref();
     let cluster = Cluster::shared().await;
     let admin = cluster.admin().await;
     let mut namespaces = Vec::new();
@@ -309,23 +470,27 @@ async fn run(o: Options) -> Value {
     futures::stream::iter(creates).buffer_unordered(16).collect::<Vec<()>>().await;
     eprintln!("created {} Ingresses in {} namespaces", o.ingresses, o.namespaces);
 
-    let mut phases = vec![phase(cluster, &o, &names, None, "no guard").await];
+    let mut phases = vec![phase(cluster, &o, &names, None, dnswatch, "no guard").await];
     let lease_ns = format!("--leader-election-namespace={}", namespaces[0]);
     let address = format!("--publish-status-address={CANONICAL}");
     let args = ["--reconcile=true", &address, "--ingress-class=bench-fight", &lease_ns];
     let mut guard = Webhook::start(cluster, "bench-fight", cluster.admin_kubeconfig(), &args).await;
     register(&admin, &guard).await;
-    phases.push(phase(cluster, &o, &names, Some(&guard), "guard, webhook registered").await);
+    phases.push(phase(cluster, &o, &names, Some(&guard), dnswatch, "guard, webhook registered").await);
     Api::<MutatingWebhookConfiguration>::all(admin.clone())
         .delete("isg-bench-fight", &DeleteParams::default())
         .await
         .expect("deregister");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    phases.push(phase(cluster, &o, &names, Some(&guard), "guard, webhook deregistered (reconciler alone)").await);
+    phases.push(
+        phase(cluster, &o, &names, Some(&guard), dnswatch, "guard, webhook deregistered (reconciler alone)").await,
+    );
     guard.terminate(Duration::from_secs(20));
     json!({
         "ingresses": o.ingresses, "namespaces": o.namespaces,
         "period_a_s": o.period_a, "period_b_s": o.period_b, "minutes_per_phase": o.minutes,
+        "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+        "external_dns_watcher": dnswatch.map(|p| p.display().to_string()),
         "phases": phases,
     })
 }
