@@ -265,7 +265,7 @@ impl Report {
                 self.metrics.finding_logged(true);
                 true
             }
-            Seen::Repeat => {
+            Seen::Repeat | Seen::Overflow => {
                 self.metrics.finding_logged(false);
                 false
             }

@@ -3,6 +3,13 @@
 //! counted, and logged once, with the count, when it ends. Two controllers fighting over one
 //! Ingress then cost one full line and one summary line per interval instead of a line per
 //! write. Metrics count every finding regardless. Pure: the caller passes the time.
+//!
+//! The table holds [`MAX_KEYS`] keys. Past it, a finding is not logged in full but counted by
+//! (writer, policy), at most [`MAX_WRITERS`] of them, and past those in one bucket for all the
+//! rest; each such count is one line when its interval ends. At 10,000 fought-over Ingresses
+//! (20,000 keys) a full table once meant a full line per write: 98,124 lines in 10 minutes
+//! (BENCHMARKS.md). Now an interval logs at most `2 × MAX_KEYS + MAX_WRITERS + 1` lines,
+//! whatever the number of Ingresses or writers.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -20,6 +27,8 @@ pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 /// so the table (each entry a bounded [`Finding`], under 8 KiB at worst, a few hundred bytes
 /// typically) stays under 4 MiB.
 pub(crate) const MAX_KEYS: usize = 512;
+/// (writer, policy) pairs counted apart once the table is full; the rest share one count.
+pub(crate) const MAX_WRITERS: usize = 64;
 
 /// How a finding is to be logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,8 +37,21 @@ pub(crate) enum Seen {
     First,
     /// A repeat: counted, summarised at the interval's end.
     Repeat,
-    /// The table is full (or summarising is off): its own line, untracked.
+    /// Summarising is off, or a hash collision: its own line, untracked.
     Untracked,
+    /// The table is full: counted by writer, summarised at the interval's end.
+    Overflow,
+}
+
+/// What a summary line counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grouped {
+    /// Repeats of one key after its first, logged in full.
+    Key,
+    /// Findings of one writer under one policy, none logged in full (the table was full).
+    Writer,
+    /// Findings of any further writer, none logged in full (the writers were full too).
+    All,
 }
 
 /// An interval that ended with repeats: the first finding and how many repeated it.
@@ -37,6 +59,7 @@ pub(crate) enum Seen {
 pub(crate) struct Repeated {
     pub finding: Finding,
     pub repeats: u64,
+    pub grouped: Grouped,
 }
 
 #[derive(Debug)]
@@ -56,6 +79,9 @@ pub(crate) struct Summariser {
     open: HashMap<u64, Open>,
     /// Hashes in the order their intervals end (the interval is fixed, so in insertion order).
     ends: VecDeque<(Instant, u64)>,
+    /// Past the table: counts by (writer, policy); `None` is the bucket for all the rest.
+    overflow: HashMap<Option<(String, String)>, Open>,
+    overflow_ends: VecDeque<(Instant, Option<(String, String)>)>,
 }
 
 fn key_hash(f: &Finding) -> u64 {
@@ -74,7 +100,14 @@ fn same_key(a: &Finding, b: &Finding) -> bool {
 impl Summariser {
     /// A summariser over `interval` (zero: every finding is logged in full) of at most `max` keys.
     pub(crate) fn new(interval: Duration, max: usize) -> Self {
-        Summariser { interval, max, open: HashMap::new(), ends: VecDeque::new() }
+        Summariser {
+            interval,
+            max,
+            open: HashMap::new(),
+            ends: VecDeque::new(),
+            overflow: HashMap::new(),
+            overflow_ends: VecDeque::new(),
+        }
     }
 
     /// Classifies `finding`, seen at `now`, and remembers it.
@@ -96,7 +129,8 @@ impl Summariser {
             return Seen::Untracked;
         }
         if self.open.len() >= self.max {
-            return Seen::Untracked;
+            self.count_overflow(finding, now);
+            return Seen::Overflow;
         }
         let until = now + self.interval;
         self.open.insert(hash, Open { until, repeats: 0, first: finding.clone() });
@@ -104,10 +138,35 @@ impl Summariser {
         Seen::First
     }
 
+    fn count_overflow(&mut self, finding: &Finding, now: Instant) {
+        let pair = Some((finding.writer.username.clone(), finding.policy.clone()));
+        let key = match self.overflow.contains_key(&pair) || self.overflow.len() < MAX_WRITERS {
+            true => pair,
+            false => None,
+        };
+        if let Some(open) = self.overflow.get_mut(&key) {
+            open.repeats += 1;
+            return;
+        }
+        let until = now + self.interval;
+        self.overflow.insert(key.clone(), Open { until, repeats: 1, first: finding.clone() });
+        self.overflow_ends.push_back((until, key));
+    }
+
     /// The intervals that have ended by `now`, with their repeats (those without any end
     /// silently: their one line said it all).
     pub(crate) fn due(&mut self, now: Instant) -> Vec<Repeated> {
         let mut out = Vec::new();
+        while let Some((until, _)) = self.overflow_ends.front() {
+            if *until > now {
+                break;
+            }
+            let Some((_, key)) = self.overflow_ends.pop_front() else { break };
+            if let Some(open) = self.overflow.remove(&key) {
+                let grouped = if key.is_some() { Grouped::Writer } else { Grouped::All };
+                out.push(Repeated { finding: open.first, repeats: open.repeats, grouped });
+            }
+        }
         while let Some(&(until, hash)) = self.ends.front() {
             if until > now {
                 break;
@@ -116,7 +175,7 @@ impl Summariser {
             if let Some(open) = self.open.remove(&hash)
                 && open.repeats > 0
             {
-                out.push(Repeated { finding: open.first, repeats: open.repeats });
+                out.push(Repeated { finding: open.first, repeats: open.repeats, grouped: Grouped::Key });
             }
         }
         out
@@ -124,26 +183,58 @@ impl Summariser {
 
     /// When the next interval ends, if one is open.
     pub(crate) fn next_end(&self) -> Option<Instant> {
-        self.ends.front().map(|&(until, _)| until)
+        let overflow = self.overflow_ends.front().map(|(until, _)| *until);
+        self.ends.front().map(|&(until, _)| until).into_iter().chain(overflow).min()
     }
 
     /// Every open interval with repeats, ended now (at shutdown).
     pub(crate) fn flush(&mut self) -> Vec<Repeated> {
         self.ends.clear();
+        self.overflow_ends.clear();
         let mut out: Vec<Repeated> = self
             .open
             .drain()
             .filter(|(_, o)| o.repeats > 0)
-            .map(|(_, o)| Repeated { finding: o.first, repeats: o.repeats })
+            .map(|(_, o)| Repeated { finding: o.first, repeats: o.repeats, grouped: Grouped::Key })
             .collect();
         out.sort_by(|a, b| a.finding.name.cmp(&b.finding.name));
+        let mut overflow: Vec<Repeated> = self
+            .overflow
+            .drain()
+            .map(|(key, o)| {
+                let grouped = if key.is_some() { Grouped::Writer } else { Grouped::All };
+                Repeated { finding: o.first, repeats: o.repeats, grouped }
+            })
+            .collect();
+        overflow.sort_by(|a, b| {
+            (a.grouped == Grouped::All, &a.finding.writer.username)
+                .cmp(&(b.grouped == Grouped::All, &b.finding.writer.username))
+        });
+        out.extend(overflow);
         out
     }
 }
 
-/// Logs the summary line of an interval that had repeats.
+/// Logs the summary line of an interval that had repeats (or findings past the table).
 pub(crate) fn log(repeated: &Repeated, interval: Duration) {
     let f = &repeated.finding;
+    if repeated.grouped != Grouped::Key {
+        let writer = match repeated.grouped {
+            Grouped::All => format!("(any writer past the first {MAX_WRITERS})"),
+            _ => f.writer.username.clone(),
+        };
+        tracing::warn!(
+            writer = %writer,
+            policy = %f.policy,
+            findings = repeated.repeats,
+            example_namespace = %f.namespace,
+            example_name = %f.name,
+            interval_seconds = interval.as_secs(),
+            max_keys = MAX_KEYS,
+            "rogue status writes not logged one by one: more distinct (writer, object, value) keys than the summary holds in one interval; they are in the metrics"
+        );
+        return;
+    }
     tracing::warn!(
         ingress_namespace = %f.namespace,
         ingress_name = %f.name,
@@ -202,7 +293,11 @@ mod tests {
         assert_eq!(s.next_end(), Some(t0 + Duration::from_secs(60)));
         assert!(s.due(t0 + Duration::from_secs(59)).is_empty());
         let due = s.due(t0 + Duration::from_secs(60));
-        assert_eq!(due, [Repeated { finding: f.clone(), repeats: 5 }], "only the interval with repeats");
+        assert_eq!(
+            due,
+            [Repeated { finding: f.clone(), repeats: 5, grouped: Grouped::Key }],
+            "only the interval with repeats"
+        );
         assert_eq!(s.next_end(), None);
         assert_eq!(s.observe(&f, t0 + Duration::from_secs(61)), Seen::First, "a new interval, a new full line");
     }
@@ -215,11 +310,51 @@ mod tests {
             assert_eq!(s.observe(&finding(&i.to_string(), "web", "10.0.0.1"), t0), Seen::First);
         }
         let late = finding("late", "web", "10.0.0.1");
-        assert_eq!(s.observe(&late, t0), Seen::Untracked, "logged in full, not remembered");
-        assert_eq!(s.observe(&late, t0), Seen::Untracked);
+        assert_eq!(s.observe(&late, t0), Seen::Overflow, "counted by writer, not logged in full");
+        assert_eq!(s.observe(&late, t0), Seen::Overflow);
         assert_eq!(s.open.len(), 3);
-        s.due(t0 + Duration::from_secs(60));
+        let due = s.due(t0 + Duration::from_secs(60));
+        assert_eq!(due.iter().filter(|r| r.grouped == Grouped::Writer).map(|r| r.repeats).sum::<u64>(), 2);
         assert_eq!(s.observe(&late, t0 + Duration::from_secs(60)), Seen::First, "room again");
+    }
+
+    /// The bench's case: 10,000 Ingresses, two values each, from more writers than are counted
+    /// apart. Every finding is counted once, and an interval's lines stay bounded.
+    #[test]
+    fn findings_past_the_table_are_counted_in_bounded_lines() {
+        let t0 = Instant::now();
+        let mut s = Summariser::new(Duration::from_secs(60), MAX_KEYS);
+        let (mut first, mut overflow) = (0u64, 0u64);
+        for i in 0..20_000u64 {
+            let writer = format!("controller-{}", i % (MAX_WRITERS as u64 + 36));
+            let ip = if i % 2 == 0 { "10.0.0.1" } else { "10.0.0.2" };
+            match s.observe(&finding(&writer, &format!("web-{}", i / 2), ip), t0) {
+                Seen::First => first += 1,
+                Seen::Overflow => overflow += 1,
+                other => panic!("finding {i}: {other:?}"),
+            }
+        }
+        assert_eq!(first, MAX_KEYS as u64);
+        assert_eq!(s.next_end(), Some(t0 + Duration::from_secs(60)));
+        let lines = s.due(t0 + Duration::from_secs(60));
+        assert_eq!(lines.iter().filter(|r| r.grouped == Grouped::Writer).count(), MAX_WRITERS);
+        assert_eq!(lines.iter().filter(|r| r.grouped == Grouped::All).count(), 1);
+        assert_eq!(lines.iter().filter(|r| r.grouped != Grouped::Key).map(|r| r.repeats).sum::<u64>(), overflow);
+        assert!(lines.len() <= MAX_WRITERS + 1, "no repeats of the first keys here: {}", lines.len());
+        assert!(s.due(t0 + Duration::from_secs(120)).is_empty());
+        assert_eq!(s.next_end(), None);
+    }
+
+    #[test]
+    fn flush_reports_counts_past_the_table() {
+        let t0 = Instant::now();
+        let mut s = Summariser::new(Duration::from_secs(60), 1);
+        s.observe(&finding("a", "web", "10.0.0.1"), t0);
+        s.observe(&finding("b", "api", "10.0.0.1"), t0);
+        let flushed = s.flush();
+        assert_eq!(flushed.len(), 1);
+        assert_eq!((flushed[0].grouped, flushed[0].repeats), (Grouped::Writer, 1));
+        assert_eq!(flushed[0].finding.writer.username, "b");
     }
 
     #[test]
@@ -240,7 +375,7 @@ mod tests {
         s.observe(&f, t0);
         s.observe(&f, t0);
         s.observe(&finding("quiet", "web", "10.0.0.1"), t0);
-        assert_eq!(s.flush(), [Repeated { finding: f, repeats: 1 }]);
+        assert_eq!(s.flush(), [Repeated { finding: f, repeats: 1, grouped: Grouped::Key }]);
         assert_eq!(s.next_end(), None);
     }
 }
