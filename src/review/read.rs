@@ -251,8 +251,8 @@ impl Review<'_> {
 /// a bounded visitor (`address::Entries`): what a review holds does not grow with what was sent.
 pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     match skim::review(body) {
-        Some(review) if gateway::is_gateway_status(&review) => gateway::read(body),
-        Some(review) => convert(review, Ok),
+        Some(skim::Skimmed::Ingress(review)) => convert(review, Ok),
+        Some(skim::Skimmed::Gateway(review)) => gateway::convert(review, Ok),
         None => read_slow(body),
     }
 }
@@ -273,6 +273,13 @@ pub fn read_slow<'a>(body: &'a [u8]) -> Result<Review<'a>, ReviewError> {
             return gateway::read(body);
         }
         return convert(review, Ok);
+    }
+    // A Gateway's object is a Gateway's, whatever an Ingress reading of it refuses (a key of an
+    // annotation that is no UTF-8, which the Gateway reading skips unread).
+    if let Ok(review) = serde_json::from_slice::<ReviewIn<gateway::GatewayIn>>(body)
+        && gateway::is_gateway_status(&review)
+    {
+        return gateway::convert(review, Ok);
     }
     let review: ReviewIn<&'a RawValue> =
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
