@@ -77,6 +77,9 @@ pub(crate) struct LeanGateway {
     pub(crate) addresses: status::Addresses,
     /// The `Programmed` condition of `status.conditions`.
     pub(crate) programmed: Programmed,
+    /// The field managers that own some of `status`, as the lean Ingress keeps them
+    /// ([`crate::ingress::bounded::status_managers`]): the reconciler names them in a fight.
+    pub(crate) status_managers: Vec<String>,
 }
 
 impl Resource for LeanGateway {
@@ -130,8 +133,13 @@ impl<'de> Deserialize<'de> for LeanGateway {
             Some(s) => (s.addresses.unwrap_or_default(), s.conditions.unwrap_or_default()),
             None => Default::default(),
         };
+        let (status_managers, meta) = match wire.metadata {
+            Some(mut m) => (std::mem::take(&mut m.status_managers), m.into_meta()),
+            None => Default::default(),
+        };
         Ok(LeanGateway {
-            meta: wire.metadata.map(WireMeta::into_meta).unwrap_or_default(),
+            meta,
+            status_managers,
             class: wire.spec.and_then(|s| s.gateway_class_name),
             addresses,
             programmed,
@@ -194,9 +202,9 @@ impl<'de> Deserialize<'de> for LeanGatewayClass {
     }
 }
 
-/// The metadata kept of a Gateway API object; annotations, labels and managedFields are
-/// skipped unparsed. Names are bounded by the API server (it validates them before any
-/// admission), and kept only when they are valid names.
+/// The metadata kept of a Gateway API object; annotations and labels are skipped unparsed, and
+/// of managedFields only the status writers' names are kept, bounded. Names are bounded by the
+/// API server (it validates them before any admission), and kept only when they are valid names.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireMeta {
@@ -209,6 +217,8 @@ struct WireMeta {
     #[serde(default, deserialize_with = "status::bounded_text")]
     uid: Option<String>,
     generation: Option<i64>,
+    #[serde(default, rename = "managedFields", deserialize_with = "crate::ingress::bounded::status_managers")]
+    status_managers: Vec<String>,
 }
 
 impl WireMeta {

@@ -145,6 +145,7 @@ impl Summariser {
 pub(crate) fn log(repeated: &Repeated, interval: Duration) {
     let f = &repeated.finding;
     tracing::warn!(
+        kind = f.kind.as_str(),
         ingress_namespace = %f.namespace,
         ingress_name = %f.name,
         policy = %f.policy,
@@ -172,6 +173,7 @@ mod tests {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         attempted.hash(&mut h);
         Finding {
+            kind: crate::audit::ObjectKind::Ingress,
             uid: "u".into(),
             object_uid: Some("o".into()),
             namespace: "ns".into(),

@@ -210,6 +210,8 @@ pub enum Target<'a> {
     /// An UPDATE of a Gateway's `status` subresource.
     GatewayStatus {
         write: crate::gateway::GatewayWrite,
+        /// `metadata.uid` of the Gateway, so Events find it.
+        object_uid: Option<Cow<'a, str>>,
         /// How much of `status.addresses` the object has: where a patch must go.
         shape: crate::gateway::GatewayShape,
     },

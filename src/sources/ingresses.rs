@@ -1,4 +1,5 @@
-//! The Ingresses the guard knows from its own watch: namespace and name to uid, nothing more.
+//! The Ingresses the guard knows from its own watch: namespace and name to uid, nothing more
+//! (and, in an index of the same type, the Gateways: [`watch_gateways`]).
 //! The audit trail writes a Kubernetes Event only about an Ingress in here, so a forged review
 //! naming an Ingress that does not exist (or the right name with the wrong uid) can never make
 //! the guard write into the cluster. Fed by a watch of its own ([`watch()`]) through the
@@ -11,7 +12,9 @@ use kube::{Api, Client, runtime::watcher};
 use tokio::sync::watch;
 
 use crate::{
+    gateway::LeanGateway,
     ingress::LeanIngress,
+    policy::store::PolicyStore,
     sources::follow::{self, Change, Hold, Projection},
 };
 
@@ -107,6 +110,45 @@ impl KnownIngresses {
     pub(crate) fn len(&self) -> usize {
         self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
+}
+
+/// Keeps `index` current from a watch of every Gateway, until aborted, from the moment some
+/// policy governs Gateways (before, the guard may have no right to list them): the index of
+/// Gateways that Events about Gateways are checked against, when the reconciler's Gateway
+/// watch (which feeds it otherwise) does not run. Without the Gateway API CRDs the watch is
+/// retried at most [`crate::sources::gateway::RETRY_CAP`] apart, and the index stays unsynced.
+pub(crate) async fn watch_gateways(client: Client, index: Arc<KnownIngresses>, policies: Arc<PolicyStore>) {
+    let mut changed = policies.subscribe();
+    while policies.load().gateway_policies().next().is_none() {
+        if changed.changed().await.is_err() {
+            return;
+        }
+    }
+    let api: Api<LeanGateway> = Api::all(client);
+    let config = watcher::Config::default()
+        .page_size(crate::ingress::LIST_PAGE)
+        .list_semantic(watcher::ListSemantic::MostRecent);
+    let project = |gateway: LeanGateway| {
+        let meta = gateway.meta;
+        Some(((meta.namespace?, meta.name?), meta.uid?))
+    };
+    let mut failing = false;
+    follow::follow_capped(api, config, crate::sources::gateway::RETRY_CAP, project, index.as_ref(), |change| {
+        match change {
+            Ok(Change::Listed { first: true, .. }) => {
+                failing = false;
+                tracing::info!(gateways = index.len(), "known-Gateway index synced (Events about Gateways are written only about these)");
+            }
+            Ok(_) => failing = false,
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "known-Gateway watch failed; retrying (Events about Gateways it has not seen are withheld)");
+                    failing = true;
+                }
+            }
+        }
+    })
+    .await;
 }
 
 /// Keeps `index` current from a metadata-only watch of every Ingress, until aborted.

@@ -85,6 +85,23 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
         if rewrite && log.contains("Gateway policy loaded") { Ok(()) } else { Err("not yet".to_owned()) }
     })
     .await;
+    // And an Event on the Gateway, naming the writer: the guard's own watch knows the Gateway.
+    let event = eventually("an Event regarding Gateway edge", SETTLE, || async {
+        let events = support::events_about(&t.admin, ns, "edge").await;
+        let about_gateway = |e: &&k8s_openapi::api::events::v1::Event| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Gateway")
+        };
+        events.iter().find(about_gateway).cloned().ok_or_else(|| format!("no Event yet; {}", webhook.log_tail()))
+    })
+    .await;
+    let regarding = event.regarding.clone().unwrap_or_default();
+    assert_eq!(regarding.api_version.as_deref(), Some("gateway.networking.k8s.io/v1"));
+    assert_eq!(regarding.uid, read_back.metadata.uid, "the real Gateway's uid");
+    assert_eq!(event.related.as_ref().and_then(|r| r.name.as_deref()), Some(support::ROGUE_USER), "{event:?}");
+    assert_eq!((event.reason.as_deref(), event.action.as_deref()), (Some("RogueStatusWrite"), Some("RewriteStatus")));
+    let note = event.note.clone().unwrap_or_default();
+    let wrote = format!("{} wrote status.addresses [{SENTINEL}]; policy enforce requires", support::ROGUE_USER);
+    assert!(note.starts_with(&wrote) && note.ends_with("[192.0.2.60,gw.example.test]; rewritten"), "{note}");
     // A dry run is answered the same, and stores nothing.
     let dry =
         write_gateway_status(&rogue, "edge", gateway_status(&[SENTINEL_2], false, 1), true).await.expect("dry run");

@@ -61,7 +61,13 @@ async fn a_hung_event_publish_does_not_stop_later_findings() {
     // A publish that never times out within the test: the first Event hangs for good.
     let settings = Settings { publish_timeout: Duration::from_secs(3600), ..Settings::default() };
     let shutdown = CancellationToken::new();
-    let (sink, task) = start(Some(Publisher { client, known }), None, metrics.clone(), settings, shutdown.clone());
+    let (sink, task) = start(
+        Some(Publisher { client, known, gateways: KnownIngresses::new() }),
+        None,
+        metrics.clone(),
+        settings,
+        shutdown.clone(),
+    );
     let task = tokio::spawn(task);
     for i in 0..20 {
         sink.publish(sample(&format!("writer-{i}"), "ns", "web", "uid-web"));
@@ -86,7 +92,13 @@ async fn a_stalled_publish_times_out_and_the_next_is_tried() {
     let known = index_of(&[("ns", "web", "uid-web")]);
     let settings = Settings { publish_timeout: Duration::from_millis(100), ..Settings::default() };
     let shutdown = CancellationToken::new();
-    let (sink, task) = start(Some(Publisher { client, known }), None, metrics.clone(), settings, shutdown.clone());
+    let (sink, task) = start(
+        Some(Publisher { client, known, gateways: KnownIngresses::new() }),
+        None,
+        metrics.clone(),
+        settings,
+        shutdown.clone(),
+    );
     let task = tokio::spawn(task);
     sink.publish(sample("a", "ns", "web", "uid-web"));
     sink.publish(sample("b", "ns", "web", "uid-web"));
@@ -104,7 +116,7 @@ async fn forged_targets_get_no_event() {
     let known = index_of(&[("ns", "web", "uid-web")]);
     let shutdown = CancellationToken::new();
     let (sink, task) = start(
-        Some(Publisher { client, known: known.clone() }),
+        Some(Publisher { client, known: known.clone(), gateways: KnownIngresses::new() }),
         None,
         metrics.clone(),
         Settings::default(),
@@ -136,7 +148,7 @@ async fn no_event_before_the_index_has_listed() {
     let metrics = Arc::new(Metrics::new());
     let shutdown = CancellationToken::new();
     let (sink, task) = start(
-        Some(Publisher { client, known: KnownIngresses::new() }),
+        Some(Publisher { client, known: KnownIngresses::new(), gateways: KnownIngresses::new() }),
         None,
         metrics.clone(),
         Settings::default(),
@@ -158,7 +170,7 @@ async fn a_finding_just_before_the_first_list_waits_for_it() {
     let metrics = Arc::new(Metrics::new());
     let known = KnownIngresses::new();
     let shutdown = CancellationToken::new();
-    let publisher = Publisher { client, known: known.clone() };
+    let publisher = Publisher { client, known: known.clone(), gateways: KnownIngresses::new() };
     let (sink, task) = start(Some(publisher), None, metrics.clone(), Settings::default(), shutdown.clone());
     let task = tokio::spawn(task);
     sink.publish(sample("controller", "ns", "web", "uid-web"));

@@ -114,6 +114,7 @@ pub(super) fn convert<'a, O>(
                     addresses: addresses.kept,
                     omitted: addresses.omitted,
                 },
+                object_uid: object.metadata.uid,
                 shape,
             }
         }
