@@ -292,41 +292,31 @@ impl Finding {
             Some((ns, name)) => (ns.as_str(), name.as_str()),
             None => ("", ""),
         };
-        if self.kind == ObjectKind::Gateway {
-            tracing::warn!(
-                uid = %self.uid,
-                gateway_namespace = %self.namespace,
-                gateway_name = %self.name,
-                gateway_class = %truncate(self.class.as_deref().unwrap_or(""), usize::MAX, MAX_FIELD),
-                policy = %self.policy,
-                writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
-                writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
-                writer_sa_namespace = sa_namespace,
-                writer_sa_name = sa_name,
-                attempted = %self.attempted,
-                canonical = %self.canonical,
-                action = self.action.result(),
-                dry_run = self.dry_run,
-                "rogue Gateway status write"
-            );
-            return;
+        // One line, its object fields named by kind (`ingress_name`, `gateway_name`, ...).
+        macro_rules! warn {
+            ($namespace:ident, $name:ident, $class:ident, $message:literal) => {
+                tracing::warn!(
+                    uid = %self.uid,
+                    $namespace = %self.namespace,
+                    $name = %self.name,
+                    $class = %truncate(self.class.as_deref().unwrap_or(""), usize::MAX, MAX_FIELD),
+                    policy = %self.policy,
+                    writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
+                    writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
+                    writer_sa_namespace = sa_namespace,
+                    writer_sa_name = sa_name,
+                    attempted = %self.attempted,
+                    canonical = %self.canonical,
+                    action = self.action.result(),
+                    dry_run = self.dry_run,
+                    $message
+                )
+            };
         }
-        tracing::warn!(
-            uid = %self.uid,
-            ingress_namespace = %self.namespace,
-            ingress_name = %self.name,
-            ingress_class = %truncate(self.class.as_deref().unwrap_or(""), usize::MAX, MAX_FIELD),
-            policy = %self.policy,
-            writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
-            writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
-            writer_sa_namespace = sa_namespace,
-            writer_sa_name = sa_name,
-            attempted = %self.attempted,
-            canonical = %self.canonical,
-            action = self.action.result(),
-            dry_run = self.dry_run,
-            "rogue status write"
-        );
+        match self.kind {
+            ObjectKind::Ingress => warn!(ingress_namespace, ingress_name, ingress_class, "rogue status write"),
+            ObjectKind::Gateway => warn!(gateway_namespace, gateway_name, gateway_class, "rogue Gateway status write"),
+        }
     }
 }
 

@@ -2,14 +2,11 @@
 //! Gateways and GatewayClasses that the guard keeps (no `gateway-api` crate: its releases pin
 //! another kube), deserialized straight from the API server's JSON with every caller-chosen
 //! field bounded (`status`: the addresses and the `Programmed` condition), and implementing
-//! [`Resource`] so kube's `Api` and watcher deliver them directly.
+//! [`kube::Resource`] so kube's `Api` and watcher deliver them directly.
 
 pub(crate) mod status;
 
-use std::borrow::Cow;
-
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
-use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
 pub(crate) use status::Programmed;
@@ -82,29 +79,7 @@ pub(crate) struct LeanGateway {
     pub(crate) status_managers: Vec<String>,
 }
 
-impl Resource for LeanGateway {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Gateway".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "gateways".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
+crate::client::lean_resource!(LeanGateway, NamespaceResourceScope, GROUP, VERSION, "Gateway", "gateways");
 
 impl<'de> Deserialize<'de> for LeanGateway {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -157,29 +132,7 @@ pub(crate) struct LeanGatewayClass {
     pub(crate) controller: Option<String>,
 }
 
-impl Resource for LeanGatewayClass {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "GatewayClass".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "gatewayclasses".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
+crate::client::lean_resource!(LeanGatewayClass, ClusterResourceScope, GROUP, VERSION, "GatewayClass", "gatewayclasses");
 
 impl<'de> Deserialize<'de> for LeanGatewayClass {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -97,6 +97,15 @@ struct RequestIn<'a, O> {
     dry_run: Option<bool>,
 }
 
+impl<'a, O> RequestIn<'a, O> {
+    /// The same request with `object` for its object: the fast reader learns what the object is
+    /// from the request's other fields.
+    fn with_object<P>(self, object: Option<P>) -> RequestIn<'a, P> {
+        let RequestIn { uid, kind, sub_resource, operation, name, namespace, user_info, object: _, dry_run } = self;
+        RequestIn { uid, kind, sub_resource, operation, name, namespace, user_info, object, dry_run }
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(expecting = "a GroupVersionKind object")]
 struct GroupVersionKind<'a> {
@@ -106,17 +115,25 @@ struct GroupVersionKind<'a> {
     kind: Cow<'a, str>,
 }
 
-/// The parts of an Ingress the decision reads; everything else is skipped unparsed.
+/// The parts of an object the decision reads, each of its kind's own type (an Ingress is
+/// [`IngressIn`], a Gateway [`gateway::GatewayIn`]); everything else is skipped unparsed.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an Ingress object")]
-struct IngressIn<'a> {
-    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
-    metadata: MetadataIn<'a>,
+#[serde(
+    rename_all = "camelCase",
+    expecting = "a Kubernetes object",
+    bound(deserialize = "M: Deserialize<'de> + Default, S: Deserialize<'de> + Default, T: Deserialize<'de>")
+)]
+struct ObjectIn<M, S, T> {
     #[serde(default, deserialize_with = "crate::strict::object")]
-    spec: SpecIn,
+    metadata: M,
+    #[serde(default, deserialize_with = "crate::strict::object")]
+    spec: S,
     #[serde(default, deserialize_with = "crate::strict::optional_object")]
-    status: Option<StatusIn>,
+    status: Option<T>,
 }
+
+/// The parts of an Ingress the decision reads.
+type IngressIn<'a> = ObjectIn<MetadataIn<'a>, SpecIn, StatusIn>;
 
 #[derive(Deserialize, Default)]
 #[serde(expecting = "an ObjectMeta object")]

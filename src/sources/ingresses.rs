@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use kube::{Api, Client, runtime::watcher};
+use kube::{Api, Client, Resource, runtime::watcher};
 use tokio::sync::watch;
 
 use crate::{
@@ -125,59 +125,52 @@ pub(crate) async fn watch_gateways(client: Client, index: Arc<KnownIngresses>, p
         }
     }
     let api: Api<LeanGateway> = Api::all(client);
-    let config = watcher::Config::default()
-        .page_size(crate::ingress::LIST_PAGE)
-        .list_semantic(watcher::ListSemantic::MostRecent);
-    let project = |gateway: LeanGateway| {
-        let meta = gateway.meta;
-        Some(((meta.namespace?, meta.name?), meta.uid?))
-    };
-    let mut failing = false;
-    follow::follow_capped(api, config, crate::sources::gateway::RETRY_CAP, project, index.as_ref(), |change| {
-        match change {
-            Ok(Change::Listed { first: true, .. }) => {
-                failing = false;
-                tracing::info!(gateways = index.len(), "known-Gateway index synced (Events about Gateways are written only about these)");
-            }
-            Ok(_) => failing = false,
-            Err(e) => {
-                if !failing {
-                    tracing::warn!(error = %e, "known-Gateway watch failed; retrying (Events about Gateways it has not seen are withheld)");
-                    failing = true;
-                }
-            }
-        }
-    })
-    .await;
+    follow_known(api, &index, "Gateway", Some(crate::sources::gateway::RETRY_CAP)).await;
 }
 
-/// Keeps `index` current from a metadata-only watch of every Ingress, until aborted.
+/// Keeps `index` current from a watch of every Ingress, until aborted.
 pub(crate) async fn watch(client: Client, index: Arc<KnownIngresses>) {
     // Not a metadata-only watch: its `PartialObjectMeta` keeps every annotation (a tenant's
     // 200 KiB ones included) and lists unpaged; the lean reader keeps three strings, paged.
     let api: Api<LeanIngress> = Api::all(client);
+    follow_known(api, &index, "Ingress", None).await;
+}
+
+/// Follows every object of `api`'s lean kind into `index` (namespace and name to uid), in
+/// small pages; retried at most `cap` apart when set (a kind whose CRDs may be missing).
+async fn follow_known<R>(api: Api<R>, index: &KnownIngresses, kind: &'static str, cap: Option<std::time::Duration>)
+where
+    R: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
     let config = watcher::Config::default()
         .page_size(crate::ingress::LIST_PAGE)
         .list_semantic(watcher::ListSemantic::MostRecent);
-    let project = |ingress: LeanIngress| {
-        let meta = ingress.meta;
-        Some(((meta.namespace?, meta.name?), meta.uid?))
+    let project = |object: R| {
+        let meta = object.meta();
+        Some(((meta.namespace.clone()?, meta.name.clone()?), meta.uid.clone()?))
     };
     let mut failing = false;
-    follow::follow(api, config, project, index.as_ref(), |change| match change {
+    let hook = |change: Result<Change<Key, String>, watcher::Error>| match change {
         Ok(Change::Listed { first: true, .. }) => {
             failing = false;
-            tracing::info!(ingresses = index.len(), "known-Ingress index synced (Events are written only about these)");
+            tracing::info!(
+                kind,
+                objects = index.len(),
+                "known-object index synced (Events are written only about these)"
+            );
         }
         Ok(_) => failing = false,
         Err(e) => {
             if !failing {
-                tracing::warn!(error = %e, "known-Ingress watch failed; retrying with backoff (Events about Ingresses it has not seen are withheld)");
+                tracing::warn!(kind, error = %e, "known-object watch failed; retrying with backoff (Events about objects it has not seen are withheld)");
                 failing = true;
             }
         }
-    })
-    .await;
+    };
+    match cap {
+        None => follow::follow(api, config, project, index, hook).await,
+        Some(cap) => follow::follow_capped(api, config, cap, project, index, hook).await,
+    }
 }
 
 #[cfg(test)]

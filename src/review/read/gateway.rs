@@ -16,16 +16,7 @@ use crate::gateway::{self, GatewayShape, GatewayWrite};
 use crate::review::Review;
 
 /// The parts of a Gateway the decision reads; everything else is skipped unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "a Gateway object")]
-pub(super) struct GatewayIn<'a> {
-    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
-    pub(super) metadata: MetadataIn<'a>,
-    #[serde(default, deserialize_with = "crate::strict::object")]
-    pub(super) spec: SpecIn,
-    #[serde(default, deserialize_with = "crate::strict::optional_object")]
-    pub(super) status: Option<StatusIn>,
-}
+pub(super) type GatewayIn<'a> = super::ObjectIn<MetadataIn<'a>, SpecIn, StatusIn>;
 
 #[derive(Deserialize, Default)]
 #[serde(expecting = "an ObjectMeta object")]

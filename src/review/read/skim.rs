@@ -500,52 +500,22 @@ impl<'a> Skim<'a> {
             self.i = resume;
         }
         // A missing uid is an error serde_json words.
-        let uid = uid?;
+        let request = RequestIn::<()> {
+            uid: uid?,
+            kind,
+            sub_resource,
+            operation,
+            name,
+            namespace,
+            user_info,
+            object: None,
+            dry_run,
+        };
         Some(Some(match (gateway, object) {
-            (true, Some(Object::Gateway(object))) => Request::Gateway(RequestIn {
-                uid,
-                kind,
-                sub_resource,
-                operation,
-                name,
-                namespace,
-                user_info,
-                object: Some(object),
-                dry_run,
-            }),
-            (true, None) => Request::Gateway(RequestIn {
-                uid,
-                kind,
-                sub_resource,
-                operation,
-                name,
-                namespace,
-                user_info,
-                object: None,
-                dry_run,
-            }),
-            (false, Some(Object::Ingress(object))) => Request::Ingress(RequestIn {
-                uid,
-                kind,
-                sub_resource,
-                operation,
-                name,
-                namespace,
-                user_info,
-                object: Some(object),
-                dry_run,
-            }),
-            (false, None) => Request::Ingress(RequestIn {
-                uid,
-                kind,
-                sub_resource,
-                operation,
-                name,
-                namespace,
-                user_info,
-                object: None,
-                dry_run,
-            }),
+            (true, Some(Object::Gateway(object))) => Request::Gateway(request.with_object(Some(object))),
+            (true, None) => Request::Gateway(request.with_object(None)),
+            (false, Some(Object::Ingress(object))) => Request::Ingress(request.with_object(Some(object))),
+            (false, None) => Request::Ingress(request.with_object(None)),
             // Read as the other kind: cannot happen (one rule decides both), but never guess.
             (_, Some(_)) => return None,
         }))

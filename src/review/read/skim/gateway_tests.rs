@@ -186,7 +186,7 @@ fn gateway_edge_cases() {
             "object as array",
             edited(&|v| v["request"]["object"] = json!([1])),
             Some(false),
-            Some("request.object is not a valid Gateway: invalid type: sequence, expected a Gateway object"),
+            Some("request.object is not a valid Gateway: invalid type: sequence, expected a Kubernetes object"),
         ),
         (
             "no object",
