@@ -1,10 +1,10 @@
 //! Findings off the request path. The handler queues each finding without waiting (the queue is
 //! bounded in count and in bytes); the reporter task logs it (summarising repeats,
 //! [`crate::audit::summary`]) and, with a cluster and unless a dry run, decides whether it
-//! becomes a Kubernetes Event: only about an Ingress the guard's own watch knows
-//! ([`KnownIngresses`]), and within the fair shares of [`ratelimit`]. A second task publishes
-//! the Events through kube's recorder (which counts repeats of a writer on an Ingress up in one
-//! Event), each call under a timeout, so a hung API server delays Events, never the log lines
+//! becomes a Kubernetes Event: only about an Ingress (or Gateway) the guard's own watch knows
+//! ([`KnownIngresses`], one index per kind), and within the fair shares of [`ratelimit`]. A
+//! second task publishes the Events through its recorder (which counts repeats of a writer on
+//! an object up in one Event), each call under a timeout, so a hung API server delays Events, never the log lines
 //! and counts of later findings.
 
 use std::{
@@ -39,7 +39,7 @@ use crate::{
     sources::ingresses::{Known, KnownIngresses},
 };
 
-/// Reason shown by `kubectl describe ingress`.
+/// Reason shown by `kubectl describe ingress` (and `kubectl describe gateway`).
 pub(crate) const REASON: &str = "RogueStatusWrite";
 /// Findings waiting for the reporter, in count and in bytes; beyond either the newest are
 /// dropped, counted and (at most every [`DROP_LOG_EVERY`]) logged, so a storm of writes can
