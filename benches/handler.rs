@@ -1,7 +1,8 @@
 //! Handler cost in-process: AdmissionReview bytes in, response bytes out, through
 //! `read_review` + `decide` + `render` and through the production router (`tower::ServiceExt::oneshot`), for a
 //! typical review (~5 KB) and a large one (hundreds of rules), each as no patch / patch /
-//! not governed; and a typical Gateway status review (`decide/gateway`), no patch / patch. Also
+//! not governed; and a typical Gateway status review (`decide/gateway`), no patch / patch, and
+//! its reading alone (`read/gateway`: the shipped reader against serde_json). Also
 //! counts heap allocations per review with a counting global allocator.
 //!
 //! Run: `cargo bench --bench handler` (or `benches/run.sh`). With `ISG_BENCH_OUT=<dir>`, the
@@ -524,6 +525,16 @@ fn gateway(c: &mut Criterion) {
         );
     }
     group.finish();
+    // Reading alone, in the same run: the shipped reader (one pass of the fast reader) against
+    // serde_json's reading of the same review, which was the second pass before the fast
+    // reader knew Gateways.
+    let body = gateway_body(&json!([{"type": "IPAddress", "value": "10.7.7.7"}]));
+    assert!(read_with_skim(&body).is_some(), "a Gateway review reads");
+    let mut read = c.benchmark_group("read/gateway");
+    read.throughput(Throughput::Bytes(body.len() as u64));
+    read.bench_function("serde_json", |b| b.iter(|| read_with_serde_json(black_box(&body))));
+    read.bench_function("skim", |b| b.iter(|| read_with_skim(black_box(&body))));
+    read.finish();
 }
 
 fn config() -> Criterion {

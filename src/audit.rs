@@ -145,12 +145,49 @@ impl std::fmt::Display for Shown {
     }
 }
 
+/// The kind of object a finding is about: what its Event regards and its log line names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    /// `networking.k8s.io/v1` Ingress, `status.loadBalancer.ingress`.
+    Ingress,
+    /// `gateway.networking.k8s.io/v1` Gateway, `status.addresses`.
+    Gateway,
+}
+
+impl ObjectKind {
+    /// The object's `kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Ingress => "Ingress",
+            ObjectKind::Gateway => "Gateway",
+        }
+    }
+
+    /// The object's `apiVersion`, as an Event's `regarding` names it.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ObjectKind::Ingress => "networking.k8s.io/v1",
+            ObjectKind::Gateway => "gateway.networking.k8s.io/v1",
+        }
+    }
+
+    /// The status field the guard governs on this kind.
+    pub fn field(self) -> &'static str {
+        match self {
+            ObjectKind::Ingress => "status.loadBalancer.ingress",
+            ObjectKind::Gateway => "status.addresses",
+        }
+    }
+}
+
 /// A governed status write whose addresses differ from the canonical ones, cut to what is shown
 /// of it (every caller string bounded, address lists by [`Shown`]) before it is queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
+    /// What was written: an Ingress or a Gateway.
+    pub kind: ObjectKind,
     pub uid: String,
-    /// `metadata.uid` of the Ingress, so `kubectl describe` finds the Event.
+    /// `metadata.uid` of the Ingress or Gateway, so `kubectl describe` finds the Event.
     pub object_uid: Option<String>,
     pub namespace: String,
     pub name: String,
@@ -171,23 +208,33 @@ impl Finding {
     /// apart instead of copying them (the handler is done with both): fewer allocations on the
     /// request path.
     pub fn take(review: Review, verdict: Verdict<'_>) -> Option<Finding> {
-        let (Verdict::Mismatch { policy, action, canonical }, Target::IngressStatus { write, object_uid, .. }) =
-            (verdict, review.target)
-        else {
-            return None;
+        let Verdict::Mismatch { policy, action, canonical } = verdict else { return None };
+        let (kind, object_uid, namespace, name, class, addresses, omitted) = match review.target {
+            Target::IngressStatus { write, object_uid, .. } => {
+                let w = write;
+                (ObjectKind::Ingress, object_uid, w.namespace, w.name, w.class, w.addresses, w.omitted)
+            }
+            Target::GatewayStatus { write: w, object_uid, .. } => {
+                // Shown as the Gateway's log line shows them: `value`, or `type=value` for a
+                // type an Ingress has no field for; cut by `Shown` as any entry is.
+                let addresses = w.addresses.iter().map(shown_gateway_entry).collect();
+                (ObjectKind::Gateway, object_uid, w.namespace, w.name, w.class, addresses, w.omitted)
+            }
+            Target::Other(_) | Target::OutOfBounds(_) => return None,
         };
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (&write.addresses, write.omitted).hash(&mut hasher);
+        (kind, &addresses, omitted).hash(&mut hasher);
         Some(Finding {
+            kind,
             uid: bounded(review.uid.into_owned(), MAX_UID),
             object_uid: object_uid.map(|uid| bounded(uid.into_owned(), MAX_UID)),
-            namespace: bounded(write.namespace, MAX_NAME),
-            name: bounded(write.name, MAX_NAME),
-            class: write.class.map(|c| bounded(c, MAX_NAME)),
+            namespace: bounded(namespace, MAX_NAME),
+            name: bounded(name, MAX_NAME),
+            class: class.map(|c| bounded(c, MAX_NAME)),
             policy: policy.name.clone(),
             writer: Writer::new(review.user.username.into_owned(), review.user.groups),
             attempted_hash: hasher.finish(),
-            attempted: Shown::of(write.addresses, write.omitted),
+            attempted: Shown::of(addresses, omitted),
             canonical: Shown::of(canonical.into_owned(), 0),
             action,
             dry_run: review.dry_run,
@@ -228,8 +275,9 @@ impl Finding {
     /// The message of the Kubernetes Event (at most 1 kB, as the events API requires).
     pub fn note(&self) -> String {
         let note = format!(
-            "{} wrote status.loadBalancer.ingress [{}]; policy {} requires [{}]; {}",
+            "{} wrote {} [{}]; policy {} requires [{}]; {}",
             truncate(&self.writer.username, usize::MAX, 256),
+            self.kind.field(),
             self.attempted,
             self.policy,
             self.canonical,
@@ -244,22 +292,42 @@ impl Finding {
             Some((ns, name)) => (ns.as_str(), name.as_str()),
             None => ("", ""),
         };
-        tracing::warn!(
-            uid = %self.uid,
-            ingress_namespace = %self.namespace,
-            ingress_name = %self.name,
-            ingress_class = %truncate(self.class.as_deref().unwrap_or(""), usize::MAX, MAX_FIELD),
-            policy = %self.policy,
-            writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
-            writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
-            writer_sa_namespace = sa_namespace,
-            writer_sa_name = sa_name,
-            attempted = %self.attempted,
-            canonical = %self.canonical,
-            action = self.action.result(),
-            dry_run = self.dry_run,
-            "rogue status write"
-        );
+        // One line, its object fields named by kind (`ingress_name`, `gateway_name`, ...).
+        macro_rules! warn {
+            ($namespace:ident, $name:ident, $class:ident, $message:literal) => {
+                tracing::warn!(
+                    uid = %self.uid,
+                    $namespace = %self.namespace,
+                    $name = %self.name,
+                    $class = %truncate(self.class.as_deref().unwrap_or(""), usize::MAX, MAX_FIELD),
+                    policy = %self.policy,
+                    writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
+                    writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
+                    writer_sa_namespace = sa_namespace,
+                    writer_sa_name = sa_name,
+                    attempted = %self.attempted,
+                    canonical = %self.canonical,
+                    action = self.action.result(),
+                    dry_run = self.dry_run,
+                    $message
+                )
+            };
+        }
+        match self.kind {
+            ObjectKind::Ingress => warn!(ingress_namespace, ingress_name, ingress_class, "rogue status write"),
+            ObjectKind::Gateway => warn!(gateway_namespace, gateway_name, gateway_class, "rogue Gateway status write"),
+        }
+    }
+}
+
+/// A Gateway entry as a finding shows it: its value in the field of its type (`type=value` as a
+/// hostname for a type an Ingress has no field for), so one display serves both kinds.
+fn shown_gateway_entry(entry: &crate::gateway::status::GatewayAddress) -> Address {
+    use crate::gateway::status::{HOSTNAME, IP_ADDRESS};
+    match entry.kind.as_str() {
+        IP_ADDRESS => Address { ip: Some(entry.value.clone()), ..Address::default() },
+        HOSTNAME => Address::hostname(entry.value.clone()),
+        _ => Address::hostname(format!("{}={}", entry.kind, entry.value)),
     }
 }
 
@@ -271,6 +339,7 @@ pub(crate) fn sample(writer: &str, namespace: &str, name: &str, uid: &str) -> Fi
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     attempted.hash(&mut hasher);
     Finding {
+        kind: ObjectKind::Ingress,
         uid: "review-uid".into(),
         object_uid: Some(uid.into()),
         namespace: namespace.into(),
@@ -311,6 +380,7 @@ mod tests {
     fn note_is_bounded() {
         let many: Vec<Address> = (0..200).map(|i| Address::hostname(format!("host-{i}.example.com"))).collect();
         let finding = Finding {
+            kind: ObjectKind::Ingress,
             uid: "u".into(),
             object_uid: None,
             namespace: "ns".into(),

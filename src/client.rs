@@ -16,6 +16,39 @@ pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The deadline of one API call as a whole (patch, get, Lease read or write).
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Implements [`kube::Resource`] for a lean projection (`$ty`, whose `meta` field holds the
+/// `ObjectMeta` it keeps) of the kind `$kind` in `$group`/`$version` (`$plural`), so kube's
+/// `Api` and watcher deliver it directly: the one impl behind `LeanIngress`, `LeanGateway` and
+/// `LeanGatewayClass`.
+macro_rules! lean_resource {
+    ($ty:ty, $scope:ty, $group:expr, $version:expr, $kind:literal, $plural:literal) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = $scope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                $group.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                $version.into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.meta
+            }
+            fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.meta
+            }
+        }
+    };
+}
+pub(crate) use lean_resource;
+
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

@@ -2,14 +2,11 @@
 //! Gateways and GatewayClasses that the guard keeps (no `gateway-api` crate: its releases pin
 //! another kube), deserialized straight from the API server's JSON with every caller-chosen
 //! field bounded (`status`: the addresses and the `Programmed` condition), and implementing
-//! [`Resource`] so kube's `Api` and watcher deliver them directly.
+//! [`kube::Resource`] so kube's `Api` and watcher deliver them directly.
 
 pub(crate) mod status;
 
-use std::borrow::Cow;
-
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
-use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
 pub(crate) use status::Programmed;
@@ -78,31 +75,12 @@ pub(crate) struct LeanGateway {
     /// The `Programmed` condition of `status.conditions`, judged against `metadata.generation`
     /// (a `True` for an older generation is [`Programmed::Stale`]).
     pub(crate) programmed: Programmed,
+    /// The field managers that own some of `status`, as the lean Ingress keeps them
+    /// ([`crate::ingress::bounded::status_managers`]): the reconciler names them in a fight.
+    pub(crate) status_managers: Vec<String>,
 }
 
-impl Resource for LeanGateway {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Gateway".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "gateways".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
+crate::client::lean_resource!(LeanGateway, NamespaceResourceScope, GROUP, VERSION, "Gateway", "gateways");
 
 impl<'de> Deserialize<'de> for LeanGateway {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -131,9 +109,18 @@ impl<'de> Deserialize<'de> for LeanGateway {
             Some(s) => (s.addresses.unwrap_or_default(), s.conditions.unwrap_or_default()),
             None => Default::default(),
         };
-        let meta = wire.metadata.map(WireMeta::into_meta).unwrap_or_default();
+        let (status_managers, meta) = match wire.metadata {
+            Some(mut m) => (std::mem::take(&mut m.status_managers), m.into_meta()),
+            None => Default::default(),
+        };
         let programmed = condition.judged(meta.generation);
-        Ok(LeanGateway { meta, class: wire.spec.and_then(|s| s.gateway_class_name), addresses, programmed })
+        Ok(LeanGateway {
+            meta,
+            status_managers,
+            class: wire.spec.and_then(|s| s.gateway_class_name),
+            addresses,
+            programmed,
+        })
     }
 }
 
@@ -147,29 +134,7 @@ pub(crate) struct LeanGatewayClass {
     pub(crate) controller: Option<String>,
 }
 
-impl Resource for LeanGatewayClass {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "GatewayClass".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "gatewayclasses".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
+crate::client::lean_resource!(LeanGatewayClass, ClusterResourceScope, GROUP, VERSION, "GatewayClass", "gatewayclasses");
 
 impl<'de> Deserialize<'de> for LeanGatewayClass {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -192,9 +157,9 @@ impl<'de> Deserialize<'de> for LeanGatewayClass {
     }
 }
 
-/// The metadata kept of a Gateway API object; annotations, labels and managedFields are
-/// skipped unparsed. Names are bounded by the API server (it validates them before any
-/// admission), and kept only when they are valid names.
+/// The metadata kept of a Gateway API object; annotations and labels are skipped unparsed, and
+/// of managedFields only the status writers' names are kept, bounded. Names are bounded by the
+/// API server (it validates them before any admission), and kept only when they are valid names.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireMeta {
@@ -207,6 +172,8 @@ struct WireMeta {
     #[serde(default, deserialize_with = "status::bounded_text")]
     uid: Option<String>,
     generation: Option<i64>,
+    #[serde(default, rename = "managedFields", deserialize_with = "crate::ingress::bounded::status_managers")]
+    status_managers: Vec<String>,
 }
 
 impl WireMeta {

@@ -12,7 +12,6 @@ use k8s_openapi::{
     api::networking::v1::{Ingress, IngressClass},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
-use kube::Resource;
 use serde::{Deserialize, Deserializer, de};
 
 use crate::address::{Address, PortStatus};
@@ -163,7 +162,7 @@ impl Stored {
 /// An Ingress as the reconciler reads it from the API server: [`StatusWrite`]'s fields and
 /// the resourceVersion, deserialized straight from the watch stream (annotations other than the
 /// class, the spec's rules and managedFields other than the status writers' names are skipped
-/// unparsed), each bounded by [`bounded`]. Implements [`Resource`] so kube's watcher and `Api`
+/// unparsed), each bounded by [`bounded`]. Implements [`kube::Resource`] so kube's watcher and `Api`
 /// deliver it directly.
 #[derive(Clone, Debug)]
 pub(crate) struct LeanIngress {
@@ -189,29 +188,7 @@ impl LeanIngress {
     }
 }
 
-impl Resource for LeanIngress {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Ingress".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "networking.k8s.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "ingresses".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
+crate::client::lean_resource!(LeanIngress, NamespaceResourceScope, "networking.k8s.io", "v1", "Ingress", "ingresses");
 
 impl<'de> Deserialize<'de> for LeanIngress {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

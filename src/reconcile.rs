@@ -172,13 +172,15 @@ pub(crate) fn start(
     leader: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     settings: Settings,
-    known: Option<Arc<KnownIngresses>>,
+    known: Option<(Arc<KnownIngresses>, Arc<KnownIngresses>)>,
     scope: Arc<Scope>,
 ) -> Running {
     let bounds = Arc::new(Bounds::new(settings));
     let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds, scope };
-    let mut tasks = spawn::<Ingresses>(&common, known);
-    tasks.extend(spawn::<gateway::Gateways>(&common, None));
+    // Each watch feeds the audit trail's index of its kind (Ingresses, Gateways).
+    let (ingresses, gateways) = known.unzip();
+    let mut tasks = spawn::<Ingresses>(&common, ingresses);
+    tasks.extend(spawn::<gateway::Gateways>(&common, gateways));
     Running { tasks }
 }
 

@@ -356,29 +356,6 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
         Verdict::NotGoverned | Verdict::Canonical { .. } => {
             tracing::debug!(uid = %review.uid, result = verdict.result(), "reviewed");
         }
-        Verdict::Mismatch { policy, action, canonical }
-            if matches!(review.target, review::Target::GatewayStatus { .. }) =>
-        {
-            // A Gateway write: logged and counted as a rogue write; Events are for Ingresses
-            // the guard knows from its own watch, and it watches no Gateways it governs.
-            let review::Target::GatewayStatus { write, .. } = &review.target else { return };
-            let bounded = |text: &str| crate::names::truncate(text, usize::MAX, 253);
-            let outcome = if review.dry_run { "dry_run" } else { action.result() };
-            state.metrics.rogue_write(&policy.name, &review.user.username, outcome);
-            tracing::warn!(
-                uid = %review.uid,
-                gateway_namespace = %bounded(&write.namespace),
-                gateway_name = %bounded(&write.name),
-                gateway_class = %bounded(write.class.as_deref().unwrap_or("")),
-                policy = %policy.name,
-                writer = %bounded(&review.user.username),
-                attempted = %crate::gateway::GatewayWritten(write),
-                canonical = %crate::address::Addresses(canonical),
-                action = action.result(),
-                dry_run = review.dry_run,
-                "rogue Gateway status write"
-            );
-        }
         Verdict::Mismatch { .. } => {
             if let Some(finding) = Finding::take(review, verdict) {
                 state.metrics.rogue_write(&finding.policy, &finding.writer.username, finding.outcome());

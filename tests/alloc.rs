@@ -12,7 +12,7 @@ use std::{
     sync::atomic::{AtomicUsize, Ordering},
 };
 
-use ingress_status_guard::{PolicySpec, SourceCache, read_review, render};
+use ingress_status_guard::{SourceCache, parse_file, read_review, render};
 use proptest::prelude::*;
 
 /// The system allocator, counting the bytes held now and the most held since the last reset.
@@ -95,8 +95,9 @@ fn entry() -> impl Strategy<Value = String> {
 
 /// A review as the API server sends it (the fixture, compact), with `entries` copies of `entry`
 /// in its status list (fewer if they would not fit in the body limit), a username of `username` bytes and
-/// `groups` groups.
-fn review(entry: &str, entries: usize, username: usize, groups: usize) -> (Vec<u8>, usize) {
+/// `groups` groups; with `gateway`, the same review of a Gateway of class `eg` whose
+/// `status.addresses` is that list (an Ingress entry reads as a Gateway entry of no value).
+fn review(entry: &str, entries: usize, username: usize, groups: usize, gateway: bool) -> (Vec<u8>, usize) {
     let groups = vec!["\"system:authenticated\""; groups].join(",");
     let mut body = FIXTURE
         .replacen("\"username\":\"kubernetes-admin\"", &format!("\"username\":\"{}\"", "u".repeat(username)), 1)
@@ -106,7 +107,22 @@ fn review(entry: &str, entries: usize, username: usize, groups: usize) -> (Vec<u
     let list = vec![entry; entries].join(",");
     let written = "\"ingress\":[{\"ip\":\"10.7.7.7\"}]}}},\"oldObject\"";
     assert!(body.contains(written), "the fixture's status list");
-    body = body.replacen(written, &["\"ingress\":[", &list, "]}}},\"oldObject\""].concat(), 1);
+    if gateway {
+        body = body
+            .replacen(
+                "\"networking.k8s.io\",\"version\":\"v1\",\"kind\":\"Ingress\"",
+                "\"gateway.networking.k8s.io\",\"version\":\"v1\",\"kind\":\"Gateway\"",
+                1,
+            )
+            .replacen("\"spec\":{\"rules\"", "\"spec\":{\"gatewayClassName\":\"eg\",\"rules\"", 1)
+            .replacen(
+                "\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"10.7.7.7\"}]}}},\"oldObject\"",
+                &["\"status\":{\"addresses\":[", &list, "]}},\"oldObject\""].concat(),
+                1,
+            );
+    } else {
+        body = body.replacen(written, &["\"ingress\":[", &list, "]}}},\"oldObject\""].concat(), 1);
+    }
     (body.into_bytes(), entries)
 }
 
@@ -119,23 +135,25 @@ proptest! {
         entries in prop_oneof![0..300usize, 300..2_000_000usize],
         username in prop_oneof![0..600usize, 600..(1usize << 20)],
         groups in prop_oneof![0..70usize, 70..50_000usize],
+        gateway in any::<bool>(),
     ) {
-        let policies = PolicySpec { publish_status_address: Some("192.0.2.10".into()), ..Default::default() }
-            .into_policies()
-            .unwrap();
+        let policies = parse_file("p.yaml", "policies:\n  - {name: ingress, watchIngressWithoutClass: true, publishStatusAddress: 192.0.2.10}\n  - {name: gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.10}\n").unwrap();
         let sources = SourceCache::new(&policies);
-        let (body, entries) = review(&entry, entries, username, groups);
+        let (body, entries) = review(&entry, entries, username, groups, gateway);
         prop_assert!(body.len() <= MAX_BODY);
 
         PEAK.store(HELD.load(Ordering::Relaxed), Ordering::Relaxed);
         let before = HELD.load(Ordering::Relaxed);
         let review = read_review(&body).expect("a review the API server could send");
         let verdict = review.decide(&policies, sources.as_ref());
+        let judged = verdict.result();
         let response = render(&review, &verdict);
         drop((verdict, review, response));
         let peak = PEAK.load(Ordering::Relaxed) - before;
+        // Each kind is read and judged as its kind (a governed write), not passed over.
+        prop_assert!(matches!(judged, "patched" | "canonical"), "{} review judged {}", if gateway { "Gateway" } else { "Ingress" }, judged);
 
-        eprintln!("{} bytes of body, {entries} entries of {} bytes: peak {peak} bytes", body.len(), entry.len());
+        eprintln!("{} bytes of body, {entries} entries of {} bytes (Gateway: {gateway}): peak {peak} bytes", body.len(), entry.len());
         prop_assert!(peak <= FIXED + body.len(), "peak {} bytes for a body of {}", peak, body.len());
     }
 }

@@ -1,10 +1,10 @@
 //! Findings off the request path. The handler queues each finding without waiting (the queue is
 //! bounded in count and in bytes); the reporter task logs it (summarising repeats,
 //! [`crate::audit::summary`]) and, with a cluster and unless a dry run, decides whether it
-//! becomes a Kubernetes Event: only about an Ingress the guard's own watch knows
-//! ([`KnownIngresses`]), and within the fair shares of [`ratelimit`]. A second task publishes
-//! the Events through kube's recorder (which counts repeats of a writer on an Ingress up in one
-//! Event), each call under a timeout, so a hung API server delays Events, never the log lines
+//! becomes a Kubernetes Event: only about an Ingress (or Gateway) the guard's own watch knows
+//! ([`KnownIngresses`], one index per kind), and within the fair shares of [`ratelimit`]. A
+//! second task publishes the Events through its recorder (which counts repeats of a writer on
+//! an object up in one Event), each call under a timeout, so a hung API server delays Events, never the log lines
 //! and counts of later findings.
 
 use std::{
@@ -29,7 +29,7 @@ use recorder::Recorder;
 
 use crate::{
     audit::{
-        Finding,
+        Finding, ObjectKind,
         ratelimit::{self, Limiter, Rates, Share},
         summary::{self, Seen, Summariser},
     },
@@ -39,7 +39,7 @@ use crate::{
     sources::ingresses::{Known, KnownIngresses},
 };
 
-/// Reason shown by `kubectl describe ingress`.
+/// Reason shown by `kubectl describe ingress` (and `kubectl describe gateway`).
 pub(crate) const REASON: &str = "RogueStatusWrite";
 /// Findings waiting for the reporter, in count and in bytes; beyond either the newest are
 /// dropped, counted and (at most every [`DROP_LOG_EVERY`]) logged, so a storm of writes can
@@ -79,10 +79,12 @@ impl Default for Settings {
     }
 }
 
-/// Where Events go: the client, and the index of the Ingresses they may be about.
+/// Where Events go: the client, and the indexes of the Ingresses and Gateways they may be about.
 pub(crate) struct Publisher {
     pub client: Client,
     pub known: Arc<KnownIngresses>,
+    /// The Gateways the guard's Gateway watch knows (an index of the same kind).
+    pub gateways: Arc<KnownIngresses>,
 }
 
 /// The handler's end of the queue.
@@ -162,11 +164,11 @@ pub(crate) fn start(
     let sink = EventSink { tx, bytes: bytes.clone(), drops, metrics: metrics.clone() };
     let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
     let (events, known) = match publisher {
-        Some(Publisher { client, known }) => {
+        Some(Publisher { client, known, gateways }) => {
             let (events_tx, events_rx) = mpsc::channel(PUBLISH_QUEUE);
             let recorder = Recorder::new(client, reporter);
             tokio::spawn(publish_loop(recorder, events_rx, metrics.clone(), settings.publish_timeout));
-            (Some(events_tx), Some(known))
+            (Some(events_tx), Some(Indexes { ingresses: known, gateways }))
         }
         None => (None, None),
     };
@@ -183,8 +185,24 @@ pub(crate) fn start(
     (sink, task)
 }
 
-/// An Event ready to be written, and the Ingress it is about (for the log).
+/// An Event ready to be written, and the object it is about (for the log).
 type Ready = (Event, ObjectReference, String);
+
+/// The known-object indexes, one per kind a finding may be about.
+struct Indexes {
+    ingresses: Arc<KnownIngresses>,
+    gateways: Arc<KnownIngresses>,
+}
+
+impl Indexes {
+    fn check(&self, finding: &Finding) -> Known {
+        let index = match finding.kind {
+            ObjectKind::Ingress => &self.ingresses,
+            ObjectKind::Gateway => &self.gateways,
+        };
+        index.check(&finding.namespace, &finding.name, finding.object_uid.as_deref())
+    }
+}
 
 /// The reporter's state.
 struct Report {
@@ -192,7 +210,7 @@ struct Report {
     settings: Settings,
     summariser: Summariser,
     limiter: Limiter,
-    known: Option<Arc<KnownIngresses>>,
+    known: Option<Indexes>,
     events: Option<mpsc::Sender<Ready>>,
     /// Findings whose Ingress the index does not know yet: until when they wait, and whether
     /// their skip deserves its own line.
@@ -206,7 +224,7 @@ impl Report {
         bytes: Arc<AtomicUsize>,
         shutdown: CancellationToken,
     ) {
-        let mut index_changed = self.known.as_ref().map(|k| k.subscribe());
+        let mut index_changed = self.known.as_ref().map(|k| (k.ingresses.subscribe(), k.gateways.subscribe()));
         let mut stopping = false;
         loop {
             let wake = [self.summariser.next_end(), self.awaiting.iter().map(|(at, ..)| *at).min()]
@@ -215,7 +233,10 @@ impl Report {
                 .min();
             let index_ticked = async {
                 let ticked = match index_changed.as_mut() {
-                    Some(rx) => rx.changed().await.is_ok(),
+                    Some((ingresses, gateways)) => tokio::select! {
+                        changed = ingresses.changed() => changed.is_ok(),
+                        changed = gateways.changed() => changed.is_ok(),
+                    },
                     None => false,
                 };
                 if !ticked {
@@ -275,7 +296,7 @@ impl Report {
             return;
         }
         let Some(known) = &self.known else { return };
-        match known.check(&finding.namespace, &finding.name, finding.object_uid.as_deref()) {
+        match known.check(&finding) {
             Known::Yes => self.offer(&finding),
             // Not known yet, or not listed yet: wait a moment for the watch.
             Known::No | Known::NotSynced if self.awaiting.len() < MAX_AWAITING => {
@@ -287,14 +308,15 @@ impl Report {
 
     /// Findings whose Ingress has since appeared get their Event; those out of time, none.
     fn recheck(&mut self, now: Instant) {
-        let Some(known) = self.known.clone() else { return };
+        let Some(known) = self.known.take() else { return };
         for (until, finding, loud) in std::mem::take(&mut self.awaiting) {
-            match known.check(&finding.namespace, &finding.name, finding.object_uid.as_deref()) {
+            match known.check(&finding) {
                 Known::Yes => self.offer(&finding),
                 known if now >= until => self.skip(&finding, known, loud),
                 _ => self.awaiting.push((until, finding, loud)),
             }
         }
+        self.known = Some(known);
     }
 
     /// Counts (and, for a finding logged in full, logs) a finding that gets no Event.
@@ -302,18 +324,19 @@ impl Report {
         if known == Known::NotSynced {
             self.metrics.event_skipped("not_synced");
             if loud {
-                tracing::info!(ingress = %format!("{}/{}", finding.namespace, finding.name), "no Event: the known-Ingress watch has not listed yet");
+                tracing::info!(kind = finding.kind.as_str(), object = %format!("{}/{}", finding.namespace, finding.name), "no Event: the watch of known objects of this kind has not listed yet");
             }
             return;
         }
         self.metrics.event_skipped("unknown_object");
         if loud {
             tracing::warn!(
-                ingress_namespace = %finding.namespace,
-                ingress_name = %finding.name,
+                kind = finding.kind.as_str(),
+                namespace = %finding.namespace,
+                name = %finding.name,
                 object_uid = finding.object_uid.as_deref().unwrap_or(""),
                 writer = %truncate(&finding.writer.username, usize::MAX, 1024),
-                "no Event: the namespace, name and uid are not an Ingress the guard's watch knows (a forged review?)"
+                "no Event: the namespace, name and uid are not an Ingress (or Gateway, by kind) the guard's watch knows (a forged review?)"
             );
         }
     }
@@ -334,8 +357,8 @@ impl Report {
             return;
         }
         let (event, regarding) = to_event(finding);
-        let ingress = format!("{}/{}", finding.namespace, finding.name);
-        if events.try_send((event, regarding, ingress)).is_err() {
+        let object = format!("{} {}/{}", finding.kind.as_str(), finding.namespace, finding.name);
+        if events.try_send((event, regarding, object)).is_err() {
             self.metrics.event("dropped");
         }
     }
@@ -350,16 +373,16 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// Writes Events one at a time, each within `timeout`.
 async fn publish_loop(mut recorder: Recorder, mut rx: mpsc::Receiver<Ready>, metrics: Arc<Metrics>, timeout: Duration) {
-    while let Some((event, regarding, ingress)) = rx.recv().await {
+    while let Some((event, regarding, object)) = rx.recv().await {
         match tokio::time::timeout(timeout, recorder.publish(&event, &regarding)).await {
             Ok(Ok(())) => metrics.event("published"),
             Ok(Err(e)) => {
                 metrics.event("failed");
-                tracing::warn!(ingress = %ingress, error = %e, "cannot write Kubernetes Event; check RBAC for events.k8s.io events create/patch");
+                tracing::warn!(object = %object, error = %e, "cannot write Kubernetes Event; check RBAC for events.k8s.io events create/patch");
             }
             Err(_) => {
                 metrics.event("timed_out");
-                tracing::warn!(ingress = %ingress, timeout_seconds = timeout.as_secs_f64(), "Kubernetes Event not written in time; the API server is slow or unreachable (findings are still logged and counted)");
+                tracing::warn!(object = %object, timeout_seconds = timeout.as_secs_f64(), "Kubernetes Event not written in time; the API server is slow or unreachable (findings are still logged and counted)");
             }
         }
     }
@@ -369,8 +392,8 @@ async fn publish_loop(mut recorder: Recorder, mut rx: mpsc::Receiver<Ready>, met
 /// repeats per writer and Ingress. Every caller-chosen string in it is bounded.
 pub(crate) fn to_event(finding: &Finding) -> (Event, ObjectReference) {
     let regarding = ObjectReference {
-        api_version: Some("networking.k8s.io/v1".to_owned()),
-        kind: Some("Ingress".to_owned()),
+        api_version: Some(finding.kind.api_version().to_owned()),
+        kind: Some(finding.kind.as_str().to_owned()),
         namespace: Some(finding.namespace.clone()),
         name: Some(finding.name.clone()),
         uid: finding.object_uid.clone(),

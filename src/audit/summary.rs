@@ -227,6 +227,7 @@ pub(crate) fn log(repeated: &Repeated, interval: Duration) {
             writer = %writer,
             policy = %f.policy,
             findings = repeated.repeats,
+            example_kind = f.kind.as_str(),
             example_namespace = %f.namespace,
             example_name = %f.name,
             interval_seconds = interval.as_secs(),
@@ -236,6 +237,7 @@ pub(crate) fn log(repeated: &Repeated, interval: Duration) {
         return;
     }
     tracing::warn!(
+        kind = f.kind.as_str(),
         ingress_namespace = %f.namespace,
         ingress_name = %f.name,
         policy = %f.policy,
@@ -263,6 +265,7 @@ mod tests {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         attempted.hash(&mut h);
         Finding {
+            kind: crate::audit::ObjectKind::Ingress,
             uid: "u".into(),
             object_uid: Some("o".into()),
             namespace: "ns".into(),

@@ -234,14 +234,15 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     // Events only about Ingresses the guard's watch has seen: the reconciler's, when it runs
     // (one list of every Ingress per replica), else a watch for the index alone.
     let events_client = client.filter(|_| !no_events);
-    let known = events_client.as_ref().map(|_| KnownIngresses::new());
+    let known = events_client.as_ref().map(|_| (KnownIngresses::new(), KnownIngresses::new()));
     let reconciles = leader.as_ref().is_some_and(|l| l.reconcile.is_some());
-    if let (Some(client), Some(known), false) = (&events_client, &known, reconciles) {
-        start_known_ingresses(&mut tasks, client.clone(), known.clone());
+    if let (Some(client), Some((ingresses, gateways)), false) = (&events_client, &known, reconciles) {
+        start_known_objects(&mut tasks, client.clone(), ingresses.clone(), gateways.clone(), store.clone());
     }
     let stop_reconciler = start_leader_work(&mut tasks, leader, &store, &cache, &metrics, known.clone());
     // Findings are logged and turned into Events by one background task, off the request path.
-    let publisher = events_client.zip(known).map(|(client, known)| events::Publisher { client, known });
+    let publisher =
+        events_client.zip(known).map(|(client, (known, gateways))| events::Publisher { client, known, gateways });
     let settings = events::Settings { repeat_interval: repeat_log_interval, ..events::Settings::default() };
     let (events, reporter) =
         events::start(publisher, pod.instance(), metrics.clone(), settings, tasks.shutdown_token());
@@ -420,14 +421,22 @@ fn start_watches(
     }
 }
 
-/// The watch of every Ingress that tells real Event targets from forged ones, when the
-/// reconciler's does not run.
-fn start_known_ingresses(tasks: &mut Tasks, client: kube::Client, known: Arc<KnownIngresses>) {
+/// The watches of every Ingress and (once a policy governs them) every Gateway that tell real
+/// Event targets from forged ones, when the reconciler's do not run.
+fn start_known_objects(
+    tasks: &mut Tasks,
+    client: kube::Client,
+    ingresses: Arc<KnownIngresses>,
+    gateways: Arc<KnownIngresses>,
+    policies: Arc<crate::policy::store::PolicyStore>,
+) {
     let token = tasks.shutdown_token();
-    let watch = crate::sources::ingresses::watch(client, known);
-    tasks.spawn("known-Ingress watch (Event targets)", async move {
+    let watch = crate::sources::ingresses::watch(client.clone(), ingresses);
+    let gateway_watch = crate::sources::ingresses::watch_gateways(client, gateways, policies);
+    tasks.spawn("known-Ingress and known-Gateway watches (Event targets)", async move {
         tokio::select! {
             () = watch => {}
+            () = gateway_watch => {}
             () = token.cancelled() => {}
         }
     });

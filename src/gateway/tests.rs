@@ -160,3 +160,29 @@ fn a_gateway_class_keeps_its_controller_if_valid() {
     assert_eq!(class(json!(null)).controller, None);
     assert_eq!(class(json!("eg.example/c")).meta.name.as_deref(), Some("eg"));
 }
+
+#[test]
+fn the_lean_gateway_keeps_its_status_writers_bounded() {
+    let entry = |manager: &str, time: &str, fields: serde_json::Value| json!({"manager": manager, "operation": "Update", "time": time, "fieldsType": "FieldsV1", "fieldsV1": fields});
+    let mut managed = vec![
+        entry("kubectl-client-side-apply", "2026-01-01T00:00:00Z", json!({"f:spec": {"f:listeners": {}}})),
+        entry("envoy-gateway", "2026-01-01T00:00:01Z", json!({"f:status": {"f:addresses": {}, "f:conditions": {}}})),
+        entry("rogue", "2026-01-01T00:00:02Z", json!({"f:status": {"f:addresses": {}}})),
+    ];
+    let gateway = |managed: &Vec<serde_json::Value>| {
+        let object = json!({"metadata": {"name": "edge", "namespace": "infra", "managedFields": managed}, "spec": {"gatewayClassName": "eg"}});
+        serde_json::from_value::<LeanGateway>(object).unwrap()
+    };
+    assert_eq!(gateway(&managed).status_managers, ["rogue", "envoy-gateway"], "the latest status writer first");
+    managed.extend(
+        (0..100).map(|i| entry(&format!("{i}-{}", "w".repeat(1000)), "2026-01-01T00:00:03Z", json!({"f:status": {}}))),
+    );
+    let kept = gateway(&managed).status_managers;
+    assert_eq!(kept.len(), crate::ingress::bounded::MAX_MANAGERS, "as many as an Ingress keeps");
+    assert!(kept.iter().all(|m| m.len() <= crate::ingress::bounded::MAX_MANAGER_BYTES), "each cut");
+    let class: LeanGatewayClass = serde_json::from_value(
+        json!({"metadata": {"name": "eg", "managedFields": managed}, "spec": {"controllerName": "example.com/gw"}}),
+    )
+    .unwrap();
+    assert_eq!(class.controller.as_deref(), Some("example.com/gw"));
+}

@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, de};
 pub(crate) const INVALID_CLASS: &str = "<invalid class>";
 /// Field managers of the status kept per Ingress, and bytes kept of each name.
 pub(crate) const MAX_MANAGERS: usize = 4;
-const MAX_MANAGER_BYTES: usize = 128;
+pub(crate) const MAX_MANAGER_BYTES: usize = 128;
 
 /// `class` if it is a valid class name, else [`INVALID_CLASS`]. An empty class is kept as the
 /// other readers keep it: it is small, and names no class either.

@@ -41,14 +41,15 @@ impl Kind for Gateways {
     type Object = LeanGateway;
     type Write = GatewayWrite;
 
-    fn project(obj: LeanGateway, _: &Metrics) -> Option<(Key, Stored<GatewayWrite>)> {
+    fn project(mut obj: LeanGateway, _: &Metrics) -> Option<(Key, Stored<GatewayWrite>)> {
         let uid = obj.meta.uid.clone();
         let resource_version = obj.meta.resource_version.clone();
         let namespace = obj.meta.namespace.clone()?;
         let name = obj.meta.name.clone()?;
+        // The writers of its status, as for an Ingress: a fight's WARN names them.
+        let status_managers = std::mem::take(&mut obj.status_managers);
         let write = crate::check::explain_gateway::write_of(obj);
-        // The lean Gateway keeps no managedFields: a fight's writers are unknown.
-        Some(((namespace, name), Stored { write, resource_version, status_managers: Vec::new(), uid }))
+        Some(((namespace, name), Stored { write, resource_version, status_managers, uid }))
     }
 
     fn addresses(write: &GatewayWrite) -> Cow<'_, [Address]> {

@@ -177,3 +177,42 @@ fn a_gateway_review_is_read_within_the_bounds() {
 fn review_with_bad_entry() -> Value {
     review("eg", Some(json!({"addresses": [{"type": "IPAddress", "value": 7}]})))
 }
+
+#[test]
+fn a_rogue_gateway_write_is_a_finding_whose_event_regards_the_gateway() {
+    let body = serde_json::to_vec(&review("eg", Some(rogue_status()))).unwrap();
+    let review = read(&body).unwrap();
+    let enforce = policies("enforce", "192.0.2.10, gw.example.test");
+    let verdict = review.decide(&enforce, &NoCluster);
+    let finding = crate::audit::Finding::take(review, verdict).expect("a mismatch is a finding");
+    assert_eq!(finding.kind, crate::audit::ObjectKind::Gateway);
+    assert_eq!((finding.namespace.as_str(), finding.name.as_str()), ("infra", "edge"));
+    assert_eq!(finding.object_uid.as_deref(), Some("7d0c5a0e-2b59-4c49-a2c6-0d7e1c1f5c1a"));
+    assert_eq!(
+        finding.note(),
+        "rogue-controller wrote status.addresses [192.0.2.254]; policy gw requires [192.0.2.10,gw.example.test]; rewritten"
+    );
+    let (event, regarding) = crate::audit::events::to_event(&finding);
+    assert_eq!(
+        (regarding.api_version.as_deref(), regarding.kind.as_deref(), regarding.name.as_deref()),
+        (Some("gateway.networking.k8s.io/v1"), Some("Gateway"), Some("edge"))
+    );
+    assert_eq!(regarding.uid, finding.object_uid);
+    assert_eq!(event.secondary.and_then(|w| w.name).as_deref(), Some("rogue-controller"));
+    // A type an Ingress has no field for is shown as `type=value`, and a list past the bound
+    // is counted: a finding about a Gateway is as bounded as one about an Ingress.
+    let odd: Vec<Value> = (0..40).map(|i| json!({"type": "example.com/Kind", "value": format!("v{i}")})).collect();
+    let body = serde_json::to_vec(&review_of("eg", json!({"addresses": odd}))).unwrap();
+    let review = read(&body).unwrap();
+    let finding = crate::audit::Finding::take(review.clone(), review.decide(&enforce, &NoCluster)).unwrap();
+    assert_eq!(finding.attempted.total, 40);
+    assert!(finding.attempted.to_string().starts_with("40 entries: example.com/Kind=v0,"), "{}", finding.attempted);
+    // Not governed, no finding.
+    let other = serde_json::to_vec(&review_of("other", rogue_status())).unwrap();
+    let other = read(&other).unwrap();
+    assert!(crate::audit::Finding::take(other.clone(), other.decide(&enforce, &NoCluster)).is_none());
+}
+
+fn review_of(class: &str, status: Value) -> Value {
+    review(class, Some(status))
+}

@@ -97,6 +97,15 @@ struct RequestIn<'a, O> {
     dry_run: Option<bool>,
 }
 
+impl<'a, O> RequestIn<'a, O> {
+    /// The same request with `object` for its object: the fast reader learns what the object is
+    /// from the request's other fields.
+    fn with_object<P>(self, object: Option<P>) -> RequestIn<'a, P> {
+        let RequestIn { uid, kind, sub_resource, operation, name, namespace, user_info, object: _, dry_run } = self;
+        RequestIn { uid, kind, sub_resource, operation, name, namespace, user_info, object, dry_run }
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(expecting = "a GroupVersionKind object")]
 struct GroupVersionKind<'a> {
@@ -106,17 +115,25 @@ struct GroupVersionKind<'a> {
     kind: Cow<'a, str>,
 }
 
-/// The parts of an Ingress the decision reads; everything else is skipped unparsed.
+/// The parts of an object the decision reads, each of its kind's own type (an Ingress is
+/// [`IngressIn`], a Gateway [`gateway::GatewayIn`]); everything else is skipped unparsed.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an Ingress object")]
-struct IngressIn<'a> {
-    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
-    metadata: MetadataIn<'a>,
+#[serde(
+    rename_all = "camelCase",
+    expecting = "a Kubernetes object",
+    bound(deserialize = "M: Deserialize<'de> + Default, S: Deserialize<'de> + Default, T: Deserialize<'de>")
+)]
+struct ObjectIn<M, S, T> {
     #[serde(default, deserialize_with = "crate::strict::object")]
-    spec: SpecIn,
+    metadata: M,
+    #[serde(default, deserialize_with = "crate::strict::object")]
+    spec: S,
     #[serde(default, deserialize_with = "crate::strict::optional_object")]
-    status: Option<StatusIn>,
+    status: Option<T>,
 }
+
+/// The parts of an Ingress the decision reads.
+type IngressIn<'a> = ObjectIn<MetadataIn<'a>, SpecIn, StatusIn>;
 
 #[derive(Deserialize, Default)]
 #[serde(expecting = "an ObjectMeta object")]
@@ -210,6 +227,8 @@ pub enum Target<'a> {
     /// An UPDATE of a Gateway's `status` subresource.
     GatewayStatus {
         write: crate::gateway::GatewayWrite,
+        /// `metadata.uid` of the Gateway, so Events find it.
+        object_uid: Option<Cow<'a, str>>,
         /// How much of `status.addresses` the object has: where a patch must go.
         shape: crate::gateway::GatewayShape,
     },
@@ -251,8 +270,8 @@ impl Review<'_> {
 /// a bounded visitor (`address::Entries`): what a review holds does not grow with what was sent.
 pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     match skim::review(body) {
-        Some(review) if gateway::is_gateway_status(&review) => gateway::read(body),
-        Some(review) => convert(review, Ok),
+        Some(skim::Skimmed::Ingress(review)) => convert(review, Ok),
+        Some(skim::Skimmed::Gateway(review)) => gateway::convert(review, Ok),
         None => read_slow(body),
     }
 }
@@ -273,6 +292,13 @@ pub fn read_slow<'a>(body: &'a [u8]) -> Result<Review<'a>, ReviewError> {
             return gateway::read(body);
         }
         return convert(review, Ok);
+    }
+    // A Gateway's object is a Gateway's, whatever an Ingress reading of it refuses (a key of an
+    // annotation that is no UTF-8, which the Gateway reading skips unread).
+    if let Ok(review) = serde_json::from_slice::<ReviewIn<gateway::GatewayIn>>(body)
+        && gateway::is_gateway_status(&review)
+    {
+        return gateway::convert(review, Ok);
     }
     let review: ReviewIn<&'a RawValue> =
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;

@@ -1,4 +1,5 @@
-//! The Ingresses the guard knows from its own watch: namespace and name to uid, nothing more.
+//! The Ingresses the guard knows from its own watch: namespace and name to uid, nothing more
+//! (and, in an index of the same type, the Gateways: [`watch_gateways`]).
 //! The audit trail writes a Kubernetes Event only about an Ingress in here, so a forged review
 //! naming an Ingress that does not exist (or the right name with the wrong uid) can never make
 //! the guard write into the cluster. Fed by a watch of its own ([`watch()`]) through the
@@ -7,11 +8,13 @@
 
 use std::sync::{Arc, RwLock};
 
-use kube::{Api, Client, runtime::watcher};
+use kube::{Api, Client, Resource, runtime::watcher};
 use tokio::sync::watch;
 
 use crate::{
+    gateway::LeanGateway,
     ingress::LeanIngress,
+    policy::store::PolicyStore,
     sources::follow::{self, Change, Hold, Projection},
 };
 
@@ -109,33 +112,65 @@ impl KnownIngresses {
     }
 }
 
-/// Keeps `index` current from a metadata-only watch of every Ingress, until aborted.
+/// Keeps `index` current from a watch of every Gateway, until aborted, from the moment some
+/// policy governs Gateways (before, the guard may have no right to list them): the index of
+/// Gateways that Events about Gateways are checked against, when the reconciler's Gateway
+/// watch (which feeds it otherwise) does not run. Without the Gateway API CRDs the watch is
+/// retried at most [`crate::sources::gateway::RETRY_CAP`] apart, and the index stays unsynced.
+pub(crate) async fn watch_gateways(client: Client, index: Arc<KnownIngresses>, policies: Arc<PolicyStore>) {
+    let mut changed = policies.subscribe();
+    while policies.load().gateway_policies().next().is_none() {
+        if changed.changed().await.is_err() {
+            return;
+        }
+    }
+    let api: Api<LeanGateway> = Api::all(client);
+    follow_known(api, &index, "Gateway", Some(crate::sources::gateway::RETRY_CAP)).await;
+}
+
+/// Keeps `index` current from a watch of every Ingress, until aborted.
 pub(crate) async fn watch(client: Client, index: Arc<KnownIngresses>) {
     // Not a metadata-only watch: its `PartialObjectMeta` keeps every annotation (a tenant's
     // 200 KiB ones included) and lists unpaged; the lean reader keeps three strings, paged.
     let api: Api<LeanIngress> = Api::all(client);
+    follow_known(api, &index, "Ingress", None).await;
+}
+
+/// Follows every object of `api`'s lean kind into `index` (namespace and name to uid), in
+/// small pages; retried at most `cap` apart when set (a kind whose CRDs may be missing).
+async fn follow_known<R>(api: Api<R>, index: &KnownIngresses, kind: &'static str, cap: Option<std::time::Duration>)
+where
+    R: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
     let config = watcher::Config::default()
         .page_size(crate::ingress::LIST_PAGE)
         .list_semantic(watcher::ListSemantic::MostRecent);
-    let project = |ingress: LeanIngress| {
-        let meta = ingress.meta;
-        Some(((meta.namespace?, meta.name?), meta.uid?))
+    let project = |object: R| {
+        let meta = object.meta();
+        Some(((meta.namespace.clone()?, meta.name.clone()?), meta.uid.clone()?))
     };
     let mut failing = false;
-    follow::follow(api, config, project, index.as_ref(), |change| match change {
+    let hook = |change: Result<Change<Key, String>, watcher::Error>| match change {
         Ok(Change::Listed { first: true, .. }) => {
             failing = false;
-            tracing::info!(ingresses = index.len(), "known-Ingress index synced (Events are written only about these)");
+            tracing::info!(
+                kind,
+                objects = index.len(),
+                "known-object index synced (Events are written only about these)"
+            );
         }
         Ok(_) => failing = false,
         Err(e) => {
             if !failing {
-                tracing::warn!(error = %e, "known-Ingress watch failed; retrying with backoff (Events about Ingresses it has not seen are withheld)");
+                tracing::warn!(kind, error = %e, "known-object watch failed; retrying with backoff (Events about objects it has not seen are withheld)");
                 failing = true;
             }
         }
-    })
-    .await;
+    };
+    match cap {
+        None => follow::follow(api, config, project, index, hook).await,
+        Some(cap) => follow::follow_capped(api, config, cap, project, index, hook).await,
+    }
 }
 
 #[cfg(test)]

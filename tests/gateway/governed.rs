@@ -85,6 +85,23 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
         if rewrite && log.contains("Gateway policy loaded") { Ok(()) } else { Err("not yet".to_owned()) }
     })
     .await;
+    // And an Event on the Gateway, naming the writer: the guard's own watch knows the Gateway.
+    let event = eventually("an Event regarding Gateway edge", SETTLE, || async {
+        let events = support::events_about(&t.admin, ns, "edge").await;
+        let about_gateway = |e: &&k8s_openapi::api::events::v1::Event| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Gateway")
+        };
+        events.iter().find(about_gateway).cloned().ok_or_else(|| format!("no Event yet; {}", webhook.log_tail()))
+    })
+    .await;
+    let regarding = event.regarding.clone().unwrap_or_default();
+    assert_eq!(regarding.api_version.as_deref(), Some("gateway.networking.k8s.io/v1"));
+    assert_eq!(regarding.uid, read_back.metadata.uid, "the real Gateway's uid");
+    assert_eq!(event.related.as_ref().and_then(|r| r.name.as_deref()), Some(support::ROGUE_USER), "{event:?}");
+    assert_eq!((event.reason.as_deref(), event.action.as_deref()), (Some("RogueStatusWrite"), Some("RewriteStatus")));
+    let note = event.note.clone().unwrap_or_default();
+    let wrote = format!("{} wrote status.addresses [{SENTINEL}]; policy enforce requires", support::ROGUE_USER);
+    assert!(note.starts_with(&wrote) && note.ends_with("[192.0.2.60,gw.example.test]; rewritten"), "{note}");
     // A dry run is answered the same, and stores nothing.
     let dry =
         write_gateway_status(&rogue, "edge", gateway_status(&[SENTINEL_2], false, 1), true).await.expect("dry run");
@@ -159,4 +176,46 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
         "{}",
         denied.stderr
     );
+}
+
+/// With `--reconcile=false` the known-Gateway index has a watch of its own (started once a
+/// policy governs Gateways): a rogue write still gets its Event, regarding the real Gateway.
+#[tokio::test]
+async fn a_gateway_event_without_the_reconciler() {
+    let t = TestEnv::new("gw-event").await;
+    t.cluster.install_gateway_crds().await;
+    let ns = &t.ns;
+    create_gateway_class(&t.admin, ns, "example.com/gateway-controller").await;
+    let admin = gateway::gateways(&t.admin, ns);
+    create_gateway(&admin, "edge", ns).await;
+    let policies =
+        format!("policies:\n  - {{name: enforce, gatewayClasses: [{ns}], publishStatusAddress: 192.0.2.60}}\n");
+    let mut args = guard_args(&t, &policies);
+    args.retain(|a| !a.starts_with("--reconcile"));
+    args.push("--reconcile=false".to_owned());
+    let webhook = start_guard(&t, &args).await;
+    gateway::register_gateway_webhook(&t.admin, ns, &webhook.url(), webhook.ca_pem()).await;
+    let rogue = gateway::gateways(&t.cluster.rogue().await, ns);
+    eventually("a rogue write of Gateway edge is rewritten", SETTLE, || async {
+        let stored = write_gateway_status(&rogue, "edge", gateway_status(&[SENTINEL], true, 1), false)
+            .await
+            .map_err(|e| e.to_string())?;
+        let got = stored_gateway_addresses(&stored);
+        if got == ["192.0.2.60"] { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+    let event = eventually("an Event regarding Gateway edge", SETTLE, || async {
+        let events = support::events_about(&t.admin, ns, "edge").await;
+        events.into_iter().next().ok_or_else(|| format!("no Event yet; {}", webhook.log_tail()))
+    })
+    .await;
+    let regarding = event.regarding.unwrap_or_default();
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.uid),
+        (Some("Gateway"), admin.get("edge").await.unwrap().metadata.uid)
+    );
+    assert_eq!(event.related.and_then(|r| r.name).as_deref(), Some(support::ROGUE_USER));
+    let log = webhook.log();
+    let synced = log.lines().any(|l| l.contains("known-object index synced") && l.contains("\"kind\":\"Gateway\""));
+    assert!(synced, "the Gateway index's own watch: {}", webhook.log_tail());
 }

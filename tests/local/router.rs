@@ -202,7 +202,7 @@ async fn encodings_and_arrays_are_refused() {
         (
             "object: []",
             edited(&["request", "object"], serde_json::json!([])),
-            "invalid type: sequence, expected an Ingress object",
+            "request.object is not a valid Ingress: invalid type: sequence, expected a Kubernetes object",
         ),
         (
             "request: []",

@@ -24,6 +24,11 @@ async fn stalled_client() -> (Client, tokio::task::JoinHandle<()>) {
     (Client::try_from(config).unwrap(), held)
 }
 
+/// A publisher with the Ingress index `known` and no Gateways known.
+fn publisher(client: kube::Client, known: Arc<KnownIngresses>) -> Option<Publisher> {
+    Some(Publisher { client, known, gateways: KnownIngresses::new() })
+}
+
 fn index_of(ingresses: &[(&str, &str, &str)]) -> Arc<KnownIngresses> {
     let index = KnownIngresses::new();
     index.apply(Init);
@@ -61,7 +66,7 @@ async fn a_hung_event_publish_does_not_stop_later_findings() {
     // A publish that never times out within the test: the first Event hangs for good.
     let settings = Settings { publish_timeout: Duration::from_secs(3600), ..Settings::default() };
     let shutdown = CancellationToken::new();
-    let (sink, task) = start(Some(Publisher { client, known }), None, metrics.clone(), settings, shutdown.clone());
+    let (sink, task) = start(publisher(client, known), None, metrics.clone(), settings, shutdown.clone());
     let task = tokio::spawn(task);
     for i in 0..20 {
         sink.publish(sample(&format!("writer-{i}"), "ns", "web", "uid-web"));
@@ -86,7 +91,7 @@ async fn a_stalled_publish_times_out_and_the_next_is_tried() {
     let known = index_of(&[("ns", "web", "uid-web")]);
     let settings = Settings { publish_timeout: Duration::from_millis(100), ..Settings::default() };
     let shutdown = CancellationToken::new();
-    let (sink, task) = start(Some(Publisher { client, known }), None, metrics.clone(), settings, shutdown.clone());
+    let (sink, task) = start(publisher(client, known), None, metrics.clone(), settings, shutdown.clone());
     let task = tokio::spawn(task);
     sink.publish(sample("a", "ns", "web", "uid-web"));
     sink.publish(sample("b", "ns", "web", "uid-web"));
@@ -103,13 +108,8 @@ async fn forged_targets_get_no_event() {
     let metrics = Arc::new(Metrics::new());
     let known = index_of(&[("ns", "web", "uid-web")]);
     let shutdown = CancellationToken::new();
-    let (sink, task) = start(
-        Some(Publisher { client, known: known.clone() }),
-        None,
-        metrics.clone(),
-        Settings::default(),
-        shutdown.clone(),
-    );
+    let (sink, task) =
+        start(publisher(client, known.clone()), None, metrics.clone(), Settings::default(), shutdown.clone());
     let task = tokio::spawn(task);
     sink.publish(sample("forger", "ns", "ghost-0", "uid-web"));
     sink.publish(sample("forger", "no-such-namespace", "web", "uid-web"));
@@ -135,13 +135,8 @@ async fn no_event_before_the_index_has_listed() {
     let (client, _held) = stalled_client().await;
     let metrics = Arc::new(Metrics::new());
     let shutdown = CancellationToken::new();
-    let (sink, task) = start(
-        Some(Publisher { client, known: KnownIngresses::new() }),
-        None,
-        metrics.clone(),
-        Settings::default(),
-        shutdown.clone(),
-    );
+    let (sink, task) =
+        start(publisher(client, KnownIngresses::new()), None, metrics.clone(), Settings::default(), shutdown.clone());
     let task = tokio::spawn(task);
     sink.publish(sample("controller", "ns", "web", "uid-web"));
     let not_synced = "ingress_status_guard_events_skipped_total{reason=\"not_synced\"}";
@@ -158,7 +153,7 @@ async fn a_finding_just_before_the_first_list_waits_for_it() {
     let metrics = Arc::new(Metrics::new());
     let known = KnownIngresses::new();
     let shutdown = CancellationToken::new();
-    let publisher = Publisher { client, known: known.clone() };
+    let publisher = publisher(client, known.clone()).unwrap();
     let (sink, task) = start(Some(publisher), None, metrics.clone(), Settings::default(), shutdown.clone());
     let task = tokio::spawn(task);
     sink.publish(sample("controller", "ns", "web", "uid-web"));

@@ -35,7 +35,7 @@ pub(super) fn start_leader_work(
     store: &Arc<PolicyStore>,
     cache: &Arc<SourceCache>,
     metrics: &Arc<Metrics>,
-    known: Option<Arc<KnownIngresses>>,
+    known: Option<(Arc<KnownIngresses>, Arc<KnownIngresses>)>,
 ) -> oneshot::Sender<()> {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let Some(Leader { client, settings: leader_settings, reconcile, webhook_configuration, keeper }) = leader else {

@@ -2,58 +2,69 @@
 //! read with the bounds of an Ingress review: the same header checks and caller-string bounds,
 //! and the object's `status.addresses` through the bounded visitor of
 //! [`crate::gateway::status::Addresses`] (at most 16 entries kept, strings cut as read). The
-//! fast reader hands these reviews here once it sees their kind.
+//! fast reader ([`super::skim`]) reads the same [`GatewayIn`] in its one pass when the request
+//! says it is a Gateway status UPDATE; this module turns either reading into a [`Review`], and
+//! holds the serde_json reading that is the reference for what a Gateway review means.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ReviewError, ReviewIn, Target, bounds::OutOfBounds, explain, header};
+use super::{GroupVersionKind, ReviewError, ReviewIn, Target, bounds::OutOfBounds, explain, header};
 use crate::gateway::{self, GatewayShape, GatewayWrite};
 use crate::review::Review;
 
 /// The parts of a Gateway the decision reads; everything else is skipped unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "a Gateway object")]
-pub(super) struct GatewayIn<'a> {
-    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
-    metadata: MetadataIn<'a>,
-    #[serde(default, deserialize_with = "crate::strict::object")]
-    spec: SpecIn,
-    #[serde(default, deserialize_with = "crate::strict::optional_object")]
-    status: Option<StatusIn>,
-}
+pub(super) type GatewayIn<'a> = super::ObjectIn<MetadataIn<'a>, SpecIn, StatusIn>;
 
 #[derive(Deserialize, Default)]
 #[serde(expecting = "an ObjectMeta object")]
-struct MetadataIn<'a> {
+pub(super) struct MetadataIn<'a> {
     #[serde(default, borrow)]
-    uid: Option<Cow<'a, str>>,
+    pub(super) uid: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", expecting = "a GatewaySpec object")]
-struct SpecIn {
+pub(super) struct SpecIn {
     #[serde(default, deserialize_with = "crate::ingress::bounded::class_field")]
-    gateway_class_name: Option<String>,
+    pub(super) gateway_class_name: Option<String>,
 }
+
+/// `spec.gatewayClassName` alone, read as [`SpecIn`] reads it: what the fast reader hands
+/// serde_json.
+#[derive(Deserialize)]
+pub(super) struct ClassName(
+    #[serde(deserialize_with = "crate::ingress::bounded::class_field")] pub(super) Option<String>,
+);
 
 #[derive(Deserialize)]
 #[serde(expecting = "a GatewayStatus object")]
-struct StatusIn {
+pub(super) struct StatusIn {
     #[serde(default)]
-    addresses: Option<gateway::status::Addresses>,
+    pub(super) addresses: Option<gateway::status::Addresses>,
 }
 
 /// Whether a review's request is a Gateway status UPDATE (of any served version).
 pub(super) fn is_gateway_status<O>(review: &ReviewIn<'_, O>) -> bool {
     review.request.as_ref().is_some_and(|r| {
-        r.kind.group == gateway::GROUP
-            && r.kind.kind == "Gateway"
-            && r.sub_resource.as_deref() == Some("status")
-            && r.operation.as_deref() == Some("UPDATE")
+        is_gateway_kind(&r.kind) && is_status(r.sub_resource.as_deref()) && is_update(r.operation.as_deref())
     })
+}
+
+/// The three parts of [`is_gateway_status`], one per request field, for a reader that sees
+/// them one at a time.
+pub(super) fn is_gateway_kind(kind: &GroupVersionKind<'_>) -> bool {
+    kind.group == gateway::GROUP && kind.kind == "Gateway"
+}
+
+pub(super) fn is_status(sub_resource: Option<&str>) -> bool {
+    sub_resource == Some("status")
+}
+
+pub(super) fn is_update(operation: Option<&str>) -> bool {
+    operation == Some("UPDATE")
 }
 
 /// Reads a Gateway status review in one pass, or again with the object raw to word the error.
@@ -69,7 +80,8 @@ pub(super) fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     })
 }
 
-fn convert<'a, O>(
+/// A review read as a Gateway status UPDATE (by serde_json or the fast reader) into a [`Review`].
+pub(super) fn convert<'a, O>(
     review: ReviewIn<'a, O>,
     read_object: impl FnOnce(O) -> Result<GatewayIn<'a>, ReviewError>,
 ) -> Result<Review<'a>, ReviewError> {
@@ -93,6 +105,7 @@ fn convert<'a, O>(
                     addresses: addresses.kept,
                     omitted: addresses.omitted,
                 },
+                object_uid: object.metadata.uid,
                 shape,
             }
         }

@@ -22,19 +22,44 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 mod blocks;
+mod gateway;
 
 use blocks::{
     Classes, block, check_escapes, eq, escaped, lanes, prefix_xor, quote_or_backslash, quotes_and_backslashes, scan,
 };
 
-use super::{GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User};
+use super::{
+    GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User,
+    gateway::{self as gw, GatewayIn},
+};
 use crate::ingress::CLASS_ANNOTATION;
+use gateway::is_gateway;
 
 /// Deeper nesting anywhere in the document goes to serde_json (which skips any depth).
 const MAX_DEPTH: u32 = 64;
 
+/// A review as the fast reader read it: its object as an Ingress, or, when the request is a
+/// Gateway status UPDATE ([`gw::is_gateway_status`]), as a Gateway. serde_json reads the same
+/// review with the same object type ([`super::read_slow`]).
+pub(super) enum Skimmed<'a> {
+    Ingress(ReviewIn<'a, IngressIn<'a>>),
+    Gateway(ReviewIn<'a, GatewayIn<'a>>),
+}
+
+/// A request's object, read as what the request says it is.
+enum Object<'a> {
+    Ingress(IngressIn<'a>),
+    Gateway(GatewayIn<'a>),
+}
+
+/// A request with its object.
+enum Request<'a> {
+    Ingress(RequestIn<'a, IngressIn<'a>>),
+    Gateway(RequestIn<'a, GatewayIn<'a>>),
+}
+
 /// Reads `body` if it is a review this reader is sure about; `None` means "ask serde_json".
-pub(super) fn review(body: &[u8]) -> Option<ReviewIn<'_, IngressIn<'_>>> {
+pub(super) fn review(body: &[u8]) -> Option<Skimmed<'_>> {
     let body = trim(body);
     // Control characters are an error inside strings and whitespace elsewhere; a document
     // without any needs no check for them while skipping strings (and only spaces between
@@ -407,7 +432,7 @@ impl<'a> Skim<'a> {
         self.skip_value()
     }
 
-    fn review(&mut self) -> Option<ReviewIn<'a, IngressIn<'a>>> {
+    fn review(&mut self) -> Option<Skimmed<'a>> {
         let (mut api_version, mut kind, mut request) = (None, None, None);
         self.object(&["apiVersion", "kind", "request"], false, |s, f| {
             match f {
@@ -418,26 +443,40 @@ impl<'a> Skim<'a> {
             }
             Some(())
         })??;
-        Some(ReviewIn { api_version, kind, request })
+        Some(match request {
+            Some(Request::Gateway(request)) => Skimmed::Gateway(ReviewIn { api_version, kind, request: Some(request) }),
+            Some(Request::Ingress(request)) => Skimmed::Ingress(ReviewIn { api_version, kind, request: Some(request) }),
+            None => Skimmed::Ingress(ReviewIn { api_version, kind, request: None }),
+        })
     }
 
-    fn request(&mut self) -> Option<Option<RequestIn<'a, IngressIn<'a>>>> {
+    fn request(&mut self) -> Option<Option<Request<'a>>> {
         let mut uid = None;
-        let mut kind = GroupVersionKind::default();
+        let mut kind = None;
         let (mut sub_resource, mut operation, mut name, mut namespace) = (None, None, None, None);
         let mut user_info = User::default();
         let (mut object, mut dry_run) = (None, None);
+        // Where the object is, when it comes before the fields that say what it is.
+        let mut later = None;
         let names = ["uid", "kind", "subResource", "operation", "name", "namespace", "userInfo", "object", "dryRun"];
         let found = self.object(&names, true, |s, f| {
             match f {
                 0 => uid = Some(s.string()?),
-                1 => kind = s.serde()?,
-                2 => sub_resource = s.opt_string()?,
-                3 => operation = s.opt_string()?,
+                1 => kind = Some(s.serde()?),
+                2 => sub_resource = Some(s.opt_string()?),
+                3 => operation = Some(s.opt_string()?),
                 4 => name = s.opt_owned()?,
                 5 => namespace = s.opt_owned()?,
                 6 => user_info = s.serde()?,
-                7 => object = s.ingress()?,
+                7 => match is_gateway(kind.as_ref(), sub_resource.as_ref(), operation.as_ref()) {
+                    Some(gateway) => object = s.object_as(gateway)?,
+                    None => {
+                        s.spaces();
+                        let start = s.i;
+                        s.skip_value()?;
+                        later = Some((start, s.i));
+                    }
+                },
                 8 => dry_run = s.serde()?,
                 _ => s.skip(f)?,
             }
@@ -446,8 +485,45 @@ impl<'a> Skim<'a> {
         if found.is_none() {
             return Some(None);
         }
+        let (sub_resource, operation) = (sub_resource.flatten(), operation.flatten());
+        let kind = kind.unwrap_or_default();
+        let gateway =
+            gw::is_gateway_kind(&kind) && gw::is_status(sub_resource.as_deref()) && gw::is_update(operation.as_deref());
+        if let Some((start, end)) = later {
+            // Read where it stands, now that the request says what it is; validated already.
+            let resume = self.i;
+            self.i = start;
+            object = self.object_as(gateway)?;
+            if self.i != end {
+                return None;
+            }
+            self.i = resume;
+        }
         // A missing uid is an error serde_json words.
-        Some(Some(RequestIn { uid: uid?, kind, sub_resource, operation, name, namespace, user_info, object, dry_run }))
+        let request = RequestIn::<()> {
+            uid: uid?,
+            kind,
+            sub_resource,
+            operation,
+            name,
+            namespace,
+            user_info,
+            object: None,
+            dry_run,
+        };
+        Some(Some(match (gateway, object) {
+            (true, Some(Object::Gateway(object))) => Request::Gateway(request.with_object(Some(object))),
+            (true, None) => Request::Gateway(request.with_object(None)),
+            (false, Some(Object::Ingress(object))) => Request::Ingress(request.with_object(Some(object))),
+            (false, None) => Request::Ingress(request.with_object(None)),
+            // Read as the other kind: cannot happen (one rule decides both), but never guess.
+            (_, Some(_)) => return None,
+        }))
+    }
+
+    /// The request's object (or `null`), read as a Gateway or as an Ingress.
+    fn object_as(&mut self, gateway: bool) -> Option<Option<Object<'a>>> {
+        Some(if gateway { self.gateway()?.map(Object::Gateway) } else { self.ingress()?.map(Object::Ingress) })
     }
 
     fn ingress(&mut self) -> Option<Option<IngressIn<'a>>> {
@@ -505,5 +581,7 @@ impl<'a> Skim<'a> {
     }
 }
 
+#[cfg(test)]
+mod gateway_tests;
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@ use proptest::{prelude::*, strategy::ValueTree as _};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::review::read::{Review, ReviewError, convert, read_slow};
+use crate::review::read::{Review, ReviewError, convert, gateway, read_slow};
 
 const FIXTURE: &str =
     include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));
@@ -12,8 +12,14 @@ const FIXTURE: &str =
 static FAST: AtomicUsize = AtomicUsize::new(0);
 
 /// The fast reader's answer when it has one, and the serde_json reader's answer.
-fn both(body: &[u8]) -> (Option<Result<Review<'_>, String>>, Result<Review<'_>, String>) {
-    let fast = review(body).map(|r| convert(r, Ok).map_err(|e: ReviewError| e.to_string()));
+pub(super) fn both(body: &[u8]) -> (Option<Result<Review<'_>, String>>, Result<Review<'_>, String>) {
+    let fast = review(body).map(|r| {
+        match r {
+            Skimmed::Ingress(r) => convert(r, Ok),
+            Skimmed::Gateway(r) => gateway::convert(r, Ok),
+        }
+        .map_err(|e: ReviewError| e.to_string())
+    });
     if fast.is_some() {
         FAST.fetch_add(1, Ordering::Relaxed);
     }
@@ -21,7 +27,7 @@ fn both(body: &[u8]) -> (Option<Result<Review<'_>, String>>, Result<Review<'_>, 
 }
 
 /// The property: where the fast reader answers, serde_json answers the same.
-fn agree(body: &[u8]) -> Result<(), TestCaseError> {
+pub(super) fn agree(body: &[u8]) -> Result<(), TestCaseError> {
     let (fast, slow) = both(body);
     if let Some(fast) = fast {
         prop_assert_eq!(fast, slow, "body: {}", String::from_utf8_lossy(body));
@@ -257,7 +263,7 @@ fn skipped_containers_follow_the_grammar() {
 }
 
 /// A JSON value of any shape, shallow.
-fn any_json() -> impl Strategy<Value = Value> {
+pub(super) fn any_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
@@ -323,7 +329,7 @@ const PATHS: &[&[&str]] = &[
 ];
 
 /// Sets (or with `None`, removes) the member at `path`, creating objects on the way.
-fn set(root: &mut Value, path: &[&str], value: Option<Value>) {
+pub(super) fn set(root: &mut Value, path: &[&str], value: Option<Value>) {
     let (last, parents) = path.split_last().unwrap();
     let mut at = root;
     for key in parents {
@@ -370,7 +376,7 @@ const SPLICES: &[&str] = &[
     "\"ap\\u0069Version\":\"admission.k8s.io/v1\",",
 ];
 
-fn mutate(mut body: Vec<u8>, edits: &[(u8, f64, usize)]) -> Vec<u8> {
+pub(super) fn mutate(mut body: Vec<u8>, edits: &[(u8, f64, usize)]) -> Vec<u8> {
     for &(op, at, pick) in edits {
         let i = ((body.len() as f64) * at) as usize;
         let i = i.min(body.len());
