@@ -375,7 +375,7 @@ impl<K: Kind> Reconciler<K> {
                         state.damping.foreign_write(key, now);
                     }
                     let policy_contested = state.contested.count(&policy) > 0;
-                    match state.damping.step(key, &K::addresses(&stored.write), policy_contested, now) {
+                    match state.damping.step(key, &K::addresses(&stored.write), &policy, policy_contested, now) {
                         Step::Patch => self.set_contested(state, key, None),
                         Step::Wait { until, contested, fight } => {
                             if let Some(fight) = fight

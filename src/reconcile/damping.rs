@@ -13,10 +13,24 @@
 //!   [`QUIET_MIN`], twice the longest gap seen between their writes, at most [`HOLD_MAX`]),
 //!   and never sooner than an exponential hold after its last fight.
 //! - Any foreign write is left alone for [`SETTLE`] first (restarted by each further one), so a
-//!   controller rewriting in quick succession is recognised before we join; while some Ingress of
-//!   the policy is contested, the webhook is evidently not stopping writes for that policy and a
-//!   foreign write is waited out for [`QUIET_MIN`] instead. A lone rogue write in a quiet policy is
-//!   so healed [`SETTLE`] after it is seen (plus the patch rate).
+//!   controller rewriting in quick succession is recognised before we join. A lone rogue write
+//!   in a quiet policy is so healed [`SETTLE`] after it is seen (plus the patch rate).
+//! - While some Ingress of the policy is contested, the webhook is evidently not stopping writes
+//!   for that policy, and every foreign write to any of its Ingresses is judged by the contest
+//!   rule at once: it waits for the longer of its own quiet time and the longest quiet time of
+//!   the policy's contested Ingresses (learned per policy, forgotten when its contest ends),
+//!   so at least [`QUIET_MIN`], at most [`HOLD_MAX`]. The writers that contest some of a
+//!   policy's Ingresses are most likely the ones writing the rest (one controller per class),
+//!   so their pace is the better guess; a lone rogue write there is still healed, after at most
+//!   [`HOLD_MAX`]. Waiting [`QUIET_MIN`] instead, or an Ingress's own quiet time once it has two
+//!   writes, was not enough: at 10,000 Ingresses with controllers every 120 s and 60 s falling
+//!   behind (BENCHMARKS.md), their gaps often exceed a minute, and each Ingress was healed (and
+//!   undone) before it was itself contested: 3,755 heals, 94,396 DNS changes against 76,878
+//!   without a guard. The simulation in `damping/tests.rs` (200 Ingresses, 10 minutes, each
+//!   write late by 0–60 s) has 189 patches and 2,263 changes against 1,996 with a flat
+//!   [`QUIET_MIN`], 182 and 2,256 with an Ingress's own quiet time, and 39 and 2,051 with this
+//!   rule, all 39 before the policy's first contest was seen: from a cold start nothing can tell
+//!   those first writes from lone rogue ones, and each heal costs a watcher at least one change.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -160,11 +174,15 @@ impl Record {
 #[derive(Debug)]
 pub(crate) struct Damping<K> {
     records: HashMap<K, Record>,
+    /// Per contested policy, the longest quiet time of its contested Ingresses: what every
+    /// foreign write to its other Ingresses waits for. One entry per policy, removed when its
+    /// contest ends.
+    policies: HashMap<String, Duration>,
 }
 
 impl<K> Default for Damping<K> {
     fn default() -> Self {
-        Damping { records: HashMap::new() }
+        Damping { records: HashMap::new(), policies: HashMap::new() }
     }
 }
 
@@ -192,10 +210,20 @@ impl<K: Eq + Hash + Clone> Damping<K> {
         record.foreign.push_back(now);
     }
 
-    /// `key` is seen off canonical at `now`, storing `stored`; `policy_contested` when some
-    /// other Ingress of its policy is contested. Patch it now, or wait (see the module
+    /// `key` of `policy` is seen off canonical at `now`, storing `stored`; `policy_contested`
+    /// when some Ingress of its policy is contested. Patch it now, or wait (see the module
     /// documentation).
-    pub(crate) fn step(&mut self, key: &K, stored: &[Address], policy_contested: bool, now: Instant) -> Step {
+    pub(crate) fn step(
+        &mut self,
+        key: &K,
+        stored: &[Address],
+        policy: &str,
+        policy_contested: bool,
+        now: Instant,
+    ) -> Step {
+        if !policy_contested {
+            self.policies.remove(policy);
+        }
         let Some(record) = self.records.get_mut(key) else {
             // Never patched, never seen rewritten: stale since before we looked (start-up), or
             // the canonical value moved. Heal at once.
@@ -228,10 +256,16 @@ impl<K: Eq + Hash + Clone> Damping<K> {
             until = until.max(at + record.hold());
         }
         if let Some(&at) = record.foreign.back() {
-            let settle = if record.contested {
-                record.quiet()
-            } else if policy_contested {
-                QUIET_MIN
+            let settle = if record.contested || policy_contested {
+                // The webhook is evidently not stopping this policy's writes: judge the write by
+                // the contest rule at once, with the longest quiet time the policy's contested
+                // Ingresses have shown (their writers are likely this one's too).
+                let quiet = record.quiet();
+                let learned = self.policies.get(policy).copied().unwrap_or_default();
+                if record.contested && quiet > learned {
+                    self.policies.insert(policy.to_owned(), quiet);
+                }
+                quiet.max(learned)
             } else {
                 SETTLE
             };
