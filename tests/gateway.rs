@@ -14,6 +14,8 @@ mod support;
 mod checked;
 #[path = "gateway/counted.rs"]
 mod counted;
+#[path = "gateway/followed.rs"]
+mod followed;
 #[path = "gateway/governed.rs"]
 mod governed;
 #[path = "gateway/migration.rs"]
