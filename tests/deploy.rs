@@ -98,7 +98,7 @@ static PREREQUISITES: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_n
 
 /// The manifests' MutatingWebhookConfiguration `ingress-status-guard` is one object in the
 /// shared API server: the tests that create it hold this while they use it, and delete it
-/// when done.
+/// when done; the tests that dry-run apply it hold it too, so they never see another's.
 static WEBHOOK_CONFIGURATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Deletes the MutatingWebhookConfiguration `ingress-status-guard` if it exists.
@@ -146,6 +146,8 @@ async fn prerequisites(cluster: &'static Cluster) {
 async fn every_kustomization_renders_and_the_api_server_accepts_it() {
     let cluster = Cluster::shared().await;
     prerequisites(cluster).await;
+    // A dry-run apply of an object another test has created is a patch of it, not a create.
+    let _configuration = WEBHOOK_CONFIGURATION.lock().await;
     // overlays/admission-policy has no webhook to check below, only objects to accept (and
     // tests/chart.rs compares it with the chart's admission.mode=policy).
     for dir in KUSTOMIZATIONS.into_iter().chain(["overlays/admission-policy"]) {
@@ -189,6 +191,9 @@ fn relative(dir: &Path, from: &Path) -> String {
 async fn the_network_policy_and_client_ca_components_apply_together() {
     let cluster = Cluster::shared().await;
     prerequisites(cluster).await;
+    // A dry-run apply of an object another test has created is a patch of it, not a create:
+    // the RBAC test's configuration (a url clientConfig) plus this one's service is invalid.
+    let _configuration = WEBHOOK_CONFIGURATION.lock().await;
     let dir = cluster.scratch_dir("deploy-components");
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
     let up = relative(&base, &dir);
