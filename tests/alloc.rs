@@ -114,7 +114,7 @@ fn review(entry: &str, entries: usize, username: usize, groups: usize, gateway: 
                 "\"gateway.networking.k8s.io\",\"version\":\"v1\",\"kind\":\"Gateway\"",
                 1,
             )
-            .replacen("\"spec\":{\"rules\"", "\"spec\":{\"gatewayClassName\":\"eg\",\"rules\"", 1)
+            .replacen("\"spec\":{\"rules\"", "\"spec\":{\"gatewayClassName\":\"eg\",\"rules\"", 2)
             .replacen(
                 "\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"10.7.7.7\"}]}}},\"oldObject\"",
                 &["\"status\":{\"addresses\":[", &list, "]}},\"oldObject\""].concat(),

@@ -1,6 +1,6 @@
 //! The fast reader: one validating pass over a compact AdmissionReview that decodes only what
-//! the decision needs and steps over everything else (`oldObject`, `managedFields`, the escaped
-//! last-applied annotation) a block at a time, never decoding it: vector compares (SSE2 on
+//! the decision needs and steps over everything else (`oldObject` but for its class fields,
+//! `managedFields`, the escaped last-applied annotation) a block at a time, never decoding it: vector compares (SSE2 on
 //! x86-64, NEON on aarch64, through the safe `wide` crate) classify 64 bytes at once, bit
 //! arithmetic finds the escaped bytes and the inside of strings, and the walker visits only the
 //! tokens, as simdjson does.
@@ -29,7 +29,7 @@ use blocks::{
 };
 
 use super::{
-    GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User,
+    GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, StoredIn, StoredSpecIn, User,
     gateway::{self as gw, GatewayIn},
 };
 use crate::ingress::CLASS_ANNOTATION;
@@ -455,10 +455,21 @@ impl<'a> Skim<'a> {
         let mut kind = None;
         let (mut sub_resource, mut operation, mut name, mut namespace) = (None, None, None, None);
         let mut user_info = User::default();
-        let (mut object, mut dry_run) = (None, None);
+        let (mut object, mut old_object, mut dry_run) = (None, None, None);
         // Where the object is, when it comes before the fields that say what it is.
         let mut later = None;
-        let names = ["uid", "kind", "subResource", "operation", "name", "namespace", "userInfo", "object", "dryRun"];
+        let names = [
+            "uid",
+            "kind",
+            "subResource",
+            "operation",
+            "name",
+            "namespace",
+            "userInfo",
+            "object",
+            "dryRun",
+            "oldObject",
+        ];
         let found = self.object(&names, true, |s, f| {
             match f {
                 0 => uid = Some(s.string()?),
@@ -478,6 +489,7 @@ impl<'a> Skim<'a> {
                     }
                 },
                 8 => dry_run = s.serde()?,
+                9 => old_object = s.stored()?,
                 _ => s.skip(f)?,
             }
             Some(())
@@ -509,6 +521,7 @@ impl<'a> Skim<'a> {
             namespace,
             user_info,
             object: None,
+            old_object,
             dry_run,
         };
         Some(Some(match (gateway, object) {
@@ -568,6 +581,32 @@ impl<'a> Skim<'a> {
         Some(found.and(class))
     }
 
+    /// `oldObject` (or `null`) as [`StoredIn`] reads it, whatever the kind: its class fields,
+    /// everything else skipped a block at a time. What the reader holds of it is two class
+    /// names at most, so a review's memory stays bounded by its body.
+    fn stored(&mut self) -> Option<Option<StoredIn>> {
+        let mut spec = StoredSpecIn::default();
+        let found = self.object(&["spec"], true, |s, f| {
+            match f {
+                0 => {
+                    let (mut ingress_class_name, mut gateway_class_name) = (None, None);
+                    s.object(&["ingressClassName", "gatewayClassName"], false, |s, f| {
+                        match f {
+                            0 => ingress_class_name = s.opt_owned()?,
+                            1 => gateway_class_name = s.serde::<gw::ClassName>()?.0,
+                            _ => s.skip(f)?,
+                        }
+                        Some(())
+                    })??;
+                    spec = StoredSpecIn { ingress_class_name, gateway_class_name };
+                }
+                _ => s.skip(f)?,
+            }
+            Some(())
+        })?;
+        Some(found.map(|()| StoredIn { spec }))
+    }
+
     fn spec(&mut self) -> Option<SpecIn> {
         let mut ingress_class_name = None;
         self.object(&["ingressClassName"], false, |s, f| {
@@ -583,5 +622,7 @@ impl<'a> Skim<'a> {
 
 #[cfg(test)]
 mod gateway_tests;
+#[cfg(test)]
+mod stored_tests;
 #[cfg(test)]
 mod tests;
