@@ -1,9 +1,9 @@
 //! The fast reader: one validating pass over a compact AdmissionReview that decodes only what
 //! the decision needs and steps over everything else (`oldObject` but for its class fields,
-//! `managedFields`, the escaped last-applied annotation) a block at a time, never decoding it: vector compares (SSE2 on
-//! x86-64, NEON on aarch64, through the safe `wide` crate) classify 64 bytes at once, bit
-//! arithmetic finds the escaped bytes and the inside of strings, and the walker visits only the
-//! tokens, as simdjson does.
+//! `managedFields`, the escaped last-applied annotation) a block at a time, never decoding it:
+//! vector compares (SSE2 on x86-64, NEON on aarch64, through the safe `wide` crate) classify 64
+//! bytes at once, bit arithmetic finds the escaped bytes and the inside of strings, and the
+//! walker visits only the tokens, as simdjson does.
 //!
 //! It reads a subset of what the serde_json reader in [`super`] reads, into the same values:
 //! wherever serde_json would fail, or where matching it exactly would take more code than the
@@ -23,13 +23,14 @@ use std::borrow::Cow;
 use serde::Deserialize;
 mod blocks;
 mod gateway;
+mod stored;
 
 use blocks::{
     Classes, block, check_escapes, eq, escaped, lanes, prefix_xor, quote_or_backslash, quotes_and_backslashes, scan,
 };
 
 use super::{
-    GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, StoredIn, StoredSpecIn, User,
+    GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User,
     gateway::{self as gw, GatewayIn},
 };
 use crate::ingress::CLASS_ANNOTATION;
@@ -87,6 +88,10 @@ struct Skim<'a> {
     /// The whole body is ASCII (see [`scan`]).
     ascii: bool,
 }
+
+/// The members of `request` the walker reads, by index.
+const REQUEST_FIELDS: [&str; 10] =
+    ["uid", "kind", "subResource", "operation", "name", "namespace", "userInfo", "object", "dryRun", "oldObject"];
 
 /// Which member of an object the walker reads; `Skip` for the rest.
 type Field = u8;
@@ -458,19 +463,7 @@ impl<'a> Skim<'a> {
         let (mut object, mut old_object, mut dry_run) = (None, None, None);
         // Where the object is, when it comes before the fields that say what it is.
         let mut later = None;
-        let names = [
-            "uid",
-            "kind",
-            "subResource",
-            "operation",
-            "name",
-            "namespace",
-            "userInfo",
-            "object",
-            "dryRun",
-            "oldObject",
-        ];
-        let found = self.object(&names, true, |s, f| {
+        let found = self.object(&REQUEST_FIELDS, true, |s, f| {
             match f {
                 0 => uid = Some(s.string()?),
                 1 => kind = Some(s.serde()?),
@@ -581,32 +574,6 @@ impl<'a> Skim<'a> {
         Some(found.and(class))
     }
 
-    /// `oldObject` (or `null`) as [`StoredIn`] reads it, whatever the kind: its class fields,
-    /// everything else skipped a block at a time. What the reader holds of it is two class
-    /// names at most, so a review's memory stays bounded by its body.
-    fn stored(&mut self) -> Option<Option<StoredIn>> {
-        let mut spec = StoredSpecIn::default();
-        let found = self.object(&["spec"], true, |s, f| {
-            match f {
-                0 => {
-                    let (mut ingress_class_name, mut gateway_class_name) = (None, None);
-                    s.object(&["ingressClassName", "gatewayClassName"], false, |s, f| {
-                        match f {
-                            0 => ingress_class_name = s.opt_owned()?,
-                            1 => gateway_class_name = s.serde::<gw::ClassName>()?.0,
-                            _ => s.skip(f)?,
-                        }
-                        Some(())
-                    })??;
-                    spec = StoredSpecIn { ingress_class_name, gateway_class_name };
-                }
-                _ => s.skip(f)?,
-            }
-            Some(())
-        })?;
-        Some(found.map(|()| StoredIn { spec }))
-    }
-
     fn spec(&mut self) -> Option<SpecIn> {
         let mut ingress_class_name = None;
         self.object(&["ingressClassName"], false, |s, f| {
@@ -622,7 +589,5 @@ impl<'a> Skim<'a> {
 
 #[cfg(test)]
 mod gateway_tests;
-#[cfg(test)]
-mod stored_tests;
 #[cfg(test)]
 mod tests;

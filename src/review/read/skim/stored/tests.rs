@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::gateway_tests::in_order;
-use super::tests::{both, set};
+use crate::review::read::skim::gateway_tests::in_order;
+use crate::review::read::skim::tests::{both, set};
 use crate::review::read::{Forged, Review, Target};
 
 const FIXTURE: &str =
