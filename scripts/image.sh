@@ -6,6 +6,9 @@
 #   scripts/image.sh --run    build, then smoke-run it: unpack the archive (umoci), run `serve`
 #                             with a static source from the image's own rootfs under crun, and
 #                             check /readyz and --version
+#   scripts/image.sh --binary only the static release binary (step 1, cargo alone): .ci/run
+#                             builds it ahead, beside the test suite, and the later build finds
+#                             it fresh
 #
 # Load the archive elsewhere with `podman load -i FILE` or `skopeo copy oci-archive:FILE
 # docker://registry.example.com/ingress-status-guard:<version>`.
@@ -20,13 +23,17 @@ log() { printf 'image.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 run=false
+binary_only=false
 case "${1:-}" in
   "") ;;
   --run) run=true ;;
-  *) die "unknown argument ${1}; usage: scripts/image.sh [--run]" ;;
+  --binary) binary_only=true ;;
+  *) die "unknown argument ${1}; usage: scripts/image.sh [--run | --binary]" ;;
 esac
 
-for tool in cargo buildah; do
+tools=(cargo buildah)
+$binary_only && tools=(cargo)
+for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || die "$tool is required (apt-get install buildah)"
 done
 
@@ -46,6 +53,10 @@ RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" ISG_GIT_REVISION="$revi
 bin="target/$target/release/ingress-status-guard"
 if readelf -d "$bin" | grep -q NEEDED; then
   die "$bin needs shared libraries: $(readelf -d "$bin" | grep NEEDED | tr '\n' ' ')"
+fi
+if $binary_only; then
+  log "built $bin"
+  exit 0
 fi
 
 # 2. The image. buildah keeps its storage under target/image, not in the system's.

@@ -123,8 +123,8 @@ pub(crate) enum CliError {
     AdmissionPolicy(#[from] crate::admission_policy::served::NotServed),
     #[error("{path}: {message}")]
     Manifest { path: String, message: String },
-    #[error("{flag} {addr}: cannot listen: {source}")]
-    Bind { flag: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error("{flag} {addr}: cannot listen: {source}; pass another address with {flag} or {env}")]
+    Bind { flag: &'static str, env: &'static str, addr: SocketAddr, source: std::io::Error },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

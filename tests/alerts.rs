@@ -1,8 +1,11 @@
 //! The Prometheus alerts (charts/ingress-status-guard/files/prometheus-rules.yaml, and the same
 //! groups in manifests/monitoring/): `promtool check rules` accepts them, and
 //! `promtool test rules` runs tests/alerts/alerts_test.yaml, in which each alert has input
-//! series that fire it and series that must not. promtool comes from Debian's `prometheus`
-//! package (.ci/run installs it) or `$PROMTOOL`.
+//! series that fire it and series that must not. promtool is `$PROMTOOL`, else the one
+//! tests/prometheus/build.sh builds from its pinned Go module (once, cached).
+
+#[path = "support/prometheus_build.rs"]
+mod prometheus_build;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,12 +29,12 @@ fn yaml(path: &Path) -> Value {
 
 /// Runs `promtool <args>` in `dir`; returns (success, stdout + stderr).
 fn promtool(dir: &Path, args: &[&str]) -> (bool, String) {
-    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".into());
+    let promtool = prometheus_build::promtool();
     let out = Command::new(&promtool)
         .args(args)
         .current_dir(dir)
         .output()
-        .unwrap_or_else(|e| panic!("run {promtool}: {e} (install Debian's `prometheus` package, or set PROMTOOL)"));
+        .unwrap_or_else(|e| panic!("run {}: {e}", promtool.display()));
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 

@@ -1,7 +1,7 @@
 //! The Grafana dashboard (charts/ingress-status-guard/dashboards/ingress-status-guard.json),
-//! proven against a real Prometheus rather than only parsed: Prometheus (Debian's `prometheus`
-//! package, which `.ci/run` installs, or `$PROMETHEUS`) scrapes the built guard every second
-//! while it runs a real scenario against the test kube-apiserver: stale statuses healed at
+//! proven against a real Prometheus rather than only parsed: Prometheus (`$PROMETHEUS`, else
+//! the one tests/prometheus/build.sh builds from its pinned Go module) scrapes the built guard
+//! every second while it runs a real scenario against the test kube-apiserver: stale statuses healed at
 //! start-up, rogue writes patched and audited, an unresolved source, a fight with the
 //! reconciler, a forged, a malformed and an oversized review, a refused and two accepted
 //! reloads of the policy file. Then every panel's query, with
@@ -19,6 +19,8 @@ mod support;
 mod panels;
 #[path = "dashboard/prometheus.rs"]
 mod prometheus;
+#[path = "support/prometheus_build.rs"]
+mod prometheus_build;
 #[path = "dashboard/scenario.rs"]
 mod scenario;
 

@@ -8,6 +8,7 @@ use clap::Args;
 use tokio::sync::oneshot;
 
 mod leader_work;
+mod probe;
 
 use leader_work::{Leader, start_leader_work};
 
@@ -53,9 +54,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "ISG_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
     pub admin_listen: SocketAddr,
     /// Address of the plain-HTTP probe listener (/livez, /readyz), for the kubelet's probes:
-    /// its own connection table, so a flood of the admin port cannot fail them.
-    #[arg(long, env = "ISG_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
-    pub probe_listen: SocketAddr,
+    /// its own connection table, so a flood of the admin port cannot fail them. Default: in a
+    /// Pod (KUBERNETES_SERVICE_HOST set) 0.0.0.0:8081; elsewhere the --admin-listen host, on a
+    /// port the OS picks (logged).
+    #[arg(long, env = "ISG_PROBE_LISTEN")]
+    pub probe_listen: Option<SocketAddr>,
     /// Serving certificate chain (PEM). Without it, an ephemeral self-signed certificate is used.
     #[arg(long, env = "ISG_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -251,10 +254,11 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     if policy_mode {
         state.policy_mode.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    let probe_listen = probe::address(probe_listen, admin_listen, probe::in_pod());
     let listeners = Listeners {
-        webhook: bind(listen, "--listen")?,
-        admin: bind(admin_listen, "--admin-listen")?,
-        probe: bind(probe_listen, "--probe-listen")?,
+        webhook: bind(listen, "--listen", "ISG_LISTEN")?,
+        admin: bind(admin_listen, "--admin-listen", "ISG_ADMIN_LISTEN")?,
+        probe: bind(probe_listen, "--probe-listen", "ISG_PROBE_LISTEN")?,
         tls,
         limits: limits.limits(max_body_bytes),
         drain: drain_seconds,
@@ -442,8 +446,9 @@ fn start_known_objects(
     });
 }
 
-fn bind(addr: SocketAddr, flag: &'static str) -> Result<std::net::TcpListener, CliError> {
-    std::net::TcpListener::bind(addr).map_err(|source| CliError::Bind { flag, addr, source })
+/// Binds one listener; a failure names the flag and the environment variable that set it.
+fn bind(addr: SocketAddr, flag: &'static str, env: &'static str) -> Result<std::net::TcpListener, CliError> {
+    std::net::TcpListener::bind(addr).map_err(|source| CliError::Bind { flag, env, addr, source })
 }
 
 /// Resolves at `first_signal` (SIGTERM or Ctrl-C, caught since `serve` began), after stopping

@@ -1,4 +1,5 @@
-//! A real Prometheus (Debian's `prometheus` package, or `$PROMETHEUS`) on loopback, with its
+//! A real Prometheus (`$PROMETHEUS`, else the one tests/prometheus/build.sh builds from its
+//! pinned Go module) on loopback, with its
 //! own storage directory, scraping one target every second, and its HTTP API (`/api/v1/*`) read
 //! over plain HTTP/1.0 (one request per connection, no chunked bodies to decode).
 
@@ -44,7 +45,7 @@ impl Prometheus {
         );
         let config_path = dir.join("prometheus.yml");
         std::fs::write(&config_path, config).expect("write prometheus.yml");
-        let binary = std::env::var("PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
+        let binary = crate::prometheus_build::prometheus();
         for attempt in 1..=3 {
             let port = free_port();
             let mut command = Command::new(&binary);
@@ -55,9 +56,8 @@ impl Prometheus {
                 .arg("--storage.tsdb.retention.time=1h")
                 .arg("--log.level=warn");
             let log = dir.join(format!("prometheus-{attempt}.log"));
-            let proc = process::spawn("prometheus", command, &log).unwrap_or_else(|e| {
-                panic!("run {binary}: {e} (install Debian's `prometheus` package, or set PROMETHEUS)")
-            });
+            let proc =
+                process::spawn("prometheus", command, &log).unwrap_or_else(|e| panic!("run {}: {e}", binary.display()));
             let mut prometheus = Prometheus { proc, port };
             let deadline = Instant::now() + Duration::from_secs(60);
             while prometheus.proc.exited().is_none() && Instant::now() < deadline {

@@ -21,6 +21,7 @@ mod fuzz_reader;
 mod h2frames;
 mod hostile;
 mod mtls;
+mod probe;
 mod props;
 mod repeats;
 mod rotation;

@@ -1,0 +1,58 @@
+//! Where the probe listener binds when `--probe-listen` is not given: the kubelet's port in a
+//! Pod, and nothing beyond the admin listener's host elsewhere.
+//!
+//! In a Pod (the API server's in-cluster address is in the environment) the probe port is
+//! `0.0.0.0:8081`, the port the manifests and the chart probe. Outside one it takes the admin
+//! listener's host and a port the OS picks (logged as "probe server listening"): a local run
+//! with `--admin-listen 127.0.0.1:8080` opens nothing on other interfaces, and a second local
+//! instance does not fail on a taken 8081. `/livez` and `/readyz` are on the admin port anyway.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// The probe address in a Pod, where the kubelet probes it.
+pub(crate) const IN_POD: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8081);
+
+/// The environment variable the kubelet sets in every Pod (as does kube's in-cluster config
+/// detection read it): its presence is what "in a Pod" means here.
+const IN_CLUSTER_ENV: &str = "KUBERNETES_SERVICE_HOST";
+
+/// The probe listener's address: `explicit` (`--probe-listen`, `ISG_PROBE_LISTEN`) when given,
+/// else [`IN_POD`] in a Pod, else the admin listener's host with an OS-picked port.
+pub(crate) fn address(explicit: Option<SocketAddr>, admin: SocketAddr, in_pod: bool) -> SocketAddr {
+    match explicit {
+        Some(addr) => addr,
+        None if in_pod => IN_POD,
+        None => SocketAddr::new(admin.ip(), 0),
+    }
+}
+
+/// Whether this process runs in a Pod: `KUBERNETES_SERVICE_HOST` set and not empty.
+pub(crate) fn in_pod() -> bool {
+    std::env::var_os(IN_CLUSTER_ENV).is_some_and(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_probe_address_follows_the_rule() {
+        let cases = [
+            // (name, --probe-listen, --admin-listen, in a Pod, want)
+            ("explicit wins locally", Some("127.0.0.1:9000"), "127.0.0.1:8080", false, "127.0.0.1:9000"),
+            ("explicit wins in a Pod", Some("[::]:9000"), "0.0.0.0:8080", true, "[::]:9000"),
+            ("in a Pod: the kubelet's port", None, "0.0.0.0:8080", true, "0.0.0.0:8081"),
+            ("in a Pod, admin on loopback: still the kubelet's", None, "127.0.0.1:8080", true, "0.0.0.0:8081"),
+            ("local, admin on loopback: loopback, any port", None, "127.0.0.1:8080", false, "127.0.0.1:0"),
+            ("local, admin on IPv6 loopback", None, "[::1]:8080", false, "[::1]:0"),
+            ("local, admin on every interface: so is the probe", None, "0.0.0.0:8080", false, "0.0.0.0:0"),
+        ];
+        for (name, explicit, admin, in_pod, want) in cases {
+            assert_eq!(address(explicit.map(addr), addr(admin), in_pod), addr(want), "{name}");
+        }
+    }
+}
