@@ -227,7 +227,9 @@ mod fixed {
     pub(crate) fn response(written: &[&str]) -> (Vec<u8>, Vec<u8>) {
         let mut review: Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
         let uid = review["request"]["uid"].as_str().expect("fixture uid").to_owned();
-        review["request"]["object"]["spec"]["ingressClassName"] = json!(CLASS);
+        for key in ["object", "oldObject"] {
+            review["request"][key]["spec"]["ingressClassName"] = json!(CLASS);
+        }
         review["request"]["object"]["status"]["loadBalancer"]["ingress"] = super::entries(written);
         let body = serde_json::to_vec(&review).expect("serializes");
         let policies = PolicySpec {

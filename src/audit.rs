@@ -201,6 +201,9 @@ pub struct Finding {
     pub attempted_hash: u64,
     pub action: Action,
     pub dry_run: bool,
+    /// The field the write tried to change that the API server resets
+    /// (`review::Forged::field`): the write was judged under the stored value.
+    pub forged: Option<&'static str>,
 }
 
 impl Finding {
@@ -209,6 +212,7 @@ impl Finding {
     /// request path.
     pub fn take(review: Review, verdict: Verdict<'_>) -> Option<Finding> {
         let Verdict::Mismatch { policy, action, canonical } = verdict else { return None };
+        let forged = review.forged_field();
         let (kind, object_uid, namespace, name, class, addresses, omitted) = match review.target {
             Target::IngressStatus { write, object_uid, .. } => {
                 let w = write;
@@ -238,6 +242,7 @@ impl Finding {
             canonical: Shown::of(canonical.into_owned(), 0),
             action,
             dry_run: review.dry_run,
+            forged,
         })
     }
 
@@ -274,8 +279,13 @@ impl Finding {
 
     /// The message of the Kubernetes Event (at most 1 kB, as the events API requires).
     pub fn note(&self) -> String {
+        // First, so that a long list cannot cut it off.
+        let forged = match self.forged {
+            Some(field) => format!("forged_spec {field} (the API server keeps the stored value): "),
+            None => String::new(),
+        };
         let note = format!(
-            "{} wrote {} [{}]; policy {} requires [{}]; {}",
+            "{forged}{} wrote {} [{}]; policy {} requires [{}]; {}",
             truncate(&self.writer.username, usize::MAX, 256),
             self.kind.field(),
             self.attempted,
@@ -309,6 +319,7 @@ impl Finding {
                     canonical = %self.canonical,
                     action = self.action.result(),
                     dry_run = self.dry_run,
+                    forged_spec = self.forged.unwrap_or(""),
                     $message
                 )
             };
@@ -352,6 +363,7 @@ pub(crate) fn sample(writer: &str, namespace: &str, name: &str, uid: &str) -> Fi
         canonical: Shown::of(vec![Address::hostname("lb.example")], 0),
         action: Action::Rewrite,
         dry_run: false,
+        forged: None,
     }
 }
 
@@ -393,6 +405,7 @@ mod tests {
             attempted_hash: 0,
             action: Action::Rewrite,
             dry_run: false,
+            forged: None,
         };
         let note = finding.note();
         assert!(

@@ -467,6 +467,11 @@ impl Metrics {
         self.findings_dropped.inc();
     }
 
+    /// Counts a status write that forged `field` (`Forged::field`), judged as `result`.
+    pub fn forged_spec(&self, field: &'static str, result: &'static str) {
+        self.objects.forged(field, result);
+    }
+
     pub fn unresolved(&self, policy: &str) {
         self.unresolved.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).inc();
     }

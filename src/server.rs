@@ -340,6 +340,17 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
         state.metrics.overlap(&first.name, &second.name);
         tracing::warn!(uid = %review.uid, ingress_namespace = %write.namespace, ingress_name = %write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");
     }
+    if let Some(forged) = review.forged() {
+        let result = if review.dry_run { "dry_run" } else { verdict.result() };
+        state.metrics.forged_spec(forged.field(), result);
+        // A mismatch says it in its finding's line (summarised on repeats); any other verdict at
+        // debug only, so that a flood of forged writes to ungoverned objects floods no log: the
+        // metric and the audit annotation count and name every one.
+        if !matches!(verdict, Verdict::Mismatch { .. }) {
+            let (namespace, name) = review.object_key();
+            tracing::debug!(uid = %review.uid, namespace = %crate::names::truncate(namespace, usize::MAX, 253), name = %crate::names::truncate(name, usize::MAX, 253), writer = %crate::names::truncate(&review.user.username, usize::MAX, 1024), forged_spec = forged.field(), result = verdict.result(), "status write changed a field the API server resets; judged under the stored value");
+        }
+    }
     match &verdict {
         Verdict::Ignored(what) => match &review.target {
             review::Target::OutOfBounds(bound) => {

@@ -10,6 +10,8 @@ mod support;
 
 #[path = "admission_policy/equivalence.rs"]
 mod equivalence;
+#[path = "admission_policy/forged.rs"]
+mod forged;
 #[path = "admission_policy/gateway.rs"]
 mod gateway;
 #[path = "admission_policy/guard.rs"]

@@ -97,12 +97,21 @@ fn entry() -> impl Strategy<Value = String> {
 /// in its status list (fewer if they would not fit in the body limit), a username of `username` bytes and
 /// `groups` groups; with `gateway`, the same review of a Gateway of class `eg` whose
 /// `status.addresses` is that list (an Ingress entry reads as a Gateway entry of no value).
-fn review(entry: &str, entries: usize, username: usize, groups: usize, gateway: bool) -> (Vec<u8>, usize) {
+/// The stored object (`oldObject`, whose class fields the reader reads whatever the kind) has a
+/// class field of the other kind of `old_class` bytes, read and dropped.
+fn review(
+    entry: &str,
+    entries: usize,
+    username: usize,
+    groups: usize,
+    gateway: bool,
+    old_class: usize,
+) -> (Vec<u8>, usize) {
     let groups = vec!["\"system:authenticated\""; groups].join(",");
     let mut body = FIXTURE
         .replacen("\"username\":\"kubernetes-admin\"", &format!("\"username\":\"{}\"", "u".repeat(username)), 1)
         .replacen("\"groups\":[\"system:masters\",\"system:authenticated\"]", &format!("\"groups\":[{groups}]"), 1);
-    let room = MAX_BODY.saturating_sub(body.len()) / (entry.len() + 1);
+    let room = MAX_BODY.saturating_sub(body.len() + old_class + 256) / (entry.len() + 1);
     let entries = entries.min(room);
     let list = vec![entry; entries].join(",");
     let written = "\"ingress\":[{\"ip\":\"10.7.7.7\"}]}}},\"oldObject\"";
@@ -114,7 +123,7 @@ fn review(entry: &str, entries: usize, username: usize, groups: usize, gateway: 
                 "\"gateway.networking.k8s.io\",\"version\":\"v1\",\"kind\":\"Gateway\"",
                 1,
             )
-            .replacen("\"spec\":{\"rules\"", "\"spec\":{\"gatewayClassName\":\"eg\",\"rules\"", 1)
+            .replacen("\"spec\":{\"rules\"", "\"spec\":{\"gatewayClassName\":\"eg\",\"rules\"", 2)
             .replacen(
                 "\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"10.7.7.7\"}]}}},\"oldObject\"",
                 &["\"status\":{\"addresses\":[", &list, "]}},\"oldObject\""].concat(),
@@ -123,6 +132,10 @@ fn review(entry: &str, entries: usize, username: usize, groups: usize, gateway: 
     } else {
         body = body.replacen(written, &["\"ingress\":[", &list, "]}}},\"oldObject\""].concat(), 1);
     }
+    let other_kind = if gateway { "ingressClassName" } else { "gatewayClassName" };
+    let old_spec = body.find("\"oldObject\":").and_then(|o| body[o..].find("\"spec\":{").map(|s| o + s + 8));
+    let class = format!("\"{other_kind}\":\"{}\",", "c".repeat(old_class));
+    body.insert_str(old_spec.expect("the fixture's stored spec"), &class);
     (body.into_bytes(), entries)
 }
 
@@ -136,10 +149,11 @@ proptest! {
         username in prop_oneof![0..600usize, 600..(1usize << 20)],
         groups in prop_oneof![0..70usize, 70..50_000usize],
         gateway in any::<bool>(),
+        old_class in prop_oneof![0..300usize, 300..(1usize << 20)],
     ) {
         let policies = parse_file("p.yaml", "policies:\n  - {name: ingress, watchIngressWithoutClass: true, publishStatusAddress: 192.0.2.10}\n  - {name: gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.10}\n").unwrap();
         let sources = SourceCache::new(&policies);
-        let (body, entries) = review(&entry, entries, username, groups, gateway);
+        let (body, entries) = review(&entry, entries, username, groups, gateway, old_class);
         prop_assert!(body.len() <= MAX_BODY);
 
         PEAK.store(HELD.load(Ordering::Relaxed), Ordering::Relaxed);

@@ -16,6 +16,8 @@ mod checked;
 mod counted;
 #[path = "gateway/followed.rs"]
 mod followed;
+#[path = "gateway/forged.rs"]
+mod forged;
 #[path = "gateway/governed.rs"]
 mod governed;
 #[path = "gateway/migration.rs"]

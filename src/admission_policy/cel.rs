@@ -87,12 +87,16 @@ pub(crate) fn patch(canonical: &[Address]) -> String {
 
 /// Whether the Ingress's class is one of `classes`, by the class rule of `ingress`:
 /// `spec.ingressClassName`, else the legacy annotation; a class-less Ingress gives
-/// `without_class`.
+/// `without_class`. Each is read where the webhook reads it (`review::read`,
+/// `stored_ingress_class`): the field from `oldObject`, because the API server puts the
+/// stored spec back after mutating admission; the annotation from `object`, because a status
+/// write keeps the metadata it writes. The rules match UPDATEs only, which always have an
+/// `oldObject`.
 pub(crate) fn class_condition(classes: &[String], without_class: bool) -> String {
     let list = string_list(classes.iter().map(String::as_str));
     let annotation = string(CLASS_ANNOTATION);
     format!(
-        "has(object.spec.ingressClassName) ? object.spec.ingressClassName in {list} : (has(object.metadata.annotations) && {annotation} in object.metadata.annotations ? object.metadata.annotations[{annotation}] in {list} : {without_class})"
+        "has(oldObject.spec.ingressClassName) ? oldObject.spec.ingressClassName in {list} : (has(object.metadata.annotations) && {annotation} in object.metadata.annotations ? object.metadata.annotations[{annotation}] in {list} : {without_class})"
     )
 }
 

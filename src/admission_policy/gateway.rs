@@ -94,9 +94,11 @@ pub(crate) fn render(
     }
     let name = object_name(&policy.name);
     let list = cel::string_list(classes.iter().map(String::as_str));
+    // From `oldObject`, as the webhook reads it (`review::read::gateway::stored_class`): the
+    // CRD status strategy keeps everything but `status` from the stored object.
     let match_conditions = json!([{
         "name": "governed-class",
-        "expression": format!("has(object.spec.gatewayClassName) && object.spec.gatewayClassName in {list}"),
+        "expression": format!("has(oldObject.spec.gatewayClassName) && oldObject.spec.gatewayClassName in {list}"),
     }]);
     // `Equivalent` (the default, written out): a write through v1beta1 is matched as v1.
     let match_constraints = json!({
@@ -165,7 +167,7 @@ mod tests {
         assert_eq!(rule["resources"], json!(["gateways/status"]));
         assert_eq!(
             out[0]["spec"]["matchConditions"][0]["expression"],
-            "has(object.spec.gatewayClassName) && object.spec.gatewayClassName in [\"eg\"]"
+            "has(oldObject.spec.gatewayClassName) && oldObject.spec.gatewayClassName in [\"eg\"]"
         );
         let expression = out[0]["spec"]["mutations"][0]["jsonPatch"]["expression"].as_str().unwrap();
         assert!(

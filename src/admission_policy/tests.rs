@@ -65,7 +65,7 @@ fn the_canonical_list_is_a_typed_literal_with_ports_when_kept() {
 fn class_conditions_read_the_field_then_the_annotation() {
     assert_eq!(
         cel::class_condition(&["a".into(), "b\"".into()], false),
-        "has(object.spec.ingressClassName) ? object.spec.ingressClassName in [\"a\", \"b\\\"\"] : \
+        "has(oldObject.spec.ingressClassName) ? oldObject.spec.ingressClassName in [\"a\", \"b\\\"\"] : \
          (has(object.metadata.annotations) && \"kubernetes.io/ingress.class\" in object.metadata.annotations \
          ? object.metadata.annotations[\"kubernetes.io/ingress.class\"] in [\"a\", \"b\\\"\"] : false)"
     );

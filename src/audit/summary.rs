@@ -278,6 +278,7 @@ mod tests {
             canonical: Shown::default(),
             action: Action::Rewrite,
             dry_run: false,
+            forged: None,
         }
     }
 

@@ -88,6 +88,7 @@ pub(super) fn webhook_shown(stored: &Stored, verdict: &Verdict<'_>) -> String {
             write: stored.write.clone(),
             object_uid: stored.object_uid.as_deref().map(Into::into),
             shape: stored.shape,
+            forged: None,
         },
     };
     let answer: serde_json::Value =

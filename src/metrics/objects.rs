@@ -1,5 +1,6 @@
 //! The metrics that count both governed kinds, Ingresses and Gateways, with a `kind` label:
-//! drift per policy and kind, and the errors of every watch by `watch`. The older Ingress-only
+//! drift per policy and kind, the errors of every watch by `watch`, and status writes that
+//! forged a field the API server resets, by `field`. The older Ingress-only
 //! names (`drift_ingresses`, `ingress_watch_errors`) stay beside them, Ingress-only, so that
 //! a name never counts what it does not say.
 
@@ -29,6 +30,12 @@ struct KindPolicyLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ForgedLabels {
+    field: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WatchLabel {
     watch: &'static str,
 }
@@ -49,6 +56,7 @@ impl WatchErrors {
 #[derive(Debug)]
 pub(super) struct Objects {
     drift: Family<KindPolicyLabels, Gauge>,
+    forged: Family<ForgedLabels, Counter>,
     pub(super) watch_errors: WatchErrors,
 }
 
@@ -70,7 +78,17 @@ impl Objects {
         for watch in WATCHES {
             let _ = watch_errors.0.get_or_create(&WatchLabel { watch });
         }
-        Objects { drift, watch_errors }
+        let forged = Family::<ForgedLabels, Counter>::default();
+        registry.register(
+            "forged_spec_writes",
+            "Status writes that also changed a field the API server resets from the stored object (field: spec.ingressClassName, spec.gatewayClassName), by the result of the review (judged under the stored value; dry_run for dry runs)",
+            forged.clone(),
+        );
+        Objects { drift, watch_errors, forged }
+    }
+
+    pub(super) fn forged(&self, field: &'static str, result: &'static str) {
+        self.forged.get_or_create(&ForgedLabels { field, result }).inc();
     }
 
     pub(super) fn set_drift(&self, kind: &'static str, policy: &str, count: i64) {

@@ -1,6 +1,7 @@
 //! The AdmissionReview on the wire, going in: the fields the decision needs, read from the
-//! request body in one pass (everything else, `oldObject` above all, is skipped unparsed), and
-//! errors that name the field when a body is not a review we can answer.
+//! request body in one pass (everything else is skipped unparsed; of `oldObject`, only the
+//! fields a status write cannot change, [`StoredIn`]), and errors that name the field when a
+//! body is not a review we can answer.
 
 use std::borrow::Cow;
 
@@ -93,6 +94,8 @@ struct RequestIn<'a, O> {
     user_info: User<'a>,
     #[serde(default, deserialize_with = "crate::strict::optional_object")]
     object: Option<O>,
+    #[serde(default, deserialize_with = "crate::strict::optional_object")]
+    old_object: Option<StoredIn>,
     #[serde(default)]
     dry_run: Option<bool>,
 }
@@ -101,8 +104,19 @@ impl<'a, O> RequestIn<'a, O> {
     /// The same request with `object` for its object: the fast reader learns what the object is
     /// from the request's other fields.
     fn with_object<P>(self, object: Option<P>) -> RequestIn<'a, P> {
-        let RequestIn { uid, kind, sub_resource, operation, name, namespace, user_info, object: _, dry_run } = self;
-        RequestIn { uid, kind, sub_resource, operation, name, namespace, user_info, object, dry_run }
+        let RequestIn {
+            uid,
+            kind,
+            sub_resource,
+            operation,
+            name,
+            namespace,
+            user_info,
+            object: _,
+            old_object,
+            dry_run,
+        } = self;
+        RequestIn { uid, kind, sub_resource, operation, name, namespace, user_info, object, old_object, dry_run }
     }
 }
 
@@ -130,6 +144,72 @@ struct ObjectIn<M, S, T> {
     spec: S,
     #[serde(default, deserialize_with = "crate::strict::optional_object")]
     status: Option<T>,
+}
+
+/// What a status write cannot change, read from `request.oldObject` (the object as stored):
+/// the fields whose written value the API server throws away after mutating admission, which
+/// each kind's reader takes from here instead of from `request.object` (the rule is written
+/// where each kind is read: [`stored_ingress_class`], [`gateway::stored_class`]). Read alike
+/// for every kind (a field of another kind is absent), so that the fast reader need not know
+/// the kind when it meets `oldObject`; everything else in it is skipped unparsed.
+#[derive(Deserialize, Default)]
+#[serde(expecting = "a Kubernetes object")]
+struct StoredIn {
+    #[serde(default, deserialize_with = "crate::strict::object")]
+    spec: StoredSpecIn,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", expecting = "an IngressSpec or GatewaySpec object")]
+struct StoredSpecIn {
+    /// As [`SpecIn`] reads it.
+    #[serde(default)]
+    ingress_class_name: Option<String>,
+    /// As [`gateway::SpecIn`] reads it.
+    #[serde(default, deserialize_with = "crate::ingress::bounded::class_field")]
+    gateway_class_name: Option<String>,
+}
+
+/// A field a status write tried to change that the API server resets from the stored object:
+/// the write is judged without it, and is a finding (`forged_spec`) of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Forged {
+    IngressClassName,
+    GatewayClassName,
+}
+
+impl Forged {
+    /// The field, as the audit annotation, the log line, the Event and the metric name it.
+    pub fn field(self) -> &'static str {
+        match self {
+            Forged::IngressClassName => "spec.ingressClassName",
+            Forged::GatewayClassName => "spec.gatewayClassName",
+        }
+    }
+}
+
+/// The class an Ingress status write will be stored with, and the class field it forged.
+///
+/// The API server runs mutating admission on the object as the client wrote it, and only then
+/// `ingressStatusStrategy.PrepareForUpdate` (`pkg/registry/networking/ingress/strategy.go`:
+/// `newIngress.Spec = oldIngress.Spec`; `GetResetFields` is `spec` alone) copies the stored
+/// spec back. So `spec.ingressClassName` is `oldObject`'s. Metadata is not reset by a status
+/// write (measured on 1.23 and 1.37: `tests/forged.rs`), so the legacy class annotation is
+/// the object's: it is what will be stored. Without an `oldObject` (no API server sends an
+/// UPDATE without one) the object is all there is.
+fn stored_ingress_class(
+    spec: SpecIn,
+    annotation: Option<String>,
+    old: Option<StoredIn>,
+) -> (Option<String>, Option<Forged>) {
+    let (field, forged) = match old {
+        Some(old) => {
+            let forged = (spec.ingress_class_name != old.spec.ingress_class_name).then_some(Forged::IngressClassName);
+            (old.spec.ingress_class_name, forged)
+        }
+        None => (spec.ingress_class_name, None),
+    };
+    (ingress::class(field, annotation).0, forged)
 }
 
 /// The parts of an Ingress the decision reads.
@@ -215,11 +295,14 @@ pub struct User<'a> {
 pub enum Target<'a> {
     /// An UPDATE of an Ingress's `status` subresource.
     IngressStatus {
+        /// With the class the Ingress will be stored with ([`stored_ingress_class`]).
         write: StatusWrite,
         /// `metadata.uid` of the Ingress, so Events find it.
         object_uid: Option<Cow<'a, str>>,
         /// How much of `status.loadBalancer.ingress` the object has: where a patch must go.
         shape: StatusShape,
+        /// A class field the write changed, which the API server resets.
+        forged: Option<Forged>,
     },
     /// Anything else, described for the log (at most [`MAX_QUOTED`] bytes): the webhook's
     /// rules match more than they should.
@@ -231,6 +314,8 @@ pub enum Target<'a> {
         object_uid: Option<Cow<'a, str>>,
         /// How much of `status.addresses` the object has: where a patch must go.
         shape: crate::gateway::GatewayShape,
+        /// A field the write changed, which the API server resets.
+        forged: Option<Forged>,
     },
     /// An Ingress status review with a field no API server sends: allowed as written.
     OutOfBounds(OutOfBounds),
@@ -252,6 +337,28 @@ impl Review<'_> {
         match &self.target {
             Target::IngressStatus { write, .. } => &write.addresses,
             Target::GatewayStatus { .. } | Target::Other(_) | Target::OutOfBounds(_) => &[],
+        }
+    }
+
+    /// The field the write tried to change that the API server resets, if any.
+    pub fn forged(&self) -> Option<Forged> {
+        match &self.target {
+            Target::IngressStatus { forged, .. } | Target::GatewayStatus { forged, .. } => *forged,
+            Target::Other(_) | Target::OutOfBounds(_) => None,
+        }
+    }
+
+    /// The name of the field the write tried to change that the API server resets, if any.
+    pub fn forged_field(&self) -> Option<&'static str> {
+        self.forged().map(Forged::field)
+    }
+
+    /// The namespace and name of the object written (empty for other requests).
+    pub fn object_key(&self) -> (&str, &str) {
+        match &self.target {
+            Target::IngressStatus { write, .. } => (&write.namespace, &write.name),
+            Target::GatewayStatus { write, .. } => (&write.namespace, &write.name),
+            Target::Other(_) | Target::OutOfBounds(_) => ("", ""),
         }
     }
 
@@ -346,16 +453,13 @@ fn convert<'a, O>(
                 let shape = shape(ingress.status.as_ref());
                 let entries =
                     ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
+                let (class, forged) =
+                    stored_ingress_class(ingress.spec, ingress.metadata.annotations, request.old_object);
                 Target::IngressStatus {
-                    write: StatusWrite {
-                        namespace,
-                        name,
-                        class: ingress::class(ingress.spec.ingress_class_name, ingress.metadata.annotations).0,
-                        addresses: entries.kept,
-                        omitted: entries.omitted,
-                    },
+                    write: StatusWrite { namespace, name, class, addresses: entries.kept, omitted: entries.omitted },
                     object_uid: ingress.metadata.uid,
                     shape,
+                    forged,
                 }
             }
         }
@@ -461,7 +565,7 @@ mod tests {
         assert_eq!(review.api_version, ApiVersion::V1);
         assert_eq!(review.uid, "0f3cb218-7947-4a5f-839c-6e300a5ae86a");
         assert!(!review.dry_run);
-        let Target::IngressStatus { write, object_uid, shape } = &review.target else { panic!("{review:?}") };
+        let Target::IngressStatus { write, object_uid, shape, .. } = &review.target else { panic!("{review:?}") };
         assert_eq!((write.namespace.as_str(), write.name.as_str()), ("default", "demo-ing"));
         assert_eq!(write.addresses, crate::address::parse_static_list("10.7.7.7").unwrap());
         assert_eq!(object_uid.as_deref(), Some("8d85ab45-0193-4e14-b7ab-45d58c9dc450"));
@@ -473,7 +577,10 @@ mod tests {
             panic!()
         };
         assert_eq!(write.class.as_deref(), Some("legacy"));
-        with_class["request"]["object"]["spec"]["ingressClassName"] = json!("field");
+        // As stored: a status write keeps the stored spec, so the field is in both objects.
+        for key in ["object", "oldObject"] {
+            with_class["request"][key]["spec"]["ingressClassName"] = json!("field");
+        }
         let Target::IngressStatus { write, .. } = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
         else {
             panic!()

@@ -32,11 +32,16 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
     string(&mut out, format_args!("{}", review.api_version.as_str()));
     out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
     string(&mut out, format_args!("{}", review.uid));
+    // A field the API server resets is named in the audit log whatever the verdict.
+    let forged = review.forged_field();
     match verdict {
         Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } => {
             allowed(&mut out, true);
             if let Target::OutOfBounds(bound) = &review.target {
                 warning(&mut out, format!("ingress-status-guard: {bound}; status left as written"));
+            }
+            if forged.is_some() {
+                annotations(&mut out, &[], forged);
             }
         }
         Verdict::Unresolved { policy, deny, reason } => {
@@ -59,6 +64,7 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
                     ("policy", format_args!("{}", policy.name)),
                     ("unresolved", format_args!("{reason}")),
                 ],
+                forged,
             );
         }
         Verdict::Mismatch { policy, action, canonical } => {
@@ -119,6 +125,7 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
                     ("canonical", format_args!("{canonical_text}")),
                     ("policy", format_args!("{}", policy.name)),
                 ],
+                forged,
             );
         }
     }
@@ -163,16 +170,33 @@ fn warning(out: &mut Vec<u8>, text: String) {
     out.push(b']');
 }
 
-/// `"auditAnnotations"`; `members` in key order.
-fn annotations(out: &mut Vec<u8>, members: &[(&str, fmt::Arguments<'_>)]) {
+/// The audit annotation that names a field a status write changed and the API server resets.
+const FORGED_SPEC: &str = "forged_spec";
+
+/// `"auditAnnotations"`; `members` in key order, and [`FORGED_SPEC`] in its place among them
+/// when the write forged a field.
+fn annotations(out: &mut Vec<u8>, members: &[(&str, fmt::Arguments<'_>)], forged: Option<&str>) {
     out.extend_from_slice(b",\"auditAnnotations\":{");
-    for (i, (key, value)) in members.iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    let mut member = |out: &mut Vec<u8>, key: &str, value: fmt::Arguments<'_>| {
+        if !first {
             out.push(b',');
         }
+        first = false;
         string(out, format_args!("{key}"));
         out.push(b':');
-        string(out, *value);
+        string(out, value);
+    };
+    let mut forged = forged;
+    for (key, value) in members {
+        if let Some(field) = forged.filter(|_| *key > FORGED_SPEC) {
+            member(out, FORGED_SPEC, format_args!("{field}"));
+            forged = None;
+        }
+        member(out, key, *value);
+    }
+    if let Some(field) = forged {
+        member(out, FORGED_SPEC, format_args!("{field}"));
     }
     out.push(b'}');
 }

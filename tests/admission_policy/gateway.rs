@@ -29,7 +29,7 @@ fn render_and_apply(t: &TestEnv, class: &str, controller: &str, mode: &str) -> s
     std::fs::write(&classes, manifest).unwrap();
     let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", classes.to_str().unwrap()]);
     assert_eq!(code, Some(0), "render failed: {stderr}");
-    assert!(yaml.contains(&format!("object.spec.gatewayClassName in [\"{class}\"]")), "{yaml}");
+    assert!(yaml.contains(&format!("oldObject.spec.gatewayClassName in [\"{class}\"]")), "{yaml}");
     std::fs::write(&out, &yaml).unwrap();
     let admin = t.cluster.admin_kubeconfig();
     let dry = t.cluster.kubectl(admin, &["apply", "--dry-run=server", "-f", out.to_str().unwrap()]);

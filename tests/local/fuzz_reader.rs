@@ -120,6 +120,43 @@ fn byte_mutations_of_the_fixture() {
     });
 }
 
+/// Issue 30: forged-spec reviews, Ingress and Gateway: the class fields of `object` and of
+/// `oldObject` (which the reader now reads) each absent, a class, or any JSON, and the
+/// readers' rule that the stored one wins. The reader must answer each without a panic.
+#[test]
+fn forged_spec_reviews() {
+    let fixture = Review::fixture().into_value();
+    let class = prop_oneof![
+        Just(None),
+        Just(Some(Value::String("nginx".into()))),
+        Just(Some(Value::String("zzz".into()))),
+        json().prop_map(Some)
+    ];
+    let spec = prop_oneof![Just(None), json().prop_map(Some)];
+    let strategy = (any::<bool>(), class.clone(), class, spec, any::<bool>());
+    run("forged spec", strategy, |(gateway, written, stored, old_spec, no_old)| {
+        let mut review = fixture.clone();
+        let request = &mut review["request"];
+        if gateway {
+            request["kind"] =
+                serde_json::json!({"group": "gateway.networking.k8s.io", "version": "v1", "kind": "Gateway"});
+        }
+        let field = if gateway { "gatewayClassName" } else { "ingressClassName" };
+        for (key, class) in [("object", written), ("oldObject", stored)] {
+            if let Some(class) = class {
+                request[key]["spec"][field] = class;
+            }
+        }
+        if let Some(spec) = old_spec {
+            request["oldObject"]["spec"] = spec;
+        }
+        if no_old {
+            request.as_object_mut().unwrap().remove("oldObject");
+        }
+        serde_json::to_vec(&review).unwrap()
+    });
+}
+
 /// Inputs issue 12 named (arrays where objects belong), deep nesting and invalid UTF-8, kept as
 /// plain cases; a crash the fuzz passes find goes here too. None has crashed the reader so far.
 #[test]
@@ -129,6 +166,9 @@ fn regressions() {
         br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","object":[]}}"#,
         br"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
         b"\xff\xfe{}",
+        br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","kind":{"group":"networking.k8s.io","kind":"Ingress"},"subResource":"status","operation":"UPDATE","oldObject":{"spec":{"ingressClassName":"nginx"}},"object":{"spec":{"ingressClassName":"zzz"}}}}"#,
+        br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","kind":{"group":"gateway.networking.k8s.io","kind":"Gateway"},"subResource":"status","operation":"UPDATE","object":{"spec":{"gatewayClassName":"zzz"}},"oldObject":{"spec":{"gatewayClassName":["eg"]}}}}"#,
+        br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","oldObject":[],"object":{}}}"#,
     ] {
         check(input).unwrap();
     }

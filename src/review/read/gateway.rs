@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{GroupVersionKind, ReviewError, ReviewIn, Target, bounds::OutOfBounds, explain, header};
+use super::{Forged, GroupVersionKind, ReviewError, ReviewIn, StoredIn, Target, bounds::OutOfBounds, explain, header};
 use crate::gateway::{self, GatewayShape, GatewayWrite};
 use crate::review::Review;
 
@@ -44,6 +44,25 @@ pub(super) struct ClassName(
 pub(super) struct StatusIn {
     #[serde(default)]
     pub(super) addresses: Option<gateway::status::Addresses>,
+}
+
+/// The class a Gateway status write will be stored with, and the class field it forged.
+///
+/// A Gateway is a custom resource: after mutating admission, the CRD status strategy
+/// (`apiextensions-apiserver` `pkg/registry/customresource/strategy.go`,
+/// `statusStrategy.PrepareForUpdate`) replaces the written object with the stored one and puts
+/// back only its `status` (and `managedFields`). So everything outside `status` is
+/// `oldObject`'s, and of that the decision reads `spec.gatewayClassName` (`metadata.uid` cannot
+/// change: the API server refuses a changed uid). Without an `oldObject` the object is all
+/// there is.
+pub(super) fn stored_class(spec: SpecIn, old: Option<StoredIn>) -> (Option<String>, Option<Forged>) {
+    match old {
+        Some(old) => {
+            let forged = (spec.gateway_class_name != old.spec.gateway_class_name).then_some(Forged::GatewayClassName);
+            (old.spec.gateway_class_name, forged)
+        }
+        None => (spec.gateway_class_name, None),
+    }
 }
 
 /// Whether a review's request is a Gateway status UPDATE (of any served version).
@@ -97,16 +116,12 @@ pub(super) fn convert<'a, O>(
                 Some(_) => GatewayShape::Addresses,
             };
             let addresses = object.status.and_then(|s| s.addresses).unwrap_or_default();
+            let (class, forged) = stored_class(object.spec, request.old_object);
             Target::GatewayStatus {
-                write: GatewayWrite {
-                    namespace,
-                    name,
-                    class: object.spec.gateway_class_name,
-                    addresses: addresses.kept,
-                    omitted: addresses.omitted,
-                },
+                write: GatewayWrite { namespace, name, class, addresses: addresses.kept, omitted: addresses.omitted },
                 object_uid: object.metadata.uid,
                 shape,
+                forged,
             }
         }
     };

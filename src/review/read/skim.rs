@@ -1,9 +1,9 @@
 //! The fast reader: one validating pass over a compact AdmissionReview that decodes only what
-//! the decision needs and steps over everything else (`oldObject`, `managedFields`, the escaped
-//! last-applied annotation) a block at a time, never decoding it: vector compares (SSE2 on
-//! x86-64, NEON on aarch64, through the safe `wide` crate) classify 64 bytes at once, bit
-//! arithmetic finds the escaped bytes and the inside of strings, and the walker visits only the
-//! tokens, as simdjson does.
+//! the decision needs and steps over everything else (`oldObject` but for its class fields,
+//! `managedFields`, the escaped last-applied annotation) a block at a time, never decoding it:
+//! vector compares (SSE2 on x86-64, NEON on aarch64, through the safe `wide` crate) classify 64
+//! bytes at once, bit arithmetic finds the escaped bytes and the inside of strings, and the
+//! walker visits only the tokens, as simdjson does.
 //!
 //! It reads a subset of what the serde_json reader in [`super`] reads, into the same values:
 //! wherever serde_json would fail, or where matching it exactly would take more code than the
@@ -23,6 +23,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 mod blocks;
 mod gateway;
+mod stored;
 
 use blocks::{
     Classes, block, check_escapes, eq, escaped, lanes, prefix_xor, quote_or_backslash, quotes_and_backslashes, scan,
@@ -87,6 +88,10 @@ struct Skim<'a> {
     /// The whole body is ASCII (see [`scan`]).
     ascii: bool,
 }
+
+/// The members of `request` the walker reads, by index.
+const REQUEST_FIELDS: [&str; 10] =
+    ["uid", "kind", "subResource", "operation", "name", "namespace", "userInfo", "object", "dryRun", "oldObject"];
 
 /// Which member of an object the walker reads; `Skip` for the rest.
 type Field = u8;
@@ -455,11 +460,10 @@ impl<'a> Skim<'a> {
         let mut kind = None;
         let (mut sub_resource, mut operation, mut name, mut namespace) = (None, None, None, None);
         let mut user_info = User::default();
-        let (mut object, mut dry_run) = (None, None);
+        let (mut object, mut old_object, mut dry_run) = (None, None, None);
         // Where the object is, when it comes before the fields that say what it is.
         let mut later = None;
-        let names = ["uid", "kind", "subResource", "operation", "name", "namespace", "userInfo", "object", "dryRun"];
-        let found = self.object(&names, true, |s, f| {
+        let found = self.object(&REQUEST_FIELDS, true, |s, f| {
             match f {
                 0 => uid = Some(s.string()?),
                 1 => kind = Some(s.serde()?),
@@ -478,6 +482,7 @@ impl<'a> Skim<'a> {
                     }
                 },
                 8 => dry_run = s.serde()?,
+                9 => old_object = s.stored()?,
                 _ => s.skip(f)?,
             }
             Some(())
@@ -509,6 +514,7 @@ impl<'a> Skim<'a> {
             namespace,
             user_info,
             object: None,
+            old_object,
             dry_run,
         };
         Some(Some(match (gateway, object) {

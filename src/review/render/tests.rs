@@ -233,12 +233,15 @@ fn class_scoping() {
     let policies = policy(Mode::Enforce, &["nginx"], Source::Static(address::parse_static_list("192.0.2.10").unwrap()));
     let with = |class: Option<&str>, annotation: Option<&str>| {
         review(None, |r| {
-            let object = &mut r["request"]["object"];
-            if let Some(class) = class {
-                object["spec"]["ingressClassName"] = json!(class);
-            }
-            if let Some(a) = annotation {
-                object["metadata"]["annotations"][CLASS_ANNOTATION] = json!(a);
+            // As stored: the class in both objects (a status write keeps the stored spec).
+            for key in ["object", "oldObject"] {
+                let object = &mut r["request"][key];
+                if let Some(class) = class {
+                    object["spec"]["ingressClassName"] = json!(class);
+                }
+                if let Some(a) = annotation {
+                    object["metadata"]["annotations"][CLASS_ANNOTATION] = json!(a);
+                }
             }
         })
     };
@@ -378,7 +381,11 @@ fn findings_classify_writes() {
         })
     };
     let canonical = review(Some(json!({"loadBalancer": {"ingress": canonical_json()}})), |_| {});
-    let other_class = rogue(&|r| r["request"]["object"]["spec"]["ingressClassName"] = json!("traefik"));
+    let other_class = rogue(&|r| {
+        for key in ["object", "oldObject"] {
+            r["request"][key]["spec"]["ingressClassName"] = json!("traefik");
+        }
+    });
     let dry_run = rogue(&|r| r["request"]["dryRun"] = json!(true));
     let nginx_only =
         policy(Mode::Enforce, &["nginx"], Source::Static(address::parse_static_list("192.0.2.10").unwrap()));
@@ -445,4 +452,44 @@ fn out_of_bounds_reviews_are_allowed_with_a_warning_and_no_finding() {
             "warnings": ["ingress-status-guard: request.namespace is not a DNS-1123 label (at most 63 bytes); status left as written"],
         })
     );
+}
+
+/// Issue 30: a status write that forges the class is judged under the stored class, and the
+/// forged field is named in the audit annotations (in key order) and the finding, whatever the
+/// verdict.
+#[test]
+fn a_forged_class_is_judged_stored_and_named() {
+    let forged = |stored: &str, written: &str, status: Value| {
+        review(Some(status), |r| {
+            r["request"]["oldObject"]["spec"]["ingressClassName"] = json!(stored);
+            r["request"]["object"]["spec"]["ingressClassName"] = json!(written);
+        })
+    };
+    let rogue = json!({"loadBalancer": {"ingress": [{"ip": "10.6.6.6"}]}});
+    let canonical = json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}});
+    let nginx = policy(Mode::Enforce, &["nginx"], Source::Static(address::parse_static_list("192.0.2.10").unwrap()));
+    let cases = [
+        ("forged out of the policy", forged("nginx", "zzz", rogue.clone()), "patched"),
+        ("forged into the policy", forged("other", "nginx", rogue.clone()), "not_governed"),
+        ("canonical, forged", forged("nginx", "zzz", canonical), "unchanged"),
+    ];
+    for (name, input, outcome) in cases {
+        let (decision, response) = run(&input, &nginx, &NO_SERVICE);
+        assert_eq!(decision.outcome, outcome, "case {name}");
+        let annotations = &response["response"]["auditAnnotations"];
+        assert_eq!(annotations["forged_spec"], "spec.ingressClassName", "case {name}: {response}");
+        let keys: Vec<&String> = annotations.as_object().unwrap().keys().collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "case {name}: keys in order");
+        assert_eq!(decision.finding.map(|f| f.forged), (outcome == "patched").then_some(Some("spec.ingressClassName")));
+    }
+    let (_, response) = run(&forged("nginx", "nginx", rogue), &nginx, &NO_SERVICE);
+    assert_eq!(response["response"]["auditAnnotations"].get("forged_spec"), None, "not forged");
+    let for_deny = forged("nginx", "zzz", json!({"loadBalancer": {"ingress": [{"ip": "10.6.6.6"}]}}));
+    let deny = policy(Mode::Deny, &["nginx"], Source::Static(address::parse_static_list("192.0.2.10").unwrap()));
+    let (decision, response) = run(&for_deny, &deny, &NO_SERVICE);
+    assert_eq!((decision.outcome, response["response"]["allowed"].as_bool()), ("denied", Some(false)));
+    let note = decision.finding.unwrap().note();
+    assert!(note.starts_with("forged_spec spec.ingressClassName (the API server keeps the stored value): "), "{note}");
 }

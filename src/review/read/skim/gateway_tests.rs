@@ -48,7 +48,7 @@ fn written() -> Value {
 
 /// The fixture's text, its request turned into a Gateway status UPDATE whose object has
 /// `status`: every member in the API server's order (the kind and subresource before the object).
-fn in_order(status: &Value) -> String {
+pub(super) fn in_order(status: &Value) -> String {
     let text = FIXTURE.trim_end();
     let (object, old) = (text.find(",\"object\":").unwrap(), text.find(",\"oldObject\":").unwrap());
     let dry_run = text.find(",\"dryRun\":").unwrap();
@@ -322,6 +322,10 @@ const PATHS: &[&[&str]] = &[
     &["request", "object", "status", "conditions"],
     &["request", "object", "status", "listeners"],
     &["request", "oldObject", "status"],
+    &["request", "oldObject"],
+    &["request", "oldObject", "spec"],
+    &["request", "oldObject", "spec", "gatewayClassName"],
+    &["request", "oldObject", "spec", "ingressClassName"],
 ];
 
 fn entries() -> impl Strategy<Value = Value> {

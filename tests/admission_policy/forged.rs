@@ -1,0 +1,72 @@
+//! Issue 30 in `--admission=policy` mode: the MutatingAdmissionPolicies the guard keeps match
+//! on the class the API server will store (`oldObject.spec`), so a status write that forges
+//! the class is rewritten by the API server itself, Ingress (field and legacy annotation) and
+//! Gateway, with the guard SIGKILLed.
+
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::guard::{rewritten_to, start_guard};
+use super::support::gateway::{self, create_gateway, create_gateway_class, gateway_status, stored_gateway_addresses};
+use super::support::{self, Class, SENTINEL, TestEnv, create_ingress, entries, eventually};
+use super::{WAIT, addresses_of};
+
+/// A status write (merge patch, rogue identity) of `patch` to `name` through `api`.
+async fn forge<K>(api: &Api<K>, name: &str, patch: Value) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = PatchParams { field_manager: Some(support::ROGUE_USER.into()), ..PatchParams::default() };
+    api.patch_status(name, &params, &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("forged write of {name}: {e}"))
+}
+
+#[tokio::test]
+async fn forged_classes_are_rewritten_by_the_api_server_with_the_guard_killed() {
+    let t = TestEnv::new("map-forged").await;
+    t.cluster.install_gateway_crds().await;
+    let (ns, gw_class) = (&t.ns, format!("{}-gw", t.ns));
+    let dir = t.cluster.scratch_dir(&format!("map-forged-{ns}"));
+    let cfg = dir.join("policies.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "policies:\n  - {{name: {ns}, ingressClasses: [{ns}], publishStatusAddress: 192.0.2.70}}\n  - {{name: {ns}-gw, gatewayClasses: [{gw_class}], publishStatusAddress: 192.0.2.71}}\n"
+        ),
+    )
+    .unwrap();
+    create_gateway_class(&t.admin, &gw_class, "example.com/gateway-controller").await;
+    let (admin_gws, rogue_gws) = (gateway::gateways(&t.admin, ns), gateway::gateways(&t.cluster.rogue().await, ns));
+    create_gateway(&admin_gws, "edge", &gw_class).await;
+    create_ingress(&t.ingresses, "web", Class::Field(ns)).await;
+    create_ingress(&t.ingresses, "legacy", Class::Annotation(ns)).await;
+    let mut guard = start_guard(&t, &cfg).await;
+    rewritten_to(&t.rogue, "web", &["192.0.2.70"], &guard.log_path()).await;
+    eventually("the Gateway MAP rewrites a rogue write", WAIT, || async {
+        let stored = gateway::write_gateway_status(&rogue_gws, "edge", gateway_status(&[SENTINEL], true, 1), false)
+            .await
+            .map_err(|e| e.to_string())?;
+        let got = stored_gateway_addresses(&stored);
+        if got == ["192.0.2.71"] { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+
+    // SIGKILL: the API server alone enforces, on the stored class.
+    guard.stop();
+    let rogue_status = json!({"loadBalancer": {"ingress": entries(&["10.6.6.6"])}});
+    for name in ["web", "legacy"] {
+        let written: Ingress =
+            forge(&t.rogue, name, json!({"spec": {"ingressClassName": "zzz"}, "status": rogue_status})).await;
+        assert_eq!(addresses_of(written), ["192.0.2.70"], "{name}: rewritten with the guard down");
+    }
+    let status = gateway_status(&["10.6.6.6"], true, 1);
+    let written: DynamicObject =
+        forge(&rogue_gws, "edge", json!({"spec": {"gatewayClassName": "zzz"}, "status": status})).await;
+    assert_eq!(stored_gateway_addresses(&written), ["192.0.2.71"], "Gateway: rewritten with the guard down");
+    let stored = admin_gws.get("edge").await.unwrap();
+    assert_eq!(stored.data["spec"]["gatewayClassName"], json!(gw_class));
+    assert_eq!(stored.data["status"]["conditions"], status["conditions"], "conditions kept as written");
+}
