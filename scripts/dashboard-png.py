@@ -92,7 +92,7 @@ def main(argv):
         fontsize=11,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.97))
-    # A palette of 64 colours keeps the PNG small (the README links it) with no visible loss:
+    # A palette of 64 colours keeps the PNG small (docs/deploy.md shows it) with no visible loss:
     # the figure has a dozen colours and their anti-aliased edges.
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=72, facecolor=BACKGROUND)

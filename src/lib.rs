@@ -1,7 +1,7 @@
 //! ingress-status-guard: a mutating admission webhook that enforces the canonical
 //! `status.loadBalancer.ingress` of Kubernetes Ingresses.
 //!
-//! One folder per concern (README, "Architecture", has the map and the import order). A review
+//! One folder per concern (docs/architecture.md has the map and the import order). A review
 //! is read by `review`, judged by [`decide`] over `policy` and `sources` with an Ingress as
 //! `ingress` reads it, and answered by [`render`]; the reconciler (`reconcile`) and `check` call
 //! the same [`decide`]. The pure core takes values and returns values; the I/O is at the edges

@@ -174,7 +174,7 @@ async fn every_panel_shows_what_a_real_run_did() {
     .await;
 
     // Phase 2, with every series scraped: the increases the rate panels must show. One round
-    // for the test; a snapshot for the README's picture runs rounds for two minutes, so its
+    // for the test; a snapshot for the picture in docs/deploy.md runs rounds for two minutes, so its
     // lines have a shape (the same acts, more of them).
     let snapshot_to = std::env::var_os("ISG_DASHBOARD_SNAPSHOT");
     let rounds = if snapshot_to.is_some() { 24 } else { 1 };

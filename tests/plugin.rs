@@ -46,8 +46,8 @@ fn run(program: &str, path_dir: &Path, kubeconfig_env: Option<&Path>, args: &[&s
     run
 }
 
-/// A directory holding `kubectl-isg`, a symlink to the built binary: the install the README
-/// describes.
+/// A directory holding `kubectl-isg`, a symlink to the built binary: the install docs/check.md
+/// ("The kubectl plugin") describes.
 fn plugin_dir(t: &TestEnv) -> PathBuf {
     let dir = t.cluster.scratch_dir("plugin-bin");
     std::os::unix::fs::symlink(BINARY, dir.join("kubectl-isg")).expect("symlink kubectl-isg");

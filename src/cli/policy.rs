@@ -15,7 +15,7 @@ use crate::{
 /// `explain` all take it, so they read the same policies from the same flags.
 #[derive(Args, Debug, Clone, Default)]
 pub(crate) struct PolicyArgs {
-    /// YAML file with several policies (see README); replaces the policy flags below.
+    /// YAML file with several policies (see docs/policies.md); replaces the policy flags below.
     #[arg(long, env = "ISG_CONFIG", conflicts_with_all = ["publish_service", "publish_status_address", "publish_pods_namespace", "publish_pods_selector", "report_node_internal_ip_address", "ingress_class", "controller_class", "watch_ingress_without_class", "mode", "keep_ports", "on_unresolved"])]
     pub config: Option<PathBuf>,
     #[command(flatten)]

@@ -1,6 +1,6 @@
 //! Every bound on what a caller can make the webhook hold or spend: per connection, per request
-//! and in total, each set by a flag of `serve` (`cli::limits`) with a default (listed in README's
-//! "Security and limits"). The request side lives here too: reading a body within its size,
+//! and in total, each set by a flag of `serve` (`cli::limits`) with a default (listed in
+//! docs/security.md). The request side lives here too: reading a body within its size,
 //! time and the shared byte budget, before any of it is parsed.
 
 use std::{

@@ -10,7 +10,7 @@
 #   once: later runs find the binaries and return at once. A flock serializes concurrent
 #   callers (parallel test binaries), so only one of them builds.
 #
-# Supported versions: one directory per minor version here (see README, "Supported versions").
+# Supported versions: one directory per minor version here (see docs/testing.md, "Supported Kubernetes versions").
 set -euo pipefail
 
 DEFAULT_VERSION=v1.37
