@@ -1,128 +1,33 @@
 //! Prometheus metrics of the webhook, served as text on the admin port's `/metrics`. Label
-//! values that a caller controls are escaped and bounded here, in number and in length
+//! values that a caller controls are escaped and bounded, in length ([`labels`]) and in number
 //! (the `writer` label's table: [`writers`]).
 
+mod labels;
 pub(crate) mod objects;
 pub(crate) mod writers;
 
-use std::{fmt::Write as _, sync::Mutex, time::Duration};
+use std::{sync::Mutex, time::Duration};
 
 use prometheus_client::{
-    encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, text::encode},
+    encoding::text::encode,
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
-use crate::names::truncate;
-
 pub(crate) use writers::WriterLabels;
+
+use labels::*;
 
 /// Default of `--max-writer-labels`: distinct `writer` label values at once; a newcomer then
 /// takes the label of the writer seen least recently ([`writers`]).
 pub(crate) const DEFAULT_MAX_WRITERS: usize = 50;
 /// The `writer` label of every write with `--max-writer-labels=0`.
 pub(crate) const OTHER_WRITER: &str = "other";
-/// Longest label value kept, in bytes: a forged 1 MiB username must not become a 1 MiB series.
-const MAX_LABEL_BYTES: usize = writers::MAX_LABEL_BYTES;
-
-/// A label value as OpenMetrics requires it: `\`, `"` and line feed escaped. prometheus-client
-/// 0.24 writes `String` label values verbatim, so a `"` and a newline in a username would forge
-/// a sample line.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-struct Escaped(String);
-
-impl Escaped {
-    fn new(value: &str) -> Self {
-        Escaped(truncate(value, usize::MAX, MAX_LABEL_BYTES))
-    }
-}
-
-impl EncodeLabelValue for Escaped {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        let mut rest = self.0.as_str();
-        while let Some(at) = rest.find(['\\', '"', '\n']) {
-            encoder.write_str(&rest[..at])?;
-            encoder.write_str(match rest.as_bytes()[at] {
-                b'\\' => "\\\\",
-                b'"' => "\\\"",
-                _ => "\\n",
-            })?;
-            rest = &rest[at + 1..];
-        }
-        encoder.write_str(rest)
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabel {
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RogueLabels {
-    policy: Escaped,
-    writer: Escaped,
-    action: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PolicyLabel {
-    policy: Escaped,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OverlapLabels {
-    first: Escaped,
-    second: Escaped,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ServiceLabel {
-    service: Escaped,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct FieldLabel {
-    field: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PatchLabels {
-    policy: Escaped,
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ListenerLabel {
-    listener: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabel {
-    reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LineLabel {
-    line: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-    revision: &'static str,
-}
-
 /// The crate version and the git revision it was built from ("unknown" without git: build.rs).
 pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub(crate) const REVISION: &str = env!("ISG_GIT_REVISION");
 /// What `--version` prints after the program name.
 pub(crate) const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (revision ", env!("ISG_GIT_REVISION"), ")");
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct EventLabel {
-    result: &'static str,
-}
 
 /// Every metric the webhook exports.
 pub struct Metrics {
