@@ -334,7 +334,8 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
 
 /// Logs, counts and queues the Event for a decision; never waits.
 fn report(state: &AppState, policies: &Policies, review: review::Review, verdict: Verdict<'_>) {
-    if let (true, review::Target::IngressStatus { write, .. }) = (policies.several(), &review.target)
+    if let (true, review::Target::IngressStatus { write, .. }) =
+        (policies.several(crate::kind::Kind::Ingress), &review.target)
         && let Some((first, second)) = crate::decision::overlap(write, policies, state.sources.as_ref())
     {
         state.metrics.overlap(&first.name, &second.name);
