@@ -34,6 +34,10 @@ pub(crate) struct Info {
     pub(crate) name: &'static str,
     /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
     pub(crate) label: &'static str,
+    /// The object's `apiVersion`, as an Event's `regarding` names it.
+    pub(crate) api_version: &'static str,
+    /// The status field the guard governs on this kind.
+    pub(crate) field: &'static str,
     /// The resource, as the API's URLs and the `watch` label of metrics name it.
     pub(crate) plural: &'static str,
     /// Whether a class-less object can be governed through the cluster's default class.
@@ -60,6 +64,16 @@ impl Kind {
         self.info().name
     }
 
+    /// The object's `apiVersion`, as an Event's `regarding` names it.
+    pub(crate) fn api_version(self) -> &'static str {
+        self.info().api_version
+    }
+
+    /// The status field the guard governs on this kind.
+    pub(crate) fn field(self) -> &'static str {
+        self.info().field
+    }
+
     /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
     pub(crate) fn label(self) -> &'static str {
         self.info().label
@@ -71,6 +85,23 @@ impl fmt::Display for Kind {
         f.write_str(self.name())
     }
 }
+
+/// A `tracing` event whose object fields are named by kind, as the documented log lines name
+/// them (`ingress_namespace`, `ingress_name`; `gateway_namespace`, `gateway_name`):
+/// `object_event!(warn, kind, {fields before}, namespace, name, fields after and message)`.
+macro_rules! object_event {
+    ($level:ident, $kind:expr, { $($before:tt)* }, $namespace:expr, $name:expr, $($after:tt)*) => {
+        match $kind {
+            $crate::kind::Kind::Ingress => {
+                tracing::$level!($($before)* ingress_namespace = %$namespace, ingress_name = %$name, $($after)*)
+            }
+            $crate::kind::Kind::Gateway => {
+                tracing::$level!($($before)* gateway_namespace = %$namespace, gateway_name = %$name, $($after)*)
+            }
+        }
+    };
+}
+pub(crate) use object_event;
 
 /// A write of a governed object's status (from a review, or a stored object), as the decision
 /// sees it: which object, its class, and the entries of its status list, bounded.

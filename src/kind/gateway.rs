@@ -25,6 +25,8 @@ pub(crate) type GatewayWrite = super::Write<status::GatewayAddress>;
 pub(crate) const INFO: super::Info = super::Info {
     name: "Gateway",
     label: "gateway",
+    api_version: "gateway.networking.k8s.io/v1",
+    field: "status.addresses",
     plural: "gateways",
     default_class: false,
     optional_api: Some("the Gateway API CRDs are not installed"),

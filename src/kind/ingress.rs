@@ -26,8 +26,15 @@ pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is
 pub(crate) type StatusWrite = super::Write<Address>;
 
 /// The Ingress's constants.
-pub(crate) const INFO: super::Info =
-    super::Info { name: "Ingress", label: "ingress", plural: "ingresses", default_class: true, optional_api: None };
+pub(crate) const INFO: super::Info = super::Info {
+    name: "Ingress",
+    label: "ingress",
+    api_version: "networking.k8s.io/v1",
+    field: "status.loadBalancer.ingress",
+    plural: "ingresses",
+    default_class: true,
+    optional_api: None,
+};
 
 /// Ingresses: `status.loadBalancer.ingress`, entries `{ip, hostname, ports}`.
 pub(crate) struct Ingresses;

@@ -129,10 +129,10 @@ pub(super) fn watch_failed<K: Governed>(error: &kube::runtime::watcher::Error, m
     let name = info.name;
     match absent {
         Some(why) => {
-            tracing::warn!(retry_every = ?crate::sources::gateway::RETRY_CAP, "the API server serves no {name}s ({why}): the reconciler leaves {name} policies inactive until they appear")
+            tracing::warn!(retry_every = ?crate::sources::gateway::RETRY_CAP, "the API server serves no {name}s ({why}): the reconciler leaves {name} policies inactive until they appear");
         }
         None => {
-            tracing::warn!(error = %error, "{name} watch failed; retrying with backoff (admission keeps working from its caches)")
+            tracing::warn!(error = %error, "{name} watch failed; retrying with backoff (admission keeps working from its caches)");
         }
     }
 }
