@@ -148,22 +148,6 @@ struct Op<V> {
     value: V,
 }
 
-/// A bounded list read from a caller: the first entries kept, the rest counted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(dead_code)] // the readers' bounded lists fold into it next
-pub(crate) struct Bounded<E> {
-    /// The entries kept, in order.
-    pub(crate) kept: Vec<E>,
-    /// How many more there were.
-    pub(crate) omitted: usize,
-}
-
-impl<E> Default for Bounded<E> {
-    fn default() -> Self {
-        Bounded { kept: Vec::new(), omitted: 0 }
-    }
-}
-
 /// The entry type of a governed kind's status list, naming its kind, so that a [`Write`] says
 /// which kind it is and generic code is called without turbofish.
 pub(crate) trait Entry: Clone + Eq + fmt::Debug + fmt::Display + Serialize + Send + Sync + 'static {
