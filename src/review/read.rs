@@ -334,9 +334,9 @@ impl<E: Entry, S> Status<'_, E, S> {
 macro_rules! on_status {
     ($target:expr, $s:ident => $on:expr, _ => $else:expr) => {
         match $target {
-            Target::Ingress($s) => $on,
-            Target::Gateway($s) => $on,
-            Target::Other(_) | Target::OutOfBounds(_) => $else,
+            $crate::review::Target::Ingress($s) => $on,
+            $crate::review::Target::Gateway($s) => $on,
+            $crate::review::Target::Other(_) | $crate::review::Target::OutOfBounds(_) => $else,
         }
     };
 }
