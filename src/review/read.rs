@@ -17,7 +17,10 @@ pub(crate) use bounds::OutOfBounds;
 use crate::{
     address::{Address, Entries},
     decision::{Verdict, decide},
-    ingress::{self, StatusShape, StatusWrite, class_annotation},
+    kind::{
+        Entry, Governed, Kind, Write,
+        ingress::{self, StatusShape, StatusWrite, class_annotation},
+    },
     names::truncate,
     policy::Policies,
     sources::Sources,
@@ -166,7 +169,7 @@ struct StoredSpecIn {
     #[serde(default)]
     ingress_class_name: Option<String>,
     /// As [`gateway::SpecIn`] reads it.
-    #[serde(default, deserialize_with = "crate::ingress::bounded::class_field")]
+    #[serde(default, deserialize_with = "crate::kind::ingress::bounded::class_field")]
     gateway_class_name: Option<String>,
 }
 
@@ -294,58 +297,73 @@ pub struct User<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target<'a> {
     /// An UPDATE of an Ingress's `status` subresource.
-    IngressStatus {
-        /// With the class the Ingress will be stored with ([`stored_ingress_class`]).
-        write: StatusWrite,
-        /// `metadata.uid` of the Ingress, so Events find it.
-        object_uid: Option<Cow<'a, str>>,
-        /// How much of `status.loadBalancer.ingress` the object has: where a patch must go.
-        shape: StatusShape,
-        /// A class field the write changed, which the API server resets.
-        forged: Option<Forged>,
-    },
+    Ingress(Status<'a, Address, StatusShape>),
+    /// An UPDATE of a Gateway's `status` subresource.
+    Gateway(Status<'a, crate::kind::gateway::status::GatewayAddress, crate::kind::gateway::GatewayShape>),
     /// Anything else, described for the log (at most [`MAX_QUOTED`] bytes): the webhook's
     /// rules match more than they should.
     Other(String),
-    /// An UPDATE of a Gateway's `status` subresource.
-    GatewayStatus {
-        write: crate::gateway::GatewayWrite,
-        /// `metadata.uid` of the Gateway, so Events find it.
-        object_uid: Option<Cow<'a, str>>,
-        /// How much of `status.addresses` the object has: where a patch must go.
-        shape: crate::gateway::GatewayShape,
-        /// A field the write changed, which the API server resets.
-        forged: Option<Forged>,
-    },
-    /// An Ingress status review with a field no API server sends: allowed as written.
+    /// A status review with a field no API server sends: allowed as written.
     OutOfBounds(OutOfBounds),
 }
+
+/// A status write of one governed kind (whose entries are `E`, and shapes `S`), as a review
+/// carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status<'a, E, S> {
+    /// With the class the object will be stored with (its reader's `stored_*class`).
+    pub write: Write<E>,
+    /// `metadata.uid` of the object, so Events find it.
+    pub object_uid: Option<Cow<'a, str>>,
+    /// How much of the status list's path the object has: where a patch must go.
+    pub shape: S,
+    /// A field the write changed, which the API server resets.
+    pub forged: Option<Forged>,
+}
+
+// `Entry` is the crate's: the method is too (the type is public for the benchmarks' reviews).
+#[allow(private_bounds)]
+impl<E: Entry, S> Status<'_, E, S> {
+    /// The kind of object written.
+    pub(crate) fn kind(&self) -> Kind {
+        <E::Of as Governed>::KIND
+    }
+}
+
+/// `$on` applied to the [`Status`] of a status target, whatever its kind; `$else` otherwise.
+macro_rules! on_status {
+    ($target:expr, $s:ident => $on:expr, _ => $else:expr) => {
+        match $target {
+            $crate::review::Target::Ingress($s) => $on,
+            $crate::review::Target::Gateway($s) => $on,
+            $crate::review::Target::Other(_) | $crate::review::Target::OutOfBounds(_) => $else,
+        }
+    };
+}
+pub(crate) use on_status;
 
 impl Review<'_> {
     /// The decision on this review.
     pub fn decide<'p>(&self, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
         match &self.target {
-            Target::IngressStatus { write, .. } => decide(write, policies, sources),
-            Target::GatewayStatus { write, .. } => crate::decision::decide_gateway(write, policies, sources),
             Target::Other(what) => Verdict::Ignored(what.clone()),
             Target::OutOfBounds(bound) => Verdict::Ignored(bound.to_string()),
+            // The other targets are matched above.
+            target => on_status!(target, s => decide(&s.write, policies, sources), _ => Verdict::NotGoverned),
         }
     }
 
     /// What was written to `status.loadBalancer.ingress` (empty for other requests).
     pub fn attempted(&self) -> &[Address] {
         match &self.target {
-            Target::IngressStatus { write, .. } => &write.addresses,
-            Target::GatewayStatus { .. } | Target::Other(_) | Target::OutOfBounds(_) => &[],
+            Target::Ingress(s) => &s.write.addresses,
+            _ => &[],
         }
     }
 
     /// The field the write tried to change that the API server resets, if any.
     pub fn forged(&self) -> Option<Forged> {
-        match &self.target {
-            Target::IngressStatus { forged, .. } | Target::GatewayStatus { forged, .. } => *forged,
-            Target::Other(_) | Target::OutOfBounds(_) => None,
-        }
+        on_status!(&self.target, s => s.forged, _ => None)
     }
 
     /// The name of the field the write tried to change that the API server resets, if any.
@@ -353,22 +371,19 @@ impl Review<'_> {
         self.forged().map(Forged::field)
     }
 
+    /// The kind of the object written (`None` for other requests).
+    pub(crate) fn kind(&self) -> Option<Kind> {
+        on_status!(&self.target, s => Some(s.kind()), _ => None)
+    }
+
     /// The namespace and name of the object written (empty for other requests).
     pub fn object_key(&self) -> (&str, &str) {
-        match &self.target {
-            Target::IngressStatus { write, .. } => (&write.namespace, &write.name),
-            Target::GatewayStatus { write, .. } => (&write.namespace, &write.name),
-            Target::Other(_) | Target::OutOfBounds(_) => ("", ""),
-        }
+        on_status!(&self.target, s => (&s.write.namespace, &s.write.name), _ => ("", ""))
     }
 
     /// How many entries were written after [`Self::attempted`], counted but not kept.
     pub fn omitted(&self) -> usize {
-        match &self.target {
-            Target::IngressStatus { write, .. } => write.omitted,
-            Target::GatewayStatus { write, .. } => write.omitted,
-            Target::Other(_) | Target::OutOfBounds(_) => 0,
-        }
+        on_status!(&self.target, s => s.write.omitted, _ => 0)
     }
 }
 
@@ -439,30 +454,20 @@ fn convert<'a, O>(
     review: ReviewIn<'a, O>,
     read_object: impl FnOnce(O) -> Result<IngressIn<'a>, ReviewError>,
 ) -> Result<Review<'a>, ReviewError> {
-    let (api_version, request) = header(review)?;
+    let (api_version, mut request) = header(review)?;
     let is_ingress =
         matches!(request.kind.group.as_ref(), "networking.k8s.io" | "extensions") && request.kind.kind == "Ingress";
     let sub_resource = request.sub_resource.as_deref().unwrap_or("");
     let operation = request.operation.as_deref().unwrap_or("");
     let target = if is_ingress && sub_resource == "status" && operation == "UPDATE" {
         let ingress = read_object(request.object.ok_or(ReviewError::MissingObject)?)?;
-        let (namespace, name) = (request.namespace.unwrap_or_default(), request.name.unwrap_or_default());
-        match OutOfBounds::check(&namespace, &name, ingress.metadata.uid.as_deref()) {
-            Some(bound) => Target::OutOfBounds(bound),
-            None => {
-                let shape = shape(ingress.status.as_ref());
-                let entries =
-                    ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
-                let (class, forged) =
-                    stored_ingress_class(ingress.spec, ingress.metadata.annotations, request.old_object);
-                Target::IngressStatus {
-                    write: StatusWrite { namespace, name, class, addresses: entries.kept, omitted: entries.omitted },
-                    object_uid: ingress.metadata.uid,
-                    shape,
-                    forged,
-                }
-            }
-        }
+        status_target(&mut request.namespace, &mut request.name, ingress.metadata.uid, |write, object_uid| {
+            let shape = shape(ingress.status.as_ref());
+            let entries = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
+            let (class, forged) = stored_ingress_class(ingress.spec, ingress.metadata.annotations, request.old_object);
+            let write = StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write };
+            Target::Ingress(Status { write, object_uid, shape, forged })
+        })
     } else {
         // Every part is the caller's: each is cut, then the whole.
         let part = |text: &str| truncate(text, usize::MAX, 253);
@@ -478,13 +483,40 @@ fn convert<'a, O>(
         );
         Target::Other(truncate(&what, usize::MAX, MAX_QUOTED))
     };
-    Ok(Review {
+    Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
+}
+
+/// The target of a status review of any kind: out of bounds when a caller string is, else
+/// `build`'s, given the write's namespace and name (the rest for `build` to fill) and the
+/// object's uid.
+fn status_target<'a, E>(
+    namespace: &mut Option<String>,
+    name: &mut Option<String>,
+    object_uid: Option<Cow<'a, str>>,
+    build: impl FnOnce(crate::kind::Write<E>, Option<Cow<'a, str>>) -> Target<'a>,
+) -> Target<'a> {
+    let (namespace, name) = (namespace.take().unwrap_or_default(), name.take().unwrap_or_default());
+    match OutOfBounds::check(&namespace, &name, object_uid.as_deref()) {
+        Some(bound) => Target::OutOfBounds(bound),
+        None => build(crate::kind::Write { namespace, name, ..crate::kind::Write::default() }, object_uid),
+    }
+}
+
+/// The review of `target`, with what the response and a finding need of the request.
+fn finish<'a>(
+    api_version: ApiVersion,
+    uid: Cow<'a, str>,
+    dry_run: Option<bool>,
+    user: User<'a>,
+    target: Target<'a>,
+) -> Review<'a> {
+    Review {
         api_version,
-        uid: request.uid,
-        dry_run: request.dry_run.unwrap_or(false),
-        user: User { username: bounds::username(request.user_info.username), groups: request.user_info.groups },
+        uid,
+        dry_run: dry_run.unwrap_or(false),
+        user: User { username: bounds::username(user.username), groups: user.groups },
         target,
-    })
+    }
 }
 
 fn shape(status: Option<&StatusIn>) -> StatusShape {
@@ -510,81 +542,4 @@ fn explain<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::{Value, json};
-
-    use super::*;
-    use crate::ingress::CLASS_ANNOTATION;
-
-    const FIXTURE: &str =
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));
-
-    #[test]
-    fn malformed_reviews_say_what_is_wrong() {
-        let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
-        let edited = |edit: &dyn Fn(&mut Value)| {
-            let mut v = fixture.clone();
-            edit(&mut v);
-            serde_json::to_vec(&v).unwrap()
-        };
-        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-            ("not json", b"{".to_vec(), "body is not a valid AdmissionReview: EOF while parsing"),
-            ("array", b"[]".to_vec(), "body is not a valid AdmissionReview: expected a JSON object"),
-            ("wrong kind", edited(&|v| v["kind"] = json!("Pod")), "kind must be \"AdmissionReview\", got \"Pod\""),
-            ("wrong version", edited(&|v| v["apiVersion"] = json!("v1")), "apiVersion must be"),
-            (
-                "no request",
-                edited(&|v| drop(v.as_object_mut().unwrap().remove("request"))),
-                "AdmissionReview has no request",
-            ),
-            (
-                "no uid",
-                edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("uid"))),
-                "body is not a valid AdmissionReview: request: missing field `uid`",
-            ),
-            (
-                "no object",
-                edited(&|v| drop(v["request"].as_object_mut().unwrap().remove("object"))),
-                "request.object is required",
-            ),
-            (
-                "bad status",
-                edited(&|v| v["request"]["object"]["status"] = json!({"loadBalancer": {"ingress": [{"ip": 7}]}})),
-                "request.object is not a valid Ingress: status.loadBalancer.ingress[0].ip: invalid type: integer `7`",
-            ),
-        ];
-        for (name, body, want) in cases {
-            let err = read(&body).unwrap_err().to_string();
-            assert!(err.starts_with(want), "case {name}: {err}");
-        }
-    }
-
-    #[test]
-    fn reads_what_the_decision_needs() {
-        let review = read(FIXTURE.as_bytes()).unwrap();
-        assert_eq!(review.api_version, ApiVersion::V1);
-        assert_eq!(review.uid, "0f3cb218-7947-4a5f-839c-6e300a5ae86a");
-        assert!(!review.dry_run);
-        let Target::IngressStatus { write, object_uid, shape, .. } = &review.target else { panic!("{review:?}") };
-        assert_eq!((write.namespace.as_str(), write.name.as_str()), ("default", "demo-ing"));
-        assert_eq!(write.addresses, crate::address::parse_static_list("10.7.7.7").unwrap());
-        assert_eq!(object_uid.as_deref(), Some("8d85ab45-0193-4e14-b7ab-45d58c9dc450"));
-        assert_eq!(*shape, StatusShape::IngressList);
-        let mut with_class: Value = serde_json::from_str(FIXTURE).unwrap();
-        with_class["request"]["object"]["metadata"]["annotations"] = json!({CLASS_ANNOTATION: "legacy"});
-        let Target::IngressStatus { write, .. } = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
-        else {
-            panic!()
-        };
-        assert_eq!(write.class.as_deref(), Some("legacy"));
-        // As stored: a status write keeps the stored spec, so the field is in both objects.
-        for key in ["object", "oldObject"] {
-            with_class["request"][key]["spec"]["ingressClassName"] = json!("field");
-        }
-        let Target::IngressStatus { write, .. } = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
-        else {
-            panic!()
-        };
-        assert_eq!(write.class.as_deref(), Some("field"), "spec.ingressClassName wins over the annotation");
-    }
-}
+mod tests;
