@@ -265,10 +265,7 @@ impl<K: Kind> Reconciler<K> {
                 failing = true;
             }
         };
-        match K::RETRY_CAP {
-            None => follow::follow(api, watch_config(), project, self.as_ref(), hook).await,
-            Some(cap) => follow::follow_capped(api, watch_config(), cap, project, self.as_ref(), hook).await,
-        }
+        follow::follow(api, watch_config(), K::RETRY_CAP, project, self.as_ref(), hook).await;
     }
 
     fn on_change(&self, change: Change<Key, Stored<K::Write>>) {

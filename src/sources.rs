@@ -325,7 +325,7 @@ impl SourceCache {
         // The field selector leaves one object at most, kept as its addresses.
         let held = RwLock::new(Projection::default());
         let project = |obj: Service| Some(((), service::addresses(&obj, true)));
-        follow::follow(api, config, project, &held, |change| {
+        follow::follow(api, config, None, project, &held, |change| {
             if change.is_ok() {
                 self.heard
                     .write()

@@ -140,7 +140,7 @@ impl Scope {
                 changed
             });
         };
-        let configuration = follow(api, config, project, &held, hook);
+        let configuration = follow(api, config, None, project, &held, hook);
         tokio::join!(configuration, self.follow_namespaces(client, &name, selector_rx));
     }
 
@@ -178,7 +178,7 @@ impl Scope {
                             self.set(name, State::Unknown(format!("cannot list the Namespaces selected by {s}: {e}")));
                         }
                     };
-                    let namespaces = follow(api, config, |n: Namespace| Some((n.name_any(), ())), &held, hook);
+                    let namespaces = follow(api, config, None, |n: Namespace| Some((n.name_any(), ())), &held, hook);
                     tokio::select! {
                         () = namespaces => {}
                         changed = selector.changed() => if changed.is_err() { return },

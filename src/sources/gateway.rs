@@ -155,7 +155,7 @@ impl SourceCache {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", gw.name));
         let held = RwLock::new(Projection::default());
         let project = |obj: LeanGateway| Some(((), addresses(&obj)));
-        follow::follow_capped(api, config, RETRY_CAP, project, &held, |change| {
+        follow::follow(api, config, Some(RETRY_CAP), project, &held, |change| {
             let held = || held.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&()).cloned();
             match change {
                 Ok(Change::Listing) => {

@@ -69,7 +69,7 @@ impl<V: PartialEq> Store<V> {
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     {
         let project = |obj: K| Some((obj.name_any(), project(&obj)));
-        follow::follow(api, config, project, &self.0, |change| {
+        follow::follow(api, config, None, project, &self.0, |change| {
             let news = match change {
                 Ok(Change::Listing) => false,
                 Ok(Change::Listed { .. }) => {

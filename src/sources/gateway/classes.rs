@@ -59,7 +59,7 @@ impl SourceCache {
         let api: Api<LeanGatewayClass> = Api::all(client);
         let classes = &self.gateway_classes;
         let project = |class: LeanGatewayClass| Some((class.name_any(), class.controller));
-        follow::follow_capped(api, watcher::Config::default(), RETRY_CAP, project, &classes.held, |change| {
+        follow::follow(api, watcher::Config::default(), Some(RETRY_CAP), project, &classes.held, |change| {
             let news = match change {
                 Ok(Change::Listing) => false,
                 Ok(Change::Listed { first, .. }) => {
