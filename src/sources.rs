@@ -26,7 +26,6 @@ use service::{PublishService, ServiceError};
 use std::{
     borrow::Cow,
     collections::{BTreeMap, HashMap},
-    future::Future,
     sync::{Arc, RwLock},
     time::{Duration, Instant},
 };
@@ -207,8 +206,9 @@ pub struct SourceCache {
     /// Counts changes of any source's entry, so the reconciler knows when canonical addresses
     /// may have moved without polling.
     generation: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Whether every watch started before it was read once: readiness (latched, so that a
-    /// reload that adds a Service does not take a serving webhook out of its endpoints).
+    /// Whether every source and inventory collection of the start-up policies was read once:
+    /// each holds a handle until its watch reads it. Readiness; latched, so that a reload that
+    /// adds a Service does not take a serving webhook out of its endpoints.
     pub(crate) initialize: Initialize,
     /// The IngressClasses, GatewayClasses, Namespaces, controller Pods and Nodes the policies
     /// need; replaced when a reload changes what is needed ([`SourceCache::track_inventory`]).
@@ -221,11 +221,12 @@ impl SourceCache {
     /// An empty cache for the sources `policies` publish; the watches fill it.
     pub fn new(policies: &Policies) -> Arc<Self> {
         let generation = Arc::new(tokio::sync::watch::Sender::new(0));
+        let initialize = Initialize::default();
         Arc::new(SourceCache {
-            services: Published::new(policies, generation.clone()),
-            gateways: Published::new(policies, generation.clone()),
-            initialize: Initialize::default(),
-            inventory: RwLock::new(Inventory::new(policies, generation.clone())),
+            services: Published::new(policies, generation.clone(), &initialize),
+            gateways: Published::new(policies, generation.clone(), &initialize),
+            inventory: RwLock::new(Inventory::new(policies, generation.clone(), &initialize)),
+            initialize,
             generation,
             watch_errors: std::sync::OnceLock::new(),
         })
@@ -256,16 +257,15 @@ impl SourceCache {
         if current.serves(policies) {
             return false;
         }
-        *current = Inventory::new(policies, self.generation.clone());
+        *current = Inventory::new(policies, self.generation.clone(), &self.initialize);
         drop(current);
         self.generation.send_modify(|g| *g += 1);
         true
     }
 
-    /// Runs the current inventory's watches until the task is aborted; they hold their
-    /// readiness handles from this call on.
-    pub(crate) fn watch_inventory(&self, client: Client) -> impl Future<Output = ()> + Send + 'static {
-        self.inventory().run(client, &self.initialize, self.watch_errors.get().cloned())
+    /// Runs the current inventory's watches until the task is aborted.
+    pub(crate) async fn watch_inventory(self: Arc<Self>, client: Client) {
+        self.inventory().run(client, self.watch_errors.get()).await;
     }
 
     /// The IngressClasses the inventory holds ([`Inventory::ingress_classes`]).

@@ -170,6 +170,16 @@ pub(crate) async fn follow<R, K, V>(
     }
 }
 
+/// Whether a watch error says the API server does not serve the kind (its CRDs are not
+/// installed).
+pub(crate) fn is_api_absent(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
+        _ => false,
+    }
+}
+
 /// Exponential backoff from 800 ms, doubling up to a cap, restarted by the watcher after a
 /// success.
 #[derive(Debug, Clone)]

@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use kube::runtime::watcher;
-
 use super::{
     Unresolved,
     published::{News, Publish, Why, log_news},
@@ -65,15 +63,8 @@ pub(crate) fn addresses(gateway: &LeanGateway) -> Result<Vec<Address>, GatewayEr
     Ok(address::canonicalize(entries))
 }
 
-/// Whether a watch error says the API server does not serve the kind (its CRDs are not
-/// installed).
-pub(crate) fn is_api_absent(error: &watcher::Error) -> bool {
-    match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
-        _ => false,
-    }
-}
+// Where the reconciler's Gateway watch finds it (`reconcile/gateway.rs`).
+pub(crate) use super::follow::is_api_absent;
 
 /// The wire of the `publishGateway` source for the [`super::published::Published`] cache.
 #[derive(Debug)]

@@ -6,8 +6,8 @@
 //! Unlike kubert's, it is latched and never waits twice: once initialized, handles given out
 //! later are inert, so a reload that adds a Service does not take a serving webhook out of its
 //! endpoints (the new source is unresolved until its watch lists, as any unresolved source).
-//! Before the first handle nothing is awaited: a guard whose policies read no cluster is
-//! initialized at once.
+//! A guard whose policies read no cluster gives out no handle: it is initialized at once (and
+//! a reload that adds a watch later does not unready it either).
 
 use std::sync::{Arc, Mutex};
 
@@ -47,8 +47,19 @@ impl Initialize {
     }
 
     /// Whether no handle is outstanding (every one given out has been dropped, or none was).
+    /// Once it has said so it always will: the answer latches when first observed, as the
+    /// old readiness flags did, so handles must be given out before anyone asks (the watches
+    /// take theirs when they are spawned, before `serve` listens).
     pub(crate) fn initialized(&self) -> bool {
-        matches!(*self.0.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner), None | Some(0))
+        let mut outstanding = self.0.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match *outstanding {
+            None => true,
+            Some(0) => {
+                *outstanding = None;
+                true
+            }
+            Some(_) => false,
+        }
     }
 }
 
@@ -94,8 +105,11 @@ mod tests {
     }
 
     #[test]
-    fn nothing_to_wait_for_is_initialized() {
-        assert!(Initialize::default().initialized());
+    fn nothing_to_wait_for_is_initialized_and_stays() {
+        let init = Initialize::default();
+        assert!(init.initialized());
+        let _late = init.handle();
+        assert!(init.initialized(), "a reload's first watch does not unready a serving webhook");
     }
 
     #[tokio::test]

@@ -9,7 +9,6 @@
 use std::{
     collections::{BTreeMap, HashMap},
     fmt::Debug,
-    future::Future,
     sync::{
         Arc, RwLock,
         atomic::{AtomicBool, Ordering},
@@ -32,8 +31,9 @@ use crate::{
     metrics::objects::{GATEWAY_CLASSES, WatchErrors},
     policy::{PodsRef, Policies},
     sources::{
+        follow::is_api_absent,
         follow::{self, Change, Projection},
-        gateway::{RETRY_CAP, is_api_absent},
+        gateway::RETRY_CAP,
         initialized::{Handle, Initialize},
         nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
     },
@@ -56,11 +56,22 @@ struct Store<V> {
     /// The last watch attempt found the kind not served (its CRDs are not installed): read as
     /// empty.
     absent: AtomicBool,
+    /// Readiness waits for this collection until its watch has read it.
+    unread: std::sync::Mutex<Option<Handle>>,
 }
 
-impl<V> Default for Store<V> {
-    fn default() -> Self {
-        Store { held: RwLock::default(), absent: AtomicBool::new(false) }
+impl<V> Store<V> {
+    fn new(init: &Initialize) -> Self {
+        Store {
+            held: RwLock::default(),
+            absent: AtomicBool::new(false),
+            unread: std::sync::Mutex::new(Some(init.handle())),
+        }
+    }
+
+    /// The collection has been read: readiness no longer waits for it.
+    fn read_once(&self) {
+        self.unread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }
 }
 
@@ -90,9 +101,7 @@ impl<V: PartialEq> Store<V> {
     }
 
     /// Feeds the store from a watch until it ends (never, short of shutdown: errors are
-    /// retried with backoff while the last known state stays in place), dropping `init` once
-    /// it is read.
-    #[allow(clippy::too_many_arguments)] // each is one fact of the watch; a struct would only rename them
+    /// retried with backoff while the last known state stays in place).
     async fn follow<K>(
         &self,
         api: Api<K>,
@@ -100,14 +109,12 @@ impl<V: PartialEq> Store<V> {
         watch: Watch,
         project: impl Fn(&K) -> V,
         changed: &watch::Sender<u64>,
-        init: Handle,
         errors: Option<&WatchErrors>,
     ) where
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     {
         let Watch { what, absent, metric } = watch;
         let project = |obj: K| Some((obj.name_any(), project(&obj)));
-        let mut init = Some(init);
         follow::follow(api, config, absent.map(|(cap, _)| cap), project, &self.held, |change| {
             let news = match change {
                 Ok(Change::Listing) => false,
@@ -115,7 +122,7 @@ impl<V: PartialEq> Store<V> {
                     self.absent.store(false, Ordering::Relaxed);
                     let objects = self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner).len();
                     tracing::info!(watch = what, objects, "watch synced");
-                    init.take();
+                    self.read_once();
                     true
                 }
                 // Heartbeats and unrelated fields change objects all the time; only a change
@@ -126,7 +133,7 @@ impl<V: PartialEq> Store<V> {
                 }
                 Ok(Change::Deleted { .. }) => true,
                 Err(e) if absent.is_some() && is_api_absent(&e) => {
-                    init.take();
+                    self.read_once();
                     let news = !self.absent.swap(true, Ordering::Relaxed);
                     if let Some((retry_every, warning)) = absent.filter(|_| news) {
                         tracing::warn!(retry_every = ?retry_every, "{warning}");
@@ -174,13 +181,14 @@ pub(crate) struct Inventory {
 }
 
 impl Inventory {
-    pub(crate) fn new(policies: &Policies, changed: Arc<watch::Sender<u64>>) -> Arc<Self> {
-        let pods: HashMap<_, _> = policies.pod_watches().into_iter().map(|key| (key, Store::default())).collect();
-        let nodes = (!pods.is_empty()).then(Store::default);
+    /// The caches `policies` need, each holding a handle of `init` until its watch has read it.
+    pub(crate) fn new(policies: &Policies, changed: Arc<watch::Sender<u64>>, init: &Initialize) -> Arc<Self> {
+        let pods: HashMap<_, _> = policies.pod_watches().into_iter().map(|key| (key, Store::new(init))).collect();
+        let nodes = (!pods.is_empty()).then(|| Store::new(init));
         Arc::new(Inventory {
-            classes: policies.need_ingress_classes().then(Store::default),
-            gateway_classes: policies.need_gateway_classes().then(Store::default),
-            namespaces: policies.need_namespaces().then(Store::default),
+            classes: policies.need_ingress_classes().then(|| Store::new(init)),
+            gateway_classes: policies.need_gateway_classes().then(|| Store::new(init)),
+            namespaces: policies.need_namespaces().then(|| Store::new(init)),
             pods,
             nodes,
             changed,
@@ -197,29 +205,8 @@ impl Inventory {
             && mine == policies.pod_watches()
     }
 
-    /// How many watches [`Inventory::run`] runs.
-    fn watch_count(&self) -> usize {
-        [self.classes.is_some(), self.gateway_classes.is_some(), self.namespaces.is_some(), self.nodes.is_some()]
-            .into_iter()
-            .filter(|&needed| needed)
-            .count()
-            + self.pods.len()
-    }
-
-    /// Runs every needed watch until the task is aborted. Each takes its handle of `init`
-    /// now, before the future first runs, so readiness waits for it from the start.
-    pub(crate) fn run(
-        self: Arc<Self>,
-        client: Client,
-        init: &Initialize,
-        errors: Option<WatchErrors>,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let handles: Vec<Handle> = (0..self.watch_count()).map(|_| init.handle()).collect();
-        async move { self.follow_all(client, handles, errors.as_ref()).await }
-    }
-
-    async fn follow_all(&self, client: Client, mut handles: Vec<Handle>, errors: Option<&WatchErrors>) {
-        let mut init = move || handles.pop().expect("one handle per watch (watch_count)");
+    /// Runs every needed watch until the task is aborted.
+    pub(crate) async fn run(self: Arc<Self>, client: Client, errors: Option<&WatchErrors>) {
         let mut watches: Vec<futures::future::BoxFuture<'_, ()>> = Vec::new();
         if let Some(store) = &self.classes {
             let api: Api<IngressClass> = Api::all(client.clone());
@@ -232,7 +219,6 @@ impl Inventory {
                     default: ingress::is_default_class(c),
                 },
                 &self.changed,
-                init(),
                 errors,
             )));
         }
@@ -240,15 +226,7 @@ impl Inventory {
             let api: Api<LeanGatewayClass> = Api::all(client.clone());
             let project = |class: &LeanGatewayClass| class.controller.clone();
             let config = watcher::Config::default();
-            watches.push(Box::pin(store.follow(
-                api,
-                config,
-                GATEWAY_CLASS_WATCH,
-                project,
-                &self.changed,
-                init(),
-                errors,
-            )));
+            watches.push(Box::pin(store.follow(api, config, GATEWAY_CLASS_WATCH, project, &self.changed, errors)));
         }
         if let Some(store) = &self.namespaces {
             let api: Api<Namespace> = Api::all(client.clone());
@@ -258,7 +236,6 @@ impl Inventory {
                 Watch::named("Namespaces"),
                 |n: &Namespace| n.labels().clone(),
                 &self.changed,
-                init(),
                 errors,
             )));
         }
@@ -268,13 +245,13 @@ impl Inventory {
             // small list pages bound the transient peak of the initial list.
             let config = watcher::Config::default().page_size(NODE_PAGE_SIZE);
             let watch = Watch::named("Nodes");
-            watches.push(Box::pin(store.follow(api, config, watch, NodeAddrs::of, &self.changed, init(), errors)));
+            watches.push(Box::pin(store.follow(api, config, watch, NodeAddrs::of, &self.changed, errors)));
         }
         for ((namespace, selector), store) in &self.pods {
             let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
             let config = watcher::Config::default().labels(selector);
             let watch = Watch::named("Pods");
-            watches.push(Box::pin(store.follow(api, config, watch, PodFacts::of, &self.changed, init(), errors)));
+            watches.push(Box::pin(store.follow(api, config, watch, PodFacts::of, &self.changed, errors)));
         }
         if watches.is_empty() {
             return futures::future::pending().await;

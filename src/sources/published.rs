@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use super::{
     Unresolved,
     follow::{self, Change, Projection},
-    initialized::Handle,
+    initialized::{Handle, Initialize},
 };
 use crate::{address::Address, policy::Policies};
 
@@ -136,20 +136,35 @@ pub(crate) struct Published<P: Publish> {
     heard: RwLock<HashMap<P::Ref, Instant>>,
     /// Whether the "API not served" warning was logged: once, however many sources wait for it.
     absent_logged: AtomicBool,
+    /// Each unread source's readiness handle, dropped when its watch first reads it (or when
+    /// no policy names it any more).
+    unread: std::sync::Mutex<HashMap<P::Ref, Handle>>,
+    initialize: Initialize,
     /// Bumped at every change of an entry, so the reconciler knows canonical addresses moved.
     generation: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl<P: Publish> Published<P> {
-    /// The sources `policies` publish, unsynced; their watches fill them.
-    pub(crate) fn new(policies: &Policies, generation: Arc<tokio::sync::watch::Sender<u64>>) -> Self {
-        let entries = P::refs(policies).into_iter().map(|r| (r, Entry::NotSynced)).collect();
+    /// The sources `policies` publish, unsynced, each holding a handle of `initialize` until
+    /// its watch has read it; their watches fill them.
+    pub(crate) fn new(
+        policies: &Policies,
+        generation: Arc<tokio::sync::watch::Sender<u64>>,
+        initialize: &Initialize,
+    ) -> Self {
+        let refs = P::refs(policies);
         Published {
-            entries: RwLock::new(entries),
+            entries: RwLock::new(refs.iter().map(|r| (r.clone(), Entry::NotSynced)).collect()),
             heard: RwLock::default(),
             absent_logged: AtomicBool::new(false),
+            unread: std::sync::Mutex::new(refs.into_iter().map(|r| (r, initialize.handle())).collect()),
+            initialize: initialize.clone(),
             generation,
         }
+    }
+
+    fn unread(&self) -> std::sync::MutexGuard<'_, HashMap<P::Ref, Handle>> {
+        self.unread.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<P::Ref, Entry<P::Error>>> {
@@ -162,22 +177,31 @@ impl<P: Publish> Published<P> {
     pub(crate) fn track(&self, refs: &[P::Ref]) {
         let mut entries = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         entries.retain(|r, _| refs.contains(r));
+        let mut unread = self.unread();
+        unread.retain(|r, _| refs.contains(r));
         for r in refs {
-            entries.entry(r.clone()).or_insert(Entry::NotSynced);
+            if let std::collections::hash_map::Entry::Vacant(slot) = entries.entry(r.clone()) {
+                slot.insert(Entry::NotSynced);
+                unread.insert(r.clone(), self.initialize.handle());
+            }
         }
+        drop(unread);
         self.heard.write().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|r, _| refs.contains(r));
         drop(entries);
         self.generation.send_modify(|g| *g += 1);
     }
 
-    /// Sets `r`'s entry, logging and telling subscribers when it changed; returns whether `r`
-    /// is read now (anything but unsynced).
-    fn set(&self, r: &P::Ref, entry: Entry<P::Error>) -> bool {
+    /// Sets `r`'s entry, logging and telling subscribers when it changed; once it is read
+    /// (anything but unsynced), its readiness handle goes.
+    fn set(&self, r: &P::Ref, entry: Entry<P::Error>) {
+        if entry != Entry::NotSynced {
+            self.unread().remove(r);
+        }
         let mut entries = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         // A watch that outlived its policy (stopped by a reload) must not bring its source back.
-        let Some(slot) = entries.get_mut(r) else { return false };
+        let Some(slot) = entries.get_mut(r) else { return };
         if *slot == entry {
-            return entry != Entry::NotSynced;
+            return;
         }
         match &entry {
             Entry::Resolved(Ok(addrs)) => P::log(r, News::Resolved(addrs)),
@@ -196,48 +220,44 @@ impl<P: Publish> Published<P> {
             P::log(r, News::ApiBack);
             self.absent_logged.store(false, Ordering::Relaxed);
         }
-        let read = entry != Entry::NotSynced;
         *slot = entry;
         drop(entries);
         self.generation.send_modify(|g| *g += 1);
-        read
     }
 
-    /// Watches source `r` (field-selected by name) until the task is aborted, dropping `init`
-    /// once it is read. Watch errors are logged (counted through `failed`) and retried with
+    /// Watches source `r` (field-selected by name) until the task is aborted. Watch errors are logged (counted through `failed`) and retried with
     /// backoff; the cache keeps the last known state meanwhile. For a kind with a retry cap, a
     /// 404 from the API server (no CRDs) marks the source inactive.
-    pub(crate) async fn watch(&self, client: Client, r: P::Ref, init: Handle, failed: impl Fn(&'static str)) {
+    pub(crate) async fn watch(&self, client: Client, r: P::Ref, failed: impl Fn(&'static str)) {
         let (namespace, name) = P::locate(&r);
         let api: Api<P::Object> = Api::namespaced(client, namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         // The field selector leaves one object at most, kept as its addresses.
         let held = RwLock::new(Projection::default());
         let project = |obj: P::Object| Some(((), P::addresses(&obj)));
-        let mut init = Some(init);
         follow::follow(api, config, P::RETRY_CAP, project, &held, |change| {
             if change.is_ok() {
                 self.heard.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(r.clone(), Instant::now());
             }
             let held = || held.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&()).cloned();
-            let read = match change {
+            match change {
                 // A list shows the object as soon as it returns it; only its end can say the
                 // object is missing.
-                Ok(Change::Listing) => held().is_some_and(|addresses| self.set(&r, Entry::Resolved(addresses))),
-                Ok(Change::Listed { .. } | Change::Applied { .. } | Change::Deleted { .. }) => {
-                    self.set(&r, held().map_or(Entry::Missing, Entry::Resolved))
+                Ok(Change::Listing) => {
+                    if let Some(addresses) = held() {
+                        self.set(&r, Entry::Resolved(addresses));
+                    }
                 }
-                Err(e) if P::RETRY_CAP.is_some() && super::gateway::is_api_absent(&e) => self.set(&r, Entry::ApiAbsent),
+                Ok(Change::Listed { .. } | Change::Applied { .. } | Change::Deleted { .. }) => {
+                    self.set(&r, held().map_or(Entry::Missing, Entry::Resolved));
+                }
+                Err(e) if P::RETRY_CAP.is_some() && follow::is_api_absent(&e) => self.set(&r, Entry::ApiAbsent),
                 Err(e) => {
                     if let Some(watch) = P::WATCH_METRIC {
                         failed(watch);
                     }
                     P::log(&r, News::WatchFailed(&e));
-                    false
                 }
-            };
-            if read {
-                init.take();
             }
         })
         .await;

@@ -47,11 +47,9 @@ impl<P: Publish> Watched<P> {
                 continue;
             }
             let (client, cache, pick, watched) = (client.clone(), cache.clone(), self.cache, r.clone());
-            // Taken now, so readiness waits for the watch from the start.
-            let init = cache.initialize.handle();
             let task = async move {
                 let failed = |watch| cache.watch_failed(watch);
-                pick(&cache).watch(client, watched, init, failed).await;
+                pick(&cache).watch(client, watched, failed).await;
             };
             let handle = owned.spawn(format!("watch of publish {} {r}", P::KIND), task);
             self.tasks.insert(r.clone(), handle);
