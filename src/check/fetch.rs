@@ -8,8 +8,8 @@ use kube::{Api, Client, api::ListParams};
 
 use super::{CheckError, PAGE_SIZE, snapshot::Facts, snapshot::Fetched, snapshot::GatewayFetched, snapshot::Snapshot};
 use crate::{
-    gateway::{GatewayWrite, LeanGateway, LeanGatewayClass},
-    ingress::{self, StatusWrite, Stored},
+    kind::gateway::{GatewayWrite, LeanGateway, LeanGatewayClass},
+    kind::ingress::{self, StatusWrite, Stored},
     policy::Policies,
     sources::nodeip::{NodeAddrs, PodFacts},
 };

@@ -1,6 +1,6 @@
 //! What check and explain know of the sources: a snapshot of those the policies name (publish
 //! Services and Gateways, cluster facts), served
-//! to the decision through [`Sources`] (each stored Ingress is read by [`crate::ingress`]).
+//! to the decision through [`Sources`] (each stored Ingress is read by [`crate::kind::ingress`]).
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -13,7 +13,7 @@ use crate::{
 };
 use crate::{
     address::{Address, PortStatus},
-    ingress::{CLASS_ANNOTATION, ClassFrom, StatusShape, StatusWrite, Stored},
+    kind::ingress::{CLASS_ANNOTATION, ClassFrom, StatusShape, StatusWrite, Stored},
     policy::{Policies, Policy, ServiceRef, Source},
     sources::nodeip::{NodeAddrs, PodFacts},
     sources::service::ServiceError,
@@ -35,6 +35,7 @@ fn svc_ref() -> ServiceRef {
 fn policy(name: &str, classes: &[&str], source: Source, mode: Mode) -> Policy {
     Policy {
         name: name.into(),
+        kind: crate::kind::Kind::Ingress,
         scope: ClassScope { classes: classes.iter().map(|c| (*c).to_owned()).collect(), ..Default::default() },
         namespace_selector: None,
         sources: vec![source],

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     address::{self, Address},
-    gateway::{LeanGateway, Programmed, status::MAX_ADDRESSES, status::ToIngressError},
+    kind::gateway::{LeanGateway, Programmed, status::MAX_ADDRESSES, status::ToIngressError},
     policy::{GatewayRef, Policies},
 };
 

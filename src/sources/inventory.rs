@@ -26,8 +26,7 @@ use tokio::sync::watch;
 
 use crate::{
     address::Address,
-    gateway::LeanGatewayClass,
-    ingress,
+    kind::{gateway::LeanGatewayClass, ingress},
     metrics::objects::{GATEWAY_CLASSES, WatchErrors},
     policy::{PodsRef, Policies},
     sources::{
