@@ -76,6 +76,7 @@ pub(super) fn start_leader_work(
             settings,
             known,
             scope,
+            tasks.failures(),
         )
     });
     if running.is_none() {
@@ -89,13 +90,18 @@ pub(super) fn start_leader_work(
     // Lease over at once. The admission policies stay: they enforce while no guard runs.
     let token = tasks.shutdown_token();
     tasks.spawn("reconciler, admission policy keeper and leader election", async move {
-        let mut stop_rx = stop_rx;
+        let (mut stop_rx, mut running) = (stop_rx, running);
+        let reconciler_ended = async |running: &mut Option<reconcile::Running>| match running {
+            Some(running) => running.ended().await,
+            None => std::future::pending().await,
+        };
         loop {
             tokio::select! {
                 _ = &mut stop_rx => break,
                 () = token.cancelled() => break,
                 // Logged and reported by `ended`; the others go on.
                 () = owned.ended() => {}
+                () = reconciler_ended(&mut running) => {}
             }
         }
         drop(running);
