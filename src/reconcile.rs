@@ -49,6 +49,7 @@ use crate::{
         Sources,
         follow::{self, Change, Hold, Projection},
         ingresses::KnownIngresses,
+        owned::{Failures, Owned},
     },
 };
 use bounds::Bounds;
@@ -147,14 +148,15 @@ impl<K: Governed> Hold<Key, Stored<Write<K::Entry>>> for Reconciler<K> {
 
 /// Keeps the reconciler's tasks alive; dropping it stops them.
 pub(crate) struct Running {
-    tasks: Vec<tokio::task::AbortHandle>,
+    /// Each kind's watch, triggers and work loop; dropping them stops them.
+    tasks: Owned,
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
+impl Running {
+    /// Waits for one of the reconciler's tasks to end (never, while they run), logging it and
+    /// reporting it to the failures `start` was given (`/readyz` false). Cancel-safe.
+    pub(crate) async fn ended(&mut self) {
+        self.tasks.ended().await;
     }
 }
 
@@ -173,13 +175,15 @@ pub(crate) fn start(
     settings: Settings,
     known: Option<(Arc<KnownIngresses>, Arc<KnownIngresses>)>,
     scope: Arc<Scope>,
+    failures: Failures,
 ) -> Running {
     let bounds = Arc::new(Bounds::new(settings));
     let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds, scope };
     // Each watch feeds the audit trail's index of its kind (Ingresses, Gateways).
     let (ingresses, gateways) = known.unzip();
-    let mut tasks = spawn::<Ingresses>(&common, ingresses);
-    tasks.extend(spawn::<Gateways>(&common, gateways));
+    let mut tasks = Owned::new(failures);
+    spawn::<Ingresses>(&mut tasks, &common, ingresses);
+    spawn::<Gateways>(&mut tasks, &common, gateways);
     Running { tasks }
 }
 
@@ -196,7 +200,7 @@ struct Common {
 }
 
 /// Starts one kind's watch, triggers and work loop.
-fn spawn<K: Governed>(common: &Common, known: Option<Arc<KnownIngresses>>) -> Vec<tokio::task::AbortHandle> {
+fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<KnownIngresses>>) {
     let reconciler = Arc::new_cyclic(|me| Reconciler::<K> {
         me: me.clone(),
         state: Mutex::new(State::default()),
@@ -213,11 +217,13 @@ fn spawn<K: Governed>(common: &Common, known: Option<Arc<KnownIngresses>>) -> Ve
         [common.sources_changed.clone(), common.policies.subscribe(), common.scope.subscribe()],
         common.leader.clone(),
     );
-    vec![
-        tokio::spawn(reconciler.clone().watch(common.client.clone())).abort_handle(),
-        tokio::spawn(triggers).abort_handle(),
-        tokio::spawn(reconciler.work_loop(common.client.clone(), common.leader.clone())).abort_handle(),
-    ]
+    let kind = K::KIND.name();
+    tasks.spawn(format!("reconciler's {kind} watch"), reconciler.clone().watch(common.client.clone()));
+    tasks.spawn(format!("reconciler's {kind} triggers"), triggers);
+    tasks.spawn(
+        format!("reconciler's {kind} work loop"),
+        reconciler.work_loop(common.client.clone(), common.leader.clone()),
+    );
 }
 
 /// Small list pages: a page is held whole while it is parsed, and tenants choose the size of
@@ -266,10 +272,7 @@ impl<K: Governed> Reconciler<K> {
                 failing = true;
             }
         };
-        match kind::retry_cap::<K>() {
-            None => follow::follow(api, watch_config(), project, self.as_ref(), hook).await,
-            Some(cap) => follow::follow_capped(api, watch_config(), cap, project, self.as_ref(), hook).await,
-        }
+        follow::follow(api, watch_config(), kind::retry_cap::<K>(), project, self.as_ref(), hook).await;
     }
 
     fn on_change(&self, change: Change<Key, Stored<Write<K::Entry>>>) {

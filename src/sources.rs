@@ -1,23 +1,27 @@
 //! Where a policy's canonical addresses come from at request time: static lists held in the
-//! policy, publish Services held in watch-fed caches, and (through [`Inventory`]) the node-IP
-//! source and the cluster facts class and namespace matching need. The request path only
-//! reads memory.
+//! policy, publish Services and Gateways held in watch-fed caches ([`published`]), and
+//! (through [`Inventory`]) the node-IP source and the cluster facts class and namespace
+//! matching need. The request path only reads memory.
 
 pub(crate) mod follow;
 pub(crate) mod gateway;
 pub(crate) mod ingresses;
+pub(crate) mod initialized;
 pub(crate) mod inventory;
 pub(crate) mod nodeip;
+pub(crate) mod owned;
+pub(crate) mod published;
 pub(crate) mod service;
 pub(crate) mod watches;
 
 pub use nodeip::NodeAddrs;
 
-use follow::{Change, Projection};
-use gateway::{GatewayEntry, GatewayError};
+use gateway::{GatewayError, PublishGateway};
+use initialized::Initialize;
 use inventory::Inventory;
 use nodeip::NodeIpError;
-use service::ServiceError;
+use published::Published;
+use service::{PublishService, ServiceError};
 
 use std::{
     borrow::Cow,
@@ -26,11 +30,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Service;
-use kube::{Api, Client, runtime::watcher};
+use kube::Client;
 
 use crate::{
-    address::{Address, Addresses},
+    address::Address,
     policy::{GatewayRef, PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
 };
 
@@ -64,15 +67,6 @@ pub enum Unresolved {
     /// Every source of a policy with several is unresolved.
     #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     All(Vec<Unresolved>),
-}
-
-/// What a cache holds for one Service: its addresses with ports kept (policies that drop ports
-/// strip them at lookup).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Entry {
-    NotSynced,
-    Missing,
-    Resolved(Result<Vec<Address>, ServiceError>),
 }
 
 /// Lookup of the current canonical addresses of a policy. Implemented by [`SourceCache`];
@@ -201,51 +195,59 @@ fn partial_warning_due(policy: &str, now: Instant) -> bool {
     }
 }
 
-/// In-memory state of every publish Service, updated by one watch per Service
-/// (`SourceCache::watch_service`), and the inventory of cluster facts the policies need.
+/// In-memory state of every publish source, each updated by its own watch
+/// ([`watches::ServiceWatches`]), and the inventory of cluster facts the policies need.
 #[derive(Debug)]
 pub struct SourceCache {
-    entries: RwLock<HashMap<ServiceRef, Entry>>,
-    /// The publish Gateways, as `entries` holds the Services (`sources::gateway`).
-    gateways: RwLock<HashMap<GatewayRef, GatewayEntry>>,
-    /// The GatewayClasses, when a Gateway policy matches by controller.
-    gateway_classes: gateway::classes::GatewayClasses,
-    /// Whether the policies in force need the GatewayClasses (readiness waits for them then).
-    need_gateway_classes: std::sync::atomic::AtomicBool,
-    heard: RwLock<HashMap<ServiceRef, Instant>>,
-    /// Counts changes of any Service's entry, so the reconciler knows when canonical addresses
+    /// The publish Services.
+    pub(crate) services: Published<PublishService>,
+    /// The publish Gateways.
+    pub(crate) gateways: Published<PublishGateway>,
+    /// Counts changes of any source's entry, so the reconciler knows when canonical addresses
     /// may have moved without polling.
     generation: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Set once every Service of the start-up policies was read: a reload that adds a Service
-    /// must not take a serving webhook out of its endpoints.
-    synced_once: std::sync::atomic::AtomicBool,
-    /// The IngressClasses, Namespaces, controller Pods and Nodes the policies need; replaced
-    /// when a reload changes what is needed ([`SourceCache::track_inventory`]).
+    /// Whether every source and inventory collection of the start-up policies was read once:
+    /// each holds a handle until its watch reads it. Readiness; latched, so that a reload that
+    /// adds a Service does not take a serving webhook out of its endpoints.
+    pub(crate) initialize: Initialize,
+    /// The IngressClasses, GatewayClasses, Namespaces, controller Pods and Nodes the policies
+    /// need; replaced when a reload changes what is needed ([`SourceCache::track_inventory`]).
     inventory: RwLock<Arc<Inventory>>,
-    /// Where the Gateway watches count their failures, once `serve` has its metrics.
+    /// Where the watches count their failures, once `serve` has its metrics.
     watch_errors: std::sync::OnceLock<crate::metrics::objects::WatchErrors>,
 }
 
 impl SourceCache {
-    /// An empty cache for the Services `policies` publish; the watches fill it.
+    /// An empty cache for the sources `policies` publish; the watches fill it.
     pub fn new(policies: &Policies) -> Arc<Self> {
-        let entries = policies.services().into_iter().map(|svc| (svc, Entry::NotSynced)).collect();
         let generation = Arc::new(tokio::sync::watch::Sender::new(0));
+        let initialize = Initialize::default();
         Arc::new(SourceCache {
-            entries: RwLock::new(entries),
-            gateways: RwLock::new(policies.gateways().into_iter().map(|gw| (gw, GatewayEntry::NotSynced)).collect()),
-            gateway_classes: gateway::classes::GatewayClasses::default(),
-            need_gateway_classes: std::sync::atomic::AtomicBool::new(policies.need_gateway_classes()),
-            heard: RwLock::default(),
-            inventory: RwLock::new(Inventory::new(policies, generation.clone())),
+            services: Published::new(policies, generation.clone(), &initialize),
+            gateways: Published::new(policies, generation.clone(), &initialize),
+            inventory: RwLock::new(Inventory::new(policies, generation.clone(), &initialize)),
+            initialize,
             generation,
-            synced_once: std::sync::atomic::AtomicBool::new(false),
             watch_errors: std::sync::OnceLock::new(),
         })
     }
 
     fn inventory(&self) -> Arc<Inventory> {
         self.inventory.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Makes the watches count their failures (not "no Gateway API", which is the inactive
+    /// state) in `errors`; before this, they only log them.
+    pub(crate) fn count_watch_errors(&self, errors: crate::metrics::objects::WatchErrors) {
+        // Set once at start-up; a second call would be a bug, and counting into the first is fine.
+        let _ = self.watch_errors.set(errors);
+    }
+
+    /// Counts one failure of `watch` ([`crate::metrics::objects::WATCHES`]).
+    pub(crate) fn watch_failed(&self, watch: &'static str) {
+        if let Some(errors) = self.watch_errors.get() {
+            errors.inc(watch);
+        }
     }
 
     /// Replaces the inventory when `policies` need other cluster facts than it holds; returns
@@ -255,7 +257,7 @@ impl SourceCache {
         if current.serves(policies) {
             return false;
         }
-        *current = Inventory::new(policies, self.generation.clone());
+        *current = Inventory::new(policies, self.generation.clone(), &self.initialize);
         drop(current);
         self.generation.send_modify(|g| *g += 1);
         true
@@ -263,7 +265,7 @@ impl SourceCache {
 
     /// Runs the current inventory's watches until the task is aborted.
     pub(crate) async fn watch_inventory(self: Arc<Self>, client: Client) {
-        self.inventory().run(client).await;
+        self.inventory().run(client, self.watch_errors.get()).await;
     }
 
     /// The IngressClasses the inventory holds ([`Inventory::ingress_classes`]).
@@ -271,123 +273,38 @@ impl SourceCache {
         self.inventory().ingress_classes()
     }
 
-    /// Changes whenever some Service's addresses (or resolvability), or a cluster fact of the
+    /// Changes whenever some source's addresses (or resolvability), or a cluster fact of the
     /// inventory, change.
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.generation.subscribe()
-    }
-
-    /// Makes the cache hold exactly `services`: new ones start unsynced, dropped ones are
-    /// forgotten. The caller starts and stops their watches ([`SourceCache::watch_service`]).
-    pub(crate) fn track(&self, services: &[ServiceRef]) {
-        let mut entries = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.retain(|svc, _| services.contains(svc));
-        for svc in services {
-            entries.entry(svc.clone()).or_insert(Entry::NotSynced);
-        }
-        self.heard.write().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|svc, _| services.contains(svc));
-        drop(entries);
-        self.generation.send_modify(|g| *g += 1);
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ServiceRef, Entry>> {
-        // A panic while holding the lock cannot leave a half-written entry (insert is atomic).
-        self.entries.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn set(&self, svc: &ServiceRef, entry: Entry) {
-        let mut entries = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // A watch that outlived its policy (stopped by a reload) must not bring its Service back.
-        let Some(slot) = entries.get_mut(svc) else { return };
-        if *slot != entry {
-            match &entry {
-                Entry::Resolved(Ok(addrs)) => {
-                    tracing::info!(service = %svc, addresses = %Addresses(addrs), "publish Service resolved");
-                }
-                Entry::Resolved(Err(e)) => {
-                    tracing::warn!(service = %svc, error = %e, "publish Service has no usable address");
-                }
-                Entry::Missing => tracing::warn!(service = %svc, "publish Service not found"),
-                Entry::NotSynced => {}
-            }
-            *slot = entry;
-            drop(entries);
-            self.generation.send_modify(|g| *g += 1);
-        }
-    }
-
-    /// Watches one publish Service (field-selected by name) until the task is aborted. Watch
-    /// errors are logged and retried with backoff; the cache keeps the last known state
-    /// meanwhile.
-    pub(crate) async fn watch_service(self: Arc<Self>, client: Client, svc: ServiceRef) {
-        let api: Api<Service> = Api::namespaced(client, &svc.namespace);
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", svc.name));
-        // The field selector leaves one object at most, kept as its addresses.
-        let held = RwLock::new(Projection::default());
-        let project = |obj: Service| Some(((), service::addresses(&obj, true)));
-        follow::follow(api, config, project, &held, |change| {
-            if change.is_ok() {
-                self.heard
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(svc.clone(), Instant::now());
-            }
-            let held = || held.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&()).cloned();
-            match change {
-                // A list shows the Service as soon as it returns it; only its end can say the
-                // Service is missing.
-                Ok(Change::Listing) => {
-                    if let Some(addresses) = held() {
-                        self.set(&svc, Entry::Resolved(addresses));
-                    }
-                }
-                Ok(Change::Listed { .. } | Change::Applied { .. } | Change::Deleted { .. }) => {
-                    self.set(&svc, held().map_or(Entry::Missing, Entry::Resolved));
-                }
-                Err(e) => {
-                    tracing::warn!(service = %svc, error = %e, "watch of publish Service failed; retrying");
-                }
-            }
-        })
-        .await;
     }
 }
 
 impl Sources for SourceCache {
     fn cache_ages(&self) -> Vec<(String, Duration)> {
-        let heard = self.heard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        heard.iter().map(|(svc, at)| (svc.to_string(), at.elapsed())).collect()
+        // The `source_cache_age_seconds` series are the publish Services'.
+        self.services.ages()
     }
 
     fn synced(&self) -> bool {
-        use std::sync::atomic::Ordering;
-        if self.synced_once.load(Ordering::Relaxed) {
-            return true;
-        }
-        let synced = self.read().values().all(|e| *e != Entry::NotSynced)
-            && self.gateways_synced()
-            && (!self.need_gateway_classes.load(Ordering::Relaxed) || self.gateway_classes.synced())
-            && self.inventory().synced();
-        if synced {
-            self.synced_once.store(true, Ordering::Relaxed);
-        }
-        synced
+        self.initialize.initialized()
     }
 
     fn gateway(&self, gw: &GatewayRef) -> Result<Vec<Address>, Unresolved> {
-        self.gateway_entry(gw)
+        self.gateways.lookup(gw)
     }
 
     fn gateway_class_controller(&self, class: &str) -> Option<String> {
-        self.gateway_classes.controller(class)
+        self.inventory().gateway_class_controller(class)
     }
 
     fn gateway_classes(&self) -> Option<std::collections::BTreeMap<String, Option<String>>> {
-        self.gateway_classes.all()
+        self.inventory().gateway_classes()
     }
 
     fn inactive(&self) -> Vec<String> {
-        self.inactive_gateways()
+        self.gateways
+            .inactive()
             .iter()
             .map(|gw| {
                 format!(
@@ -417,12 +334,7 @@ impl Sources for SourceCache {
     }
 
     fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
-        match self.read().get(svc) {
-            Some(Entry::Resolved(Ok(addrs))) => Ok(addrs.clone()),
-            Some(Entry::Resolved(Err(e))) => Err(Unresolved::Service(svc.clone(), e.clone())),
-            Some(Entry::Missing) => Err(Unresolved::Missing(svc.clone())),
-            Some(Entry::NotSynced) | None => Err(Unresolved::NotSynced(svc.clone())),
-        }
+        self.services.lookup(svc)
     }
 }
 

@@ -203,13 +203,20 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut tasks = Tasks::default();
     let mut metrics = Metrics::with_writer_labels(max_writer_labels, writer_labels);
     cache.count_watch_errors(metrics.watch_errors());
-    let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies));
+    let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies, tasks.failures()));
     let store = PolicyStore::new(policies);
     if client_ca_set {
         metrics.register_client_refusals(client_refusals);
     }
-    if let Some(reloader) = &reloader {
+    if let Some(reloader) = reloader {
         metrics.register_tls_cert_expiry(reloader.cert_expiry());
+        let token = tasks.shutdown_token();
+        tasks.spawn("serving certificate reload", async move {
+            tokio::select! {
+                () = reloader.supervise() => {}
+                () = token.cancelled() => {}
+            }
+        });
     }
     let keeper = match (&client, admission_api) {
         (Some(client), Some(api)) => Some(Keeper {
@@ -419,8 +426,19 @@ fn start_watches(
             });
         }
         None => tasks.spawn("publish Service watches", async move {
-            token.cancelled().await;
-            drop(watches);
+            let ended = async {
+                match watches {
+                    // Logs and reports each end; the others watch on.
+                    Some(mut watches) => loop {
+                        watches.ended().await;
+                    },
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = ended => {}
+                () = token.cancelled() => {}
+            }
         }),
     }
 }

@@ -147,6 +147,17 @@ impl Reloader {
     pub fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.clone()
     }
+
+    /// Runs until the watch of the files ends, which it does only by panicking: the panic is
+    /// raised again here, so the task that owns the reloader ends with it (and `serve` logs it
+    /// and stops being ready).
+    pub(crate) async fn supervise(mut self) {
+        if let Err(e) = (&mut self.task).await
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
 }
 
 impl Drop for Reloader {

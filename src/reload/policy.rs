@@ -88,7 +88,17 @@ impl Reload {
         // The last refusal, so a broken file is reported once, not at every poll.
         let mut refused: Option<String> = None;
         loop {
-            changes.next().await;
+            // A watch's end is logged and reported by `ended`; the reload goes on.
+            let watch_ended = async {
+                match &mut self.watches {
+                    Some(watches) => watches.ended().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = changes.next() => {}
+                () = watch_ended => continue,
+            }
             match self.read() {
                 Ok(policies) if policies == *self.store.load() => refused = None,
                 Ok(policies) => {

@@ -53,14 +53,18 @@ impl Scope {
         Arc::new(Scope { state: RwLock::new(State::Everywhere), changed: watch::Sender::new(0), metrics: None })
     }
 
-    /// Follows configuration `name` until the task is aborted; unknown until first read.
-    pub(crate) fn start(client: Client, name: String, metrics: Arc<Metrics>) -> (Arc<Scope>, tokio::task::AbortHandle) {
+    /// The scope of configuration `name`, unknown until first read, and the watch that keeps
+    /// it current (for its owner to run until it stops it).
+    pub(crate) fn start(
+        client: Client,
+        name: String,
+        metrics: Arc<Metrics>,
+    ) -> (Arc<Scope>, impl std::future::Future<Output = ()> + Send + 'static) {
         let state = State::Unknown(format!("MutatingWebhookConfiguration {name} not read yet"));
         metrics.set_scope_known(false);
         let metrics = Some(metrics);
         let scope = Arc::new(Scope { state: RwLock::new(state), changed: watch::Sender::new(0), metrics });
-        let task = tokio::spawn(scope.clone().run(client, name)).abort_handle();
-        (scope, task)
+        (scope.clone(), scope.run(client, name))
     }
 
     pub(crate) fn allows(&self, namespace: &str) -> Allow {
@@ -140,7 +144,7 @@ impl Scope {
                 changed
             });
         };
-        let configuration = follow(api, config, project, &held, hook);
+        let configuration = follow(api, config, None, project, &held, hook);
         tokio::join!(configuration, self.follow_namespaces(client, &name, selector_rx));
     }
 
@@ -178,7 +182,7 @@ impl Scope {
                             self.set(name, State::Unknown(format!("cannot list the Namespaces selected by {s}: {e}")));
                         }
                     };
-                    let namespaces = follow(api, config, |n: Namespace| Some((n.name_any(), ())), &held, hook);
+                    let namespaces = follow(api, config, None, |n: Namespace| Some((n.name_any(), ())), &held, hook);
                     tokio::select! {
                         () = namespaces => {}
                         changed = selector.changed() => if changed.is_err() { return },

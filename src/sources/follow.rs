@@ -144,9 +144,14 @@ pub(crate) const WATCH_TIMEOUT_SECS: u32 = 25;
 /// projected on arrival (`project`; `None` skips it), so only the projection is ever kept;
 /// `hook` is then told, outside the lock, what the event changed, or the watch error (the
 /// watcher retries with backoff while the projection keeps the last known state).
+///
+/// `cap` bounds the retries: at most that far apart (from 800 ms, doubling) instead of kube's
+/// default 30 s, for a watch of a resource that may not be served yet (a CRD installed after
+/// start-up), so the guard notices it soon after it appears.
 pub(crate) async fn follow<R, K, V>(
     api: Api<R>,
     config: watcher::Config,
+    cap: Option<std::time::Duration>,
     project: impl Fn(R) -> Option<(K, V)>,
     held: &impl Hold<K, V>,
     hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
@@ -158,28 +163,21 @@ pub(crate) async fn follow<R, K, V>(
         Some(_) => config,
         None => config.timeout(WATCH_TIMEOUT_SECS),
     };
-    pump(watcher(api, config).default_backoff(), project, held, hook).await;
+    let events = watcher(api, config);
+    match cap {
+        None => pump(events.default_backoff(), project, held, hook).await,
+        Some(cap) => pump(events.backoff(CappedBackoff::new(cap)), project, held, hook).await,
+    }
 }
 
-/// [`follow`] with retries at most `cap` apart (from 800 ms, doubling) instead of kube's
-/// default 30 s: for a watch of a resource that may not be served yet (a CRD installed after
-/// start-up), so the guard notices it soon after it appears.
-pub(crate) async fn follow_capped<R, K, V>(
-    api: Api<R>,
-    config: watcher::Config,
-    cap: std::time::Duration,
-    project: impl Fn(R) -> Option<(K, V)>,
-    held: &impl Hold<K, V>,
-    hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
-) where
-    R: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
-    K: Eq + Hash + Clone,
-{
-    let config = match config.timeout {
-        Some(_) => config,
-        None => config.timeout(WATCH_TIMEOUT_SECS),
-    };
-    pump(watcher(api, config).backoff(CappedBackoff::new(cap)), project, held, hook).await;
+/// Whether a watch error says the API server does not serve the kind (its CRDs are not
+/// installed).
+pub(crate) fn is_api_absent(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
+        _ => false,
+    }
 }
 
 /// Exponential backoff from 800 ms, doubling up to a cap, restarted by the watcher after a

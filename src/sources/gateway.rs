@@ -1,24 +1,19 @@
 //! The `publishGateway` source: a Gateway's `status.addresses` as canonical Ingress entries
-//! (pure: [`addresses`]), and the watch of each publish Gateway into the [`SourceCache`]. A
+//! (pure: [`addresses`]), and its wire for the publish-source cache ([`PublishGateway`]). A
 //! cluster without the Gateway API CRDs leaves the source inactive, not the guard unready:
 //! the watch keeps retrying (at most [`RETRY_CAP`] apart) and the source resolves once the
 //! CRDs appear, without a restart.
 
-use std::{
-    sync::{Arc, RwLock, atomic::AtomicBool},
-    time::Duration,
-};
-
-use kube::{Api, Client, runtime::watcher};
+use std::time::Duration;
 
 use super::{
-    SourceCache, Unresolved,
-    follow::{self, Change, Projection},
+    Unresolved,
+    published::{News, Publish, Why, log_news},
 };
 use crate::{
-    address::{self, Address, Addresses},
+    address::{self, Address},
     kind::gateway::{LeanGateway, Programmed, status::MAX_ADDRESSES, status::ToIngressError},
-    policy::GatewayRef,
+    policy::{GatewayRef, Policies},
 };
 
 /// Longest wait between two attempts of a failing Gateway watch: how soon CRDs installed after
@@ -68,143 +63,47 @@ pub(crate) fn addresses(gateway: &LeanGateway) -> Result<Vec<Address>, GatewayEr
     Ok(address::canonicalize(entries))
 }
 
-/// What the cache holds for one publish Gateway.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum GatewayEntry {
-    NotSynced,
-    /// The API server does not serve Gateways (no CRDs): inactive, but read.
-    ApiAbsent,
-    Missing,
-    Resolved(Result<Vec<Address>, GatewayError>),
-}
+// Where the reconciler's Gateway watch finds it (`reconcile/gateway.rs`).
+pub(crate) use super::follow::is_api_absent;
 
-/// Whether the "Gateway API not installed" warning was logged: once per process, however many
-/// publish Gateways wait for it.
-static ABSENT_LOGGED: AtomicBool = AtomicBool::new(false);
+/// The wire of the `publishGateway` source for the [`super::published::Published`] cache.
+#[derive(Debug)]
+pub(crate) struct PublishGateway;
 
-/// Whether a watch error says the API server serves no Gateways (the CRDs are not installed).
-pub(crate) fn is_api_absent(error: &watcher::Error) -> bool {
-    match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
-        _ => false,
-    }
-}
+impl Publish for PublishGateway {
+    type Ref = GatewayRef;
+    type Object = LeanGateway;
+    const KIND: &'static str = "Gateway";
+    type Error = GatewayError;
+    const RETRY_CAP: Option<Duration> = Some(RETRY_CAP);
+    const WATCH_METRIC: Option<&'static str> = Some(crate::metrics::objects::PUBLISH_GATEWAY);
 
-impl SourceCache {
-    /// Makes the Gateway watches count their failures (not "no Gateway API", which is the
-    /// inactive state) in `errors`; before this, they only log them.
-    pub(crate) fn count_watch_errors(&self, errors: crate::metrics::objects::WatchErrors) {
-        // Set once at start-up; a second call would be a bug, and counting into the first is fine.
-        let _ = self.watch_errors.set(errors);
+    fn refs(policies: &Policies) -> Vec<GatewayRef> {
+        policies.gateways()
     }
 
-    /// Counts one failure of `watch` ([`crate::metrics::objects::WATCHES`]).
-    pub(super) fn watch_failed(&self, watch: &'static str) {
-        if let Some(errors) = self.watch_errors.get() {
-            errors.inc(watch);
+    fn locate(gw: &GatewayRef) -> (&str, &str) {
+        (&gw.namespace, &gw.name)
+    }
+
+    fn addresses(gateway: &LeanGateway) -> Result<Vec<Address>, GatewayError> {
+        addresses(gateway)
+    }
+
+    fn unresolved(gw: &GatewayRef, why: Why<GatewayError>) -> Unresolved {
+        let gw = gw.clone();
+        match why {
+            Why::NotSynced => Unresolved::GatewayNotSynced(gw),
+            Why::ApiAbsent => Unresolved::GatewayApiAbsent(gw),
+            Why::Missing => Unresolved::GatewayMissing(gw),
+            Why::Unusable(e) => Unresolved::Gateway(gw, Box::new(e)),
         }
     }
 
-    /// Makes the cache hold exactly `gateways`; as [`SourceCache::track`] for Services.
-    pub(crate) fn track_gateways(&self, gateways: &[GatewayRef]) {
-        let mut entries = self.gateways.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.retain(|gw, _| gateways.contains(gw));
-        for gw in gateways {
-            entries.entry(gw.clone()).or_insert(GatewayEntry::NotSynced);
-        }
-        drop(entries);
-        self.generation.send_modify(|g| *g += 1);
-    }
-
-    fn set_gateway(&self, gw: &GatewayRef, entry: GatewayEntry) {
-        let mut entries = self.gateways.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(slot) = entries.get_mut(gw) else { return };
-        if *slot == entry {
-            return;
-        }
-        match &entry {
-            GatewayEntry::Resolved(Ok(addrs)) => {
-                tracing::info!(gateway = %gw, addresses = %Addresses(addrs), "publish Gateway resolved");
-            }
-            GatewayEntry::Resolved(Err(e)) => {
-                tracing::warn!(gateway = %gw, error = %e, "publish Gateway has no usable address");
-            }
-            GatewayEntry::Missing => tracing::warn!(gateway = %gw, "publish Gateway not found"),
-            GatewayEntry::ApiAbsent => {
-                if !ABSENT_LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    tracing::warn!(gateway = %gw, retry_every = ?RETRY_CAP, "the API server serves no Gateways (the Gateway API CRDs are not installed): publishGateway sources are inactive until they appear");
-                }
-            }
-            GatewayEntry::NotSynced => {}
-        }
-        if *slot == GatewayEntry::ApiAbsent {
-            tracing::info!(gateway = %gw, "the API server serves Gateways now: publishGateway source active");
-            ABSENT_LOGGED.store(false, std::sync::atomic::Ordering::Relaxed);
-        }
-        *slot = entry;
-        drop(entries);
-        self.generation.send_modify(|g| *g += 1);
-    }
-
-    /// Watches one publish Gateway (field-selected by name) until the task is aborted, as
-    /// [`SourceCache::watch_service`] watches a Service. A 404 from the API server (no CRDs)
-    /// marks the source inactive; the watch is retried at most [`RETRY_CAP`] apart.
-    pub(crate) async fn watch_gateway(self: Arc<Self>, client: Client, gw: GatewayRef) {
-        let api: Api<LeanGateway> = Api::namespaced(client, &gw.namespace);
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", gw.name));
-        let held = RwLock::new(Projection::default());
-        let project = |obj: LeanGateway| Some(((), addresses(&obj)));
-        follow::follow_capped(api, config, RETRY_CAP, project, &held, |change| {
-            let held = || held.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&()).cloned();
-            match change {
-                Ok(Change::Listing) => {
-                    if let Some(addresses) = held() {
-                        self.set_gateway(&gw, GatewayEntry::Resolved(addresses));
-                    }
-                }
-                Ok(Change::Listed { .. } | Change::Applied { .. } | Change::Deleted { .. }) => {
-                    self.set_gateway(&gw, held().map_or(GatewayEntry::Missing, GatewayEntry::Resolved));
-                }
-                Err(e) if is_api_absent(&e) => self.set_gateway(&gw, GatewayEntry::ApiAbsent),
-                Err(e) => {
-                    self.watch_failed(crate::metrics::objects::PUBLISH_GATEWAY);
-                    tracing::warn!(gateway = %gw, error = %e, "watch of publish Gateway failed; retrying");
-                }
-            }
-        })
-        .await;
-    }
-
-    /// The publish Gateway's addresses, as [`super::Sources::gateway`] answers.
-    pub(super) fn gateway_entry(&self, gw: &GatewayRef) -> Result<Vec<Address>, Unresolved> {
-        let entries = self.gateways.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match entries.get(gw) {
-            Some(GatewayEntry::Resolved(Ok(addrs))) => Ok(addrs.clone()),
-            Some(GatewayEntry::Resolved(Err(e))) => Err(Unresolved::Gateway(gw.clone(), Box::new(e.clone()))),
-            Some(GatewayEntry::Missing) => Err(Unresolved::GatewayMissing(gw.clone())),
-            Some(GatewayEntry::ApiAbsent) => Err(Unresolved::GatewayApiAbsent(gw.clone())),
-            Some(GatewayEntry::NotSynced) | None => Err(Unresolved::GatewayNotSynced(gw.clone())),
-        }
-    }
-
-    /// Whether every publish Gateway has been read (found, missing, or the API absent).
-    pub(super) fn gateways_synced(&self) -> bool {
-        let entries = self.gateways.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.values().all(|e| *e != GatewayEntry::NotSynced)
-    }
-
-    /// The publish Gateways that are inactive because the API server serves no Gateways.
-    pub(crate) fn inactive_gateways(&self) -> Vec<GatewayRef> {
-        let entries = self.gateways.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut inactive: Vec<_> =
-            entries.iter().filter(|(_, e)| **e == GatewayEntry::ApiAbsent).map(|(gw, _)| gw.clone()).collect();
-        inactive.sort();
-        inactive
+    fn log(gw: &GatewayRef, news: News<'_, GatewayError>) {
+        log_news!(gateway, "Gateway", "the Gateway API CRDs", gw, news);
     }
 }
-
-pub(crate) mod classes;
 
 #[cfg(test)]
 mod tests;

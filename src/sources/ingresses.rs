@@ -1,10 +1,12 @@
-//! The Ingresses the guard knows from its own watch: namespace and name to uid, nothing more
-//! (and, in an index of the same type, the Gateways: [`watch_gateways`]).
-//! The audit trail writes a Kubernetes Event only about an Ingress in here, so a forged review
-//! naming an Ingress that does not exist (or the right name with the wrong uid) can never make
-//! the guard write into the cluster. Fed by a watch of its own ([`watch()`]) through the
-//! reconciler's bounded reader ([`LeanIngress`]), in small pages, so each Ingress costs its
-//! three strings and a list costs one page, whatever their annotations hold.
+//! The governed objects the guard knows from its own watches: namespace and name to uid,
+//! nothing more, in one index per kind (the Ingresses, [`watch()`]; the Gateways, once a
+//! policy governs them, [`watch_gateways`]). The audit trail writes a Kubernetes Event only
+//! about an object in its kind's index, so a forged review naming an object that does not
+//! exist (or the right name with the wrong uid) can never make the guard write into the
+//! cluster. Each index is fed through the reconciler's bounded readers ([`LeanIngress`],
+//! [`LeanGateway`]), in small pages, so each object costs its three strings and a list costs
+//! one page, whatever its annotations hold; when the reconciler runs, its watches feed the
+//! indexes instead ([`KnownIngresses::relisted`]).
 
 use std::sync::{Arc, RwLock};
 
@@ -167,10 +169,7 @@ where
             }
         }
     };
-    match cap {
-        None => follow::follow(api, config, project, index, hook).await,
-        Some(cap) => follow::follow_capped(api, config, cap, project, index, hook).await,
-    }
+    follow::follow(api, config, cap, project, index, hook).await;
 }
 
 #[cfg(test)]

@@ -1,12 +1,19 @@
 //! Watch-fed caches of what class matching, namespace matching and the node-IP source need:
-//! IngressClasses (controller, default flag), Namespace labels, controller Pods (one watch per
-//! node-IP source: namespace plus label selector) and Node addresses. Each watch starts only
-//! when a policy needs it, and each cache keeps only the few fields it needs.
+//! IngressClasses (controller, default flag), GatewayClasses (controller), Namespace labels,
+//! controller Pods (one watch per node-IP source: namespace plus label selector) and Node
+//! addresses. Each watch starts only when a policy needs it, and each cache keeps only the few
+//! fields it needs. An API server without the Gateway API CRDs leaves the GatewayClasses empty
+//! but read (so readiness does not wait for CRDs that may never come), and their watch keeps
+//! retrying at most [`RETRY_CAP`] apart.
 
 use std::{
     collections::{BTreeMap, HashMap},
     fmt::Debug,
-    sync::{Arc, RwLock},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
 };
 
 use k8s_openapi::api::{
@@ -19,10 +26,14 @@ use tokio::sync::watch;
 
 use crate::{
     address::Address,
-    kind::ingress,
+    kind::{gateway::LeanGatewayClass, ingress},
+    metrics::objects::{GATEWAY_CLASSES, WatchErrors},
     policy::{PodsRef, Policies},
     sources::{
+        follow::is_api_absent,
         follow::{self, Change, Projection},
+        gateway::RETRY_CAP,
+        initialized::{Handle, Initialize},
         nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
     },
 };
@@ -39,21 +50,53 @@ struct ClassFacts {
 
 /// One watched collection, keyed by object name: unsynced until the first list completes.
 #[derive(Debug)]
-struct Store<V>(RwLock<Projection<String, V>>);
+struct Store<V> {
+    held: RwLock<Projection<String, V>>,
+    /// The last watch attempt found the kind not served (its CRDs are not installed): read as
+    /// empty.
+    absent: AtomicBool,
+    /// Readiness waits for this collection until its watch has read it.
+    unread: std::sync::Mutex<Option<Handle>>,
+}
 
-impl<V> Default for Store<V> {
-    fn default() -> Self {
-        Store(RwLock::default())
+impl<V> Store<V> {
+    fn new(init: &Initialize) -> Self {
+        Store {
+            held: RwLock::default(),
+            absent: AtomicBool::new(false),
+            unread: std::sync::Mutex::new(Some(init.handle())),
+        }
+    }
+
+    /// The collection has been read: readiness no longer waits for it.
+    fn read_once(&self) {
+        self.unread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    }
+}
+
+/// How one collection is watched.
+struct Watch {
+    /// What the log lines call it.
+    what: &'static str,
+    /// Set for a kind that may not be served (a CRD): retries at most this far apart, and
+    /// the warning logged while it is not served.
+    absent: Option<(Duration, &'static str)>,
+    /// The `watch_errors_total` label its failures count under, if counted.
+    metric: Option<&'static str>,
+}
+
+impl Watch {
+    const fn named(what: &'static str) -> Self {
+        Watch { what, absent: None, metric: None }
     }
 }
 
 impl<V: PartialEq> Store<V> {
     fn read<T>(&self, f: impl FnOnce(Option<&HashMap<String, V>>) -> T) -> T {
-        f(self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).view())
-    }
-
-    fn synced(&self) -> bool {
-        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).synced()
+        if self.absent.load(Ordering::Relaxed) {
+            return f(Some(&HashMap::new()));
+        }
+        f(self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner).view())
     }
 
     /// Feeds the store from a watch until it ends (never, short of shutdown: errors are
@@ -62,29 +105,44 @@ impl<V: PartialEq> Store<V> {
         &self,
         api: Api<K>,
         config: watcher::Config,
-        what: &str,
+        watch: Watch,
         project: impl Fn(&K) -> V,
         changed: &watch::Sender<u64>,
+        errors: Option<&WatchErrors>,
     ) where
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     {
+        let Watch { what, absent, metric } = watch;
         let project = |obj: K| Some((obj.name_any(), project(&obj)));
-        follow::follow(api, config, project, &self.0, |change| {
+        follow::follow(api, config, absent.map(|(cap, _)| cap), project, &self.held, |change| {
             let news = match change {
                 Ok(Change::Listing) => false,
                 Ok(Change::Listed { .. }) => {
-                    let objects = self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).len();
+                    self.absent.store(false, Ordering::Relaxed);
+                    let objects = self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner).len();
                     tracing::info!(watch = what, objects, "watch synced");
+                    self.read_once();
                     true
                 }
                 // Heartbeats and unrelated fields change objects all the time; only a change
                 // of what is kept is news.
                 Ok(Change::Applied { key, old }) => {
-                    let held = self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let held = self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner);
                     old.as_ref() != held.get(&key)
                 }
                 Ok(Change::Deleted { .. }) => true,
+                Err(e) if absent.is_some() && is_api_absent(&e) => {
+                    self.read_once();
+                    let news = !self.absent.swap(true, Ordering::Relaxed);
+                    if let Some((retry_every, warning)) = absent.filter(|_| news) {
+                        tracing::warn!(retry_every = ?retry_every, "{warning}");
+                    }
+                    news
+                }
                 Err(e) => {
+                    if let (Some(errors), Some(metric)) = (errors, metric) {
+                        errors.inc(metric);
+                    }
                     tracing::warn!(watch = what, error = %e, "watch failed; retrying");
                     false
                 }
@@ -97,10 +155,22 @@ impl<V: PartialEq> Store<V> {
     }
 }
 
+/// The GatewayClasses' watch: a CRD that may not be served.
+const GATEWAY_CLASS_WATCH: Watch = Watch {
+    what: "GatewayClasses",
+    absent: Some((
+        RETRY_CAP,
+        "the API server serves no GatewayClasses (the Gateway API CRDs are not installed): gatewayControllers policies match no Gateway until they appear",
+    )),
+    metric: Some(GATEWAY_CLASSES),
+};
+
 /// Every cache a policy set needs; the others stay empty and count as synced.
 #[derive(Debug)]
 pub(crate) struct Inventory {
     classes: Option<Store<ClassFacts>>,
+    /// Each GatewayClass's `spec.controllerName`, when a Gateway policy matches by controller.
+    gateway_classes: Option<Store<Option<String>>>,
     namespaces: Option<Store<BTreeMap<String, String>>>,
     /// One store per (namespace, selector) of a node-IP source.
     pods: HashMap<(String, String), Store<PodFacts>>,
@@ -110,12 +180,14 @@ pub(crate) struct Inventory {
 }
 
 impl Inventory {
-    pub(crate) fn new(policies: &Policies, changed: Arc<watch::Sender<u64>>) -> Arc<Self> {
-        let pods: HashMap<_, _> = policies.pod_watches().into_iter().map(|key| (key, Store::default())).collect();
-        let nodes = (!pods.is_empty()).then(Store::default);
+    /// The caches `policies` need, each holding a handle of `init` until its watch has read it.
+    pub(crate) fn new(policies: &Policies, changed: Arc<watch::Sender<u64>>, init: &Initialize) -> Arc<Self> {
+        let pods: HashMap<_, _> = policies.pod_watches().into_iter().map(|key| (key, Store::new(init))).collect();
+        let nodes = (!pods.is_empty()).then(|| Store::new(init));
         Arc::new(Inventory {
-            classes: policies.need_ingress_classes().then(Store::default),
-            namespaces: policies.need_namespaces().then(Store::default),
+            classes: policies.need_ingress_classes().then(|| Store::new(init)),
+            gateway_classes: policies.need_gateway_classes().then(|| Store::new(init)),
+            namespaces: policies.need_namespaces().then(|| Store::new(init)),
             pods,
             nodes,
             changed,
@@ -127,41 +199,43 @@ impl Inventory {
         let mut mine: Vec<_> = self.pods.keys().cloned().collect();
         mine.sort();
         self.classes.is_some() == policies.need_ingress_classes()
+            && self.gateway_classes.is_some() == policies.need_gateway_classes()
             && self.namespaces.is_some() == policies.need_namespaces()
             && mine == policies.pod_watches()
     }
 
-    pub(crate) fn synced(&self) -> bool {
-        self.classes.as_ref().is_none_or(Store::synced)
-            && self.namespaces.as_ref().is_none_or(Store::synced)
-            && self.nodes.as_ref().is_none_or(Store::synced)
-            && self.pods.values().all(Store::synced)
-    }
-
     /// Runs every needed watch until the task is aborted.
-    pub(crate) async fn run(self: Arc<Self>, client: Client) {
+    pub(crate) async fn run(self: Arc<Self>, client: Client, errors: Option<&WatchErrors>) {
         let mut watches: Vec<futures::future::BoxFuture<'_, ()>> = Vec::new();
         if let Some(store) = &self.classes {
             let api: Api<IngressClass> = Api::all(client.clone());
             watches.push(Box::pin(store.follow(
                 api,
                 watcher::Config::default(),
-                "IngressClasses",
+                Watch::named("IngressClasses"),
                 |c: &IngressClass| ClassFacts {
                     controller: c.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default(),
                     default: ingress::is_default_class(c),
                 },
                 &self.changed,
+                errors,
             )));
+        }
+        if let Some(store) = &self.gateway_classes {
+            let api: Api<LeanGatewayClass> = Api::all(client.clone());
+            let project = |class: &LeanGatewayClass| class.controller.clone();
+            let config = watcher::Config::default();
+            watches.push(Box::pin(store.follow(api, config, GATEWAY_CLASS_WATCH, project, &self.changed, errors)));
         }
         if let Some(store) = &self.namespaces {
             let api: Api<Namespace> = Api::all(client.clone());
             watches.push(Box::pin(store.follow(
                 api,
                 watcher::Config::default(),
-                "Namespaces",
+                Watch::named("Namespaces"),
                 |n: &Namespace| n.labels().clone(),
                 &self.changed,
+                errors,
             )));
         }
         if let Some(store) = &self.nodes {
@@ -169,12 +243,14 @@ impl Inventory {
             // Node objects are large (images, conditions) and only their addresses are kept:
             // small list pages bound the transient peak of the initial list.
             let config = watcher::Config::default().page_size(NODE_PAGE_SIZE);
-            watches.push(Box::pin(store.follow(api, config, "Nodes", NodeAddrs::of, &self.changed)));
+            let watch = Watch::named("Nodes");
+            watches.push(Box::pin(store.follow(api, config, watch, NodeAddrs::of, &self.changed, errors)));
         }
         for ((namespace, selector), store) in &self.pods {
             let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
             let config = watcher::Config::default().labels(selector);
-            watches.push(Box::pin(store.follow(api, config, "Pods", PodFacts::of, &self.changed)));
+            let watch = Watch::named("Pods");
+            watches.push(Box::pin(store.follow(api, config, watch, PodFacts::of, &self.changed, errors)));
         }
         if watches.is_empty() {
             return futures::future::pending().await;
@@ -212,6 +288,17 @@ impl Inventory {
             all.sort();
             Some(all)
         })
+    }
+
+    /// `spec.controllerName` of GatewayClass `class`, if it is known.
+    pub(crate) fn gateway_class_controller(&self, class: &str) -> Option<String> {
+        self.gateway_classes.as_ref()?.read(|m| m?.get(class).cloned().flatten())
+    }
+
+    /// Every GatewayClass with its `spec.controllerName`, once read (none without the CRDs);
+    /// `None` until then, and when no policy needs them.
+    pub(crate) fn gateway_classes(&self) -> Option<BTreeMap<String, Option<String>>> {
+        self.gateway_classes.as_ref()?.read(|m| Some(m?.iter().map(|(k, v)| (k.clone(), v.clone())).collect()))
     }
 
     pub(crate) fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {

@@ -1,9 +1,17 @@
 //! Canonical addresses published by a Service: ingress-nginx's `statusAddressFromService`, made
-//! dual-stack and unable to produce an entry the API server would reject.
+//! dual-stack and unable to produce an entry the API server would reject; and the Service's
+//! wire for the publish-source cache ([`PublishService`]).
 
 use k8s_openapi::api::core::v1::Service;
 
-use crate::address::{self, Address, AddressError, PortStatus};
+use super::{
+    Unresolved,
+    published::{News, Publish, Why, log_news},
+};
+use crate::{
+    address::{self, Address, AddressError, PortStatus},
+    policy::{Policies, ServiceRef},
+};
 
 /// Why a Service yields no address to publish.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -113,6 +121,46 @@ pub(crate) fn rule(svc: &Service) -> String {
             format!("LoadBalancer Service: {status}{external}")
         }
         other => format!("Service of type {other:?}: no address to publish"),
+    }
+}
+
+/// The wire of the `publishService` source for the [`super::published::Published`] cache.
+#[derive(Debug)]
+pub(crate) struct PublishService;
+
+impl Publish for PublishService {
+    type Ref = ServiceRef;
+    type Object = Service;
+    const KIND: &'static str = "Service";
+    type Error = ServiceError;
+    // Services are core API: always served, retried at kube's default backoff.
+    const RETRY_CAP: Option<std::time::Duration> = None;
+    const WATCH_METRIC: Option<&'static str> = None;
+
+    fn refs(policies: &Policies) -> Vec<ServiceRef> {
+        policies.services()
+    }
+
+    fn locate(svc: &ServiceRef) -> (&str, &str) {
+        (&svc.namespace, &svc.name)
+    }
+
+    fn addresses(svc: &Service) -> Result<Vec<Address>, ServiceError> {
+        addresses(svc, true)
+    }
+
+    fn unresolved(svc: &ServiceRef, why: Why<ServiceError>) -> Unresolved {
+        let svc = svc.clone();
+        match why {
+            // Never served absent (core API): read as not synced if it ever were.
+            Why::NotSynced | Why::ApiAbsent => Unresolved::NotSynced(svc),
+            Why::Missing => Unresolved::Missing(svc),
+            Why::Unusable(e) => Unresolved::Service(svc, e),
+        }
+    }
+
+    fn log(svc: &ServiceRef, news: News<'_, ServiceError>) {
+        log_news!(service, "Service", "its API", svc, news);
     }
 }
 

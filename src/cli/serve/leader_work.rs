@@ -14,6 +14,7 @@ use crate::{
     server::lifecycle::Tasks,
     sources::SourceCache,
     sources::ingresses::KnownIngresses,
+    sources::owned::Owned,
 };
 
 /// What the leader does, and the election that picks it: the reconciler, the admission
@@ -50,14 +51,18 @@ pub(super) fn start_leader_work(
         Some(keeper) => (keeper.enforced.clone(), keeper.enforced.subscribe()),
         None => (cache.clone(), cache.subscribe()),
     };
+    // The scope follower and the keeper are owned by the leader task below: a panic of either
+    // is logged and makes the process not ready.
+    let mut owned = Owned::new(tasks.failures());
     // In admission policy mode there is no webhook configuration: the policies scope it.
-    let (scope, following) = match (&reconcile, &keeper) {
+    let scope = match (&reconcile, &keeper) {
         (Some(_), None) if !webhook_configuration.is_empty() => {
             tracing::info!(webhook_configuration = %webhook_configuration, "the reconciler patches only in the Namespaces this MutatingWebhookConfiguration selects");
-            let (scope, task) = scope::follow::Scope::start(client.clone(), webhook_configuration, metrics.clone());
-            (scope, Some(task))
+            let (scope, follow) = scope::follow::Scope::start(client.clone(), webhook_configuration, metrics.clone());
+            owned.spawn("watch of the reconciler's scope (webhook configuration, Namespaces)".to_owned(), follow);
+            scope
         }
-        _ => (scope::follow::Scope::everywhere(), None),
+        _ => scope::follow::Scope::everywhere(),
     };
     let running = reconcile.map(|settings| {
         tracing::info!(qps = settings.qps, lease = %lease, identity = %identity, "reconciler on: the leader patches stored statuses that are off canonical");
@@ -71,30 +76,36 @@ pub(super) fn start_leader_work(
             settings,
             known,
             scope,
+            tasks.failures(),
         )
     });
     if running.is_none() {
         tracing::info!("reconciler off (--reconcile=false)");
     }
-    let keeping = keeper.map(|keeper| {
+    if let Some(keeper) = keeper {
         tracing::info!(lease = %lease, identity = %identity, api_version = keeper.api.group_version(), "admission policy mode: the leader keeps the admission policies current; /mutate is not served");
-        tokio::spawn(keeper.run(leadership.subscribe())).abort_handle()
-    });
+        owned.spawn("admission policy keeper".to_owned(), keeper.run(leadership.subscribe()));
+    }
     // At SIGTERM (not only when tasks stop, after the drain): stop patching, then hand the
     // Lease over at once. The admission policies stay: they enforce while no guard runs.
     let token = tasks.shutdown_token();
     tasks.spawn("reconciler, admission policy keeper and leader election", async move {
-        tokio::select! {
-            _ = stop_rx => {}
-            () = token.cancelled() => {}
+        let (mut stop_rx, mut running) = (stop_rx, running);
+        let reconciler_ended = async |running: &mut Option<reconcile::Running>| match running {
+            Some(running) => running.ended().await,
+            None => std::future::pending().await,
+        };
+        loop {
+            tokio::select! {
+                _ = &mut stop_rx => break,
+                () = token.cancelled() => break,
+                // Logged and reported by `ended`; the others go on.
+                () = owned.ended() => {}
+                () = reconciler_ended(&mut running) => {}
+            }
         }
         drop(running);
-        if let Some(following) = following {
-            following.abort();
-        }
-        if let Some(keeping) = keeping {
-            keeping.abort();
-        }
+        drop(owned);
         leadership.release().await;
         // Ending before the other tasks stop would read as a failure.
         token.cancelled().await;
