@@ -127,17 +127,9 @@ struct Reconciler<K: Governed> {
     me: Weak<Reconciler<K>>,
     state: Mutex<State<K>>,
     work: Notify,
-    policies: Arc<PolicyStore>,
-    sources: Arc<dyn Sources>,
-    metrics: Arc<Metrics>,
-    bounds: Arc<Bounds>,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
-    /// The Namespaces the guard's webhook configuration selects ([`crate::scope`]).
-    scope: Arc<Scope>,
-    /// Whether this replica leads: only the leader reports fights (every replica holds back
-    /// the same Ingresses, so a new leader honours the contests it saw as a follower).
-    leading: watch::Receiver<bool>,
+    common: Common,
 }
 
 impl<K: Governed> Hold<Key, Stored<Write<K::Entry>>> for Reconciler<K> {
@@ -188,14 +180,18 @@ pub(crate) fn start(
 }
 
 /// What every kind's reconciler is started with.
+#[derive(Clone)]
 struct Common {
     client: Client,
     policies: Arc<PolicyStore>,
     sources: Arc<dyn Sources>,
     sources_changed: watch::Receiver<u64>,
+    /// Whether this replica leads: only the leader patches and reports fights (every replica
+    /// holds back the same Ingresses, so a new leader honours the contests it saw as a follower).
     leader: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     bounds: Arc<Bounds>,
+    /// The Namespaces the guard's webhook configuration selects ([`crate::scope`]).
     scope: Arc<Scope>,
 }
 
@@ -205,13 +201,8 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
         me: me.clone(),
         state: Mutex::new(State::default()),
         work: Notify::new(),
-        policies: common.policies.clone(),
-        sources: common.sources.clone(),
-        metrics: common.metrics.clone(),
-        bounds: common.bounds.clone(),
         known,
-        scope: common.scope.clone(),
-        leading: common.leader.clone(),
+        common: common.clone(),
     });
     let triggers = reconciler.clone().triggers(
         [common.sources_changed.clone(), common.policies.subscribe(), common.scope.subscribe()],
@@ -251,13 +242,13 @@ impl<K: Governed> Reconciler<K> {
 
     /// Follows every object of the kind, once [`kind::wanted`] by the policies.
     async fn watch(self: Arc<Self>, client: Client) {
-        let mut policies = self.policies.subscribe();
-        while !kind::wanted::<K>(&self.policies.load()) {
+        let mut policies = self.common.policies.subscribe();
+        while !kind::wanted::<K>(&self.common.policies.load()) {
             changed(&mut policies).await;
         }
         let api: Api<K::Lean> = Api::all(client);
         let mut failing = false;
-        let project = |obj| kind::project::<K>(obj, &self.metrics);
+        let project = |obj| kind::project::<K>(obj, &self.common.metrics);
         let hook = |change| match change {
             Ok(change) => {
                 if failing {
@@ -268,7 +259,7 @@ impl<K: Governed> Reconciler<K> {
             }
             Err(e) => {
                 // The watcher backs off; one line per failure streak, not per retry.
-                kind::watch_failed::<K>(&e, &self.metrics, !failing);
+                kind::watch_failed::<K>(&e, &self.common.metrics, !failing);
                 failing = true;
             }
         };
@@ -293,7 +284,7 @@ impl<K: Governed> Reconciler<K> {
                 self.resync();
             }
             Change::Applied { key, old } => {
-                let policies = self.policies.load();
+                let policies = self.common.policies.load();
                 let mut state = self.lock();
                 if let (Some(known), Some(uid)) = (&self.known, state.ingresses.get(&key).and_then(|s| s.uid.clone())) {
                     known.applied(key.clone(), uid);
@@ -319,7 +310,7 @@ impl<K: Governed> Reconciler<K> {
     /// [`kind::judge`] within the webhook's scope: outside it an object is not the guard's (as
     /// at admission), and while the scope is unknown drift is measured but never patched.
     fn judge(&self, key: &Key, write: &Write<K::Entry>, policies: &Policies) -> Judgement {
-        match (self.scope.allows(&key.0), kind::judge::<K>(write, policies, self.sources.as_ref())) {
+        match (self.common.scope.allows(&key.0), kind::judge::<K>(write, policies, self.common.sources.as_ref())) {
             (Allow::Yes, judgement) => judgement,
             (Allow::No, _) => Judgement::Fine,
             (Allow::Unknown, Judgement::Drift { policy, .. }) => Judgement::Drift { policy, patch: false },
@@ -348,7 +339,7 @@ impl<K: Governed> Reconciler<K> {
     /// least as new, and a response arriving late must not overwrite it. (Resource versions are
     /// only compared for equality, as the API conventions require.)
     fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<Write<K::Entry>>) {
-        let policies = self.policies.load();
+        let policies = self.common.policies.load();
         let judgement = self.judge(&key, &stored.write, &policies);
         let mut state = self.lock();
         let Some(current) = state.ingresses.get(&key) else { return };
@@ -385,7 +376,7 @@ impl<K: Governed> Reconciler<K> {
                         Step::Patch => self.set_contested(state, key, None),
                         Step::Wait { until, contested, fight } => {
                             if let Some(fight) = fight
-                                && *self.leading.borrow()
+                                && *self.common.leader.borrow()
                             {
                                 self.report_fight(key, stored, &policy, &fight);
                             }
@@ -408,7 +399,7 @@ impl<K: Governed> Reconciler<K> {
 
     /// One WARN and one count per fight; the holds bound how often.
     fn report_fight(&self, key: &Key, stored: &Stored<Write<K::Entry>>, policy: &str, fight: &Fight) {
-        self.metrics.reconcile_fight(policy);
+        self.common.metrics.reconcile_fight(policy);
         let writers =
             if stored.status_managers.is_empty() { "unknown".to_owned() } else { stored.status_managers.join(",") };
         let hint = if stored.status_managers.iter().any(|m| m == FIELD_MANAGER) {
@@ -435,7 +426,7 @@ impl<K: Governed> Reconciler<K> {
         let Some(this) = self.me.upgrade() else { return };
         tokio::spawn(async move {
             tokio::time::sleep_until(at.into()).await;
-            let policies = this.policies.load();
+            let policies = this.common.policies.load();
             let mut state = this.lock();
             state.queue.release(&key);
             this.rejudge(&mut state, &key, &policies, false);
@@ -443,16 +434,16 @@ impl<K: Governed> Reconciler<K> {
     }
 
     fn set_drift(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.drift.set(key, policy, |p, count| self.metrics.set_drift(K::KIND, p, count));
+        state.drift.set(key, policy, |p, count| self.common.metrics.set_drift(K::KIND, p, count));
     }
     fn set_contested(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
+        state.contested.set(key, policy, |p, count| self.common.metrics.set_contested(p, count));
     }
 
     /// Judges every stored Ingress again: after the first list, and whenever sources,
     /// policies or leadership change.
     fn resync(&self) {
-        let policies = self.policies.load();
+        let policies = self.common.policies.load();
         let mut state = self.lock();
         if !state.ingresses.synced() {
             return;
@@ -469,13 +460,13 @@ impl<K: Governed> Reconciler<K> {
         let in_force = kind::in_force::<K>(&policies);
         state.drift.publish(
             &in_force,
-            |p, count| self.metrics.set_drift(K::KIND, p, count),
-            |p| self.metrics.remove_drift(K::KIND, p),
+            |p, count| self.common.metrics.set_drift(K::KIND, p, count),
+            |p| self.common.metrics.remove_drift(K::KIND, p),
         );
         state.contested.publish(
             &in_force,
-            |p, count| self.metrics.set_contested(p, count),
-            |p| self.metrics.remove_contested(p),
+            |p, count| self.common.metrics.set_contested(p, count),
+            |p| self.common.metrics.remove_contested(p),
         );
         let drifted = state.drift.len();
         let queued = state.queue.len();
