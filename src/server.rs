@@ -120,11 +120,12 @@ struct Webhook {
 
 /// The admin router: liveness, readiness and Prometheus metrics.
 pub fn admin_router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/livez", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state)
+    probes().route("/metrics", get(metrics)).with_state(state)
+}
+
+/// `/livez` and `/readyz`, on the admin port and the probe port alike.
+fn probes() -> Router<Arc<AppState>> {
+    Router::new().route("/livez", get(|| async { "ok\n" })).route("/readyz", get(readyz))
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
@@ -139,15 +140,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.ready() {
         // Ready, and saying what is inactive meanwhile (a source waiting for the Gateway API).
-        let inactive = state.sources.inactive();
-        if inactive.is_empty() {
-            return (StatusCode::OK, "ok\n").into_response();
-        }
-        let mut body = String::from("ok\n");
-        for note in inactive {
-            body.push_str(&note);
-            body.push('\n');
-        }
+        let body = state.sources.inactive().iter().fold(String::from("ok\n"), |body, note| body + note + "\n");
         (StatusCode::OK, body).into_response()
     } else if state.readiness.draining() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
@@ -412,11 +405,6 @@ pub struct Listeners {
     pub client_names: Option<crate::tls::ClientNames>,
 }
 
-/// The probe router: `/livez` and `/readyz`, as on the admin port.
-pub(crate) fn probe_router(state: Arc<AppState>) -> Router {
-    Router::new().route("/livez", get(|| async { "ok\n" })).route("/readyz", get(readyz)).with_state(state)
-}
-
 /// Serves a plain-HTTP port until its handle shuts it down.
 fn spawn_plain(
     listener: std::net::TcpListener,
@@ -463,7 +451,7 @@ pub async fn serve(
     let admin_app = admin_router(state.clone());
     let (admin_handle, admin_task) =
         spawn_plain(listeners.admin, admin_app, limits.admin_max_connections, "admin", &limits, &state)?;
-    let probe_app = probe_router(state.clone());
+    let probe_app = probes().with_state(state.clone());
     let (probe_handle, probe_task) =
         spawn_plain(listeners.probe, probe_app, limits.probe_max_connections, "probe", &limits, &state)?;
 
