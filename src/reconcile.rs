@@ -1,6 +1,7 @@
 //! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses (and
-//! the `status.addresses` of governed Gateways, [`gateway`]) canonical between writes. Every replica watches the Ingresses and measures drift (the
-//! `drift_objects` gauge); only the leader ([`crate::reconcile::leader`]) patches.
+//! the `status.addresses` of governed Gateways, one loop over [`Governed`]: [`kind`]) canonical
+//! between writes. Every replica watches the Ingresses and measures drift (the `drift_objects`
+//! gauge); only the leader ([`crate::reconcile::leader`]) patches.
 //!
 //! The watch keeps, per Ingress, only what [`crate::decision::decide`] reads (namespace, name, class, stored
 //! addresses) plus the resourceVersion, deserialized straight from the watch stream into a
@@ -35,7 +36,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kube::{Api, Client, runtime::watcher};
+use kube::{Api, Client};
 use tokio::sync::{Notify, watch};
 
 use crate::kind::{Governed, Write, gateway::Gateways, ingress::Ingresses};
@@ -217,16 +218,6 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
     );
 }
 
-/// Small list pages: a page is held whole while it is parsed, and tenants choose the size of
-/// their objects (up to etcd's 1.5 MiB each), so the page bounds the peak. A list at
-/// resourceVersion "0" (any) is served whole from the watch cache, ignoring the page size, so
-/// the list asks for the most recent state, which pages.
-fn watch_config() -> watcher::Config {
-    watcher::Config::default()
-        .page_size(crate::kind::ingress::LIST_PAGE)
-        .list_semantic(watcher::ListSemantic::MostRecent)
-}
-
 /// Waits for the next change of `rx`; never returns once its sender is gone.
 async fn changed<T>(rx: &mut watch::Receiver<T>) {
     if rx.changed().await.is_err() {
@@ -240,10 +231,10 @@ impl<K: Governed> Reconciler<K> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Follows every object of the kind, once [`kind::wanted`] by the policies.
+    /// Follows every object of the kind, once [`follow::wanted`] by the policies.
     async fn watch(self: Arc<Self>, client: Client) {
         let mut policies = self.common.policies.subscribe();
-        while !kind::wanted::<K>(&self.common.policies.load()) {
+        while !follow::wanted::<K>(&self.common.policies.load()) {
             changed(&mut policies).await;
         }
         let api: Api<K::Lean> = Api::all(client);
@@ -263,7 +254,7 @@ impl<K: Governed> Reconciler<K> {
                 failing = true;
             }
         };
-        follow::follow(api, watch_config(), kind::retry_cap::<K>(), project, self.as_ref(), hook).await;
+        follow::follow(api, follow::paged(), follow::retry_cap::<K>(), project, self.as_ref(), hook).await;
     }
 
     fn on_change(&self, change: Change<Key, Stored<Write<K::Entry>>>) {

@@ -434,8 +434,12 @@ fn start_known_objects(
     gateways: Arc<KnownIngresses>,
     policies: Arc<crate::policy::store::PolicyStore>,
 ) {
-    let watch = crate::sources::ingresses::watch(client.clone(), ingresses);
-    let gateway_watch = crate::sources::ingresses::watch_gateways(client, gateways, policies);
+    let watch = crate::sources::ingresses::watch::<crate::kind::ingress::Ingresses>(
+        client.clone(),
+        ingresses,
+        policies.clone(),
+    );
+    let gateway_watch = crate::sources::ingresses::watch::<crate::kind::gateway::Gateways>(client, gateways, policies);
     tasks.spawn_until_shutdown("known-Ingress and known-Gateway watches (Event targets)", async move {
         tokio::select! {
             () = watch => {}

@@ -102,18 +102,6 @@ pub(super) fn in_force<K: Governed>(policies: &Policies) -> Vec<&str> {
     policies.of(K::KIND).map(|p| p.name.as_str()).collect()
 }
 
-/// Whether the policies need the watch at all; it starts the first time they do. A kind whose
-/// API is always served is always watched.
-pub(super) fn wanted<K: Governed>(policies: &Policies) -> bool {
-    K::KIND.info().optional_api.is_none() || policies.of(K::KIND).next().is_some()
-}
-
-/// Longest wait between two attempts of a failing watch (`None`: kube's default backoff): an
-/// API installed after start-up is noticed within it.
-pub(super) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
-    K::KIND.info().optional_api.map(|_| crate::sources::gateway::RETRY_CAP)
-}
-
 /// Counts and logs one failure of the watch; `first` of a streak (one line per streak).
 pub(super) fn watch_failed<K: Governed>(error: &kube::runtime::watcher::Error, metrics: &Metrics, first: bool) {
     let info = K::KIND.info();
