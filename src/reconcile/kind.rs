@@ -107,7 +107,7 @@ pub(super) fn watch_failed<K: Governed>(error: &kube::runtime::watcher::Error, m
     let info = K::KIND.info();
     // An API not served is the documented inactive state (logged once, named by /readyz), not a
     // failure: counting it would make a rate alert fire for as long as the CRDs are absent.
-    let absent = info.optional_api.filter(|_| crate::sources::gateway::is_api_absent(error));
+    let absent = info.optional_api.filter(|_| crate::sources::follow::is_api_absent(error));
     if absent.is_none() {
         metrics.watch_error(info.plural);
     }

@@ -161,10 +161,7 @@ pub(crate) async fn follow<R, K, V>(
     R: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     K: Eq + Hash + Clone,
 {
-    let config = match config.timeout {
-        Some(_) => config,
-        None => config.timeout(WATCH_TIMEOUT_SECS),
-    };
+    let config = if config.timeout.is_some() { config } else { config.timeout(WATCH_TIMEOUT_SECS) };
     let events = watcher(api, config);
     match cap {
         None => pump(events.default_backoff(), project, held, hook).await,
@@ -247,26 +244,18 @@ pub(crate) async fn pump<R, K, V>(
 {
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(watcher::Event::Init) => watcher::Event::Init,
-            Ok(watcher::Event::InitDone) => watcher::Event::InitDone,
-            Ok(watcher::Event::InitApply(obj)) => match project(obj) {
-                Some(projected) => watcher::Event::InitApply(projected),
-                None => continue,
-            },
-            Ok(watcher::Event::Apply(obj)) => match project(obj) {
-                Some(projected) => watcher::Event::Apply(projected),
-                None => continue,
-            },
-            Ok(watcher::Event::Delete(obj)) => match project(obj) {
-                Some(projected) => watcher::Event::Delete(projected),
-                None => continue,
-            },
+        let projected = match event {
+            Ok(watcher::Event::Init) => Some(watcher::Event::Init),
+            Ok(watcher::Event::InitDone) => Some(watcher::Event::InitDone),
+            Ok(watcher::Event::InitApply(obj)) => project(obj).map(watcher::Event::InitApply),
+            Ok(watcher::Event::Apply(obj)) => project(obj).map(watcher::Event::Apply),
+            Ok(watcher::Event::Delete(obj)) => project(obj).map(watcher::Event::Delete),
             Err(e) => {
                 hook(Err(e));
                 continue;
             }
         };
+        let Some(event) = projected else { continue };
         let change = held.update(|projection| projection.apply(event));
         hook(Ok(change));
     }
