@@ -69,10 +69,7 @@ impl Owned {
     }
 
     fn log(&mut self, end: Result<(Id, ()), JoinError>) {
-        let id = match &end {
-            Ok((id, ())) => *id,
-            Err(e) => e.id(),
-        };
+        let id = end.as_ref().map_or_else(JoinError::id, |(id, ())| *id);
         let name = self.names.remove(&id).unwrap_or_else(|| "unnamed".to_owned());
         match end {
             Err(e) if e.is_cancelled() => tracing::debug!(task = %name, "task stopped"),
