@@ -210,12 +210,9 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
         common.leader.clone(),
     );
     let kind = K::KIND.name();
-    tasks.spawn(format!("reconciler's {kind} watch"), reconciler.clone().watch(common.client.clone()));
+    tasks.spawn(format!("reconciler's {kind} watch"), reconciler.clone().watch());
     tasks.spawn(format!("reconciler's {kind} triggers"), triggers);
-    tasks.spawn(
-        format!("reconciler's {kind} work loop"),
-        reconciler.work_loop(common.client.clone(), common.leader.clone()),
-    );
+    tasks.spawn(format!("reconciler's {kind} work loop"), reconciler.work_loop());
 }
 
 /// Waits for the next change of `rx`; never returns once its sender is gone.
@@ -232,12 +229,12 @@ impl<K: Governed> Reconciler<K> {
     }
 
     /// Follows every object of the kind, once [`follow::wanted`] by the policies.
-    async fn watch(self: Arc<Self>, client: Client) {
+    async fn watch(self: Arc<Self>) {
         let mut policies = self.common.policies.subscribe();
         while !follow::wanted::<K>(&self.common.policies.load()) {
             changed(&mut policies).await;
         }
-        let api: Api<K::Lean> = Api::all(client);
+        let api: Api<K::Lean> = Api::all(self.common.client.clone());
         let mut failing = false;
         let project = |obj| kind::project::<K>(obj, &self.common.metrics);
         let hook = |change| match change {
@@ -283,7 +280,7 @@ impl<K: Governed> Reconciler<K> {
                 if state.ingresses.synced() {
                     // Another writer's change of the addresses (ours are canonical; a creation has none).
                     let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
-                        !crate::address::same_set(&kind::addresses::<K>(&old.write), &kind::addresses::<K>(&new.write))
+                        !crate::address::same_set(&K::seen(&old.write.addresses), &K::seen(&new.write.addresses))
                     });
                     self.rejudge(&mut state, &key, &policies, foreign);
                 }
@@ -338,8 +335,7 @@ impl<K: Governed> Reconciler<K> {
             return;
         }
         // Changed addresses off canonical are another writer's (a 409's fresh read sees them first).
-        let foreign =
-            !crate::address::same_set(&kind::addresses::<K>(&current.write), &kind::addresses::<K>(&stored.write));
+        let foreign = !crate::address::same_set(&K::seen(&current.write.addresses), &K::seen(&stored.write.addresses));
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
             return;
@@ -362,8 +358,7 @@ impl<K: Governed> Reconciler<K> {
                         state.damping.foreign_write(key, now);
                     }
                     let policy_contested = state.contested.count(&policy) > 0;
-                    match state.damping.step(key, &kind::addresses::<K>(&stored.write), &policy, policy_contested, now)
-                    {
+                    match state.damping.step(key, &K::seen(&stored.write.addresses), &policy, policy_contested, now) {
                         Step::Patch => self.set_contested(state, key, None),
                         Step::Wait { until, contested, fight } => {
                             if let Some(fight) = fight
@@ -403,7 +398,7 @@ impl<K: Governed> Reconciler<K> {
             ingress = %format!("{}/{}", key.0, key.1),
             policy = %policy,
             wrote = %Addresses(&fight.wrote),
-            replaced_by = %Addresses(&kind::addresses::<K>(&stored.write)),
+            replaced_by = %Addresses(&K::seen(&stored.write.addresses)),
             writers = %writers,
             fights = fight.count,
             hold_seconds = fight.hold.as_secs(),
@@ -448,7 +443,8 @@ impl<K: Governed> Reconciler<K> {
             self.apply_judgement(&mut state, &key, judgement, false);
         }
         state.damping.prune(tokio::time::Instant::now().into_std());
-        let in_force = kind::in_force::<K>(&policies);
+        // The policies that govern this kind: their gauges are published.
+        let in_force: Vec<_> = policies.of(K::KIND).map(|p| p.name.as_str()).collect();
         state.drift.publish(
             &in_force,
             |p, count| self.common.metrics.set_drift(K::KIND, p, count),

@@ -9,7 +9,6 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams},
 };
-use tokio::sync::watch;
 
 use super::{
     FIELD_MANAGER, Key, Reconciler,
@@ -38,7 +37,8 @@ impl<K: Governed> Reconciler<K> {
         }
     }
 
-    pub(super) async fn work_loop(self: Arc<Self>, client: Client, mut leader: watch::Receiver<bool>) {
+    pub(super) async fn work_loop(self: Arc<Self>) {
+        let (client, mut leader) = (self.common.client.clone(), self.common.leader.clone());
         let slots = self.common.bounds.slots.clone();
         loop {
             if leader.wait_for(|leading| *leading).await.is_err() {
@@ -106,7 +106,7 @@ impl<K: Governed> Reconciler<K> {
                 let Some(decided) = kind::to_patch::<K>(&stored.write, &policies, self.common.sources.as_ref()) else {
                     return Ok(());
                 };
-                (decided, kind::addresses::<K>(&stored.write).into_owned(), stored.resource_version.clone())
+                (decided, K::seen(&stored.write.addresses).into_owned(), stored.resource_version.clone())
             };
             // The resourceVersion makes the patch conditional: it applies only to the state
             // it was decided on.
