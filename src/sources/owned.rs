@@ -32,6 +32,14 @@ impl Failures {
     }
 }
 
+/// `task`'s output, or never without one: a branch of a `select!` on something optional.
+pub(crate) async fn or_never<F: Future>(task: Option<F>) -> F::Output {
+    match task {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A set of tasks that end with their owner.
 #[derive(Debug, Default)]
 pub(crate) struct Owned {
