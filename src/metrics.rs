@@ -172,13 +172,12 @@ impl Metrics {
         );
         let leader: Gauge =
             registered(&mut registry, "leader", "1 while this replica holds the reconciler's Lease, else 0");
-        let scope_known = Gauge::default();
-        scope_known.set(1);
-        registry.register(
+        let scope_known: Gauge = registered(
+            &mut registry,
             "reconcile_scope_known",
             "0 while the reconciler's scope (the namespaceSelector of --webhook-configuration) is unknown, so it patches nothing; else 1",
-            scope_known.clone(),
         );
+        scope_known.set(1);
         let ready: Gauge = registered(
             &mut registry,
             "ready",
