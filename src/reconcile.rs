@@ -1,6 +1,7 @@
 //! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses (and
-//! the `status.addresses` of governed Gateways, [`gateway`]) canonical between writes. Every replica watches the Ingresses and measures drift (the
-//! `drift_objects` gauge); only the leader ([`crate::reconcile::leader`]) patches.
+//! the `status.addresses` of governed Gateways, one loop over [`Governed`]: [`kind`]) canonical
+//! between writes. Every replica watches the Ingresses and measures drift (the `drift_objects`
+//! gauge); only the leader ([`crate::reconcile::leader`]) patches.
 //!
 //! The watch keeps, per Ingress, only what [`crate::decision::decide`] reads (namespace, name, class, stored
 //! addresses) plus the resourceVersion, deserialized straight from the watch stream into a
@@ -35,7 +36,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kube::{Api, Client, runtime::watcher};
+use kube::{Api, Client};
 use tokio::sync::{Notify, watch};
 
 use crate::kind::{Governed, Write, gateway::Gateways, ingress::Ingresses};
@@ -127,17 +128,9 @@ struct Reconciler<K: Governed> {
     me: Weak<Reconciler<K>>,
     state: Mutex<State<K>>,
     work: Notify,
-    policies: Arc<PolicyStore>,
-    sources: Arc<dyn Sources>,
-    metrics: Arc<Metrics>,
-    bounds: Arc<Bounds>,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
-    /// The Namespaces the guard's webhook configuration selects ([`crate::scope`]).
-    scope: Arc<Scope>,
-    /// Whether this replica leads: only the leader reports fights (every replica holds back
-    /// the same Ingresses, so a new leader honours the contests it saw as a follower).
-    leading: watch::Receiver<bool>,
+    common: Common,
 }
 
 impl<K: Governed> Hold<Key, Stored<Write<K::Entry>>> for Reconciler<K> {
@@ -188,14 +181,18 @@ pub(crate) fn start(
 }
 
 /// What every kind's reconciler is started with.
+#[derive(Clone)]
 struct Common {
     client: Client,
     policies: Arc<PolicyStore>,
     sources: Arc<dyn Sources>,
     sources_changed: watch::Receiver<u64>,
+    /// Whether this replica leads: only the leader patches and reports fights (every replica
+    /// holds back the same Ingresses, so a new leader honours the contests it saw as a follower).
     leader: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     bounds: Arc<Bounds>,
+    /// The Namespaces the guard's webhook configuration selects ([`crate::scope`]).
     scope: Arc<Scope>,
 }
 
@@ -205,35 +202,17 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
         me: me.clone(),
         state: Mutex::new(State::default()),
         work: Notify::new(),
-        policies: common.policies.clone(),
-        sources: common.sources.clone(),
-        metrics: common.metrics.clone(),
-        bounds: common.bounds.clone(),
         known,
-        scope: common.scope.clone(),
-        leading: common.leader.clone(),
+        common: common.clone(),
     });
     let triggers = reconciler.clone().triggers(
         [common.sources_changed.clone(), common.policies.subscribe(), common.scope.subscribe()],
         common.leader.clone(),
     );
     let kind = K::KIND.name();
-    tasks.spawn(format!("reconciler's {kind} watch"), reconciler.clone().watch(common.client.clone()));
+    tasks.spawn(format!("reconciler's {kind} watch"), reconciler.clone().watch());
     tasks.spawn(format!("reconciler's {kind} triggers"), triggers);
-    tasks.spawn(
-        format!("reconciler's {kind} work loop"),
-        reconciler.work_loop(common.client.clone(), common.leader.clone()),
-    );
-}
-
-/// Small list pages: a page is held whole while it is parsed, and tenants choose the size of
-/// their objects (up to etcd's 1.5 MiB each), so the page bounds the peak. A list at
-/// resourceVersion "0" (any) is served whole from the watch cache, ignoring the page size, so
-/// the list asks for the most recent state, which pages.
-fn watch_config() -> watcher::Config {
-    watcher::Config::default()
-        .page_size(crate::kind::ingress::LIST_PAGE)
-        .list_semantic(watcher::ListSemantic::MostRecent)
+    tasks.spawn(format!("reconciler's {kind} work loop"), reconciler.work_loop());
 }
 
 /// Waits for the next change of `rx`; never returns once its sender is gone.
@@ -249,15 +228,15 @@ impl<K: Governed> Reconciler<K> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Follows every object of the kind, once [`kind::wanted`] by the policies.
-    async fn watch(self: Arc<Self>, client: Client) {
-        let mut policies = self.policies.subscribe();
-        while !kind::wanted::<K>(&self.policies.load()) {
+    /// Follows every object of the kind, once [`follow::wanted`] by the policies.
+    async fn watch(self: Arc<Self>) {
+        let mut policies = self.common.policies.subscribe();
+        while !follow::wanted::<K>(&self.common.policies.load()) {
             changed(&mut policies).await;
         }
-        let api: Api<K::Lean> = Api::all(client);
+        let api: Api<K::Lean> = Api::all(self.common.client.clone());
         let mut failing = false;
-        let project = |obj| kind::project::<K>(obj, &self.metrics);
+        let project = |obj| kind::project::<K>(obj, &self.common.metrics);
         let hook = |change| match change {
             Ok(change) => {
                 if failing {
@@ -268,11 +247,11 @@ impl<K: Governed> Reconciler<K> {
             }
             Err(e) => {
                 // The watcher backs off; one line per failure streak, not per retry.
-                kind::watch_failed::<K>(&e, &self.metrics, !failing);
+                kind::watch_failed::<K>(&e, &self.common.metrics, !failing);
                 failing = true;
             }
         };
-        follow::follow(api, watch_config(), kind::retry_cap::<K>(), project, self.as_ref(), hook).await;
+        follow::follow(api, follow::paged(), follow::retry_cap::<K>(), project, self.as_ref(), hook).await;
     }
 
     fn on_change(&self, change: Change<Key, Stored<Write<K::Entry>>>) {
@@ -293,7 +272,7 @@ impl<K: Governed> Reconciler<K> {
                 self.resync();
             }
             Change::Applied { key, old } => {
-                let policies = self.policies.load();
+                let policies = self.common.policies.load();
                 let mut state = self.lock();
                 if let (Some(known), Some(uid)) = (&self.known, state.ingresses.get(&key).and_then(|s| s.uid.clone())) {
                     known.applied(key.clone(), uid);
@@ -301,7 +280,7 @@ impl<K: Governed> Reconciler<K> {
                 if state.ingresses.synced() {
                     // Another writer's change of the addresses (ours are canonical; a creation has none).
                     let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
-                        !crate::address::same_set(&kind::addresses::<K>(&old.write), &kind::addresses::<K>(&new.write))
+                        !crate::address::same_set(&K::seen(&old.write.addresses), &K::seen(&new.write.addresses))
                     });
                     self.rejudge(&mut state, &key, &policies, foreign);
                 }
@@ -319,7 +298,7 @@ impl<K: Governed> Reconciler<K> {
     /// [`kind::judge`] within the webhook's scope: outside it an object is not the guard's (as
     /// at admission), and while the scope is unknown drift is measured but never patched.
     fn judge(&self, key: &Key, write: &Write<K::Entry>, policies: &Policies) -> Judgement {
-        match (self.scope.allows(&key.0), kind::judge::<K>(write, policies, self.sources.as_ref())) {
+        match (self.common.scope.allows(&key.0), kind::judge::<K>(write, policies, self.common.sources.as_ref())) {
             (Allow::Yes, judgement) => judgement,
             (Allow::No, _) => Judgement::Fine,
             (Allow::Unknown, Judgement::Drift { policy, .. }) => Judgement::Drift { policy, patch: false },
@@ -348,7 +327,7 @@ impl<K: Governed> Reconciler<K> {
     /// least as new, and a response arriving late must not overwrite it. (Resource versions are
     /// only compared for equality, as the API conventions require.)
     fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<Write<K::Entry>>) {
-        let policies = self.policies.load();
+        let policies = self.common.policies.load();
         let judgement = self.judge(&key, &stored.write, &policies);
         let mut state = self.lock();
         let Some(current) = state.ingresses.get(&key) else { return };
@@ -356,8 +335,7 @@ impl<K: Governed> Reconciler<K> {
             return;
         }
         // Changed addresses off canonical are another writer's (a 409's fresh read sees them first).
-        let foreign =
-            !crate::address::same_set(&kind::addresses::<K>(&current.write), &kind::addresses::<K>(&stored.write));
+        let foreign = !crate::address::same_set(&K::seen(&current.write.addresses), &K::seen(&stored.write.addresses));
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
             return;
@@ -380,12 +358,11 @@ impl<K: Governed> Reconciler<K> {
                         state.damping.foreign_write(key, now);
                     }
                     let policy_contested = state.contested.count(&policy) > 0;
-                    match state.damping.step(key, &kind::addresses::<K>(&stored.write), &policy, policy_contested, now)
-                    {
+                    match state.damping.step(key, &K::seen(&stored.write.addresses), &policy, policy_contested, now) {
                         Step::Patch => self.set_contested(state, key, None),
                         Step::Wait { until, contested, fight } => {
                             if let Some(fight) = fight
-                                && *self.leading.borrow()
+                                && *self.common.leader.borrow()
                             {
                                 self.report_fight(key, stored, &policy, &fight);
                             }
@@ -408,7 +385,7 @@ impl<K: Governed> Reconciler<K> {
 
     /// One WARN and one count per fight; the holds bound how often.
     fn report_fight(&self, key: &Key, stored: &Stored<Write<K::Entry>>, policy: &str, fight: &Fight) {
-        self.metrics.reconcile_fight(policy);
+        self.common.metrics.reconcile_fight(policy);
         let writers =
             if stored.status_managers.is_empty() { "unknown".to_owned() } else { stored.status_managers.join(",") };
         let hint = if stored.status_managers.iter().any(|m| m == FIELD_MANAGER) {
@@ -421,7 +398,7 @@ impl<K: Governed> Reconciler<K> {
             ingress = %format!("{}/{}", key.0, key.1),
             policy = %policy,
             wrote = %Addresses(&fight.wrote),
-            replaced_by = %Addresses(&kind::addresses::<K>(&stored.write)),
+            replaced_by = %Addresses(&K::seen(&stored.write.addresses)),
             writers = %writers,
             fights = fight.count,
             hold_seconds = fight.hold.as_secs(),
@@ -435,7 +412,7 @@ impl<K: Governed> Reconciler<K> {
         let Some(this) = self.me.upgrade() else { return };
         tokio::spawn(async move {
             tokio::time::sleep_until(at.into()).await;
-            let policies = this.policies.load();
+            let policies = this.common.policies.load();
             let mut state = this.lock();
             state.queue.release(&key);
             this.rejudge(&mut state, &key, &policies, false);
@@ -443,16 +420,16 @@ impl<K: Governed> Reconciler<K> {
     }
 
     fn set_drift(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.drift.set(key, policy, |p, count| self.metrics.set_drift(K::KIND, p, count));
+        state.drift.set(key, policy, |p, count| self.common.metrics.set_drift(K::KIND, p, count));
     }
     fn set_contested(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
+        state.contested.set(key, policy, |p, count| self.common.metrics.set_contested(p, count));
     }
 
     /// Judges every stored Ingress again: after the first list, and whenever sources,
     /// policies or leadership change.
     fn resync(&self) {
-        let policies = self.policies.load();
+        let policies = self.common.policies.load();
         let mut state = self.lock();
         if !state.ingresses.synced() {
             return;
@@ -466,16 +443,17 @@ impl<K: Governed> Reconciler<K> {
             self.apply_judgement(&mut state, &key, judgement, false);
         }
         state.damping.prune(tokio::time::Instant::now().into_std());
-        let in_force = kind::in_force::<K>(&policies);
+        // The policies that govern this kind: their gauges are published.
+        let in_force: Vec<_> = policies.of(K::KIND).map(|p| p.name.as_str()).collect();
         state.drift.publish(
             &in_force,
-            |p, count| self.metrics.set_drift(K::KIND, p, count),
-            |p| self.metrics.remove_drift(K::KIND, p),
+            |p, count| self.common.metrics.set_drift(K::KIND, p, count),
+            |p| self.common.metrics.remove_drift(K::KIND, p),
         );
         state.contested.publish(
             &in_force,
-            |p, count| self.metrics.set_contested(p, count),
-            |p| self.metrics.remove_contested(p),
+            |p, count| self.common.metrics.set_contested(p, count),
+            |p| self.common.metrics.remove_contested(p),
         );
         let drifted = state.drift.len();
         let queued = state.queue.len();

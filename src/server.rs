@@ -120,11 +120,12 @@ struct Webhook {
 
 /// The admin router: liveness, readiness and Prometheus metrics.
 pub fn admin_router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/livez", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state)
+    probes().route("/metrics", get(metrics)).with_state(state)
+}
+
+/// `/livez` and `/readyz`, on the admin port and the probe port alike.
+fn probes() -> Router<Arc<AppState>> {
+    Router::new().route("/livez", get(|| async { "ok\n" })).route("/readyz", get(readyz))
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
@@ -139,15 +140,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.ready() {
         // Ready, and saying what is inactive meanwhile (a source waiting for the Gateway API).
-        let inactive = state.sources.inactive();
-        if inactive.is_empty() {
-            return (StatusCode::OK, "ok\n").into_response();
-        }
-        let mut body = String::from("ok\n");
-        for note in inactive {
-            body.push_str(&note);
-            body.push('\n');
-        }
+        let body = state.sources.inactive().iter().fold(String::from("ok\n"), |body, note| body + note + "\n");
         (StatusCode::OK, body).into_response()
     } else if state.readiness.draining() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
@@ -412,22 +405,14 @@ pub struct Listeners {
     pub client_names: Option<crate::tls::ClientNames>,
 }
 
-/// The probe router: `/livez` and `/readyz`, as on the admin port.
-pub(crate) fn probe_router(state: Arc<AppState>) -> Router {
-    Router::new().route("/livez", get(|| async { "ok\n" })).route("/readyz", get(readyz)).with_state(state)
-}
-
 /// Serves a plain-HTTP port until its handle shuts it down.
 fn spawn_plain(
     listener: std::net::TcpListener,
     app: Router,
-    max_connections: usize,
-    name: &'static str,
+    guard: Guard<NoDelayAcceptor>,
     limits: &Limits,
-    state: &AppState,
 ) -> std::io::Result<(axum_server::Handle<std::net::SocketAddr>, tokio::task::JoinHandle<std::io::Result<()>>)> {
     let handle = axum_server::Handle::new();
-    let guard = Guard::new(NoDelayAcceptor::new(), max_connections, limits.lifetimes(), name, state.metrics.clone());
     let mut server = axum_server::from_tcp(listener)?
         .acceptor(guard)
         .first_request_timeout(limits.header_read_timeout)
@@ -458,14 +443,19 @@ pub async fn serve(
     let limits = listeners.limits;
 
     let handle = axum_server::Handle::new();
+    // TCP_NODELAY: an HTTP/2 response is several small writes (HEADERS, DATA, WINDOW_UPDATE);
+    // with Nagle's algorithm on they wait for the client's delayed ACK, which added ~10 ms at
+    // p50 and ~40 ms at p99 per review over HTTP/2, the protocol the API server uses.
+    let bounded = |max_connections, name| {
+        Guard::new(NoDelayAcceptor::new(), max_connections, limits.lifetimes(), name, state.metrics.clone())
+    };
     // The admin and probe ports get connection bounds of their own: a flood of idle
     // connections must take neither the file descriptors /mutate needs nor the probes' slots.
-    let admin_app = admin_router(state.clone());
-    let (admin_handle, admin_task) =
-        spawn_plain(listeners.admin, admin_app, limits.admin_max_connections, "admin", &limits, &state)?;
-    let probe_app = probe_router(state.clone());
-    let (probe_handle, probe_task) =
-        spawn_plain(listeners.probe, probe_app, limits.probe_max_connections, "probe", &limits, &state)?;
+    let admin_guard = bounded(limits.admin_max_connections, "admin");
+    let (admin_handle, admin_task) = spawn_plain(listeners.admin, admin_router(state.clone()), admin_guard, &limits)?;
+    let probe_guard = bounded(limits.probe_max_connections, "probe");
+    let probe_app = probes().with_state(state.clone());
+    let (probe_handle, probe_task) = spawn_plain(listeners.probe, probe_app, probe_guard, &limits)?;
 
     let shutdown_handle = handle.clone();
     let shutdown_state = state.clone();
@@ -482,16 +472,7 @@ pub async fn serve(
     } else {
         webhook_router_with(state.clone(), limits.clone())
     };
-    // TCP_NODELAY: an HTTP/2 response is several small writes (HEADERS, DATA, WINDOW_UPDATE);
-    // with Nagle's algorithm on they wait for the client's delayed ACK, which added ~10 ms at
-    // p50 and ~40 ms at p99 per review over HTTP/2, the protocol the API server uses.
-    let guard = Guard::new(
-        NoDelayAcceptor::new(),
-        limits.max_connections,
-        limits.lifetimes(),
-        "webhook",
-        state.metrics.clone(),
-    );
+    let guard = bounded(limits.max_connections, "webhook");
     let mut server = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
         .map(|tls| handshake::CountMissing {
             inner: tls.handshake_timeout(limits.tls_handshake_timeout).acceptor(guard),

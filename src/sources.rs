@@ -196,7 +196,7 @@ fn partial_warning_due(policy: &str, now: Instant) -> bool {
 }
 
 /// In-memory state of every publish source, each updated by its own watch
-/// ([`watches::ServiceWatches`]), and the inventory of cluster facts the policies need.
+/// (`watches::ServiceWatches`), and the inventory of cluster facts the policies need.
 #[derive(Debug)]
 pub struct SourceCache {
     /// The publish Services.

@@ -37,7 +37,10 @@ use crate::{
     kind::Kind,
     metrics::Metrics,
     names::truncate,
-    sources::ingresses::{Known, KnownIngresses},
+    sources::{
+        ingresses::{Known, KnownIngresses},
+        owned::or_never,
+    },
 };
 
 /// Reason shown by `kubectl describe ingress` (and `kubectl describe gateway`).
@@ -251,7 +254,7 @@ impl Report {
                     }
                     None => break,
                 },
-                () = sleep_until(wake) => {}
+                () = or_never(wake.map(tokio::time::sleep_until)) => {}
                 () = index_ticked, if !self.awaiting.is_empty() => {}
                 () = shutdown.cancelled(), if !stopping => {
                     rx.close();
@@ -355,13 +358,6 @@ impl Report {
         if events.try_send((event, regarding, object)).is_err() {
             self.metrics.event("dropped");
         }
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

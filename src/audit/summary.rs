@@ -140,10 +140,7 @@ impl Summariser {
 
     fn count_overflow(&mut self, finding: &Finding, now: Instant) {
         let pair = Some((finding.writer.username.clone(), finding.policy.clone()));
-        let key = match self.overflow.contains_key(&pair) || self.overflow.len() < MAX_WRITERS {
-            true => pair,
-            false => None,
-        };
+        let key = if self.overflow.contains_key(&pair) || self.overflow.len() < MAX_WRITERS { pair } else { None };
         if let Some(open) = self.overflow.get_mut(&key) {
             open.repeats += 1;
             return;

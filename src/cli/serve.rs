@@ -210,13 +210,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     }
     if let Some(reloader) = reloader {
         metrics.register_tls_cert_expiry(reloader.cert_expiry());
-        let token = tasks.shutdown_token();
-        tasks.spawn("serving certificate reload", async move {
-            tokio::select! {
-                () = reloader.supervise() => {}
-                () = token.cancelled() => {}
-            }
-        });
+        tasks.spawn_until_shutdown("serving certificate reload", reloader.supervise());
     }
     let keeper = match (&client, admission_api) {
         (Some(client), Some(api)) => Some(Keeper {
@@ -406,7 +400,6 @@ fn start_watches(
     pod_events: Option<PodEvents>,
     drops_ports: bool,
 ) {
-    let token = tasks.shutdown_token();
     match config {
         Some(path) => {
             let reload = policy_reload::Reload {
@@ -418,26 +411,15 @@ fn start_watches(
                 pod_events,
                 drops_ports,
             };
-            tasks.spawn("policy reload and publish Service watches", async move {
-                tokio::select! {
-                    () = reload.run() => {}
-                    () = token.cancelled() => {}
-                }
-            });
+            tasks.spawn_until_shutdown("policy reload and publish Service watches", reload.run());
         }
-        None => tasks.spawn("publish Service watches", async move {
-            let ended = async {
-                match watches {
-                    // Logs and reports each end; the others watch on.
-                    Some(mut watches) => loop {
-                        watches.ended().await;
-                    },
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = ended => {}
-                () = token.cancelled() => {}
+        None => tasks.spawn_until_shutdown("publish Service watches", async move {
+            match watches {
+                // Logs and reports each end; the others watch on.
+                Some(mut watches) => loop {
+                    watches.ended().await;
+                },
+                None => std::future::pending().await,
             }
         }),
     }
@@ -452,14 +434,16 @@ fn start_known_objects(
     gateways: Arc<KnownIngresses>,
     policies: Arc<crate::policy::store::PolicyStore>,
 ) {
-    let token = tasks.shutdown_token();
-    let watch = crate::sources::ingresses::watch(client.clone(), ingresses);
-    let gateway_watch = crate::sources::ingresses::watch_gateways(client, gateways, policies);
-    tasks.spawn("known-Ingress and known-Gateway watches (Event targets)", async move {
+    let watch = crate::sources::ingresses::watch::<crate::kind::ingress::Ingresses>(
+        client.clone(),
+        ingresses,
+        policies.clone(),
+    );
+    let gateway_watch = crate::sources::ingresses::watch::<crate::kind::gateway::Gateways>(client, gateways, policies);
+    tasks.spawn_until_shutdown("known-Ingress and known-Gateway watches (Event targets)", async move {
         tokio::select! {
             () = watch => {}
             () = gateway_watch => {}
-            () = token.cancelled() => {}
         }
     });
 }

@@ -10,7 +10,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use super::Escaped;
+use super::{Escaped, registered};
 use crate::kind::Kind;
 
 /// The watches whose failures are counted, as the `watch` label names them.
@@ -63,11 +63,10 @@ pub(super) struct Objects {
 
 impl Objects {
     pub(super) fn register(registry: &mut Registry) -> Objects {
-        let drift = Family::<KindPolicyLabels, Gauge>::default();
-        registry.register(
+        let drift: Family<KindPolicyLabels, Gauge> = registered(
+            registry,
             "drift_objects",
             "Governed objects whose stored status differs from the canonical addresses now, by policy and kind (ingress: status.loadBalancer.ingress, gateway: status.addresses)",
-            drift.clone(),
         );
         let watch_errors = WatchErrors::default();
         registry.register(
@@ -79,11 +78,10 @@ impl Objects {
         for watch in WATCHES {
             let _ = watch_errors.0.get_or_create(&WatchLabel { watch });
         }
-        let forged = Family::<ForgedLabels, Counter>::default();
-        registry.register(
+        let forged: Family<ForgedLabels, Counter> = registered(
+            registry,
             "forged_spec_writes",
             "Status writes that also changed a field the API server resets from the stored object (field: spec.ingressClassName, spec.gatewayClassName), by the result of the review (judged under the stored value; dry_run for dry runs)",
-            forged.clone(),
         );
         Objects { drift, watch_errors, forged }
     }

@@ -42,11 +42,6 @@ pub(super) fn project<K: Governed>(obj: K::Lean, metrics: &Metrics) -> Option<(K
     Some((key, stored))
 }
 
-/// The stored addresses as the damping and the foreign-write check compare them.
-pub(super) fn addresses<K: Governed>(write: &Write<K::Entry>) -> Cow<'_, [Address]> {
-    K::seen(&write.addresses)
-}
-
 /// A mismatch `decide` found, with the canonical entries (as written and as they read back).
 struct Mismatch<'p, E: Clone + 'static> {
     policy: &'p Policy,
@@ -76,7 +71,7 @@ pub(super) fn judge<K: Governed>(write: &Write<K::Entry>, policies: &Policies, s
     match mismatch::<K>(write, policies, sources) {
         Some(m) => Judgement::Drift {
             policy: m.policy.name.clone(),
-            patch: m.action != Action::Audit && knows_enough(m.policy, &addresses::<K>(write), &m.seen, sources),
+            patch: m.action != Action::Audit && knows_enough(m.policy, &K::seen(&write.addresses), &m.seen, sources),
         },
         None => Judgement::Fine,
     }
@@ -90,28 +85,11 @@ pub(super) fn to_patch<K: Governed>(
 ) -> Option<Decided> {
     let m = mismatch::<K>(write, policies, sources)?;
     let rewrite = matches!(m.action, Action::Rewrite | Action::Deny);
-    (rewrite && knows_enough(m.policy, &addresses::<K>(write), &m.seen, sources)).then(|| Decided {
+    (rewrite && knows_enough(m.policy, &K::seen(&write.addresses), &m.seen, sources)).then(|| Decided {
         policy: m.policy.name.clone(),
         status: K::status(&m.entries),
         canonical: m.seen,
     })
-}
-
-/// The policies that govern this kind: their gauges are published.
-pub(super) fn in_force<K: Governed>(policies: &Policies) -> Vec<&str> {
-    policies.of(K::KIND).map(|p| p.name.as_str()).collect()
-}
-
-/// Whether the policies need the watch at all; it starts the first time they do. A kind whose
-/// API is always served is always watched.
-pub(super) fn wanted<K: Governed>(policies: &Policies) -> bool {
-    K::KIND.info().optional_api.is_none() || policies.of(K::KIND).next().is_some()
-}
-
-/// Longest wait between two attempts of a failing watch (`None`: kube's default backoff): an
-/// API installed after start-up is noticed within it.
-pub(super) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
-    K::KIND.info().optional_api.map(|_| crate::sources::gateway::RETRY_CAP)
 }
 
 /// Counts and logs one failure of the watch; `first` of a streak (one line per streak).
@@ -119,7 +97,7 @@ pub(super) fn watch_failed<K: Governed>(error: &kube::runtime::watcher::Error, m
     let info = K::KIND.info();
     // An API not served is the documented inactive state (logged once, named by /readyz), not a
     // failure: counting it would make a rate alert fire for as long as the CRDs are absent.
-    let absent = info.optional_api.filter(|_| crate::sources::gateway::is_api_absent(error));
+    let absent = info.optional_api.filter(|_| crate::sources::follow::is_api_absent(error));
     if absent.is_none() {
         metrics.watch_error(info.plural);
     }

@@ -103,10 +103,7 @@ impl Settings {
 
 /// Whether nobody holds the Lease (never held, or released), or `identity` does.
 pub(crate) fn is_free(spec: Option<&LeaseSpec>, identity: &str) -> bool {
-    match spec.and_then(|s| s.holder_identity.as_deref()) {
-        None | Some("") => true,
-        Some(holder) => holder == identity,
-    }
+    spec.and_then(|s| s.holder_identity.as_deref()).is_none_or(|holder| holder.is_empty() || holder == identity)
 }
 
 /// When this replica last saw the Lease change, on its own clock.

@@ -9,7 +9,6 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams},
 };
-use tokio::sync::watch;
 
 use super::{
     FIELD_MANAGER, Key, Reconciler,
@@ -38,8 +37,9 @@ impl<K: Governed> Reconciler<K> {
         }
     }
 
-    pub(super) async fn work_loop(self: Arc<Self>, client: Client, mut leader: watch::Receiver<bool>) {
-        let slots = self.bounds.slots.clone();
+    pub(super) async fn work_loop(self: Arc<Self>) {
+        let (client, mut leader) = (self.common.client.clone(), self.common.leader.clone());
+        let slots = self.common.bounds.slots.clone();
         loop {
             if leader.wait_for(|leading| *leading).await.is_err() {
                 return;
@@ -48,7 +48,7 @@ impl<K: Governed> Reconciler<K> {
                 key = self.next_key() => key,
                 _ = leader.wait_for(|leading| !*leading) => continue,
             };
-            self.bounds.limiter.lock().await.tick().await;
+            self.common.bounds.limiter.lock().await.tick().await;
             let Ok(slot) = slots.clone().acquire_owned().await else { return };
             if !*leader.borrow() {
                 // Lost the lead while waiting: the next leader's full pass covers this one.
@@ -76,7 +76,7 @@ impl<K: Governed> Reconciler<K> {
 
     fn finish(self: &Arc<Self>, key: Key, result: Result<(), ()>) {
         let now = tokio::time::Instant::now();
-        let policies = self.policies.load();
+        let policies = self.common.policies.load();
         let mut state = self.lock();
         match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
             After::Settled => {}
@@ -95,38 +95,38 @@ impl<K: Governed> Reconciler<K> {
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
         let object = format!("{}/{}", key.0, key.1);
         for _ in 0..=CONFLICT_RETRIES {
-            let policies = self.policies.load();
+            let policies = self.common.policies.load();
             let (Decided { policy, canonical, status }, from, resource_version) = {
                 let state = self.lock();
                 let Some(stored) = state.ingresses.get(key) else { return Ok(()) };
                 // The scope may have narrowed, or become unknown, since this was queued.
-                if self.scope.allows(&key.0) != Allow::Yes {
+                if self.common.scope.allows(&key.0) != Allow::Yes {
                     return Ok(());
                 }
-                let Some(decided) = kind::to_patch::<K>(&stored.write, &policies, self.sources.as_ref()) else {
+                let Some(decided) = kind::to_patch::<K>(&stored.write, &policies, self.common.sources.as_ref()) else {
                     return Ok(());
                 };
-                (decided, kind::addresses::<K>(&stored.write).into_owned(), stored.resource_version.clone())
+                (decided, K::seen(&stored.write.addresses).into_owned(), stored.resource_version.clone())
             };
             // The resourceVersion makes the patch conditional: it applies only to the state
             // it was decided on.
             let patch = serde_json::json!({"metadata": {"resourceVersion": resource_version}, "status": status});
             match within(CALL_TIMEOUT, api.patch_status(&key.1, &params, &Patch::Merge(&patch))).await {
                 Ok(obj) => {
-                    self.metrics.patch(&policy, "patched");
+                    self.common.metrics.patch(&policy, "patched");
                     let now = tokio::time::Instant::now().into_std();
                     self.lock().damping.patched(key, &canonical, now);
                     K::healed(&object, &Addresses(&from), &Addresses(&canonical), &policy);
-                    if let Some((key, stored)) = kind::project::<K>(obj, &self.metrics) {
+                    if let Some((key, stored)) = kind::project::<K>(obj, &self.common.metrics) {
                         self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                     }
                     return Ok(());
                 }
                 Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => {
-                    self.metrics.patch(&policy, "conflict");
+                    self.common.metrics.patch(&policy, "conflict");
                     match within(CALL_TIMEOUT, api.get(&key.1)).await {
                         Ok(fresh) => {
-                            if let Some((key, stored)) = kind::project::<K>(fresh, &self.metrics) {
+                            if let Some((key, stored)) = kind::project::<K>(fresh, &self.common.metrics) {
                                 self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                             }
                         }
@@ -139,7 +139,7 @@ impl<K: Governed> Reconciler<K> {
                 }
                 Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
                 Err(e) => {
-                    self.metrics.patch(&policy, "failed");
+                    self.common.metrics.patch(&policy, "failed");
                     tracing::warn!(kind = K::KIND.name(), object = %object, policy = %policy, error = %e, "status patch failed; backing off");
                     return Err(());
                 }

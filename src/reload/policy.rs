@@ -21,7 +21,7 @@ use crate::{
     names,
     policy::{self, Policies, store::PolicyStore},
     reload::fswatch::Changes,
-    sources::watches::ServiceWatches,
+    sources::{owned::or_never, watches::ServiceWatches},
 };
 
 /// How often the config file is read even without a filesystem event.
@@ -89,15 +89,9 @@ impl Reload {
         let mut refused: Option<String> = None;
         loop {
             // A watch's end is logged and reported by `ended`; the reload goes on.
-            let watch_ended = async {
-                match &mut self.watches {
-                    Some(watches) => watches.ended().await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 () = changes.next() => {}
-                () = watch_ended => continue,
+                () = or_never(self.watches.as_mut().map(ServiceWatches::ended)) => continue,
             }
             match self.read() {
                 Ok(policies) if policies == *self.store.load() => refused = None,

@@ -1,5 +1,6 @@
-//! The JSON patches (RFC 6902) of each kind are in `kind/<kind>.rs` ([`Governed::patch`]); these
-//! tests hold the Ingress's to the same patch built as values.
+//! The JSON patches (RFC 6902) of each kind are in `kind/<kind>.rs`
+//! ([`crate::kind::Governed::patch`]); these tests hold the Ingress's to the same patch built
+//! as values.
 
 #[cfg(test)]
 mod tests {

@@ -205,14 +205,21 @@ fn stored_ingress_class(
     annotation: Option<String>,
     old: Option<StoredIn>,
 ) -> (Option<String>, Option<Forged>) {
-    let (field, forged) = match old {
-        Some(old) => {
-            let forged = (spec.ingress_class_name != old.spec.ingress_class_name).then_some(Forged::IngressClassName);
-            (old.spec.ingress_class_name, forged)
-        }
-        None => (spec.ingress_class_name, None),
-    };
+    let old = old.map(|old| old.spec.ingress_class_name);
+    let (field, forged) = stored(spec.ingress_class_name, old, Forged::IngressClassName);
     (ingress::class(field, annotation).0, forged)
+}
+
+/// A field a status write cannot change, as it will be stored (`old`'s, when there is one),
+/// and `forged` when the write changed it.
+fn stored<T: PartialEq>(written: T, old: Option<T>, forged: Forged) -> (T, Option<Forged>) {
+    match old {
+        Some(old) => {
+            let forged = (written != old).then_some(forged);
+            (old, forged)
+        }
+        None => (written, None),
+    }
 }
 
 /// The parts of an Ingress the decision reads.

@@ -88,6 +88,18 @@ impl Tasks {
         self.names.insert(handle.id(), name);
     }
 
+    /// [`Tasks::spawn`] for a `task` that ignores the shutdown token: dropped when it is
+    /// cancelled.
+    pub(crate) fn spawn_until_shutdown(&mut self, name: &'static str, task: impl Future<Output = ()> + Send + 'static) {
+        let token = self.shutdown.clone();
+        self.spawn(name, async move {
+            tokio::select! {
+                () = task => {}
+                () = token.cancelled() => {}
+            }
+        });
+    }
+
     /// Waits for the next task to end (never, while they all run), or an owned task's end
     /// to be reported, logs it and marks the process not ready. Cancel-safe.
     pub async fn watch(&mut self, readiness: &Readiness) {

@@ -23,6 +23,8 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
+use crate::{kind::Governed, policy::Policies};
+
 /// What one watcher event did to a [`Projection`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change<K, V> {
@@ -159,15 +161,34 @@ pub(crate) async fn follow<R, K, V>(
     R: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     K: Eq + Hash + Clone,
 {
-    let config = match config.timeout {
-        Some(_) => config,
-        None => config.timeout(WATCH_TIMEOUT_SECS),
-    };
+    let config = if config.timeout.is_some() { config } else { config.timeout(WATCH_TIMEOUT_SECS) };
     let events = watcher(api, config);
     match cap {
         None => pump(events.default_backoff(), project, held, hook).await,
         Some(cap) => pump(events.backoff(CappedBackoff::new(cap)), project, held, hook).await,
     }
+}
+
+/// Whether the policies need a watch of every object of kind `K`; it starts the first time they
+/// do. A kind whose API is always served is always watched.
+pub(crate) fn wanted<K: Governed>(policies: &Policies) -> bool {
+    K::KIND.info().optional_api.is_none() || policies.of(K::KIND).next().is_some()
+}
+
+/// Longest wait between two attempts of a failing watch of kind `K` (`None`: kube's default
+/// backoff): an API installed after start-up is noticed within it.
+pub(crate) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
+    K::KIND.info().optional_api.map(|_| super::gateway::RETRY_CAP)
+}
+
+/// The watch of every object of a governed kind, in small pages: a page is held whole while it
+/// is parsed, and tenants choose the size of their objects (up to etcd's 1.5 MiB each), so the
+/// page bounds the peak. A list at resourceVersion "0" (any) is served whole from the watch
+/// cache, ignoring the page size, so the list asks for the most recent state, which pages.
+pub(crate) fn paged() -> watcher::Config {
+    watcher::Config::default()
+        .page_size(crate::kind::ingress::LIST_PAGE)
+        .list_semantic(watcher::ListSemantic::MostRecent)
 }
 
 /// Whether a watch error says the API server does not serve the kind (its CRDs are not
@@ -223,26 +244,18 @@ pub(crate) async fn pump<R, K, V>(
 {
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(watcher::Event::Init) => watcher::Event::Init,
-            Ok(watcher::Event::InitDone) => watcher::Event::InitDone,
-            Ok(watcher::Event::InitApply(obj)) => match project(obj) {
-                Some(projected) => watcher::Event::InitApply(projected),
-                None => continue,
-            },
-            Ok(watcher::Event::Apply(obj)) => match project(obj) {
-                Some(projected) => watcher::Event::Apply(projected),
-                None => continue,
-            },
-            Ok(watcher::Event::Delete(obj)) => match project(obj) {
-                Some(projected) => watcher::Event::Delete(projected),
-                None => continue,
-            },
+        let projected = match event {
+            Ok(watcher::Event::Init) => Some(watcher::Event::Init),
+            Ok(watcher::Event::InitDone) => Some(watcher::Event::InitDone),
+            Ok(watcher::Event::InitApply(obj)) => project(obj).map(watcher::Event::InitApply),
+            Ok(watcher::Event::Apply(obj)) => project(obj).map(watcher::Event::Apply),
+            Ok(watcher::Event::Delete(obj)) => project(obj).map(watcher::Event::Delete),
             Err(e) => {
                 hook(Err(e));
                 continue;
             }
         };
+        let Some(event) = projected else { continue };
         let change = held.update(|projection| projection.apply(event));
         hook(Ok(change));
     }

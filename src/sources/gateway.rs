@@ -63,9 +63,6 @@ pub(crate) fn addresses(gateway: &LeanGateway) -> Result<Vec<Address>, GatewayEr
     Ok(address::canonicalize(entries))
 }
 
-// Where the reconciler's Gateway watch finds it (`reconcile/gateway.rs`).
-pub(crate) use super::follow::is_api_absent;
-
 /// The wire of the `publishGateway` source for the [`super::published::Published`] cache.
 #[derive(Debug)]
 pub(crate) struct PublishGateway;

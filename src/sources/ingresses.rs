@@ -1,12 +1,11 @@
 //! The governed objects the guard knows from its own watches: namespace and name to uid,
-//! nothing more, in one index per kind (the Ingresses, [`watch()`]; the Gateways, once a
-//! policy governs them, [`watch_gateways`]). The audit trail writes a Kubernetes Event only
-//! about an object in its kind's index, so a forged review naming an object that does not
-//! exist (or the right name with the wrong uid) can never make the guard write into the
-//! cluster. Each index is fed through the reconciler's bounded readers ([`LeanIngress`],
-//! [`LeanGateway`]), in small pages, so each object costs its three strings and a list costs
-//! one page, whatever its annotations hold; when the reconciler runs, its watches feed the
-//! indexes instead ([`KnownIngresses::relisted`]).
+//! nothing more, in one index per kind ([`watch()`]; the Gateways once a policy governs them).
+//! The audit trail writes a Kubernetes Event only about an object in its kind's index, so a
+//! forged review naming an object that does not exist (or the right name with the wrong uid)
+//! can never make the guard write into the cluster. Each index is fed through the kind's
+//! bounded reader ([`Governed::Lean`]), in small pages, so each object costs its three strings
+//! and a list costs one page, whatever its annotations hold; when the reconciler runs, its
+//! watches feed the indexes instead ([`KnownIngresses::relisted`]).
 
 use std::sync::{Arc, RwLock};
 
@@ -14,8 +13,7 @@ use kube::{Api, Client, Resource, runtime::watcher};
 use tokio::sync::watch;
 
 use crate::{
-    kind::gateway::LeanGateway,
-    kind::ingress::LeanIngress,
+    kind::Governed,
     policy::store::PolicyStore,
     sources::follow::{self, Change, Hold, Projection},
 };
@@ -114,43 +112,26 @@ impl KnownIngresses {
     }
 }
 
-/// Keeps `index` current from a watch of every Gateway, until aborted, from the moment some
-/// policy governs Gateways (before, the guard may have no right to list them): the index of
-/// Gateways that Events about Gateways are checked against, when the reconciler's Gateway
-/// watch (which feeds it otherwise) does not run. Without the Gateway API CRDs the watch is
-/// retried at most [`crate::sources::gateway::RETRY_CAP`] apart, and the index stays unsynced.
-pub(crate) async fn watch_gateways(client: Client, index: Arc<KnownIngresses>, policies: Arc<PolicyStore>) {
+/// Keeps `index` current from a watch of every object of kind `K`, until aborted; a kind whose
+/// API may not be served is watched from the moment some policy governs it (before, the guard
+/// may have no right to list it), and without its CRDs the watch is retried at most
+/// [`crate::sources::gateway::RETRY_CAP`] apart while the index stays unsynced. Fed by the
+/// reconciler's watch of the kind instead when that runs.
+pub(crate) async fn watch<K: Governed>(client: Client, index: Arc<KnownIngresses>, policies: Arc<PolicyStore>) {
     let mut changed = policies.subscribe();
-    while policies.load().gateway_policies().next().is_none() {
+    while !follow::wanted::<K>(&policies.load()) {
         if changed.changed().await.is_err() {
             return;
         }
     }
-    let api: Api<LeanGateway> = Api::all(client);
-    follow_known(api, &index, "Gateway", Some(crate::sources::gateway::RETRY_CAP)).await;
-}
-
-/// Keeps `index` current from a watch of every Ingress, until aborted.
-pub(crate) async fn watch(client: Client, index: Arc<KnownIngresses>) {
     // Not a metadata-only watch: its `PartialObjectMeta` keeps every annotation (a tenant's
     // 200 KiB ones included) and lists unpaged; the lean reader keeps three strings, paged.
-    let api: Api<LeanIngress> = Api::all(client);
-    follow_known(api, &index, "Ingress", None).await;
-}
-
-/// Follows every object of `api`'s lean kind into `index` (namespace and name to uid), in
-/// small pages; retried at most `cap` apart when set (a kind whose CRDs may be missing).
-async fn follow_known<R>(api: Api<R>, index: &KnownIngresses, kind: &'static str, cap: Option<std::time::Duration>)
-where
-    R: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let config = watcher::Config::default()
-        .page_size(crate::kind::ingress::LIST_PAGE)
-        .list_semantic(watcher::ListSemantic::MostRecent);
-    let project = |object: R| {
+    let api: Api<K::Lean> = Api::all(client);
+    let project = |object: K::Lean| {
         let meta = object.meta();
         Some(((meta.namespace.clone()?, meta.name.clone()?), meta.uid.clone()?))
     };
+    let (kind, index) = (K::KIND.name(), index.as_ref());
     let mut failing = false;
     let hook = |change: Result<Change<Key, String>, watcher::Error>| match change {
         Ok(Change::Listed { first: true, .. }) => {
@@ -169,7 +150,7 @@ where
             }
         }
     };
-    follow::follow(api, config, cap, project, index, hook).await;
+    follow::follow(api, follow::paged(), follow::retry_cap::<K>(), project, index, hook).await;
 }
 
 #[cfg(test)]

@@ -30,8 +30,7 @@ use crate::{
     metrics::objects::{GATEWAY_CLASSES, WatchErrors},
     policy::{PodsRef, Policies},
     sources::{
-        follow::is_api_absent,
-        follow::{self, Change, Projection},
+        follow::{self, Change, Projection, is_api_absent},
         gateway::RETRY_CAP,
         initialized::{Handle, Initialize},
         nodeip::{self, NodeAddrs, NodeIpError, PodFacts},
@@ -207,49 +206,37 @@ impl Inventory {
     /// Runs every needed watch until the task is aborted.
     pub(crate) async fn run(self: Arc<Self>, client: Client, errors: Option<&WatchErrors>) {
         let mut watches: Vec<futures::future::BoxFuture<'_, ()>> = Vec::new();
+        let all = watcher::Config::default;
         if let Some(store) = &self.classes {
             let api: Api<IngressClass> = Api::all(client.clone());
-            watches.push(Box::pin(store.follow(
-                api,
-                watcher::Config::default(),
-                Watch::named("IngressClasses"),
-                |c: &IngressClass| ClassFacts {
-                    controller: c.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default(),
-                    default: ingress::is_default_class(c),
-                },
-                &self.changed,
-                errors,
-            )));
+            let project = |c: &IngressClass| ClassFacts {
+                controller: c.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default(),
+                default: ingress::is_default_class(c),
+            };
+            let watch = Watch::named("IngressClasses");
+            watches.push(Box::pin(store.follow(api, all(), watch, project, &self.changed, errors)));
         }
         if let Some(store) = &self.gateway_classes {
             let api: Api<LeanGatewayClass> = Api::all(client.clone());
             let project = |class: &LeanGatewayClass| class.controller.clone();
-            let config = watcher::Config::default();
-            watches.push(Box::pin(store.follow(api, config, GATEWAY_CLASS_WATCH, project, &self.changed, errors)));
+            watches.push(Box::pin(store.follow(api, all(), GATEWAY_CLASS_WATCH, project, &self.changed, errors)));
         }
         if let Some(store) = &self.namespaces {
             let api: Api<Namespace> = Api::all(client.clone());
-            watches.push(Box::pin(store.follow(
-                api,
-                watcher::Config::default(),
-                Watch::named("Namespaces"),
-                |n: &Namespace| n.labels().clone(),
-                &self.changed,
-                errors,
-            )));
+            let project = |n: &Namespace| n.labels().clone();
+            let watch = Watch::named("Namespaces");
+            watches.push(Box::pin(store.follow(api, all(), watch, project, &self.changed, errors)));
         }
         if let Some(store) = &self.nodes {
             let api: Api<Node> = Api::all(client.clone());
             // Node objects are large (images, conditions) and only their addresses are kept:
             // small list pages bound the transient peak of the initial list.
-            let config = watcher::Config::default().page_size(NODE_PAGE_SIZE);
-            let watch = Watch::named("Nodes");
+            let (config, watch) = (all().page_size(NODE_PAGE_SIZE), Watch::named("Nodes"));
             watches.push(Box::pin(store.follow(api, config, watch, NodeAddrs::of, &self.changed, errors)));
         }
         for ((namespace, selector), store) in &self.pods {
             let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-            let config = watcher::Config::default().labels(selector);
-            let watch = Watch::named("Pods");
+            let (config, watch) = (all().labels(selector), Watch::named("Pods"));
             watches.push(Box::pin(store.follow(api, config, watch, PodFacts::of, &self.changed, errors)));
         }
         if watches.is_empty() {

@@ -32,6 +32,14 @@ impl Failures {
     }
 }
 
+/// `task`'s output, or never without one: a branch of a `select!` on something optional.
+pub(crate) async fn or_never<F: Future>(task: Option<F>) -> F::Output {
+    match task {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A set of tasks that end with their owner.
 #[derive(Debug, Default)]
 pub(crate) struct Owned {
@@ -69,10 +77,7 @@ impl Owned {
     }
 
     fn log(&mut self, end: Result<(Id, ()), JoinError>) {
-        let id = match &end {
-            Ok((id, ())) => *id,
-            Err(e) => e.id(),
-        };
+        let id = end.as_ref().map_or_else(JoinError::id, |(id, ())| *id);
         let name = self.names.remove(&id).unwrap_or_else(|| "unnamed".to_owned());
         match end {
             Err(e) if e.is_cancelled() => tracing::debug!(task = %name, "task stopped"),

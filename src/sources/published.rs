@@ -118,15 +118,8 @@ macro_rules! log_news {
 pub(crate) use log_news;
 
 /// What the cache holds for one source object: its addresses with ports kept (policies that
-/// drop ports strip them at lookup).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Entry<E> {
-    NotSynced,
-    /// The API server does not serve the kind (no CRDs): inactive, but read.
-    ApiAbsent,
-    Missing,
-    Resolved(Result<Vec<Address>, E>),
-}
+/// drop ports strip them at lookup), or why it has none.
+type Entry<E> = Result<Vec<Address>, Why<E>>;
 
 /// The publish sources of one kind, each fed by its own watch ([`Published::watch`]).
 #[derive(Debug)]
@@ -154,7 +147,7 @@ impl<P: Publish> Published<P> {
     ) -> Self {
         let refs = P::refs(policies);
         Published {
-            entries: RwLock::new(refs.iter().map(|r| (r.clone(), Entry::NotSynced)).collect()),
+            entries: RwLock::new(refs.iter().map(|r| (r.clone(), Err(Why::NotSynced))).collect()),
             heard: RwLock::default(),
             absent_logged: AtomicBool::new(false),
             unread: std::sync::Mutex::new(refs.into_iter().map(|r| (r, initialize.handle())).collect()),
@@ -181,7 +174,7 @@ impl<P: Publish> Published<P> {
         unread.retain(|r, _| refs.contains(r));
         for r in refs {
             if let std::collections::hash_map::Entry::Vacant(slot) = entries.entry(r.clone()) {
-                slot.insert(Entry::NotSynced);
+                slot.insert(Err(Why::NotSynced));
                 unread.insert(r.clone(), self.initialize.handle());
             }
         }
@@ -194,7 +187,7 @@ impl<P: Publish> Published<P> {
     /// Sets `r`'s entry, logging and telling subscribers when it changed; once it is read
     /// (anything but unsynced), its readiness handle goes.
     fn set(&self, r: &P::Ref, entry: Entry<P::Error>) {
-        if entry != Entry::NotSynced {
+        if entry != Err(Why::NotSynced) {
             self.unread().remove(r);
         }
         let mut entries = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -204,19 +197,19 @@ impl<P: Publish> Published<P> {
             return;
         }
         match &entry {
-            Entry::Resolved(Ok(addrs)) => P::log(r, News::Resolved(addrs)),
-            Entry::Resolved(Err(e)) => P::log(r, News::Unusable(e)),
-            Entry::Missing => P::log(r, News::Missing),
-            Entry::ApiAbsent => {
+            Ok(addrs) => P::log(r, News::Resolved(addrs)),
+            Err(Why::Unusable(e)) => P::log(r, News::Unusable(e)),
+            Err(Why::Missing) => P::log(r, News::Missing),
+            Err(Why::ApiAbsent) => {
                 if let Some(cap) = P::RETRY_CAP
                     && !self.absent_logged.swap(true, Ordering::Relaxed)
                 {
                     P::log(r, News::ApiAbsent(cap));
                 }
             }
-            Entry::NotSynced => {}
+            Err(Why::NotSynced) => {}
         }
-        if *slot == Entry::ApiAbsent {
+        if *slot == Err(Why::ApiAbsent) {
             P::log(r, News::ApiBack);
             self.absent_logged.store(false, Ordering::Relaxed);
         }
@@ -245,13 +238,13 @@ impl<P: Publish> Published<P> {
                 // object is missing.
                 Ok(Change::Listing) => {
                     if let Some(addresses) = held() {
-                        self.set(&r, Entry::Resolved(addresses));
+                        self.set(&r, addresses.map_err(Why::Unusable));
                     }
                 }
                 Ok(Change::Listed { .. } | Change::Applied { .. } | Change::Deleted { .. }) => {
-                    self.set(&r, held().map_or(Entry::Missing, Entry::Resolved));
+                    self.set(&r, held().map_or(Err(Why::Missing), |addresses| addresses.map_err(Why::Unusable)));
                 }
-                Err(e) if P::RETRY_CAP.is_some() && follow::is_api_absent(&e) => self.set(&r, Entry::ApiAbsent),
+                Err(e) if P::RETRY_CAP.is_some() && follow::is_api_absent(&e) => self.set(&r, Err(Why::ApiAbsent)),
                 Err(e) => {
                     if let Some(watch) = P::WATCH_METRIC {
                         failed(watch);
@@ -265,19 +258,14 @@ impl<P: Publish> Published<P> {
 
     /// `r`'s addresses, or why it has none.
     pub(crate) fn lookup(&self, r: &P::Ref) -> Result<Vec<Address>, Unresolved> {
-        match self.read().get(r) {
-            Some(Entry::Resolved(Ok(addrs))) => Ok(addrs.clone()),
-            Some(Entry::Resolved(Err(e))) => Err(P::unresolved(r, Why::Unusable(e.clone()))),
-            Some(Entry::Missing) => Err(P::unresolved(r, Why::Missing)),
-            Some(Entry::ApiAbsent) => Err(P::unresolved(r, Why::ApiAbsent)),
-            Some(Entry::NotSynced) | None => Err(P::unresolved(r, Why::NotSynced)),
-        }
+        let entry = self.read().get(r).cloned();
+        entry.unwrap_or(Err(Why::NotSynced)).map_err(|why| P::unresolved(r, why))
     }
 
     /// The sources that are inactive because the API server does not serve their kind.
     pub(crate) fn inactive(&self) -> Vec<P::Ref> {
         let mut inactive: Vec<_> =
-            self.read().iter().filter(|(_, e)| **e == Entry::ApiAbsent).map(|(r, _)| r.clone()).collect();
+            self.read().iter().filter(|(_, e)| **e == Err(Why::ApiAbsent)).map(|(r, _)| r.clone()).collect();
         inactive.sort();
         inactive
     }
@@ -316,16 +304,16 @@ mod tests {
         let init = Initialize::default();
         let published = cache(&["a", "b", "c"], &init);
         assert_eq!(published.lookup(&svc("a")), Err(Unresolved::NotSynced(svc("a"))));
-        published.set(&svc("a"), Entry::Resolved(Ok(vec![Address::parse("192.0.2.1").unwrap()])));
+        published.set(&svc("a"), Ok(vec![Address::parse("192.0.2.1").unwrap()]));
         assert!(!init.initialized(), "b and c are unread");
-        published.set(&svc("b"), Entry::Resolved(Err(ServiceError::Pending)));
+        published.set(&svc("b"), Err(Why::Unusable(ServiceError::Pending)));
         assert_eq!(published.lookup(&svc("b")), Err(Unresolved::Service(svc("b"), ServiceError::Pending)));
         assert!(!init.initialized(), "c is unread");
         published.track(&[svc("a"), svc("b")]);
         assert!(init.initialized(), "c is no policy's any more");
         assert_eq!(published.lookup(&svc("a")).map(|a| a.len()), Ok(1));
         assert_eq!(published.lookup(&svc("c")), Err(Unresolved::NotSynced(svc("c"))), "forgotten");
-        published.set(&svc("c"), Entry::Missing);
+        published.set(&svc("c"), Err(Why::Missing));
         assert_eq!(
             published.lookup(&svc("c")),
             Err(Unresolved::NotSynced(svc("c"))),
@@ -337,7 +325,7 @@ mod tests {
     fn a_source_read_missing_is_missing_and_read() {
         let init = Initialize::default();
         let published = cache(&["a"], &init);
-        published.set(&svc("a"), Entry::Missing);
+        published.set(&svc("a"), Err(Why::Missing));
         assert_eq!(published.lookup(&svc("a")), Err(Unresolved::Missing(svc("a"))));
         assert!(init.initialized());
         assert!(published.inactive().is_empty(), "a Service is never inactive");

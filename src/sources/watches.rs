@@ -27,10 +27,6 @@ struct Watched<P: Publish> {
 }
 
 impl<P: Publish> Watched<P> {
-    fn new(cache: fn(&SourceCache) -> &Published<P>) -> Self {
-        Watched { tasks: HashMap::new(), cache }
-    }
-
     /// Makes the watches exactly those of `refs`.
     fn sync(&mut self, owned: &mut Owned, client: &Client, cache: &Arc<SourceCache>, refs: &[P::Ref]) {
         (self.cache)(cache).track(refs);
@@ -77,8 +73,8 @@ impl ServiceWatches {
             client,
             cache,
             owned: Owned::new(failures),
-            services: Watched::new(|cache| &cache.services),
-            gateways: Watched::new(|cache| &cache.gateways),
+            services: Watched { tasks: HashMap::new(), cache: |cache| &cache.services },
+            gateways: Watched { tasks: HashMap::new(), cache: |cache| &cache.gateways },
             inventory: None,
         };
         watches.sync_policies(policies);

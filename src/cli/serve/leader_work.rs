@@ -14,7 +14,7 @@ use crate::{
     server::lifecycle::Tasks,
     sources::SourceCache,
     sources::ingresses::KnownIngresses,
-    sources::owned::Owned,
+    sources::owned::{Owned, or_never},
 };
 
 /// What the leader does, and the election that picks it: the reconciler, the admission
@@ -91,17 +91,13 @@ pub(super) fn start_leader_work(
     let token = tasks.shutdown_token();
     tasks.spawn("reconciler, admission policy keeper and leader election", async move {
         let (mut stop_rx, mut running) = (stop_rx, running);
-        let reconciler_ended = async |running: &mut Option<reconcile::Running>| match running {
-            Some(running) => running.ended().await,
-            None => std::future::pending().await,
-        };
         loop {
             tokio::select! {
                 _ = &mut stop_rx => break,
                 () = token.cancelled() => break,
                 // Logged and reported by `ended`; the others go on.
                 () = owned.ended() => {}
-                () = reconciler_ended(&mut running) => {}
+                () = or_never(running.as_mut().map(reconcile::Running::ended)) => {}
             }
         }
         drop(running);

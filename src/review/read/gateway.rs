@@ -58,13 +58,7 @@ pub(super) struct StatusIn {
 /// change: the API server refuses a changed uid). Without an `oldObject` the object is all
 /// there is.
 pub(super) fn stored_class(spec: SpecIn, old: Option<StoredIn>) -> (Option<String>, Option<Forged>) {
-    match old {
-        Some(old) => {
-            let forged = (spec.gateway_class_name != old.spec.gateway_class_name).then_some(Forged::GatewayClassName);
-            (old.spec.gateway_class_name, forged)
-        }
-        None => (spec.gateway_class_name, None),
-    }
+    super::stored(spec.gateway_class_name, old.map(|old| old.spec.gateway_class_name), Forged::GatewayClassName)
 }
 
 /// Whether a review's request is a Gateway status UPDATE (of any served version).
