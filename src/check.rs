@@ -1,7 +1,9 @@
-//! `check` and `explain`: the drift report operators and CI run. Stored Ingresses and their
-//! sources are read with one-shot GETs, then judged by the webhook's own [`decide`](crate::decision::decide) (and, for
-//! `explain`, answered by its own [`render`](crate::review::render)). Pure report building from values; the I/O is the
-//! thin async functions at the end. Nothing is written to the cluster.
+//! `check` and `explain`: the drift report operators and CI run. Stored Ingresses and Gateways
+//! and their sources are read with one-shot GETs, then judged by the webhook's own
+//! [`decide`](crate::decision::decide) (and, for `explain`, answered by its own
+//! [`render`](crate::review::render)). The report and the explanation are built from values
+//! (`report`, `explain`); the async functions here only read and print. Nothing is written to
+//! the cluster.
 
 mod admission;
 mod explain;
@@ -9,7 +11,6 @@ pub(crate) mod explain_gateway;
 mod fetch;
 mod fleet;
 mod report;
-mod snapshot;
 
 use std::{process::ExitCode, time::Duration};
 
@@ -18,19 +19,18 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 
 use crate::{
-    client::{self, ClientError, Target},
+    client::{RequestError, Target, bounded},
     ingress::Stored,
     policy::Policies,
+    sources::snapshot,
 };
 use explain::explain;
-pub(crate) use fetch::{bounded, describe, list_all, snapshot};
 use fetch::{gateway_classes, stored_gateways, stored_ingresses};
 pub(crate) use fleet::check_fleet;
 use report::Report;
 pub(crate) use report::align;
-#[cfg(test)]
-pub(crate) use snapshot::{Fetched, Snapshot};
-/// Ingresses per list request: bounds what one page holds in memory.
+
+/// Objects per list request: bounds what one page holds in memory.
 const PAGE_SIZE: u32 = 500;
 /// A class is shown as read; an annotation value can be anything, so it is cut and quoted.
 const MAX_CLASS_CHARS: usize = 80;
@@ -95,20 +95,15 @@ impl Scope<'_> {
 /// What stops `check` or `explain` (exit code 2), each saying what to fix.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CheckError {
-    #[error("cannot build a Kubernetes client: {0}; pass --kubeconfig or run in a cluster")]
-    Client(#[from] ClientError),
+    /// The client could not be built, or a request failed.
+    #[error(transparent)]
+    Request(#[from] RequestError),
     #[error("`--namespace {flag}` and {namespace}/{name} name two namespaces; pass one")]
     TwoNamespaces { flag: String, namespace: String, name: String },
     #[error("the kubeconfig has no contexts for --all-contexts; `kubectl config get-contexts` lists them")]
     NoContexts,
     #[error("no cluster could be read: every context failed (rows above)")]
     EveryClusterFailed,
-    #[error(
-        "cannot {what}: {detail}; check --kubeconfig, that the API server is reachable and that this identity may read it"
-    )]
-    Api { what: String, detail: String },
-    #[error("cannot {what}: no answer from the API server within {timeout:?} (--request-timeout); is it reachable?")]
-    Timeout { what: String, timeout: Duration },
     #[error("Ingress {namespace}/{name} not found")]
     NotFound { namespace: String, name: String },
     #[error("Gateway {namespace}/{name} not found (or the API server serves no Gateways)")]
@@ -116,8 +111,6 @@ pub(crate) enum CheckError {
     #[error(transparent)]
     Scope(#[from] crate::scope::ReadError),
 }
-
-// ---- Pure: stored Ingresses, fetched sources, the report ----
 
 /// Runs `check`: prints the report, returns 0, 1 (drift) or an error (2).
 pub(crate) async fn check(
@@ -134,14 +127,14 @@ pub(crate) async fn check(
 /// Reads one cluster and judges every stored Ingress and Gateway in `scope`.
 async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Result<Report, CheckError> {
     let timeout = cluster.request_timeout;
-    let client = connect(cluster).await?;
+    let client = cluster.connect().await?;
     // The Ingress list comes first: its errors (unreachable, forbidden) are the ones to show.
     let ingresses = match scope.ingresses() {
         true => Some(stored_ingresses(&client, scope.namespace, timeout).await?),
         false => None,
     };
     let policies = &scoped(&client, cluster, policies).await?;
-    let mut sources = snapshot(&client, policies, timeout).await?;
+    let mut sources = snapshot::read(&client, policies, timeout).await?;
     let mut report = match &ingresses {
         Some(stored) => Report::build(stored, policies, &sources),
         None => Report::empty(),
@@ -165,13 +158,10 @@ async fn scoped(client: &kube::Client, cluster: &Cluster, policies: &Policies) -
     Ok(scope.map_or_else(|| policies.clone(), |scope| policies.within(&scope)))
 }
 
-/// The client, within `--request-timeout`: a kubeconfig's exec credential plugin may hang,
-/// and in a fleet one such context must not hold up the report.
-pub(crate) async fn connect(cluster: &Cluster) -> Result<kube::Client, CheckError> {
-    let timeout = cluster.request_timeout;
-    match tokio::time::timeout(timeout, client::connect(&cluster.target)).await {
-        Ok(connected) => Ok(connected?),
-        Err(_) => Err(CheckError::Timeout { what: "build a Kubernetes client".into(), timeout }),
+impl Cluster {
+    /// The client, within `--request-timeout` ([`crate::client::connect_within`]).
+    pub(crate) async fn connect(&self) -> Result<kube::Client, RequestError> {
+        crate::client::connect_within(&self.target, self.request_timeout).await
     }
 }
 
@@ -183,14 +173,14 @@ pub(crate) async fn explain_one(
     policies: &Policies,
 ) -> Result<u8, CheckError> {
     let timeout = cluster.request_timeout;
-    let client = connect(cluster).await?;
+    let client = cluster.connect().await?;
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
     let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
     let ingress = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
         .ok_or_else(|| CheckError::NotFound { namespace: namespace.clone(), name: name.clone() })?;
     let policies = &scoped(&client, cluster, policies).await?;
-    let sources = snapshot(&client, policies, timeout).await?;
+    let sources = snapshot::read(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, timeout).await?;
     let stored = Stored::of(&ingress);
     let mut explanation = explain(&stored, policies, &sources);
@@ -206,7 +196,7 @@ pub(crate) async fn explain_gateway_one(
     policies: &Policies,
 ) -> Result<u8, CheckError> {
     let timeout = cluster.request_timeout;
-    let client = connect(cluster).await?;
+    let client = cluster.connect().await?;
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
     let api: Api<crate::gateway::LeanGateway> = Api::namespaced(client.clone(), &namespace);
     let gateway = bounded(|| format!("get Gateway {namespace}/{name}"), timeout, api.get_opt(&name))
@@ -214,7 +204,7 @@ pub(crate) async fn explain_gateway_one(
         .ok_or_else(|| CheckError::GatewayNotFound { namespace: namespace.clone(), name: name.clone() })?;
     let write = explain_gateway::write_of(gateway);
     let policies = &scoped(&client, cluster, policies).await?;
-    let mut sources = snapshot(&client, policies, timeout).await?;
+    let mut sources = snapshot::read(&client, policies, timeout).await?;
     if let Some(class) = write.class.as_deref().filter(|_| policies.need_gateway_classes()) {
         let api: Api<crate::gateway::LeanGatewayClass> = Api::all(client.clone());
         let found = bounded(|| format!("get GatewayClass {class}"), timeout, api.get_opt(class)).await?;

@@ -9,6 +9,7 @@ pub(crate) mod ingresses;
 pub(crate) mod inventory;
 pub(crate) mod nodeip;
 pub(crate) mod service;
+pub(crate) mod snapshot;
 pub(crate) mod watches;
 
 pub use nodeip::NodeAddrs;

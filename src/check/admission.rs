@@ -12,11 +12,11 @@ use kube::{
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{CheckError, fetch::bounded, snapshot::Snapshot};
 use crate::{
     admission_policy::{self, ApiVersion, ClassFact},
+    client::{RequestError, bounded},
     policy::Policies,
-    sources::Sources,
+    sources::{Sources, snapshot::Snapshot},
 };
 
 /// What is in the cluster under one policy's object name.
@@ -180,7 +180,7 @@ pub(crate) async fn fetch(
     client: &Client,
     policies: &Policies,
     timeout: Duration,
-) -> Result<BTreeMap<String, Found>, CheckError> {
+) -> Result<BTreeMap<String, Found>, RequestError> {
     let kinds = [
         ("MutatingAdmissionPolicy", ApiVersion::V1, "mutatingadmissionpolicies"),
         ("MutatingAdmissionPolicy", ApiVersion::V1beta1, "mutatingadmissionpolicies"),
@@ -209,7 +209,7 @@ pub(crate) async fn fetch(
                     break;
                 }
                 Ok(None) => {}
-                Err(CheckError::Api { detail, .. }) if detail.contains("HTTP 404") || detail.contains("HTTP 403") => {}
+                Err(e) if matches!(e.code(), Some(404 | 403)) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -234,8 +234,8 @@ mod tests {
     use super::*;
     use crate::{
         address::parse_static_list,
-        check::snapshot::{Facts, Fetched},
         policy::{ServiceRef, parse_file},
+        sources::snapshot::{Facts, Fetched},
     };
 
     fn snapshot(ip: Option<&str>) -> Snapshot {

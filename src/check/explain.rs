@@ -1,6 +1,6 @@
 //! `explain`: how one Ingress is governed and what the webhook would do with it, from values.
 
-use super::{MAX_CLASS_CHARS, report::Row, snapshot::Fetched, snapshot::Snapshot};
+use super::{MAX_CLASS_CHARS, report::Row};
 use crate::{
     address::Addresses,
     decision::{Verdict, decide, subject},
@@ -10,6 +10,7 @@ use crate::{
     review::render,
     review::{ApiVersion, Review, Target, User},
     sources::Sources,
+    sources::snapshot::{Fetched, Snapshot},
 };
 
 /// What `explain` says about one Ingress: labelled lines, and the exit code of its state.

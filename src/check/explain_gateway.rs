@@ -2,7 +2,7 @@
 //! with a write of its stored `status.addresses`, from values, with the webhook's own
 //! [`decide_gateway`] and [`render`].
 
-use super::{explain::Explanation, explain::resolved_shown, snapshot::Snapshot};
+use super::{explain::Explanation, explain::resolved_shown};
 use crate::{
     address::Addresses,
     decision::{Verdict, decide_gateway},
@@ -11,6 +11,7 @@ use crate::{
     policy::{Policies, SourceList},
     review::render,
     review::{ApiVersion, Review, Target, User},
+    sources::snapshot::Snapshot,
 };
 
 /// The write `explain` judges: the Gateway's stored status, as if written again.

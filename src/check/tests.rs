@@ -3,10 +3,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use serde_json::json;
 
-use super::{
-    explain::explain, fetch::describe, report::Entries, report::Report, report::State, snapshot::Facts,
-    snapshot::Fetched, snapshot::Snapshot,
-};
+use super::{explain::explain, report::Entries, report::Report, report::State};
 use crate::{
     address::parse_static_list,
     policy::{ClassScope, Mode, OnUnresolved},
@@ -17,6 +14,7 @@ use crate::{
     policy::{Policies, Policy, ServiceRef, Source},
     sources::nodeip::{NodeAddrs, PodFacts},
     sources::service::ServiceError,
+    sources::snapshot::{Facts, Fetched, Snapshot},
     sources::{Sources, Unresolved},
 };
 
@@ -344,23 +342,6 @@ fn a_hostile_class_annotation_is_quoted_and_cut() {
     assert!(line.contains("\"evil\\n\\u{1b}[31m"), "{line}");
     assert!(line.chars().count() < 200, "{line}");
     assert_eq!(text.lines().count(), 5, "one line per label, none injected:\n{text}");
-}
-
-#[test]
-fn kube_errors_read_in_one_line() {
-    let status: kube::core::Status = serde_json::from_value(json!({
-        "code": 403, "reason": "Forbidden",
-        "message": "ingresses.networking.k8s.io is forbidden: User \"x\" cannot list resource \"ingresses\""
-    }))
-    .unwrap();
-    assert_eq!(
-        describe(&kube::Error::Api(Box::new(status))),
-        "ingresses.networking.k8s.io is forbidden: User \"x\" cannot list resource \"ingresses\" (HTTP 403 Forbidden)"
-    );
-    let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "tcp connect error: Connection refused");
-    let text = describe(&kube::Error::Service(Box::new(io)));
-    assert!(text.ends_with("tcp connect error: Connection refused"), "{text}");
-    assert_eq!(text.matches("Connection refused").count(), 1, "causes are not repeated: {text}");
 }
 
 /// The snapshot answers class, default-class, namespace and node-IP questions from what it

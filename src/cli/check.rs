@@ -116,7 +116,7 @@ pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process:
     let contexts = if all_contexts {
         match client::context_names(cluster.client.kubeconfig.as_deref()) {
             Ok(names) => names,
-            Err(e) => return check::exit(Err(e.into())),
+            Err(e) => return check::exit(Err(client::RequestError::from(e).into())),
         }
     } else {
         let mut given = cluster.client.context.clone();

@@ -5,9 +5,10 @@ use serde_json::json;
 
 use super::{lb_service, list, policy, snapshot, svc_ref, write};
 use crate::{
-    check::{Fetched, report::Report},
+    check::report::Report,
     gateway::{GatewayWrite, status::GatewayAddress},
     policy::{Mode, Policies, Source},
+    sources::snapshot::Fetched,
 };
 
 /// `nginx` Ingresses follow Service edge/lb; Gateways of class `eg` a fixed list.
