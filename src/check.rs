@@ -92,6 +92,15 @@ impl Scope<'_> {
     }
 }
 
+/// The one object `explain` is asked about: its kind, its namespace (`None`: `--namespace`,
+/// else the context's, as kubectl reads names) and its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ObjectRef {
+    pub kind: Kind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
 /// What stops `check` or `explain` (exit code 2), each saying what to fix.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CheckError {
@@ -166,12 +175,12 @@ impl Cluster {
 }
 
 /// Runs `explain`: prints the explanation, returns 0, 1 (drift or unresolved) or an error (2).
-/// Without a namespace, the Ingress is looked up in the context's namespace, as kubectl does.
-pub(crate) async fn explain_one(
-    cluster: &Cluster,
-    (namespace, name): (Option<String>, String),
-    policies: &Policies,
-) -> Result<u8, CheckError> {
+/// Without a namespace, the object is looked up in the context's namespace, as kubectl does.
+pub(crate) async fn explain_one(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
+    let ObjectRef { kind, namespace, name } = object;
+    if kind == Kind::Gateway {
+        return explain_gateway_one(cluster, (namespace, name), policies).await;
+    }
     let timeout = cluster.request_timeout;
     let client = cluster.connect().await?;
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
@@ -190,7 +199,7 @@ pub(crate) async fn explain_one(
 }
 
 /// Runs `explain gateway/NAMESPACE/NAME`: prints the explanation, returns its exit code.
-pub(crate) async fn explain_gateway_one(
+async fn explain_gateway_one(
     cluster: &Cluster,
     (namespace, name): (Option<String>, String),
     policies: &Policies,
