@@ -235,6 +235,27 @@ mod tests {
         assert!(condition.contains("[\"x\"]") && condition.ends_with(": true)"), "{condition}");
     }
 
+    /// Issue 32's drift: after a reload adds a `publishGateway`, the sources as a whole stay
+    /// synced while that Gateway's watch has not listed yet. The reconciler leaves Ingresses alone
+    /// until then (`reconcile::judge::knows_enough`); the keeper must likewise leave the policy's
+    /// objects in the cluster, not sweep them (`onUnresolved: allow`) nor replace their value with
+    /// the other sources' part (several sources), until the Gateway is read.
+    #[test]
+    fn a_publish_gateway_not_read_yet_keeps_the_objects() {
+        let file = "policies:\n\
+            - {name: ing, ingressClasses: [a], publishGateway: ns/edge}\n\
+            - {name: two, ingressClasses: [b], sources: [{publishStatusAddress: 192.0.2.1}, {publishGateway: ns/edge}]}\n\
+            - {name: gw, gatewayClasses: [eg], publishGateway: ns/edge}\n";
+        let policies = parse_file("t", file).unwrap();
+        // `Fixed` answers every Gateway as not in the cache yet (the trait's default).
+        let plan = desired(&policies, &Fixed(HashMap::new()), Some(&[]), ApiVersion::V1, "o");
+        assert!(plan.objects.is_empty(), "nothing rendered from a Gateway not read: {:?}", plan.objects);
+        for name in ["ingress-status-guard-ing", "ingress-status-guard-two", "ingress-status-guard-gateway-gw"] {
+            assert!(plan.keeps("MutatingAdmissionPolicy", name), "{name} is swept: {plan:?}");
+        }
+        assert_eq!(plan.skipped.len(), 3, "{:?}", plan.skipped);
+    }
+
     #[test]
     fn owner_labels_are_valid_label_values() {
         assert_eq!(owner("isg", "ingress-status-guard"), "isg.ingress-status-guard");
