@@ -67,6 +67,25 @@ pub enum Unresolved {
     All(Vec<Unresolved>),
 }
 
+impl Unresolved {
+    /// A source not read yet (its watch has not listed): no fact about the cluster, so nothing
+    /// there is replaced or removed on its account until it is read.
+    pub(crate) fn not_read_yet(&self) -> bool {
+        match self {
+            Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_) | Unresolved::GatewayNotSynced(_) => true,
+            Unresolved::All(all) => all.iter().any(Unresolved::not_read_yet),
+            _ => false,
+        }
+    }
+}
+
+/// Whether every source of `policy` has been read at least once: the rule by which the
+/// reconciler patches and the admission-policy keeper renders or sweeps (a reload may add a
+/// source after the sources as a whole have synced).
+pub(crate) fn every_source_read(policy: &Policy, sources: &dyn Sources) -> bool {
+    sources.synced() && policy.sources.iter().all(|s| !sources.source(s).is_err_and(|e| e.not_read_yet()))
+}
+
 /// What a cache holds for one Service: its addresses with ports kept (policies that drop ports
 /// strip them at lookup).
 #[derive(Debug, Clone, PartialEq, Eq)]

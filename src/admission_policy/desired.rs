@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::{ApiVersion, ClassFact, governed_in_order, object_name, render};
 use crate::{
     address::Address,
-    policy::{OnUnresolved, Policies},
-    sources::{Sources, Unresolved},
+    policy::{OnUnresolved, Policies, Policy},
+    sources::{Sources, Unresolved, every_source_read},
 };
 
 /// Label naming the guard deployment (its leader Lease) that keeps an object: the leader
@@ -50,13 +50,15 @@ pub(crate) fn owner(namespace: &str, lease: &str) -> String {
     if valid { full } else { format!("h-{:08x}", super::fnv1a(full.as_bytes())) }
 }
 
-/// A source that has not been read yet: what is in the cluster stays until it is.
-fn not_known_yet(e: &Unresolved) -> bool {
-    match e {
-        Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_) => true,
-        Unresolved::All(all) => all.iter().any(not_known_yet),
-        _ => false,
+/// Why `policy`'s value is not known yet: a source of it not read yet (the reconciler's rule,
+/// [`every_source_read`]). What is in the cluster then stays, neither swept nor replaced by the
+/// other sources' part, until it is read.
+fn not_read_yet(policy: &Policy, sources: &dyn Sources) -> Option<String> {
+    if every_source_read(policy, sources) {
+        return None;
     }
+    let first = policy.sources.iter().find_map(|s| sources.source(s).err().filter(Unresolved::not_read_yet));
+    Some(first.map_or_else(|| "the sources are not synced yet".to_owned(), |e| e.to_string()))
 }
 
 /// The plan for `policies` over `sources`. `classes` is `None` while the IngressClass watch has
@@ -82,6 +84,12 @@ pub(crate) fn desired(
     let governed = governed_in_order(policies, classes);
     for (policy, governed) in policies.iter().zip(&governed) {
         let name = object_name(&policy.name);
+        if let Some(why) = not_read_yet(policy, sources) {
+            plan.kept.insert(name);
+            plan.kept_policies.insert(policy.name.clone());
+            plan.skipped.push((policy.name.clone(), why));
+            continue;
+        }
         let reason = match sources.canonical(policy) {
             Ok(canonical) => match render(policy, &canonical, governed, api) {
                 Ok(objects) => {
@@ -104,8 +112,8 @@ pub(crate) fn desired(
         };
         // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation), and
         // `deny` holds the line with the last value rendered, the strictest thing a literal can
-        // do. A source not read yet is not unresolved: nothing changes until it is.
-        if not_known_yet(&reason) || policy.on_unresolved == OnUnresolved::Deny {
+        // do. (A source not read yet is not unresolved: it was kept above.)
+        if policy.on_unresolved == OnUnresolved::Deny {
             plan.kept.insert(name);
             plan.kept_policies.insert(policy.name.clone());
         }
@@ -131,6 +139,10 @@ fn gateway_policies(policies: &Policies, sources: &dyn Sources, api: ApiVersion,
             keep(plan, "GatewayClasses not synced yet".to_owned());
             continue;
         };
+        if let Some(why) = not_read_yet(policy, sources) {
+            keep(plan, why);
+            continue;
+        }
         match sources.canonical(policy) {
             Ok(canonical) => {
                 let names = super::gateway::class_names(&policy.scope, classes);
@@ -142,7 +154,7 @@ fn gateway_policies(policies: &Policies, sources: &dyn Sources, api: ApiVersion,
                     Err(e) => keep(plan, e.to_string()),
                 }
             }
-            Err(reason) if not_known_yet(&reason) || policy.on_unresolved == OnUnresolved::Deny => {
+            Err(reason) if policy.on_unresolved == OnUnresolved::Deny => {
                 keep(plan, reason.to_string());
             }
             Err(reason) => plan.skipped.push((policy.name.clone(), reason.to_string())),
