@@ -138,7 +138,7 @@ pub(crate) enum RenderError {
     Separator { policy: String, entry: String },
     #[error(
         "policy {policy:?}: {entries} canonical Gateway addresses, more than the {} status.addresses may hold",
-        crate::gateway::status::MAX_ADDRESSES
+        crate::kind::gateway::status::MAX_ADDRESSES
     )]
     TooManyForGateway { policy: String, entries: usize },
 }

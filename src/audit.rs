@@ -333,8 +333,8 @@ impl Finding {
 
 /// A Gateway entry as a finding shows it: its value in the field of its type (`type=value` as a
 /// hostname for a type an Ingress has no field for), so one display serves both kinds.
-fn shown_gateway_entry(entry: &crate::gateway::status::GatewayAddress) -> Address {
-    use crate::gateway::status::{HOSTNAME, IP_ADDRESS};
+fn shown_gateway_entry(entry: &crate::kind::gateway::status::GatewayAddress) -> Address {
+    use crate::kind::gateway::status::{HOSTNAME, IP_ADDRESS};
     match entry.kind.as_str() {
         IP_ADDRESS => Address { ip: Some(entry.value.clone()), ..Address::default() },
         HOSTNAME => Address::hostname(entry.value.clone()),

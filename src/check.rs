@@ -20,7 +20,7 @@ use kube::Api;
 
 use crate::{
     client::{RequestError, Target, bounded},
-    ingress::Stored,
+    kind::ingress::Stored,
     policy::Policies,
     sources::snapshot,
 };
@@ -207,7 +207,7 @@ async fn explain_gateway_one(
     let timeout = cluster.request_timeout;
     let client = cluster.connect().await?;
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
-    let api: Api<crate::gateway::LeanGateway> = Api::namespaced(client.clone(), &namespace);
+    let api: Api<crate::kind::gateway::LeanGateway> = Api::namespaced(client.clone(), &namespace);
     let gateway = bounded(|| format!("get Gateway {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
         .ok_or_else(|| CheckError::GatewayNotFound { namespace: namespace.clone(), name: name.clone() })?;
@@ -215,7 +215,7 @@ async fn explain_gateway_one(
     let policies = &scoped(&client, cluster, policies).await?;
     let mut sources = snapshot::read(&client, policies, timeout).await?;
     if let Some(class) = write.class.as_deref().filter(|_| policies.need_gateway_classes()) {
-        let api: Api<crate::gateway::LeanGatewayClass> = Api::all(client.clone());
+        let api: Api<crate::kind::gateway::LeanGatewayClass> = Api::all(client.clone());
         let found = bounded(|| format!("get GatewayClass {class}"), timeout, api.get_opt(class)).await?;
         sources.1.gateway_classes.insert(class.to_owned(), found.and_then(|c| c.controller));
     }

@@ -5,8 +5,8 @@
 use std::borrow::Cow;
 
 use crate::{
-    address::{self, Address},
-    ingress::StatusWrite,
+    address::Address,
+    kind::{Entry, Governed, Write},
     policy::{Mode, OnUnresolved, Policies, Policy, Subject},
     sources::{Sources, Unresolved},
 };
@@ -71,26 +71,21 @@ impl Verdict<'_> {
     }
 }
 
-/// What matching needs to know about `write`'s Ingress, read from `sources` only when some
-/// policy needs it.
-pub(crate) fn subject<'w>(write: &'w StatusWrite, policies: &Policies, sources: &dyn Sources) -> Subject<'w> {
-    let classes = policies.need_ingress_classes();
-    let default_classes = if classes && write.class.is_none() {
-        let names = sources.default_ingress_classes();
-        names
-            .into_iter()
-            .map(|name| {
-                let controller = sources.ingress_class_controller(&name);
-                (name, controller)
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+/// What matching needs to know about `write`'s object, read from `sources` only when some
+/// policy of its kind needs it.
+pub(crate) fn subject<'w, E: Entry>(write: &'w Write<E>, policies: &Policies, sources: &dyn Sources) -> Subject<'w> {
+    let kind = <E::Of as Governed>::KIND;
+    let classes = policies.need_classes(kind);
+    let default_classes =
+        if classes && write.class.is_none() { <E::Of as Governed>::default_classes(sources) } else { Vec::new() };
     Subject {
         namespace: &write.namespace,
         class: write.class.as_deref(),
-        class_controller: write.class.as_deref().filter(|_| classes).and_then(|c| sources.ingress_class_controller(c)),
+        class_controller: write
+            .class
+            .as_deref()
+            .filter(|_| classes)
+            .and_then(|c| <E::Of as Governed>::class_controller(sources, c)),
         default_classes,
         namespace_labels: if policies.need_namespaces() { sources.namespace_labels(&write.namespace) } else { None },
     }
@@ -98,35 +93,40 @@ pub(crate) fn subject<'w>(write: &'w StatusWrite, policies: &Policies, sources: 
 
 /// The first two policies that both match `write`, when more than one does: a run-time overlap
 /// (the first governs), which the caller counts and logs.
-pub(crate) fn overlap<'p>(
-    write: &StatusWrite,
+pub(crate) fn overlap<'p, E: Entry>(
+    write: &Write<E>,
     policies: &'p Policies,
     sources: &dyn Sources,
 ) -> Option<(&'p Policy, &'p Policy)> {
     let subject = subject(write, policies, sources);
-    match policies.matching(&subject)[..] {
+    match policies.matching(<E::Of as Governed>::KIND, &subject)[..] {
         [first, second, ..] => Some((first, second)),
         _ => None,
     }
 }
 
-/// Decides one status write.
-pub fn decide<'p>(write: &StatusWrite, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
-    let Some(policy) = policies.governing(&subject(write, policies, sources)) else {
+/// Decides one status write of any governed kind.
+pub fn decide<'p, E: Entry>(write: &Write<E>, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
+    let kind = <E::Of as Governed>::KIND;
+    let Some(policy) = policies.governing_in(kind, &subject(write, policies, sources)) else {
         return Verdict::NotGoverned;
     };
-    match sources.canonical(policy) {
-        Err(reason) => Verdict::Unresolved { policy, deny: policy.on_unresolved == OnUnresolved::Deny, reason },
-        // A list longer than the reader keeps is longer than any canonical one.
-        Ok(canonical) if write.omitted == 0 && address::same_set(&write.addresses, &canonical) => {
-            Verdict::Canonical { policy }
-        }
-        Ok(canonical) => Verdict::Mismatch { policy, action: policy.mode.into(), canonical },
+    let unresolved = |reason| Verdict::Unresolved { policy, deny: policy.on_unresolved == OnUnresolved::Deny, reason };
+    let canonical = match sources.canonical(policy) {
+        Err(reason) => return unresolved(reason),
+        Ok(canonical) => canonical,
+    };
+    let entries = match <E::Of as Governed>::entries(&canonical) {
+        Err(reason) => return unresolved(reason),
+        Ok(entries) => entries,
+    };
+    // A list longer than the reader keeps is longer than any canonical one.
+    if write.omitted == 0 && <E::Of as Governed>::same(&write.addresses, &entries) {
+        Verdict::Canonical { policy }
+    } else {
+        Verdict::Mismatch { policy, action: policy.mode.into(), canonical }
     }
 }
-
-mod gateway;
-pub(crate) use gateway::decide_gateway;
 
 #[cfg(test)]
 mod tests;

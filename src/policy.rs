@@ -18,6 +18,7 @@ use crate::policy::spec::class_clash;
 use crate::policy::spec::validate_overlaps;
 use crate::{
     address::{Address, Addresses},
+    kind::Kind,
     names,
 };
 
@@ -201,7 +202,7 @@ impl fmt::Display for SourceList<'_> {
 /// Which Ingresses a policy governs, by class.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClassScope {
-    /// Matched against the Ingress's class ([`crate::ingress::class`]: `spec.ingressClassName`,
+    /// Matched against the Ingress's class ([`crate::kind::ingress::class`]: `spec.ingressClassName`,
     /// else the legacy annotation). Empty, with `controllers` empty too: every Ingress, with or without a class.
     pub classes: Vec<String>,
     /// Matched against the `spec.controller` of the IngressClass the Ingress names.
@@ -218,7 +219,7 @@ pub struct Subject<'a> {
     pub class: Option<&'a str>,
     /// `spec.controller` of the IngressClass named `class`, when it exists.
     pub class_controller: Option<String>,
-    /// The default IngressClasses ([`crate::ingress::is_default_class`]), each with its
+    /// The default IngressClasses ([`crate::kind::ingress::is_default_class`]), each with its
     /// controller.
     pub default_classes: Vec<(String, Option<String>)>,
     /// The labels of the Ingress's Namespace; `None` when unknown.
@@ -343,14 +344,36 @@ impl Policies {
         self.1.iter().any(|p| !p.scope.controllers.is_empty())
     }
 
+    /// The policies of `kind`, in file order.
+    pub(crate) fn of(&self, kind: Kind) -> &[Policy] {
+        match kind {
+            Kind::Ingress => &self.0,
+            Kind::Gateway => &self.1,
+        }
+    }
+
+    /// The policy of `kind` that governs `subject`: the first match in file order.
+    pub(crate) fn governing_in(&self, kind: Kind, subject: &Subject<'_>) -> Option<&Policy> {
+        self.of(kind).iter().find(|p| p.matches(subject).is_some())
+    }
+
+    /// Whether matching objects of `kind` needs their classes read (a policy matches by
+    /// controller, or an Ingress policy could govern class-less Ingresses by the default class).
+    pub(crate) fn need_classes(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Ingress => self.need_ingress_classes(),
+            Kind::Gateway => self.need_gateway_classes(),
+        }
+    }
+
     /// The policy that governs `subject`: the first match in file order.
     pub fn governing(&self, subject: &Subject<'_>) -> Option<&Policy> {
         self.0.iter().find(|p| p.matches(subject).is_some())
     }
 
     /// Every policy that matches `subject`, in file order (more than one is a run-time overlap).
-    pub fn matching(&self, subject: &Subject<'_>) -> Vec<&Policy> {
-        self.0.iter().filter(|p| p.matches(subject).is_some()).collect()
+    pub fn matching(&self, kind: Kind, subject: &Subject<'_>) -> Vec<&Policy> {
+        self.of(kind).iter().filter(|p| p.matches(subject).is_some()).collect()
     }
 
     /// The policies in file order.

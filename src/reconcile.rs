@@ -226,7 +226,9 @@ fn spawn<K: Kind>(common: &Common, known: Option<Arc<KnownIngresses>>) -> Vec<to
 /// resourceVersion "0" (any) is served whole from the watch cache, ignoring the page size, so
 /// the list asks for the most recent state, which pages.
 fn watch_config() -> watcher::Config {
-    watcher::Config::default().page_size(crate::ingress::LIST_PAGE).list_semantic(watcher::ListSemantic::MostRecent)
+    watcher::Config::default()
+        .page_size(crate::kind::ingress::LIST_PAGE)
+        .list_semantic(watcher::ListSemantic::MostRecent)
 }
 
 /// Waits for the next change of `rx`; never returns once its sender is gone.

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use crate::{
     address::{Address, MAX_ENTRIES},
-    ingress::CLASS_ANNOTATION,
+    kind::ingress::CLASS_ANNOTATION,
 };
 
 /// A CEL double-quoted string literal of `text`. Quotes and backslashes are escaped, and every

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{ApiVersion, RenderError, cel};
 use crate::{
     address::Address,
-    gateway::status::{GatewayAddress, MAX_ADDRESSES},
+    kind::gateway::status::{GatewayAddress, MAX_ADDRESSES},
     policy::{ClassScope, Policy},
 };
 

@@ -223,7 +223,7 @@ const MAX_GATEWAY_CLASSES: u32 = 500;
 /// Every GatewayClass with its controller, or `None` when they cannot be read (no CRDs, no
 /// permission, a timeout): the row then says so rather than guessing.
 async fn gateway_classes(client: &Client, timeout: Duration) -> Option<BTreeMap<String, Option<String>>> {
-    let api: Api<crate::gateway::LeanGatewayClass> = Api::all(client.clone());
+    let api: Api<crate::kind::gateway::LeanGatewayClass> = Api::all(client.clone());
     let params = kube::api::ListParams::default().limit(MAX_GATEWAY_CLASSES);
     let list = bounded(|| "list GatewayClasses".to_owned(), timeout, api.list(&params)).await.ok()?;
     Some(list.items.into_iter().map(|c| (kube::ResourceExt::name_any(&c), c.controller)).collect())

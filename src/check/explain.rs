@@ -4,7 +4,7 @@ use super::{MAX_CLASS_CHARS, report::Row};
 use crate::{
     address::Addresses,
     decision::{Verdict, decide, subject},
-    ingress::{CLASS_ANNOTATION, ClassFrom, Stored},
+    kind::ingress::{CLASS_ANNOTATION, ClassFrom, Stored},
     names::truncate,
     policy::{Policies, Policy, Source, SourceList},
     review::render,

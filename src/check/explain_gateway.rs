@@ -1,12 +1,12 @@
 //! `explain gateway/NAMESPACE/NAME`: how one Gateway is governed and what the webhook would do
 //! with a write of its stored `status.addresses`, from values, with the webhook's own
-//! [`decide_gateway`] and [`render`].
+//! [`decide`] and [`render`].
 
 use super::{explain::Explanation, explain::resolved_shown};
 use crate::{
     address::Addresses,
-    decision::{Verdict, decide_gateway},
-    gateway::{GatewayShape, GatewayWrite, GatewayWritten, LeanGateway},
+    decision::{Verdict, decide},
+    kind::gateway::{GatewayShape, GatewayWrite, GatewayWritten, LeanGateway},
     names::truncate,
     policy::{Policies, SourceList},
     review::render,
@@ -27,7 +27,7 @@ pub(crate) fn write_of(gateway: LeanGateway) -> GatewayWrite {
 
 /// Explains how the webhook judges a write of `write` (a Gateway's stored status).
 pub(crate) fn explain(write: &GatewayWrite, policies: &Policies, snapshot: &Snapshot) -> Explanation {
-    let verdict = decide_gateway(write, policies, snapshot);
+    let verdict = decide(write, policies, snapshot);
     let class =
         write.class.as_deref().map_or_else(|| "none".to_owned(), |c| format!("{:?}", truncate(c, 63, usize::MAX)));
     let controller =

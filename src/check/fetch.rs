@@ -10,8 +10,8 @@ use kube::{Api, Client, api::ListParams};
 use super::PAGE_SIZE;
 use crate::{
     client::{RequestError, list_all, list_served},
-    gateway::{GatewayWrite, LeanGateway, LeanGatewayClass},
-    ingress::{StatusWrite, Stored},
+    kind::gateway::{GatewayWrite, LeanGateway, LeanGatewayClass},
+    kind::ingress::{StatusWrite, Stored},
 };
 
 /// Lists Ingresses page by page, keeping only what the decision reads.

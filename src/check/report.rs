@@ -8,9 +8,9 @@ use serde::Serialize;
 use super::Kind;
 use crate::{
     address::{Address, Addresses},
-    decision::{Verdict, decide, decide_gateway},
-    gateway::{GatewayWrite, status::GatewayAddress},
-    ingress::StatusWrite,
+    decision::{Verdict, decide},
+    kind::gateway::{GatewayWrite, status::GatewayAddress},
+    kind::ingress::StatusWrite,
     policy::{Policies, Policy, SourceList},
     sources::Sources,
 };
@@ -262,8 +262,7 @@ impl Report {
             }
             return;
         };
-        let rows =
-            stored.iter().map(|write| Row::of_gateway(write, &decide_gateway(write, policies, sources), sources));
+        let rows = stored.iter().map(|write| Row::of_gateway(write, &decide(write, policies, sources), sources));
         self.by_kind.gateway = Some(self.add_rows(rows));
     }
 

@@ -10,7 +10,7 @@ use crate::{
 };
 use crate::{
     address::{Address, PortStatus},
-    ingress::{CLASS_ANNOTATION, ClassFrom, StatusShape, StatusWrite, Stored},
+    kind::ingress::{CLASS_ANNOTATION, ClassFrom, StatusShape, StatusWrite, Stored},
     policy::{Policies, Policy, ServiceRef, Source},
     sources::nodeip::{NodeAddrs, PodFacts},
     sources::service::ServiceError,

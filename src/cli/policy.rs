@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::{
-    ingress::CLASS_ANNOTATION,
+    kind::ingress::CLASS_ANNOTATION,
     policy::{self, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SpecError},
 };
 

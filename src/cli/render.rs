@@ -134,7 +134,7 @@ fn read_manifest(path: &PathBuf, offline: &mut Offline) -> Result<(), CliError> 
             Some("IngressClass") => {
                 let class: IngressClass = serde_json::from_value(object).map_err(what)?;
                 offline.classes.push(ClassFact {
-                    default: crate::ingress::is_default_class(&class),
+                    default: crate::kind::ingress::is_default_class(&class),
                     name: class.metadata.name.unwrap_or_default(),
                     controller: class.spec.and_then(|s| s.controller),
                 });

@@ -23,7 +23,7 @@ use super::{
 use crate::{
     client::RequestError,
     decision::{Verdict, decide},
-    ingress::{StatusWrite, Stored},
+    kind::ingress::{StatusWrite, Stored},
     policy::Policies,
     sources::{Sources, snapshot},
 };

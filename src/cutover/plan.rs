@@ -9,7 +9,7 @@ use crate::{
     address::{Address, Addresses},
     check::align,
     decision::{Verdict, decide},
-    ingress::{StatusWrite, Stored},
+    kind::ingress::{StatusWrite, Stored},
     policy::{Policies, Policy, SourceList},
     sources::Sources,
 };

@@ -1,7 +1,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::*;
-use crate::policy::{PolicySpec, ServiceRef};
+use crate::{
+    address,
+    kind::ingress::StatusWrite,
+    policy::{PolicySpec, ServiceRef},
+};
 
 /// A cluster as the caches would hold it.
 #[derive(Default)]

@@ -1,5 +1,9 @@
 use super::*;
-use crate::policy::{ClassScope, ServiceRef, Source};
+use crate::{
+    address,
+    kind::ingress::StatusWrite,
+    policy::{ClassScope, ServiceRef, Source},
+};
 
 struct Fixed(Result<Vec<Address>, Unresolved>);
 impl Sources for Fixed {

@@ -1,5 +1,5 @@
 //! The Gateway side of the reconciler ([`Gateways`]): governed Gateways' stored
-//! `status.addresses` judged by the webhook's own [`decide_gateway`] and healed with a merge
+//! `status.addresses` judged by the webhook's own [`decide`] and healed with a merge
 //! patch of `status.addresses` alone (a list, so replaced whole; conditions and listeners are
 //! not in the patch), conditional on the resourceVersion as for Ingresses.
 
@@ -12,8 +12,8 @@ use super::{
 };
 use crate::{
     address::Address,
-    decision::{Action, Verdict, decide_gateway},
-    gateway::{GatewayWrite, LeanGateway, status::GatewayAddress},
+    decision::{Action, Verdict, decide},
+    kind::gateway::{GatewayWrite, LeanGateway, status::GatewayAddress},
     metrics::Metrics,
     policy::Policies,
     sources::Sources,
@@ -57,7 +57,7 @@ impl Kind for Gateways {
     }
 
     fn judge(write: &GatewayWrite, policies: &Policies, sources: &dyn Sources) -> Judgement {
-        match decide_gateway(write, policies, sources) {
+        match decide(write, policies, sources) {
             Verdict::Mismatch { policy, action, canonical } => {
                 let (_, canonical) = written(&canonical);
                 let stored = Self::addresses(write);
@@ -73,7 +73,7 @@ impl Kind for Gateways {
     }
 
     fn to_patch(write: &GatewayWrite, policies: &Policies, sources: &dyn Sources) -> Option<Decided> {
-        match decide_gateway(write, policies, sources) {
+        match decide(write, policies, sources) {
             Verdict::Mismatch { policy, action: Action::Rewrite | Action::Deny, canonical } => {
                 let (entries, canonical) = written(&canonical);
                 if !knows_enough(policy, &Self::addresses(write), &canonical, sources) {

@@ -5,7 +5,7 @@
 use crate::{
     address::Address,
     decision::{Action, Verdict, decide},
-    ingress::StatusWrite,
+    kind::ingress::StatusWrite,
     policy::{Policies, Policy},
     sources::{Sources, every_source_read},
 };

@@ -15,7 +15,7 @@ use super::{
 use crate::{
     address::Address,
     decision::{Action, Verdict, decide},
-    ingress::{LeanIngress, StatusWrite, bounded},
+    kind::ingress::{LeanIngress, StatusWrite, bounded},
     metrics::Metrics,
     policy::Policies,
     sources::Sources,

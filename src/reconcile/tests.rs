@@ -5,7 +5,7 @@ use super::{
 };
 use crate::{
     address::{Address, parse_static_list},
-    ingress::{LeanIngress, StatusWrite},
+    kind::ingress::{LeanIngress, StatusWrite},
     policy::Policies,
     policy::{ClassScope, Mode, OnUnresolved, Policy, ServiceRef, Source},
     sources::Sources,

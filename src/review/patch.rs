@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::{address::Address, ingress::StatusShape};
+use crate::{address::Address, kind::ingress::StatusShape};
 
 /// The patch that makes `status.loadBalancer.ingress` equal `canonical`, one operation,
 /// serialized straight into `out` without building values (the handler writes it through a
@@ -48,11 +48,11 @@ pub(crate) fn write(shape: StatusShape, canonical: &[Address], out: impl std::io
 /// The patch that makes a Gateway's `status.addresses` equal `entries`, one operation that
 /// touches nothing else (`conditions` and `listeners` stay as written), shaped as [`write()`]'s.
 pub(crate) fn write_gateway(
-    shape: crate::gateway::GatewayShape,
-    entries: &[crate::gateway::status::GatewayAddress],
+    shape: crate::kind::gateway::GatewayShape,
+    entries: &[crate::kind::gateway::status::GatewayAddress],
     out: impl std::io::Write,
 ) -> serde_json::Result<()> {
-    use crate::gateway::GatewayShape;
+    use crate::kind::gateway::GatewayShape;
     #[derive(Serialize)]
     struct Op<V> {
         op: &'static str,

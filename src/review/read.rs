@@ -17,7 +17,7 @@ pub(crate) use bounds::OutOfBounds;
 use crate::{
     address::{Address, Entries},
     decision::{Verdict, decide},
-    ingress::{self, StatusShape, StatusWrite, class_annotation},
+    kind::ingress::{self, StatusShape, StatusWrite, class_annotation},
     names::truncate,
     policy::Policies,
     sources::Sources,
@@ -166,7 +166,7 @@ struct StoredSpecIn {
     #[serde(default)]
     ingress_class_name: Option<String>,
     /// As [`gateway::SpecIn`] reads it.
-    #[serde(default, deserialize_with = "crate::ingress::bounded::class_field")]
+    #[serde(default, deserialize_with = "crate::kind::ingress::bounded::class_field")]
     gateway_class_name: Option<String>,
 }
 
@@ -309,11 +309,11 @@ pub enum Target<'a> {
     Other(String),
     /// An UPDATE of a Gateway's `status` subresource.
     GatewayStatus {
-        write: crate::gateway::GatewayWrite,
+        write: crate::kind::gateway::GatewayWrite,
         /// `metadata.uid` of the Gateway, so Events find it.
         object_uid: Option<Cow<'a, str>>,
         /// How much of `status.addresses` the object has: where a patch must go.
-        shape: crate::gateway::GatewayShape,
+        shape: crate::kind::gateway::GatewayShape,
         /// A field the write changed, which the API server resets.
         forged: Option<Forged>,
     },
@@ -326,7 +326,7 @@ impl Review<'_> {
     pub fn decide<'p>(&self, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
         match &self.target {
             Target::IngressStatus { write, .. } => decide(write, policies, sources),
-            Target::GatewayStatus { write, .. } => crate::decision::decide_gateway(write, policies, sources),
+            Target::GatewayStatus { write, .. } => crate::decision::decide(write, policies, sources),
             Target::Other(what) => Verdict::Ignored(what.clone()),
             Target::OutOfBounds(bound) => Verdict::Ignored(bound.to_string()),
         }
@@ -514,7 +514,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::ingress::CLASS_ANNOTATION;
+    use crate::kind::ingress::CLASS_ANNOTATION;
 
     const FIXTURE: &str =
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));

@@ -8,7 +8,7 @@ use std::fmt::{self, Write as _};
 use crate::{
     address::{Addresses, Written},
     decision::{Action, Verdict},
-    gateway::{GatewayWritten, status::GatewayAddress},
+    kind::gateway::{GatewayWritten, status::GatewayAddress},
     names::truncate,
     review::{Review, Target},
 };

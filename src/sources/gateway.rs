@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     address::{self, Address, Addresses},
-    gateway::{LeanGateway, Programmed, status::MAX_ADDRESSES, status::ToIngressError},
+    kind::gateway::{LeanGateway, Programmed, status::MAX_ADDRESSES, status::ToIngressError},
     policy::GatewayRef,
 };
 

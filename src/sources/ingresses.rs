@@ -12,8 +12,8 @@ use kube::{Api, Client, Resource, runtime::watcher};
 use tokio::sync::watch;
 
 use crate::{
-    gateway::LeanGateway,
-    ingress::LeanIngress,
+    kind::gateway::LeanGateway,
+    kind::ingress::LeanIngress,
     policy::store::PolicyStore,
     sources::follow::{self, Change, Hold, Projection},
 };
@@ -143,7 +143,7 @@ where
     R: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
     let config = watcher::Config::default()
-        .page_size(crate::ingress::LIST_PAGE)
+        .page_size(crate::kind::ingress::LIST_PAGE)
         .list_semantic(watcher::ListSemantic::MostRecent);
     let project = |object: R| {
         let meta = object.meta();

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::{
     address::Address,
-    ingress,
+    kind::ingress,
     policy::{PodsRef, Policies},
     sources::{
         follow::{self, Change, Projection},

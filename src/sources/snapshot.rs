@@ -140,7 +140,7 @@ pub(crate) async fn read(client: &Client, policies: &Policies, timeout: Duration
         let api: Api<IngressClass> = Api::all(client.clone());
         let classes = list_all(&api, pages.clone(), "IngressClasses", timeout, |class| {
             let controller = class.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default();
-            let default = crate::ingress::is_default_class(&class);
+            let default = crate::kind::ingress::is_default_class(&class);
             (class.name_any(), (controller, default))
         });
         facts.classes.extend(classes.await?);
@@ -173,7 +173,7 @@ pub(crate) async fn read(client: &Client, policies: &Policies, timeout: Duration
 /// chart's Role allows): an empty list is a missing Gateway, a 404 an API server that serves no
 /// Gateways (the Gateway API CRDs are not installed).
 async fn gateway(client: &Client, gw: &GatewayRef, timeout: Duration) -> Result<GatewayFetched, RequestError> {
-    let api: Api<crate::gateway::LeanGateway> = Api::namespaced(client.clone(), &gw.namespace);
+    let api: Api<crate::kind::gateway::LeanGateway> = Api::namespaced(client.clone(), &gw.namespace);
     let params = ListParams::default().fields(&format!("metadata.name={}", gw.name)).limit(1);
     match bounded(|| format!("get publish Gateway {gw}"), timeout, api.list(&params)).await {
         Ok(list) => Ok(list

@@ -6,7 +6,7 @@ use serde_json::json;
 use super::{lb_service, list, policy, snapshot, svc_ref, write};
 use crate::{
     check::report::Report,
-    gateway::{GatewayWrite, status::GatewayAddress},
+    kind::gateway::{GatewayWrite, status::GatewayAddress},
     policy::{Mode, Policies, Source},
     sources::snapshot::Fetched,
 };

@@ -1,7 +1,7 @@
 //! A review of a Gateway status write (`gateway.networking.k8s.io` `gateways/status`, UPDATE),
 //! read with the bounds of an Ingress review: the same header checks and caller-string bounds,
 //! and the object's `status.addresses` through the bounded visitor of
-//! [`crate::gateway::status::Addresses`] (at most 16 entries kept, strings cut as read). The
+//! [`crate::kind::gateway::status::Addresses`] (at most 16 entries kept, strings cut as read). The
 //! fast reader ([`super::skim`]) reads the same [`GatewayIn`] in its one pass when the request
 //! says it is a Gateway status UPDATE; this module turns either reading into a [`Review`], and
 //! holds the serde_json reading that is the reference for what a Gateway review means.
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Forged, GroupVersionKind, ReviewError, ReviewIn, StoredIn, Target, bounds::OutOfBounds, explain, header};
-use crate::gateway::{self, GatewayShape, GatewayWrite};
+use crate::kind::gateway::{self, GatewayShape, GatewayWrite};
 use crate::review::Review;
 
 /// The parts of a Gateway the decision reads; everything else is skipped unparsed.
@@ -28,7 +28,7 @@ pub(super) struct MetadataIn<'a> {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", expecting = "a GatewaySpec object")]
 pub(super) struct SpecIn {
-    #[serde(default, deserialize_with = "crate::ingress::bounded::class_field")]
+    #[serde(default, deserialize_with = "crate::kind::ingress::bounded::class_field")]
     pub(super) gateway_class_name: Option<String>,
 }
 
@@ -36,7 +36,7 @@ pub(super) struct SpecIn {
 /// serde_json.
 #[derive(Deserialize)]
 pub(super) struct ClassName(
-    #[serde(deserialize_with = "crate::ingress::bounded::class_field")] pub(super) Option<String>,
+    #[serde(deserialize_with = "crate::kind::ingress::bounded::class_field")] pub(super) Option<String>,
 );
 
 #[derive(Deserialize)]

@@ -33,7 +33,7 @@ use super::{
     GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User,
     gateway::{self as gw, GatewayIn},
 };
-use crate::ingress::CLASS_ANNOTATION;
+use crate::kind::ingress::CLASS_ANNOTATION;
 use gateway::is_gateway;
 
 /// Deeper nesting anywhere in the document goes to serde_json (which skips any depth).

@@ -9,7 +9,7 @@ use kube::{Api, Client, ResourceExt, runtime::watcher};
 
 use super::{RETRY_CAP, is_api_absent};
 use crate::{
-    gateway::LeanGatewayClass,
+    kind::gateway::LeanGatewayClass,
     sources::{
         SourceCache,
         follow::{self, Change, Projection},

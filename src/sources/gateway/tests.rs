@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::gateway::status::GatewayAddressError;
+use crate::kind::gateway::status::GatewayAddressError;
 
 fn gateway(addresses: serde_json::Value, programmed: Option<&str>) -> LeanGateway {
     let conditions = match programmed {

@@ -78,7 +78,7 @@ fn fixture(status: &Value) -> Value {
     serde_json::from_str(&in_order(status)).unwrap()
 }
 
-fn gateway_target<'a>(review: &'a Review) -> &'a crate::gateway::GatewayWrite {
+fn gateway_target<'a>(review: &'a Review) -> &'a crate::kind::gateway::GatewayWrite {
     match &review.target {
         Target::GatewayStatus { write, .. } => write,
         other => panic!("not a Gateway status review: {other:?}"),
@@ -127,7 +127,7 @@ fn reads_gateway_reviews_fast_and_the_same() {
     assert_eq!((gateway_target(&long).addresses.len(), gateway_target(&long).omitted), (16, 5000 - 16));
     let cut = in_order(&statuses[6]);
     let cut = both(cut.as_bytes()).1.unwrap();
-    assert!(gateway_target(&cut).addresses[0].value.len() <= crate::gateway::status::MAX_TEXT, "cut as read");
+    assert!(gateway_target(&cut).addresses[0].value.len() <= crate::kind::gateway::status::MAX_TEXT, "cut as read");
     let pretty = serde_json::to_vec_pretty(&fixture(&written())).unwrap();
     assert!(super::review(&pretty).is_none(), "newlines inside the document go to serde_json");
 }

@@ -128,7 +128,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::ingress::CLASS_ANNOTATION;
+    use crate::kind::ingress::CLASS_ANNOTATION;
 
     #[derive(Deserialize)]
     struct Annotations(#[serde(deserialize_with = "class_annotation")] Option<String>);

@@ -16,20 +16,48 @@ pub(crate) const GROUP: &str = "gateway.networking.k8s.io";
 /// The version read: `v1`, served by every standard-channel release since v1.0.
 pub(crate) const VERSION: &str = "v1";
 
-/// A write of a Gateway's status, as the webhook judges it: which Gateway, its class, and the
-/// `status.addresses` written (bounded as [`status::Addresses`] reads them).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct GatewayWrite {
-    /// The Gateway's namespace.
-    pub namespace: String,
-    /// The Gateway's name.
-    pub name: String,
-    /// `spec.gatewayClassName`, if it is a valid class name.
-    pub class: Option<String>,
-    /// The entries written, at most [`status::MAX_ADDRESSES`].
-    pub addresses: Vec<status::GatewayAddress>,
-    /// Entries written after those, counted, not kept.
-    pub omitted: usize,
+/// A write of a Gateway's status, as the webhook judges it: which Gateway, its class
+/// (`spec.gatewayClassName`, if it is a valid class name), and the `status.addresses` written
+/// (bounded as [`status::Addresses`] reads them, at most [`status::MAX_ADDRESSES`] kept).
+pub(crate) type GatewayWrite = super::Write<status::GatewayAddress>;
+
+/// Gateways: `status.addresses`, entries `{type, value}`, an atomic list of at most
+/// [`status::MAX_ADDRESSES`].
+pub struct Gateways;
+
+impl super::Entry for status::GatewayAddress {
+    type Of = Gateways;
+}
+
+impl super::Governed for Gateways {
+    const KIND: super::Kind = super::Kind::Gateway;
+    type Entry = status::GatewayAddress;
+    type Shape = GatewayShape;
+
+    fn entries(
+        canonical: &[crate::address::Address],
+    ) -> Result<std::borrow::Cow<'_, [status::GatewayAddress]>, crate::sources::Unresolved> {
+        let entries = status::GatewayAddress::from_addresses(canonical);
+        if entries.len() > status::MAX_ADDRESSES {
+            return Err(crate::sources::Unresolved::TooManyForGateway(entries.len()));
+        }
+        Ok(std::borrow::Cow::Owned(entries))
+    }
+
+    fn same(written: &[status::GatewayAddress], canonical: &[status::GatewayAddress]) -> bool {
+        let set = |list: &[status::GatewayAddress]| -> std::collections::HashSet<(String, String)> {
+            list.iter().map(|a| (a.kind.clone(), a.value.clone())).collect()
+        };
+        set(written) == set(canonical)
+    }
+
+    fn class_controller(sources: &dyn crate::sources::Sources, class: &str) -> Option<String> {
+        sources.gateway_class_controller(class)
+    }
+
+    fn default_classes(_: &dyn crate::sources::Sources) -> Vec<(String, Option<String>)> {
+        Vec::new()
+    }
 }
 
 /// How much of `status.addresses` a Gateway object has: where a patch must go.
@@ -76,7 +104,7 @@ pub(crate) struct LeanGateway {
     /// (a `True` for an older generation is [`Programmed::Stale`]).
     pub(crate) programmed: Programmed,
     /// The field managers that own some of `status`, as the lean Ingress keeps them
-    /// ([`crate::ingress::bounded::status_managers`]): the reconciler names them in a fight.
+    /// ([`crate::kind::ingress::bounded::status_managers`]): the reconciler names them in a fight.
     pub(crate) status_managers: Vec<String>,
 }
 
@@ -93,7 +121,7 @@ impl<'de> Deserialize<'de> for LeanGateway {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct WireSpec {
-            #[serde(default, deserialize_with = "crate::ingress::bounded::class_field")]
+            #[serde(default, deserialize_with = "crate::kind::ingress::bounded::class_field")]
             gateway_class_name: Option<String>,
         }
         #[derive(Deserialize)]
@@ -172,7 +200,7 @@ struct WireMeta {
     #[serde(default, deserialize_with = "status::bounded_text")]
     uid: Option<String>,
     generation: Option<i64>,
-    #[serde(default, rename = "managedFields", deserialize_with = "crate::ingress::bounded::status_managers")]
+    #[serde(default, rename = "managedFields", deserialize_with = "crate::kind::ingress::bounded::status_managers")]
     status_managers: Vec<String>,
 }
 

@@ -178,8 +178,8 @@ fn the_lean_gateway_keeps_its_status_writers_bounded() {
         (0..100).map(|i| entry(&format!("{i}-{}", "w".repeat(1000)), "2026-01-01T00:00:03Z", json!({"f:status": {}}))),
     );
     let kept = gateway(&managed).status_managers;
-    assert_eq!(kept.len(), crate::ingress::bounded::MAX_MANAGERS, "as many as an Ingress keeps");
-    assert!(kept.iter().all(|m| m.len() <= crate::ingress::bounded::MAX_MANAGER_BYTES), "each cut");
+    assert_eq!(kept.len(), crate::kind::ingress::bounded::MAX_MANAGERS, "as many as an Ingress keeps");
+    assert!(kept.iter().all(|m| m.len() <= crate::kind::ingress::bounded::MAX_MANAGER_BYTES), "each cut");
     let class: LeanGatewayClass = serde_json::from_value(
         json!({"metadata": {"name": "eg", "managedFields": managed}, "spec": {"controllerName": "example.com/gw"}}),
     )

@@ -21,18 +21,44 @@ pub(crate) const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// The annotation that marks the cluster's default IngressClass (`"true"`).
 pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 
-/// A write of `status.loadBalancer.ingress`, or a stored one, as the decision sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StatusWrite {
-    pub namespace: String,
-    pub name: String,
-    /// By [`class`]: `spec.ingressClassName`, else the class annotation.
-    pub class: Option<String>,
-    /// `status.loadBalancer.ingress` as written or stored (empty when absent).
-    pub addresses: Vec<Address>,
-    /// Entries written after `addresses`, counted but not kept: a review's list past
-    /// the bound of [`crate::address::Entries`], which is never canonical.
-    pub omitted: usize,
+/// A write of `status.loadBalancer.ingress`, or a stored one, as the decision sees it; its class
+/// is read by [`class`].
+pub(crate) type StatusWrite = super::Write<Address>;
+
+/// Ingresses: `status.loadBalancer.ingress`, entries `{ip, hostname, ports}`.
+pub struct Ingresses;
+
+impl super::Entry for Address {
+    type Of = Ingresses;
+}
+
+impl super::Governed for Ingresses {
+    const KIND: super::Kind = super::Kind::Ingress;
+    type Entry = Address;
+    type Shape = StatusShape;
+
+    fn entries(canonical: &[Address]) -> Result<Cow<'_, [Address]>, crate::sources::Unresolved> {
+        Ok(Cow::Borrowed(canonical))
+    }
+
+    fn same(written: &[Address], canonical: &[Address]) -> bool {
+        crate::address::same_set(written, canonical)
+    }
+
+    fn class_controller(sources: &dyn crate::sources::Sources, class: &str) -> Option<String> {
+        sources.ingress_class_controller(class)
+    }
+
+    fn default_classes(sources: &dyn crate::sources::Sources) -> Vec<(String, Option<String>)> {
+        let names = sources.default_ingress_classes();
+        names
+            .into_iter()
+            .map(|name| {
+                let controller = sources.ingress_class_controller(&name);
+                (name, controller)
+            })
+            .collect()
+    }
 }
 
 /// How much of `status.loadBalancer.ingress` an Ingress has: where a patch must go. A member
