@@ -193,7 +193,9 @@ pub(crate) async fn explain_one(cluster: &Cluster, object: ObjectRef, policies: 
     let found = admission::fetch(&client, policies, timeout).await?;
     let stored = Stored::of(&ingress);
     let mut explanation = explain(&stored, policies, &sources);
-    explain::add_admission(&mut explanation, &stored, policies, &sources, &found);
+    let governing = explain::governing(&crate::decision::decide(&stored.write, policies, &sources))
+        .map(|p| (p, crate::admission_policy::object_name(&p.name)));
+    explain::add_admission(&mut explanation, governing, policies, &sources, &found);
     print!("{}", explanation.text());
     Ok(explanation.exit_code)
 }
@@ -219,7 +221,11 @@ async fn explain_gateway_one(
         let found = bounded(|| format!("get GatewayClass {class}"), timeout, api.get_opt(class)).await?;
         sources.1.gateway_classes.insert(class.to_owned(), found.and_then(|c| c.controller));
     }
-    let explanation = explain_gateway::explain(&write, policies, &sources);
+    let found = admission::fetch(&client, policies, timeout).await?;
+    let mut explanation = explain_gateway::explain(&write, policies, &sources);
+    let governing = explain::governing(&crate::decision::decide(&write, policies, &sources))
+        .map(|p| (p, crate::admission_policy::gateway::object_name(&p.name)));
+    explain::add_admission(&mut explanation, governing, policies, &sources, &found);
     print!("{}", explanation.text());
     Ok(explanation.exit_code)
 }

@@ -118,13 +118,7 @@ pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot)
     let write = &stored.write;
     let verdict = decide(write, policies, snapshot);
     let mut lines = vec![("Ingress", format!("{}/{}", write.namespace, write.name)), ("Class", class_shown(stored))];
-    let governing = match &verdict {
-        Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
-            Some(*policy)
-        }
-        Verdict::Ignored(_) | Verdict::NotGoverned => None,
-    };
-    let exit_code = match governing {
+    let exit_code = match governing(&verdict) {
         None => {
             let why: Vec<String> =
                 policies.iter().map(|p| format!("policy {:?} governs {}", p.name, scope_shown(p))).collect();
@@ -157,32 +151,37 @@ pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot)
     Explanation { lines, exit_code }
 }
 
-/// The `Admission` line: which admission policy in the cluster enforces the Ingress's policy,
-/// and whether it carries what the sources give now (`found`: [`super::admission::fetch`]).
-/// Adds it before the `Webhook` line, and turns the exit code to 1 when it is stale.
+/// The policy a verdict names, if one governs.
+pub(crate) fn governing<'p>(verdict: &Verdict<'p>) -> Option<&'p Policy> {
+    match verdict {
+        Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
+            Some(*policy)
+        }
+        Verdict::Ignored(_) | Verdict::NotGoverned => None,
+    }
+}
+
+/// The `Admission` line: which admission policy in the cluster (`found`:
+/// [`super::admission::fetch`]) enforces the governing policy, whose object is named `object`,
+/// and whether it carries what the sources give now. Added before the `Webhook` line; a stale
+/// one turns the exit code to 1. Not governed: no line.
 pub(crate) fn add_admission(
     explanation: &mut Explanation,
-    stored: &Stored,
+    governing: Option<(&Policy, String)>,
     policies: &Policies,
     snapshot: &Snapshot,
     found: &std::collections::BTreeMap<String, super::admission::Found>,
 ) {
-    let governing = match decide(&stored.write, policies, snapshot) {
-        Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => policy,
-        Verdict::Ignored(_) | Verdict::NotGoverned => return,
-    };
+    let Some((_, object)) = governing else { return };
     let rows = super::admission::compare(policies, snapshot, found);
-    let line = match rows.iter().find(|r| r.policy == governing.name) {
+    let line = match rows.iter().find(|r| r.name == object) {
         Some(row) => {
             if row.state == super::admission::State::Stale {
                 explanation.exit_code = 1;
             }
             format!("enforced by {} (the API server applies it in process)", row.shown())
         }
-        None => format!(
-            "no admission policy {} in the cluster: the webhook enforces (--admission=webhook)",
-            crate::admission_policy::object_name(&governing.name)
-        ),
+        None => format!("no admission policy {object} in the cluster: the webhook enforces (--admission=webhook)"),
     };
     let at = explanation.lines.iter().position(|(label, _)| *label == "Webhook").unwrap_or(explanation.lines.len());
     explanation.lines.insert(at, ("Admission", line));

@@ -5,10 +5,10 @@
 use super::{explain::Explanation, explain::resolved_shown};
 use crate::{
     address::Addresses,
-    decision::{Verdict, decide},
+    decision::{Verdict, decide, subject},
     kind::gateway::{GatewayShape, GatewayWrite, GatewayWritten, LeanGateway},
     names::truncate,
-    policy::{Policies, SourceList},
+    policy::{ClassRule, Policies, SourceList},
     review::render,
     review::{ApiVersion, Review, Target, User},
     sources::snapshot::Snapshot,
@@ -42,12 +42,7 @@ pub(crate) fn explain(write: &GatewayWrite, policies: &Policies, snapshot: &Snap
             },
         ),
     ];
-    let policy = match &verdict {
-        Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
-            Some(*policy)
-        }
-        Verdict::Ignored(_) | Verdict::NotGoverned => None,
-    };
+    let policy = super::explain::governing(&verdict);
     let stored = GatewayWritten(write).to_string();
     let (state, canonical) = match &verdict {
         Verdict::Canonical { .. } => ("OK", None),
@@ -73,6 +68,9 @@ pub(crate) fn explain(write: &GatewayWrite, policies: &Policies, snapshot: &Snap
         }
         Some(policy) => {
             lines.push(("Policy", format!("{:?} (mode {})", policy.name, policy.mode)));
+            if let Some(rule) = policy.matches(&subject(write, policies, snapshot)) {
+                lines.push(("Rule", format!("governed because {}", rule_shown(&rule))));
+            }
             lines.push(("Source", SourceList(&policy.sources).to_string()));
             lines.push(("Resolved", resolved_shown(policy, snapshot, snapshot)));
         }
@@ -90,6 +88,16 @@ pub(crate) fn explain(write: &GatewayWrite, policies: &Policies, snapshot: &Snap
     lines.push(("Webhook", format!("a write of the stored value: {}", webhook_shown(write, &verdict))));
     let exit_code = u8::from(matches!(verdict, Verdict::Mismatch { .. } | Verdict::Unresolved { .. }));
     Explanation { lines, exit_code }
+}
+
+/// A class rule in a Gateway policy's terms: the class fields are `gatewayClasses` and
+/// `gatewayControllers` (a Gateway always names its class, so the other rules never apply).
+fn rule_shown(rule: &ClassRule) -> String {
+    match rule {
+        ClassRule::ClassName => "its class is in gatewayClasses".to_owned(),
+        ClassRule::Controller(c) => format!("its GatewayClass's controller {c} is in gatewayControllers"),
+        other => other.to_string(),
+    }
 }
 
 /// What the webhook answers to a write of `write`: its own [`render`] of the verdict, read back.

@@ -143,7 +143,8 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
         text.contains(&format!("(GatewayClass controller {controller})")) && text.contains("\"by-controller\""),
         "{text}"
     );
-    let rule = format!("Rule:      governed because its GatewayClass's controller {controller} is in gatewayControllers");
+    let rule =
+        format!("Rule:      governed because its GatewayClass's controller {controller} is in gatewayControllers");
     assert!(text.contains(&rule), "{rule:?} in:\n{text}");
 
     // Audit and too many: stored as written, the writer warned (kubectl prints warnings).

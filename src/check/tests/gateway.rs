@@ -129,3 +129,22 @@ fn ingress_only_reports_keep_their_table_and_add_only_json_fields() {
     assert_eq!(json["byKind"], json!({"ingress": json["summary"].clone()}));
     assert_eq!(json["ingresses"][0]["kind"], "ingress");
 }
+
+/// Issue 32's drift: a Gateway's explanation has the `Rule:` line and, with the admission
+/// policies found in the cluster, the `Admission:` line, as an Ingress's has.
+#[test]
+fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
+    use crate::check::explain;
+    let policies = policies();
+    let sources = snapshot(Fetched::of(Some(&lb_service())));
+    let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
+    let mut explanation = crate::check::explain_gateway::explain(&write, &policies, &sources);
+    let governing = explain::governing(&crate::decision::decide(&write, &policies, &sources))
+        .map(|p| (p, crate::admission_policy::gateway::object_name(&p.name)));
+    explain::add_admission(&mut explanation, governing, &policies, &sources, &Default::default());
+    let text = explanation.text();
+    assert!(text.contains("\nRule:      governed because its class is in gatewayClasses\n"), "{text}");
+    let admission = "\nAdmission: no admission policy ingress-status-guard-gateway-gw in the cluster: the webhook enforces (--admission=webhook)\nWebhook:";
+    assert!(text.contains(admission), "{text}");
+    assert_eq!(explanation.exit_code, 1, "drift");
+}
