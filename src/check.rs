@@ -14,6 +14,7 @@ mod report;
 
 use std::{process::ExitCode, time::Duration};
 
+pub(crate) use crate::kind::Kind;
 use clap::ValueEnum;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
@@ -51,23 +52,6 @@ pub(crate) struct Cluster {
 pub(crate) enum Output {
     Table,
     Json,
-}
-
-/// Which kind of object a row of `check` is, and what `--kind` keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Kind {
-    Ingress,
-    Gateway,
-}
-
-impl Kind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Kind::Ingress => "ingress",
-            Kind::Gateway => "gateway",
-        }
-    }
 }
 
 /// What `check` reads: a namespace (default: all), a kind (default: both).

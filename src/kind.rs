@@ -33,6 +33,14 @@ impl Kind {
             Kind::Gateway => "Gateway",
         }
     }
+
+    /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::Ingress => "ingress",
+            Kind::Gateway => "gateway",
+        }
+    }
 }
 
 impl fmt::Display for Kind {

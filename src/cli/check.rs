@@ -62,6 +62,17 @@ pub(crate) struct CheckArgs {
 
 const CONTEXT_HELP: &str = "Context of the kubeconfig to check; repeat it to check several clusters in one table (with a CLUSTER column); default: its current-context";
 
+/// `--kind`'s values: each kind's label (`ingress`, `gateway`).
+impl clap::ValueEnum for Kind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Kind::Ingress, Kind::Gateway]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.label()))
+    }
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct ExplainArgs {
     /// The Ingress to explain: NAMESPACE/NAME, or NAME in --namespace (default: the context's
