@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{ApiVersion, ClassFact, governed_in_order, object_name, render};
+use super::{ApiVersion, ClassFact, RenderError, governed_in_order, object_name, render};
 use crate::{
     address::Address,
     policy::{OnUnresolved, Policies, Policy},
@@ -75,89 +75,75 @@ pub(crate) fn desired(
     // taken out of the later ones: until the classes are known, nothing is known.
     let Some(classes) = classes else {
         for policy in policies.iter() {
-            plan.kept.insert(object_name(&policy.name));
-            plan.kept_policies.insert(policy.name.clone());
-            plan.skipped.push((policy.name.clone(), "IngressClasses not synced yet".to_owned()));
+            plan.keep(policy, object_name(&policy.name), "IngressClasses not synced yet".to_owned());
         }
         return plan;
     };
     let governed = governed_in_order(policies, classes);
     for (policy, governed) in policies.iter().zip(&governed) {
-        let name = object_name(&policy.name);
-        if let Some(why) = not_read_yet(policy, sources) {
-            plan.kept.insert(name);
-            plan.kept_policies.insert(policy.name.clone());
-            plan.skipped.push((policy.name.clone(), why));
-            continue;
-        }
-        let reason = match sources.canonical(policy) {
-            Ok(canonical) => match render(policy, &canonical, governed, api) {
-                Ok(objects) => {
-                    plan.objects.extend(objects.into_iter().map(|mut o| {
-                        o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
-                        o
-                    }));
-                    plan.values.push((policy.name.clone(), canonical.into_owned()));
-                    continue;
-                }
-                // A value the comparison cannot carry: the last rendered one stays.
-                Err(e) => {
-                    plan.kept.insert(name);
-                    plan.kept_policies.insert(policy.name.clone());
-                    plan.skipped.push((policy.name.clone(), e.to_string()));
-                    continue;
-                }
-            },
-            Err(e) => e,
-        };
-        // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation), and
-        // `deny` holds the line with the last value rendered, the strictest thing a literal can
-        // do. (A source not read yet is not unresolved: it was kept above.)
-        if policy.on_unresolved == OnUnresolved::Deny {
-            plan.kept.insert(name);
-            plan.kept_policies.insert(policy.name.clone());
-        }
-        plan.skipped.push((policy.name.clone(), reason.to_string()));
+        plan.one(policy, object_name(&policy.name), sources, owner, true, |c| render(policy, c, governed, api));
     }
-    gateway_policies(policies, sources, api, owner, &mut plan);
-    plan
-}
-
-/// The Gateway policies' part of the plan: as for Ingress policies, but class names come from
-/// the GatewayClasses (only when a policy names controllers), and their values are not
-/// published to the reconciler (it judges Ingresses by [`Desired::values`]).
-fn gateway_policies(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &str, plan: &mut Desired) {
+    // Gateway policies: class names come from the GatewayClasses (only when a policy names
+    // controllers), and their values are not published to the reconciler (it judges Ingresses
+    // by [`Desired::values`]).
     let classes = if policies.need_gateway_classes() { sources.gateway_classes() } else { Some(Default::default()) };
     for policy in policies.gateway_policies() {
         let name = super::gateway::object_name(&policy.name);
-        let keep = |plan: &mut Desired, why: String| {
-            plan.kept.insert(name.clone());
-            plan.kept_policies.insert(policy.name.clone());
-            plan.skipped.push((policy.name.clone(), why));
-        };
         let Some(classes) = &classes else {
-            keep(plan, "GatewayClasses not synced yet".to_owned());
+            plan.keep(policy, name, "GatewayClasses not synced yet".to_owned());
             continue;
         };
+        let names = super::gateway::class_names(&policy.scope, classes);
+        plan.one(policy, name, sources, owner, false, |c| super::gateway::render(policy, c, &names, api));
+    }
+    plan
+}
+
+impl Desired {
+    /// Leaves `policy`'s objects (named `name`) as they are in the cluster, saying why.
+    fn keep(&mut self, policy: &Policy, name: String, why: String) {
+        self.kept.insert(name);
+        self.kept_policies.insert(policy.name.clone());
+        self.skipped.push((policy.name.clone(), why));
+    }
+
+    /// The plan of one policy (its objects named `name`), whatever its kind: rendered by
+    /// `render` once its value is known, else kept or left out. `publish`: the value is one the
+    /// reconciler judges by.
+    fn one(
+        &mut self,
+        policy: &Policy,
+        name: String,
+        sources: &dyn Sources,
+        owner: &str,
+        publish: bool,
+        render: impl FnOnce(&[Address]) -> Result<Vec<Value>, RenderError>,
+    ) {
         if let Some(why) = not_read_yet(policy, sources) {
-            keep(plan, why);
-            continue;
+            return self.keep(policy, name, why);
         }
-        match sources.canonical(policy) {
-            Ok(canonical) => {
-                let names = super::gateway::class_names(&policy.scope, classes);
-                match super::gateway::render(policy, &canonical, &names, api) {
-                    Ok(objects) => plan.objects.extend(objects.into_iter().map(|mut o| {
-                        o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
-                        o
-                    })),
-                    Err(e) => keep(plan, e.to_string()),
+        let canonical = match sources.canonical(policy) {
+            Ok(canonical) => canonical,
+            // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation),
+            // and `deny` holds the line with the last value rendered, the strictest thing a
+            // literal can do. (A source not read yet is not unresolved: it was kept above.)
+            Err(reason) if policy.on_unresolved == OnUnresolved::Deny => {
+                return self.keep(policy, name, reason.to_string());
+            }
+            Err(reason) => return self.skipped.push((policy.name.clone(), reason.to_string())),
+        };
+        match render(&canonical) {
+            Ok(objects) => {
+                self.objects.extend(objects.into_iter().map(|mut o| {
+                    o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
+                    o
+                }));
+                if publish {
+                    self.values.push((policy.name.clone(), canonical.into_owned()));
                 }
             }
-            Err(reason) if policy.on_unresolved == OnUnresolved::Deny => {
-                keep(plan, reason.to_string());
-            }
-            Err(reason) => plan.skipped.push((policy.name.clone(), reason.to_string())),
+            // A value the comparison cannot carry: the last rendered one stays.
+            Err(e) => self.keep(policy, name, e.to_string()),
         }
     }
 }
