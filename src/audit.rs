@@ -10,6 +10,7 @@ use std::hash::{Hash, Hasher};
 use crate::{
     address::{Address, MAX_SHOWN_BYTES, PortStatus, Written},
     decision::{Action, Verdict},
+    kind::Kind,
     names::truncate,
     review::{Review, Target},
 };
@@ -145,47 +146,12 @@ impl std::fmt::Display for Shown {
     }
 }
 
-/// The kind of object a finding is about: what its Event regards and its log line names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObjectKind {
-    /// `networking.k8s.io/v1` Ingress, `status.loadBalancer.ingress`.
-    Ingress,
-    /// `gateway.networking.k8s.io/v1` Gateway, `status.addresses`.
-    Gateway,
-}
-
-impl ObjectKind {
-    /// The object's `kind`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectKind::Ingress => "Ingress",
-            ObjectKind::Gateway => "Gateway",
-        }
-    }
-
-    /// The object's `apiVersion`, as an Event's `regarding` names it.
-    pub fn api_version(self) -> &'static str {
-        match self {
-            ObjectKind::Ingress => "networking.k8s.io/v1",
-            ObjectKind::Gateway => "gateway.networking.k8s.io/v1",
-        }
-    }
-
-    /// The status field the guard governs on this kind.
-    pub fn field(self) -> &'static str {
-        match self {
-            ObjectKind::Ingress => "status.loadBalancer.ingress",
-            ObjectKind::Gateway => "status.addresses",
-        }
-    }
-}
-
 /// A governed status write whose addresses differ from the canonical ones, cut to what is shown
 /// of it (every caller string bounded, address lists by [`Shown`]) before it is queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     /// What was written: an Ingress or a Gateway.
-    pub kind: ObjectKind,
+    pub kind: Kind,
     pub uid: String,
     /// `metadata.uid` of the Ingress or Gateway, so `kubectl describe` finds the Event.
     pub object_uid: Option<String>,
@@ -216,13 +182,13 @@ impl Finding {
         let (kind, object_uid, namespace, name, class, addresses, omitted) = match review.target {
             Target::IngressStatus { write, object_uid, .. } => {
                 let w = write;
-                (ObjectKind::Ingress, object_uid, w.namespace, w.name, w.class, w.addresses, w.omitted)
+                (Kind::Ingress, object_uid, w.namespace, w.name, w.class, w.addresses, w.omitted)
             }
             Target::GatewayStatus { write: w, object_uid, .. } => {
                 // Shown as the Gateway's log line shows them: `value`, or `type=value` for a
                 // type an Ingress has no field for; cut by `Shown` as any entry is.
                 let addresses = w.addresses.iter().map(shown_gateway_entry).collect();
-                (ObjectKind::Gateway, object_uid, w.namespace, w.name, w.class, addresses, w.omitted)
+                (Kind::Gateway, object_uid, w.namespace, w.name, w.class, addresses, w.omitted)
             }
             Target::Other(_) | Target::OutOfBounds(_) => return None,
         };
@@ -325,8 +291,8 @@ impl Finding {
             };
         }
         match self.kind {
-            ObjectKind::Ingress => warn!(ingress_namespace, ingress_name, ingress_class, "rogue status write"),
-            ObjectKind::Gateway => warn!(gateway_namespace, gateway_name, gateway_class, "rogue Gateway status write"),
+            Kind::Ingress => warn!(ingress_namespace, ingress_name, ingress_class, "rogue status write"),
+            Kind::Gateway => warn!(gateway_namespace, gateway_name, gateway_class, "rogue Gateway status write"),
         }
     }
 }
@@ -350,7 +316,7 @@ pub(crate) fn sample(writer: &str, namespace: &str, name: &str, uid: &str) -> Fi
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     attempted.hash(&mut hasher);
     Finding {
-        kind: ObjectKind::Ingress,
+        kind: Kind::Ingress,
         uid: "review-uid".into(),
         object_uid: Some(uid.into()),
         namespace: namespace.into(),
@@ -392,7 +358,7 @@ mod tests {
     fn note_is_bounded() {
         let many: Vec<Address> = (0..200).map(|i| Address::hostname(format!("host-{i}.example.com"))).collect();
         let finding = Finding {
-            kind: ObjectKind::Ingress,
+            kind: Kind::Ingress,
             uid: "u".into(),
             object_uid: None,
             namespace: "ns".into(),

@@ -7,7 +7,7 @@
 
 mod admission;
 mod explain;
-pub(crate) mod explain_gateway;
+mod explain_gateway;
 mod fetch;
 mod fleet;
 mod report;
@@ -21,6 +21,7 @@ use kube::Api;
 
 use crate::{
     client::{RequestError, Target, bounded},
+    kind::Governed as _,
     kind::ingress::Stored,
     policy::Policies,
     sources::snapshot,
@@ -197,7 +198,7 @@ async fn explain_gateway_one(
     let gateway = bounded(|| format!("get Gateway {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
         .ok_or_else(|| CheckError::GatewayNotFound { namespace: namespace.clone(), name: name.clone() })?;
-    let write = explain_gateway::write_of(gateway);
+    let write = crate::kind::gateway::Gateways::leaned(gateway).map(|lean| lean.write).unwrap_or_default();
     let policies = &scoped(&client, cluster, policies).await?;
     let mut sources = snapshot::read(&client, policies, timeout).await?;
     if let Some(class) = write.class.as_deref().filter(|_| policies.need_gateway_classes()) {

@@ -106,9 +106,9 @@ pub(crate) fn overlap<'p, E: Entry>(
 }
 
 /// Decides one status write of any governed kind.
-pub fn decide<'p, E: Entry>(write: &Write<E>, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
+pub(crate) fn decide<'p, E: Entry>(write: &Write<E>, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
     let kind = <E::Of as Governed>::KIND;
-    let Some(policy) = policies.governing_in(kind, &subject(write, policies, sources)) else {
+    let Some(policy) = policies.governing(kind, &subject(write, policies, sources)) else {
         return Verdict::NotGoverned;
     };
     let unresolved = |reason| Verdict::Unresolved { policy, deny: policy.on_unresolved == OnUnresolved::Deny, reason };

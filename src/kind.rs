@@ -6,7 +6,9 @@
 
 use std::{borrow::Cow, fmt};
 
-use serde::Serialize;
+use k8s_openapi::NamespaceResourceScope;
+use kube::Resource;
+use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
     address::Address,
@@ -25,21 +27,56 @@ pub enum Kind {
     Gateway,
 }
 
+/// The constants of one kind, each kind's in its own file.
+#[derive(Debug)]
+pub(crate) struct Info {
+    /// The kind as the API, logs and `explain` name it.
+    pub(crate) name: &'static str,
+    /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
+    pub(crate) label: &'static str,
+    /// The object's `apiVersion`, as an Event's `regarding` names it.
+    pub(crate) api_version: &'static str,
+    /// The status field the guard governs on this kind.
+    pub(crate) field: &'static str,
+    /// The resource, as the API's URLs and the `watch` label of metrics name it.
+    pub(crate) plural: &'static str,
+    /// Whether a class-less object can be governed through the cluster's default class.
+    pub(crate) default_class: bool,
+    /// For a kind whose API may not be served (a CRD), why not, as logs say it; the kind is
+    /// then watched only while a policy governs it, and its watch retried at a capped pace.
+    pub(crate) optional_api: Option<&'static str>,
+}
+
 impl Kind {
+    /// Every kind, in the order reports list them.
+    pub(crate) const ALL: [Kind; 2] = [Kind::Ingress, Kind::Gateway];
+
+    /// The kind's constants: the one place that maps a [`Kind`] value to its file.
+    pub(crate) const fn info(self) -> &'static Info {
+        match self {
+            Kind::Ingress => &ingress::INFO,
+            Kind::Gateway => &gateway::INFO,
+        }
+    }
+
     /// The kind as the API, logs and `explain` name it.
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            Kind::Ingress => "Ingress",
-            Kind::Gateway => "Gateway",
-        }
+        self.info().name
+    }
+
+    /// The object's `apiVersion`, as an Event's `regarding` names it.
+    pub(crate) fn api_version(self) -> &'static str {
+        self.info().api_version
+    }
+
+    /// The status field the guard governs on this kind.
+    pub(crate) fn field(self) -> &'static str {
+        self.info().field
     }
 
     /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
     pub(crate) fn label(self) -> &'static str {
-        match self {
-            Kind::Ingress => "ingress",
-            Kind::Gateway => "gateway",
-        }
+        self.info().label
     }
 }
 
@@ -48,6 +85,23 @@ impl fmt::Display for Kind {
         f.write_str(self.name())
     }
 }
+
+/// A `tracing` event whose object fields are named by kind, as the documented log lines name
+/// them (`ingress_namespace`, `ingress_name`; `gateway_namespace`, `gateway_name`):
+/// `object_event!(warn, kind, {fields before}, namespace, name, fields after and message)`.
+macro_rules! object_event {
+    ($level:ident, $kind:expr, { $($before:tt)* }, $namespace:expr, $name:expr, $($after:tt)*) => {
+        match $kind {
+            $crate::kind::Kind::Ingress => {
+                tracing::$level!($($before)* ingress_namespace = %$namespace, ingress_name = %$name, $($after)*)
+            }
+            $crate::kind::Kind::Gateway => {
+                tracing::$level!($($before)* gateway_namespace = %$namespace, gateway_name = %$name, $($after)*)
+            }
+        }
+    };
+}
+pub(crate) use object_event;
 
 /// A write of a governed object's status (from a review, or a stored object), as the decision
 /// sees it: which object, its class, and the entries of its status list, bounded.
@@ -72,6 +126,20 @@ impl<E> Default for Write<E> {
     }
 }
 
+/// A stored object as its lean projection holds it: the write `decide` reads, and what the
+/// reconciler needs beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Leaned<E> {
+    /// The status write the object stands for.
+    pub(crate) write: Write<E>,
+    /// `metadata.resourceVersion`, which makes a patch conditional.
+    pub(crate) resource_version: Option<String>,
+    /// `metadata.uid`, which Events name.
+    pub(crate) uid: Option<String>,
+    /// The field managers that own some of `status`: a fight names them.
+    pub(crate) status_managers: Vec<String>,
+}
+
 /// A bounded list read from a caller: the first entries kept, the rest counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[allow(dead_code)] // the readers' bounded lists fold into it next
@@ -90,19 +158,49 @@ impl<E> Default for Bounded<E> {
 
 /// The entry type of a governed kind's status list, naming its kind, so that a [`Write`] says
 /// which kind it is and generic code is called without turbofish.
-pub trait Entry: Clone + Eq + fmt::Debug + fmt::Display + Serialize + Send + Sync + 'static {
+pub(crate) trait Entry: Clone + Eq + fmt::Debug + fmt::Display + Serialize + Send + Sync + 'static {
     /// The kind whose status list holds this entry.
     type Of: Governed<Entry = Self>;
 }
 
 /// What one governed kind is on the wire. Everything else is written once over it.
-pub trait Governed: Sized + Send + Sync + 'static {
+pub(crate) trait Governed: Sized + Send + Sync + 'static {
     /// Which kind this is.
     const KIND: Kind;
     /// One entry of the kind's status list.
     type Entry: Entry<Of = Self>;
     /// How much of the status path an object has: where a patch must go.
     type Shape: Copy + Eq + fmt::Debug + Send + Sync + 'static;
+
+    /// The lean projection that watches and one-shot reads deserialize: bounded, validated
+    /// fields only.
+    type Lean: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static;
+
+    /// What a lean object holds; `None` without a namespace and name, which a namespaced object
+    /// from the API server always has.
+    fn leaned(lean: Self::Lean) -> Option<Leaned<Self::Entry>>;
+
+    /// Which bounds of the lean projection `write` hit (`class`, `addresses`), for the kind's
+    /// trimmed counter; a kind without one reports none.
+    fn trimmed(write: &Write<Self::Entry>) -> [Option<&'static str>; 2];
+
+    /// The entries as the reconciler's damping and foreign-write check compare them: as
+    /// Ingress-style addresses.
+    fn seen(entries: &[Self::Entry]) -> Cow<'_, [Address]>;
+
+    /// The `status` members of a merge patch that sets the status list to `entries` (and
+    /// nothing else of `status`).
+    fn status(entries: &[Self::Entry]) -> serde_json::Value;
+
+    /// Logs that the reconciler healed `object`'s stored status `from` → `to` under `policy`,
+    /// with the kind's documented field (`ingress`, `gateway`) naming the object.
+    fn healed(object: &dyn fmt::Display, from: &dyn fmt::Display, to: &dyn fmt::Display, policy: &str);
 
     /// The canonical entries of this kind for a policy's canonical addresses, or why the kind
     /// cannot hold them.

@@ -34,7 +34,6 @@ mod tls;
 // What the binary, the integration tests and the benchmarks use; everything else is private to
 // the crate, so the compiler reports what nothing uses.
 pub use cli::main;
-pub use decision::decide;
 pub use policy::{Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,

@@ -284,6 +284,8 @@ impl ClassScope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     pub name: String,
+    /// The kind of object the policy governs (`gatewayClasses`/`gatewayControllers`: Gateways).
+    pub kind: Kind,
     pub scope: ClassScope,
     /// Only Ingresses in Namespaces whose labels match (config only).
     pub namespace_selector: Option<LabelSelector>,
@@ -307,78 +309,80 @@ impl Policy {
     }
 }
 
-/// The validated set of policies; the first policy whose scope matches an Ingress governs it.
-/// Policies that govern Gateways (`gatewayClasses`, `gatewayControllers`) are kept apart: they
-/// never match an Ingress, and [`Policies::iter`] and everything built on it (the reconciler,
-/// `check`'s Ingress rows) see the Ingress policies only; [`Policies::gateway_policies`] gives
-/// the others (the webhook's Gateway decision, the admission-policy renderer and keeper).
+/// The validated set of policies, in file order, each carrying the [`Kind`] it governs: the
+/// first policy of an object's kind whose scope matches the object governs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Policies(Vec<Policy>, Vec<Policy>);
+pub struct Policies(Vec<Policy>);
 
 impl Policies {
-    /// A policy set, refused when two policies certainly govern the same Ingresses.
+    /// A policy set, refused when two policies of one kind certainly govern the same objects
+    /// (policies of two kinds never do).
     pub fn new(policies: Vec<Policy>) -> Result<Self, OverlapError> {
-        Self::with_gateways(policies, Vec::new())
+        let policies = Policies(policies);
+        for kind in Kind::ALL {
+            validate_overlaps(&policies.of(kind).collect::<Vec<_>>())?;
+        }
+        Ok(policies)
     }
 
-    /// Ingress policies and Gateway policies, each set refused when two of its policies
-    /// certainly govern the same objects (an Ingress policy and a Gateway policy never do).
+    /// Ingress policies and Gateway policies, each marked with its kind.
     pub fn with_gateways(ingresses: Vec<Policy>, gateways: Vec<Policy>) -> Result<Self, OverlapError> {
-        validate_overlaps(&ingresses)?;
-        validate_overlaps(&gateways)?;
-        Ok(Policies(ingresses, gateways))
+        let ingresses = ingresses.into_iter().map(|p| Policy { kind: Kind::Ingress, ..p });
+        Self::new(ingresses.chain(gateways.into_iter().map(|p| Policy { kind: Kind::Gateway, ..p })).collect())
     }
 
-    /// The policy that governs a Gateway `subject`: the first Gateway policy that matches.
-    pub fn governing_gateway(&self, subject: &Subject<'_>) -> Option<&Policy> {
-        self.1.iter().find(|p| p.matches(subject).is_some())
-    }
-
-    /// The Gateway policies in file order.
-    pub fn gateway_policies(&self) -> impl Iterator<Item = &Policy> {
-        self.1.iter()
-    }
-
-    /// Whether Gateway matching needs GatewayClasses (a policy matches by controller).
-    pub fn need_gateway_classes(&self) -> bool {
-        self.1.iter().any(|p| !p.scope.controllers.is_empty())
+    /// Every policy, of every kind, in file order.
+    pub fn all(&self) -> impl Iterator<Item = &Policy> + Clone {
+        self.0.iter()
     }
 
     /// The policies of `kind`, in file order.
-    pub(crate) fn of(&self, kind: Kind) -> &[Policy] {
-        match kind {
-            Kind::Ingress => &self.0,
-            Kind::Gateway => &self.1,
-        }
+    pub fn of(&self, kind: Kind) -> impl Iterator<Item = &Policy> + Clone {
+        self.0.iter().filter(move |p| p.kind == kind)
     }
 
     /// The policy of `kind` that governs `subject`: the first match in file order.
-    pub(crate) fn governing_in(&self, kind: Kind, subject: &Subject<'_>) -> Option<&Policy> {
-        self.of(kind).iter().find(|p| p.matches(subject).is_some())
+    pub fn governing(&self, kind: Kind, subject: &Subject<'_>) -> Option<&Policy> {
+        self.of(kind).find(|p| p.matches(subject).is_some())
     }
 
-    /// Whether matching objects of `kind` needs their classes read (a policy matches by
-    /// controller, or an Ingress policy could govern class-less Ingresses by the default class).
-    pub(crate) fn need_classes(&self, kind: Kind) -> bool {
-        match kind {
-            Kind::Ingress => self.need_ingress_classes(),
-            Kind::Gateway => self.need_gateway_classes(),
-        }
-    }
-
-    /// The policy that governs `subject`: the first match in file order.
-    pub fn governing(&self, subject: &Subject<'_>) -> Option<&Policy> {
-        self.0.iter().find(|p| p.matches(subject).is_some())
-    }
-
-    /// Every policy that matches `subject`, in file order (more than one is a run-time overlap).
+    /// Every policy of `kind` that matches `subject`, in file order (more than one is a
+    /// run-time overlap).
     pub fn matching(&self, kind: Kind, subject: &Subject<'_>) -> Vec<&Policy> {
-        self.of(kind).iter().filter(|p| p.matches(subject).is_some()).collect()
+        self.of(kind).filter(|p| p.matches(subject).is_some()).collect()
     }
 
-    /// The policies in file order.
-    pub fn iter(&self) -> impl Iterator<Item = &Policy> {
-        self.0.iter()
+    /// Whether matching objects of `kind` needs their classes read: a policy matches by
+    /// controller, or could govern class-less objects through the kind's default class.
+    pub fn need_classes(&self, kind: Kind) -> bool {
+        let default_class = kind.info().default_class;
+        self.of(kind).any(|p| {
+            !p.scope.controllers.is_empty() || (default_class && !p.scope.classes.is_empty() && !p.scope.without_class)
+        })
+    }
+
+    // Call-compatible shapes of the old two-list API, for the call sites in `check`, `sources`,
+    // `admission_policy`, `cutover` and `cli` (other branches of issue 32 rewrite them); each is
+    // one kind's view of the one list. New code calls `of`, `governing` and `need_classes`.
+
+    /// The Ingress policies in file order (`of(Kind::Ingress)`).
+    pub fn iter(&self) -> impl Iterator<Item = &Policy> + Clone {
+        self.of(Kind::Ingress)
+    }
+
+    /// The Gateway policies in file order (`of(Kind::Gateway)`).
+    pub fn gateway_policies(&self) -> impl Iterator<Item = &Policy> + Clone {
+        self.of(Kind::Gateway)
+    }
+
+    /// `need_classes(Kind::Ingress)`.
+    pub fn need_ingress_classes(&self) -> bool {
+        self.need_classes(Kind::Ingress)
+    }
+
+    /// `need_classes(Kind::Gateway)`.
+    pub fn need_gateway_classes(&self) -> bool {
+        self.need_classes(Kind::Gateway)
     }
 
     /// The same policies, each narrowed to Namespaces that `scope` also selects (its own
@@ -392,17 +396,17 @@ impl Policies {
             namespace_selector: Some(p.namespace_selector.as_ref().map_or_else(|| scope.clone(), |own| own.and(scope))),
             ..p.clone()
         };
-        Policies(self.0.iter().map(narrow).collect(), self.1.iter().map(narrow).collect())
+        Policies(self.0.iter().map(narrow).collect())
     }
 
     /// The same policies with `keepPorts` off, for an API server that cannot store ports.
     pub fn without_ports(self) -> Policies {
-        Policies(self.0.into_iter().map(|p| Policy { keep_ports: false, ..p }).collect(), self.1)
+        Policies(self.0.into_iter().map(|p| Policy { keep_ports: false, ..p }).collect())
     }
 
-    /// Whether more than one policy could match an Ingress at run time.
-    pub fn several(&self) -> bool {
-        self.0.len() > 1
+    /// Whether more than one policy of `kind` could match an object at run time.
+    pub fn several(&self, kind: Kind) -> bool {
+        self.of(kind).nth(1).is_some()
     }
 
     /// Every distinct publish Service, each to be watched once.
@@ -448,24 +452,16 @@ impl Policies {
     }
 
     fn sources(&self) -> impl Iterator<Item = &Source> {
-        self.0.iter().chain(&self.1).flat_map(|p| &p.sources)
+        self.0.iter().flat_map(|p| &p.sources)
     }
 
-    /// Whether matching needs IngressClasses: a policy matches by controller, or could govern
-    /// class-less Ingresses through the default IngressClass.
-    pub fn need_ingress_classes(&self) -> bool {
-        self.0
-            .iter()
-            .any(|p| !p.scope.controllers.is_empty() || (!p.scope.classes.is_empty() && !p.scope.without_class))
-    }
-
-    /// Pairs of policies (earlier, later) that govern a common class in Namespaces whose
-    /// selectors are not provably disjoint: they overlap if a Namespace matches both, which is
-    /// counted at run time (the earlier wins). Logged at start-up.
+    /// Pairs of policies of one kind (earlier, later) that govern a common class in Namespaces
+    /// whose selectors are not provably disjoint: they overlap if a Namespace matches both,
+    /// which is counted at run time (the earlier wins). Logged at start-up.
     pub fn possible_overlaps(&self) -> Vec<(&str, &str)> {
         let mut pairs = Vec::new();
         for (i, p) in self.0.iter().enumerate() {
-            for q in &self.0[..i] {
+            for q in self.0[..i].iter().filter(|q| q.kind == p.kind) {
                 if let (Some(a), Some(b)) = (&q.namespace_selector, &p.namespace_selector)
                     && class_clash(&p.scope, &q.scope).is_some()
                     && !a.disjoint(b)
@@ -479,7 +475,7 @@ impl Policies {
 
     /// Whether matching needs Namespace labels.
     pub fn need_namespaces(&self) -> bool {
-        self.0.iter().chain(&self.1).any(|p| p.namespace_selector.is_some())
+        self.0.iter().any(|p| p.namespace_selector.is_some())
     }
 
     /// What the policies read from the cluster beside the Ingresses: the one answer to "do
@@ -488,9 +484,9 @@ impl Policies {
         ClusterNeeds {
             services: !self.services().is_empty(),
             gateways: !self.gateways().is_empty(),
-            gateway_classes: self.need_gateway_classes(),
+            gateway_classes: self.need_classes(Kind::Gateway),
             pods: !self.pod_watches().is_empty(),
-            ingress_classes: self.need_ingress_classes(),
+            ingress_classes: self.need_classes(Kind::Ingress),
             namespaces: self.need_namespaces(),
         }
     }

@@ -24,7 +24,6 @@
 mod bounds;
 mod damping;
 mod drift;
-mod gateway;
 mod judge;
 mod kind;
 pub(crate) mod leader;
@@ -39,6 +38,7 @@ use std::{
 use kube::{Api, Client, runtime::watcher};
 use tokio::sync::{Notify, watch};
 
+use crate::kind::{Governed, Write, gateway::Gateways, ingress::Ingresses};
 use crate::scope::follow::{Allow, Scope};
 use crate::{
     address::Addresses,
@@ -55,7 +55,6 @@ use bounds::Bounds;
 use damping::{Damping, Fight, Step};
 use drift::Drift;
 use judge::Judgement;
-use kind::{Ingresses, Kind};
 use queue::Queue;
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
@@ -91,7 +90,7 @@ impl Settings {
 
 type Key = (String, String);
 
-/// What is kept per object; `W` is what `decide` reads ([`Kind::Write`]).
+/// What is kept per object; `W` is what `decide` reads ([`Write`]).
 struct Stored<W> {
     write: W,
     resource_version: Option<String>,
@@ -101,8 +100,8 @@ struct Stored<W> {
     uid: Option<String>,
 }
 
-struct State<K: Kind> {
-    ingresses: Projection<Key, Stored<K::Write>>,
+struct State<K: Governed> {
+    ingresses: Projection<Key, Stored<Write<K::Entry>>>,
     drift: Drift<Key>,
     /// The Ingresses held back because other writers keep rewriting them, by policy: the
     /// `reconcile_contested_ingresses` gauge (same bookkeeping as the drift).
@@ -113,8 +112,8 @@ struct State<K: Kind> {
     damping: Damping<Key>,
 }
 
-// By hand: a derive would ask `K::Write: Default`, which no projection needs.
-impl<K: Kind> Default for State<K> {
+// By hand: a derive would ask `Write<K::Entry>: Default`, which no projection needs.
+impl<K: Governed> Default for State<K> {
     fn default() -> Self {
         let (ingresses, drift, contested) = (Projection::default(), Drift::default(), Drift::default());
         State { ingresses, drift, contested, queue: Queue::default(), damping: Damping::default() }
@@ -122,7 +121,7 @@ impl<K: Kind> Default for State<K> {
 }
 
 /// The reconciler's shared state for one kind; see the module documentation.
-struct Reconciler<K: Kind> {
+struct Reconciler<K: Governed> {
     /// Itself, for the timers that release an Ingress held back.
     me: Weak<Reconciler<K>>,
     state: Mutex<State<K>>,
@@ -140,8 +139,8 @@ struct Reconciler<K: Kind> {
     leading: watch::Receiver<bool>,
 }
 
-impl<K: Kind> Hold<Key, Stored<K::Write>> for Reconciler<K> {
-    fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, Stored<K::Write>>) -> T) -> T {
+impl<K: Governed> Hold<Key, Stored<Write<K::Entry>>> for Reconciler<K> {
+    fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, Stored<Write<K::Entry>>>) -> T) -> T {
         f(&mut self.lock().ingresses)
     }
 }
@@ -180,7 +179,7 @@ pub(crate) fn start(
     // Each watch feeds the audit trail's index of its kind (Ingresses, Gateways).
     let (ingresses, gateways) = known.unzip();
     let mut tasks = spawn::<Ingresses>(&common, ingresses);
-    tasks.extend(spawn::<gateway::Gateways>(&common, gateways));
+    tasks.extend(spawn::<Gateways>(&common, gateways));
     Running { tasks }
 }
 
@@ -197,7 +196,7 @@ struct Common {
 }
 
 /// Starts one kind's watch, triggers and work loop.
-fn spawn<K: Kind>(common: &Common, known: Option<Arc<KnownIngresses>>) -> Vec<tokio::task::AbortHandle> {
+fn spawn<K: Governed>(common: &Common, known: Option<Arc<KnownIngresses>>) -> Vec<tokio::task::AbortHandle> {
     let reconciler = Arc::new_cyclic(|me| Reconciler::<K> {
         me: me.clone(),
         state: Mutex::new(State::default()),
@@ -238,47 +237,47 @@ async fn changed<T>(rx: &mut watch::Receiver<T>) {
     }
 }
 
-impl<K: Kind> Reconciler<K> {
+impl<K: Governed> Reconciler<K> {
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         // Every update below leaves the state consistent at each step.
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Follows every object of the kind, once [`Kind::wanted`] by the policies.
+    /// Follows every object of the kind, once [`kind::wanted`] by the policies.
     async fn watch(self: Arc<Self>, client: Client) {
         let mut policies = self.policies.subscribe();
-        while !K::wanted(&self.policies.load()) {
+        while !kind::wanted::<K>(&self.policies.load()) {
             changed(&mut policies).await;
         }
-        let api: Api<K::Object> = Api::all(client);
+        let api: Api<K::Lean> = Api::all(client);
         let mut failing = false;
-        let project = |obj| K::project(obj, &self.metrics);
+        let project = |obj| kind::project::<K>(obj, &self.metrics);
         let hook = |change| match change {
             Ok(change) => {
                 if failing {
-                    tracing::info!("{} watch recovered", K::NAME);
+                    tracing::info!("{} watch recovered", K::KIND.name());
                     failing = false;
                 }
                 self.on_change(change);
             }
             Err(e) => {
                 // The watcher backs off; one line per failure streak, not per retry.
-                K::watch_failed(&e, &self.metrics, !failing);
+                kind::watch_failed::<K>(&e, &self.metrics, !failing);
                 failing = true;
             }
         };
-        match K::RETRY_CAP {
+        match kind::retry_cap::<K>() {
             None => follow::follow(api, watch_config(), project, self.as_ref(), hook).await,
             Some(cap) => follow::follow_capped(api, watch_config(), cap, project, self.as_ref(), hook).await,
         }
     }
 
-    fn on_change(&self, change: Change<Key, Stored<K::Write>>) {
+    fn on_change(&self, change: Change<Key, Stored<Write<K::Entry>>>) {
         match change {
             Change::Listing => {}
             Change::Listed { first, dropped } => {
                 if first {
-                    tracing::info!(objects = self.lock().ingresses.len(), "{} cache synced", K::NAME);
+                    tracing::info!(objects = self.lock().ingresses.len(), "{} cache synced", K::KIND.name());
                 }
                 let mut state = self.lock();
                 for key in &dropped {
@@ -299,7 +298,7 @@ impl<K: Kind> Reconciler<K> {
                 if state.ingresses.synced() {
                     // Another writer's change of the addresses (ours are canonical; a creation has none).
                     let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
-                        !crate::address::same_set(&K::addresses(&old.write), &K::addresses(&new.write))
+                        !crate::address::same_set(&kind::addresses::<K>(&old.write), &kind::addresses::<K>(&new.write))
                     });
                     self.rejudge(&mut state, &key, &policies, foreign);
                 }
@@ -314,10 +313,10 @@ impl<K: Kind> Reconciler<K> {
         }
     }
 
-    /// [`Kind::judge`] within the webhook's scope: outside it an object is not the guard's (as
+    /// [`kind::judge`] within the webhook's scope: outside it an object is not the guard's (as
     /// at admission), and while the scope is unknown drift is measured but never patched.
-    fn judge(&self, key: &Key, write: &K::Write, policies: &Policies) -> Judgement {
-        match (self.scope.allows(&key.0), K::judge(write, policies, self.sources.as_ref())) {
+    fn judge(&self, key: &Key, write: &Write<K::Entry>, policies: &Policies) -> Judgement {
+        match (self.scope.allows(&key.0), kind::judge::<K>(write, policies, self.sources.as_ref())) {
             (Allow::Yes, judgement) => judgement,
             (Allow::No, _) => Judgement::Fine,
             (Allow::Unknown, Judgement::Drift { policy, .. }) => Judgement::Drift { policy, patch: false },
@@ -345,7 +344,7 @@ impl<K: Kind> Reconciler<K> {
     /// change since `seen` (the resourceVersion the request was based on): that change is at
     /// least as new, and a response arriving late must not overwrite it. (Resource versions are
     /// only compared for equality, as the API conventions require.)
-    fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<K::Write>) {
+    fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<Write<K::Entry>>) {
         let policies = self.policies.load();
         let judgement = self.judge(&key, &stored.write, &policies);
         let mut state = self.lock();
@@ -354,7 +353,8 @@ impl<K: Kind> Reconciler<K> {
             return;
         }
         // Changed addresses off canonical are another writer's (a 409's fresh read sees them first).
-        let foreign = !crate::address::same_set(&K::addresses(&current.write), &K::addresses(&stored.write));
+        let foreign =
+            !crate::address::same_set(&kind::addresses::<K>(&current.write), &kind::addresses::<K>(&stored.write));
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
             return;
@@ -377,7 +377,8 @@ impl<K: Kind> Reconciler<K> {
                         state.damping.foreign_write(key, now);
                     }
                     let policy_contested = state.contested.count(&policy) > 0;
-                    match state.damping.step(key, &K::addresses(&stored.write), &policy, policy_contested, now) {
+                    match state.damping.step(key, &kind::addresses::<K>(&stored.write), &policy, policy_contested, now)
+                    {
                         Step::Patch => self.set_contested(state, key, None),
                         Step::Wait { until, contested, fight } => {
                             if let Some(fight) = fight
@@ -403,7 +404,7 @@ impl<K: Kind> Reconciler<K> {
     }
 
     /// One WARN and one count per fight; the holds bound how often.
-    fn report_fight(&self, key: &Key, stored: &Stored<K::Write>, policy: &str, fight: &Fight) {
+    fn report_fight(&self, key: &Key, stored: &Stored<Write<K::Entry>>, policy: &str, fight: &Fight) {
         self.metrics.reconcile_fight(policy);
         let writers =
             if stored.status_managers.is_empty() { "unknown".to_owned() } else { stored.status_managers.join(",") };
@@ -413,11 +414,11 @@ impl<K: Kind> Reconciler<K> {
             ""
         };
         tracing::warn!(
-            kind = K::NAME,
+            kind = K::KIND.name(),
             ingress = %format!("{}/{}", key.0, key.1),
             policy = %policy,
             wrote = %Addresses(&fight.wrote),
-            replaced_by = %Addresses(&K::addresses(&stored.write)),
+            replaced_by = %Addresses(&kind::addresses::<K>(&stored.write)),
             writers = %writers,
             fights = fight.count,
             hold_seconds = fight.hold.as_secs(),
@@ -439,7 +440,7 @@ impl<K: Kind> Reconciler<K> {
     }
 
     fn set_drift(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.drift.set(key, policy, |p, count| self.metrics.set_drift(K::LABEL, p, count));
+        state.drift.set(key, policy, |p, count| self.metrics.set_drift(K::KIND.label(), p, count));
     }
     fn set_contested(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
         state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
@@ -462,11 +463,11 @@ impl<K: Kind> Reconciler<K> {
             self.apply_judgement(&mut state, &key, judgement, false);
         }
         state.damping.prune(tokio::time::Instant::now().into_std());
-        let in_force = K::in_force(&policies);
+        let in_force = kind::in_force::<K>(&policies);
         state.drift.publish(
             &in_force,
-            |p, count| self.metrics.set_drift(K::LABEL, p, count),
-            |p| self.metrics.remove_drift(K::LABEL, p),
+            |p, count| self.metrics.set_drift(K::KIND.label(), p, count),
+            |p| self.metrics.remove_drift(K::KIND.label(), p),
         );
         state.contested.publish(
             &in_force,
@@ -476,7 +477,7 @@ impl<K: Kind> Reconciler<K> {
         let drifted = state.drift.len();
         let queued = state.queue.len();
         drop(state);
-        tracing::debug!(kind = K::NAME, drifted, queued, "reconciler pass");
+        tracing::debug!(kind = K::KIND.name(), drifted, queued, "reconciler pass");
     }
 
     /// Judges everything again when a source, the policies or the scope (`changes`), or

@@ -285,17 +285,16 @@ fn review(state: &AppState, body: &Bytes, claim: &Claim) -> Result<(Vec<u8>, &'s
 /// have done, and no Event is written for it.
 fn report_late(state: &AppState, review: &review::Review, verdict: &Verdict<'_>) {
     let bounded = |text: &str| crate::names::truncate(text, usize::MAX, 1024);
-    let (namespace, name) = match &review.target {
-        review::Target::IngressStatus { write, .. } => (write.namespace.as_str(), write.name.as_str()),
-        _ => ("", ""),
-    };
     if let Verdict::Mismatch { policy, .. } = verdict {
         state.metrics.rogue_write(&policy.name, &review.user.username, TIMED_OUT);
     }
-    tracing::warn!(
-        uid = %bounded(&review.uid),
-        ingress_namespace = %bounded(namespace),
-        ingress_name = %bounded(name),
+    let (namespace, name) = review.object_key();
+    crate::kind::object_event!(
+        warn,
+        review.kind().unwrap_or(crate::kind::Kind::Ingress),
+        { uid = %bounded(&review.uid), },
+        bounded(namespace),
+        bounded(name),
         writer = %bounded(&review.user.username),
         action = TIMED_OUT,
         would_have = verdict.result(),
@@ -334,7 +333,8 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
 
 /// Logs, counts and queues the Event for a decision; never waits.
 fn report(state: &AppState, policies: &Policies, review: review::Review, verdict: Verdict<'_>) {
-    if let (true, review::Target::IngressStatus { write, .. }) = (policies.several(), &review.target)
+    if let (true, review::Target::IngressStatus { write, .. }) =
+        (policies.several(crate::kind::Kind::Ingress), &review.target)
         && let Some((first, second)) = crate::decision::overlap(write, policies, state.sources.as_ref())
     {
         state.metrics.overlap(&first.name, &second.name);

@@ -29,11 +29,12 @@ use recorder::Recorder;
 
 use crate::{
     audit::{
-        Finding, ObjectKind,
+        Finding,
         ratelimit::{self, Limiter, Rates, Share},
         summary::{self, Seen, Summariser},
     },
     decision::Action,
+    kind::Kind,
     metrics::Metrics,
     names::truncate,
     sources::ingresses::{Known, KnownIngresses},
@@ -168,7 +169,7 @@ pub(crate) fn start(
             let (events_tx, events_rx) = mpsc::channel(PUBLISH_QUEUE);
             let recorder = Recorder::new(client, reporter);
             tokio::spawn(publish_loop(recorder, events_rx, metrics.clone(), settings.publish_timeout));
-            (Some(events_tx), Some(Indexes { ingresses: known, gateways }))
+            (Some(events_tx), Some(Indexes([known, gateways])))
         }
         None => (None, None),
     };
@@ -189,18 +190,11 @@ pub(crate) fn start(
 type Ready = (Event, ObjectReference, String);
 
 /// The known-object indexes, one per kind a finding may be about.
-struct Indexes {
-    ingresses: Arc<KnownIngresses>,
-    gateways: Arc<KnownIngresses>,
-}
+struct Indexes([Arc<KnownIngresses>; Kind::ALL.len()]);
 
 impl Indexes {
     fn check(&self, finding: &Finding) -> Known {
-        let index = match finding.kind {
-            ObjectKind::Ingress => &self.ingresses,
-            ObjectKind::Gateway => &self.gateways,
-        };
-        index.check(&finding.namespace, &finding.name, finding.object_uid.as_deref())
+        self.0[finding.kind as usize].check(&finding.namespace, &finding.name, finding.object_uid.as_deref())
     }
 }
 
@@ -224,7 +218,7 @@ impl Report {
         bytes: Arc<AtomicUsize>,
         shutdown: CancellationToken,
     ) {
-        let mut index_changed = self.known.as_ref().map(|k| (k.ingresses.subscribe(), k.gateways.subscribe()));
+        let mut index_changed = self.known.as_ref().map(|k| (k.0[0].subscribe(), k.0[1].subscribe()));
         let mut stopping = false;
         loop {
             let wake = [self.summariser.next_end(), self.awaiting.iter().map(|(at, ..)| *at).min()]
@@ -324,14 +318,14 @@ impl Report {
         if known == Known::NotSynced {
             self.metrics.event_skipped("not_synced");
             if loud {
-                tracing::info!(kind = finding.kind.as_str(), object = %format!("{}/{}", finding.namespace, finding.name), "no Event: the watch of known objects of this kind has not listed yet");
+                tracing::info!(kind = finding.kind.name(), object = %format!("{}/{}", finding.namespace, finding.name), "no Event: the watch of known objects of this kind has not listed yet");
             }
             return;
         }
         self.metrics.event_skipped("unknown_object");
         if loud {
             tracing::warn!(
-                kind = finding.kind.as_str(),
+                kind = finding.kind.name(),
                 namespace = %finding.namespace,
                 name = %finding.name,
                 object_uid = finding.object_uid.as_deref().unwrap_or(""),
@@ -357,7 +351,7 @@ impl Report {
             return;
         }
         let (event, regarding) = to_event(finding);
-        let object = format!("{} {}/{}", finding.kind.as_str(), finding.namespace, finding.name);
+        let object = format!("{} {}/{}", finding.kind.name(), finding.namespace, finding.name);
         if events.try_send((event, regarding, object)).is_err() {
             self.metrics.event("dropped");
         }
@@ -393,7 +387,7 @@ async fn publish_loop(mut recorder: Recorder, mut rx: mpsc::Receiver<Ready>, met
 pub(crate) fn to_event(finding: &Finding) -> (Event, ObjectReference) {
     let regarding = ObjectReference {
         api_version: Some(finding.kind.api_version().to_owned()),
-        kind: Some(finding.kind.as_str().to_owned()),
+        kind: Some(finding.kind.name().to_owned()),
         namespace: Some(finding.namespace.clone()),
         name: Some(finding.name.clone()),
         uid: finding.object_uid.clone(),

@@ -227,7 +227,7 @@ pub(crate) fn log(repeated: &Repeated, interval: Duration) {
             writer = %writer,
             policy = %f.policy,
             findings = repeated.repeats,
-            example_kind = f.kind.as_str(),
+            example_kind = f.kind.name(),
             example_namespace = %f.namespace,
             example_name = %f.name,
             interval_seconds = interval.as_secs(),
@@ -237,7 +237,7 @@ pub(crate) fn log(repeated: &Repeated, interval: Duration) {
         return;
     }
     tracing::warn!(
-        kind = f.kind.as_str(),
+        kind = f.kind.name(),
         ingress_namespace = %f.namespace,
         ingress_name = %f.name,
         policy = %f.policy,
@@ -265,7 +265,7 @@ mod tests {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         attempted.hash(&mut h);
         Finding {
-            kind: crate::audit::ObjectKind::Ingress,
+            kind: crate::kind::Kind::Ingress,
             uid: "u".into(),
             object_uid: Some("o".into()),
             namespace: "ns".into(),

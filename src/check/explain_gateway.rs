@@ -6,24 +6,13 @@ use super::{explain::Explanation, explain::resolved_shown};
 use crate::{
     address::Addresses,
     decision::{Verdict, decide, subject},
-    kind::gateway::{GatewayShape, GatewayWrite, GatewayWritten, LeanGateway},
+    kind::gateway::{GatewayShape, GatewayWrite, GatewayWritten},
     names::truncate,
     policy::{ClassRule, Policies, SourceList},
     review::render,
     review::{ApiVersion, Review, Target, User},
     sources::snapshot::Snapshot,
 };
-
-/// The write `explain` judges: the Gateway's stored status, as if written again.
-pub(crate) fn write_of(gateway: LeanGateway) -> GatewayWrite {
-    GatewayWrite {
-        namespace: gateway.meta.namespace.unwrap_or_default(),
-        name: gateway.meta.name.unwrap_or_default(),
-        class: gateway.class,
-        addresses: gateway.addresses.kept,
-        omitted: gateway.addresses.omitted,
-    }
-}
 
 /// Explains how the webhook judges a write of `write` (a Gateway's stored status).
 pub(crate) fn explain(write: &GatewayWrite, policies: &Policies, snapshot: &Snapshot) -> Explanation {

@@ -10,7 +10,8 @@ use kube::{Api, Client, api::ListParams};
 use super::PAGE_SIZE;
 use crate::{
     client::{RequestError, list_all, list_served},
-    kind::gateway::{GatewayWrite, LeanGateway, LeanGatewayClass},
+    kind::Governed as _,
+    kind::gateway::{GatewayWrite, Gateways, LeanGateway, LeanGatewayClass},
     kind::ingress::{StatusWrite, Stored},
 };
 
@@ -39,8 +40,9 @@ pub(super) async fn stored_gateways(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    list_served(&api, ListParams::default().limit(PAGE_SIZE), "Gateways", timeout, super::explain_gateway::write_of)
-        .await
+    // The API server names every object it lists: `leaned` always has a write.
+    let written = |gateway| Gateways::leaned(gateway).map(|lean| lean.write).unwrap_or_default();
+    list_served(&api, ListParams::default().limit(PAGE_SIZE), "Gateways", timeout, written).await
 }
 
 /// Every GatewayClass's controller, for Gateway policies that match by `gatewayControllers`

@@ -33,6 +33,7 @@ fn svc_ref() -> ServiceRef {
 fn policy(name: &str, classes: &[&str], source: Source, mode: Mode) -> Policy {
     Policy {
         name: name.into(),
+        kind: crate::kind::Kind::Ingress,
         scope: ClassScope { classes: classes.iter().map(|c| (*c).to_owned()).collect(), ..Default::default() },
         namespace_selector: None,
         sources: vec![source],

@@ -65,7 +65,7 @@ const CONTEXT_HELP: &str = "Context of the kubeconfig to check; repeat it to che
 /// `--kind`'s values: each kind's label (`ingress`, `gateway`).
 impl clap::ValueEnum for Kind {
     fn value_variants<'a>() -> &'a [Self] {
-        &[Kind::Ingress, Kind::Gateway]
+        &Kind::ALL
     }
 
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {

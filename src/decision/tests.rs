@@ -15,6 +15,7 @@ impl Sources for Fixed {
 fn policies(mode: Mode, on_unresolved: OnUnresolved, source: Source) -> Policies {
     Policies::new(vec![Policy {
         name: "p".into(),
+        kind: crate::kind::Kind::Ingress,
         scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
         namespace_selector: None,
         sources: vec![source],

@@ -21,9 +21,20 @@ pub(crate) const VERSION: &str = "v1";
 /// (bounded as [`status::Addresses`] reads them, at most [`status::MAX_ADDRESSES`] kept).
 pub(crate) type GatewayWrite = super::Write<status::GatewayAddress>;
 
+/// The Gateway's constants.
+pub(crate) const INFO: super::Info = super::Info {
+    name: "Gateway",
+    label: "gateway",
+    api_version: "gateway.networking.k8s.io/v1",
+    field: "status.addresses",
+    plural: "gateways",
+    default_class: false,
+    optional_api: Some("the Gateway API CRDs are not installed"),
+};
+
 /// Gateways: `status.addresses`, entries `{type, value}`, an atomic list of at most
 /// [`status::MAX_ADDRESSES`].
-pub struct Gateways;
+pub(crate) struct Gateways;
 
 impl super::Entry for status::GatewayAddress {
     type Of = Gateways;
@@ -33,6 +44,46 @@ impl super::Governed for Gateways {
     const KIND: super::Kind = super::Kind::Gateway;
     type Entry = status::GatewayAddress;
     type Shape = GatewayShape;
+    type Lean = LeanGateway;
+
+    fn leaned(mut lean: LeanGateway) -> Option<super::Leaned<status::GatewayAddress>> {
+        let namespace = lean.meta.namespace.take()?;
+        let name = lean.meta.name.take()?;
+        let status_managers = std::mem::take(&mut lean.status_managers);
+        let write = GatewayWrite {
+            namespace,
+            name,
+            class: lean.class,
+            addresses: lean.addresses.kept,
+            omitted: lean.addresses.omitted,
+        };
+        Some(super::Leaned { write, resource_version: lean.meta.resource_version, uid: lean.meta.uid, status_managers })
+    }
+
+    fn trimmed(_: &GatewayWrite) -> [Option<&'static str>; 2] {
+        [None, None]
+    }
+
+    /// An entry as an Ingress-style address; a type an Ingress cannot express reads as a
+    /// hostname that no canonical address has (so it always reads as another writer's).
+    fn seen(entries: &[status::GatewayAddress]) -> std::borrow::Cow<'_, [crate::address::Address]> {
+        let view = |entry: &status::GatewayAddress| {
+            entry
+                .to_ingress()
+                .unwrap_or_else(|_| crate::address::Address::hostname(format!("{}={}", entry.kind, entry.value)))
+        };
+        std::borrow::Cow::Owned(entries.iter().map(view).collect())
+    }
+
+    fn status(entries: &[status::GatewayAddress]) -> serde_json::Value {
+        let list: Vec<serde_json::Value> =
+            entries.iter().map(|e| serde_json::json!({"type": e.kind, "value": e.value})).collect();
+        serde_json::json!({"addresses": list})
+    }
+
+    fn healed(object: &dyn std::fmt::Display, from: &dyn std::fmt::Display, to: &dyn std::fmt::Display, policy: &str) {
+        tracing::info!(gateway = %object, from = %from, to = %to, policy = %policy, "reconciled stored status to the canonical addresses");
+    }
 
     fn entries(
         canonical: &[crate::address::Address],

@@ -25,8 +25,19 @@ pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is
 /// is read by [`class`].
 pub(crate) type StatusWrite = super::Write<Address>;
 
+/// The Ingress's constants.
+pub(crate) const INFO: super::Info = super::Info {
+    name: "Ingress",
+    label: "ingress",
+    api_version: "networking.k8s.io/v1",
+    field: "status.loadBalancer.ingress",
+    plural: "ingresses",
+    default_class: true,
+    optional_api: None,
+};
+
 /// Ingresses: `status.loadBalancer.ingress`, entries `{ip, hostname, ports}`.
-pub struct Ingresses;
+pub(crate) struct Ingresses;
 
 impl super::Entry for Address {
     type Of = Ingresses;
@@ -36,6 +47,32 @@ impl super::Governed for Ingresses {
     const KIND: super::Kind = super::Kind::Ingress;
     type Entry = Address;
     type Shape = StatusShape;
+    type Lean = LeanIngress;
+
+    fn leaned(lean: LeanIngress) -> Option<super::Leaned<Address>> {
+        let status_managers = lean.status_managers.clone();
+        let uid = lean.meta.uid.clone();
+        let (write, resource_version) = lean.into_write()?;
+        Some(super::Leaned { write, resource_version, uid, status_managers })
+    }
+
+    fn trimmed(write: &StatusWrite) -> [Option<&'static str>; 2] {
+        let class = write.class.as_deref() == Some(bounded::INVALID_CLASS);
+        let overflow = write.omitted > 0;
+        [class.then_some("class"), overflow.then_some("addresses")]
+    }
+
+    fn seen(entries: &[Address]) -> Cow<'_, [Address]> {
+        Cow::Borrowed(entries)
+    }
+
+    fn status(entries: &[Address]) -> serde_json::Value {
+        serde_json::json!({"loadBalancer": {"ingress": entries}})
+    }
+
+    fn healed(object: &dyn std::fmt::Display, from: &dyn std::fmt::Display, to: &dyn std::fmt::Display, policy: &str) {
+        tracing::info!(ingress = %object, from = %from, to = %to, policy = %policy, "reconciled stored status to the canonical addresses");
+    }
 
     fn entries(canonical: &[Address]) -> Result<Cow<'_, [Address]>, crate::sources::Unresolved> {
         Ok(Cow::Borrowed(canonical))

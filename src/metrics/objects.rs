@@ -11,13 +11,14 @@ use prometheus_client::{
 };
 
 use super::Escaped;
+use crate::kind::Kind;
 
 /// The watches whose failures are counted, as the `watch` label names them.
 pub(crate) const WATCHES: [&str; 4] = [INGRESSES, GATEWAYS, GATEWAY_CLASSES, PUBLISH_GATEWAY];
 /// The reconciler's watch of Ingresses.
-pub(crate) const INGRESSES: &str = "ingresses";
+pub(crate) const INGRESSES: &str = Kind::Ingress.info().plural;
 /// The reconciler's watch of Gateways.
-pub(crate) const GATEWAYS: &str = "gateways";
+pub(crate) const GATEWAYS: &str = Kind::Gateway.info().plural;
 /// The watch of GatewayClasses (Gateway policies matching by controller).
 pub(crate) const GATEWAY_CLASSES: &str = "gatewayclasses";
 /// A `publishGateway` source's watch of its Gateway.

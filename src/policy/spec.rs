@@ -12,6 +12,7 @@ use super::{
 };
 use crate::{
     address::{self, AddressError},
+    kind::Kind,
     names,
 };
 
@@ -281,19 +282,12 @@ impl SourceSpec {
 impl PolicySpec {
     /// The policy set of just this policy (one policy cannot overlap another).
     pub fn into_policies(self) -> Result<Policies, SpecError> {
-        let (gateway, policy) = self.build_kind()?;
-        Ok(if gateway { Policies(Vec::new(), vec![policy]) } else { Policies(vec![policy], Vec::new()) })
+        Ok(Policies(vec![self.build()?]))
     }
 
-    /// Validates the spec into a policy (`build_kind` says which kind it governs).
-    #[cfg(test)]
-    pub(crate) fn build(self) -> Result<Policy, SpecError> {
-        self.build_kind().map(|(_, policy)| policy)
-    }
-
-    /// Validates the spec into a policy, and whether it governs Gateways (its classes and
-    /// controllers are then `gatewayClasses` and `gatewayControllers`).
-    pub(crate) fn build_kind(mut self) -> Result<(bool, Policy), SpecError> {
+    /// Validates the spec into a policy of the kind it governs (Gateways when it has
+    /// `gatewayClasses` or `gatewayControllers`, which are then its classes and controllers).
+    pub(crate) fn build(mut self) -> Result<Policy, SpecError> {
         let gateway = !self.gateway_classes.is_empty() || !self.gateway_controllers.is_empty();
         if gateway {
             let ingress_field = [
@@ -318,7 +312,8 @@ impl PolicySpec {
             self.ingress_classes = std::mem::take(&mut self.gateway_classes);
             self.controller_classes = std::mem::take(&mut self.gateway_controllers);
         }
-        self.build_one().map(|policy| (gateway, policy))
+        let kind = if gateway { Kind::Gateway } else { Kind::Ingress };
+        self.build_one().map(|policy| Policy { kind, ..policy })
     }
 
     fn build_one(self) -> Result<Policy, SpecError> {
@@ -378,6 +373,7 @@ impl PolicySpec {
         };
         Ok(Policy {
             name: self.name,
+            kind: Kind::Ingress,
             scope: ClassScope {
                 classes: self.ingress_classes,
                 controllers: self.controller_classes,
@@ -413,16 +409,13 @@ pub fn parse_file(path: &str, text: &str) -> Result<Policies, ConfigError> {
         return Err(ConfigError::NoPolicies { path: path.to_owned() });
     }
     let mut policies: Vec<Policy> = Vec::with_capacity(file.policies.len());
-    let mut gateways: Vec<Policy> = Vec::new();
     for (index, spec) in file.policies.into_iter().enumerate() {
-        if policies.iter().chain(&gateways).any(|q| q.name == spec.name) {
+        if policies.iter().any(|q| q.name == spec.name) {
             return Err(ConfigError::DuplicateName { path: path.to_owned(), index, name: spec.name });
         }
-        let (gateway, policy) =
-            spec.build_kind().map_err(|source| ConfigError::Policy { path: path.to_owned(), index, source })?;
-        if gateway { gateways.push(policy) } else { policies.push(policy) }
+        policies.push(spec.build().map_err(|source| ConfigError::Policy { path: path.to_owned(), index, source })?);
     }
-    Ok(Policies::with_gateways(policies, gateways)?)
+    Ok(Policies::new(policies)?)
 }
 
 /// Why two class scopes certainly share Ingresses, whatever the cluster holds; `None` when
@@ -445,7 +438,7 @@ pub(super) fn class_clash(p: &ClassScope, q: &ClassScope) -> Option<String> {
 /// Two policies must never claim the same Ingress, or which one wins would depend on file
 /// order. What can be decided here is refused; what depends on IngressClasses and Namespace
 /// labels is counted at run time (the first policy wins).
-pub(super) fn validate_overlaps(policies: &[Policy]) -> Result<(), OverlapError> {
+pub(super) fn validate_overlaps(policies: &[&Policy]) -> Result<(), OverlapError> {
     for (i, p) in policies.iter().enumerate() {
         for q in &policies[..i] {
             let Some(class_why) = class_clash(&p.scope, &q.scope) else { continue };

@@ -101,6 +101,7 @@ fn class_scope() {
 fn namespace_selector_rules() {
     let policy = |selector: Option<&str>| Policy {
         name: "p".into(),
+        kind: crate::kind::Kind::Ingress,
         scope: scope(&[], false),
         namespace_selector: selector.map(|s| LabelSelector::parse(s).unwrap()),
         sources: vec![Source::Static(vec![Address::hostname("lb.example")])],
@@ -150,15 +151,15 @@ policies:
     onUnresolved: deny
 "#;
     let policies = parse_file("p.yaml", text).unwrap();
-    let public = policies.governing(&subject(Some("nginx"))).unwrap();
+    let public = policies.governing(crate::kind::Kind::Ingress, &subject(Some("nginx"))).unwrap();
     assert_eq!(public.name, "public");
-    assert_eq!(policies.governing(&subject(None)).unwrap().name, "public");
-    let internal = policies.governing(&subject(Some("internal"))).unwrap();
+    assert_eq!(policies.governing(crate::kind::Kind::Ingress, &subject(None)).unwrap().name, "public");
+    let internal = policies.governing(crate::kind::Kind::Ingress, &subject(Some("internal"))).unwrap();
     assert_eq!(internal.mode, Mode::Audit);
     assert_eq!(internal.on_unresolved, OnUnresolved::Deny);
     assert!(internal.keep_ports);
     assert_eq!(SourceList(&internal.sources).to_string(), "static [10.0.0.1,10.0.0.2]");
-    assert!(policies.governing(&subject(Some("traefik"))).is_none());
+    assert!(policies.governing(crate::kind::Kind::Ingress, &subject(Some("traefik"))).is_none());
     assert_eq!(policies.services(), vec!["ingress-nginx/ingress-nginx-controller".parse().unwrap()]);
     assert!(policies.need_ingress_classes(), "internal may govern class-less Ingresses through the default class");
     assert!(!policies.need_namespaces());
@@ -413,10 +414,17 @@ fn gateway_policies_are_apart_and_never_mix_kinds() {
     assert!(policies.need_gateway_classes() && !policies.need_ingress_classes());
     assert_eq!(policies.services().len(), 1, "a Gateway policy's sources are watched too");
     let gw = Subject { namespace: "a", class: Some("eg"), ..Subject::default() };
-    assert_eq!(policies.governing_gateway(&gw).map(|p| p.name.as_str()), Some("eg"));
-    assert_eq!(policies.governing(&gw).map(|p| p.name.as_str()), Some("ingresses"), "Ingress matching ignores them");
+    assert_eq!(policies.governing(crate::kind::Kind::Gateway, &gw).map(|p| p.name.as_str()), Some("eg"));
+    assert_eq!(
+        policies.governing(crate::kind::Kind::Ingress, &gw).map(|p| p.name.as_str()),
+        Some("ingresses"),
+        "Ingress matching ignores them"
+    );
     let by_controller = Subject { class_controller: Some("example.com/ctl".into()), class: Some("x"), ..gw };
-    assert_eq!(policies.governing_gateway(&by_controller).map(|p| p.name.as_str()), Some("by-controller"));
+    assert_eq!(
+        policies.governing(crate::kind::Kind::Gateway, &by_controller).map(|p| p.name.as_str()),
+        Some("by-controller")
+    );
 
     let cases = [
         (
@@ -446,4 +454,14 @@ fn gateway_policies_are_apart_and_never_mix_kinds() {
     }
     let same_class_other_kind = "policies: [{name: a, ingressClasses: [eg], publishStatusAddress: 1.1.1.1}, {name: b, gatewayClasses: [eg], publishStatusAddress: 1.1.1.2}]";
     assert!(parse_file("p.yaml", same_class_other_kind).is_ok(), "an Ingress and a Gateway policy never overlap");
+}
+
+#[test]
+fn gateway_policies_that_can_overlap_at_run_time_are_warned_about() {
+    // The same as two Ingress policies with selectors that a Namespace can match both of.
+    let file = "policies: [\
+        {name: a, publishStatusAddress: 1.1.1.1, gatewayClasses: [n], namespaceSelector: team=a},\
+        {name: b, publishStatusAddress: 1.1.1.1, gatewayClasses: [n], namespaceSelector: env=prod}]";
+    let policies = parse_file("p.yaml", file).unwrap();
+    assert_eq!(policies.possible_overlaps(), vec![("a", "b")]);
 }

@@ -1,12 +1,11 @@
-//! What the reconciler concludes about one stored Ingress: [`judge`] turns [`decide`]'s verdict
-//! into "fine" or "off canonical, to patch or only to measure", and [`knows_enough`] is the rule
-//! that keeps it from acting on partial knowledge. Pure; unit-tested in `../tests.rs`.
+//! What the reconciler concludes about one stored object: a [`Judgement`] ("fine" or "off
+//! canonical, to patch or only to measure", drawn from `decide` by [`super::kind::judge`]), and
+//! [`knows_enough`], the rule that keeps it from acting on partial knowledge. Pure; unit-tested
+//! in `../tests.rs`.
 
 use crate::{
     address::Address,
-    decision::{Action, Verdict, decide},
-    kind::ingress::StatusWrite,
-    policy::{Policies, Policy},
+    policy::Policy,
     sources::{Sources, every_source_read},
 };
 
@@ -17,18 +16,6 @@ pub(super) enum Judgement {
     Fine,
     /// Off canonical; `patch` unless the policy only audits.
     Drift { policy: String, patch: bool },
-}
-
-pub(super) fn judge(write: &StatusWrite, policies: &Policies, sources: &dyn Sources) -> Judgement {
-    match decide(write, policies, sources) {
-        Verdict::Mismatch { policy, action, canonical } => Judgement::Drift {
-            policy: policy.name.clone(),
-            patch: action != Action::Audit && knows_enough(policy, &write.addresses, &canonical, sources),
-        },
-        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } | Verdict::Unresolved { .. } => {
-            Judgement::Fine
-        }
-    }
 }
 
 /// Whether the reconciler knows enough to replace `stored` with `canonical` under `policy`: it

@@ -1,23 +1,20 @@
-//! What the reconciler needs to know of one kind of object it keeps canonical ([`Kind`]), and
-//! the Ingress side of it ([`Ingresses`]); Gateways are in [`super::gateway`]. The glue in
-//! `reconcile.rs` (watch, queue, damping, leader, conflicts) is shared by both.
+//! What the reconciler does with one governed kind, written once over [`Governed`]: the kept
+//! projection of a watched object, the judgement of its stored status, the patch, and the
+//! watch's life (wanted, retried, failing). The glue in `reconcile.rs` (watch, queue, damping,
+//! leader, conflicts) is shared by every kind.
 
-use std::{borrow::Cow, fmt::Debug};
-
-use k8s_openapi::NamespaceResourceScope;
-use kube::Resource;
-use serde::de::DeserializeOwned;
+use std::borrow::Cow;
 
 use super::{
     Key, Stored,
-    judge::{Judgement, judge, knows_enough},
+    judge::{Judgement, knows_enough},
 };
 use crate::{
     address::Address,
     decision::{Action, Verdict, decide},
-    kind::ingress::{LeanIngress, StatusWrite, bounded},
+    kind::{Governed, Write},
     metrics::Metrics,
-    policy::Policies,
+    policy::{Policies, Policy},
     sources::Sources,
 };
 
@@ -29,102 +26,113 @@ pub(super) struct Decided {
     pub(super) status: serde_json::Value,
 }
 
-/// One kind of object the reconciler keeps canonical.
-pub(super) trait Kind: Send + Sync + Sized + 'static {
-    /// The kind as logs name it.
-    const NAME: &'static str;
-    /// The kind as the `kind` label of metrics names it (as `check`'s KIND column does).
-    const LABEL: &'static str;
-    /// The lean projection the watch deserializes.
-    type Object: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + DeserializeOwned
-        + Clone
-        + Debug
-        + Send
-        + Sync
-        + 'static;
-    /// What `decide` reads of one object.
-    type Write: Send + Sync + 'static;
-
-    /// The kept projection of a watched or read object; `None` without a namespace and name.
-    fn project(obj: Self::Object, metrics: &Metrics) -> Option<(Key, Stored<Self::Write>)>;
-    /// The stored addresses as the damping and the foreign-write check compare them.
-    fn addresses(write: &Self::Write) -> Cow<'_, [Address]>;
-    /// The reconciler's judgement of a stored status.
-    fn judge(write: &Self::Write, policies: &Policies, sources: &dyn Sources) -> Judgement;
-    /// The patch to send, if `decide` still says to rewrite and enough is known.
-    fn to_patch(write: &Self::Write, policies: &Policies, sources: &dyn Sources) -> Option<Decided>;
-    /// The policies that govern this kind: their gauges are published.
-    fn in_force(policies: &Policies) -> Vec<&str>;
-    /// Longest wait between two attempts of a failing watch (`None`: kube's default backoff).
-    const RETRY_CAP: Option<std::time::Duration>;
-    /// Whether the policies need the watch at all; it starts the first time they do.
-    fn wanted(policies: &Policies) -> bool;
-    /// Counts and logs one failure of the watch; `first` of a streak (one line per streak).
-    fn watch_failed(error: &kube::runtime::watcher::Error, metrics: &Metrics, first: bool);
+/// The kept projection of a watched or read object; `None` without a namespace and name.
+pub(super) fn project<K: Governed>(obj: K::Lean, metrics: &Metrics) -> Option<(Key, Stored<Write<K::Entry>>)> {
+    let leaned = K::leaned(obj)?;
+    for field in K::trimmed(&leaned.write).into_iter().flatten() {
+        metrics.ingress_cache_trimmed(field);
+    }
+    let key = (leaned.write.namespace.clone(), leaned.write.name.clone());
+    let stored = Stored {
+        write: leaned.write,
+        resource_version: leaned.resource_version,
+        status_managers: leaned.status_managers,
+        uid: leaned.uid,
+    };
+    Some((key, stored))
 }
 
-/// Which bound of the lean projection an Ingress hit, if any ([`bounded`]).
-pub(super) fn trimmed(write: &StatusWrite) -> [Option<&'static str>; 2] {
-    let class = write.class.as_deref() == Some(bounded::INVALID_CLASS);
-    let overflow = write.omitted > 0;
-    [class.then_some("class"), overflow.then_some("addresses")]
+/// The stored addresses as the damping and the foreign-write check compare them.
+pub(super) fn addresses<K: Governed>(write: &Write<K::Entry>) -> Cow<'_, [Address]> {
+    K::seen(&write.addresses)
 }
 
-/// Ingresses: `status.loadBalancer.ingress`.
-pub(super) struct Ingresses;
+/// A mismatch `decide` found, with the canonical entries (as written and as they read back).
+struct Mismatch<'p, E: Clone + 'static> {
+    policy: &'p Policy,
+    action: Action,
+    entries: Cow<'p, [E]>,
+    seen: Vec<Address>,
+}
 
-impl Kind for Ingresses {
-    const NAME: &'static str = "Ingress";
-    const LABEL: &'static str = "ingress";
-    type Object = LeanIngress;
-    type Write = StatusWrite;
+fn mismatch<'p, K: Governed>(
+    write: &Write<K::Entry>,
+    policies: &'p Policies,
+    sources: &dyn Sources,
+) -> Option<Mismatch<'p, K::Entry>> {
+    let Verdict::Mismatch { policy, action, canonical } = decide(write, policies, sources) else {
+        return None;
+    };
+    let entries = match canonical {
+        Cow::Borrowed(canonical) => K::entries(canonical).ok()?,
+        Cow::Owned(canonical) => Cow::Owned(K::entries(&canonical).ok()?.into_owned()),
+    };
+    let seen = K::seen(&entries).into_owned();
+    Some(Mismatch { policy, action, entries, seen })
+}
 
-    fn project(obj: LeanIngress, metrics: &Metrics) -> Option<(Key, Stored<StatusWrite>)> {
-        let status_managers = obj.status_managers.clone();
-        let uid = obj.meta.uid.clone();
-        let (write, resource_version) = obj.into_write()?;
-        for field in trimmed(&write).into_iter().flatten() {
-            metrics.ingress_cache_trimmed(field);
+/// The reconciler's judgement of a stored status.
+pub(super) fn judge<K: Governed>(write: &Write<K::Entry>, policies: &Policies, sources: &dyn Sources) -> Judgement {
+    match mismatch::<K>(write, policies, sources) {
+        Some(m) => Judgement::Drift {
+            policy: m.policy.name.clone(),
+            patch: m.action != Action::Audit && knows_enough(m.policy, &addresses::<K>(write), &m.seen, sources),
+        },
+        None => Judgement::Fine,
+    }
+}
+
+/// The patch to send, if `decide` still says to rewrite and enough is known.
+pub(super) fn to_patch<K: Governed>(
+    write: &Write<K::Entry>,
+    policies: &Policies,
+    sources: &dyn Sources,
+) -> Option<Decided> {
+    let m = mismatch::<K>(write, policies, sources)?;
+    let rewrite = matches!(m.action, Action::Rewrite | Action::Deny);
+    (rewrite && knows_enough(m.policy, &addresses::<K>(write), &m.seen, sources)).then(|| Decided {
+        policy: m.policy.name.clone(),
+        status: K::status(&m.entries),
+        canonical: m.seen,
+    })
+}
+
+/// The policies that govern this kind: their gauges are published.
+pub(super) fn in_force<K: Governed>(policies: &Policies) -> Vec<&str> {
+    policies.of(K::KIND).map(|p| p.name.as_str()).collect()
+}
+
+/// Whether the policies need the watch at all; it starts the first time they do. A kind whose
+/// API is always served is always watched.
+pub(super) fn wanted<K: Governed>(policies: &Policies) -> bool {
+    K::KIND.info().optional_api.is_none() || policies.of(K::KIND).next().is_some()
+}
+
+/// Longest wait between two attempts of a failing watch (`None`: kube's default backoff): an
+/// API installed after start-up is noticed within it.
+pub(super) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
+    K::KIND.info().optional_api.map(|_| crate::sources::gateway::RETRY_CAP)
+}
+
+/// Counts and logs one failure of the watch; `first` of a streak (one line per streak).
+pub(super) fn watch_failed<K: Governed>(error: &kube::runtime::watcher::Error, metrics: &Metrics, first: bool) {
+    let info = K::KIND.info();
+    // An API not served is the documented inactive state (logged once, named by /readyz), not a
+    // failure: counting it would make a rate alert fire for as long as the CRDs are absent.
+    let absent = info.optional_api.filter(|_| crate::sources::gateway::is_api_absent(error));
+    if absent.is_none() {
+        metrics.watch_error(info.plural);
+    }
+    if !first {
+        return;
+    }
+    let name = info.name;
+    match absent {
+        Some(why) => {
+            tracing::warn!(retry_every = ?crate::sources::gateway::RETRY_CAP, "the API server serves no {name}s ({why}): the reconciler leaves {name} policies inactive until they appear");
         }
-        let key = (write.namespace.clone(), write.name.clone());
-        Some((key, Stored { write, resource_version, status_managers, uid }))
-    }
-
-    fn addresses(write: &StatusWrite) -> Cow<'_, [Address]> {
-        Cow::Borrowed(&write.addresses)
-    }
-
-    fn judge(write: &StatusWrite, policies: &Policies, sources: &dyn Sources) -> Judgement {
-        judge(write, policies, sources)
-    }
-
-    fn to_patch(write: &StatusWrite, policies: &Policies, sources: &dyn Sources) -> Option<Decided> {
-        match decide(write, policies, sources) {
-            Verdict::Mismatch { policy, action: Action::Rewrite | Action::Deny, canonical }
-                if knows_enough(policy, &write.addresses, &canonical, sources) =>
-            {
-                let status = serde_json::json!({"loadBalancer": {"ingress": canonical}});
-                Some(Decided { policy: policy.name.clone(), canonical: canonical.into_owned(), status })
-            }
-            _ => None,
-        }
-    }
-
-    fn in_force(policies: &Policies) -> Vec<&str> {
-        policies.iter().map(|p| p.name.as_str()).collect()
-    }
-
-    const RETRY_CAP: Option<std::time::Duration> = None;
-
-    fn wanted(_: &Policies) -> bool {
-        true
-    }
-
-    fn watch_failed(error: &kube::runtime::watcher::Error, metrics: &Metrics, first: bool) {
-        metrics.watch_error(crate::metrics::objects::INGRESSES);
-        if first {
-            tracing::warn!(error = %error, "Ingress watch failed; retrying with backoff (admission keeps working from its caches)");
+        None => {
+            tracing::warn!(error = %error, "{name} watch failed; retrying with backoff (admission keeps working from its caches)");
         }
     }
 }

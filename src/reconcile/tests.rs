@@ -1,11 +1,10 @@
-use super::{
-    Settings,
-    judge::{Judgement, judge},
-    kind::trimmed,
-};
+use super::{Settings, judge::Judgement, kind::judge};
 use crate::{
     address::{Address, parse_static_list},
-    kind::ingress::{LeanIngress, StatusWrite},
+    kind::{
+        Governed,
+        ingress::{Ingresses, LeanIngress, StatusWrite},
+    },
     policy::Policies,
     policy::{ClassScope, Mode, OnUnresolved, Policy, ServiceRef, Source},
     sources::Sources,
@@ -58,6 +57,7 @@ impl Sources for Fixed {
 fn policies(mode: Mode) -> Policies {
     Policies::new(vec![Policy {
         name: "p".into(),
+        kind: crate::kind::Kind::Ingress,
         scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
         namespace_selector: None,
         sources: vec![Source::Service("ns/lb".parse().unwrap())],
@@ -90,7 +90,7 @@ fn judgements() {
         ("unresolved never patches", Mode::Enforce, &missing, write(Some("nginx"), "192.0.2.99"), Judgement::Fine),
     ];
     for (name, mode, sources, write, want) in cases {
-        assert_eq!(judge(&write, &policies(mode), sources), want, "case {name}");
+        assert_eq!(judge::<Ingresses>(&write, &policies(mode), sources), want, "case {name}");
     }
 }
 
@@ -120,6 +120,7 @@ impl Sources for Union {
 fn partial_knowledge_grows_a_status_but_never_shrinks_it() {
     let policies = Policies::new(vec![Policy {
         name: "p".into(),
+        kind: crate::kind::Kind::Ingress,
         scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
         namespace_selector: None,
         sources: vec![
@@ -165,7 +166,7 @@ fn partial_knowledge_grows_a_status_but_never_shrinks_it() {
         ("canonical", Union { service: lb(), synced: true }, "192.0.2.1,203.0.113.10", Judgement::Fine),
     ];
     for (name, sources, stored, want) in cases {
-        assert_eq!(judge(&write(stored), &policies, &sources), want, "case {name}");
+        assert_eq!(judge::<Ingresses>(&write(stored), &policies, &sources), want, "case {name}");
     }
 }
 
@@ -178,10 +179,10 @@ fn the_trimmed_fields_are_recognised() {
     });
     let lean: LeanIngress = serde_json::from_value(json).unwrap();
     let (write, _) = lean.into_write().unwrap();
-    assert_eq!(trimmed(&write), [Some("class"), Some("addresses")]);
+    assert_eq!(Ingresses::trimmed(&write), [Some("class"), Some("addresses")]);
     assert_eq!(write.addresses.len(), crate::address::MAX_ENTRIES);
     assert_eq!(write.omitted, 300 - crate::address::MAX_ENTRIES);
     let plain = serde_json::json!({"metadata": {"name": "web", "namespace": "shop"}});
     let lean: LeanIngress = serde_json::from_value(plain).unwrap();
-    assert_eq!(trimmed(&lean.into_write().unwrap().0), [None, None]);
+    assert_eq!(Ingresses::trimmed(&lean.into_write().unwrap().0), [None, None]);
 }

@@ -11,17 +11,22 @@ use kube::{
 };
 use tokio::sync::watch;
 
-use super::{FIELD_MANAGER, Key, Reconciler, kind::Decided, kind::Kind, queue::After};
+use super::{
+    FIELD_MANAGER, Key, Reconciler,
+    kind::{self, Decided},
+    queue::After,
+};
 use crate::{
     address::Addresses,
     client::{CALL_TIMEOUT, CallError, within},
+    kind::Governed,
     scope::follow::Allow,
 };
 
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
 
-impl<K: Kind> Reconciler<K> {
+impl<K: Governed> Reconciler<K> {
     async fn next_key(&self) -> Key {
         loop {
             {
@@ -86,7 +91,7 @@ impl<K: Kind> Reconciler<K> {
     /// Patches one object to its canonical status if `decide` still says so. `Err` means the
     /// attempt failed and the object is to be retried after a backoff.
     async fn reconcile_one(&self, client: &Client, key: &Key) -> Result<(), ()> {
-        let api: Api<K::Object> = Api::namespaced(client.clone(), &key.0);
+        let api: Api<K::Lean> = Api::namespaced(client.clone(), &key.0);
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
         let object = format!("{}/{}", key.0, key.1);
         for _ in 0..=CONFLICT_RETRIES {
@@ -98,10 +103,10 @@ impl<K: Kind> Reconciler<K> {
                 if self.scope.allows(&key.0) != Allow::Yes {
                     return Ok(());
                 }
-                let Some(decided) = K::to_patch(&stored.write, &policies, self.sources.as_ref()) else {
+                let Some(decided) = kind::to_patch::<K>(&stored.write, &policies, self.sources.as_ref()) else {
                     return Ok(());
                 };
-                (decided, K::addresses(&stored.write).into_owned(), stored.resource_version.clone())
+                (decided, kind::addresses::<K>(&stored.write).into_owned(), stored.resource_version.clone())
             };
             // The resourceVersion makes the patch conditional: it applies only to the state
             // it was decided on.
@@ -111,15 +116,8 @@ impl<K: Kind> Reconciler<K> {
                     self.metrics.patch(&policy, "patched");
                     let now = tokio::time::Instant::now().into_std();
                     self.lock().damping.patched(key, &canonical, now);
-                    // The documented log fields: `ingress` for an Ingress, `gateway` for a Gateway.
-                    let (from, to) = (Addresses(&from), Addresses(&canonical));
-                    let heal = "reconciled stored status to the canonical addresses";
-                    if K::NAME == "Gateway" {
-                        tracing::info!(gateway = %object, from = %from, to = %to, policy = %policy, "{heal}");
-                    } else {
-                        tracing::info!(ingress = %object, from = %from, to = %to, policy = %policy, "{heal}");
-                    }
-                    if let Some((key, stored)) = K::project(obj, &self.metrics) {
+                    K::healed(&object, &Addresses(&from), &Addresses(&canonical), &policy);
+                    if let Some((key, stored)) = kind::project::<K>(obj, &self.metrics) {
                         self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                     }
                     return Ok(());
@@ -128,13 +126,13 @@ impl<K: Kind> Reconciler<K> {
                     self.metrics.patch(&policy, "conflict");
                     match within(CALL_TIMEOUT, api.get(&key.1)).await {
                         Ok(fresh) => {
-                            if let Some((key, stored)) = K::project(fresh, &self.metrics) {
+                            if let Some((key, stored)) = kind::project::<K>(fresh, &self.metrics) {
                                 self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                             }
                         }
                         Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
                         Err(e) => {
-                            tracing::warn!(kind = K::NAME, object = %object, error = %e, "cannot re-read the object after a conflict; backing off");
+                            tracing::warn!(kind = K::KIND.name(), object = %object, error = %e, "cannot re-read the object after a conflict; backing off");
                             return Err(());
                         }
                     }
@@ -142,7 +140,7 @@ impl<K: Kind> Reconciler<K> {
                 Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
                 Err(e) => {
                     self.metrics.patch(&policy, "failed");
-                    tracing::warn!(kind = K::NAME, object = %object, policy = %policy, error = %e, "status patch failed; backing off");
+                    tracing::warn!(kind = K::KIND.name(), object = %object, policy = %policy, error = %e, "status patch failed; backing off");
                     return Err(());
                 }
             }

@@ -185,7 +185,7 @@ fn a_rogue_gateway_write_is_a_finding_whose_event_regards_the_gateway() {
     let enforce = policies("enforce", "192.0.2.10, gw.example.test");
     let verdict = review.decide(&enforce, &NoCluster);
     let finding = crate::audit::Finding::take(review, verdict).expect("a mismatch is a finding");
-    assert_eq!(finding.kind, crate::audit::ObjectKind::Gateway);
+    assert_eq!(finding.kind, crate::kind::Kind::Gateway);
     assert_eq!((finding.namespace.as_str(), finding.name.as_str()), ("infra", "edge"));
     assert_eq!(finding.object_uid.as_deref(), Some("7d0c5a0e-2b59-4c49-a2c6-0d7e1c1f5c1a"));
     assert_eq!(

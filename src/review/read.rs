@@ -353,6 +353,15 @@ impl Review<'_> {
         self.forged().map(Forged::field)
     }
 
+    /// The kind of the object written (`None` for other requests).
+    pub(crate) fn kind(&self) -> Option<crate::kind::Kind> {
+        match &self.target {
+            Target::IngressStatus { .. } => Some(crate::kind::Kind::Ingress),
+            Target::GatewayStatus { .. } => Some(crate::kind::Kind::Gateway),
+            Target::Other(_) | Target::OutOfBounds(_) => None,
+        }
+    }
+
     /// The namespace and name of the object written (empty for other requests).
     pub fn object_key(&self) -> (&str, &str) {
         match &self.target {

@@ -73,3 +73,37 @@ fn undecided_reviews_are_allowed_with_a_warning() {
     let (status, _) = undecided(b"{\"not\": \"a review\"}", 2).unwrap_err();
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
 }
+
+#[test]
+fn a_late_gateway_decision_names_the_gateway() {
+    let text = "policies: [{name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.10}]";
+    let policies = crate::parse_file("p.yaml", text).unwrap();
+    let state = AppState::new(policies.clone(), crate::SourceCache::new(&policies));
+    let gateway = |class: &str| {
+        serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": "infra", "uid": "7d0c5a0e-2b59-4c49-a2c6-0d7e1c1f5c1a", "generation": 1},
+            "spec": {"gatewayClassName": class, "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+            "status": {"addresses": [{"type": "IPAddress", "value": "10.7.7.7"}]},
+        })
+    };
+    let gvk = serde_json::json!({"group": "gateway.networking.k8s.io", "version": "v1", "kind": "Gateway"});
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "0a1b2c3d-0000-4000-8000-000000000001",
+            "kind": gvk, "requestKind": gvk,
+            "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "gateways"},
+            "subResource": "status",
+            "name": "edge", "namespace": "infra", "operation": "UPDATE",
+            "userInfo": {"username": "rogue"},
+            "object": gateway("eg"), "oldObject": gateway("eg"), "dryRun": false,
+        },
+    });
+    let body = Bytes::from(serde_json::to_vec(&review).unwrap());
+    let mut answer = None;
+    let log = logged(|| answer = Some(super::review(&state, &body, &Claim::late())));
+    assert_eq!(answer.unwrap().unwrap(), (Vec::new(), TIMED_OUT));
+    assert!(log.contains("allowed unchanged") && log.contains("would_have=\"patched\""), "{log}");
+    assert!(log.contains("gateway_namespace=infra") && log.contains("gateway_name=edge"), "{log}");
+}

@@ -26,6 +26,7 @@ impl Sources for Fixed {
 fn policy(mode: Mode, classes: &[&str], source: Source) -> Policies {
     Policies::new(vec![Policy {
         name: "p".into(),
+        kind: crate::kind::Kind::Ingress,
         scope: ClassScope {
             classes: classes.iter().map(std::string::ToString::to_string).collect(),
             ..Default::default()
