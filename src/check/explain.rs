@@ -186,5 +186,3 @@ pub(crate) fn add_admission(
     let at = explanation.lines.iter().position(|(label, _)| *label == "Webhook").unwrap_or(explanation.lines.len());
     explanation.lines.insert(at, ("Admission", line));
 }
-
-// ---- I/O: one-shot reads ----
