@@ -1,6 +1,7 @@
-//! The decision: given a status write (from an AdmissionReview or a stored Ingress), the
-//! policies and the sources, what is canonical and what to do about it. Pure, and the one place
-//! that decides: the webhook, the reconciler, `check` and `explain` all call [`decide`].
+//! The decision: given a status write of any governed kind (from an AdmissionReview or a stored
+//! object), the policies and the sources, what is canonical and what to do about it. Pure, and
+//! written once over [`Governed`]: the webhook, the reconciler, `check` and `explain` call the
+//! same [`decide`] for an Ingress and for a Gateway.
 
 use std::borrow::Cow;
 
@@ -43,10 +44,10 @@ impl Action {
 /// Everything [`decide`] can conclude; each variant maps to one response shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict<'p> {
-    /// Not an Ingress status UPDATE (the webhook is registered for more than it should be);
+    /// Not a status UPDATE of a governed kind (the webhook is registered for more than it should be);
     /// says what the request was.
     Ignored(String),
-    /// No policy governs the Ingress.
+    /// No policy governs the object.
     NotGoverned,
     /// The written addresses are already canonical.
     Canonical { policy: &'p Policy },

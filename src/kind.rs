@@ -140,20 +140,12 @@ pub(crate) struct Leaned<E> {
     pub(crate) status_managers: Vec<String>,
 }
 
-/// A bounded list read from a caller: the first entries kept, the rest counted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(dead_code)] // the readers' bounded lists fold into it next
-pub(crate) struct Bounded<E> {
-    /// The entries kept, in order.
-    pub(crate) kept: Vec<E>,
-    /// How many more there were.
-    pub(crate) omitted: usize,
-}
-
-impl<E> Default for Bounded<E> {
-    fn default() -> Self {
-        Bounded { kept: Vec::new(), omitted: 0 }
-    }
+/// One operation of a JSON patch; only `add` and `replace` are ever needed.
+#[derive(Serialize)]
+struct Op<V> {
+    op: &'static str,
+    path: &'static str,
+    value: V,
 }
 
 /// The entry type of a governed kind's status list, naming its kind, so that a [`Write`] says
@@ -193,6 +185,14 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
     /// The entries as the reconciler's damping and foreign-write check compare them: as
     /// Ingress-style addresses.
     fn seen(entries: &[Self::Entry]) -> Cow<'_, [Address]>;
+
+    /// The JSON patch (RFC 6902) that sets the status list of an object of `shape` to
+    /// `entries`, one operation touching nothing else, serialized straight into `out`. It
+    /// applies to the object exactly as the API server sent it, whichever parents are absent:
+    /// `add` onto an existing member replaces it (RFC 6902 section 4.1), so `add` at the deepest
+    /// parent that exists is right whether the member below is absent or `null`; `replace` is
+    /// used when the list is there, so the API server's audit log reads as a replacement.
+    fn patch(shape: Self::Shape, entries: &[Self::Entry], out: impl std::io::Write) -> serde_json::Result<()>;
 
     /// The `status` members of a merge patch that sets the status list to `entries` (and
     /// nothing else of `status`).

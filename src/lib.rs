@@ -1,11 +1,13 @@
-//! ingress-status-guard: a mutating admission webhook that enforces the canonical
-//! `status.loadBalancer.ingress` of Kubernetes Ingresses.
+//! ingress-status-guard: a mutating admission webhook, and a reconciler, that keep the status
+//! address of governed Kubernetes objects canonical: `status.loadBalancer.ingress` of Ingresses
+//! and `status.addresses` of Gateway API Gateways.
 //!
-//! One folder per concern (docs/architecture.md has the map and the import order). A review
-//! is read by `review`, judged by [`decide`] over `policy` and `sources` with an Ingress as
-//! `ingress` reads it, and answered by [`render`]; the reconciler (`reconcile`) and `check` call
-//! the same [`decide`]. The pure core takes values and returns values; the I/O is at the edges
-//! (`server`, `sources::follow`, `reload`, `audit::events`, `cli`).
+//! One folder per concern (docs/architecture.md has the map and the import order). What differs
+//! between the governed kinds is said once per kind in `kind/<kind>.rs` (the `Governed` trait);
+//! everything else is written once over it. A review is read by `review`, judged by `decide`
+//! (in `decision`) over `policy` and `sources`, and answered by [`render`]; the reconciler
+//! (`reconcile`) and `check` call the same `decide`. The pure core takes values and returns
+//! values; the I/O is at the edges (`server`, `sources::follow`, `reload`, `audit::events`, `cli`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -18,6 +18,8 @@ pub(crate) use writers::WriterLabels;
 
 use labels::*;
 
+use crate::kind::Kind;
+
 /// Default of `--max-writer-labels`: distinct `writer` label values at once; a newcomer then
 /// takes the label of the writer seen least recently ([`writers`]).
 pub(crate) const DEFAULT_MAX_WRITERS: usize = 50;
@@ -419,19 +421,19 @@ impl Metrics {
         }
     }
 
-    /// Sets the drift gauges of a policy governing `kind` (`ingress`, `gateway`):
-    /// `drift_objects`, and for Ingress policies the older `drift_ingresses` too.
-    pub fn set_drift(&self, kind: &'static str, policy: &str, count: i64) {
-        self.objects.set_drift(kind, policy, count);
-        if kind == "ingress" {
+    /// Sets the drift gauges of a policy governing `kind`: `drift_objects`, and for Ingress
+    /// policies the older `drift_ingresses` too.
+    pub(crate) fn set_drift(&self, kind: Kind, policy: &str, count: i64) {
+        self.objects.set_drift(kind.label(), policy, count);
+        if kind == Kind::Ingress {
             self.drift.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).set(count);
         }
     }
 
     /// Drops the drift series of a policy no longer in force.
-    pub fn remove_drift(&self, kind: &'static str, policy: &str) {
-        self.objects.remove_drift(kind, policy);
-        if kind == "ingress" {
+    pub(crate) fn remove_drift(&self, kind: Kind, policy: &str) {
+        self.objects.remove_drift(kind.label(), policy);
+        if kind == Kind::Ingress {
             self.drift.remove(&PolicyLabel { policy: Escaped::new(policy) });
         }
     }

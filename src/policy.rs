@@ -309,7 +309,7 @@ impl Policy {
     }
 }
 
-/// The validated set of policies, in file order, each carrying the [`Kind`] it governs: the
+/// The validated set of policies, in file order, each carrying the kind (`Kind`) it governs: the
 /// first policy of an object's kind whose scope matches the object governs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policies(Vec<Policy>);

@@ -440,7 +440,7 @@ impl<K: Governed> Reconciler<K> {
     }
 
     fn set_drift(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.drift.set(key, policy, |p, count| self.metrics.set_drift(K::KIND.label(), p, count));
+        state.drift.set(key, policy, |p, count| self.metrics.set_drift(K::KIND, p, count));
     }
     fn set_contested(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
         state.contested.set(key, policy, |p, count| self.metrics.set_contested(p, count));
@@ -466,8 +466,8 @@ impl<K: Governed> Reconciler<K> {
         let in_force = kind::in_force::<K>(&policies);
         state.drift.publish(
             &in_force,
-            |p, count| self.metrics.set_drift(K::KIND.label(), p, count),
-            |p| self.metrics.remove_drift(K::KIND.label(), p),
+            |p, count| self.metrics.set_drift(K::KIND, p, count),
+            |p| self.metrics.remove_drift(K::KIND, p),
         );
         state.contested.publish(
             &in_force,

@@ -75,10 +75,25 @@ impl super::Governed for Gateways {
         std::borrow::Cow::Owned(entries.iter().map(view).collect())
     }
 
+    fn patch(
+        shape: GatewayShape,
+        entries: &[status::GatewayAddress],
+        out: impl std::io::Write,
+    ) -> serde_json::Result<()> {
+        // An entry serializes as the API writes it: `{type, value}`.
+        let op = |op, path| super::Op { op, path, value: entries };
+        match shape {
+            GatewayShape::NoStatus => {
+                let value = serde_json::json!({ "addresses": entries });
+                serde_json::to_writer(out, &[super::Op { op: "add", path: "/status", value }])
+            }
+            GatewayShape::NoAddresses => serde_json::to_writer(out, &[op("add", "/status/addresses")]),
+            GatewayShape::Addresses => serde_json::to_writer(out, &[op("replace", "/status/addresses")]),
+        }
+    }
+
     fn status(entries: &[status::GatewayAddress]) -> serde_json::Value {
-        let list: Vec<serde_json::Value> =
-            entries.iter().map(|e| serde_json::json!({"type": e.kind, "value": e.value})).collect();
-        serde_json::json!({"addresses": list})
+        serde_json::json!({ "addresses": entries })
     }
 
     fn healed(object: &dyn std::fmt::Display, from: &dyn std::fmt::Display, to: &dyn std::fmt::Display, policy: &str) {

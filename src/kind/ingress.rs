@@ -66,6 +66,36 @@ impl super::Governed for Ingresses {
         Cow::Borrowed(entries)
     }
 
+    fn patch(shape: StatusShape, canonical: &[Address], out: impl std::io::Write) -> serde_json::Result<()> {
+        use super::Op;
+        use serde::Serialize;
+        #[derive(Serialize)]
+        struct LoadBalancer<'a> {
+            ingress: &'a [Address],
+        }
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Status<'a> {
+            load_balancer: LoadBalancer<'a>,
+        }
+        let lb = LoadBalancer { ingress: canonical };
+        match shape {
+            StatusShape::NoStatus => {
+                serde_json::to_writer(out, &[Op { op: "add", path: "/status", value: Status { load_balancer: lb } }])
+            }
+            StatusShape::NoLoadBalancer => {
+                serde_json::to_writer(out, &[Op { op: "add", path: "/status/loadBalancer", value: lb }])
+            }
+            StatusShape::NoIngressList => {
+                serde_json::to_writer(out, &[Op { op: "add", path: "/status/loadBalancer/ingress", value: canonical }])
+            }
+            StatusShape::IngressList => serde_json::to_writer(
+                out,
+                &[Op { op: "replace", path: "/status/loadBalancer/ingress", value: canonical }],
+            ),
+        }
+    }
+
     fn status(entries: &[Address]) -> serde_json::Value {
         serde_json::json!({"loadBalancer": {"ingress": entries}})
     }

@@ -113,15 +113,15 @@ fn long_labels_are_cut() {
 #[test]
 fn drift_by_kind_and_the_ingress_only_gauge() {
     let m = Metrics::new();
-    m.set_drift("ingress", "nginx", 3);
-    m.set_drift("gateway", "eg", 2);
+    m.set_drift(crate::kind::Kind::Ingress, "nginx", 3);
+    m.set_drift(crate::kind::Kind::Gateway, "eg", 2);
     let text = m.encode();
     assert!(text.contains("ingress_status_guard_drift_objects{policy=\"nginx\",kind=\"ingress\"} 3"), "{text}");
     assert!(text.contains("ingress_status_guard_drift_objects{policy=\"eg\",kind=\"gateway\"} 2"), "{text}");
     assert!(text.contains("ingress_status_guard_drift_ingresses{policy=\"nginx\"} 3"), "{text}");
     assert!(!text.contains("drift_ingresses{policy=\"eg\"}"), "a Gateway policy is not in drift_ingresses: {text}");
-    m.remove_drift("gateway", "eg");
-    m.remove_drift("ingress", "nginx");
+    m.remove_drift(crate::kind::Kind::Gateway, "eg");
+    m.remove_drift(crate::kind::Kind::Ingress, "nginx");
     let text = m.encode();
     assert!(!text.contains("policy=\"eg\"") && !text.contains("policy=\"nginx\""), "{text}");
 }

@@ -448,30 +448,20 @@ fn convert<'a, O>(
     review: ReviewIn<'a, O>,
     read_object: impl FnOnce(O) -> Result<IngressIn<'a>, ReviewError>,
 ) -> Result<Review<'a>, ReviewError> {
-    let (api_version, request) = header(review)?;
+    let (api_version, mut request) = header(review)?;
     let is_ingress =
         matches!(request.kind.group.as_ref(), "networking.k8s.io" | "extensions") && request.kind.kind == "Ingress";
     let sub_resource = request.sub_resource.as_deref().unwrap_or("");
     let operation = request.operation.as_deref().unwrap_or("");
     let target = if is_ingress && sub_resource == "status" && operation == "UPDATE" {
         let ingress = read_object(request.object.ok_or(ReviewError::MissingObject)?)?;
-        let (namespace, name) = (request.namespace.unwrap_or_default(), request.name.unwrap_or_default());
-        match OutOfBounds::check(&namespace, &name, ingress.metadata.uid.as_deref()) {
-            Some(bound) => Target::OutOfBounds(bound),
-            None => {
-                let shape = shape(ingress.status.as_ref());
-                let entries =
-                    ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
-                let (class, forged) =
-                    stored_ingress_class(ingress.spec, ingress.metadata.annotations, request.old_object);
-                Target::IngressStatus {
-                    write: StatusWrite { namespace, name, class, addresses: entries.kept, omitted: entries.omitted },
-                    object_uid: ingress.metadata.uid,
-                    shape,
-                    forged,
-                }
-            }
-        }
+        status_target(&mut request.namespace, &mut request.name, ingress.metadata.uid, |write, object_uid| {
+            let shape = shape(ingress.status.as_ref());
+            let entries = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
+            let (class, forged) = stored_ingress_class(ingress.spec, ingress.metadata.annotations, request.old_object);
+            let write = StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write };
+            Target::IngressStatus { write, object_uid, shape, forged }
+        })
     } else {
         // Every part is the caller's: each is cut, then the whole.
         let part = |text: &str| truncate(text, usize::MAX, 253);
@@ -487,13 +477,40 @@ fn convert<'a, O>(
         );
         Target::Other(truncate(&what, usize::MAX, MAX_QUOTED))
     };
-    Ok(Review {
+    Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
+}
+
+/// The target of a status review of any kind: out of bounds when a caller string is, else
+/// `build`'s, given the write's namespace and name (the rest for `build` to fill) and the
+/// object's uid.
+fn status_target<'a, E>(
+    namespace: &mut Option<String>,
+    name: &mut Option<String>,
+    object_uid: Option<Cow<'a, str>>,
+    build: impl FnOnce(crate::kind::Write<E>, Option<Cow<'a, str>>) -> Target<'a>,
+) -> Target<'a> {
+    let (namespace, name) = (namespace.take().unwrap_or_default(), name.take().unwrap_or_default());
+    match OutOfBounds::check(&namespace, &name, object_uid.as_deref()) {
+        Some(bound) => Target::OutOfBounds(bound),
+        None => build(crate::kind::Write { namespace, name, ..crate::kind::Write::default() }, object_uid),
+    }
+}
+
+/// The review of `target`, with what the response and a finding need of the request.
+fn finish<'a>(
+    api_version: ApiVersion,
+    uid: Cow<'a, str>,
+    dry_run: Option<bool>,
+    user: User<'a>,
+    target: Target<'a>,
+) -> Review<'a> {
+    Review {
         api_version,
-        uid: request.uid,
-        dry_run: request.dry_run.unwrap_or(false),
-        user: User { username: bounds::username(request.user_info.username), groups: request.user_info.groups },
+        uid,
+        dry_run: dry_run.unwrap_or(false),
+        user: User { username: bounds::username(user.username), groups: user.groups },
         target,
-    })
+    }
 }
 
 fn shape(status: Option<&StatusIn>) -> StatusShape {

@@ -6,9 +6,9 @@ use base64::Engine as _;
 use std::fmt::{self, Write as _};
 
 use crate::{
-    address::{Addresses, Written},
+    address::{Address, Addresses, Written},
     decision::{Action, Verdict},
-    kind::gateway::{GatewayWritten, status::GatewayAddress},
+    kind::{Governed, gateway::GatewayWritten, gateway::Gateways, ingress::Ingresses},
     names::truncate,
     review::{Review, Target},
 };
@@ -82,13 +82,8 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
                 Action::Rewrite => {
                     let mut json = Vec::with_capacity(PATCH_CAPACITY);
                     let patched = match &review.target {
-                        Target::IngressStatus { shape, .. } => {
-                            super::patch::write(*shape, canonical, &mut json).map(|()| true)
-                        }
-                        Target::GatewayStatus { shape, .. } => {
-                            super::patch::write_gateway(*shape, &GatewayAddress::from_addresses(canonical), &mut json)
-                                .map(|()| true)
-                        }
+                        Target::IngressStatus { shape, .. } => patch::<Ingresses>(*shape, canonical, &mut json),
+                        Target::GatewayStatus { shape, .. } => patch::<Gateways>(*shape, canonical, &mut json),
                         Target::Other(_) | Target::OutOfBounds(_) => Ok(false),
                     };
                     if patched.expect("a patch of strings and numbers always serializes") {
@@ -145,6 +140,15 @@ impl fmt::Display for Attempted<'_> {
             Attempted::Ingress(w) => w.fmt(f),
             Attempted::Gateway(w) => w.fmt(f),
         }
+    }
+}
+
+/// The kind's patch to `canonical` into `out`; `false` when the kind cannot hold it (never
+/// for a mismatch: `decide` found it unresolved then).
+fn patch<K: Governed>(shape: K::Shape, canonical: &[Address], out: &mut Vec<u8>) -> serde_json::Result<bool> {
+    match K::entries(canonical) {
+        Ok(entries) => K::patch(shape, &entries, out).map(|()| true),
+        Err(_) => Ok(false),
     }
 }
 

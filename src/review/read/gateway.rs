@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Forged, GroupVersionKind, ReviewError, ReviewIn, StoredIn, Target, bounds::OutOfBounds, explain, header};
+use super::{
+    Forged, GroupVersionKind, ReviewError, ReviewIn, StoredIn, Target, explain, finish, header, status_target,
+};
 use crate::kind::gateway::{self, GatewayShape, GatewayWrite};
 use crate::review::Review;
 
@@ -104,35 +106,18 @@ pub(super) fn convert<'a, O>(
     review: ReviewIn<'a, O>,
     read_object: impl FnOnce(O) -> Result<GatewayIn<'a>, ReviewError>,
 ) -> Result<Review<'a>, ReviewError> {
-    let (api_version, request) = header(review)?;
-    let object = read_object(request.object.ok_or(ReviewError::MissingGateway)?)?;
-    let (namespace, name) = (request.namespace.unwrap_or_default(), request.name.unwrap_or_default());
-    let target = match OutOfBounds::check(&namespace, &name, object.metadata.uid.as_deref()) {
-        Some(bound) => Target::OutOfBounds(bound),
-        None => {
-            let shape = match &object.status {
-                None => GatewayShape::NoStatus,
-                Some(StatusIn { addresses: None }) => GatewayShape::NoAddresses,
-                Some(_) => GatewayShape::Addresses,
-            };
-            let addresses = object.status.and_then(|s| s.addresses).unwrap_or_default();
-            let (class, forged) = stored_class(object.spec, request.old_object);
-            Target::GatewayStatus {
-                write: GatewayWrite { namespace, name, class, addresses: addresses.kept, omitted: addresses.omitted },
-                object_uid: object.metadata.uid,
-                shape,
-                forged,
-            }
-        }
-    };
-    Ok(Review {
-        api_version,
-        uid: request.uid,
-        dry_run: request.dry_run.unwrap_or(false),
-        user: super::User {
-            username: super::bounds::username(request.user_info.username),
-            groups: request.user_info.groups,
-        },
-        target,
-    })
+    let (api_version, mut request) = header(review)?;
+    let object = read_object(request.object.take().ok_or(ReviewError::MissingGateway)?)?;
+    let target = status_target(&mut request.namespace, &mut request.name, object.metadata.uid, |write, object_uid| {
+        let shape = match &object.status {
+            None => GatewayShape::NoStatus,
+            Some(StatusIn { addresses: None }) => GatewayShape::NoAddresses,
+            Some(_) => GatewayShape::Addresses,
+        };
+        let addresses = object.status.and_then(|s| s.addresses).unwrap_or_default();
+        let (class, forged) = stored_class(object.spec, request.old_object);
+        let write = GatewayWrite { class, addresses: addresses.kept, omitted: addresses.omitted, ..write };
+        Target::GatewayStatus { write, object_uid, shape, forged }
+    });
+    Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
 }
