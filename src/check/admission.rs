@@ -13,9 +13,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::{
+    address::Address,
     admission_policy::{self, ApiVersion, ClassFact},
     client::{RequestError, bounded},
-    policy::Policies,
+    policy::{Policies, Policy},
     sources::{Sources, snapshot::Snapshot},
 };
 
@@ -93,63 +94,59 @@ pub(crate) fn compare(policies: &Policies, snapshot: &Snapshot, found: &BTreeMap
     for (policy, governed) in policies.iter().zip(&governed) {
         let name = admission_policy::object_name(&policy.name);
         let Some(found) = found.get(&name) else { continue };
-        let row = |state, reason: Option<String>| Row {
-            policy: policy.name.clone(),
-            kind: found.kind.to_owned(),
-            name: name.clone(),
-            state,
-            reason,
-        };
-        let rendered = match snapshot.canonical(policy) {
-            Ok(canonical) => admission_policy::render(policy, &canonical, governed, found.api)
-                .map(|objects| (objects, canonical.into_owned())),
-            Err(e) => {
-                rows.push(row(State::Unknown, Some(format!("the sources are unresolved: {e}"))));
-                continue;
-            }
-        };
-        rows.push(judge(policy, found, rendered, row));
+        let render = |canonical: &[Address]| admission_policy::render(policy, canonical, governed, found.api);
+        rows.push(row_of(policy, name, found, snapshot, Ok(render)));
     }
     for policy in policies.gateway_policies() {
         let name = admission_policy::gateway::object_name(&policy.name);
         let Some(found) = found.get(&name) else { continue };
-        let row = |state, reason: Option<String>| Row {
-            policy: policy.name.clone(),
-            kind: found.kind.to_owned(),
-            name: name.clone(),
-            state,
-            reason,
-        };
         // Class names by controller need the GatewayClasses; by name alone, none.
         let classes = match (&found.gateway_classes, policy.scope.controllers.is_empty()) {
-            (_, true) => BTreeMap::new(),
-            (Some(classes), false) => classes.clone(),
-            (None, false) => {
-                rows.push(row(State::Unknown, Some("the GatewayClasses could not be read".to_owned())));
-                continue;
-            }
+            (_, true) => Ok(BTreeMap::new()),
+            (Some(classes), false) => Ok(classes.clone()),
+            (None, false) => Err("the GatewayClasses could not be read"),
         };
-        let rendered = match snapshot.canonical(policy) {
-            Ok(canonical) => {
-                let names = admission_policy::gateway::class_names(&policy.scope, &classes);
-                admission_policy::gateway::render(policy, &canonical, &names, found.api)
-                    .map(|objects| (objects, canonical.into_owned()))
-            }
-            Err(e) => {
-                rows.push(row(State::Unknown, Some(format!("the sources are unresolved: {e}"))));
-                continue;
-            }
-        };
-        rows.push(judge(policy, found, rendered, row));
+        let render = classes.map(|classes| {
+            let names = admission_policy::gateway::class_names(&policy.scope, &classes);
+            move |canonical: &[Address]| admission_policy::gateway::render(policy, canonical, &names, found.api)
+        });
+        rows.push(row_of(policy, name, found, snapshot, render));
     }
     rows
 }
 
+/// The row of one policy's object `name` found in the cluster, whatever the policy's kind:
+/// `render` renders it from a canonical value, or says why the class facts it needs are
+/// unknown.
+fn row_of<R>(policy: &Policy, name: String, found: &Found, snapshot: &Snapshot, render: Result<R, &str>) -> Row
+where
+    R: FnOnce(&[Address]) -> Result<Vec<Value>, admission_policy::RenderError>,
+{
+    let row = |state, reason: Option<String>| Row {
+        policy: policy.name.clone(),
+        kind: found.kind.to_owned(),
+        name: name.clone(),
+        state,
+        reason,
+    };
+    let render = match render {
+        Ok(render) => render,
+        Err(why) => return row(State::Unknown, Some(why.to_owned())),
+    };
+    match snapshot.canonical(policy) {
+        Ok(canonical) => {
+            let rendered = render(&canonical).map(|objects| (objects, canonical.into_owned()));
+            judge(policy, found, rendered, row)
+        }
+        Err(e) => row(State::Unknown, Some(format!("the sources are unresolved: {e}"))),
+    }
+}
+
 /// The row of one policy's object found in the cluster against its rendering now.
 fn judge(
-    policy: &crate::policy::Policy,
+    policy: &Policy,
     found: &Found,
-    rendered: Result<(Vec<Value>, Vec<crate::address::Address>), admission_policy::RenderError>,
+    rendered: Result<(Vec<Value>, Vec<Address>), admission_policy::RenderError>,
     row: impl Fn(State, Option<String>) -> Row,
 ) -> Row {
     match rendered {
