@@ -10,9 +10,9 @@ use std::hash::{Hash, Hasher};
 use crate::{
     address::{Address, MAX_SHOWN_BYTES, PortStatus, Written},
     decision::{Action, Verdict},
-    kind::Kind,
+    kind::{Entry, Governed, Kind, Write},
     names::truncate,
-    review::{Review, Target},
+    review::{Review, Status, Target, on_status},
 };
 
 /// The Events API refuses notes over 1 kB.
@@ -179,19 +179,17 @@ impl Finding {
     pub fn take(review: Review, verdict: Verdict<'_>) -> Option<Finding> {
         let Verdict::Mismatch { policy, action, canonical } = verdict else { return None };
         let forged = review.forged_field();
-        let (kind, object_uid, namespace, name, class, addresses, omitted) = match review.target {
-            Target::IngressStatus { write, object_uid, .. } => {
-                let w = write;
-                (Kind::Ingress, object_uid, w.namespace, w.name, w.class, w.addresses, w.omitted)
-            }
-            Target::GatewayStatus { write: w, object_uid, .. } => {
-                // Shown as the Gateway's log line shows them: `value`, or `type=value` for a
-                // type an Ingress has no field for; cut by `Shown` as any entry is.
-                let addresses = w.addresses.iter().map(shown_gateway_entry).collect();
-                (Kind::Gateway, object_uid, w.namespace, w.name, w.class, addresses, w.omitted)
-            }
-            Target::Other(_) | Target::OutOfBounds(_) => return None,
-        };
+        fn parts<E: Entry, S>(s: Status<'_, E, S>) -> (Kind, Option<std::borrow::Cow<'_, str>>, Write<Address>) {
+            let w = s.write;
+            let addresses = <E::Of as Governed>::shown(w.addresses);
+            (
+                <E::Of as Governed>::KIND,
+                s.object_uid,
+                Write { addresses, namespace: w.namespace, name: w.name, class: w.class, omitted: w.omitted },
+            )
+        }
+        let (kind, object_uid, w) = on_status!(review.target, s => parts(s), _ => return None);
+        let Write { namespace, name, class, addresses, omitted } = w;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         (kind, &addresses, omitted).hash(&mut hasher);
         Some(Finding {
@@ -294,17 +292,6 @@ impl Finding {
             Kind::Ingress => warn!(ingress_namespace, ingress_name, ingress_class, "rogue status write"),
             Kind::Gateway => warn!(gateway_namespace, gateway_name, gateway_class, "rogue Gateway status write"),
         }
-    }
-}
-
-/// A Gateway entry as a finding shows it: its value in the field of its type (`type=value` as a
-/// hostname for a type an Ingress has no field for), so one display serves both kinds.
-fn shown_gateway_entry(entry: &crate::kind::gateway::status::GatewayAddress) -> Address {
-    use crate::kind::gateway::status::{HOSTNAME, IP_ADDRESS};
-    match entry.kind.as_str() {
-        IP_ADDRESS => Address { ip: Some(entry.value.clone()), ..Address::default() },
-        HOSTNAME => Address::hostname(entry.value.clone()),
-        _ => Address::hostname(format!("{}={}", entry.kind, entry.value)),
     }
 }
 

@@ -10,6 +10,6 @@ mod render;
 mod gateway_tests;
 
 pub(crate) use read::bounds;
-pub(crate) use read::{ApiVersion, Target, User};
+pub(crate) use read::{ApiVersion, Status, Target, User, on_status};
 pub use read::{Review, read, read_slow};
 pub use render::render;

@@ -333,12 +333,12 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
 
 /// Logs, counts and queues the Event for a decision; never waits.
 fn report(state: &AppState, policies: &Policies, review: review::Review, verdict: Verdict<'_>) {
-    if let (true, review::Target::IngressStatus { write, .. }) =
-        (policies.several(crate::kind::Kind::Ingress), &review.target)
-        && let Some((first, second)) = crate::decision::overlap(write, policies, state.sources.as_ref())
+    if let review::Target::Ingress(s) = &review.target
+        && policies.several(s.kind())
+        && let Some((first, second)) = crate::decision::overlap(&s.write, policies, state.sources.as_ref())
     {
         state.metrics.overlap(&first.name, &second.name);
-        tracing::warn!(uid = %review.uid, ingress_namespace = %write.namespace, ingress_name = %write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");
+        tracing::warn!(uid = %review.uid, ingress_namespace = %s.write.namespace, ingress_name = %s.write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");
     }
     if let Some(forged) = review.forged() {
         let result = if review.dry_run { "dry_run" } else { verdict.result() };

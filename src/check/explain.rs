@@ -85,12 +85,12 @@ pub(super) fn webhook_shown(stored: &Stored, verdict: &Verdict<'_>) -> String {
         uid: "explain".into(),
         dry_run: true,
         user: User::default(),
-        target: Target::IngressStatus {
+        target: Target::Ingress(crate::review::Status {
             write: stored.write.clone(),
             object_uid: stored.object_uid.as_deref().map(Into::into),
             shape: stored.shape,
             forged: None,
-        },
+        }),
     };
     let answer: serde_json::Value =
         serde_json::from_slice(&render(&review, verdict)).expect("render always writes JSON");

@@ -101,7 +101,7 @@ fn webhook_shown(write: &GatewayWrite, verdict: &Verdict<'_>) -> String {
         uid: "explain".into(),
         dry_run: true,
         user: User::default(),
-        target: Target::GatewayStatus { write: write.clone(), object_uid: None, shape, forged: None },
+        target: Target::Gateway(crate::review::Status { write: write.clone(), object_uid: None, shape, forged: None }),
     };
     let answer: serde_json::Value =
         serde_json::from_slice(&render(&review, verdict)).expect("render always writes JSON");

@@ -34,6 +34,7 @@ pub(crate) const INFO: super::Info = super::Info {
 
 /// Gateways: `status.addresses`, entries `{type, value}`, an atomic list of at most
 /// [`status::MAX_ADDRESSES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Gateways;
 
 impl super::Entry for status::GatewayAddress {
@@ -62,6 +63,22 @@ impl super::Governed for Gateways {
 
     fn trimmed(_: &GatewayWrite) -> [Option<&'static str>; 2] {
         [None, None]
+    }
+
+    fn written(write: &GatewayWrite) -> impl std::fmt::Display + '_ {
+        GatewayWritten(write)
+    }
+
+    /// Each entry's value in the field of its type (`type=value` as a hostname for a type an
+    /// Ingress has no field for).
+    fn shown(entries: Vec<status::GatewayAddress>) -> Vec<crate::address::Address> {
+        use crate::address::Address;
+        let shown = |entry: status::GatewayAddress| match entry.kind.as_str() {
+            status::IP_ADDRESS => Address { ip: Some(entry.value), ..Address::default() },
+            status::HOSTNAME => Address::hostname(entry.value),
+            _ => Address::hostname(format!("{}={}", entry.kind, entry.value)),
+        };
+        entries.into_iter().map(shown).collect()
     }
 
     /// An entry as an Ingress-style address; a type an Ingress cannot express reads as a

@@ -37,6 +37,7 @@ pub(crate) const INFO: super::Info = super::Info {
 };
 
 /// Ingresses: `status.loadBalancer.ingress`, entries `{ip, hostname, ports}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ingresses;
 
 impl super::Entry for Address {
@@ -60,6 +61,14 @@ impl super::Governed for Ingresses {
         let class = write.class.as_deref() == Some(bounded::INVALID_CLASS);
         let overflow = write.omitted > 0;
         [class.then_some("class"), overflow.then_some("addresses")]
+    }
+
+    fn written(write: &StatusWrite) -> impl std::fmt::Display + '_ {
+        crate::address::Written { kept: &write.addresses, omitted: write.omitted }
+    }
+
+    fn shown(entries: Vec<Address>) -> Vec<Address> {
+        entries
     }
 
     fn seen(entries: &[Address]) -> Cow<'_, [Address]> {

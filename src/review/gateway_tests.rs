@@ -156,7 +156,7 @@ fn a_gateway_review_is_read_within_the_bounds() {
         .collect();
     let body = serde_json::to_vec(&review("eg", Some(json!({"addresses": many, "conditions": conditions()})))).unwrap();
     let review = read(&body).unwrap();
-    let Target::GatewayStatus { write, .. } = &review.target else { panic!("{:?}", review.target) };
+    let Target::Gateway(crate::review::Status { write, .. }) = &review.target else { panic!("{:?}", review.target) };
     assert_eq!((write.addresses.len(), write.omitted), (16, 100_000 - 16));
     assert_eq!(write.class.as_deref(), Some("eg"));
     assert_eq!((write.namespace.as_str(), write.name.as_str()), ("infra", "edge"));

@@ -17,7 +17,10 @@ pub(crate) use bounds::OutOfBounds;
 use crate::{
     address::{Address, Entries},
     decision::{Verdict, decide},
-    kind::ingress::{self, StatusShape, StatusWrite, class_annotation},
+    kind::{
+        Entry, Governed, Kind, Write,
+        ingress::{self, StatusShape, StatusWrite, class_annotation},
+    },
     names::truncate,
     policy::Policies,
     sources::Sources,
@@ -294,58 +297,73 @@ pub struct User<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target<'a> {
     /// An UPDATE of an Ingress's `status` subresource.
-    IngressStatus {
-        /// With the class the Ingress will be stored with ([`stored_ingress_class`]).
-        write: StatusWrite,
-        /// `metadata.uid` of the Ingress, so Events find it.
-        object_uid: Option<Cow<'a, str>>,
-        /// How much of `status.loadBalancer.ingress` the object has: where a patch must go.
-        shape: StatusShape,
-        /// A class field the write changed, which the API server resets.
-        forged: Option<Forged>,
-    },
+    Ingress(Status<'a, Address, StatusShape>),
+    /// An UPDATE of a Gateway's `status` subresource.
+    Gateway(Status<'a, crate::kind::gateway::status::GatewayAddress, crate::kind::gateway::GatewayShape>),
     /// Anything else, described for the log (at most [`MAX_QUOTED`] bytes): the webhook's
     /// rules match more than they should.
     Other(String),
-    /// An UPDATE of a Gateway's `status` subresource.
-    GatewayStatus {
-        write: crate::kind::gateway::GatewayWrite,
-        /// `metadata.uid` of the Gateway, so Events find it.
-        object_uid: Option<Cow<'a, str>>,
-        /// How much of `status.addresses` the object has: where a patch must go.
-        shape: crate::kind::gateway::GatewayShape,
-        /// A field the write changed, which the API server resets.
-        forged: Option<Forged>,
-    },
-    /// An Ingress status review with a field no API server sends: allowed as written.
+    /// A status review with a field no API server sends: allowed as written.
     OutOfBounds(OutOfBounds),
 }
+
+/// A status write of one governed kind (whose entries are `E`, and shapes `S`), as a review
+/// carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status<'a, E, S> {
+    /// With the class the object will be stored with (its reader's `stored_*class`).
+    pub write: Write<E>,
+    /// `metadata.uid` of the object, so Events find it.
+    pub object_uid: Option<Cow<'a, str>>,
+    /// How much of the status list's path the object has: where a patch must go.
+    pub shape: S,
+    /// A field the write changed, which the API server resets.
+    pub forged: Option<Forged>,
+}
+
+// `Entry` is the crate's: the method is too (the type is public for the benchmarks' reviews).
+#[allow(private_bounds)]
+impl<E: Entry, S> Status<'_, E, S> {
+    /// The kind of object written.
+    pub(crate) fn kind(&self) -> Kind {
+        <E::Of as Governed>::KIND
+    }
+}
+
+/// `$on` applied to the [`Status`] of a status target, whatever its kind; `$else` otherwise.
+macro_rules! on_status {
+    ($target:expr, $s:ident => $on:expr, _ => $else:expr) => {
+        match $target {
+            Target::Ingress($s) => $on,
+            Target::Gateway($s) => $on,
+            Target::Other(_) | Target::OutOfBounds(_) => $else,
+        }
+    };
+}
+pub(crate) use on_status;
 
 impl Review<'_> {
     /// The decision on this review.
     pub fn decide<'p>(&self, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
         match &self.target {
-            Target::IngressStatus { write, .. } => decide(write, policies, sources),
-            Target::GatewayStatus { write, .. } => crate::decision::decide(write, policies, sources),
             Target::Other(what) => Verdict::Ignored(what.clone()),
             Target::OutOfBounds(bound) => Verdict::Ignored(bound.to_string()),
+            // The other targets are matched above.
+            target => on_status!(target, s => decide(&s.write, policies, sources), _ => Verdict::NotGoverned),
         }
     }
 
     /// What was written to `status.loadBalancer.ingress` (empty for other requests).
     pub fn attempted(&self) -> &[Address] {
         match &self.target {
-            Target::IngressStatus { write, .. } => &write.addresses,
-            Target::GatewayStatus { .. } | Target::Other(_) | Target::OutOfBounds(_) => &[],
+            Target::Ingress(s) => &s.write.addresses,
+            _ => &[],
         }
     }
 
     /// The field the write tried to change that the API server resets, if any.
     pub fn forged(&self) -> Option<Forged> {
-        match &self.target {
-            Target::IngressStatus { forged, .. } | Target::GatewayStatus { forged, .. } => *forged,
-            Target::Other(_) | Target::OutOfBounds(_) => None,
-        }
+        on_status!(&self.target, s => s.forged, _ => None)
     }
 
     /// The name of the field the write tried to change that the API server resets, if any.
@@ -354,30 +372,18 @@ impl Review<'_> {
     }
 
     /// The kind of the object written (`None` for other requests).
-    pub(crate) fn kind(&self) -> Option<crate::kind::Kind> {
-        match &self.target {
-            Target::IngressStatus { .. } => Some(crate::kind::Kind::Ingress),
-            Target::GatewayStatus { .. } => Some(crate::kind::Kind::Gateway),
-            Target::Other(_) | Target::OutOfBounds(_) => None,
-        }
+    pub(crate) fn kind(&self) -> Option<Kind> {
+        on_status!(&self.target, s => Some(s.kind()), _ => None)
     }
 
     /// The namespace and name of the object written (empty for other requests).
     pub fn object_key(&self) -> (&str, &str) {
-        match &self.target {
-            Target::IngressStatus { write, .. } => (&write.namespace, &write.name),
-            Target::GatewayStatus { write, .. } => (&write.namespace, &write.name),
-            Target::Other(_) | Target::OutOfBounds(_) => ("", ""),
-        }
+        on_status!(&self.target, s => (&s.write.namespace, &s.write.name), _ => ("", ""))
     }
 
     /// How many entries were written after [`Self::attempted`], counted but not kept.
     pub fn omitted(&self) -> usize {
-        match &self.target {
-            Target::IngressStatus { write, .. } => write.omitted,
-            Target::GatewayStatus { write, .. } => write.omitted,
-            Target::Other(_) | Target::OutOfBounds(_) => 0,
-        }
+        on_status!(&self.target, s => s.write.omitted, _ => 0)
     }
 }
 
@@ -460,7 +466,7 @@ fn convert<'a, O>(
             let entries = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
             let (class, forged) = stored_ingress_class(ingress.spec, ingress.metadata.annotations, request.old_object);
             let write = StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write };
-            Target::IngressStatus { write, object_uid, shape, forged }
+            Target::Ingress(Status { write, object_uid, shape, forged })
         })
     } else {
         // Every part is the caller's: each is cut, then the whole.
@@ -591,14 +597,14 @@ mod tests {
         assert_eq!(review.api_version, ApiVersion::V1);
         assert_eq!(review.uid, "0f3cb218-7947-4a5f-839c-6e300a5ae86a");
         assert!(!review.dry_run);
-        let Target::IngressStatus { write, object_uid, shape, .. } = &review.target else { panic!("{review:?}") };
+        let Target::Ingress(Status { write, object_uid, shape, .. }) = &review.target else { panic!("{review:?}") };
         assert_eq!((write.namespace.as_str(), write.name.as_str()), ("default", "demo-ing"));
         assert_eq!(write.addresses, crate::address::parse_static_list("10.7.7.7").unwrap());
         assert_eq!(object_uid.as_deref(), Some("8d85ab45-0193-4e14-b7ab-45d58c9dc450"));
         assert_eq!(*shape, StatusShape::IngressList);
         let mut with_class: Value = serde_json::from_str(FIXTURE).unwrap();
         with_class["request"]["object"]["metadata"]["annotations"] = json!({CLASS_ANNOTATION: "legacy"});
-        let Target::IngressStatus { write, .. } = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
+        let Target::Ingress(Status { write, .. }) = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
         else {
             panic!()
         };
@@ -607,7 +613,7 @@ mod tests {
         for key in ["object", "oldObject"] {
             with_class["request"][key]["spec"]["ingressClassName"] = json!("field");
         }
-        let Target::IngressStatus { write, .. } = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
+        let Target::Ingress(Status { write, .. }) = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target
         else {
             panic!()
         };

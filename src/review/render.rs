@@ -6,11 +6,11 @@ use base64::Engine as _;
 use std::fmt::{self, Write as _};
 
 use crate::{
-    address::{Address, Addresses, Written},
+    address::{Address, Addresses},
     decision::{Action, Verdict},
-    kind::{Governed, gateway::GatewayWritten, gateway::Gateways, ingress::Ingresses},
+    kind::{Entry, Governed, Kind},
     names::truncate,
-    review::{Review, Target},
+    review::{Review, Status, Target, on_status},
 };
 
 /// kubectl prints warnings as they are; the API server truncates long ones.
@@ -69,23 +69,14 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
         }
         Verdict::Mismatch { policy, action, canonical } => {
             let canonical_text = Addresses(canonical);
-            // A Gateway's entries are {type, value}; an Ingress's {ip, hostname, ports}.
-            let (field, attempted_text) = match &review.target {
-                Target::GatewayStatus { write, .. } => ("status.addresses", Attempted::Gateway(GatewayWritten(write))),
-                _ => (
-                    "status.loadBalancer.ingress",
-                    Attempted::Ingress(Written { kept: review.attempted(), omitted: review.omitted() }),
-                ),
-            };
+            let kind = review.kind().unwrap_or(Kind::Ingress);
+            let field = kind.field();
+            let attempted_text = on_status!(&review.target, s => written(s), _ => String::from("<none>"));
             allowed(&mut out, *action != Action::Deny);
             match action {
                 Action::Rewrite => {
                     let mut json = Vec::with_capacity(PATCH_CAPACITY);
-                    let patched = match &review.target {
-                        Target::IngressStatus { shape, .. } => patch::<Ingresses>(*shape, canonical, &mut json),
-                        Target::GatewayStatus { shape, .. } => patch::<Gateways>(*shape, canonical, &mut json),
-                        Target::Other(_) | Target::OutOfBounds(_) => Ok(false),
-                    };
+                    let patched = on_status!(&review.target, s => patch(s, canonical, &mut json), _ => Ok(false));
                     if patched.expect("a patch of strings and numbers always serializes") {
                         out.extend_from_slice(b",\"patchType\":\"JSONPatch\",\"patch\":\"");
                         // Serialized whole, then encoded in one call: serde_json writes many
@@ -128,26 +119,20 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
     out
 }
 
-/// What was written, shown as the kind of object has it.
-enum Attempted<'a> {
-    Ingress(Written<'a>),
-    Gateway(GatewayWritten<'a>),
-}
-
-impl fmt::Display for Attempted<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Attempted::Ingress(w) => w.fmt(f),
-            Attempted::Gateway(w) => w.fmt(f),
-        }
-    }
+/// What `status` wrote, as its kind shows it.
+fn written<E: Entry, S>(status: &Status<'_, E, S>) -> String {
+    <E::Of as Governed>::written(&status.write).to_string()
 }
 
 /// The kind's patch to `canonical` into `out`; `false` when the kind cannot hold it (never
 /// for a mismatch: `decide` found it unresolved then).
-fn patch<K: Governed>(shape: K::Shape, canonical: &[Address], out: &mut Vec<u8>) -> serde_json::Result<bool> {
-    match K::entries(canonical) {
-        Ok(entries) => K::patch(shape, &entries, out).map(|()| true),
+fn patch<E: Entry>(
+    status: &Status<'_, E, <E::Of as Governed>::Shape>,
+    canonical: &[Address],
+    out: &mut Vec<u8>,
+) -> serde_json::Result<bool> {
+    match <E::Of as Governed>::entries(canonical) {
+        Ok(entries) => <E::Of as Governed>::patch(status.shape, &entries, out).map(|()| true),
         Err(_) => Ok(false),
     }
 }

@@ -28,7 +28,9 @@ fn review_of(object: &Value) -> Vec<u8> {
 fn read_all(object: &Value) -> [(StatusWrite, Option<ClassFrom>, Option<StatusShape>); 4] {
     let body = review_of(object);
     let written = |review: review::Review<'_>| {
-        let Target::IngressStatus { write, shape, object_uid, .. } = review.target else { panic!("{object}") };
+        let Target::Ingress(crate::review::Status { write, shape, object_uid, .. }) = review.target else {
+            panic!("{object}")
+        };
         assert_eq!(object_uid.as_deref(), object["metadata"]["uid"].as_str(), "{object}");
         (write, None, Some(shape))
     };

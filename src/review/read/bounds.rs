@@ -137,7 +137,7 @@ mod tests {
         for (name, path, bound, message) in cases {
             let at = read_with(path, json!("a".repeat(bound))).unwrap();
             assert_eq!(out_of_bounds(&at), None, "{name} at its bound");
-            assert!(matches!(at.target, Target::IngressStatus { .. }), "{name}");
+            assert!(matches!(at.target, Target::Ingress(_)), "{name}");
             let over = match read_with(path, json!("a".repeat(bound + 1))) {
                 Ok(review) => out_of_bounds(&review).unwrap_or_else(|| panic!("{name} over its bound passed")),
                 Err(error) => error,

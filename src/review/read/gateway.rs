@@ -117,7 +117,7 @@ pub(super) fn convert<'a, O>(
         let addresses = object.status.and_then(|s| s.addresses).unwrap_or_default();
         let (class, forged) = stored_class(object.spec, request.old_object);
         let write = GatewayWrite { class, addresses: addresses.kept, omitted: addresses.omitted, ..write };
-        Target::GatewayStatus { write, object_uid, shape, forged }
+        Target::Gateway(super::Status { write, object_uid, shape, forged })
     });
     Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
 }

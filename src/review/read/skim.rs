@@ -39,25 +39,22 @@ use gateway::is_gateway;
 /// Deeper nesting anywhere in the document goes to serde_json (which skips any depth).
 const MAX_DEPTH: u32 = 64;
 
-/// A review as the fast reader read it: its object as an Ingress, or, when the request is a
-/// Gateway status UPDATE ([`gw::is_gateway_status`]), as a Gateway. serde_json reads the same
-/// review with the same object type ([`super::read_slow`]).
-pub(super) enum Skimmed<'a> {
-    Ingress(ReviewIn<'a, IngressIn<'a>>),
-    Gateway(ReviewIn<'a, GatewayIn<'a>>),
+/// What the fast reader read as one kind or the other: the one spelling of "Ingress or
+/// Gateway" in it, for an object, a request with its object, and a review alike. An object is
+/// read as a Gateway when the request is a Gateway status UPDATE ([`gw::is_gateway_status`]),
+/// else as an Ingress; serde_json reads the same review with the same object type
+/// ([`super::read_slow`]).
+pub(super) enum OfKind<I, G> {
+    Ingress(I),
+    Gateway(G),
 }
 
+/// A review as the fast reader read it.
+pub(super) type Skimmed<'a> = OfKind<ReviewIn<'a, IngressIn<'a>>, ReviewIn<'a, GatewayIn<'a>>>;
 /// A request's object, read as what the request says it is.
-enum Object<'a> {
-    Ingress(IngressIn<'a>),
-    Gateway(GatewayIn<'a>),
-}
-
+type Object<'a> = OfKind<IngressIn<'a>, GatewayIn<'a>>;
 /// A request with its object.
-enum Request<'a> {
-    Ingress(RequestIn<'a, IngressIn<'a>>),
-    Gateway(RequestIn<'a, GatewayIn<'a>>),
-}
+type Request<'a> = OfKind<RequestIn<'a, IngressIn<'a>>, RequestIn<'a, GatewayIn<'a>>>;
 
 /// Reads `body` if it is a review this reader is sure about; `None` means "ask serde_json".
 pub(super) fn review(body: &[u8]) -> Option<Skimmed<'_>> {

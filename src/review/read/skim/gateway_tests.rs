@@ -80,7 +80,7 @@ fn fixture(status: &Value) -> Value {
 
 fn gateway_target<'a>(review: &'a Review) -> &'a crate::kind::gateway::GatewayWrite {
     match &review.target {
-        Target::GatewayStatus { write, .. } => write,
+        Target::Gateway(s) => &s.write,
         other => panic!("not a Gateway status review: {other:?}"),
     }
 }
@@ -300,8 +300,8 @@ fn gateway_edge_cases() {
         both(body.as_bytes()).1.unwrap().target
     };
     assert!(matches!(read("a Gateway CREATE"), Target::Other(_)));
-    assert!(matches!(read("v1beta1"), Target::GatewayStatus { .. }));
-    assert!(matches!(read("kind after the object"), Target::GatewayStatus { .. }));
+    assert!(matches!(read("v1beta1"), Target::Gateway(_)));
+    assert!(matches!(read("kind after the object"), Target::Gateway(_)));
     assert!(matches!(read("uid over its bound"), Target::OutOfBounds(_)));
 }
 
@@ -384,7 +384,7 @@ fn gateway_properties_exercise_the_fast_reader() {
         let (fast, slow) = both(&body);
         if let Some(fast) = fast {
             assert_eq!(fast, slow, "{}", String::from_utf8_lossy(&body));
-            gateways += usize::from(matches!(fast, Ok(Review { target: Target::GatewayStatus { .. }, .. })));
+            gateways += usize::from(matches!(fast, Ok(Review { target: Target::Gateway(_), .. })));
         }
     }
     assert!(gateways > n / 5, "the fast reader read only {gateways} of {n} mutated Gateway reviews as Gateways");

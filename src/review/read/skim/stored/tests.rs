@@ -18,8 +18,8 @@ fn class_of(body: &[u8]) -> (Option<String>, Option<Forged>) {
     let slow = slow.unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)));
     assert_eq!(fast.as_ref(), Some(&Ok(slow.clone())), "the fast reader answers, the same");
     let class = |review: &Review| match &review.target {
-        Target::IngressStatus { write, .. } => write.class.clone(),
-        Target::GatewayStatus { write, .. } => write.class.clone(),
+        Target::Ingress(s) => s.write.class.clone(),
+        Target::Gateway(s) => s.write.class.clone(),
         other => panic!("not a status write: {other:?}"),
     };
     (class(&slow), slow.forged())
