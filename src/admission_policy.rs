@@ -276,6 +276,14 @@ fn message(policy: &str, canonical: &[Address]) -> String {
 const MAX_NAME: usize = 63;
 const PREFIX: &str = "ingress-status-guard-";
 
+/// The name of `policy`'s admission objects: [`object_name`] of its name, after its kind's
+/// prefix ([`Governed::ADMISSION_PREFIX`](crate::kind::Governed::ADMISSION_PREFIX)), so an
+/// Ingress and a Gateway policy of one name never share objects.
+pub(crate) fn object_name_of(policy: &crate::policy::Policy) -> String {
+    use crate::kind::Governed as _;
+    crate::kind::with_kind!(policy.kind, K => object_name(&format!("{}{}", K::ADMISSION_PREFIX, policy.name)))
+}
+
 /// `ingress-status-guard-<policy>` when the policy name is a short DNS-1123 label; otherwise
 /// its lowercased alphanumerics and dashes, cut, with a hash of the full name appended, so
 /// two policies never share a name however they are spelled.

@@ -7,7 +7,6 @@
 
 mod admission;
 mod explain;
-mod explain_gateway;
 mod fetch;
 mod fleet;
 mod report;
@@ -16,26 +15,24 @@ use std::{process::ExitCode, time::Duration};
 
 pub(crate) use crate::kind::Kind;
 use clap::ValueEnum;
-use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 
 use crate::{
     client::{RequestError, Target, bounded},
-    kind::Governed as _,
-    kind::ingress::Stored,
+    kind::gateway::Gateways,
+    kind::ingress::Ingresses,
+    kind::{Governed, with_kind},
     policy::Policies,
     sources::snapshot,
 };
 use explain::explain;
-use fetch::{gateway_classes, stored_gateways, stored_ingresses};
+use fetch::{gateway_classes, stored};
 pub(crate) use fleet::check_fleet;
 use report::Report;
 pub(crate) use report::align;
 
 /// Objects per list request: bounds what one page holds in memory.
 const PAGE_SIZE: u32 = 500;
-/// A class is shown as read; an annotation value can be anything, so it is cut and quoted.
-const MAX_CLASS_CHARS: usize = 80;
 
 /// How `check` and `explain` reach the cluster.
 #[derive(Debug, Clone)]
@@ -124,21 +121,21 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
     let client = cluster.connect().await?;
     // The Ingress list comes first: its errors (unreachable, forbidden) are the ones to show.
     let ingresses = match scope.ingresses() {
-        true => Some(stored_ingresses(&client, scope.namespace, timeout).await?),
+        true => stored::<Ingresses>(&client, scope.namespace, timeout).await?,
         false => None,
     };
     let policies = &scoped(&client, cluster, policies).await?;
     let mut sources = snapshot::read(&client, policies, timeout).await?;
-    let mut report = match &ingresses {
-        Some(stored) => Report::build(stored, policies, &sources),
-        None => Report::empty(),
-    };
+    let mut report = Report::empty();
+    if let Some(stored) = &ingresses {
+        report.add(Some(stored), policies, &sources);
+    }
     if scope.gateways(policies) {
-        let stored = stored_gateways(&client, scope.namespace, timeout).await?;
+        let stored = stored::<Gateways>(&client, scope.namespace, timeout).await?;
         if stored.is_some() && policies.need_gateway_classes() {
             sources.1.gateway_classes.extend(gateway_classes(&client, timeout).await?);
         }
-        report.add_gateways(stored.as_deref(), policies, &sources);
+        report.add(stored.as_deref(), policies, &sources);
     }
     let found = admission::fetch(&client, policies, timeout).await?;
     report.admission_policies = admission::compare(policies, &sources, &found);
@@ -162,57 +159,46 @@ impl Cluster {
 /// Runs `explain`: prints the explanation, returns 0, 1 (drift or unresolved) or an error (2).
 /// Without a namespace, the object is looked up in the context's namespace, as kubectl does.
 pub(crate) async fn explain_one(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
-    let ObjectRef { kind, namespace, name } = object;
-    if kind == Kind::Gateway {
-        return explain_gateway_one(cluster, (namespace, name), policies).await;
-    }
-    let timeout = cluster.request_timeout;
-    let client = cluster.connect().await?;
-    let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
-    let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
-    let ingress = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(&name))
-        .await?
-        .ok_or_else(|| CheckError::NotFound { namespace: namespace.clone(), name: name.clone() })?;
-    let policies = &scoped(&client, cluster, policies).await?;
-    let sources = snapshot::read(&client, policies, timeout).await?;
-    let found = admission::fetch(&client, policies, timeout).await?;
-    let stored = Stored::of(&ingress);
-    let mut explanation = explain(&stored, policies, &sources);
-    let governing = explain::governing(&crate::decision::decide(&stored.write, policies, &sources))
-        .map(|p| (p, crate::admission_policy::object_name(&p.name)));
-    explain::add_admission(&mut explanation, governing, policies, &sources, &found);
-    print!("{}", explanation.text());
-    Ok(explanation.exit_code)
+    with_kind!(object.kind, K => explain_of::<K>(cluster, object, policies).await)
 }
 
-/// Runs `explain gateway/NAMESPACE/NAME`: prints the explanation, returns its exit code.
-async fn explain_gateway_one(
-    cluster: &Cluster,
-    (namespace, name): (Option<String>, String),
-    policies: &Policies,
-) -> Result<u8, CheckError> {
+/// [`explain_one`] of an object of kind `K`.
+async fn explain_of<K: Governed>(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
+    let ObjectRef { kind, namespace, name } = object;
     let timeout = cluster.request_timeout;
     let client = cluster.connect().await?;
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
-    let api: Api<crate::kind::gateway::LeanGateway> = Api::namespaced(client.clone(), &namespace);
-    let gateway = bounded(|| format!("get Gateway {namespace}/{name}"), timeout, api.get_opt(&name))
+    let api: Api<K::Read> = Api::namespaced(client.clone(), &namespace);
+    let object = bounded(|| format!("get {kind} {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
-        .ok_or_else(|| CheckError::GatewayNotFound { namespace: namespace.clone(), name: name.clone() })?;
-    let write = crate::kind::gateway::Gateways::leaned(gateway).map(|lean| lean.write).unwrap_or_default();
+        .ok_or_else(|| not_found(kind, namespace.clone(), name.clone()))?;
+    let stored = K::stored(object);
+    let write = K::stored_write(&stored);
     let policies = &scoped(&client, cluster, policies).await?;
     let mut sources = snapshot::read(&client, policies, timeout).await?;
-    if let Some(class) = write.class.as_deref().filter(|_| policies.need_gateway_classes()) {
+    // The snapshot reads a kind's classes to find its default; a kind without a default class
+    // (Gateways) has the one class its object names read here, when a policy matches by it.
+    let one_class = policies.need_classes(kind) && !kind.info().default_class;
+    if let Some(class) = write.class.as_deref().filter(|_| one_class) {
         let api: Api<crate::kind::gateway::LeanGatewayClass> = Api::all(client.clone());
         let found = bounded(|| format!("get GatewayClass {class}"), timeout, api.get_opt(class)).await?;
         sources.1.gateway_classes.insert(class.to_owned(), found.and_then(|c| c.controller));
     }
     let found = admission::fetch(&client, policies, timeout).await?;
-    let mut explanation = explain_gateway::explain(&write, policies, &sources);
-    let governing = explain::governing(&crate::decision::decide(&write, policies, &sources))
-        .map(|p| (p, crate::admission_policy::gateway::object_name(&p.name)));
+    let mut explanation = explain::<K>(&stored, policies, &sources);
+    let governing = explain::governing(&crate::decision::decide(write, policies, &sources))
+        .map(|p| (p, crate::admission_policy::object_name_of(p)));
     explain::add_admission(&mut explanation, governing, policies, &sources, &found);
     print!("{}", explanation.text());
     Ok(explanation.exit_code)
+}
+
+/// The error of an object `explain` did not find.
+fn not_found(kind: Kind, namespace: String, name: String) -> CheckError {
+    match kind.info().optional_api {
+        None => CheckError::NotFound { namespace, name },
+        Some(_) => CheckError::GatewayNotFound { namespace, name },
+    }
 }
 
 /// The process exit code of `check` or `explain`: every error is 2, as clap's usage errors are.

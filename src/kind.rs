@@ -12,6 +12,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
     address::Address,
+    policy::{ClassRule, Policies, Policy},
     sources::{Sources, Unresolved},
 };
 
@@ -102,6 +103,24 @@ macro_rules! object_event {
     };
 }
 pub(crate) use object_event;
+
+/// Runs `$body` with `$K` the [`Governed`] type of kind value `$kind`: the one place that
+/// maps a [`Kind`] value to its type, for code written once over [`Governed`].
+macro_rules! with_kind {
+    ($kind:expr, $K:ident => $body:expr) => {
+        match $kind {
+            $crate::kind::Kind::Ingress => {
+                type $K = $crate::kind::ingress::Ingresses;
+                $body
+            }
+            $crate::kind::Kind::Gateway => {
+                type $K = $crate::kind::gateway::Gateways;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_kind;
 
 /// A write of a governed object's status (from a review, or a stored object), as the decision
 /// sees it: which object, its class, and the entries of its status list, bounded.
@@ -221,4 +240,53 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
 
     /// The cluster's default classes with their controllers (kinds without a default: none).
     fn default_classes(sources: &dyn Sources) -> Vec<(String, Option<String>)>;
+
+    // `check` and `explain`, written once in `check/`, show a stored object in its kind's words.
+
+    /// The object as `check` and `explain` read it from the API server.
+    type Read: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static;
+    /// A stored object as `explain` shows it: its write, and what the wire says beside it.
+    type Stored: fmt::Debug + Send + Sync;
+    /// The objects as a failed list names them (`Ingresses`).
+    const LISTED: &'static str;
+    /// What precedes a policy's name in the name of its admission objects.
+    const ADMISSION_PREFIX: &'static str;
+
+    /// What `check` and `explain` judge of `object`: its class as it is (never a lean
+    /// projection's stand-in), so the report shows what the operator wrote.
+    fn stored(object: Self::Read) -> Self::Stored;
+
+    /// The write a stored object stands for.
+    fn stored_write(stored: &Self::Stored) -> &Write<Self::Entry>;
+
+    /// The review of a write of the stored value, which `explain` answers with the webhook's
+    /// own render.
+    fn review_target(stored: &Self::Stored) -> crate::review::Target<'static>;
+
+    /// `explain`'s `Class` line: the class, and where it came from or what it is.
+    fn class_shown(stored: &Self::Stored, sources: &dyn Sources) -> String;
+
+    /// What `explain`'s `Policy` line says after a governing policy's mode ("" or `; governs …`).
+    fn governs_shown(policy: &Policy) -> String;
+
+    /// `explain`'s `Policy` line when no policy governs: what each policy of the kind governs.
+    fn none_shown(policies: &Policies) -> String;
+
+    /// A class rule as `explain`'s `Rule` line says it, in the kind's policy fields.
+    fn rule_shown(rule: &ClassRule) -> String;
+
+    /// `explain`'s `Stored` line.
+    fn stored_shown(write: &Write<Self::Entry>) -> String;
+
+    /// `explain`'s `Canonical` line for a canonical write: what it shows as the canonical value.
+    fn canonical_shown(write: &Write<Self::Entry>, policy: &Policy, sources: &dyn Sources) -> String;
+
+    /// Whether `explain` says `State: NOT GOVERNED` of an object no policy governs.
+    const NOT_GOVERNED_SHOWN: bool;
 }

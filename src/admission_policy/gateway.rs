@@ -74,7 +74,10 @@ fn same_set(entries: &[GatewayAddress]) -> String {
 /// Object name of a Gateway policy's admission policy: apart from the Ingress policies' names,
 /// so an Ingress policy and a Gateway policy of one name never share an object.
 pub(crate) fn object_name(policy: &str) -> String {
-    super::object_name(&format!("gateway-{policy}"))
+    super::object_name(&format!(
+        "{}{policy}",
+        <crate::kind::gateway::Gateways as crate::kind::Governed>::ADMISSION_PREFIX
+    ))
 }
 
 /// The objects for one Gateway policy: the admission policy, then its binding. `classes` are

@@ -4,45 +4,33 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::networking::v1::Ingress;
 use kube::{Api, Client, api::ListParams};
 
 use super::PAGE_SIZE;
 use crate::{
     client::{RequestError, list_all, list_served},
-    kind::Governed as _,
-    kind::gateway::{GatewayWrite, Gateways, LeanGateway, LeanGatewayClass},
-    kind::ingress::{StatusWrite, Stored},
+    kind::gateway::LeanGatewayClass,
+    kind::{Governed, Write},
 };
 
-/// Lists Ingresses page by page, keeping only what the decision reads.
-pub(super) async fn stored_ingresses(
+/// Lists the stored objects of kind `K` page by page, keeping what the decision reads, each
+/// class as it is ([`Governed::stored`]); `None` when the API server does not serve a kind
+/// whose API is optional (a CRD).
+pub(super) async fn stored<K: Governed>(
     client: &Client,
     namespace: Option<&str>,
     timeout: Duration,
-) -> Result<Vec<StatusWrite>, RequestError> {
-    let api: Api<Ingress> = match namespace {
+) -> Result<Option<Vec<Write<K::Entry>>>, RequestError> {
+    let api: Api<K::Read> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    list_all(&api, ListParams::default().limit(PAGE_SIZE), "Ingresses", timeout, |ingress| Stored::of(&ingress).write)
-        .await
-}
-
-/// Lists Gateways page by page, keeping what the Gateway decision reads (each already bounded
-/// by the lean reader); `None` when the API server serves no Gateways.
-pub(super) async fn stored_gateways(
-    client: &Client,
-    namespace: Option<&str>,
-    timeout: Duration,
-) -> Result<Option<Vec<GatewayWrite>>, RequestError> {
-    let api: Api<LeanGateway> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    // The API server names every object it lists: `leaned` always has a write.
-    let written = |gateway| Gateways::leaned(gateway).map(|lean| lean.write).unwrap_or_default();
-    list_served(&api, ListParams::default().limit(PAGE_SIZE), "Gateways", timeout, written).await
+    let params = ListParams::default().limit(PAGE_SIZE);
+    let written = |object| K::stored_write(&K::stored(object)).clone();
+    match K::KIND.info().optional_api {
+        Some(_) => list_served(&api, params, K::LISTED, timeout, written).await,
+        None => list_all(&api, params, K::LISTED, timeout, written).await.map(Some),
+    }
 }
 
 /// Every GatewayClass's controller, for Gateway policies that match by `gatewayControllers`

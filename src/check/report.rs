@@ -9,8 +9,7 @@ use super::Kind;
 use crate::{
     address::{Address, Addresses},
     decision::{Verdict, decide},
-    kind::gateway::{GatewayWrite, status::GatewayAddress},
-    kind::ingress::StatusWrite,
+    kind::gateway::status::GatewayAddress,
     kind::{Entry, Governed, Write},
     policy::{Policies, Policy, SourceList},
     sources::Sources,
@@ -214,6 +213,16 @@ pub(crate) struct ByKind {
     pub gateway: Option<Summary>,
 }
 
+impl ByKind {
+    /// The summary slot of `kind`.
+    fn of(&mut self, kind: Kind) -> &mut Option<Summary> {
+        match kind {
+            Kind::Ingress => &mut self.ingress,
+            Kind::Gateway => &mut self.gateway,
+        }
+    }
+}
+
 /// Said when Gateway policies are configured and the API server serves no Gateways.
 pub(crate) const GATEWAYS_INACTIVE: &str =
     "inactive: the API server serves no Gateways (the Gateway API CRDs are not installed)";
@@ -238,10 +247,14 @@ pub(crate) struct Report {
 
 impl Report {
     /// Decides every stored Ingress, as the webhook would decide a write of its stored status.
-    pub(crate) fn build(stored: &[StatusWrite], policies: &Policies, sources: &dyn Sources) -> Report {
+    #[cfg(test)]
+    pub(crate) fn build(
+        stored: &[crate::kind::ingress::StatusWrite],
+        policies: &Policies,
+        sources: &dyn Sources,
+    ) -> Report {
         let mut report = Report::empty();
-        let rows = stored.iter().map(|write| Row::of(write, &decide(write, policies, sources), sources));
-        report.by_kind.ingress = Some(report.add_rows(rows));
+        report.add(Some(stored), policies, sources);
         report
     }
 
@@ -256,19 +269,27 @@ impl Report {
         }
     }
 
-    /// Adds the stored Gateways, each decided as the webhook would decide a write of its stored
-    /// `status.addresses`; `None`: the API server serves no Gateways, which makes configured
-    /// Gateway policies inactive, said in the report.
-    pub(crate) fn add_gateways(&mut self, stored: Option<&[GatewayWrite]>, policies: &Policies, sources: &dyn Sources) {
-        let Some(stored) = stored else {
-            self.by_kind.gateway = Some(Summary::default());
-            if policies.gateway_policies().next().is_some() {
-                self.gateway_policies = Some(GATEWAYS_INACTIVE);
+    /// Adds the stored objects of one kind, each decided as the webhook would decide a write
+    /// of its stored status; `None`: the API server does not serve the kind (a CRD), which
+    /// makes its configured policies inactive, said in the report.
+    pub(crate) fn add<E: Entry>(&mut self, stored: Option<&[Write<E>]>, policies: &Policies, sources: &dyn Sources)
+    where
+        Entries: From<Vec<E>>,
+    {
+        let kind = E::Of::KIND;
+        let summary = match stored {
+            None => {
+                if policies.of(kind).next().is_some() {
+                    self.gateway_policies = Some(GATEWAYS_INACTIVE);
+                }
+                Summary::default()
             }
-            return;
+            Some(stored) => {
+                let rows = stored.iter().map(|write| Row::of(write, &decide(write, policies, sources), sources));
+                self.add_rows(rows)
+            }
         };
-        let rows = stored.iter().map(|write| Row::of(write, &decide(write, policies, sources), sources));
-        self.by_kind.gateway = Some(self.add_rows(rows));
+        *self.by_kind.of(kind) = Some(summary);
     }
 
     /// Appends the governed rows (sorted by namespace then name), counts them, returns their
