@@ -62,7 +62,8 @@ fn not_read_yet(policy: &Policy, sources: &dyn Sources) -> Option<String> {
 }
 
 /// The plan for `policies` over `sources`. `classes` is `None` while the IngressClass watch has
-/// not synced: then nothing is rendered or deleted.
+/// not synced: then no Ingress policy's objects are rendered or deleted (a Gateway policy's wait
+/// on the GatewayClasses alone).
 pub(crate) fn desired(
     policies: &Policies,
     sources: &dyn Sources,
@@ -71,17 +72,22 @@ pub(crate) fn desired(
     owner: &str,
 ) -> Desired {
     let mut plan = Desired::default();
-    // Class rules resolve against every IngressClass, and what an earlier policy governs is
-    // taken out of the later ones: until the classes are known, nothing is known.
-    let Some(classes) = classes else {
-        for policy in policies.iter() {
-            plan.keep(policy, object_name(&policy.name), "IngressClasses not synced yet".to_owned());
+    // Ingress class rules resolve against every IngressClass, and what an earlier policy
+    // governs is taken out of the later ones: until the classes are known, nothing of the
+    // Ingress policies is known. Each kind waits on its own class facts only.
+    match classes {
+        None => {
+            for policy in policies.iter() {
+                plan.keep(policy, object_name(&policy.name), "IngressClasses not synced yet".to_owned());
+            }
         }
-        return plan;
-    };
-    let governed = governed_in_order(policies, classes);
-    for (policy, governed) in policies.iter().zip(&governed) {
-        plan.one(policy, object_name(&policy.name), sources, owner, true, |c| render(policy, c, governed, api));
+        Some(classes) => {
+            let governed = governed_in_order(policies, classes);
+            for (policy, governed) in policies.iter().zip(&governed) {
+                let render = |c: &[Address]| render(policy, c, governed, api);
+                plan.one(policy, object_name(&policy.name), sources, owner, true, render);
+            }
+        }
     }
     // Gateway policies: class names come from the GatewayClasses (only when a policy names
     // controllers), and their values are not published to the reconciler (it judges Ingresses
@@ -252,6 +258,22 @@ mod tests {
             assert!(plan.keeps("MutatingAdmissionPolicy", name), "{name} is swept: {plan:?}");
         }
         assert_eq!(plan.skipped.len(), 3, "{:?}", plan.skipped);
+    }
+
+    /// Issue 32's drift: a Gateway policy's objects waited on the IngressClasses too; until
+    /// their watch synced, the plan held nothing of it, so the keeper swept them. Each kind's
+    /// policies wait only on their own class facts.
+    #[test]
+    fn gateway_policies_do_not_wait_for_the_ingress_classes() {
+        let file = "policies:\n\
+            - {name: ing, ingressClasses: [a], publishStatusAddress: 192.0.2.1}\n\
+            - {name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n";
+        let policies = parse_file("t", file).unwrap();
+        let plan = desired(&policies, &Fixed(HashMap::new()), None, ApiVersion::V1, "o");
+        assert!(plan.kept.contains("ingress-status-guard-ing"), "{plan:?}");
+        let names: Vec<&str> = plan.objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["ingress-status-guard-gateway-gw"; 2], "the Gateway policy renders: {plan:?}");
+        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-gateway-gw"));
     }
 
     #[test]
