@@ -60,16 +60,13 @@ pub(crate) struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn ingresses(&self) -> bool {
-        self.kind != Some(Kind::Gateway)
-    }
-
-    /// Gateways are read when asked for, or when a Gateway policy could govern one: an
-    /// Ingress-only setup needs no right on Gateways, and its report stays as it was.
-    fn gateways(&self, policies: &Policies) -> bool {
+    /// Whether objects of `kind` are read: when asked for; else always for a kind every API
+    /// server serves, and for an optional kind (a CRD) when a policy could govern one, so an
+    /// Ingress-only setup needs no right on Gateways and its report stays as it was.
+    fn reads(&self, kind: Kind, policies: &Policies) -> bool {
         match self.kind {
-            Some(kind) => kind == Kind::Gateway,
-            None => policies.gateway_policies().next().is_some(),
+            Some(asked) => asked == kind,
+            None => kind.info().optional_api.is_none() || policies.of(kind).next().is_some(),
         }
     }
 }
@@ -120,7 +117,7 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
     let timeout = cluster.request_timeout;
     let client = cluster.connect().await?;
     // The Ingress list comes first: its errors (unreachable, forbidden) are the ones to show.
-    let ingresses = match scope.ingresses() {
+    let ingresses = match scope.reads(Kind::Ingress, policies) {
         true => stored::<Ingresses>(&client, scope.namespace, timeout).await?,
         false => None,
     };
@@ -130,7 +127,7 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
     if let Some(stored) = &ingresses {
         report.add(Some(stored), policies, &sources);
     }
-    if scope.gateways(policies) {
+    if scope.reads(Kind::Gateway, policies) {
         let stored = stored::<Gateways>(&client, scope.namespace, timeout).await?;
         if stored.is_some() && policies.need_gateway_classes() {
             sources.1.gateway_classes.extend(gateway_classes(&client, timeout).await?);

@@ -289,4 +289,13 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
 
     /// Whether `explain` says `State: NOT GOVERNED` of an object no policy governs.
     const NOT_GOVERNED_SHOWN: bool;
+
+    /// The kind's part of a policy's admission objects (`--admission=policy`) for a non-empty
+    /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
+    /// compares the status list; or why the list cannot be rendered.
+    fn admission_shape(
+        policy: &Policy,
+        canonical: &[Address],
+        governed: &crate::admission_policy::Governed,
+    ) -> Result<crate::admission_policy::Shape, crate::admission_policy::RenderError>;
 }

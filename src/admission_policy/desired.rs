@@ -7,9 +7,10 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{ApiVersion, ClassFact, RenderError, governed_in_order, object_name, render};
+use super::{ApiVersion, ClassFact, Governed, RenderError, facts, governed_in_order, object_name_of, render};
 use crate::{
     address::Address,
+    kind::{gateway::Gateways, ingress::Ingresses},
     policy::{OnUnresolved, Policies, Policy},
     sources::{Sources, Unresolved, every_source_read},
 };
@@ -78,14 +79,14 @@ pub(crate) fn desired(
     match classes {
         None => {
             for policy in policies.iter() {
-                plan.keep(policy, object_name(&policy.name), "IngressClasses not synced yet".to_owned());
+                plan.keep(policy, object_name_of(policy), "IngressClasses not synced yet".to_owned());
             }
         }
         Some(classes) => {
             let governed = governed_in_order(policies, classes);
             for (policy, governed) in policies.iter().zip(&governed) {
-                let render = |c: &[Address]| render(policy, c, governed, api);
-                plan.one(policy, object_name(&policy.name), sources, owner, true, render);
+                let render = |c: &[Address]| render::<Ingresses>(policy, c, governed, api);
+                plan.one(policy, object_name_of(policy), sources, owner, true, render);
             }
         }
     }
@@ -94,13 +95,13 @@ pub(crate) fn desired(
     // by [`Desired::values`]).
     let classes = if policies.need_gateway_classes() { sources.gateway_classes() } else { Some(Default::default()) };
     for policy in policies.gateway_policies() {
-        let name = super::gateway::object_name(&policy.name);
+        let name = object_name_of(policy);
         let Some(classes) = &classes else {
             plan.keep(policy, name, "GatewayClasses not synced yet".to_owned());
             continue;
         };
-        let names = super::gateway::class_names(&policy.scope, classes);
-        plan.one(policy, name, sources, owner, false, |c| super::gateway::render(policy, c, &names, api));
+        let governed = Governed::resolve(&policy.scope, &facts(classes));
+        plan.one(policy, name, sources, owner, false, |c| render::<Gateways>(policy, c, &governed, api));
     }
     plan
 }

@@ -16,6 +16,7 @@ use crate::{
     address::Address,
     admission_policy::{self, ApiVersion, ClassFact},
     client::{RequestError, bounded},
+    kind::{gateway::Gateways, ingress::Ingresses},
     policy::{Policies, Policy},
     sources::{Sources, snapshot::Snapshot},
 };
@@ -92,13 +93,14 @@ pub(crate) fn compare(policies: &Policies, snapshot: &Snapshot, found: &BTreeMap
     let governed = admission_policy::governed_in_order(policies, &classes);
     let mut rows = Vec::new();
     for (policy, governed) in policies.iter().zip(&governed) {
-        let name = admission_policy::object_name(&policy.name);
+        let name = admission_policy::object_name_of(policy);
         let Some(found) = found.get(&name) else { continue };
-        let render = |canonical: &[Address]| admission_policy::render(policy, canonical, governed, found.api);
+        let render =
+            |canonical: &[Address]| admission_policy::render::<Ingresses>(policy, canonical, governed, found.api);
         rows.push(row_of(policy, name, found, snapshot, Ok(render)));
     }
     for policy in policies.gateway_policies() {
-        let name = admission_policy::gateway::object_name(&policy.name);
+        let name = admission_policy::object_name_of(policy);
         let Some(found) = found.get(&name) else { continue };
         // Class names by controller need the GatewayClasses; by name alone, none.
         let classes = match (&found.gateway_classes, policy.scope.controllers.is_empty()) {
@@ -107,8 +109,8 @@ pub(crate) fn compare(policies: &Policies, snapshot: &Snapshot, found: &BTreeMap
             (None, false) => Err("the GatewayClasses could not be read"),
         };
         let render = classes.map(|classes| {
-            let names = admission_policy::gateway::class_names(&policy.scope, &classes);
-            move |canonical: &[Address]| admission_policy::gateway::render(policy, canonical, &names, found.api)
+            let governed = admission_policy::Governed::resolve(&policy.scope, &admission_policy::facts(&classes));
+            move |canonical: &[Address]| admission_policy::render::<Gateways>(policy, canonical, &governed, found.api)
         });
         rows.push(row_of(policy, name, found, snapshot, render));
     }
@@ -184,10 +186,11 @@ pub(crate) async fn fetch(
         ("ValidatingAdmissionPolicy", ApiVersion::V1, "validatingadmissionpolicies"),
     ];
     let mut found = BTreeMap::new();
-    let ingress = policies.iter().map(|p| (admission_policy::object_name(&p.name), false));
-    let gateway = policies.gateway_policies().map(|p| (admission_policy::gateway::object_name(&p.name), true));
     let mut classes: Option<Option<BTreeMap<String, Option<String>>>> = None;
-    for (name, of_gateway) in ingress.chain(gateway).collect::<Vec<_>>() {
+    for policy in policies.all() {
+        let name = admission_policy::object_name_of(policy);
+        // A Gateway policy's class names by controller render from the GatewayClasses.
+        let of_gateway = policy.kind == crate::kind::Kind::Gateway;
         for (kind, api, plural) in kinds {
             let objects: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, api, plural));
             let what = || format!("get {kind} {name}");
@@ -251,9 +254,13 @@ mod tests {
                 .unwrap();
         let policy = policies.iter().next().unwrap();
         let governed = admission_policy::governed_in_order(&policies, &[]);
-        let rendered =
-            admission_policy::render(policy, &parse_static_list("192.0.2.1").unwrap(), &governed[0], ApiVersion::V1)
-                .unwrap();
+        let rendered = admission_policy::render::<Ingresses>(
+            policy,
+            &parse_static_list("192.0.2.1").unwrap(),
+            &governed[0],
+            ApiVersion::V1,
+        )
+        .unwrap();
         // As the API server returns it: with defaults filled in beside ours.
         let mut spec = rendered[0]["spec"].clone();
         spec["matchPolicy"] = "Equivalent".into();
@@ -279,10 +286,10 @@ mod tests {
         .unwrap();
         let policy = policies.gateway_policies().next().unwrap();
         let classes = BTreeMap::from([("eg".to_owned(), Some("example.test/gw".to_owned()))]);
-        let rendered = admission_policy::gateway::render(
+        let rendered = admission_policy::render::<Gateways>(
             policy,
             &parse_static_list("192.0.2.1").unwrap(),
-            &["eg".to_owned()],
+            &admission_policy::Governed::Classes { names: vec!["eg".to_owned()], without_class: false },
             ApiVersion::V1,
         )
         .unwrap();

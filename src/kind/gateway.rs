@@ -4,6 +4,7 @@
 //! field bounded (`status`: the addresses and the `Programmed` condition), and implementing
 //! [`kube::Resource`] so kube's `Api` and watcher deliver them directly.
 
+pub(crate) mod admission;
 pub(crate) mod status;
 
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
@@ -146,6 +147,14 @@ impl super::Governed for Gateways {
     type Stored = GatewayWrite;
     const LISTED: &'static str = "Gateways";
     const ADMISSION_PREFIX: &'static str = "gateway-";
+    fn admission_shape(
+        policy: &crate::policy::Policy,
+        canonical: &[crate::address::Address],
+        governed: &crate::admission_policy::Governed,
+    ) -> Result<crate::admission_policy::Shape, crate::admission_policy::RenderError> {
+        admission::shape(policy, canonical, governed)
+    }
+
     const NOT_GOVERNED_SHOWN: bool = true;
 
     fn stored(gateway: LeanGateway) -> GatewayWrite {

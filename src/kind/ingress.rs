@@ -140,6 +140,14 @@ impl super::Governed for Ingresses {
     type Stored = Stored;
     const LISTED: &'static str = "Ingresses";
     const ADMISSION_PREFIX: &'static str = "";
+    fn admission_shape(
+        policy: &crate::policy::Policy,
+        canonical: &[Address],
+        governed: &crate::admission_policy::Governed,
+    ) -> Result<crate::admission_policy::Shape, crate::admission_policy::RenderError> {
+        admission::shape(policy, canonical, governed)
+    }
+
     const NOT_GOVERNED_SHOWN: bool = false;
 
     fn stored(ingress: Ingress) -> Stored {
@@ -431,6 +439,7 @@ impl<'de> Deserialize<'de> for LeanIngress {
 /// choose the size of their Ingresses (up to etcd's 1.5 MiB each), so the page bounds the peak.
 pub(crate) const LIST_PAGE: u32 = 10;
 
+pub(crate) mod admission;
 pub(crate) mod bounded;
 
 #[cfg(test)]

@@ -140,7 +140,7 @@ fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
     let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
     let mut explanation = crate::check::explain::explain::<crate::kind::gateway::Gateways>(&write, &policies, &sources);
     let governing = explain::governing(&crate::decision::decide(&write, &policies, &sources))
-        .map(|p| (p, crate::admission_policy::gateway::object_name(&p.name)));
+        .map(|p| (p, crate::admission_policy::object_name_of(p)));
     explain::add_admission(&mut explanation, governing, &policies, &sources, &Default::default());
     let text = explanation.text();
     assert!(text.contains("\nRule:      governed because its class is in gatewayClasses\n"), "{text}");
