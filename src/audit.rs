@@ -12,7 +12,7 @@ use crate::{
     decision::{Action, Verdict},
     kind::{Entry, Governed, Kind, Write},
     names::truncate,
-    review::{Review, Status, Target, on_status},
+    review::{Review, Status, on_status},
 };
 
 /// The Events API refuses notes over 1 kB.

@@ -331,14 +331,27 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
     Ok(response.to_string().into_bytes())
 }
 
+/// The first two policies that both match `status`'s object, when its kind has several.
+fn overlap<'p, E: crate::kind::Entry, S>(
+    status: &review::Status<'_, E, S>,
+    policies: &'p Policies,
+    state: &AppState,
+) -> Option<(crate::kind::Kind, &'p crate::policy::Policy, &'p crate::policy::Policy)> {
+    let kind = status.kind();
+    if !policies.several(kind) {
+        return None;
+    }
+    let (first, second) = crate::decision::overlap(&status.write, policies, state.sources.as_ref())?;
+    Some((kind, first, second))
+}
+
 /// Logs, counts and queues the Event for a decision; never waits.
 fn report(state: &AppState, policies: &Policies, review: review::Review, verdict: Verdict<'_>) {
-    if let review::Target::Ingress(s) = &review.target
-        && policies.several(s.kind())
-        && let Some((first, second)) = crate::decision::overlap(&s.write, policies, state.sources.as_ref())
+    if let Some((kind, first, second)) = review::on_status!(&review.target, s => overlap(s, policies, state), _ => None)
     {
         state.metrics.overlap(&first.name, &second.name);
-        tracing::warn!(uid = %review.uid, ingress_namespace = %s.write.namespace, ingress_name = %s.write.name, first = %first.name, second = %second.name, "two policies match this Ingress; the first governs it");
+        let (namespace, name) = review.object_key();
+        crate::kind::object_event!(warn, kind, { uid = %review.uid, }, namespace, name, first = %first.name, second = %second.name, "two policies match this {kind}; the first governs it");
     }
     if let Some(forged) = review.forged() {
         let result = if review.dry_run { "dry_run" } else { verdict.result() };

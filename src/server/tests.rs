@@ -107,3 +107,51 @@ fn a_late_gateway_decision_names_the_gateway() {
     assert!(log.contains("allowed unchanged") && log.contains("would_have=\"patched\""), "{log}");
     assert!(log.contains("gateway_namespace=infra") && log.contains("gateway_name=edge"), "{log}");
 }
+
+/// A gateway status review of `infra/edge`, class `eg`, writing 10.7.7.7.
+fn gateway_review() -> Bytes {
+    let gateway = serde_json::json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "edge", "namespace": "infra", "uid": "7d0c5a0e-2b59-4c49-a2c6-0d7e1c1f5c1a", "generation": 1},
+        "spec": {"gatewayClassName": "eg", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+        "status": {"addresses": [{"type": "IPAddress", "value": "10.7.7.7"}]},
+    });
+    let gvk = serde_json::json!({"group": "gateway.networking.k8s.io", "version": "v1", "kind": "Gateway"});
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "0a1b2c3d-0000-4000-8000-000000000001",
+            "kind": gvk, "requestKind": gvk,
+            "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "gateways"},
+            "subResource": "status",
+            "name": "edge", "namespace": "infra", "operation": "UPDATE",
+            "userInfo": {"username": "rogue"},
+            "object": gateway, "oldObject": gateway, "dryRun": false,
+        },
+    });
+    Bytes::from(serde_json::to_vec(&review).unwrap())
+}
+
+#[test]
+fn two_gateway_policies_matching_one_gateway_at_run_time_are_warned_about() {
+    struct Labelled;
+    impl Sources for Labelled {
+        fn service(
+            &self,
+            svc: &crate::policy::ServiceRef,
+        ) -> Result<Vec<crate::address::Address>, crate::sources::Unresolved> {
+            Err(crate::sources::Unresolved::Missing(svc.clone()))
+        }
+        fn namespace_labels(&self, _: &str) -> Option<std::collections::BTreeMap<String, String>> {
+            Some([("team".to_owned(), "a".to_owned()), ("env".to_owned(), "prod".to_owned())].into())
+        }
+    }
+    let text = "policies: [\
+        {name: a, publishStatusAddress: 192.0.2.10, gatewayClasses: [eg], namespaceSelector: team=a},\
+        {name: b, publishStatusAddress: 192.0.2.10, gatewayClasses: [eg], namespaceSelector: env=prod}]";
+    let policies = crate::parse_file("p.yaml", text).unwrap();
+    let state = AppState::new(policies, Arc::new(Labelled));
+    let log = logged(|| drop(super::review(&state, &gateway_review(), &Claim::default())));
+    assert!(log.contains("two policies match this Gateway"), "{log}");
+    assert!(log.contains("gateway_namespace=infra") && log.contains("first=a") && log.contains("second=b"), "{log}");
+}
