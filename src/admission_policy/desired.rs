@@ -73,40 +73,46 @@ pub(crate) fn desired(
     owner: &str,
 ) -> Desired {
     let mut plan = Desired::default();
-    // Ingress class rules resolve against every IngressClass, and what an earlier policy
-    // governs is taken out of the later ones: until the classes are known, nothing of the
-    // Ingress policies is known. Each kind waits on its own class facts only.
-    match classes {
-        None => {
-            for policy in policies.iter() {
-                plan.keep(policy, object_name_of(policy), "IngressClasses not synced yet".to_owned());
-            }
-        }
-        Some(classes) => {
-            let governed = governed_in_order(policies, classes);
-            for (policy, governed) in policies.iter().zip(&governed) {
-                let render = |c: &[Address]| render::<Ingresses>(policy, c, governed, api);
-                plan.one(policy, object_name_of(policy), sources, owner, true, render);
-            }
-        }
-    }
+    // Each kind's policies wait on their own class facts only. Ingress class rules resolve
+    // against every IngressClass, and what an earlier policy governs is taken out of the later
+    // ones: until the classes are known, nothing of the Ingress policies is known.
+    let ingress = classes.map(|classes| governed_in_order(policies, classes));
+    plan.kind::<Ingresses>(policies, ingress.ok_or("IngressClasses not synced yet"), sources, api, owner, true);
     // Gateway policies: class names come from the GatewayClasses (only when a policy names
     // controllers), and their values are not published to the reconciler (it judges Ingresses
     // by [`Desired::values`]).
     let classes = if policies.need_gateway_classes() { sources.gateway_classes() } else { Some(Default::default()) };
-    for policy in policies.gateway_policies() {
-        let name = object_name_of(policy);
-        let Some(classes) = &classes else {
-            plan.keep(policy, name, "GatewayClasses not synced yet".to_owned());
-            continue;
-        };
-        let governed = Governed::resolve(&policy.scope, &facts(classes));
-        plan.one(policy, name, sources, owner, false, |c| render::<Gateways>(policy, c, &governed, api));
-    }
+    let gateway = classes.map(|classes| {
+        let facts = facts(&classes);
+        policies.gateway_policies().map(|p| Governed::resolve(&p.scope, &facts)).collect()
+    });
+    plan.kind::<Gateways>(policies, gateway.ok_or("GatewayClasses not synced yet"), sources, api, owner, false);
     plan
 }
 
 impl Desired {
+    /// The plan of the policies of kind `K`: `governed` holds their class rules in file order,
+    /// or says why their class facts are not known yet (then their objects are kept).
+    fn kind<K: crate::kind::Governed>(
+        &mut self,
+        policies: &Policies,
+        governed: Result<Vec<Governed>, &str>,
+        sources: &dyn Sources,
+        api: ApiVersion,
+        owner: &str,
+        publish: bool,
+    ) {
+        for (at, policy) in policies.of(K::KIND).enumerate() {
+            let name = object_name_of(policy);
+            match governed.as_ref().map(|all| &all[at]) {
+                Err(why) => self.keep(policy, name, (*why).to_owned()),
+                Ok(governed) => {
+                    self.one(policy, name, sources, owner, publish, |c| render::<K>(policy, c, governed, api));
+                }
+            }
+        }
+    }
+
     /// Leaves `policy`'s objects (named `name`) as they are in the cluster, saying why.
     fn keep(&mut self, policy: &Policy, name: String, why: String) {
         self.kept.insert(name);
