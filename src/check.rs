@@ -92,10 +92,9 @@ pub(crate) enum CheckError {
     NoContexts,
     #[error("no cluster could be read: every context failed (rows above)")]
     EveryClusterFailed,
-    #[error("Ingress {namespace}/{name} not found")]
-    NotFound { namespace: String, name: String },
-    #[error("Gateway {namespace}/{name} not found (or the API server serves no Gateways)")]
-    GatewayNotFound { namespace: String, name: String },
+    /// An optional kind (a CRD) may be missing because its API is not served.
+    #[error("{kind} {namespace}/{name} not found{}", unserved(*kind))]
+    NotFound { kind: Kind, namespace: String, name: String },
     #[error(transparent)]
     Scope(#[from] crate::scope::ReadError),
 }
@@ -168,7 +167,7 @@ async fn explain_of<K: Governed>(cluster: &Cluster, object: ObjectRef, policies:
     let api: Api<K::Read> = Api::namespaced(client.clone(), &namespace);
     let object = bounded(|| format!("get {kind} {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
-        .ok_or_else(|| not_found(kind, namespace.clone(), name.clone()))?;
+        .ok_or_else(|| CheckError::NotFound { kind, namespace: namespace.clone(), name: name.clone() })?;
     let stored = K::stored(object);
     let write = K::stored_write(&stored);
     let policies = &scoped(&client, cluster, policies).await?;
@@ -190,11 +189,11 @@ async fn explain_of<K: Governed>(cluster: &Cluster, object: ObjectRef, policies:
     Ok(explanation.exit_code)
 }
 
-/// The error of an object `explain` did not find.
-fn not_found(kind: Kind, namespace: String, name: String) -> CheckError {
+/// What a missing object of an optional kind may mean: ` (or the API server serves no …)`.
+fn unserved(kind: Kind) -> String {
     match kind.info().optional_api {
-        None => CheckError::NotFound { namespace, name },
-        Some(_) => CheckError::GatewayNotFound { namespace, name },
+        None => String::new(),
+        Some(_) => with_kind!(kind, K => format!(" (or the API server serves no {})", K::LISTED)),
     }
 }
 

@@ -393,4 +393,12 @@ policies:
     );
 }
 
+/// `explain` of a missing object says so in its kind's words, whatever the kind.
+#[test]
+fn a_missing_object_is_named_by_its_kind() {
+    let missing = |kind| super::CheckError::NotFound { kind, namespace: "ns".into(), name: "x".into() }.to_string();
+    assert_eq!(missing(super::Kind::Ingress), "Ingress ns/x not found");
+    assert_eq!(missing(super::Kind::Gateway), "Gateway ns/x not found (or the API server serves no Gateways)");
+}
+
 mod gateway;
