@@ -1,8 +1,9 @@
 //! The governed kinds: what differs between an Ingress and a Gateway on the wire, said once per
 //! kind ([`Governed`], implemented in `kind/ingress.rs` and `kind/gateway.rs`), and the one
 //! [`Kind`] value that names a kind everywhere else (logs, metrics, audit, policies). The review,
-//! the decision and the reconciler are written once over [`Governed`], as linkerd2's
-//! policy-controller admits every resource through one `admit_spec::<T>` over `Validate<T>`.
+//! the decision, the reconciler, `check`/`explain` and the admission policies are written once
+//! over [`Governed`], as linkerd2's policy-controller admits every resource through one
+//! `admit_spec::<T>` over `Validate<T>`.
 
 use std::{borrow::Cow, fmt};
 
