@@ -9,17 +9,16 @@
 //! a pathological object), and such a write must not be stored unchecked. The mutation's cost
 //! does not depend on the write at all: it sets a literal.
 
-mod cel;
+pub(crate) mod cel;
 pub(crate) mod desired;
 pub(crate) mod enforced;
-pub(crate) mod gateway;
 pub(crate) mod keeper;
 pub(crate) mod served;
 
 use serde_json::{Value, json};
 
 use crate::{
-    address::{Address, Addresses},
+    address::Address,
     policy::{ClassScope, Mode, Policies, Policy},
 };
 
@@ -133,7 +132,7 @@ pub(crate) enum RenderError {
     Empty(String),
     #[error(
         "policy {policy:?}: canonical entry {entry} holds one of {:?}, which the admission policy's comparison cannot tell apart",
-        cel::SEPARATORS
+        crate::kind::ingress::admission::SEPARATORS
     )]
     Separator { policy: String, entry: String },
     #[error(
@@ -143,8 +142,8 @@ pub(crate) enum RenderError {
     TooManyForGateway { policy: String, entries: usize },
 }
 
-/// The objects for one policy: the admission policy, then its binding.
-pub(crate) fn render(
+/// The objects for one policy of kind `K`: the admission policy, then its binding.
+pub(crate) fn render<K: crate::kind::Governed>(
     policy: &Policy,
     canonical: &[Address],
     governed: &Governed,
@@ -153,39 +152,21 @@ pub(crate) fn render(
     if canonical.is_empty() {
         return Err(RenderError::Empty(policy.name.clone()));
     }
-    if let Some(a) = canonical.iter().find(|a| {
-        let fields = a.ports.iter().flat_map(|p| [Some(&p.protocol), p.error.as_ref()]).flatten();
-        a.ip.iter().chain(&a.hostname).chain(fields).any(|s| s.contains(cel::SEPARATORS))
-    }) {
-        return Err(RenderError::Separator { policy: policy.name.clone(), entry: a.to_string() });
-    }
-    let name = object_name(&policy.name);
-    let match_conditions = match governed {
-        Governed::Everything => Vec::new(),
-        Governed::Classes { names, without_class } => {
-            vec![json!({"name": "governed-class", "expression": cel::class_condition(names, *without_class)})]
-        }
-    };
-    let match_constraints = json!({
-        "resourceRules": [{
-            "apiGroups": ["networking.k8s.io"],
-            "apiVersions": ["v1"],
-            "operations": ["UPDATE"],
-            "resources": ["ingresses/status"],
-        }],
-    });
-    let shape = Shape {
-        match_constraints,
-        match_conditions: json!(match_conditions),
-        patch: cel::patch(canonical),
-        written: cel::WRITTEN_KEYS,
-        same_set: cel::same_set(canonical),
-        message: message(&policy.name, canonical),
-    };
-    Ok(objects(policy, &name, api, shape))
+    let shape = K::admission_shape(policy, canonical, governed)?;
+    Ok(objects(policy, &object_name_of(policy), api, shape))
 }
 
-/// What an Ingress policy's and a Gateway policy's admission objects differ in.
+/// The facts of classes read as name → controller (GatewayClasses), none of them a default.
+pub(crate) fn facts(classes: &std::collections::BTreeMap<String, Option<String>>) -> Vec<ClassFact> {
+    let fact = |(name, controller): (&String, &Option<String>)| ClassFact {
+        name: name.clone(),
+        controller: controller.clone(),
+        default: false,
+    };
+    classes.iter().map(fact).collect()
+}
+
+/// What one kind's admission objects say of its status ([`crate::kind::Governed::admission_shape`]).
 pub(crate) struct Shape {
     /// The resources matched (`matchConstraints`).
     pub(crate) match_constraints: Value,
@@ -266,15 +247,17 @@ pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape
     vec![policy_object, binding]
 }
 
-/// What a refused (`deny`) or reported (`audit`) write is told: the webhook's message without
-/// the written value, which a static message cannot know.
-fn message(policy: &str, canonical: &[Address]) -> String {
-    format!("ingress-status-guard policy {policy:?} requires status.loadBalancer.ingress [{}]", Addresses(canonical))
-}
-
 /// Longest object name rendered: a DNS-1123 label, valid for every kind whatever it requires.
 const MAX_NAME: usize = 63;
 const PREFIX: &str = "ingress-status-guard-";
+
+/// The name of `policy`'s admission objects: [`object_name`] of its name, after its kind's
+/// prefix ([`Governed::ADMISSION_PREFIX`](crate::kind::Governed::ADMISSION_PREFIX)), so an
+/// Ingress and a Gateway policy of one name never share objects.
+pub(crate) fn object_name_of(policy: &crate::policy::Policy) -> String {
+    use crate::kind::Governed as _;
+    crate::kind::with_kind!(policy.kind, K => object_name(&format!("{}{}", K::ADMISSION_PREFIX, policy.name)))
+}
 
 /// `ingress-status-guard-<policy>` when the policy name is a short DNS-1123 label; otherwise
 /// its lowercased alphanumerics and dashes, cut, with a hash of the full name appended, so

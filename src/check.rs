@@ -1,39 +1,38 @@
-//! `check` and `explain`: the drift report operators and CI run. Stored Ingresses and their
-//! sources are read with one-shot GETs, then judged by the webhook's own [`decide`](crate::decision::decide) (and, for
-//! `explain`, answered by its own [`render`](crate::review::render)). Pure report building from values; the I/O is the
-//! thin async functions at the end. Nothing is written to the cluster.
+//! `check` and `explain`: the drift report operators and CI run. Stored Ingresses and Gateways
+//! and their sources are read with one-shot GETs, then judged by the webhook's own
+//! [`decide`](crate::decision::decide) (and, for `explain`, answered by its own
+//! [`render`](crate::review::render)). The report and the explanation are built from values
+//! (`report`, `explain`); the async functions here only read and print. Nothing is written to
+//! the cluster.
 
 mod admission;
 mod explain;
-pub(crate) mod explain_gateway;
 mod fetch;
 mod fleet;
 mod report;
-mod snapshot;
 
 use std::{process::ExitCode, time::Duration};
 
+pub(crate) use crate::kind::Kind;
 use clap::ValueEnum;
-use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 
 use crate::{
-    client::{self, ClientError, Target},
-    kind::ingress::Stored,
+    client::{RequestError, Target, bounded},
+    kind::gateway::Gateways,
+    kind::ingress::Ingresses,
+    kind::{Governed, with_kind},
     policy::Policies,
+    sources::snapshot,
 };
 use explain::explain;
-pub(crate) use fetch::{bounded, describe, list_all, snapshot};
-use fetch::{gateway_classes, stored_gateways, stored_ingresses};
+use fetch::{gateway_classes, stored};
 pub(crate) use fleet::check_fleet;
 use report::Report;
 pub(crate) use report::align;
-#[cfg(test)]
-pub(crate) use snapshot::{Fetched, Snapshot};
-/// Ingresses per list request: bounds what one page holds in memory.
+
+/// Objects per list request: bounds what one page holds in memory.
 const PAGE_SIZE: u32 = 500;
-/// A class is shown as read; an annotation value can be anything, so it is cut and quoted.
-const MAX_CLASS_CHARS: usize = 80;
 
 /// How `check` and `explain` reach the cluster.
 #[derive(Debug, Clone)]
@@ -53,23 +52,6 @@ pub(crate) enum Output {
     Json,
 }
 
-/// Which kind of object a row of `check` is, and what `--kind` keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Kind {
-    Ingress,
-    Gateway,
-}
-
-impl Kind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Kind::Ingress => "ingress",
-            Kind::Gateway => "gateway",
-        }
-    }
-}
-
 /// What `check` reads: a namespace (default: all), a kind (default: both).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Scope<'a> {
@@ -78,46 +60,44 @@ pub(crate) struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn ingresses(&self) -> bool {
-        self.kind != Some(Kind::Gateway)
-    }
-
-    /// Gateways are read when asked for, or when a Gateway policy could govern one: an
-    /// Ingress-only setup needs no right on Gateways, and its report stays as it was.
-    fn gateways(&self, policies: &Policies) -> bool {
+    /// Whether objects of `kind` are read: when asked for; else always for a kind every API
+    /// server serves, and for an optional kind (a CRD) when a policy could govern one, so an
+    /// Ingress-only setup needs no right on Gateways and its report stays as it was.
+    fn reads(&self, kind: Kind, policies: &Policies) -> bool {
         match self.kind {
-            Some(kind) => kind == Kind::Gateway,
-            None => policies.gateway_policies().next().is_some(),
+            Some(asked) => asked == kind,
+            None => kind.info().optional_api.is_none() || policies.of(kind).next().is_some(),
         }
     }
+}
+
+/// The one object `explain` is asked about: its kind, its namespace (`None`: `--namespace`,
+/// else the context's, as kubectl reads names) and its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ObjectRef {
+    pub kind: Kind,
+    pub namespace: Option<String>,
+    pub name: String,
 }
 
 /// What stops `check` or `explain` (exit code 2), each saying what to fix.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CheckError {
-    #[error("cannot build a Kubernetes client: {0}; pass --kubeconfig or run in a cluster")]
-    Client(#[from] ClientError),
+    /// The client could not be built, or a request failed.
+    #[error(transparent)]
+    Request(#[from] RequestError),
     #[error("`--namespace {flag}` and {namespace}/{name} name two namespaces; pass one")]
     TwoNamespaces { flag: String, namespace: String, name: String },
     #[error("the kubeconfig has no contexts for --all-contexts; `kubectl config get-contexts` lists them")]
     NoContexts,
     #[error("no cluster could be read: every context failed (rows above)")]
     EveryClusterFailed,
-    #[error(
-        "cannot {what}: {detail}; check --kubeconfig, that the API server is reachable and that this identity may read it"
-    )]
-    Api { what: String, detail: String },
-    #[error("cannot {what}: no answer from the API server within {timeout:?} (--request-timeout); is it reachable?")]
-    Timeout { what: String, timeout: Duration },
-    #[error("Ingress {namespace}/{name} not found")]
-    NotFound { namespace: String, name: String },
-    #[error("Gateway {namespace}/{name} not found (or the API server serves no Gateways)")]
-    GatewayNotFound { namespace: String, name: String },
+    /// An optional kind (a CRD) may be missing because its API is not served.
+    #[error("{kind} {namespace}/{name} not found{}", unserved(*kind))]
+    NotFound { kind: Kind, namespace: String, name: String },
     #[error(transparent)]
     Scope(#[from] crate::scope::ReadError),
 }
-
-// ---- Pure: stored Ingresses, fetched sources, the report ----
 
 /// Runs `check`: prints the report, returns 0, 1 (drift) or an error (2).
 pub(crate) async fn check(
@@ -134,24 +114,24 @@ pub(crate) async fn check(
 /// Reads one cluster and judges every stored Ingress and Gateway in `scope`.
 async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Result<Report, CheckError> {
     let timeout = cluster.request_timeout;
-    let client = connect(cluster).await?;
+    let client = cluster.connect().await?;
     // The Ingress list comes first: its errors (unreachable, forbidden) are the ones to show.
-    let ingresses = match scope.ingresses() {
-        true => Some(stored_ingresses(&client, scope.namespace, timeout).await?),
+    let ingresses = match scope.reads(Kind::Ingress, policies) {
+        true => stored::<Ingresses>(&client, scope.namespace, timeout).await?,
         false => None,
     };
     let policies = &scoped(&client, cluster, policies).await?;
-    let mut sources = snapshot(&client, policies, timeout).await?;
-    let mut report = match &ingresses {
-        Some(stored) => Report::build(stored, policies, &sources),
-        None => Report::empty(),
-    };
-    if scope.gateways(policies) {
-        let stored = stored_gateways(&client, scope.namespace, timeout).await?;
+    let mut sources = snapshot::read(&client, policies, timeout).await?;
+    let mut report = Report::empty();
+    if let Some(stored) = &ingresses {
+        report.add(Some(stored), policies, &sources);
+    }
+    if scope.reads(Kind::Gateway, policies) {
+        let stored = stored::<Gateways>(&client, scope.namespace, timeout).await?;
         if stored.is_some() && policies.need_gateway_classes() {
             sources.1.gateway_classes.extend(gateway_classes(&client, timeout).await?);
         }
-        report.add_gateways(stored.as_deref(), policies, &sources);
+        report.add(stored.as_deref(), policies, &sources);
     }
     let found = admission::fetch(&client, policies, timeout).await?;
     report.admission_policies = admission::compare(policies, &sources, &found);
@@ -165,64 +145,56 @@ async fn scoped(client: &kube::Client, cluster: &Cluster, policies: &Policies) -
     Ok(scope.map_or_else(|| policies.clone(), |scope| policies.within(&scope)))
 }
 
-/// The client, within `--request-timeout`: a kubeconfig's exec credential plugin may hang,
-/// and in a fleet one such context must not hold up the report.
-pub(crate) async fn connect(cluster: &Cluster) -> Result<kube::Client, CheckError> {
-    let timeout = cluster.request_timeout;
-    match tokio::time::timeout(timeout, client::connect(&cluster.target)).await {
-        Ok(connected) => Ok(connected?),
-        Err(_) => Err(CheckError::Timeout { what: "build a Kubernetes client".into(), timeout }),
+impl Cluster {
+    /// The client, within `--request-timeout` ([`crate::client::connect_within`]).
+    pub(crate) async fn connect(&self) -> Result<kube::Client, RequestError> {
+        crate::client::connect_within(&self.target, self.request_timeout).await
     }
 }
 
 /// Runs `explain`: prints the explanation, returns 0, 1 (drift or unresolved) or an error (2).
-/// Without a namespace, the Ingress is looked up in the context's namespace, as kubectl does.
-pub(crate) async fn explain_one(
-    cluster: &Cluster,
-    (namespace, name): (Option<String>, String),
-    policies: &Policies,
-) -> Result<u8, CheckError> {
-    let timeout = cluster.request_timeout;
-    let client = connect(cluster).await?;
-    let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
-    let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
-    let ingress = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(&name))
-        .await?
-        .ok_or_else(|| CheckError::NotFound { namespace: namespace.clone(), name: name.clone() })?;
-    let policies = &scoped(&client, cluster, policies).await?;
-    let sources = snapshot(&client, policies, timeout).await?;
-    let found = admission::fetch(&client, policies, timeout).await?;
-    let stored = Stored::of(&ingress);
-    let mut explanation = explain(&stored, policies, &sources);
-    explain::add_admission(&mut explanation, &stored, policies, &sources, &found);
-    print!("{}", explanation.text());
-    Ok(explanation.exit_code)
+/// Without a namespace, the object is looked up in the context's namespace, as kubectl does.
+pub(crate) async fn explain_one(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
+    with_kind!(object.kind, K => explain_of::<K>(cluster, object, policies).await)
 }
 
-/// Runs `explain gateway/NAMESPACE/NAME`: prints the explanation, returns its exit code.
-pub(crate) async fn explain_gateway_one(
-    cluster: &Cluster,
-    (namespace, name): (Option<String>, String),
-    policies: &Policies,
-) -> Result<u8, CheckError> {
+/// [`explain_one`] of an object of kind `K`.
+async fn explain_of<K: Governed>(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
+    let ObjectRef { kind, namespace, name } = object;
     let timeout = cluster.request_timeout;
-    let client = connect(cluster).await?;
+    let client = cluster.connect().await?;
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
-    let api: Api<crate::kind::gateway::LeanGateway> = Api::namespaced(client.clone(), &namespace);
-    let gateway = bounded(|| format!("get Gateway {namespace}/{name}"), timeout, api.get_opt(&name))
+    let api: Api<K::Read> = Api::namespaced(client.clone(), &namespace);
+    let object = bounded(|| format!("get {kind} {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
-        .ok_or_else(|| CheckError::GatewayNotFound { namespace: namespace.clone(), name: name.clone() })?;
-    let write = explain_gateway::write_of(gateway);
+        .ok_or_else(|| CheckError::NotFound { kind, namespace: namespace.clone(), name: name.clone() })?;
+    let stored = K::stored(object);
+    let write = K::stored_write(&stored);
     let policies = &scoped(&client, cluster, policies).await?;
-    let mut sources = snapshot(&client, policies, timeout).await?;
-    if let Some(class) = write.class.as_deref().filter(|_| policies.need_gateway_classes()) {
+    let mut sources = snapshot::read(&client, policies, timeout).await?;
+    // The snapshot reads a kind's classes to find its default; a kind without a default class
+    // (Gateways) has the one class its object names read here, when a policy matches by it.
+    let one_class = policies.need_classes(kind) && !kind.info().default_class;
+    if let Some(class) = write.class.as_deref().filter(|_| one_class) {
         let api: Api<crate::kind::gateway::LeanGatewayClass> = Api::all(client.clone());
         let found = bounded(|| format!("get GatewayClass {class}"), timeout, api.get_opt(class)).await?;
         sources.1.gateway_classes.insert(class.to_owned(), found.and_then(|c| c.controller));
     }
-    let explanation = explain_gateway::explain(&write, policies, &sources);
+    let found = admission::fetch(&client, policies, timeout).await?;
+    let mut explanation = explain::<K>(&stored, policies, &sources);
+    let governing = explain::governing(&crate::decision::decide(write, policies, &sources))
+        .map(|p| (p, crate::admission_policy::object_name_of(p)));
+    explain::add_admission(&mut explanation, governing, policies, &sources, &found);
     print!("{}", explanation.text());
     Ok(explanation.exit_code)
+}
+
+/// What a missing object of an optional kind may mean: ` (or the API server serves no …)`.
+fn unserved(kind: Kind) -> String {
+    match kind.info().optional_api {
+        None => String::new(),
+        Some(_) => with_kind!(kind, K => format!(" (or the API server serves no {})", K::LISTED)),
+    }
 }
 
 /// The process exit code of `check` or `explain`: every error is 2, as clap's usage errors are.

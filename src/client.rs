@@ -1,7 +1,8 @@
 //! The Kubernetes client every command that talks to a cluster uses: from a kubeconfig file, or
 //! inferred (in-cluster service account, then `KUBECONFIG`, then `~/.kube/config`); and what the
-//! API server's version tells about the fields it stores; and who this process is in the
-//! cluster ([`PodIdentity`]).
+//! API server's version tells about the fields it stores; who this process is in the cluster
+//! ([`PodIdentity`]); and the one-shot reads of the commands (a deadline per call, paging, an
+//! error that keeps the [`kube::Error`]).
 
 use std::{
     future::Future,
@@ -137,6 +138,116 @@ pub(crate) async fn within<T>(
     }
 }
 
+// ---- One-shot reads: `check`, `explain` and `cutover` ----
+
+/// Why a one-shot command could not read (or write) what it needed: the client, or one
+/// request, which keeps the API server's answer ([`kube::Error`]) for callers to match on.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RequestError {
+    #[error("cannot build a Kubernetes client: {0}; pass --kubeconfig or run in a cluster")]
+    Client(#[from] ClientError),
+    #[error(
+        "cannot {what}: {}; check --kubeconfig, that the API server is reachable and that this identity may read it",
+        describe(.source)
+    )]
+    Api { what: String, source: kube::Error },
+    #[error("cannot {what}: no answer from the API server within {timeout:?} (--request-timeout); is it reachable?")]
+    Timeout { what: String, timeout: Duration },
+}
+
+impl RequestError {
+    /// The HTTP status code the API server refused the request with (404, 403, 409...).
+    pub(crate) fn code(&self) -> Option<u16> {
+        match self {
+            RequestError::Api { source: kube::Error::Api(status), .. } => Some(status.code),
+            _ => None,
+        }
+    }
+}
+
+/// A client for `target` within `timeout`: a kubeconfig's exec credential plugin may hang, and
+/// in a fleet one such context must not hold up the report.
+pub(crate) async fn connect_within(target: &Target, timeout: Duration) -> Result<kube::Client, RequestError> {
+    match tokio::time::timeout(timeout, connect(target)).await {
+        Ok(connected) => Ok(connected?),
+        Err(_) => Err(RequestError::Timeout { what: "build a Kubernetes client".into(), timeout }),
+    }
+}
+
+/// `call` within `timeout` ([`within`]), its failure saying what it was for (`what`, built
+/// only on failure).
+pub(crate) async fn bounded<T>(
+    what: impl Fn() -> String,
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, RequestError> {
+    within(timeout, call).await.map_err(|e| match e {
+        CallError::Api(source) => RequestError::Api { what: what(), source },
+        CallError::Timeout(timeout) => RequestError::Timeout { what: what(), timeout },
+    })
+}
+
+/// A kube error in one line: the API server's own message, or the causes down to the socket
+/// ("client error (Connect)" alone does not say that the connection was refused).
+pub(crate) fn describe(e: &kube::Error) -> String {
+    if let kube::Error::Api(status) = e {
+        return format!("{} (HTTP {} {})", status.message, status.code, status.reason);
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// Lists every object of `api` page by page (`params` sets the page size), keeping only what
+/// `keep` makes of each, so at most one page of whole objects is held at a time; each page
+/// within `timeout`.
+pub(crate) async fn list_all<K, T>(
+    api: &kube::Api<K>,
+    mut params: kube::api::ListParams,
+    what: &str,
+    timeout: Duration,
+    mut keep: impl FnMut(K) -> T,
+) -> Result<Vec<T>, RequestError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut kept = Vec::new();
+    loop {
+        let page = bounded(|| format!("list {what}"), timeout, api.list(&params)).await?;
+        kept.extend(page.items.into_iter().map(&mut keep));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(kept),
+        }
+    }
+}
+
+/// As [`list_all`], but `None` when the API server serves no such resource (a 404: its CRD is
+/// not installed), which for a custom resource is a state to report, not an error.
+pub(crate) async fn list_served<K, T>(
+    api: &kube::Api<K>,
+    params: kube::api::ListParams,
+    what: &str,
+    timeout: Duration,
+    keep: impl FnMut(K) -> T,
+) -> Result<Option<Vec<T>>, RequestError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    match list_all(api, params, what, timeout, keep).await {
+        Ok(kept) => Ok(Some(kept)),
+        Err(e) if e.code() == Some(404) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The webhook's own Pod, as the Downward API names it (`POD_NAME`, `POD_NAMESPACE`); read once
 /// by the command line, an empty value counting as absent. Leader election takes its identity
 /// and default namespace from it, Events their reporting instance and the Pod they are about.
@@ -217,6 +328,23 @@ mod tests {
         let missing = dir.path().join("missing");
         let Err(e) = super::context_names(Some(&missing)) else { panic!("missing file accepted") };
         assert!(e.to_string().starts_with(&format!("kubeconfig {}: ", missing.display())), "{e}");
+    }
+
+    #[test]
+    fn kube_errors_read_in_one_line() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "code": 403, "reason": "Forbidden",
+            "message": "ingresses.networking.k8s.io is forbidden: User \"x\" cannot list resource \"ingresses\""
+        }))
+        .unwrap();
+        assert_eq!(
+            super::describe(&kube::Error::Api(Box::new(status))),
+            "ingresses.networking.k8s.io is forbidden: User \"x\" cannot list resource \"ingresses\" (HTTP 403 Forbidden)"
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "tcp connect error: Connection refused");
+        let text = super::describe(&kube::Error::Service(Box::new(io)));
+        assert!(text.ends_with("tcp connect error: Connection refused"), "{text}");
+        assert_eq!(text.matches("Connection refused").count(), 1, "causes are not repeated: {text}");
     }
 
     #[test]

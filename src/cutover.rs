@@ -27,8 +27,10 @@ use edit::{EditError, SizeError};
 use plan::{Plan, Seen};
 
 use crate::{
-    check::{self, CheckError, Cluster},
+    check::Cluster,
+    client::{RequestError, bounded, list_all},
     policy::{ConfigError, Mode, Policies},
+    sources::snapshot,
 };
 
 /// The field manager of the ConfigMap's key and annotation after a cutover.
@@ -84,7 +86,7 @@ pub(crate) struct Settings {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CutoverError {
     #[error(transparent)]
-    Cluster(#[from] CheckError),
+    Cluster(#[from] RequestError),
     #[error("--config-map {0}: ConfigMap not found")]
     NoConfigMap(ConfigMapRef),
     #[error("--key {key}: ConfigMap {config_map} has no key {key:?} (it has: {known})")]
@@ -131,12 +133,12 @@ impl CutoverError {
 /// Runs a cutover (plan, then unless `--dry-run` act and follow); `Ok` is exit 0.
 pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     let timeout = settings.cluster.request_timeout;
-    let client = check::connect(&settings.cluster).await?;
+    let client = settings.cluster.connect().await?;
     let (namespace, name) = &settings.config_map;
     let namespace = namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
     let cm_ref = &ConfigMapRef { namespace, name: name.clone() };
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &cm_ref.namespace);
-    let config_map = check::bounded(|| format!("get ConfigMap {cm_ref}"), timeout, api.get_opt(&cm_ref.name))
+    let config_map = bounded(|| format!("get ConfigMap {cm_ref}"), timeout, api.get_opt(&cm_ref.name))
         .await
         .map_err(|e| forbidden_or(e, cm_ref))?
         .ok_or_else(|| CutoverError::NoConfigMap(cm_ref.clone()))?;
@@ -170,7 +172,7 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
         check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, current)?;
     }
     let from = before.as_ref().and_then(|p| p.iter().find(|p| p.name == settings.policy));
-    let sources = check::snapshot(&client, &policies, timeout).await?;
+    let sources = snapshot::read(&client, &policies, timeout).await?;
     let stored = stored(&client, timeout).await?;
     let plan = Plan::build(&stored, &policies, &sources, &settings.policy, from);
     let mut show = show::Show::new(settings.output, std::io::stdout().is_terminal());
@@ -266,14 +268,11 @@ async fn apply(
     let timeout = settings.cluster.request_timeout;
     let patch = Patch::Apply(&body);
     let call = api.patch(&cm_ref.name, &params, &patch);
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(cm)) => Ok(cm.metadata.resource_version.unwrap_or_default()),
-        Ok(Err(kube::Error::Api(status))) if status.code == 403 => Err(CutoverError::Forbidden(cm_ref.clone())),
-        Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(CutoverError::Conflict(cm_ref.clone())),
-        Ok(Err(e)) => {
-            Err(CheckError::Api { what: format!("apply ConfigMap {cm_ref}"), detail: check::describe(&e) }.into())
-        }
-        Err(_) => Err(CheckError::Timeout { what: format!("apply ConfigMap {cm_ref}"), timeout }.into()),
+    match bounded(|| format!("apply ConfigMap {cm_ref}"), timeout, call).await {
+        Ok(cm) => Ok(cm.metadata.resource_version.unwrap_or_default()),
+        Err(e) if e.code() == Some(403) => Err(CutoverError::Forbidden(cm_ref.clone())),
+        Err(e) if e.code() == Some(409) => Err(CutoverError::Conflict(cm_ref.clone())),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -295,7 +294,7 @@ async fn may_patch(client: &Client, cm_ref: &ConfigMapRef, timeout: Duration) ->
         ..SelfSubjectAccessReview::default()
     };
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let answer = check::bounded(
+    let answer = bounded(
         || "ask whether this identity may patch the ConfigMap".to_owned(),
         timeout,
         api.create(&PostParams::default(), &review),
@@ -305,17 +304,17 @@ async fn may_patch(client: &Client, cm_ref: &ConfigMapRef, timeout: Duration) ->
 }
 
 /// A 403 reading the ConfigMap is the same missing right as one patching it.
-fn forbidden_or(e: CheckError, cm_ref: &ConfigMapRef) -> CutoverError {
-    match &e {
-        CheckError::Api { detail, .. } if detail.contains("(HTTP 403 ") => CutoverError::Forbidden(cm_ref.clone()),
+fn forbidden_or(e: RequestError, cm_ref: &ConfigMapRef) -> CutoverError {
+    match e.code() {
+        Some(403) => CutoverError::Forbidden(cm_ref.clone()),
         _ => e.into(),
     }
 }
 
 /// Every Ingress, page by page, as the plan keeps it.
-async fn stored(client: &Client, timeout: Duration) -> Result<Vec<Seen>, CheckError> {
+async fn stored(client: &Client, timeout: Duration) -> Result<Vec<Seen>, RequestError> {
     let api: Api<k8s_openapi::api::networking::v1::Ingress> = Api::all(client.clone());
-    check::list_all(&api, ListParams::default().limit(PAGE_SIZE), "Ingresses", timeout, |i| Seen::of(&i)).await
+    list_all(&api, ListParams::default().limit(PAGE_SIZE), "Ingresses", timeout, |i| Seen::of(&i)).await
 }
 
 fn known_keys(data: &BTreeMap<String, String>) -> String {

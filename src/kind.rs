@@ -1,8 +1,9 @@
 //! The governed kinds: what differs between an Ingress and a Gateway on the wire, said once per
 //! kind ([`Governed`], implemented in `kind/ingress.rs` and `kind/gateway.rs`), and the one
 //! [`Kind`] value that names a kind everywhere else (logs, metrics, audit, policies). The review,
-//! the decision and the reconciler are written once over [`Governed`], as linkerd2's
-//! policy-controller admits every resource through one `admit_spec::<T>` over `Validate<T>`.
+//! the decision, the reconciler, `check`/`explain` and the admission policies are written once
+//! over [`Governed`], as linkerd2's policy-controller admits every resource through one
+//! `admit_spec::<T>` over `Validate<T>`.
 
 use std::{borrow::Cow, fmt};
 
@@ -12,6 +13,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
     address::Address,
+    policy::{ClassRule, Policies, Policy},
     sources::{Sources, Unresolved},
 };
 
@@ -102,6 +104,24 @@ macro_rules! object_event {
     };
 }
 pub(crate) use object_event;
+
+/// Runs `$body` with `$K` the [`Governed`] type of kind value `$kind`: the one place that
+/// maps a [`Kind`] value to its type, for code written once over [`Governed`].
+macro_rules! with_kind {
+    ($kind:expr, $K:ident => $body:expr) => {
+        match $kind {
+            $crate::kind::Kind::Ingress => {
+                type $K = $crate::kind::ingress::Ingresses;
+                $body
+            }
+            $crate::kind::Kind::Gateway => {
+                type $K = $crate::kind::gateway::Gateways;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_kind;
 
 /// A write of a governed object's status (from a review, or a stored object), as the decision
 /// sees it: which object, its class, and the entries of its status list, bounded.
@@ -221,4 +241,62 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
 
     /// The cluster's default classes with their controllers (kinds without a default: none).
     fn default_classes(sources: &dyn Sources) -> Vec<(String, Option<String>)>;
+
+    // `check` and `explain`, written once in `check/`, show a stored object in its kind's words.
+
+    /// The object as `check` and `explain` read it from the API server.
+    type Read: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static;
+    /// A stored object as `explain` shows it: its write, and what the wire says beside it.
+    type Stored: fmt::Debug + Send + Sync;
+    /// The objects as a failed list names them (`Ingresses`).
+    const LISTED: &'static str;
+    /// What precedes a policy's name in the name of its admission objects.
+    const ADMISSION_PREFIX: &'static str;
+
+    /// What `check` and `explain` judge of `object`: its class as it is (never a lean
+    /// projection's stand-in), so the report shows what the operator wrote.
+    fn stored(object: Self::Read) -> Self::Stored;
+
+    /// The write a stored object stands for.
+    fn stored_write(stored: &Self::Stored) -> &Write<Self::Entry>;
+
+    /// The review of a write of the stored value, which `explain` answers with the webhook's
+    /// own render.
+    fn review_target(stored: &Self::Stored) -> crate::review::Target<'static>;
+
+    /// `explain`'s `Class` line: the class, and where it came from or what it is.
+    fn class_shown(stored: &Self::Stored, sources: &dyn Sources) -> String;
+
+    /// What `explain`'s `Policy` line says after a governing policy's mode ("" or `; governs …`).
+    fn governs_shown(policy: &Policy) -> String;
+
+    /// `explain`'s `Policy` line when no policy governs: what each policy of the kind governs.
+    fn none_shown(policies: &Policies) -> String;
+
+    /// A class rule as `explain`'s `Rule` line says it, in the kind's policy fields.
+    fn rule_shown(rule: &ClassRule) -> String;
+
+    /// `explain`'s `Stored` line.
+    fn stored_shown(write: &Write<Self::Entry>) -> String;
+
+    /// `explain`'s `Canonical` line for a canonical write: what it shows as the canonical value.
+    fn canonical_shown(write: &Write<Self::Entry>, policy: &Policy, sources: &dyn Sources) -> String;
+
+    /// Whether `explain` says `State: NOT GOVERNED` of an object no policy governs.
+    const NOT_GOVERNED_SHOWN: bool;
+
+    /// The kind's part of a policy's admission objects (`--admission=policy`) for a non-empty
+    /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
+    /// compares the status list; or why the list cannot be rendered.
+    fn admission_shape(
+        policy: &Policy,
+        canonical: &[Address],
+        governed: &crate::admission_policy::Governed,
+    ) -> Result<crate::admission_policy::Shape, crate::admission_policy::RenderError>;
 }

@@ -12,6 +12,7 @@ pub(crate) mod nodeip;
 pub(crate) mod owned;
 pub(crate) mod published;
 pub(crate) mod service;
+pub(crate) mod snapshot;
 pub(crate) mod watches;
 
 pub use nodeip::NodeAddrs;
@@ -67,6 +68,25 @@ pub enum Unresolved {
     /// Every source of a policy with several is unresolved.
     #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     All(Vec<Unresolved>),
+}
+
+impl Unresolved {
+    /// A source not read yet (its watch has not listed): no fact about the cluster, so nothing
+    /// there is replaced or removed on its account until it is read.
+    pub(crate) fn not_read_yet(&self) -> bool {
+        match self {
+            Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_) | Unresolved::GatewayNotSynced(_) => true,
+            Unresolved::All(all) => all.iter().any(Unresolved::not_read_yet),
+            _ => false,
+        }
+    }
+}
+
+/// Whether every source of `policy` has been read at least once: the rule by which the
+/// reconciler patches and the admission-policy keeper renders or sweeps (a reload may add a
+/// source after the sources as a whole have synced).
+pub(crate) fn every_source_read(policy: &Policy, sources: &dyn Sources) -> bool {
+    sources.synced() && policy.sources.iter().all(|s| !sources.source(s).is_err_and(|e| e.not_read_yet()))
 }
 
 /// Lookup of the current canonical addresses of a policy. Implemented by [`SourceCache`];

@@ -7,11 +7,12 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{ApiVersion, ClassFact, governed_in_order, object_name, render};
+use super::{ApiVersion, ClassFact, Governed, RenderError, facts, governed_in_order, object_name_of, render};
 use crate::{
     address::Address,
-    policy::{OnUnresolved, Policies},
-    sources::{Sources, Unresolved},
+    kind::{gateway::Gateways, ingress::Ingresses},
+    policy::{OnUnresolved, Policies, Policy},
+    sources::{Sources, Unresolved, every_source_read},
 };
 
 /// Label naming the guard deployment (its leader Lease) that keeps an object: the leader
@@ -50,17 +51,20 @@ pub(crate) fn owner(namespace: &str, lease: &str) -> String {
     if valid { full } else { format!("h-{:08x}", super::fnv1a(full.as_bytes())) }
 }
 
-/// A source that has not been read yet: what is in the cluster stays until it is.
-fn not_known_yet(e: &Unresolved) -> bool {
-    match e {
-        Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_) => true,
-        Unresolved::All(all) => all.iter().any(not_known_yet),
-        _ => false,
+/// Why `policy`'s value is not known yet: a source of it not read yet (the reconciler's rule,
+/// [`every_source_read`]). What is in the cluster then stays, neither swept nor replaced by the
+/// other sources' part, until it is read.
+fn not_read_yet(policy: &Policy, sources: &dyn Sources) -> Option<String> {
+    if every_source_read(policy, sources) {
+        return None;
     }
+    let first = policy.sources.iter().find_map(|s| sources.source(s).err().filter(Unresolved::not_read_yet));
+    Some(first.map_or_else(|| "the sources are not synced yet".to_owned(), |e| e.to_string()))
 }
 
 /// The plan for `policies` over `sources`. `classes` is `None` while the IngressClass watch has
-/// not synced: then nothing is rendered or deleted.
+/// not synced: then no Ingress policy's objects are rendered or deleted (a Gateway policy's wait
+/// on the GatewayClasses alone).
 pub(crate) fn desired(
     policies: &Policies,
     sources: &dyn Sources,
@@ -69,83 +73,90 @@ pub(crate) fn desired(
     owner: &str,
 ) -> Desired {
     let mut plan = Desired::default();
-    // Class rules resolve against every IngressClass, and what an earlier policy governs is
-    // taken out of the later ones: until the classes are known, nothing is known.
-    let Some(classes) = classes else {
-        for policy in policies.iter() {
-            plan.kept.insert(object_name(&policy.name));
-            plan.kept_policies.insert(policy.name.clone());
-            plan.skipped.push((policy.name.clone(), "IngressClasses not synced yet".to_owned()));
-        }
-        return plan;
-    };
-    let governed = governed_in_order(policies, classes);
-    for (policy, governed) in policies.iter().zip(&governed) {
-        let name = object_name(&policy.name);
-        let reason = match sources.canonical(policy) {
-            Ok(canonical) => match render(policy, &canonical, governed, api) {
-                Ok(objects) => {
-                    plan.objects.extend(objects.into_iter().map(|mut o| {
-                        o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
-                        o
-                    }));
-                    plan.values.push((policy.name.clone(), canonical.into_owned()));
-                    continue;
-                }
-                // A value the comparison cannot carry: the last rendered one stays.
-                Err(e) => {
-                    plan.kept.insert(name);
-                    plan.kept_policies.insert(policy.name.clone());
-                    plan.skipped.push((policy.name.clone(), e.to_string()));
-                    continue;
-                }
-            },
-            Err(e) => e,
-        };
-        // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation), and
-        // `deny` holds the line with the last value rendered, the strictest thing a literal can
-        // do. A source not read yet is not unresolved: nothing changes until it is.
-        if not_known_yet(&reason) || policy.on_unresolved == OnUnresolved::Deny {
-            plan.kept.insert(name);
-            plan.kept_policies.insert(policy.name.clone());
-        }
-        plan.skipped.push((policy.name.clone(), reason.to_string()));
-    }
-    gateway_policies(policies, sources, api, owner, &mut plan);
+    // Each kind's policies wait on their own class facts only. Ingress class rules resolve
+    // against every IngressClass, and what an earlier policy governs is taken out of the later
+    // ones: until the classes are known, nothing of the Ingress policies is known.
+    let ingress = classes.map(|classes| governed_in_order(policies, classes));
+    plan.kind::<Ingresses>(policies, ingress.ok_or("IngressClasses not synced yet"), sources, api, owner, true);
+    // Gateway policies: class names come from the GatewayClasses (only when a policy names
+    // controllers), and their values are not published to the reconciler (it judges Ingresses
+    // by [`Desired::values`]).
+    let classes = if policies.need_gateway_classes() { sources.gateway_classes() } else { Some(Default::default()) };
+    let gateway = classes.map(|classes| {
+        let facts = facts(&classes);
+        policies.gateway_policies().map(|p| Governed::resolve(&p.scope, &facts)).collect()
+    });
+    plan.kind::<Gateways>(policies, gateway.ok_or("GatewayClasses not synced yet"), sources, api, owner, false);
     plan
 }
 
-/// The Gateway policies' part of the plan: as for Ingress policies, but class names come from
-/// the GatewayClasses (only when a policy names controllers), and their values are not
-/// published to the reconciler (it judges Ingresses by [`Desired::values`]).
-fn gateway_policies(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &str, plan: &mut Desired) {
-    let classes = if policies.need_gateway_classes() { sources.gateway_classes() } else { Some(Default::default()) };
-    for policy in policies.gateway_policies() {
-        let name = super::gateway::object_name(&policy.name);
-        let keep = |plan: &mut Desired, why: String| {
-            plan.kept.insert(name.clone());
-            plan.kept_policies.insert(policy.name.clone());
-            plan.skipped.push((policy.name.clone(), why));
-        };
-        let Some(classes) = &classes else {
-            keep(plan, "GatewayClasses not synced yet".to_owned());
-            continue;
-        };
-        match sources.canonical(policy) {
-            Ok(canonical) => {
-                let names = super::gateway::class_names(&policy.scope, classes);
-                match super::gateway::render(policy, &canonical, &names, api) {
-                    Ok(objects) => plan.objects.extend(objects.into_iter().map(|mut o| {
-                        o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
-                        o
-                    })),
-                    Err(e) => keep(plan, e.to_string()),
+impl Desired {
+    /// The plan of the policies of kind `K`: `governed` holds their class rules in file order,
+    /// or says why their class facts are not known yet (then their objects are kept).
+    fn kind<K: crate::kind::Governed>(
+        &mut self,
+        policies: &Policies,
+        governed: Result<Vec<Governed>, &str>,
+        sources: &dyn Sources,
+        api: ApiVersion,
+        owner: &str,
+        publish: bool,
+    ) {
+        for (at, policy) in policies.of(K::KIND).enumerate() {
+            let name = object_name_of(policy);
+            match governed.as_ref().map(|all| &all[at]) {
+                Err(why) => self.keep(policy, name, (*why).to_owned()),
+                Ok(governed) => {
+                    self.one(policy, name, sources, owner, publish, |c| render::<K>(policy, c, governed, api));
                 }
             }
-            Err(reason) if not_known_yet(&reason) || policy.on_unresolved == OnUnresolved::Deny => {
-                keep(plan, reason.to_string());
+        }
+    }
+
+    /// Leaves `policy`'s objects (named `name`) as they are in the cluster, saying why.
+    fn keep(&mut self, policy: &Policy, name: String, why: String) {
+        self.kept.insert(name);
+        self.kept_policies.insert(policy.name.clone());
+        self.skipped.push((policy.name.clone(), why));
+    }
+
+    /// The plan of one policy (its objects named `name`), whatever its kind: rendered by
+    /// `render` once its value is known, else kept or left out. `publish`: the value is one the
+    /// reconciler judges by.
+    fn one(
+        &mut self,
+        policy: &Policy,
+        name: String,
+        sources: &dyn Sources,
+        owner: &str,
+        publish: bool,
+        render: impl FnOnce(&[Address]) -> Result<Vec<Value>, RenderError>,
+    ) {
+        if let Some(why) = not_read_yet(policy, sources) {
+            return self.keep(policy, name, why);
+        }
+        let canonical = match sources.canonical(policy) {
+            Ok(canonical) => canonical,
+            // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation),
+            // and `deny` holds the line with the last value rendered, the strictest thing a
+            // literal can do. (A source not read yet is not unresolved: it was kept above.)
+            Err(reason) if policy.on_unresolved == OnUnresolved::Deny => {
+                return self.keep(policy, name, reason.to_string());
             }
-            Err(reason) => plan.skipped.push((policy.name.clone(), reason.to_string())),
+            Err(reason) => return self.skipped.push((policy.name.clone(), reason.to_string())),
+        };
+        match render(&canonical) {
+            Ok(objects) => {
+                self.objects.extend(objects.into_iter().map(|mut o| {
+                    o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
+                    o
+                }));
+                if publish {
+                    self.values.push((policy.name.clone(), canonical.into_owned()));
+                }
+            }
+            // A value the comparison cannot carry: the last rendered one stays.
+            Err(e) => self.keep(policy, name, e.to_string()),
         }
     }
 }
@@ -233,6 +244,43 @@ mod tests {
         assert_eq!(plan.objects[0]["apiVersion"], "admissionregistration.k8s.io/v1beta1");
         let condition = plan.objects[0]["spec"]["matchConditions"][0]["expression"].as_str().unwrap();
         assert!(condition.contains("[\"x\"]") && condition.ends_with(": true)"), "{condition}");
+    }
+
+    /// Issue 32's drift: after a reload adds a `publishGateway`, the sources as a whole stay
+    /// synced while that Gateway's watch has not listed yet. The reconciler leaves Ingresses alone
+    /// until then (`reconcile::judge::knows_enough`); the keeper must likewise leave the policy's
+    /// objects in the cluster, not sweep them (`onUnresolved: allow`) nor replace their value with
+    /// the other sources' part (several sources), until the Gateway is read.
+    #[test]
+    fn a_publish_gateway_not_read_yet_keeps_the_objects() {
+        let file = "policies:\n\
+            - {name: ing, ingressClasses: [a], publishGateway: ns/edge}\n\
+            - {name: two, ingressClasses: [b], sources: [{publishStatusAddress: 192.0.2.1}, {publishGateway: ns/edge}]}\n\
+            - {name: gw, gatewayClasses: [eg], publishGateway: ns/edge}\n";
+        let policies = parse_file("t", file).unwrap();
+        // `Fixed` answers every Gateway as not in the cache yet (the trait's default).
+        let plan = desired(&policies, &Fixed(HashMap::new()), Some(&[]), ApiVersion::V1, "o");
+        assert!(plan.objects.is_empty(), "nothing rendered from a Gateway not read: {:?}", plan.objects);
+        for name in ["ingress-status-guard-ing", "ingress-status-guard-two", "ingress-status-guard-gateway-gw"] {
+            assert!(plan.keeps("MutatingAdmissionPolicy", name), "{name} is swept: {plan:?}");
+        }
+        assert_eq!(plan.skipped.len(), 3, "{:?}", plan.skipped);
+    }
+
+    /// Issue 32's drift: a Gateway policy's objects waited on the IngressClasses too; until
+    /// their watch synced, the plan held nothing of it, so the keeper swept them. Each kind's
+    /// policies wait only on their own class facts.
+    #[test]
+    fn gateway_policies_do_not_wait_for_the_ingress_classes() {
+        let file = "policies:\n\
+            - {name: ing, ingressClasses: [a], publishStatusAddress: 192.0.2.1}\n\
+            - {name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n";
+        let policies = parse_file("t", file).unwrap();
+        let plan = desired(&policies, &Fixed(HashMap::new()), None, ApiVersion::V1, "o");
+        assert!(plan.kept.contains("ingress-status-guard-ing"), "{plan:?}");
+        let names: Vec<&str> = plan.objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["ingress-status-guard-gateway-gw"; 2], "the Gateway policy renders: {plan:?}");
+        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-gateway-gw"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::kind::ingress::{Ingresses, admission as ingress_cel};
 use crate::{
     address::PortStatus,
     policy::{LabelSelector, OnUnresolved, Source},
@@ -55,7 +56,7 @@ fn the_canonical_list_is_a_typed_literal_with_ports_when_kept() {
         ports: vec![PortStatus { port: 443, protocol: "TCP".into(), error: Some("Pending".into()) }],
     };
     assert_eq!(
-        cel::load_balancer(&[Address::ip("192.0.2.10".parse().unwrap()), with_ports]),
+        ingress_cel::load_balancer(&[Address::ip("192.0.2.10".parse().unwrap()), with_ports]),
         "Object.status.loadBalancer{ingress: [Object.status.loadBalancer.ingress{ip: \"192.0.2.10\"}, \
          Object.status.loadBalancer.ingress{ip: \"2001:db8::1\", hostname: \"lb.example.com\", ports: \
          [Object.status.loadBalancer.ingress.ports{port: 443, protocol: \"TCP\", error: \"Pending\"}]}]}"
@@ -65,12 +66,12 @@ fn the_canonical_list_is_a_typed_literal_with_ports_when_kept() {
 #[test]
 fn class_conditions_read_the_field_then_the_annotation() {
     assert_eq!(
-        cel::class_condition(&["a".into(), "b\"".into()], false),
+        ingress_cel::class_condition(&["a".into(), "b\"".into()], false),
         "has(oldObject.spec.ingressClassName) ? oldObject.spec.ingressClassName in [\"a\", \"b\\\"\"] : \
          (has(object.metadata.annotations) && \"kubernetes.io/ingress.class\" in object.metadata.annotations \
          ? object.metadata.annotations[\"kubernetes.io/ingress.class\"] in [\"a\", \"b\\\"\"] : false)"
     );
-    assert!(cel::class_condition(&[], true).ends_with(": true)"));
+    assert!(ingress_cel::class_condition(&[], true).ends_with(": true)"));
 }
 
 #[test]
@@ -104,8 +105,9 @@ fn class_rules_resolve_controllers_and_the_default_class_into_names() {
 
 #[test]
 fn enforce_renders_a_mutating_policy_and_binding() {
-    let objects = render(&policy("edge", Mode::Enforce), &canonical(), &classes(&["nginx"], false), ApiVersion::V1)
-        .expect("renders");
+    let objects =
+        render::<Ingresses>(&policy("edge", Mode::Enforce), &canonical(), &classes(&["nginx"], false), ApiVersion::V1)
+            .expect("renders");
     let [map, binding] = &objects[..] else { panic!("two objects: {objects:?}") };
     assert_eq!(map["apiVersion"], "admissionregistration.k8s.io/v1");
     assert_eq!(map["kind"], "MutatingAdmissionPolicy");
@@ -116,16 +118,21 @@ fn enforce_renders_a_mutating_policy_and_binding() {
         map["spec"]["matchConstraints"]["resourceRules"],
         json!([{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["ingresses/status"]}])
     );
-    assert_eq!(map["spec"]["matchConditions"][0]["expression"], cel::class_condition(&["nginx".into()], false));
+    assert_eq!(map["spec"]["matchConditions"][0]["expression"], ingress_cel::class_condition(&["nginx".into()], false));
     let mutations = map["spec"]["mutations"].as_array().expect("mutations");
     assert_eq!(mutations.len(), 1);
     assert_eq!(mutations[0]["patchType"], "JSONPatch");
-    assert_eq!(mutations[0]["jsonPatch"]["expression"], cel::patch(&canonical()));
+    assert_eq!(mutations[0]["jsonPatch"]["expression"], ingress_cel::patch(&canonical()));
     assert_eq!(binding["kind"], "MutatingAdmissionPolicyBinding");
     assert_eq!(binding["spec"], json!({"policyName": "ingress-status-guard-edge"}));
 
-    let beta = render(&policy("edge", Mode::Enforce), &canonical(), &classes(&["nginx"], false), ApiVersion::V1beta1)
-        .expect("renders");
+    let beta = render::<Ingresses>(
+        &policy("edge", Mode::Enforce),
+        &canonical(),
+        &classes(&["nginx"], false),
+        ApiVersion::V1beta1,
+    )
+    .expect("renders");
     for (v1, beta) in objects.iter().zip(&beta) {
         assert_eq!(beta["apiVersion"], "admissionregistration.k8s.io/v1beta1");
         let (mut v1, mut beta) = (v1.clone(), beta.clone());
@@ -138,7 +145,8 @@ fn enforce_renders_a_mutating_policy_and_binding() {
 #[test]
 fn a_policy_of_every_class_has_no_condition() {
     let objects =
-        render(&policy("all", Mode::Enforce), &canonical(), &Governed::Everything, ApiVersion::V1).expect("renders");
+        render::<Ingresses>(&policy("all", Mode::Enforce), &canonical(), &Governed::Everything, ApiVersion::V1)
+            .expect("renders");
     assert_eq!(objects[0]["spec"]["matchConditions"], json!([]));
 }
 
@@ -148,7 +156,8 @@ fn the_namespace_selector_goes_to_the_binding() {
     p.namespace_selector = Some(LabelSelector::parse("team in (a,b),env=prod,!old,tier!=db,zone").unwrap());
     for mode in [Mode::Enforce, Mode::Deny] {
         p.mode = mode;
-        let objects = render(&p, &canonical(), &classes(&["nginx"], false), ApiVersion::V1).expect("renders");
+        let objects =
+            render::<Ingresses>(&p, &canonical(), &classes(&["nginx"], false), ApiVersion::V1).expect("renders");
         let selector = &objects[1]["spec"]["matchResources"]["namespaceSelector"];
         let mut expressions = selector["matchExpressions"].as_array().expect("expressions").clone();
         expressions.sort_by_key(|e| e["key"].as_str().unwrap_or_default().to_owned());
@@ -166,22 +175,24 @@ fn the_namespace_selector_goes_to_the_binding() {
         let back = LabelSelector::from_kube(serde_json::from_value(selector.clone()).unwrap()).unwrap();
         assert_eq!(back.to_kube(), p.namespace_selector.as_ref().unwrap().to_kube());
     }
-    let objects = render(&policy("edge", Mode::Deny), &canonical(), &Governed::Everything, ApiVersion::V1).unwrap();
+    let objects =
+        render::<Ingresses>(&policy("edge", Mode::Deny), &canonical(), &Governed::Everything, ApiVersion::V1).unwrap();
     assert!(objects[1]["spec"].get("matchResources").is_none());
 }
 
 #[test]
 fn deny_and_audit_render_a_validating_policy_naming_the_canonical_value() {
     for (mode, actions) in [(Mode::Deny, json!(["Deny"])), (Mode::Audit, json!(["Warn", "Audit"]))] {
-        let objects = render(&policy("edge", mode), &canonical(), &classes(&["nginx"], true), ApiVersion::V1beta1)
-            .expect("renders");
+        let objects =
+            render::<Ingresses>(&policy("edge", mode), &canonical(), &classes(&["nginx"], true), ApiVersion::V1beta1)
+                .expect("renders");
         let [vap, binding] = &objects[..] else { panic!("two objects: {objects:?}") };
         // ValidatingAdmissionPolicy is GA since 1.30, served wherever a MAP is.
         assert_eq!(vap["apiVersion"], "admissionregistration.k8s.io/v1");
         assert_eq!(vap["kind"], "ValidatingAdmissionPolicy");
         assert!(vap["spec"].get("mutations").is_none());
         assert_eq!(vap["spec"]["failurePolicy"], "Fail");
-        assert_eq!(vap["spec"]["variables"], json!([{"name": "written", "expression": cel::WRITTEN_KEYS}]));
+        assert_eq!(vap["spec"]["variables"], json!([{"name": "written", "expression": ingress_cel::WRITTEN_KEYS}]));
         let validation = &vap["spec"]["validations"][0];
         assert_eq!(
             validation["message"],
@@ -209,24 +220,34 @@ fn keys_tell_entries_apart_by_every_field() {
         hostname: hostname.map(str::to_owned),
         ports,
     };
-    assert_eq!(cel::key(&entry(Some("2001:db8::1"), None, vec![])), "2001:db8::1||0:");
+    assert_eq!(ingress_cel::key(&entry(Some("2001:db8::1"), None, vec![])), "2001:db8::1||0:");
     assert_eq!(
-        cel::key(&entry(Some("10.0.0.1"), Some("a.example"), vec![port(80, "TCP", None), port(443, "TCP", Some("E"))])),
+        ingress_cel::key(&entry(
+            Some("10.0.0.1"),
+            Some("a.example"),
+            vec![port(80, "TCP", None), port(443, "TCP", Some("E"))]
+        )),
         "10.0.0.1|a.example|2:80/TCP/;443/TCP/E"
     );
-    assert_ne!(cel::key(&entry(Some("a"), None, vec![])), cel::key(&entry(None, Some("a"), vec![])));
+    assert_ne!(ingress_cel::key(&entry(Some("a"), None, vec![])), ingress_cel::key(&entry(None, Some("a"), vec![])));
 }
 
 #[test]
 fn nothing_is_rendered_for_no_addresses_or_an_ambiguous_one() {
     let p = policy("edge", Mode::Deny);
-    assert_eq!(render(&p, &[], &Governed::Everything, ApiVersion::V1), Err(RenderError::Empty("edge".into())));
+    assert_eq!(
+        render::<Ingresses>(&p, &[], &Governed::Everything, ApiVersion::V1),
+        Err(RenderError::Empty("edge".into()))
+    );
     let odd = Address {
         ip: Some("192.0.2.1".into()),
         ports: vec![PortStatus { port: 80, protocol: "TCP".into(), error: Some("a;b".into()) }],
         ..Address::default()
     };
-    assert!(matches!(render(&p, &[odd], &Governed::Everything, ApiVersion::V1), Err(RenderError::Separator { .. })));
+    assert!(matches!(
+        render::<Ingresses>(&p, &[odd], &Governed::Everything, ApiVersion::V1),
+        Err(RenderError::Separator { .. })
+    ));
 }
 
 #[test]

@@ -12,11 +12,13 @@ use kube::{
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{CheckError, fetch::bounded, snapshot::Snapshot};
 use crate::{
+    address::Address,
     admission_policy::{self, ApiVersion, ClassFact},
-    policy::Policies,
-    sources::Sources,
+    client::{RequestError, bounded},
+    kind::{gateway::Gateways, ingress::Ingresses},
+    policy::{Policies, Policy},
+    sources::{Sources, snapshot::Snapshot},
 };
 
 /// What is in the cluster under one policy's object name.
@@ -91,65 +93,62 @@ pub(crate) fn compare(policies: &Policies, snapshot: &Snapshot, found: &BTreeMap
     let governed = admission_policy::governed_in_order(policies, &classes);
     let mut rows = Vec::new();
     for (policy, governed) in policies.iter().zip(&governed) {
-        let name = admission_policy::object_name(&policy.name);
+        let name = admission_policy::object_name_of(policy);
         let Some(found) = found.get(&name) else { continue };
-        let row = |state, reason: Option<String>| Row {
-            policy: policy.name.clone(),
-            kind: found.kind.to_owned(),
-            name: name.clone(),
-            state,
-            reason,
-        };
-        let rendered = match snapshot.canonical(policy) {
-            Ok(canonical) => admission_policy::render(policy, &canonical, governed, found.api)
-                .map(|objects| (objects, canonical.into_owned())),
-            Err(e) => {
-                rows.push(row(State::Unknown, Some(format!("the sources are unresolved: {e}"))));
-                continue;
-            }
-        };
-        rows.push(judge(policy, found, rendered, row));
+        let render =
+            |canonical: &[Address]| admission_policy::render::<Ingresses>(policy, canonical, governed, found.api);
+        rows.push(row_of(policy, name, found, snapshot, Ok(render)));
     }
     for policy in policies.gateway_policies() {
-        let name = admission_policy::gateway::object_name(&policy.name);
+        let name = admission_policy::object_name_of(policy);
         let Some(found) = found.get(&name) else { continue };
-        let row = |state, reason: Option<String>| Row {
-            policy: policy.name.clone(),
-            kind: found.kind.to_owned(),
-            name: name.clone(),
-            state,
-            reason,
-        };
         // Class names by controller need the GatewayClasses; by name alone, none.
         let classes = match (&found.gateway_classes, policy.scope.controllers.is_empty()) {
-            (_, true) => BTreeMap::new(),
-            (Some(classes), false) => classes.clone(),
-            (None, false) => {
-                rows.push(row(State::Unknown, Some("the GatewayClasses could not be read".to_owned())));
-                continue;
-            }
+            (_, true) => Ok(BTreeMap::new()),
+            (Some(classes), false) => Ok(classes.clone()),
+            (None, false) => Err("the GatewayClasses could not be read"),
         };
-        let rendered = match snapshot.canonical(policy) {
-            Ok(canonical) => {
-                let names = admission_policy::gateway::class_names(&policy.scope, &classes);
-                admission_policy::gateway::render(policy, &canonical, &names, found.api)
-                    .map(|objects| (objects, canonical.into_owned()))
-            }
-            Err(e) => {
-                rows.push(row(State::Unknown, Some(format!("the sources are unresolved: {e}"))));
-                continue;
-            }
-        };
-        rows.push(judge(policy, found, rendered, row));
+        let render = classes.map(|classes| {
+            let governed = admission_policy::Governed::resolve(&policy.scope, &admission_policy::facts(&classes));
+            move |canonical: &[Address]| admission_policy::render::<Gateways>(policy, canonical, &governed, found.api)
+        });
+        rows.push(row_of(policy, name, found, snapshot, render));
     }
     rows
 }
 
+/// The row of one policy's object `name` found in the cluster, whatever the policy's kind:
+/// `render` renders it from a canonical value, or says why the class facts it needs are
+/// unknown.
+fn row_of<R>(policy: &Policy, name: String, found: &Found, snapshot: &Snapshot, render: Result<R, &str>) -> Row
+where
+    R: FnOnce(&[Address]) -> Result<Vec<Value>, admission_policy::RenderError>,
+{
+    let row = |state, reason: Option<String>| Row {
+        policy: policy.name.clone(),
+        kind: found.kind.to_owned(),
+        name: name.clone(),
+        state,
+        reason,
+    };
+    let render = match render {
+        Ok(render) => render,
+        Err(why) => return row(State::Unknown, Some(why.to_owned())),
+    };
+    match snapshot.canonical(policy) {
+        Ok(canonical) => {
+            let rendered = render(&canonical).map(|objects| (objects, canonical.into_owned()));
+            judge(policy, found, rendered, row)
+        }
+        Err(e) => row(State::Unknown, Some(format!("the sources are unresolved: {e}"))),
+    }
+}
+
 /// The row of one policy's object found in the cluster against its rendering now.
 fn judge(
-    policy: &crate::policy::Policy,
+    policy: &Policy,
     found: &Found,
-    rendered: Result<(Vec<Value>, Vec<crate::address::Address>), admission_policy::RenderError>,
+    rendered: Result<(Vec<Value>, Vec<Address>), admission_policy::RenderError>,
     row: impl Fn(State, Option<String>) -> Row,
 ) -> Row {
     match rendered {
@@ -180,17 +179,18 @@ pub(crate) async fn fetch(
     client: &Client,
     policies: &Policies,
     timeout: Duration,
-) -> Result<BTreeMap<String, Found>, CheckError> {
+) -> Result<BTreeMap<String, Found>, RequestError> {
     let kinds = [
         ("MutatingAdmissionPolicy", ApiVersion::V1, "mutatingadmissionpolicies"),
         ("MutatingAdmissionPolicy", ApiVersion::V1beta1, "mutatingadmissionpolicies"),
         ("ValidatingAdmissionPolicy", ApiVersion::V1, "validatingadmissionpolicies"),
     ];
     let mut found = BTreeMap::new();
-    let ingress = policies.iter().map(|p| (admission_policy::object_name(&p.name), false));
-    let gateway = policies.gateway_policies().map(|p| (admission_policy::gateway::object_name(&p.name), true));
     let mut classes: Option<Option<BTreeMap<String, Option<String>>>> = None;
-    for (name, of_gateway) in ingress.chain(gateway).collect::<Vec<_>>() {
+    for policy in policies.all() {
+        let name = admission_policy::object_name_of(policy);
+        // A Gateway policy's class names by controller render from the GatewayClasses.
+        let of_gateway = policy.kind == crate::kind::Kind::Gateway;
         for (kind, api, plural) in kinds {
             let objects: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, api, plural));
             let what = || format!("get {kind} {name}");
@@ -209,7 +209,7 @@ pub(crate) async fn fetch(
                     break;
                 }
                 Ok(None) => {}
-                Err(CheckError::Api { detail, .. }) if detail.contains("HTTP 404") || detail.contains("HTTP 403") => {}
+                Err(e) if matches!(e.code(), Some(404 | 403)) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -234,8 +234,8 @@ mod tests {
     use super::*;
     use crate::{
         address::parse_static_list,
-        check::snapshot::{Facts, Fetched},
         policy::{ServiceRef, parse_file},
+        sources::snapshot::{Facts, Fetched},
     };
 
     fn snapshot(ip: Option<&str>) -> Snapshot {
@@ -254,9 +254,13 @@ mod tests {
                 .unwrap();
         let policy = policies.iter().next().unwrap();
         let governed = admission_policy::governed_in_order(&policies, &[]);
-        let rendered =
-            admission_policy::render(policy, &parse_static_list("192.0.2.1").unwrap(), &governed[0], ApiVersion::V1)
-                .unwrap();
+        let rendered = admission_policy::render::<Ingresses>(
+            policy,
+            &parse_static_list("192.0.2.1").unwrap(),
+            &governed[0],
+            ApiVersion::V1,
+        )
+        .unwrap();
         // As the API server returns it: with defaults filled in beside ours.
         let mut spec = rendered[0]["spec"].clone();
         spec["matchPolicy"] = "Equivalent".into();
@@ -282,10 +286,10 @@ mod tests {
         .unwrap();
         let policy = policies.gateway_policies().next().unwrap();
         let classes = BTreeMap::from([("eg".to_owned(), Some("example.test/gw".to_owned()))]);
-        let rendered = admission_policy::gateway::render(
+        let rendered = admission_policy::render::<Gateways>(
             policy,
             &parse_static_list("192.0.2.1").unwrap(),
-            &["eg".to_owned()],
+            &admission_policy::Governed::Classes { names: vec!["eg".to_owned()], without_class: false },
             ApiVersion::V1,
         )
         .unwrap();

@@ -1,15 +1,17 @@
-//! `explain`: how one Ingress is governed and what the webhook would do with it, from values.
+//! `explain`: how one Ingress or Gateway is governed and what the webhook would do with a write
+//! of its stored status, from values, with the webhook's own [`decide`] and [`render`]; what
+//! differs by kind is said by its [`Governed`] impl.
 
-use super::{MAX_CLASS_CHARS, report::Row, snapshot::Fetched, snapshot::Snapshot};
+use super::report::State;
 use crate::{
     address::Addresses,
     decision::{Verdict, decide, subject},
-    kind::ingress::{CLASS_ANNOTATION, ClassFrom, Stored},
-    names::truncate,
+    kind::Governed,
     policy::{Policies, Policy, Source, SourceList},
     review::render,
-    review::{ApiVersion, Review, Target, User},
+    review::{ApiVersion, Review, User},
     sources::Sources,
+    sources::snapshot::{Fetched, Snapshot},
 };
 
 /// What `explain` says about one Ingress: labelled lines, and the exit code of its state.
@@ -25,32 +27,6 @@ impl Explanation {
         let width = "Canonical:".len();
         self.lines.iter().map(|(label, value)| format!("{:<width$} {value}\n", format!("{label}:"))).collect()
     }
-}
-
-pub(super) fn class_shown(stored: &Stored) -> String {
-    let class = |c: &str| format!("{:?}", truncate(c, MAX_CLASS_CHARS, usize::MAX));
-    match (&stored.write.class, stored.class_from) {
-        (Some(c), ClassFrom::Field) => format!("{} (from spec.ingressClassName)", class(c)),
-        (Some(c), _) => format!("{} (from annotation {CLASS_ANNOTATION})", class(c)),
-        (None, _) => format!("none (neither spec.ingressClassName nor annotation {CLASS_ANNOTATION} is set)"),
-    }
-}
-
-pub(super) fn scope_shown(policy: &Policy) -> String {
-    let every = policy.scope.classes.is_empty() && policy.scope.controllers.is_empty();
-    let mut classes =
-        if every { "every class".to_owned() } else { format!("classes {}", policy.scope.classes.join(",")) };
-    if !policy.scope.controllers.is_empty() {
-        classes.push_str(&format!(" and IngressClasses of controllers {}", policy.scope.controllers.join(",")));
-    }
-    let without = if every || policy.scope.without_class {
-        "and class-less Ingresses"
-    } else {
-        "and class-less Ingresses only when the default IngressClass is one of them"
-    };
-    let namespaces =
-        policy.namespace_selector.as_ref().map_or_else(String::new, |s| format!(", in Namespaces labelled {s}"));
-    format!("{classes} {without}{namespaces}")
 }
 
 pub(super) fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn Sources) -> String {
@@ -78,18 +54,13 @@ pub(super) fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn
 
 /// What the webhook answers to a write of `stored`'s status: its own [`render`] of the
 /// verdict, read back.
-pub(super) fn webhook_shown(stored: &Stored, verdict: &Verdict<'_>) -> String {
+fn webhook_shown<K: Governed>(stored: &K::Stored, verdict: &Verdict<'_>) -> String {
     let review = Review {
         api_version: ApiVersion::V1,
         uid: "explain".into(),
         dry_run: true,
         user: User::default(),
-        target: Target::Ingress(crate::review::Status {
-            write: stored.write.clone(),
-            object_uid: stored.object_uid.as_deref().map(Into::into),
-            shape: stored.shape,
-            forged: None,
-        }),
+        target: K::review_target(stored),
     };
     let answer: serde_json::Value =
         serde_json::from_slice(&render(&review, verdict)).expect("render always writes JSON");
@@ -112,79 +83,78 @@ pub(super) fn webhook_shown(stored: &Stored, verdict: &Verdict<'_>) -> String {
     }
 }
 
-/// Explains how the webhook judges `stored`.
-pub(crate) fn explain(stored: &Stored, policies: &Policies, snapshot: &Snapshot) -> Explanation {
-    let write = &stored.write;
+/// Explains how the webhook judges `stored`, an object of kind `K`.
+pub(crate) fn explain<K: Governed>(stored: &K::Stored, policies: &Policies, snapshot: &Snapshot) -> Explanation {
+    let write = K::stored_write(stored);
     let verdict = decide(write, policies, snapshot);
-    let mut lines = vec![("Ingress", format!("{}/{}", write.namespace, write.name)), ("Class", class_shown(stored))];
-    let governing = match &verdict {
+    let mut lines = vec![
+        (K::KIND.name(), format!("{}/{}", write.namespace, write.name)),
+        ("Class", K::class_shown(stored, snapshot)),
+    ];
+    let policy = governing(&verdict);
+    match policy {
+        None => lines.push(("Policy", format!("none: {}", K::none_shown(policies)))),
+        Some(policy) => {
+            lines.push(("Policy", format!("{:?} (mode {}{})", policy.name, policy.mode, K::governs_shown(policy))));
+            if let Some(rule) = policy.matches(&subject(write, policies, snapshot)) {
+                lines.push(("Rule", format!("governed because {}", K::rule_shown(&rule))));
+            }
+            lines.push(("Source", SourceList(&policy.sources).to_string()));
+            lines.push(("Resolved", resolved_shown(policy, snapshot, snapshot)));
+        }
+    }
+    lines.push(("Stored", K::stored_shown(write)));
+    let state = match &verdict {
+        Verdict::Canonical { policy } => Some((K::canonical_shown(write, policy, snapshot), State::Ok.as_str())),
+        Verdict::Mismatch { canonical, .. } => Some((Addresses(canonical).to_string(), State::Drift.as_str())),
+        Verdict::Unresolved { .. } => Some(("unknown (source unresolved)".to_owned(), State::Unresolved.as_str())),
+        Verdict::Ignored(_) | Verdict::NotGoverned => None,
+    };
+    match state {
+        Some((canonical, state)) => {
+            lines.push(("Canonical", canonical));
+            lines.push(("State", state.to_owned()));
+        }
+        None if K::NOT_GOVERNED_SHOWN => lines.push(("State", "NOT GOVERNED".to_owned())),
+        None => {}
+    }
+    lines.push(("Webhook", format!("a write of the stored value: {}", webhook_shown::<K>(stored, &verdict))));
+    let exit_code = u8::from(matches!(verdict, Verdict::Mismatch { .. } | Verdict::Unresolved { .. }));
+    Explanation { lines, exit_code }
+}
+
+/// The policy a verdict names, if one governs.
+pub(crate) fn governing<'p>(verdict: &Verdict<'p>) -> Option<&'p Policy> {
+    match verdict {
         Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
             Some(*policy)
         }
         Verdict::Ignored(_) | Verdict::NotGoverned => None,
-    };
-    let exit_code = match governing {
-        None => {
-            let why: Vec<String> =
-                policies.iter().map(|p| format!("policy {:?} governs {}", p.name, scope_shown(p))).collect();
-            lines.push(("Policy", format!("none: {}", why.join("; "))));
-            0
-        }
-        Some(policy) => {
-            lines
-                .push(("Policy", format!("{:?} (mode {}; governs {})", policy.name, policy.mode, scope_shown(policy))));
-            if let Some(rule) = policy.matches(&subject(write, policies, snapshot)) {
-                lines.push(("Rule", format!("governed because {rule}")));
-            }
-            lines.push(("Source", SourceList(&policy.sources).to_string()));
-            lines.push(("Resolved", resolved_shown(policy, snapshot, snapshot)));
-            match &verdict {
-                Verdict::Canonical { .. } => 0,
-                _ => 1,
-            }
-        }
-    };
-    lines.push(("Stored", Addresses(&write.addresses).to_string()));
-    if let Some(row) = Row::of(write, &verdict, snapshot) {
-        lines.push((
-            "Canonical",
-            row.canonical.as_ref().map_or_else(|| "unknown (source unresolved)".to_owned(), ToString::to_string),
-        ));
-        lines.push(("State", row.state.as_str().to_owned()));
     }
-    lines.push(("Webhook", format!("a write of the stored value: {}", webhook_shown(stored, &verdict))));
-    Explanation { lines, exit_code }
 }
 
-/// The `Admission` line: which admission policy in the cluster enforces the Ingress's policy,
-/// and whether it carries what the sources give now (`found`: [`super::admission::fetch`]).
-/// Adds it before the `Webhook` line, and turns the exit code to 1 when it is stale.
+/// The `Admission` line: which admission policy in the cluster (`found`:
+/// [`super::admission::fetch`]) enforces the governing policy, whose object is named `object`,
+/// and whether it carries what the sources give now. Added before the `Webhook` line; a stale
+/// one turns the exit code to 1. Not governed: no line.
 pub(crate) fn add_admission(
     explanation: &mut Explanation,
-    stored: &Stored,
+    governing: Option<(&Policy, String)>,
     policies: &Policies,
     snapshot: &Snapshot,
     found: &std::collections::BTreeMap<String, super::admission::Found>,
 ) {
-    let governing = match decide(&stored.write, policies, snapshot) {
-        Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => policy,
-        Verdict::Ignored(_) | Verdict::NotGoverned => return,
-    };
+    let Some((_, object)) = governing else { return };
     let rows = super::admission::compare(policies, snapshot, found);
-    let line = match rows.iter().find(|r| r.policy == governing.name) {
+    let line = match rows.iter().find(|r| r.name == object) {
         Some(row) => {
             if row.state == super::admission::State::Stale {
                 explanation.exit_code = 1;
             }
             format!("enforced by {} (the API server applies it in process)", row.shown())
         }
-        None => format!(
-            "no admission policy {} in the cluster: the webhook enforces (--admission=webhook)",
-            crate::admission_policy::object_name(&governing.name)
-        ),
+        None => format!("no admission policy {object} in the cluster: the webhook enforces (--admission=webhook)"),
     };
     let at = explanation.lines.iter().position(|(label, _)| *label == "Webhook").unwrap_or(explanation.lines.len());
     explanation.lines.insert(at, ("Admission", line));
 }
-
-// ---- I/O: one-shot reads ----

@@ -9,8 +9,8 @@ use super::Kind;
 use crate::{
     address::{Address, Addresses},
     decision::{Verdict, decide},
-    kind::gateway::{GatewayWrite, status::GatewayAddress},
-    kind::ingress::StatusWrite,
+    kind::gateway::status::GatewayAddress,
+    kind::{Entry, Governed, Write},
     policy::{Policies, Policy, SourceList},
     sources::Sources,
 };
@@ -43,6 +43,18 @@ pub(crate) enum Entries {
     Gateway(Vec<GatewayAddress>),
 }
 
+impl From<Vec<Address>> for Entries {
+    fn from(list: Vec<Address>) -> Self {
+        Entries::Ingress(list)
+    }
+}
+
+impl From<Vec<GatewayAddress>> for Entries {
+    fn from(list: Vec<GatewayAddress>) -> Self {
+        Entries::Gateway(list)
+    }
+}
+
 impl std::fmt::Display for Entries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -61,6 +73,7 @@ impl std::fmt::Display for Entries {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Row {
+    #[serde(serialize_with = "label")]
     pub kind: Kind,
     pub namespace: String,
     pub name: String,
@@ -74,6 +87,11 @@ pub(crate) struct Row {
     pub state: State,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// A kind as JSON says it: its label (`ingress`, `gateway`).
+fn label<S: serde::Serializer>(kind: &Kind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(kind.label())
 }
 
 /// The columns of the table, one per [`Row::cells`], when only Ingresses are reported (the
@@ -117,7 +135,7 @@ impl Row {
         };
         let mut cells = Vec::with_capacity(HEADER_KINDS.len());
         if kinds {
-            cells.push(self.kind.as_str().to_owned());
+            cells.push(self.kind.label().to_owned());
         }
         cells.extend([
             format!("{}/{}", self.namespace, self.name),
@@ -130,33 +148,19 @@ impl Row {
         cells
     }
 
-    /// The row of a decided Ingress write; `None` when no policy governs it.
-    pub(super) fn of(write: &StatusWrite, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row> {
-        let stored = Entries::Ingress(write.addresses.clone());
-        let (policy, state, canonical, reason) = judged(verdict, sources, &stored, |c| Entries::Ingress(c.to_vec()))?;
+    /// The row of a decided write of a stored object's status; `None` when no policy governs
+    /// it. Canonical entries are shown in the kind's shape, as the webhook would write them.
+    pub(super) fn of<E: Entry>(write: &Write<E>, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row>
+    where
+        Entries: From<Vec<E>>,
+    {
+        let stored = Entries::from(write.addresses.clone());
+        // A canonical set the kind cannot hold is unresolved, never compared: no row shows it.
+        let shape =
+            |c: &[Address]| Entries::from(E::Of::entries(c).map(std::borrow::Cow::into_owned).unwrap_or_default());
+        let (policy, state, canonical, reason) = judged(verdict, sources, &stored, shape)?;
         Some(Row {
-            kind: Kind::Ingress,
-            namespace: write.namespace.clone(),
-            name: write.name.clone(),
-            class: write.class.clone(),
-            policy: policy.name.clone(),
-            mode: policy.mode.to_string(),
-            source: SourceList(&policy.sources).to_string(),
-            stored,
-            canonical,
-            state,
-            reason,
-        })
-    }
-
-    /// The row of a decided Gateway write (its stored `status.addresses`); `None` when no
-    /// policy governs it. Canonical entries are shown as the webhook would write them.
-    pub(super) fn of_gateway(write: &GatewayWrite, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row> {
-        let stored = Entries::Gateway(write.addresses.clone());
-        let (policy, state, canonical, reason) =
-            judged(verdict, sources, &stored, |c| Entries::Gateway(GatewayAddress::from_addresses(c)))?;
-        Some(Row {
-            kind: Kind::Gateway,
+            kind: E::Of::KIND,
             namespace: write.namespace.clone(),
             name: write.name.clone(),
             class: write.class.clone(),
@@ -209,6 +213,16 @@ pub(crate) struct ByKind {
     pub gateway: Option<Summary>,
 }
 
+impl ByKind {
+    /// The summary slot of `kind`.
+    fn of(&mut self, kind: Kind) -> &mut Option<Summary> {
+        match kind {
+            Kind::Ingress => &mut self.ingress,
+            Kind::Gateway => &mut self.gateway,
+        }
+    }
+}
+
 /// Said when Gateway policies are configured and the API server serves no Gateways.
 pub(crate) const GATEWAYS_INACTIVE: &str =
     "inactive: the API server serves no Gateways (the Gateway API CRDs are not installed)";
@@ -233,10 +247,14 @@ pub(crate) struct Report {
 
 impl Report {
     /// Decides every stored Ingress, as the webhook would decide a write of its stored status.
-    pub(crate) fn build(stored: &[StatusWrite], policies: &Policies, sources: &dyn Sources) -> Report {
+    #[cfg(test)]
+    pub(crate) fn build(
+        stored: &[crate::kind::ingress::StatusWrite],
+        policies: &Policies,
+        sources: &dyn Sources,
+    ) -> Report {
         let mut report = Report::empty();
-        let rows = stored.iter().map(|write| Row::of(write, &decide(write, policies, sources), sources));
-        report.by_kind.ingress = Some(report.add_rows(rows));
+        report.add(Some(stored), policies, sources);
         report
     }
 
@@ -251,19 +269,27 @@ impl Report {
         }
     }
 
-    /// Adds the stored Gateways, each decided as the webhook would decide a write of its stored
-    /// `status.addresses`; `None`: the API server serves no Gateways, which makes configured
-    /// Gateway policies inactive, said in the report.
-    pub(crate) fn add_gateways(&mut self, stored: Option<&[GatewayWrite]>, policies: &Policies, sources: &dyn Sources) {
-        let Some(stored) = stored else {
-            self.by_kind.gateway = Some(Summary::default());
-            if policies.gateway_policies().next().is_some() {
-                self.gateway_policies = Some(GATEWAYS_INACTIVE);
+    /// Adds the stored objects of one kind, each decided as the webhook would decide a write
+    /// of its stored status; `None`: the API server does not serve the kind (a CRD), which
+    /// makes its configured policies inactive, said in the report.
+    pub(crate) fn add<E: Entry>(&mut self, stored: Option<&[Write<E>]>, policies: &Policies, sources: &dyn Sources)
+    where
+        Entries: From<Vec<E>>,
+    {
+        let kind = E::Of::KIND;
+        let summary = match stored {
+            None => {
+                if policies.of(kind).next().is_some() {
+                    self.gateway_policies = Some(GATEWAYS_INACTIVE);
+                }
+                Summary::default()
             }
-            return;
+            Some(stored) => {
+                let rows = stored.iter().map(|write| Row::of(write, &decide(write, policies, sources), sources));
+                self.add_rows(rows)
+            }
         };
-        let rows = stored.iter().map(|write| Row::of_gateway(write, &decide(write, policies, sources), sources));
-        self.by_kind.gateway = Some(self.add_rows(rows));
+        *self.by_kind.of(kind) = Some(summary);
     }
 
     /// Appends the governed rows (sorted by namespace then name), counts them, returns their

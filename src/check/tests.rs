@@ -3,10 +3,8 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::{core::v1::Service, networking::v1::Ingress};
 use serde_json::json;
 
-use super::{
-    explain::explain, fetch::describe, report::Entries, report::Report, report::State, snapshot::Facts,
-    snapshot::Fetched, snapshot::Snapshot,
-};
+use super::{explain::explain, report::Entries, report::Report, report::State};
+use crate::kind::ingress::Ingresses;
 use crate::{
     address::parse_static_list,
     policy::{ClassScope, Mode, OnUnresolved},
@@ -17,6 +15,7 @@ use crate::{
     policy::{Policies, Policy, ServiceRef, Source},
     sources::nodeip::{NodeAddrs, PodFacts},
     sources::service::ServiceError,
+    sources::snapshot::{Facts, Fetched, Snapshot},
     sources::{Sources, Unresolved},
 };
 
@@ -318,7 +317,7 @@ fn explanations() {
         ),
     ];
     for (name, value, sources, exit_code, want) in cases {
-        let explanation = explain(&stored(value), &policies(), &sources);
+        let explanation = explain::<Ingresses>(&stored(value), &policies(), &sources);
         let text = explanation.text();
         assert_eq!(explanation.exit_code, exit_code, "case {name}:\n{text}");
         for line in want {
@@ -327,7 +326,7 @@ fn explanations() {
     }
 
     let deny = Policies::new(vec![policy("strict", &["nginx"], Source::Service(svc_ref()), Mode::Deny)]).unwrap();
-    let text = explain(&stored(drifted), &deny, &found()).text();
+    let text = explain::<Ingresses>(&stored(drifted), &deny, &found()).text();
     assert!(
         text.contains("Webhook:   a write of the stored value: refuse it (denied): ingress-status-guard policy \"strict\" requires status.loadBalancer.ingress [203.0.113.10,203.0.113.20], not [10.0.0.1]"),
         "{text}"
@@ -340,28 +339,11 @@ fn a_hostile_class_annotation_is_quoted_and_cut() {
     let stored = Stored::of(&ingress(
         json!({"metadata": {"name": "a", "namespace": "n", "annotations": {CLASS_ANNOTATION: class}}}),
     ));
-    let text = explain(&stored, &policies(), &Snapshot::default()).text();
+    let text = explain::<Ingresses>(&stored, &policies(), &Snapshot::default()).text();
     let line = text.lines().find(|l| l.starts_with("Class:")).unwrap();
     assert!(line.contains("\"evil\\n\\u{1b}[31m"), "{line}");
     assert!(line.chars().count() < 200, "{line}");
     assert_eq!(text.lines().count(), 5, "one line per label, none injected:\n{text}");
-}
-
-#[test]
-fn kube_errors_read_in_one_line() {
-    let status: kube::core::Status = serde_json::from_value(json!({
-        "code": 403, "reason": "Forbidden",
-        "message": "ingresses.networking.k8s.io is forbidden: User \"x\" cannot list resource \"ingresses\""
-    }))
-    .unwrap();
-    assert_eq!(
-        describe(&kube::Error::Api(Box::new(status))),
-        "ingresses.networking.k8s.io is forbidden: User \"x\" cannot list resource \"ingresses\" (HTTP 403 Forbidden)"
-    );
-    let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "tcp connect error: Connection refused");
-    let text = describe(&kube::Error::Service(Box::new(io)));
-    assert!(text.ends_with("tcp connect error: Connection refused"), "{text}");
-    assert_eq!(text.matches("Connection refused").count(), 1, "causes are not repeated: {text}");
 }
 
 /// The snapshot answers class, default-class, namespace and node-IP questions from what it
@@ -409,6 +391,14 @@ policies:
         table.contains("governed Ingresses: 2 (2 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 1"),
         "the class and the default class are governed, plain is not:\n{table}"
     );
+}
+
+/// `explain` of a missing object says so in its kind's words, whatever the kind.
+#[test]
+fn a_missing_object_is_named_by_its_kind() {
+    let missing = |kind| super::CheckError::NotFound { kind, namespace: "ns".into(), name: "x".into() }.to_string();
+    assert_eq!(missing(super::Kind::Ingress), "Ingress ns/x not found");
+    assert_eq!(missing(super::Kind::Gateway), "Gateway ns/x not found (or the API server serves no Gateways)");
 }
 
 mod gateway;

@@ -6,7 +6,7 @@ use clap::{ArgAction, Args};
 
 use super::{client::ClientArgs, duration::Seconds};
 use crate::{
-    check::{self, CheckError, Cluster, Kind, Output, Scope},
+    check::{self, CheckError, Cluster, Kind, ObjectRef, Output, Scope},
     client,
     policy::Policies,
 };
@@ -62,12 +62,23 @@ pub(crate) struct CheckArgs {
 
 const CONTEXT_HELP: &str = "Context of the kubeconfig to check; repeat it to check several clusters in one table (with a CLUSTER column); default: its current-context";
 
+/// `--kind`'s values: each kind's label (`ingress`, `gateway`).
+impl clap::ValueEnum for Kind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Kind::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.label()))
+    }
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct ExplainArgs {
     /// The Ingress to explain: NAMESPACE/NAME, or NAME in --namespace (default: the context's
     /// namespace, as kubectl does); or a Gateway: gateway/NAMESPACE/NAME.
     #[arg(value_name = "[gateway/][NAMESPACE/]NAME", value_parser = parse_explain_ref)]
-    pub ingress: (bool, Option<String>, String),
+    pub object: ObjectRef,
     /// Namespace of the Ingress, when it is given as NAME.
     #[arg(short = 'n', long, env = "ISG_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
@@ -85,11 +96,12 @@ fn parse_namespace(text: &str) -> Result<String, String> {
 
 /// `gateway/NAMESPACE/NAME` (two slashes: `gateway/NAME` stays Ingress NAME in namespace
 /// `gateway`) is a Gateway; anything else an Ingress reference.
-fn parse_explain_ref(text: &str) -> Result<(bool, Option<String>, String), String> {
-    match text.strip_prefix("gateway/").filter(|rest| rest.contains('/')) {
-        Some(rest) => parse_ingress_ref(rest).map(|(ns, name)| (true, ns, name)),
-        None => parse_ingress_ref(text).map(|(ns, name)| (false, ns, name)),
-    }
+fn parse_explain_ref(text: &str) -> Result<ObjectRef, String> {
+    let (kind, text) = match text.strip_prefix("gateway/").filter(|rest| rest.contains('/')) {
+        Some(rest) => (Kind::Gateway, rest),
+        None => (Kind::Ingress, text),
+    };
+    parse_ingress_ref(text).map(|(namespace, name)| ObjectRef { kind, namespace, name })
 }
 
 fn parse_ingress_ref(text: &str) -> Result<(Option<String>, String), String> {
@@ -116,7 +128,7 @@ pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process:
     let contexts = if all_contexts {
         match client::context_names(cluster.client.kubeconfig.as_deref()) {
             Ok(names) => names,
-            Err(e) => return check::exit(Err(e.into())),
+            Err(e) => return check::exit(Err(client::RequestError::from(e).into())),
         }
     } else {
         let mut given = cluster.client.context.clone();
@@ -134,17 +146,14 @@ pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process:
 
 /// Runs `explain` with its validated policies; the exit code is the explanation's (or 2).
 pub(crate) async fn explain(args: ExplainArgs, policies: &Policies) -> std::process::ExitCode {
-    let ExplainArgs { ingress: (gateway, in_ref, name), namespace, cluster } = args;
+    let ExplainArgs { object: ObjectRef { kind, namespace: in_ref, name }, namespace, cluster } = args;
     let namespace = match (in_ref, namespace) {
         (Some(a), Some(b)) if a != b => {
             return check::exit(Err(CheckError::TwoNamespaces { flag: b, namespace: a, name }));
         }
         (a, b) => a.or(b),
     };
-    if gateway {
-        return check::exit(check::explain_gateway_one(&cluster.cluster(), (namespace, name), policies).await);
-    }
-    check::exit(check::explain_one(&cluster.cluster(), (namespace, name), policies).await)
+    check::exit(check::explain_one(&cluster.cluster(), ObjectRef { kind, namespace, name }, policies).await)
 }
 
 #[cfg(test)]
@@ -176,5 +185,14 @@ mod tests {
         ] {
             assert!(parse_ingress_ref(bad).unwrap_err().contains(want), "{bad}");
         }
+        let object = |kind, namespace: Option<&str>, name: &str| ObjectRef {
+            kind,
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        };
+        assert_eq!(parse_explain_ref("gateway/edge/gw"), Ok(object(Kind::Gateway, Some("edge"), "gw")));
+        assert_eq!(parse_explain_ref("default/web"), Ok(object(Kind::Ingress, Some("default"), "web")));
+        // One slash: Ingress `web` in namespace `gateway`, as before Gateways.
+        assert_eq!(parse_explain_ref("gateway/web"), Ok(object(Kind::Ingress, Some("gateway"), "web")));
     }
 }

@@ -79,15 +79,26 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
     for (policy, governed) in policies.iter().zip(&governed) {
         let canonical =
             offline.canonical(policy).map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
-        objects.extend(admission_policy::render(policy, &canonical, governed, args.api_version)?);
+        objects.extend(admission_policy::render::<crate::kind::ingress::Ingresses>(
+            policy,
+            &canonical,
+            governed,
+            args.api_version,
+        )?);
     }
     // Gateway policies: the webhook lets the first matching one govern, and two Gateway
     // policies that certainly overlap are refused by the file check, as for Ingresses.
     for policy in policies.gateway_policies() {
         let canonical =
             offline.canonical(policy).map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
-        let classes = admission_policy::gateway::class_names(&policy.scope, &offline.gateway_classes);
-        objects.extend(admission_policy::gateway::render(policy, &canonical, &classes, args.api_version)?);
+        let governed =
+            admission_policy::Governed::resolve(&policy.scope, &admission_policy::facts(&offline.gateway_classes));
+        objects.extend(admission_policy::render::<crate::kind::gateway::Gateways>(
+            policy,
+            &canonical,
+            &governed,
+            args.api_version,
+        )?);
     }
     Ok(admission_policy::to_yaml(&objects))
 }

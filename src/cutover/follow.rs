@@ -21,11 +21,11 @@ use super::{
     track::{Change, Judged, Key, Tracker},
 };
 use crate::{
-    check,
+    client::RequestError,
     decision::{Verdict, decide},
     kind::ingress::{StatusWrite, Stored},
     policy::Policies,
-    sources::Sources,
+    sources::{Sources, snapshot},
 };
 
 /// How often the sources are read again while following.
@@ -58,7 +58,7 @@ pub(super) async fn follow(
     let mut tracker = Tracker::new(plan.ingresses.iter().map(super::plan::Move::key));
     show.start(&tracker);
     let timeout = settings.cluster.request_timeout;
-    let mut sources = check::snapshot(client, policies, timeout).await?;
+    let mut sources = snapshot::read(client, policies, timeout).await?;
     // One namespace is watched alone; a cutover across namespaces watches them all.
     let mut namespaces: Vec<&str> = plan.ingresses.iter().map(|m| m.namespace.as_str()).collect();
     namespaces.dedup();
@@ -100,14 +100,10 @@ pub(super) async fn follow(
                 }
                 Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
                 // No right to list or watch Ingresses will not come by waiting.
-                Some(Err(watcher::Error::InitialListFailed(kube::Error::Api(status)) | watcher::Error::WatchStartFailed(kube::Error::Api(status))))
-                    if status.code == 403 =>
+                Some(Err(watcher::Error::InitialListFailed(source) | watcher::Error::WatchStartFailed(source)))
+                    if matches!(&source, kube::Error::Api(status) if status.code == 403) =>
                 {
-                    return Err(check::CheckError::Api {
-                        what: "watch Ingresses".to_owned(),
-                        detail: format!("{} (HTTP {} {})", status.message, status.code, status.reason),
-                    }
-                    .into());
+                    return Err(RequestError::Api { what: "watch Ingresses".to_owned(), source }.into());
                 }
                 // Else the watcher backs off and resumes, and the timeout bounds how long that
                 // may take; each new kind of failure is said once.
@@ -122,7 +118,7 @@ pub(super) async fn follow(
             },
             _ = reread.tick() => {
                 // A failed read keeps the last sources: the follow goes on, bounded by the timeout.
-                match check::snapshot(client, policies, timeout).await {
+                match snapshot::read(client, policies, timeout).await {
                     Ok(fresh) => {
                         sources = fresh;
                         let keys: Vec<Key> = sights.keys().cloned().collect();

@@ -209,7 +209,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::check::{Fetched, Snapshot};
+    use crate::sources::snapshot::{Fetched, Snapshot};
 
     fn ingress(ns: &str, name: &str, class: &str, ip: &str) -> Ingress {
         serde_json::from_value(json!({

@@ -6,7 +6,7 @@
 use crate::{
     address::Address,
     policy::Policy,
-    sources::{Sources, Unresolved},
+    sources::{Sources, every_source_read},
 };
 
 /// What the reconciler thinks of one stored status.
@@ -23,19 +23,10 @@ pub(super) enum Judgement {
 /// read, and while a source is unresolved it may add addresses but never remove one, since
 /// the missing source may hold it (removing waits until every source resolves).
 pub(super) fn knows_enough(policy: &Policy, stored: &[Address], canonical: &[Address], sources: &dyn Sources) -> bool {
-    if !sources.synced() {
+    if !every_source_read(policy, sources) {
         return false;
     }
-    let mut unresolved = false;
-    for source in &policy.sources {
-        match sources.source(source) {
-            Ok(_) => {}
-            Err(Unresolved::NotSynced(_) | Unresolved::PodsNotSynced(_) | Unresolved::GatewayNotSynced(_)) => {
-                return false;
-            }
-            Err(_) => unresolved = true,
-        }
-    }
+    let unresolved = policy.sources.iter().any(|source| sources.source(source).is_err());
     let kept = |a: &Address| canonical.iter().any(|c| c.ip == a.ip && c.hostname == a.hostname);
     !unresolved || stored.iter().all(kept)
 }

@@ -126,8 +126,11 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
     for line in [
         format!("Gateway:   {ns}/edge"),
         "Policy:    \"enforce\" (mode enforce)".to_owned(),
+        // Issue 32's drift: the lines an Ingress's explanation has.
+        "Rule:      governed because its class is in gatewayClasses".to_owned(),
         "Stored:    192.0.2.60,gw.example.test".to_owned(),
         "State:     OK".to_owned(),
+        "Admission: no admission policy ingress-status-guard-gateway-enforce in the cluster: the webhook enforces (--admission=webhook)".to_owned(),
     ] {
         assert!(text.contains(&line), "{line:?} in:\n{text}");
     }
@@ -140,6 +143,9 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
         text.contains(&format!("(GatewayClass controller {controller})")) && text.contains("\"by-controller\""),
         "{text}"
     );
+    let rule =
+        format!("Rule:      governed because its GatewayClass's controller {controller} is in gatewayControllers");
+    assert!(text.contains(&rule), "{rule:?} in:\n{text}");
 
     // Audit and too many: stored as written, the writer warned (kubectl prints warnings).
     let rogue_kubeconfig = t.cluster.kubeconfig_for(support::ROGUE_USER, Some(support::cluster::STATUS_WRITERS));

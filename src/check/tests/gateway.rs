@@ -5,9 +5,10 @@ use serde_json::json;
 
 use super::{lb_service, list, policy, snapshot, svc_ref, write};
 use crate::{
-    check::{Fetched, report::Report},
+    check::report::Report,
     kind::gateway::{GatewayWrite, status::GatewayAddress},
     policy::{Mode, Policies, Source},
+    sources::snapshot::Fetched,
 };
 
 /// `nginx` Ingresses follow Service edge/lb; Gateways of class `eg` a fixed list.
@@ -40,7 +41,7 @@ fn both() -> Report {
         gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]),
         gateway("infra", "istio", "istio", &[]),
     ];
-    report.add_gateways(Some(&gateways), &policies, &sources);
+    report.add(Some(&gateways), &policies, &sources);
     report
 }
 
@@ -92,7 +93,7 @@ fn gateway_policies_without_the_gateway_api_are_said_inactive() {
     let sources = snapshot(Fetched::of(Some(&lb_service())));
     let ingresses = [write("shop", "web", Some("nginx"), "203.0.113.10,203.0.113.20")];
     let mut report = Report::build(&ingresses, &policies(), &sources);
-    report.add_gateways(None, &policies(), &sources);
+    report.add(None::<&[crate::kind::gateway::GatewayWrite]>, &policies(), &sources);
     assert_eq!(
         report.table(),
         "\
@@ -114,7 +115,7 @@ Gateway policies: inactive: the API server serves no Gateways (the Gateway API C
     let ingress_only =
         Policies::new(vec![policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce)]).unwrap();
     let mut report = Report::empty();
-    report.add_gateways(None, &ingress_only, &sources);
+    report.add(None::<&[crate::kind::gateway::GatewayWrite]>, &ingress_only, &sources);
     assert_eq!(report.table(), "governed Gateways: 0 (0 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0\n");
 }
 
@@ -127,4 +128,23 @@ fn ingress_only_reports_keep_their_table_and_add_only_json_fields() {
     let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
     assert_eq!(json["byKind"], json!({"ingress": json["summary"].clone()}));
     assert_eq!(json["ingresses"][0]["kind"], "ingress");
+}
+
+/// Issue 32's drift: a Gateway's explanation has the `Rule:` line and, with the admission
+/// policies found in the cluster, the `Admission:` line, as an Ingress's has.
+#[test]
+fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
+    use crate::check::explain;
+    let policies = policies();
+    let sources = snapshot(Fetched::of(Some(&lb_service())));
+    let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
+    let mut explanation = crate::check::explain::explain::<crate::kind::gateway::Gateways>(&write, &policies, &sources);
+    let governing = explain::governing(&crate::decision::decide(&write, &policies, &sources))
+        .map(|p| (p, crate::admission_policy::object_name_of(p)));
+    explain::add_admission(&mut explanation, governing, &policies, &sources, &Default::default());
+    let text = explanation.text();
+    assert!(text.contains("\nRule:      governed because its class is in gatewayClasses\n"), "{text}");
+    let admission = "\nAdmission: no admission policy ingress-status-guard-gateway-gw in the cluster: the webhook enforces (--admission=webhook)\nWebhook:";
+    assert!(text.contains(admission), "{text}");
+    assert_eq!(explanation.exit_code, 1, "drift");
 }

@@ -1,37 +1,64 @@
-//! The admission policies of a Gateway policy (`gatewayClasses`, `gatewayControllers`): a
-//! MutatingAdmissionPolicy that replaces `status.addresses` of a governed Gateway's status
-//! write with the canonical `{type, value}` list (`enforce`), or a ValidatingAdmissionPolicy
-//! that compares the written list with it (`audit`, `deny`). Pure, as the Ingress renderer.
+//! A Gateway policy's admission objects in CEL (`gatewayClasses`, `gatewayControllers`): a
+//! MutatingAdmissionPolicy replaces `status.addresses` of a governed Gateway's status write with
+//! the canonical `{type, value}` list (`enforce`), a ValidatingAdmissionPolicy compares the
+//! written list with it (`audit`, `deny`). The objects around them are written once, in
+//! [`crate::admission_policy`].
 
-use std::collections::BTreeMap;
+use serde_json::json;
 
-use serde_json::{Value, json};
-
-use super::{ApiVersion, RenderError, cel};
+use super::status::{GatewayAddress, MAX_ADDRESSES};
 use crate::{
     address::Address,
-    kind::gateway::status::{GatewayAddress, MAX_ADDRESSES},
-    policy::{ClassScope, Policy},
+    admission_policy::{Governed, RenderError, Shape, cel},
+    policy::Policy,
 };
 
-/// The API group of Gateways.
-const GROUP: &str = "gateway.networking.k8s.io";
-
-/// The GatewayClass names `scope` governs over `classes` (name → `spec.controllerName`): the
-/// listed names, and every class whose controller is listed; sorted, no duplicates. CEL sees
-/// only the Gateway, so controller names become class names here, and the keeper renders again
-/// when the GatewayClasses change.
-pub(crate) fn class_names(scope: &ClassScope, classes: &BTreeMap<String, Option<String>>) -> Vec<String> {
-    let mut names = scope.classes.clone();
-    names.extend(
-        classes
-            .iter()
-            .filter(|(_, controller)| controller.as_ref().is_some_and(|c| scope.controllers.contains(c)))
-            .map(|(name, _)| name.clone()),
-    );
-    names.sort();
-    names.dedup();
-    names
+/// The Gateway's part of `policy`'s admission objects for `canonical`. `governed` holds the
+/// GatewayClass names it governs (CEL sees only the Gateway, so controller names become class
+/// names, and the keeper renders again when the GatewayClasses change); none renders a policy
+/// that matches nothing.
+pub(super) fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
+    let entries = GatewayAddress::from_addresses(canonical);
+    if entries.is_empty() {
+        return Err(RenderError::Empty(policy.name.clone()));
+    }
+    if entries.len() > MAX_ADDRESSES {
+        return Err(RenderError::TooManyForGateway { policy: policy.name.clone(), entries: entries.len() });
+    }
+    let classes = match governed {
+        Governed::Classes { names, .. } => names.as_slice(),
+        Governed::Everything => &[],
+    };
+    let list = cel::string_list(classes.iter().map(String::as_str));
+    // From `oldObject`, as the webhook reads it (`review::read::gateway::stored_class`): the
+    // CRD status strategy keeps everything but `status` from the stored object.
+    let match_conditions = json!([{
+        "name": "governed-class",
+        "expression": format!("has(oldObject.spec.gatewayClassName) && oldObject.spec.gatewayClassName in {list}"),
+    }]);
+    // `Equivalent` (the default, written out): a write through v1beta1 is matched as v1.
+    let match_constraints = json!({
+        "matchPolicy": "Equivalent",
+        "resourceRules": [{
+            "apiGroups": [super::GROUP],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["gateways/status"],
+        }],
+    });
+    let shown: Vec<String> = entries.iter().map(ToString::to_string).collect();
+    Ok(Shape {
+        match_constraints,
+        match_conditions,
+        patch: patch(&entries),
+        written: WRITTEN_KEYS,
+        same_set: same_set(&entries),
+        message: format!(
+            "ingress-status-guard policy {:?} requires status.addresses [{}]",
+            policy.name,
+            shown.join(",")
+        ),
+    })
 }
 
 /// The canonical entries as a CEL list of `{type, value}` maps: untyped maps, because `type`
@@ -71,64 +98,31 @@ fn same_set(entries: &[GatewayAddress]) -> String {
     )
 }
 
-/// Object name of a Gateway policy's admission policy: apart from the Ingress policies' names,
-/// so an Ingress policy and a Gateway policy of one name never share an object.
-pub(crate) fn object_name(policy: &str) -> String {
-    super::object_name(&format!("gateway-{policy}"))
-}
-
-/// The objects for one Gateway policy: the admission policy, then its binding. `classes` are
-/// the class names it governs ([`class_names`]); none renders a policy that matches nothing.
-pub(crate) fn render(
-    policy: &Policy,
-    canonical: &[Address],
-    classes: &[String],
-    api: ApiVersion,
-) -> Result<Vec<Value>, RenderError> {
-    let entries = GatewayAddress::from_addresses(canonical);
-    if entries.is_empty() {
-        return Err(RenderError::Empty(policy.name.clone()));
-    }
-    if entries.len() > MAX_ADDRESSES {
-        return Err(RenderError::TooManyForGateway { policy: policy.name.clone(), entries: entries.len() });
-    }
-    let name = object_name(&policy.name);
-    let list = cel::string_list(classes.iter().map(String::as_str));
-    // From `oldObject`, as the webhook reads it (`review::read::gateway::stored_class`): the
-    // CRD status strategy keeps everything but `status` from the stored object.
-    let match_conditions = json!([{
-        "name": "governed-class",
-        "expression": format!("has(oldObject.spec.gatewayClassName) && oldObject.spec.gatewayClassName in {list}"),
-    }]);
-    // `Equivalent` (the default, written out): a write through v1beta1 is matched as v1.
-    let match_constraints = json!({
-        "matchPolicy": "Equivalent",
-        "resourceRules": [{
-            "apiGroups": [GROUP],
-            "apiVersions": ["v1"],
-            "operations": ["UPDATE"],
-            "resources": ["gateways/status"],
-        }],
-    });
-    let shown: Vec<String> = entries.iter().map(ToString::to_string).collect();
-    let shape = super::Shape {
-        match_constraints,
-        match_conditions,
-        patch: patch(&entries),
-        written: WRITTEN_KEYS,
-        same_set: same_set(&entries),
-        message: format!(
-            "ingress-status-guard policy {:?} requires status.addresses [{}]",
-            policy.name,
-            shown.join(",")
-        ),
-    };
-    Ok(super::objects(policy, &name, api, shape))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::Value;
+
     use super::*;
+    use crate::{admission_policy::ApiVersion, kind::gateway::GROUP};
+
+    fn render(
+        p: &Policy,
+        canonical: &[Address],
+        classes: &[String],
+        api: ApiVersion,
+    ) -> Result<Vec<Value>, RenderError> {
+        let governed = Governed::Classes { names: classes.to_vec(), without_class: false };
+        crate::admission_policy::render::<super::super::Gateways>(p, canonical, &governed, api)
+    }
+
+    fn class_names(scope: &crate::policy::ClassScope, classes: &BTreeMap<String, Option<String>>) -> Vec<String> {
+        match Governed::resolve(scope, &crate::admission_policy::facts(classes)) {
+            Governed::Classes { names, .. } => names,
+            Governed::Everything => Vec::new(),
+        }
+    }
 
     fn policy(file: &str) -> Policy {
         crate::policy::parse_file("f", file).unwrap().gateway_policies().next().cloned().unwrap()
