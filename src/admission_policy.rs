@@ -132,7 +132,7 @@ pub(crate) enum RenderError {
     Empty(String),
     #[error(
         "policy {policy:?}: canonical entry {entry} holds one of {:?}, which the admission policy's comparison cannot tell apart",
-        crate::kind::ingress::admission::SEPARATORS
+        SEPARATORS
     )]
     Separator { policy: String, entry: String },
     #[error(
@@ -142,8 +142,25 @@ pub(crate) enum RenderError {
     TooManyForGateway { policy: String, entries: usize },
 }
 
+/// Separators of an Ingress entry's comparison key (`kind/ingress/admission`'s `key`); a
+/// canonical value containing one is refused by the renderer, which is what makes the key
+/// injective.
+pub(crate) const SEPARATORS: [char; 3] = ['|', ';', '/'];
+
+/// What a governed kind's admission objects are: the kind's part of them, said per kind in
+/// `kind/<kind>/admission.rs`; the objects around it are written once here.
+pub(crate) trait Admitted: crate::kind::Governed {
+    /// What precedes a policy's name in the name of its admission objects.
+    const ADMISSION_PREFIX: &'static str;
+
+    /// The kind's part of a policy's admission objects (`--admission=policy`) for a non-empty
+    /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
+    /// compares the status list; or why the list cannot be rendered.
+    fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError>;
+}
+
 /// The objects for one policy of kind `K`: the admission policy, then its binding.
-pub(crate) fn render<K: crate::kind::Governed>(
+pub(crate) fn render<K: Admitted>(
     policy: &Policy,
     canonical: &[Address],
     governed: &Governed,
@@ -166,7 +183,7 @@ pub(crate) fn facts(classes: &std::collections::BTreeMap<String, Option<String>>
     classes.iter().map(fact).collect()
 }
 
-/// What one kind's admission objects say of its status ([`crate::kind::Governed::admission_shape`]).
+/// What one kind's admission objects say of its status ([`Admitted::admission_shape`]).
 pub(crate) struct Shape {
     /// The resources matched (`matchConstraints`).
     pub(crate) match_constraints: Value,
@@ -252,10 +269,9 @@ const MAX_NAME: usize = 63;
 const PREFIX: &str = "ingress-status-guard-";
 
 /// The name of `policy`'s admission objects: [`object_name`] of its name, after its kind's
-/// prefix ([`Governed::ADMISSION_PREFIX`](crate::kind::Governed::ADMISSION_PREFIX)), so an
+/// prefix ([`Admitted::ADMISSION_PREFIX`]), so an
 /// Ingress and a Gateway policy of one name never share objects.
 pub(crate) fn object_name_of(policy: &crate::policy::Policy) -> String {
-    use crate::kind::Governed as _;
     crate::kind::with_kind!(policy.kind, K => object_name(&format!("{}{}", K::ADMISSION_PREFIX, policy.name)))
 }
 

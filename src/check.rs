@@ -21,7 +21,7 @@ use crate::{
     client::{RequestError, Target, bounded},
     kind::gateway::Gateways,
     kind::ingress::Ingresses,
-    kind::{Governed, with_kind},
+    kind::with_kind,
     policy::Policies,
     sources::snapshot,
 };
@@ -30,6 +30,59 @@ use fetch::{gateway_classes, stored};
 pub(crate) use fleet::check_fleet;
 use report::Report;
 pub(crate) use report::align;
+
+/// What `check` and `explain`, written once here, need of a kind beyond its wire: how a stored
+/// object is read and shown in its kind's words. Said per kind in `kind/<kind>/explain.rs`.
+pub(crate) trait Explained: crate::kind::Governed {
+    /// The object as `check` and `explain` read it from the API server.
+    type Read: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static;
+    /// A stored object as `explain` shows it: its write, and what the wire says beside it.
+    type Stored: std::fmt::Debug + Send + Sync;
+    /// The objects as a failed list names them (`Ingresses`).
+    const LISTED: &'static str;
+
+    /// What `check` and `explain` judge of `object`: its class as it is (never a lean
+    /// projection's stand-in), so the report shows what the operator wrote.
+    fn stored(object: Self::Read) -> Self::Stored;
+
+    /// The write a stored object stands for.
+    fn stored_write(stored: &Self::Stored) -> &crate::kind::Write<Self::Entry>;
+
+    /// The review of a write of the stored value, which `explain` answers with the webhook's
+    /// own render.
+    fn review_target(stored: &Self::Stored) -> crate::review::Target<'static>;
+
+    /// `explain`'s `Class` line: the class, and where it came from or what it is.
+    fn class_shown(stored: &Self::Stored, sources: &dyn crate::sources::Sources) -> String;
+
+    /// What `explain`'s `Policy` line says after a governing policy's mode ("" or `; governs …`).
+    fn governs_shown(policy: &crate::policy::Policy) -> String;
+
+    /// `explain`'s `Policy` line when no policy governs: what each policy of the kind governs.
+    fn none_shown(policies: &Policies) -> String;
+
+    /// A class rule as `explain`'s `Rule` line says it, in the kind's policy fields.
+    fn rule_shown(rule: &crate::policy::ClassRule) -> String;
+
+    /// `explain`'s `Stored` line.
+    fn stored_shown(write: &crate::kind::Write<Self::Entry>) -> String;
+
+    /// `explain`'s `Canonical` line for a canonical write: what it shows as the canonical value.
+    fn canonical_shown(
+        write: &crate::kind::Write<Self::Entry>,
+        policy: &crate::policy::Policy,
+        sources: &dyn crate::sources::Sources,
+    ) -> String;
+
+    /// Whether `explain` says `State: NOT GOVERNED` of an object no policy governs.
+    const NOT_GOVERNED_SHOWN: bool;
+}
 
 /// Objects per list request: bounds what one page holds in memory.
 const PAGE_SIZE: u32 = 500;
@@ -159,7 +212,7 @@ pub(crate) async fn explain_one(cluster: &Cluster, object: ObjectRef, policies: 
 }
 
 /// [`explain_one`] of an object of kind `K`.
-async fn explain_of<K: Governed>(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
+async fn explain_of<K: Explained>(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
     let ObjectRef { kind, namespace, name } = object;
     let timeout = cluster.request_timeout;
     let client = cluster.connect().await?;

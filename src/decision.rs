@@ -118,7 +118,7 @@ pub(crate) fn decide<'p, E: Entry>(write: &Write<E>, policies: &'p Policies, sou
         Ok(canonical) => canonical,
     };
     let entries = match <E::Of as Governed>::entries(&canonical) {
-        Err(reason) => return unresolved(reason),
+        Err(too_many) => return unresolved(too_many.into()),
         Ok(entries) => entries,
     };
     // A list longer than the reader keeps is longer than any canonical one.

@@ -11,11 +11,7 @@ use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::{
-    address::Address,
-    policy::{ClassRule, Policies, Policy},
-    sources::{Sources, Unresolved},
-};
+use crate::address::Address;
 
 pub(crate) mod gateway;
 pub(crate) mod ingress;
@@ -229,74 +225,37 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
     /// with the kind's documented field (`ingress`, `gateway`) naming the object.
     fn healed(object: &dyn fmt::Display, from: &dyn fmt::Display, to: &dyn fmt::Display, policy: &str);
 
-    /// The canonical entries of this kind for a policy's canonical addresses, or why the kind
-    /// cannot hold them.
-    fn entries(canonical: &[Address]) -> Result<Cow<'_, [Self::Entry]>, Unresolved>;
+    /// The canonical entries of this kind for a policy's canonical addresses, or how many
+    /// entries they make when that is more than the kind's status list holds.
+    fn entries(canonical: &[Address]) -> Result<Cow<'_, [Self::Entry]>, TooMany>;
 
     /// Whether `written` holds the same entries as `canonical`, ignoring order.
     fn same(written: &[Self::Entry], canonical: &[Self::Entry]) -> bool;
 
     /// The controller of class `class`, from the kind's class cache.
-    fn class_controller(sources: &dyn Sources, class: &str) -> Option<String>;
+    fn class_controller<C: Classes + ?Sized>(classes: &C, class: &str) -> Option<String>;
 
     /// The cluster's default classes with their controllers (kinds without a default: none).
-    fn default_classes(sources: &dyn Sources) -> Vec<(String, Option<String>)>;
+    fn default_classes<C: Classes + ?Sized>(classes: &C) -> Vec<(String, Option<String>)>;
+}
 
-    // `check` and `explain`, written once in `check/`, show a stored object in its kind's words.
+// What names a higher layer is said in that layer, in a trait over `Governed` there
+// (`admission_policy::Admitted`, `check::Explained`), implemented per kind in
+// `kind/<kind>/<layer>.rs`: this module imports only the modules above it.
 
-    /// The object as `check` and `explain` read it from the API server.
-    type Read: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + DeserializeOwned
-        + Clone
-        + fmt::Debug
-        + Send
-        + Sync
-        + 'static;
-    /// A stored object as `explain` shows it: its write, and what the wire says beside it.
-    type Stored: fmt::Debug + Send + Sync;
-    /// The objects as a failed list names them (`Ingresses`).
-    const LISTED: &'static str;
-    /// What precedes a policy's name in the name of its admission objects.
-    const ADMISSION_PREFIX: &'static str;
+/// More canonical entries than a kind's status list may hold (their count); the sources call
+/// it unresolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} canonical entries, more than the kind's status list holds")]
+pub(crate) struct TooMany(pub(crate) usize);
 
-    /// What `check` and `explain` judge of `object`: its class as it is (never a lean
-    /// projection's stand-in), so the report shows what the operator wrote.
-    fn stored(object: Self::Read) -> Self::Stored;
-
-    /// The write a stored object stands for.
-    fn stored_write(stored: &Self::Stored) -> &Write<Self::Entry>;
-
-    /// The review of a write of the stored value, which `explain` answers with the webhook's
-    /// own render.
-    fn review_target(stored: &Self::Stored) -> crate::review::Target<'static>;
-
-    /// `explain`'s `Class` line: the class, and where it came from or what it is.
-    fn class_shown(stored: &Self::Stored, sources: &dyn Sources) -> String;
-
-    /// What `explain`'s `Policy` line says after a governing policy's mode ("" or `; governs …`).
-    fn governs_shown(policy: &Policy) -> String;
-
-    /// `explain`'s `Policy` line when no policy governs: what each policy of the kind governs.
-    fn none_shown(policies: &Policies) -> String;
-
-    /// A class rule as `explain`'s `Rule` line says it, in the kind's policy fields.
-    fn rule_shown(rule: &ClassRule) -> String;
-
-    /// `explain`'s `Stored` line.
-    fn stored_shown(write: &Write<Self::Entry>) -> String;
-
-    /// `explain`'s `Canonical` line for a canonical write: what it shows as the canonical value.
-    fn canonical_shown(write: &Write<Self::Entry>, policy: &Policy, sources: &dyn Sources) -> String;
-
-    /// Whether `explain` says `State: NOT GOVERNED` of an object no policy governs.
-    const NOT_GOVERNED_SHOWN: bool;
-
-    /// The kind's part of a policy's admission objects (`--admission=policy`) for a non-empty
-    /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
-    /// compares the status list; or why the list cannot be rendered.
-    fn admission_shape(
-        policy: &Policy,
-        canonical: &[Address],
-        governed: &crate::admission_policy::Governed,
-    ) -> Result<crate::admission_policy::Shape, crate::admission_policy::RenderError>;
+/// The class caches a kind's classes are read from: what the sources know of IngressClasses
+/// and GatewayClasses (every `Sources` is one).
+pub(crate) trait Classes {
+    /// `spec.controller` of the IngressClass `class`, if it is known.
+    fn ingress_class_controller(&self, class: &str) -> Option<String>;
+    /// The names of the IngressClasses annotated as the cluster default.
+    fn default_ingress_classes(&self) -> Vec<String>;
+    /// `spec.controllerName` of the GatewayClass `class`, if it is known.
+    fn gateway_class_controller(&self, class: &str) -> Option<String>;
 }

@@ -70,6 +70,25 @@ pub enum Unresolved {
     All(Vec<Unresolved>),
 }
 
+impl From<crate::kind::TooMany> for Unresolved {
+    fn from(too_many: crate::kind::TooMany) -> Self {
+        Unresolved::TooManyForGateway(too_many.0)
+    }
+}
+
+/// Every source reads a kind's classes from its caches.
+impl<T: Sources + ?Sized> crate::kind::Classes for T {
+    fn ingress_class_controller(&self, class: &str) -> Option<String> {
+        Sources::ingress_class_controller(self, class)
+    }
+    fn default_ingress_classes(&self) -> Vec<String> {
+        Sources::default_ingress_classes(self)
+    }
+    fn gateway_class_controller(&self, class: &str) -> Option<String> {
+        Sources::gateway_class_controller(self, class)
+    }
+}
+
 impl Unresolved {
     /// A source not read yet (its watch has not listed): no fact about the cluster, so nothing
     /// there is replaced or removed on its account until it is read.

@@ -93,7 +93,7 @@ pub(crate) fn desired(
 impl Desired {
     /// The plan of the policies of kind `K`: `governed` holds their class rules in file order,
     /// or says why their class facts are not known yet (then their objects are kept).
-    fn kind<K: crate::kind::Governed>(
+    fn kind<K: super::Admitted>(
         &mut self,
         policies: &Policies,
         governed: Result<Vec<Governed>, &str>,

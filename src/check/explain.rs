@@ -1,12 +1,11 @@
 //! `explain`: how one Ingress or Gateway is governed and what the webhook would do with a write
 //! of its stored status, from values, with the webhook's own [`decide`] and [`render`]; what
-//! differs by kind is said by its [`Governed`] impl.
+//! differs by kind is said by its [`Explained`] impl.
 
-use super::report::State;
+use super::{Explained, report::State};
 use crate::{
     address::Addresses,
     decision::{Verdict, decide, subject},
-    kind::Governed,
     policy::{Policies, Policy, Source, SourceList},
     review::render,
     review::{ApiVersion, Review, User},
@@ -54,7 +53,7 @@ pub(super) fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn
 
 /// What the webhook answers to a write of `stored`'s status: its own [`render`] of the
 /// verdict, read back.
-fn webhook_shown<K: Governed>(stored: &K::Stored, verdict: &Verdict<'_>) -> String {
+fn webhook_shown<K: Explained>(stored: &K::Stored, verdict: &Verdict<'_>) -> String {
     let review = Review {
         api_version: ApiVersion::V1,
         uid: "explain".into(),
@@ -84,7 +83,7 @@ fn webhook_shown<K: Governed>(stored: &K::Stored, verdict: &Verdict<'_>) -> Stri
 }
 
 /// Explains how the webhook judges `stored`, an object of kind `K`.
-pub(crate) fn explain<K: Governed>(stored: &K::Stored, policies: &Policies, snapshot: &Snapshot) -> Explanation {
+pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, snapshot: &Snapshot) -> Explanation {
     let write = K::stored_write(stored);
     let verdict = decide(write, policies, snapshot);
     let mut lines = vec![

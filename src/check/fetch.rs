@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use kube::{Api, Client, api::ListParams};
 
-use super::PAGE_SIZE;
+use super::{Explained, PAGE_SIZE};
 use crate::{
     client::{RequestError, list_all, list_served},
+    kind::Write,
     kind::gateway::LeanGatewayClass,
-    kind::{Governed, Write},
 };
 
 /// Lists the stored objects of kind `K` page by page, keeping what the decision reads, each
-/// class as it is ([`Governed::stored`]); `None` when the API server does not serve a kind
+/// class as it is ([`Explained::stored`]); `None` when the API server does not serve a kind
 /// whose API is optional (a CRD).
-pub(super) async fn stored<K: Governed>(
+pub(super) async fn stored<K: Explained>(
     client: &Client,
     namespace: Option<&str>,
     timeout: Duration,

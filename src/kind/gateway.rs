@@ -5,6 +5,7 @@
 //! [`kube::Resource`] so kube's `Api` and watcher deliver them directly.
 
 pub(crate) mod admission;
+mod explain;
 pub(crate) mod status;
 
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
@@ -120,10 +121,10 @@ impl super::Governed for Gateways {
 
     fn entries(
         canonical: &[crate::address::Address],
-    ) -> Result<std::borrow::Cow<'_, [status::GatewayAddress]>, crate::sources::Unresolved> {
+    ) -> Result<std::borrow::Cow<'_, [status::GatewayAddress]>, super::TooMany> {
         let entries = status::GatewayAddress::from_addresses(canonical);
         if entries.len() > status::MAX_ADDRESSES {
-            return Err(crate::sources::Unresolved::TooManyForGateway(entries.len()));
+            return Err(super::TooMany(entries.len()));
         }
         Ok(std::borrow::Cow::Owned(entries))
     }
@@ -135,96 +136,12 @@ impl super::Governed for Gateways {
         set(written) == set(canonical)
     }
 
-    fn class_controller(sources: &dyn crate::sources::Sources, class: &str) -> Option<String> {
+    fn class_controller<C: super::Classes + ?Sized>(sources: &C, class: &str) -> Option<String> {
         sources.gateway_class_controller(class)
     }
 
-    fn default_classes(_: &dyn crate::sources::Sources) -> Vec<(String, Option<String>)> {
+    fn default_classes<C: super::Classes + ?Sized>(_: &C) -> Vec<(String, Option<String>)> {
         Vec::new()
-    }
-
-    type Read = LeanGateway;
-    type Stored = GatewayWrite;
-    const LISTED: &'static str = "Gateways";
-    const ADMISSION_PREFIX: &'static str = "gateway-";
-    fn admission_shape(
-        policy: &crate::policy::Policy,
-        canonical: &[crate::address::Address],
-        governed: &crate::admission_policy::Governed,
-    ) -> Result<crate::admission_policy::Shape, crate::admission_policy::RenderError> {
-        admission::shape(policy, canonical, governed)
-    }
-
-    const NOT_GOVERNED_SHOWN: bool = true;
-
-    fn stored(gateway: LeanGateway) -> GatewayWrite {
-        // The API server names every object it returns: `leaned` always has a write.
-        <Self as super::Governed>::leaned(gateway).map(|lean| lean.write).unwrap_or_default()
-    }
-
-    fn stored_write(stored: &GatewayWrite) -> &GatewayWrite {
-        stored
-    }
-
-    fn review_target(write: &GatewayWrite) -> crate::review::Target<'static> {
-        let shape = if write.addresses.is_empty() && write.omitted == 0 {
-            GatewayShape::NoAddresses
-        } else {
-            GatewayShape::Addresses
-        };
-        let status = crate::review::Status { write: write.clone(), object_uid: None, shape, forged: None };
-        crate::review::Target::Gateway(status)
-    }
-
-    /// The class, and its GatewayClass's controller when the sources read it.
-    fn class_shown(write: &GatewayWrite, sources: &dyn crate::sources::Sources) -> String {
-        let class = write
-            .class
-            .as_deref()
-            .map_or_else(|| "none".to_owned(), |c| format!("{:?}", crate::names::truncate(c, 63, usize::MAX)));
-        match write.class.as_deref().and_then(|c| sources.gateway_class_controller(c)) {
-            Some(ctl) => format!("{class} (GatewayClass controller {ctl})"),
-            None => class,
-        }
-    }
-
-    fn governs_shown(_: &crate::policy::Policy) -> String {
-        String::new()
-    }
-
-    fn none_shown(policies: &crate::policy::Policies) -> String {
-        let why: Vec<String> = policies
-            .gateway_policies()
-            .map(|p| {
-                format!(
-                    "policy {:?} governs gatewayClasses [{}] and gatewayControllers [{}]",
-                    p.name,
-                    p.scope.classes.join(","),
-                    p.scope.controllers.join(",")
-                )
-            })
-            .collect();
-        if why.is_empty() { "no policy governs Gateways".to_owned() } else { why.join("; ") }
-    }
-
-    /// The class fields are `gatewayClasses` and `gatewayControllers` (a Gateway always names
-    /// its class, so the other rules never apply).
-    fn rule_shown(rule: &crate::policy::ClassRule) -> String {
-        use crate::policy::ClassRule;
-        match rule {
-            ClassRule::ClassName => "its class is in gatewayClasses".to_owned(),
-            ClassRule::Controller(c) => format!("its GatewayClass's controller {c} is in gatewayControllers"),
-            other => other.to_string(),
-        }
-    }
-
-    fn stored_shown(write: &GatewayWrite) -> String {
-        GatewayWritten(write).to_string()
-    }
-
-    /// The stored list, which is the canonical one.
-    fn canonical_shown(write: &GatewayWrite, _: &crate::policy::Policy, _: &dyn crate::sources::Sources) -> String {
-        GatewayWritten(write).to_string()
     }
 }
 

@@ -113,7 +113,7 @@ impl super::Governed for Ingresses {
         tracing::info!(ingress = %object, from = %from, to = %to, policy = %policy, "reconciled stored status to the canonical addresses");
     }
 
-    fn entries(canonical: &[Address]) -> Result<Cow<'_, [Address]>, crate::sources::Unresolved> {
+    fn entries(canonical: &[Address]) -> Result<Cow<'_, [Address]>, super::TooMany> {
         Ok(Cow::Borrowed(canonical))
     }
 
@@ -121,11 +121,11 @@ impl super::Governed for Ingresses {
         crate::address::same_set(written, canonical)
     }
 
-    fn class_controller(sources: &dyn crate::sources::Sources, class: &str) -> Option<String> {
+    fn class_controller<C: super::Classes + ?Sized>(sources: &C, class: &str) -> Option<String> {
         sources.ingress_class_controller(class)
     }
 
-    fn default_classes(sources: &dyn crate::sources::Sources) -> Vec<(String, Option<String>)> {
+    fn default_classes<C: super::Classes + ?Sized>(sources: &C) -> Vec<(String, Option<String>)> {
         let names = sources.default_ingress_classes();
         names
             .into_iter()
@@ -135,98 +135,6 @@ impl super::Governed for Ingresses {
             })
             .collect()
     }
-
-    type Read = Ingress;
-    type Stored = Stored;
-    const LISTED: &'static str = "Ingresses";
-    const ADMISSION_PREFIX: &'static str = "";
-    fn admission_shape(
-        policy: &crate::policy::Policy,
-        canonical: &[Address],
-        governed: &crate::admission_policy::Governed,
-    ) -> Result<crate::admission_policy::Shape, crate::admission_policy::RenderError> {
-        admission::shape(policy, canonical, governed)
-    }
-
-    const NOT_GOVERNED_SHOWN: bool = false;
-
-    fn stored(ingress: Ingress) -> Stored {
-        Stored::of(&ingress)
-    }
-
-    fn stored_write(stored: &Stored) -> &StatusWrite {
-        &stored.write
-    }
-
-    fn review_target(stored: &Stored) -> crate::review::Target<'static> {
-        crate::review::Target::Ingress(crate::review::Status {
-            write: stored.write.clone(),
-            object_uid: stored.object_uid.clone().map(Into::into),
-            shape: stored.shape,
-            forged: None,
-        })
-    }
-
-    /// The class and which of the two fields it was read from; an annotation value can be
-    /// anything, so it is cut and quoted.
-    fn class_shown(stored: &Stored, _: &dyn crate::sources::Sources) -> String {
-        let class = |c: &str| format!("{:?}", crate::names::truncate(c, MAX_CLASS_CHARS, usize::MAX));
-        match (&stored.write.class, stored.class_from) {
-            (Some(c), ClassFrom::Field) => format!("{} (from spec.ingressClassName)", class(c)),
-            (Some(c), _) => format!("{} (from annotation {CLASS_ANNOTATION})", class(c)),
-            (None, _) => format!("none (neither spec.ingressClassName nor annotation {CLASS_ANNOTATION} is set)"),
-        }
-    }
-
-    fn governs_shown(policy: &crate::policy::Policy) -> String {
-        format!("; governs {}", scope_shown(policy))
-    }
-
-    fn none_shown(policies: &crate::policy::Policies) -> String {
-        let why: Vec<String> =
-            policies.iter().map(|p| format!("policy {:?} governs {}", p.name, scope_shown(p))).collect();
-        why.join("; ")
-    }
-
-    fn rule_shown(rule: &crate::policy::ClassRule) -> String {
-        rule.to_string()
-    }
-
-    fn stored_shown(write: &StatusWrite) -> String {
-        crate::address::Addresses(&write.addresses).to_string()
-    }
-
-    /// The canonical list in the sources' order (the stored one equals it as a set).
-    fn canonical_shown(
-        write: &StatusWrite,
-        policy: &crate::policy::Policy,
-        sources: &dyn crate::sources::Sources,
-    ) -> String {
-        let shown = |list: &[Address]| crate::address::Addresses(list).to_string();
-        sources.canonical(policy).map_or_else(|_| shown(&write.addresses), |list| shown(&list))
-    }
-}
-
-/// A class is shown by `explain` as read, cut to this many characters.
-const MAX_CLASS_CHARS: usize = 80;
-
-/// What an Ingress policy governs, as `explain` says it: its classes or controllers, the
-/// class-less Ingresses, and its Namespaces.
-fn scope_shown(policy: &crate::policy::Policy) -> String {
-    let every = policy.scope.classes.is_empty() && policy.scope.controllers.is_empty();
-    let mut classes =
-        if every { "every class".to_owned() } else { format!("classes {}", policy.scope.classes.join(",")) };
-    if !policy.scope.controllers.is_empty() {
-        classes.push_str(&format!(" and IngressClasses of controllers {}", policy.scope.controllers.join(",")));
-    }
-    let without = if every || policy.scope.without_class {
-        "and class-less Ingresses"
-    } else {
-        "and class-less Ingresses only when the default IngressClass is one of them"
-    };
-    let namespaces =
-        policy.namespace_selector.as_ref().map_or_else(String::new, |s| format!(", in Namespaces labelled {s}"));
-    format!("{classes} {without}{namespaces}")
 }
 
 /// How much of `status.loadBalancer.ingress` an Ingress has: where a patch must go. A member
@@ -441,6 +349,7 @@ pub(crate) const LIST_PAGE: u32 = 10;
 
 pub(crate) mod admission;
 pub(crate) mod bounded;
+mod explain;
 
 #[cfg(test)]
 mod tests;

@@ -9,15 +9,23 @@ use serde_json::json;
 use super::status::{GatewayAddress, MAX_ADDRESSES};
 use crate::{
     address::Address,
-    admission_policy::{Governed, RenderError, Shape, cel},
+    admission_policy::{Admitted, Governed, RenderError, Shape, cel},
     policy::Policy,
 };
+
+impl Admitted for super::Gateways {
+    const ADMISSION_PREFIX: &'static str = "gateway-";
+
+    fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
+        shape(policy, canonical, governed)
+    }
+}
 
 /// The Gateway's part of `policy`'s admission objects for `canonical`. `governed` holds the
 /// GatewayClass names it governs (CEL sees only the Gateway, so controller names become class
 /// names, and the keeper renders again when the GatewayClasses change); none renders a policy
 /// that matches nothing.
-pub(super) fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
+fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
     let entries = GatewayAddress::from_addresses(canonical);
     if entries.is_empty() {
         return Err(RenderError::Empty(policy.name.clone()));

@@ -10,13 +10,21 @@ use serde_json::json;
 use super::CLASS_ANNOTATION;
 use crate::{
     address::{Address, Addresses, MAX_ENTRIES},
-    admission_policy::{Governed, RenderError, Shape, cel},
+    admission_policy::{Admitted, Governed, RenderError, SEPARATORS, Shape, cel},
     policy::Policy,
 };
 
+impl Admitted for super::Ingresses {
+    const ADMISSION_PREFIX: &'static str = "";
+
+    fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
+        shape(policy, canonical, governed)
+    }
+}
+
 /// The Ingress's part of `policy`'s admission objects for `canonical`, over the class rules
 /// `governed`.
-pub(super) fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
+fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
     if let Some(a) = canonical.iter().find(|a| {
         let fields = a.ports.iter().flat_map(|p| [Some(&p.protocol), p.error.as_ref()]).flatten();
         a.ip.iter().chain(&a.hostname).chain(fields).any(|s| s.contains(SEPARATORS))
@@ -111,10 +119,6 @@ pub(crate) fn class_condition(classes: &[String], without_class: bool) -> String
         "has(oldObject.spec.ingressClassName) ? oldObject.spec.ingressClassName in {list} : (has(object.metadata.annotations) && {annotation} in object.metadata.annotations ? object.metadata.annotations[{annotation}] in {list} : {without_class})"
     )
 }
-
-/// Separators of [`key`]; a canonical value containing one is refused by the renderer, which is
-/// what makes the key injective (see [`key`]).
-pub(crate) const SEPARATORS: [char; 3] = ['|', ';', '/'];
 
 /// The written entries as keys (`variables.written`), one per entry of
 /// `status.loadBalancer.ingress` (none when absent).

@@ -1,0 +1,87 @@
+//! What `check` and `explain` say of a Gateway ([`Explained`]): it is read as its lean
+//! projection, its class shown with its GatewayClass's controller, its policies' class fields.
+
+use super::{GatewayShape, GatewayWrite, GatewayWritten, Gateways, LeanGateway};
+use crate::{
+    check::Explained,
+    names,
+    policy::{self, ClassRule},
+    review,
+    sources::Sources,
+};
+
+impl Explained for Gateways {
+    type Read = LeanGateway;
+    type Stored = GatewayWrite;
+    const LISTED: &'static str = "Gateways";
+    const NOT_GOVERNED_SHOWN: bool = true;
+
+    fn stored(gateway: LeanGateway) -> GatewayWrite {
+        // The API server names every object it returns: `leaned` always has a write.
+        <Self as crate::kind::Governed>::leaned(gateway).map(|lean| lean.write).unwrap_or_default()
+    }
+
+    fn stored_write(stored: &GatewayWrite) -> &GatewayWrite {
+        stored
+    }
+
+    fn review_target(write: &GatewayWrite) -> review::Target<'static> {
+        let shape = if write.addresses.is_empty() && write.omitted == 0 {
+            GatewayShape::NoAddresses
+        } else {
+            GatewayShape::Addresses
+        };
+        let status = review::Status { write: write.clone(), object_uid: None, shape, forged: None };
+        review::Target::Gateway(status)
+    }
+
+    /// The class, and its GatewayClass's controller when the sources read it.
+    fn class_shown(write: &GatewayWrite, sources: &dyn Sources) -> String {
+        let class = write
+            .class
+            .as_deref()
+            .map_or_else(|| "none".to_owned(), |c| format!("{:?}", names::truncate(c, 63, usize::MAX)));
+        match write.class.as_deref().and_then(|c| sources.gateway_class_controller(c)) {
+            Some(ctl) => format!("{class} (GatewayClass controller {ctl})"),
+            None => class,
+        }
+    }
+
+    fn governs_shown(_: &policy::Policy) -> String {
+        String::new()
+    }
+
+    fn none_shown(policies: &policy::Policies) -> String {
+        let why: Vec<String> = policies
+            .gateway_policies()
+            .map(|p| {
+                format!(
+                    "policy {:?} governs gatewayClasses [{}] and gatewayControllers [{}]",
+                    p.name,
+                    p.scope.classes.join(","),
+                    p.scope.controllers.join(",")
+                )
+            })
+            .collect();
+        if why.is_empty() { "no policy governs Gateways".to_owned() } else { why.join("; ") }
+    }
+
+    /// The class fields are `gatewayClasses` and `gatewayControllers` (a Gateway always names
+    /// its class, so the other rules never apply).
+    fn rule_shown(rule: &policy::ClassRule) -> String {
+        match rule {
+            ClassRule::ClassName => "its class is in gatewayClasses".to_owned(),
+            ClassRule::Controller(c) => format!("its GatewayClass's controller {c} is in gatewayControllers"),
+            other => other.to_string(),
+        }
+    }
+
+    fn stored_shown(write: &GatewayWrite) -> String {
+        GatewayWritten(write).to_string()
+    }
+
+    /// The stored list, which is the canonical one.
+    fn canonical_shown(write: &GatewayWrite, _: &policy::Policy, _: &dyn Sources) -> String {
+        GatewayWritten(write).to_string()
+    }
+}
