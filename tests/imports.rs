@@ -1,8 +1,12 @@
 //! The import order docs/architecture.md states, held against the code: a module of `src/`
 //! imports only the modules above it in that page's table, no files of one module import each
 //! other in a circle, `src/` has at most 20 top-level modules, each in the table once, and no
-//! file of `src/` is over 600 lines. Reads the source as text (every `use` tree and every
-//! `crate::`/`super::` path outside comments), so it needs no build of anything.
+//! file of `src/` is over 600 lines. A row may also name sub-module patterns (`kind/*/admission`):
+//! a file is at the row of the longest pattern matching its module path (`*` is one segment, a
+//! plain name is a top-level module and everything under it), so a kind's impl of a higher
+//! layer's trait sits at that layer. Reads the source as text (every `use` tree and every
+//! `crate::`/`super::`/`self::` or child-module path outside comments), so it needs no build of
+//! anything.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -10,7 +14,8 @@ use std::path::{Path, PathBuf};
 const MAX_MODULES: usize = 20;
 const MAX_LINES: usize = 600;
 
-/// The table's rows, top first: each row's module names (`policy/` read as `policy`).
+/// The table's rows, top first: each row's module names and sub-module patterns (`policy/`
+/// read as `policy`, `kind/*/admission` as it is).
 fn layers() -> Vec<Vec<String>> {
     let page = std::fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md");
     let table = page.split("| module | owns |").nth(1).expect("the module table of docs/architecture.md");
@@ -23,6 +28,21 @@ fn layers() -> Vec<Vec<String>> {
             first.split('`').skip(1).step_by(2).map(|m| m.trim_end_matches('/').to_owned()).collect()
         })
         .collect()
+}
+
+/// Whether `pattern` (`kind/*/admission`, or a plain `kind`) names `module` or a module under it.
+fn matches(pattern: &str, module: &[String]) -> bool {
+    let segments: Vec<&str> = pattern.split('/').collect();
+    segments.len() <= module.len() && segments.iter().zip(module).all(|(p, m)| *p == "*" || p == m)
+}
+
+/// Where a file sits in the table: the longest pattern that matches its module path, and its row.
+fn placed<'l>(module: &[String], level: &'l BTreeMap<String, usize>) -> Option<(&'l str, usize)> {
+    level
+        .iter()
+        .filter(|(pattern, _)| matches(pattern, module))
+        .max_by_key(|(pattern, _)| pattern.split('/').count())
+        .map(|(pattern, row)| (pattern.as_str(), *row))
 }
 
 fn root() -> PathBuf {
@@ -164,12 +184,16 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
 /// The file module a path leads to from `from` (the longest prefix that is a file), if it
 /// leaves through `crate::` or `super::`.
 fn target(from: &[String], path: &[String], modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
-    let mut at: Vec<String> = match path.first().map(String::as_str) {
-        Some("crate") => Vec::new(),
-        Some("super") => from[..from.len().saturating_sub(1)].to_vec(),
+    let child = |name: &String| modules.contains(&[from, std::slice::from_ref(name)].concat());
+    let (mut at, rest): (Vec<String>, &[String]) = match path.first().map(String::as_str) {
+        Some("crate") => (Vec::new(), &path[1..]),
+        Some("super") => (from[..from.len().saturating_sub(1)].to_vec(), &path[1..]),
+        Some("self") => (from.to_vec(), &path[1..]),
+        // A path that starts at a child module (`use explain::explain;`) is relative to `from`.
+        Some(_) if child(&path[0]) => (from.to_vec(), path),
         _ => return None,
     };
-    for segment in &path[1..] {
+    for segment in rest {
         match segment.as_str() {
             "super" => {
                 at.pop();
@@ -219,7 +243,7 @@ fn every_module_imports_only_the_modules_above_it_in_the_architecture_table() {
     }
     let declared = top_level_modules();
     let declared_set: BTreeSet<&String> = declared.iter().collect();
-    let tabled: BTreeSet<&String> = level.keys().collect();
+    let tabled: BTreeSet<&String> = level.keys().filter(|m| !m.contains('/')).collect();
     let untabled: Vec<_> = declared_set.iter().filter(|m| !level.contains_key(**m)).collect();
     let stale: Vec<_> = tabled.iter().filter(|m| !declared_set.contains(**m)).collect();
     assert!(
@@ -228,21 +252,27 @@ fn every_module_imports_only_the_modules_above_it_in_the_architecture_table() {
     );
 
     let files = files();
+    let patterns: Vec<&String> = level.keys().filter(|p| p.contains('/')).collect();
+    let unmatched: Vec<_> = patterns.iter().filter(|p| !files.iter().any(|(m, _)| matches(p, m))).collect();
+    assert!(unmatched.is_empty(), "patterns of the table that match no file of src/: {unmatched:?}");
     let modules: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
     let tests = test_only(&files);
     let mut forbidden = Vec::new();
     for (module, path) in files.iter().filter(|(m, _)| !tests.contains(m)) {
-        let own = &module[0];
+        let Some((own, own_row)) = placed(module, &level) else { continue };
         let text = code(&std::fs::read_to_string(path).unwrap());
         for named in named_paths(&text) {
-            let Some(to) = target(module, &named, &modules) else { continue };
-            let Some(other) = to.first().filter(|o| *o != own) else { continue };
-            if level.get(other).is_none_or(|l| *l >= level[own]) {
+            let Some(to) = target(module, &named, &modules).filter(|to| !to.is_empty()) else { continue };
+            let Some((other, row)) = placed(&to, &level) else { continue };
+            // Within one module, or above it; a file a pattern places in a row is a part of
+            // that row's module, so it may import it (`kind/*/admission` imports
+            // `admission_policy`).
+            let allowed = other == own || row < own_row || (row == own_row && own.contains('/'));
+            if !allowed {
                 forbidden.push(format!(
-                    "{} imports {} ({} is not above {own} in docs/architecture.md's table)",
+                    "{} imports {} ({other} is not above {own} in docs/architecture.md's table)",
                     path.strip_prefix(root()).unwrap().display(),
                     named.join("::"),
-                    other
                 ));
             }
         }
@@ -319,4 +349,28 @@ fn the_reader_sees_what_a_use_tree_names() {
     let want =
         [vec!["crate", "a", "b"], vec!["crate", "c", "d"], vec!["crate", "c", "e", "f"], vec!["super", "h", "i"]];
     assert_eq!(paths, want.map(|p| p.iter().map(ToString::to_string).collect::<Vec<_>>()));
+}
+
+#[test]
+fn a_file_sits_at_the_longest_pattern_that_matches_it() {
+    let path = |p: &str| p.split('/').map(str::to_owned).collect::<Vec<_>>();
+    assert!(matches("kind/*/admission", &path("kind/ingress/admission")));
+    assert!(matches("kind/*/admission", &path("kind/gateway/admission/cel")));
+    assert!(!matches("kind/*/admission", &path("kind/ingress")));
+    assert!(matches("kind", &path("kind/ingress/admission")));
+    let level = BTreeMap::from([("kind".to_owned(), 5), ("kind/*/admission".to_owned(), 10)]);
+    assert_eq!(placed(&path("kind/ingress/admission"), &level), Some(("kind/*/admission", 10)));
+    assert_eq!(placed(&path("kind/ingress/bounded"), &level), Some(("kind", 5)));
+    assert_eq!(placed(&path("policy"), &level), None);
+}
+
+#[test]
+fn a_path_from_a_child_module_leads_to_that_child() {
+    let modules: BTreeSet<Vec<String>> =
+        [vec!["check".to_owned()], vec!["check".to_owned(), "explain".to_owned()]].into_iter().collect();
+    let from = ["check".to_owned()];
+    let named = |p: &str| p.split("::").map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(target(&from, &named("explain::explain"), &modules), Some(named("check::explain")));
+    assert_eq!(target(&from, &named("self::explain"), &modules), Some(named("check::explain")));
+    assert_eq!(target(&from, &named("serde::Serialize"), &modules), None);
 }

@@ -16,9 +16,9 @@ use crate::{
     policy::{GatewayRef, Policies},
 };
 
-/// Longest wait between two attempts of a failing Gateway watch: how soon CRDs installed after
-/// start-up are noticed.
-pub(crate) const RETRY_CAP: Duration = Duration::from_secs(10);
+/// Longest wait between two attempts of a failing Gateway watch (the follower's, for every API
+/// that may not be served).
+pub(crate) use super::follow::RETRY_CAP;
 
 /// Why a Gateway yields no address to publish on an Ingress.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
