@@ -16,9 +16,7 @@ use crate::{
     policy::{GatewayRef, Policies},
 };
 
-/// Longest wait between two attempts of a failing Gateway watch: how soon CRDs installed after
-/// start-up are noticed.
-pub(crate) const RETRY_CAP: Duration = Duration::from_secs(10);
+pub(crate) use super::follow::RETRY_CAP;
 
 /// Why a Gateway yields no address to publish on an Ingress.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
