@@ -100,9 +100,19 @@ fn test_only(files: &[(Vec<String>, PathBuf)]) -> BTreeSet<Vec<String>> {
     all.into_iter().filter(|m| out.iter().any(|t| m.starts_with(t))).collect()
 }
 
-/// The code of a file without its comments (doc links name modules without importing them).
+/// The code of a file without its comments (doc links name modules without importing them)
+/// and without an inline `#[cfg(test)] mod tests { … }` at its end (tests reach anything).
 fn code(text: &str) -> String {
-    text.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n")
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| {
+            lines[i].trim() == "#[cfg(test)]"
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|next| next.trim_start().starts_with("mod ") && next.trim_end().ends_with('{'))
+        })
+        .unwrap_or(lines.len());
+    lines[..end].iter().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n")
 }
 
 fn tokens(text: &str) -> Vec<String> {

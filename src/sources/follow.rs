@@ -175,15 +175,15 @@ pub(crate) fn wanted<K: Governed>(policies: &Policies) -> bool {
     K::KIND.info().optional_api.is_none() || policies.of(K::KIND).next().is_some()
 }
 
-/// Longest wait between two attempts of a failing watch of an API that may not be served (a
-/// CRD, as the Gateway API's): how soon CRDs installed after start-up are noticed.
-pub(crate) const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Longest wait between two attempts of a failing watch of kind `K` (`None`: kube's default
 /// backoff): an API installed after start-up is noticed within it.
 pub(crate) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
     K::KIND.info().optional_api.map(|_| RETRY_CAP)
 }
+
+/// Longest wait between two attempts of a failing watch of an API that may not be served (the
+/// Gateway API's CRDs): how soon CRDs installed after start-up are noticed.
+pub(crate) const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The watch of every object of a governed kind, in small pages: a page is held whole while it
 /// is parsed, and tenants choose the size of their objects (up to etcd's 1.5 MiB each), so the

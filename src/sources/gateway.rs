@@ -16,8 +16,6 @@ use crate::{
     policy::{GatewayRef, Policies},
 };
 
-/// Longest wait between two attempts of a failing Gateway watch (the follower's, for every API
-/// that may not be served).
 pub(crate) use super::follow::RETRY_CAP;
 
 /// Why a Gateway yields no address to publish on an Ingress.
