@@ -136,6 +136,7 @@ impl Tasks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::tests::logged;
 
     #[tokio::test]
     async fn a_task_that_ends_makes_the_process_not_ready() {
@@ -156,26 +157,6 @@ mod tests {
         tasks.spawn("boom", async { panic!("boom") });
         tasks.watch(&readiness).await;
         assert_eq!(readiness.failed().as_deref(), Some("boom"));
-    }
-
-    /// The log lines written while `f` runs on this thread.
-    fn logged(f: impl FnOnce()) -> String {
-        #[derive(Clone, Default)]
-        struct Lines(std::sync::Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Lines {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let lines = Lines::default();
-        let writer = lines.clone();
-        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
-        tracing::subscriber::with_default(subscriber, f);
-        String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
     }
 
     /// A watch (or work loop) owned by a background task panics: it is logged with its name,
