@@ -31,14 +31,14 @@ pub struct PortStatus {
 /// `<none>`. Bounded, because a caller chooses how many entries a review carries: at most
 /// [`MAX_SHOWN`] entries and [`MAX_SHOWN_BYTES`] bytes, then `…(+N more)`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Addresses<'a>(pub &'a [Address]);
+pub(crate) struct Addresses<'a, E = Address>(pub &'a [E]);
 
 /// A list as a caller wrote it, of which the reader kept the first entries ([`Entries`]): shown
 /// as [`Addresses`] when nothing was left out, else as `N entries: a,b,…(+M more)`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Written<'a> {
+pub(crate) struct Written<'a, E = Address> {
     /// The entries kept, in the order written.
-    pub kept: &'a [Address],
+    pub kept: &'a [E],
     /// How many entries followed them.
     pub omitted: usize,
 }
@@ -48,13 +48,13 @@ pub(crate) const MAX_SHOWN: usize = 20;
 /// Most bytes of entries shown of a list (the `…(+N more)` suffix comes on top).
 pub(crate) const MAX_SHOWN_BYTES: usize = 1024;
 
-impl std::fmt::Display for Addresses<'_> {
+impl<E: std::fmt::Display> std::fmt::Display for Addresses<'_, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         show(f, self.0, 0)
     }
 }
 
-impl std::fmt::Display for Written<'_> {
+impl<E: std::fmt::Display> std::fmt::Display for Written<'_, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.omitted > 0 {
             write!(f, "{} entries: ", self.kept.len().saturating_add(self.omitted))?;
@@ -64,7 +64,7 @@ impl std::fmt::Display for Written<'_> {
 }
 
 /// `list` shown within the bounds of [`Addresses`]; `omitted` entries after it count as more.
-fn show(f: &mut std::fmt::Formatter<'_>, list: &[Address], omitted: usize) -> std::fmt::Result {
+fn show(f: &mut std::fmt::Formatter<'_>, list: &[impl std::fmt::Display], omitted: usize) -> std::fmt::Result {
     if list.is_empty() && omitted == 0 {
         return f.write_str("<none>");
     }

@@ -69,19 +69,6 @@ pub(crate) trait Explained: crate::kind::Governed {
 
     /// A class rule as `explain`'s `Rule` line says it, in the kind's policy fields.
     fn rule_shown(rule: &crate::policy::ClassRule) -> String;
-
-    /// `explain`'s `Stored` line.
-    fn stored_shown(write: &crate::kind::Write<Self::Entry>) -> String;
-
-    /// `explain`'s `Canonical` line for a canonical write: what it shows as the canonical value.
-    fn canonical_shown(
-        write: &crate::kind::Write<Self::Entry>,
-        policy: &crate::policy::Policy,
-        sources: &dyn crate::sources::Sources,
-    ) -> String;
-
-    /// Whether `explain` says `State: NOT GOVERNED` of an object no policy governs.
-    const NOT_GOVERNED_SHOWN: bool;
 }
 
 /// Objects per list request: bounds what one page holds in memory.

@@ -214,9 +214,6 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
     /// nothing else of `status`).
     fn status(entries: &[Self::Entry]) -> serde_json::Value;
 
-    /// The entries as written, as warnings, denials and audit annotations show them (bounded).
-    fn written(write: &Write<Self::Entry>) -> impl fmt::Display + '_;
-
     /// The entries as a finding shows them: as Ingress-style addresses, which `audit` cuts
     /// and shows alike for every kind.
     fn shown(entries: Vec<Self::Entry>) -> Vec<Address>;

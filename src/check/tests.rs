@@ -197,7 +197,7 @@ fn report_rows_states_and_exit_codes() {
         for row in &report.ingresses {
             match row.state {
                 State::Ok | State::Drift if row.policy == "lb" => {
-                    assert_eq!(row.canonical, Some(Entries::Ingress(list(canonical))), "case {name}");
+                    assert_eq!(row.canonical, Some(Entries::of(&list(canonical))), "case {name}");
                 }
                 State::Unresolved => assert_eq!(row.reason.as_deref(), Some("Service edge/lb not found")),
                 _ => {}

@@ -67,10 +67,6 @@ impl super::Governed for Gateways {
         [None, None]
     }
 
-    fn written(write: &GatewayWrite) -> impl std::fmt::Display + '_ {
-        GatewayWritten(write)
-    }
-
     /// Each entry's value in the field of its type (`type=value` as a hostname for a type an
     /// Ingress has no field for).
     fn shown(entries: Vec<status::GatewayAddress>) -> Vec<crate::address::Address> {
@@ -154,24 +150,6 @@ pub enum GatewayShape {
     NoAddresses,
     /// A `status.addresses` list.
     Addresses,
-}
-
-/// Written Gateway entries as they read in warnings and logs: `a,b`, cut to 1 KiB, with the
-/// count when more were written than kept.
-pub(crate) struct GatewayWritten<'a>(pub(crate) &'a GatewayWrite);
-
-impl std::fmt::Display for GatewayWritten<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let write = self.0;
-        if write.addresses.is_empty() && write.omitted == 0 {
-            return f.write_str("<none>");
-        }
-        if write.omitted > 0 {
-            write!(f, "{} entries: ", write.addresses.len().saturating_add(write.omitted))?;
-        }
-        let joined: Vec<String> = write.addresses.iter().map(ToString::to_string).collect();
-        f.write_str(&crate::names::truncate(&joined.join(","), usize::MAX, crate::address::MAX_SHOWN_BYTES))
-    }
 }
 
 /// A Gateway as the guard reads it: its identity, class, `status.addresses` (at most

@@ -63,10 +63,6 @@ impl super::Governed for Ingresses {
         [class.then_some("class"), overflow.then_some("addresses")]
     }
 
-    fn written(write: &StatusWrite) -> impl std::fmt::Display + '_ {
-        crate::address::Written { kept: &write.addresses, omitted: write.omitted }
-    }
-
     fn shown(entries: Vec<Address>) -> Vec<Address> {
         entries
     }
