@@ -371,7 +371,7 @@ mod tests {
         assert!(text.len() <= MAX_SHOWN_BYTES + 20 && text.ends_with("…(+1 more)"), "{text}");
 
         assert_eq!(Addresses(&many[..2]).to_string(), "h0.example,h1.example");
-        assert_eq!(Addresses(&[]).to_string(), "<none>");
+        assert_eq!(Addresses::<Address>(&[]).to_string(), "<none>");
     }
 
     #[test]
@@ -379,7 +379,7 @@ mod tests {
         let kept = [ip("10.0.0.1"), Address::default()];
         assert_eq!(Written { kept: &kept, omitted: 0 }.to_string(), "10.0.0.1,<empty>");
         assert_eq!(Written { kept: &kept, omitted: 5 }.to_string(), "7 entries: 10.0.0.1,<empty>…(+5 more)");
-        assert_eq!(Written { kept: &[], omitted: 3 }.to_string(), "3 entries: …(+3 more)");
+        assert_eq!(Written::<Address> { kept: &[], omitted: 3 }.to_string(), "3 entries: …(+3 more)");
         // A huge entry is formatted only as far as it is shown.
         let huge = [host(&format!("{}\n", "h".repeat(3 << 20)))];
         let text = Addresses(&huge).to_string();

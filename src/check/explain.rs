@@ -111,7 +111,8 @@ pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, sna
     };
     let state = match &verdict {
         Verdict::Canonical { policy } => {
-            let canonical = snapshot.canonical(policy).map_or_else(|_| Addresses(&write.addresses).to_string(), |c| shown(&c));
+            let canonical =
+                snapshot.canonical(policy).map_or_else(|_| Addresses(&write.addresses).to_string(), |c| shown(&c));
             Some((canonical, State::Ok.as_str()))
         }
         Verdict::Mismatch { canonical, .. } => Some((shown(canonical), State::Drift.as_str())),

@@ -32,6 +32,12 @@ pub(crate) const INFO: super::Info = super::Info {
     plural: "gateways",
     default_class: false,
     optional_api: Some("the Gateway API CRDs are not installed"),
+    classes: "GatewayClasses",
+    class_plural: "gatewayclasses",
+    class_kind: "GatewayClass",
+    classes_absent: Some(
+        "the API server serves no GatewayClasses (the Gateway API CRDs are not installed): gatewayControllers policies match no Gateway until they appear",
+    ),
 };
 
 /// Gateways: `status.addresses`, entries `{type, value}`, an atomic list of at most
@@ -48,6 +54,11 @@ impl super::Governed for Gateways {
     type Entry = status::GatewayAddress;
     type Shape = GatewayShape;
     type Lean = LeanGateway;
+    type ClassObject = LeanGatewayClass;
+
+    fn class(class: &LeanGatewayClass) -> super::Class {
+        super::Class { controller: class.controller.clone(), default: false }
+    }
 
     fn leaned(mut lean: LeanGateway) -> Option<super::Leaned<status::GatewayAddress>> {
         let namespace = lean.meta.namespace.take()?;
@@ -130,14 +141,6 @@ impl super::Governed for Gateways {
             list.iter().map(|a| (a.kind.clone(), a.value.clone())).collect()
         };
         set(written) == set(canonical)
-    }
-
-    fn class_controller<C: super::Classes + ?Sized>(sources: &C, class: &str) -> Option<String> {
-        sources.gateway_class_controller(class)
-    }
-
-    fn default_classes<C: super::Classes + ?Sized>(_: &C) -> Vec<(String, Option<String>)> {
-        Vec::new()
     }
 }
 

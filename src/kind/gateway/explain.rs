@@ -40,7 +40,7 @@ impl Explained for Gateways {
             .class
             .as_deref()
             .map_or_else(|| "none".to_owned(), |c| format!("{:?}", names::truncate(c, 63, usize::MAX)));
-        match write.class.as_deref().and_then(|c| sources.gateway_class_controller(c)) {
+        match write.class.as_deref().and_then(|c| sources.class_controller(crate::kind::Kind::Gateway, c)) {
             Some(ctl) => format!("{class} (GatewayClass controller {ctl})"),
             None => class,
         }
