@@ -36,6 +36,8 @@ pub(crate) struct Info {
     pub(crate) api_version: &'static str,
     /// The status field the guard governs on this kind.
     pub(crate) field: &'static str,
+    /// The spec field naming the object's class, which a status write cannot change.
+    pub(crate) class_field: &'static str,
     /// The resource, as the API's URLs and the `watch` label of metrics name it.
     pub(crate) plural: &'static str,
     /// Whether a class-less object can be governed through the cluster's default class.

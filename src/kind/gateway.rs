@@ -29,6 +29,7 @@ pub(crate) const INFO: super::Info = super::Info {
     label: "gateway",
     api_version: "gateway.networking.k8s.io/v1",
     field: "status.addresses",
+    class_field: "spec.gatewayClassName",
     plural: "gateways",
     default_class: false,
     optional_api: Some("the Gateway API CRDs are not installed"),

@@ -31,6 +31,7 @@ pub(crate) const INFO: super::Info = super::Info {
     label: "ingress",
     api_version: "networking.k8s.io/v1",
     field: "status.loadBalancer.ingress",
+    class_field: "spec.ingressClassName",
     plural: "ingresses",
     default_class: true,
     optional_api: None,
