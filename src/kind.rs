@@ -30,6 +30,8 @@ pub enum Kind {
 pub(crate) struct Info {
     /// The kind as the API, logs and `explain` name it.
     pub(crate) name: &'static str,
+    /// The name with its indefinite article, as an error's sentence says it.
+    pub(crate) with_article: &'static str,
     /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
     pub(crate) label: &'static str,
     /// The object's `apiVersion`, as an Event's `regarding` names it.

@@ -26,6 +26,7 @@ pub(crate) type GatewayWrite = super::Write<status::GatewayAddress>;
 /// The Gateway's constants.
 pub(crate) const INFO: super::Info = super::Info {
     name: "Gateway",
+    with_article: "a Gateway",
     label: "gateway",
     api_version: "gateway.networking.k8s.io/v1",
     field: "status.addresses",

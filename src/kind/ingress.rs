@@ -28,6 +28,7 @@ pub(crate) type StatusWrite = super::Write<Address>;
 /// The Ingress's constants.
 pub(crate) const INFO: super::Info = super::Info {
     name: "Ingress",
+    with_article: "an Ingress",
     label: "ingress",
     api_version: "networking.k8s.io/v1",
     field: "status.loadBalancer.ingress",
