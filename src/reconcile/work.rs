@@ -81,10 +81,7 @@ impl<K: Governed> Reconciler<K> {
         match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
             After::Settled => {}
             After::Recheck => self.rejudge(&mut state, &key, &policies, false),
-            After::RetryAt(at) => {
-                drop(state);
-                self.release_at(key, at);
-            }
+            After::RetryAt(at) => self.release_at(&mut state.releases, key, at),
         }
     }
 
