@@ -513,4 +513,4 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
