@@ -173,21 +173,17 @@ struct StoredSpecIn {
     gateway_class_name: Option<String>,
 }
 
-/// A field a status write tried to change that the API server resets from the stored object:
-/// the write is judged without it, and is a finding (`forged_spec`) of its own.
+/// The class field of a kind's object that a status write tried to change, which the API server
+/// resets from the stored object: the write is judged without it, and is a finding
+/// (`forged_spec`) of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Forged {
-    IngressClassName,
-    GatewayClassName,
-}
+pub struct Forged(pub Kind);
 
 impl Forged {
     /// The field, as the audit annotation, the log line, the Event and the metric name it.
     pub fn field(self) -> &'static str {
-        match self {
-            Forged::IngressClassName => "spec.ingressClassName",
-            Forged::GatewayClassName => "spec.gatewayClassName",
-        }
+        let Forged(kind) = self;
+        kind.info().class_field
     }
 }
 
@@ -206,7 +202,7 @@ fn stored_ingress_class(
     old: Option<StoredIn>,
 ) -> (Option<String>, Option<Forged>) {
     let old = old.map(|old| old.spec.ingress_class_name);
-    let (field, forged) = stored(spec.ingress_class_name, old, Forged::IngressClassName);
+    let (field, forged) = stored(spec.ingress_class_name, old, Forged(Kind::Ingress));
     (ingress::class(field, annotation).0, forged)
 }
 

@@ -58,7 +58,11 @@ pub(super) struct StatusIn {
 /// change: the API server refuses a changed uid). Without an `oldObject` the object is all
 /// there is.
 pub(super) fn stored_class(spec: SpecIn, old: Option<StoredIn>) -> (Option<String>, Option<Forged>) {
-    super::stored(spec.gateway_class_name, old.map(|old| old.spec.gateway_class_name), Forged::GatewayClassName)
+    super::stored(
+        spec.gateway_class_name,
+        old.map(|old| old.spec.gateway_class_name),
+        Forged(crate::kind::Kind::Gateway),
+    )
 }
 
 /// Whether a review's request is a Gateway status UPDATE (of any served version).
