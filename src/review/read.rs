@@ -352,14 +352,6 @@ impl Review<'_> {
         }
     }
 
-    /// What was written to `status.loadBalancer.ingress` (empty for other requests).
-    pub fn attempted(&self) -> &[Address] {
-        match &self.target {
-            Target::Ingress(s) => &s.write.addresses,
-            _ => &[],
-        }
-    }
-
     /// The field the write tried to change that the API server resets, if any.
     pub fn forged(&self) -> Option<Forged> {
         on_status!(&self.target, s => s.forged, _ => None)
@@ -380,7 +372,7 @@ impl Review<'_> {
         on_status!(&self.target, s => (&s.write.namespace, &s.write.name), _ => ("", ""))
     }
 
-    /// How many entries were written after [`Self::attempted`], counted but not kept.
+    /// How many entries of the status list were written after those kept, counted not kept.
     pub fn omitted(&self) -> usize {
         on_status!(&self.target, s => s.write.omitted, _ => 0)
     }
