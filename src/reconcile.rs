@@ -29,6 +29,7 @@ mod drift;
 mod judge;
 mod kind;
 pub(crate) mod leader;
+mod probe;
 pub(crate) mod queue;
 mod release;
 mod work;
@@ -62,6 +63,8 @@ use drift::Drift;
 use judge::Judgement;
 use queue::Queue;
 use release::Releases;
+
+pub use probe::IngressCache;
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
