@@ -467,11 +467,8 @@ impl<K: Governed> Reconciler<K> {
         if !state.ingresses.synced() {
             return;
         }
-        let judgements: Vec<(Key, Judgement)> = state
-            .ingresses
-            .iter()
-            .map(|(key, stored)| (key.clone(), self.judge(key, stored, &policies)))
-            .collect();
+        let judgements: Vec<(Key, Judgement)> =
+            state.ingresses.iter().map(|(key, stored)| (key.clone(), self.judge(key, stored, &policies))).collect();
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement, false);
         }

@@ -96,7 +96,8 @@ fn ingress(i: usize, rng: &mut Rng, unique: bool) -> Vec<u8> {
     let lb = rng.next(8);
     let count = lb % 4 + 1;
     let list = addresses(lb, count, unique.then_some(i));
-    let uid = format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", i, rng.next(1 << 16), i % 4096, rng.next(4096), i * 7919);
+    let uid =
+        format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", i, rng.next(1 << 16), i % 4096, rng.next(4096), i * 7919);
     format!(
         r#"{{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{{"name":"{name}","namespace":"{namespace}","uid":"{uid}","resourceVersion":"{rv}","generation":1,"creationTimestamp":"2026-12-02T10:00:00Z","annotations":{{"note":"{note}"}},"managedFields":[{{"manager":"kubectl","operation":"Update","apiVersion":"networking.k8s.io/v1","time":"2026-12-02T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:spec":{{}}}}}},{{"manager":"{class}-controller","operation":"Update","apiVersion":"networking.k8s.io/v1","time":"2026-12-02T10:00:01Z","fieldsType":"FieldsV1","fieldsV1":{{"f:status":{{"f:loadBalancer":{{"f:ingress":{{}}}}}}}},"subresource":"status"}}]}},"spec":{{"ingressClassName":"{class}","rules":[{{"host":"{name}.example.com","http":{{"paths":[{{"path":"/","pathType":"Prefix","backend":{{"service":{{"name":"{name}","port":{{"number":80}}}}}}}}]}}}}]}},"status":{{"loadBalancer":{{"ingress":[{list}]}}}}}}"#,
         rv = 100_000 + i * 3,
@@ -121,6 +122,8 @@ fn bytes_per_object(unique: bool) -> f64 {
 fn a_cached_ingress_costs_at_most_300_bytes() {
     let shared = bytes_per_object(false);
     let unique = bytes_per_object(true);
-    eprintln!("cache: {shared:.0} bytes per Ingress (load balancers' lists shared), {unique:.0} (a list of its own each)");
+    eprintln!(
+        "cache: {shared:.0} bytes per Ingress (load balancers' lists shared), {unique:.0} (a list of its own each)"
+    );
     assert!(shared <= GOVERNED_BYTES as f64, "{shared:.0} bytes per Ingress");
 }
