@@ -50,9 +50,9 @@ auditable_version=0.7.7
 version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 revision=${ISG_GIT_REVISION:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 export ISG_GIT_REVISION=$revision
-# The commit's time: the SBOM's timestamp, the archives' mtimes.
-SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
-export SOURCE_DATE_EPOCH
+# The commit's time: the SBOM's timestamp, the archives' mtimes (image.sh takes the same). Not
+# exported: the builds see the environment CI's first build saw.
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 target=$(rustc -vV | awk '/^host:/ { print $2 }')
 [[ "$target" == x86_64-unknown-linux-gnu ]] || die "the release names linux/amd64; this host is $target"
 out=target/release-artifacts
@@ -95,7 +95,10 @@ mkdir -p "$out"
 work=$(mktemp -d)
 registry_pid=""
 cleanup() {
-  [[ -n "$registry_pid" ]] && kill "$registry_pid" 2>/dev/null && wait "$registry_pid" 2>/dev/null
+  if [[ -n "$registry_pid" ]]; then
+    kill "$registry_pid" 2>/dev/null || true
+    wait "$registry_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -109,10 +112,17 @@ cp "target/image/ingress-status-guard-$version.oci.tar" "$image_tar"
 
 # 2. The SBOM, from Cargo.lock, for the crates the binary links on this target.
 sbom="$out/ingress-status-guard-$version.cdx.json"
-cargo metadata --locked --offline --format-version 1 --filter-platform "$target" | scripts/sbom.py Cargo.lock >"$sbom"
+cargo metadata --locked --offline --format-version 1 --filter-platform "$target" | SOURCE_DATE_EPOCH=$epoch scripts/sbom.py Cargo.lock >"$sbom"
 
 # 3. The chart and the krew archive.
-"$helm" package charts/ingress-status-guard --destination "$out" >&2
+# helm package stamps every entry with the current time; repacked with the commit's time, fixed
+# owner and order (what helm reads is the same), the same chart gives the same bytes.
+"$helm" package charts/ingress-status-guard --destination "$work/chart" >&2
+mkdir -p "$work/chart/x"
+tar -xzf "$work/chart/ingress-status-guard-$version.tgz" -C "$work/chart/x"
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$work/chart/x" -cf - ingress-status-guard \
+  | gzip -n -9 >"$out/ingress-status-guard-$version.tgz"
+"$helm" show chart "$out/ingress-status-guard-$version.tgz" >/dev/null
 ISG_PLUGIN_BINARY="$rel_bin" ISG_PLUGIN_OUT="$out" scripts/plugin-archive.sh >/dev/null
 
 # 4. Sign the image and attest its SBOM in a loopback registry, then save all three.
@@ -153,7 +163,7 @@ verify_flags=(--key "$out/cosign.pub" --insecure-ignore-tlog=true --allow-http-r
 "$cosign" verify "${verify_flags[@]}" "$ref" >"$work/verify.json"
 "$cosign" verify-attestation "${verify_flags[@]}" --type cyclonedx "$ref" >"$work/attestation.json"
 "$cosign" save --dir "$work/signed" "$ref" >&2
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" -C "$work/signed" \
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$work/signed" \
   -cf "$out/ingress-status-guard-$version.signed-oci.tar" .
 
 # 5. Reproducibility: a second build, elsewhere, must give the same bytes.
