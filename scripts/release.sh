@@ -107,8 +107,12 @@ trap cleanup EXIT
 ISG_AUDITABLE=1 scripts/image.sh
 rel_bin="$out/ingress-status-guard-$version-linux-amd64"
 install -m 0755 "$bin" "$rel_bin"
+# The image's digest is the same for the same binary (image.sh commits at the commit's time);
+# repacked with fixed owner, order and time, so is the archive's sha256.
 image_tar="$out/ingress-status-guard-$version.oci.tar"
-cp "target/image/ingress-status-guard-$version.oci.tar" "$image_tar"
+mkdir -p "$work/layout"
+tar -xf "target/image/ingress-status-guard-$version.oci.tar" -C "$work/layout"
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$work/layout" -cf "$image_tar" .
 
 # 2. The SBOM, from Cargo.lock, for the crates the binary links on this target.
 sbom="$out/ingress-status-guard-$version.cdx.json"
@@ -135,8 +139,6 @@ else
   key="$work/run.key"
   cp "$work/run.pub" "$out/cosign.pub"
 fi
-mkdir -p "$work/layout"
-tar -xf "$image_tar" -C "$work/layout"
 "$crane" registry serve --address 127.0.0.1:0 2>"$work/registry.log" &
 registry_pid=$!
 port=""

@@ -4,8 +4,11 @@
     cargo metadata --locked --offline --format-version 1 --filter-platform TARGET \
         | scripts/sbom.py Cargo.lock >SBOM.cdx.json
 
-The components are the crates the binary links: what the root package reaches through normal
-(not dev, not build) dependencies on TARGET, as Cargo.lock pins them. Each carries its license
+The components are the crates the binary is built from on TARGET, as Cargo.lock pins them: scope
+"required" for those it links (what the root reaches through normal dependencies, proc-macros
+not entered), "excluded" for those that only build it (proc-macros, build dependencies and what
+they pull in); dev-dependencies are left out. Together they are the crates cargo auditable
+embeds in the binary (which draws its runtime/build line elsewhere: syn counts as runtime). Each carries its license
 (the SPDX expression of its Cargo.toml; a crate without one is an error), its purl, and the
 SHA-256 of its .crate file from Cargo.lock; `dependencies` is the graph between them.
 
@@ -49,19 +52,33 @@ def main():
     nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
     root = meta["resolve"]["root"]
 
-    def normal_deps(node_id):
+    def deps(node_id, kinds):
         for dep in nodes[node_id]["deps"]:
-            if any(k["kind"] is None for k in dep["dep_kinds"]):
+            if any(k["kind"] in kinds for k in dep["dep_kinds"]):
                 yield dep["pkg"]
 
-    # Everything the root reaches through normal edges, in a stable order.
-    seen, stack = {root}, [root]
-    while stack:
-        for dep in normal_deps(stack.pop()):
-            if dep not in seen:
-                seen.add(dep)
-                stack.append(dep)
-    reached = sorted(seen - {root}, key=lambda i: (packages[i]["name"], packages[i]["version"]))
+    def proc_macro(node_id):
+        return any("proc-macro" in t["kind"] for t in packages[node_id]["targets"])
+
+    def reach(start, kinds, through_proc_macros):
+        seen, stack = set(start), list(start)
+        while stack:
+            node = stack.pop()
+            if node != root and proc_macro(node) and not through_proc_macros:
+                continue
+            for dep in deps(node, kinds):
+                if dep not in seen:
+                    seen.add(dep)
+                    stack.append(dep)
+        return seen
+
+    # Linked into the binary ("required"): what the root reaches through normal edges, proc-macros
+    # not entered. Used only to build it ("excluded", as CycloneDX scopes go): proc-macros, build
+    # dependencies and what they reach.
+    required = {i for i in reach({root}, {None}, False) if i == root or not proc_macro(i)}
+    everything = reach({root}, {None, "build"}, True)
+    order = lambda i: (packages[i]["name"], packages[i]["version"])
+    reached = sorted(everything - {root}, key=order)
 
     def component(pkg, kind):
         c = {
@@ -100,9 +117,12 @@ def main():
             "tools": {"components": [{"type": "application", "name": "scripts/sbom.py (ingress-status-guard)"}]},
             "component": component(packages[root], "application"),
         },
-        "components": [component(packages[i], "library") for i in reached],
+        "components": [
+            dict(component(packages[i], "library"), scope="required" if i in required else "excluded")
+            for i in reached
+        ],
         "dependencies": [
-            {"ref": purl(packages[i]), "dependsOn": sorted({purl(packages[d]) for d in normal_deps(i)})}
+            {"ref": purl(packages[i]), "dependsOn": sorted({purl(packages[d]) for d in deps(i, {None, "build"})})}
             for i in [root] + reached
         ],
     }
