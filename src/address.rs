@@ -31,14 +31,14 @@ pub struct PortStatus {
 /// `<none>`. Bounded, because a caller chooses how many entries a review carries: at most
 /// [`MAX_SHOWN`] entries and [`MAX_SHOWN_BYTES`] bytes, then `…(+N more)`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Addresses<'a>(pub &'a [Address]);
+pub(crate) struct Addresses<'a, E = Address>(pub &'a [E]);
 
 /// A list as a caller wrote it, of which the reader kept the first entries ([`Entries`]): shown
 /// as [`Addresses`] when nothing was left out, else as `N entries: a,b,…(+M more)`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Written<'a> {
+pub(crate) struct Written<'a, E = Address> {
     /// The entries kept, in the order written.
-    pub kept: &'a [Address],
+    pub kept: &'a [E],
     /// How many entries followed them.
     pub omitted: usize,
 }
@@ -48,13 +48,13 @@ pub(crate) const MAX_SHOWN: usize = 20;
 /// Most bytes of entries shown of a list (the `…(+N more)` suffix comes on top).
 pub(crate) const MAX_SHOWN_BYTES: usize = 1024;
 
-impl std::fmt::Display for Addresses<'_> {
+impl<E: std::fmt::Display> std::fmt::Display for Addresses<'_, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         show(f, self.0, 0)
     }
 }
 
-impl std::fmt::Display for Written<'_> {
+impl<E: std::fmt::Display> std::fmt::Display for Written<'_, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.omitted > 0 {
             write!(f, "{} entries: ", self.kept.len().saturating_add(self.omitted))?;
@@ -64,7 +64,7 @@ impl std::fmt::Display for Written<'_> {
 }
 
 /// `list` shown within the bounds of [`Addresses`]; `omitted` entries after it count as more.
-fn show(f: &mut std::fmt::Formatter<'_>, list: &[Address], omitted: usize) -> std::fmt::Result {
+fn show(f: &mut std::fmt::Formatter<'_>, list: &[impl std::fmt::Display], omitted: usize) -> std::fmt::Result {
     if list.is_empty() && omitted == 0 {
         return f.write_str("<none>");
     }
@@ -371,7 +371,7 @@ mod tests {
         assert!(text.len() <= MAX_SHOWN_BYTES + 20 && text.ends_with("…(+1 more)"), "{text}");
 
         assert_eq!(Addresses(&many[..2]).to_string(), "h0.example,h1.example");
-        assert_eq!(Addresses(&[]).to_string(), "<none>");
+        assert_eq!(Addresses::<Address>(&[]).to_string(), "<none>");
     }
 
     #[test]
@@ -379,7 +379,7 @@ mod tests {
         let kept = [ip("10.0.0.1"), Address::default()];
         assert_eq!(Written { kept: &kept, omitted: 0 }.to_string(), "10.0.0.1,<empty>");
         assert_eq!(Written { kept: &kept, omitted: 5 }.to_string(), "7 entries: 10.0.0.1,<empty>…(+5 more)");
-        assert_eq!(Written { kept: &[], omitted: 3 }.to_string(), "3 entries: …(+3 more)");
+        assert_eq!(Written::<Address> { kept: &[], omitted: 3 }.to_string(), "3 entries: …(+3 more)");
         // A huge entry is formatted only as far as it is shown.
         let huge = [host(&format!("{}\n", "h".repeat(3 << 20)))];
         let text = Addresses(&huge).to_string();

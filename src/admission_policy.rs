@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::{
     address::Address,
+    kind::{Class, Classes, Kind},
     policy::{ClassScope, Mode, Policies, Policy},
 };
 
@@ -44,16 +45,6 @@ impl ApiVersion {
     }
 }
 
-/// What the cluster says about one IngressClass: the facts class rules need.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct ClassFact {
-    pub(crate) name: String,
-    /// `spec.controller`.
-    pub(crate) controller: Option<String>,
-    /// Annotated as the cluster's default IngressClass.
-    pub(crate) default: bool,
-}
-
 /// A policy's class rules resolved into what CEL can test on the object alone: class names,
 /// and whether class-less Ingresses are governed. Controller classes and the default class
 /// need the IngressClasses, so this is where they are read.
@@ -69,18 +60,18 @@ impl Governed {
     /// The class names and class-less rule `scope` amounts to over `classes`, as
     /// [`ClassScope::matches`] decides: a listed name; a class whose controller is listed; a
     /// class-less Ingress with `watchIngressWithoutClass` or when a default class is governed.
-    pub(crate) fn resolve(scope: &ClassScope, classes: &[ClassFact]) -> Governed {
+    pub(crate) fn resolve(scope: &ClassScope, classes: &Classes) -> Governed {
         if scope.classes.is_empty() && scope.controllers.is_empty() {
             return Governed::Everything;
         }
-        let governs = |c: &ClassFact| {
-            scope.classes.contains(&c.name) || c.controller.as_ref().is_some_and(|ctl| scope.controllers.contains(ctl))
+        let governs = |(name, class): &(&String, &Class)| {
+            scope.classes.contains(name) || class.controller.as_ref().is_some_and(|ctl| scope.controllers.contains(ctl))
         };
         let mut names: Vec<String> = scope.classes.clone();
-        names.extend(classes.iter().filter(|c| governs(c)).map(|c| c.name.clone()));
+        names.extend(classes.iter().filter(governs).map(|(name, _)| name.clone()));
         names.sort();
         names.dedup();
-        let without_class = scope.without_class || classes.iter().any(|c| c.default && governs(c));
+        let without_class = scope.without_class || classes.iter().any(|c| c.1.default && governs(&c));
         Governed::Classes { names, without_class }
     }
 }
@@ -91,10 +82,10 @@ impl Governed {
 /// `namespaceSelector` governs is taken out (it governs every Namespace); after an earlier
 /// policy with one, a later one stays whole, since which Namespaces both select is the
 /// cluster's to say (as the log at start-up warns).
-pub(crate) fn governed_in_order(policies: &Policies, classes: &[ClassFact]) -> Vec<Governed> {
+pub(crate) fn governed_in_order(policies: &Policies, kind: Kind, classes: &Classes) -> Vec<Governed> {
     let mut earlier: Vec<Governed> = Vec::new();
     let mut out = Vec::new();
-    for policy in policies.iter() {
+    for policy in policies.of(kind) {
         let mut governed = Governed::resolve(&policy.scope, classes);
         for before in &earlier {
             governed = governed.excluding(before);
@@ -153,6 +144,10 @@ pub(crate) trait Admitted: crate::kind::Governed {
     /// What precedes a policy's name in the name of its admission objects.
     const ADMISSION_PREFIX: &'static str;
 
+    /// Whether the reconciler judges objects of this kind by the values their admission
+    /// policies enforce ([`desired::Desired::values`]).
+    const PUBLISHED: bool;
+
     /// The kind's part of a policy's admission objects (`--admission=policy`) for a non-empty
     /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
     /// compares the status list; or why the list cannot be rendered.
@@ -171,16 +166,6 @@ pub(crate) fn render<K: Admitted>(
     }
     let shape = K::admission_shape(policy, canonical, governed)?;
     Ok(objects(policy, &object_name_of(policy), api, shape))
-}
-
-/// The facts of classes read as name → controller (GatewayClasses), none of them a default.
-pub(crate) fn facts(classes: &std::collections::BTreeMap<String, Option<String>>) -> Vec<ClassFact> {
-    let fact = |(name, controller): (&String, &Option<String>)| ClassFact {
-        name: name.clone(),
-        controller: controller.clone(),
-        default: false,
-    };
-    classes.iter().map(fact).collect()
 }
 
 /// What one kind's admission objects say of its status ([`Admitted::admission_shape`]).

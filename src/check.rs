@@ -26,7 +26,7 @@ use crate::{
     sources::snapshot,
 };
 use explain::explain;
-use fetch::{gateway_classes, stored};
+use fetch::stored;
 pub(crate) use fleet::check_fleet;
 use report::Report;
 pub(crate) use report::align;
@@ -69,19 +69,6 @@ pub(crate) trait Explained: crate::kind::Governed {
 
     /// A class rule as `explain`'s `Rule` line says it, in the kind's policy fields.
     fn rule_shown(rule: &crate::policy::ClassRule) -> String;
-
-    /// `explain`'s `Stored` line.
-    fn stored_shown(write: &crate::kind::Write<Self::Entry>) -> String;
-
-    /// `explain`'s `Canonical` line for a canonical write: what it shows as the canonical value.
-    fn canonical_shown(
-        write: &crate::kind::Write<Self::Entry>,
-        policy: &crate::policy::Policy,
-        sources: &dyn crate::sources::Sources,
-    ) -> String;
-
-    /// Whether `explain` says `State: NOT GOVERNED` of an object no policy governs.
-    const NOT_GOVERNED_SHOWN: bool;
 }
 
 /// Objects per list request: bounds what one page holds in memory.
@@ -174,16 +161,13 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
         false => None,
     };
     let policies = &scoped(&client, cluster, policies).await?;
-    let mut sources = snapshot::read(&client, policies, timeout).await?;
+    let sources = snapshot::read(&client, policies, timeout).await?;
     let mut report = Report::empty();
     if let Some(stored) = &ingresses {
         report.add(Some(stored), policies, &sources);
     }
     if scope.reads(Kind::Gateway, policies) {
         let stored = stored::<Gateways>(&client, scope.namespace, timeout).await?;
-        if stored.is_some() && policies.need_gateway_classes() {
-            sources.1.gateway_classes.extend(gateway_classes(&client, timeout).await?);
-        }
         report.add(stored.as_deref(), policies, &sources);
     }
     let found = admission::fetch(&client, policies, timeout).await?;
@@ -224,15 +208,7 @@ async fn explain_of<K: Explained>(cluster: &Cluster, object: ObjectRef, policies
     let stored = K::stored(object);
     let write = K::stored_write(&stored);
     let policies = &scoped(&client, cluster, policies).await?;
-    let mut sources = snapshot::read(&client, policies, timeout).await?;
-    // The snapshot reads a kind's classes to find its default; a kind without a default class
-    // (Gateways) has the one class its object names read here, when a policy matches by it.
-    let one_class = policies.need_classes(kind) && !kind.info().default_class;
-    if let Some(class) = write.class.as_deref().filter(|_| one_class) {
-        let api: Api<crate::kind::gateway::LeanGatewayClass> = Api::all(client.clone());
-        let found = bounded(|| format!("get GatewayClass {class}"), timeout, api.get_opt(class)).await?;
-        sources.1.gateway_classes.insert(class.to_owned(), found.and_then(|c| c.controller));
-    }
+    let sources = snapshot::read(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, timeout).await?;
     let mut explanation = explain::<K>(&stored, policies, &sources);
     let governing = explain::governing(&crate::decision::decide(write, policies, &sources))

@@ -77,16 +77,17 @@ impl Verdict<'_> {
 pub(crate) fn subject<'w, E: Entry>(write: &'w Write<E>, policies: &Policies, sources: &dyn Sources) -> Subject<'w> {
     let kind = <E::Of as Governed>::KIND;
     let classes = policies.need_classes(kind);
-    let default_classes =
-        if classes && write.class.is_none() { <E::Of as Governed>::default_classes(sources) } else { Vec::new() };
+    let default_classes = match classes && write.class.is_none() {
+        true => {
+            let with_controller = |class: String| (sources.class_controller(kind, &class), class);
+            sources.default_classes(kind).into_iter().map(with_controller).map(|(ctl, class)| (class, ctl)).collect()
+        }
+        false => Vec::new(),
+    };
     Subject {
         namespace: &write.namespace,
         class: write.class.as_deref(),
-        class_controller: write
-            .class
-            .as_deref()
-            .filter(|_| classes)
-            .and_then(|c| <E::Of as Governed>::class_controller(sources, c)),
+        class_controller: write.class.as_deref().filter(|_| classes).and_then(|c| sources.class_controller(kind, c)),
         default_classes,
         namespace_labels: if policies.need_namespaces() { sources.namespace_labels(&write.namespace) } else { None },
     }

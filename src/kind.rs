@@ -5,9 +5,9 @@
 //! over [`Governed`], as linkerd2's policy-controller admits every resource through one
 //! `admit_spec::<T>` over `Validate<T>`.
 
-use std::{borrow::Cow, fmt};
+use std::{borrow::Cow, collections::BTreeMap, fmt};
 
-use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -30,12 +30,16 @@ pub enum Kind {
 pub(crate) struct Info {
     /// The kind as the API, logs and `explain` name it.
     pub(crate) name: &'static str,
+    /// The name with its indefinite article, as an error's sentence says it.
+    pub(crate) with_article: &'static str,
     /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
     pub(crate) label: &'static str,
     /// The object's `apiVersion`, as an Event's `regarding` names it.
     pub(crate) api_version: &'static str,
     /// The status field the guard governs on this kind.
     pub(crate) field: &'static str,
+    /// The spec field naming the object's class, which a status write cannot change.
+    pub(crate) class_field: &'static str,
     /// The resource, as the API's URLs and the `watch` label of metrics name it.
     pub(crate) plural: &'static str,
     /// Whether a class-less object can be governed through the cluster's default class.
@@ -43,6 +47,15 @@ pub(crate) struct Info {
     /// For a kind whose API may not be served (a CRD), why not, as logs say it; the kind is
     /// then watched only while a policy governs it, and its watch retried at a capped pace.
     pub(crate) optional_api: Option<&'static str>,
+    /// The kind's class objects as logs and failed lists name them (`IngressClasses`).
+    pub(crate) classes: &'static str,
+    /// The class objects' resource, as the `watch` label of metrics names it.
+    pub(crate) class_plural: &'static str,
+    /// One class object's `kind`, as manifests say it (`IngressClass`).
+    pub(crate) class_kind: &'static str,
+    /// For a kind whose classes may not be served, what matching loses while they are not, as
+    /// the log warns it; their watch then retries at a capped pace and reads as empty.
+    pub(crate) classes_absent: Option<&'static str>,
 }
 
 impl Kind {
@@ -75,6 +88,11 @@ impl Kind {
     /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
     pub(crate) fn label(self) -> &'static str {
         self.info().label
+    }
+
+    /// The kind's place in [`Kind::ALL`], which per-kind arrays are indexed by.
+    pub(crate) const fn index(self) -> usize {
+        self as usize
     }
 }
 
@@ -190,6 +208,18 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
         + Sync
         + 'static;
 
+    /// The kind's class objects, as watches and one-shot reads deserialize them.
+    type ClassObject: Resource<DynamicType = (), Scope = ClusterResourceScope>
+        + DeserializeOwned
+        + Clone
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static;
+
+    /// What is kept of a class object.
+    fn class(object: &Self::ClassObject) -> Class;
+
     /// What a lean object holds; `None` without a namespace and name, which a namespaced object
     /// from the API server always has.
     fn leaned(lean: Self::Lean) -> Option<Leaned<Self::Entry>>;
@@ -214,9 +244,6 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
     /// nothing else of `status`).
     fn status(entries: &[Self::Entry]) -> serde_json::Value;
 
-    /// The entries as written, as warnings, denials and audit annotations show them (bounded).
-    fn written(write: &Write<Self::Entry>) -> impl fmt::Display + '_;
-
     /// The entries as a finding shows them: as Ingress-style addresses, which `audit` cuts
     /// and shows alike for every kind.
     fn shown(entries: Vec<Self::Entry>) -> Vec<Address>;
@@ -231,12 +258,6 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
 
     /// Whether `written` holds the same entries as `canonical`, ignoring order.
     fn same(written: &[Self::Entry], canonical: &[Self::Entry]) -> bool;
-
-    /// The controller of class `class`, from the kind's class cache.
-    fn class_controller<C: Classes + ?Sized>(classes: &C, class: &str) -> Option<String>;
-
-    /// The cluster's default classes with their controllers (kinds without a default: none).
-    fn default_classes<C: Classes + ?Sized>(classes: &C) -> Vec<(String, Option<String>)>;
 }
 
 // What names a higher layer is said in that layer, in a trait over `Governed` there
@@ -249,13 +270,14 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
 #[error("{0} canonical entries, more than the kind's status list holds")]
 pub(crate) struct TooMany(pub(crate) usize);
 
-/// The class caches a kind's classes are read from: what the sources know of IngressClasses
-/// and GatewayClasses (every `Sources` is one).
-pub(crate) trait Classes {
-    /// `spec.controller` of the IngressClass `class`, if it is known.
-    fn ingress_class_controller(&self, class: &str) -> Option<String>;
-    /// The names of the IngressClasses annotated as the cluster default.
-    fn default_ingress_classes(&self) -> Vec<String>;
-    /// `spec.controllerName` of the GatewayClass `class`, if it is known.
-    fn gateway_class_controller(&self, class: &str) -> Option<String>;
+/// What is kept of one class object (an IngressClass, a GatewayClass).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Class {
+    /// The class's controller (`spec.controller`, `spec.controllerName`), if it names one.
+    pub controller: Option<String>,
+    /// Annotated as the cluster's default class (never, for a kind without a default).
+    pub default: bool,
 }
+
+/// One kind's classes by name, as the sources hold them.
+pub(crate) type Classes = BTreeMap<String, Class>;

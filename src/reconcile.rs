@@ -29,10 +29,11 @@ mod judge;
 mod kind;
 pub(crate) mod leader;
 pub(crate) mod queue;
+mod release;
 mod work;
 
 use std::{
-    sync::{Arc, Mutex, MutexGuard, Weak},
+    sync::{Arc, Mutex, MutexGuard},
     time::{Duration, Instant},
 };
 
@@ -58,6 +59,7 @@ use damping::{Damping, Fight, Step};
 use drift::Drift;
 use judge::Judgement;
 use queue::Queue;
+use release::Releases;
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
@@ -112,22 +114,25 @@ struct State<K: Governed> {
     queue: Queue<Key>,
     /// Our recent patches and others' writes per Ingress, which tell a heal from a fight.
     damping: Damping<Key>,
+    /// When the Ingresses held back or backing off are let queue again.
+    releases: Releases<Key>,
 }
 
 // By hand: a derive would ask `Write<K::Entry>: Default`, which no projection needs.
 impl<K: Governed> Default for State<K> {
     fn default() -> Self {
         let (ingresses, drift, contested) = (Projection::default(), Drift::default(), Drift::default());
-        State { ingresses, drift, contested, queue: Queue::default(), damping: Damping::default() }
+        let (queue, damping, releases) = (Queue::default(), Damping::default(), Releases::default());
+        State { ingresses, drift, contested, queue, damping, releases }
     }
 }
 
 /// The reconciler's shared state for one kind; see the module documentation.
 struct Reconciler<K: Governed> {
-    /// Itself, for the timers that release an Ingress held back.
-    me: Weak<Reconciler<K>>,
     state: Mutex<State<K>>,
     work: Notify,
+    /// Notified when a release earlier than all pending ones is armed.
+    armed: Notify,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
     common: Common,
@@ -196,12 +201,12 @@ struct Common {
     scope: Arc<Scope>,
 }
 
-/// Starts one kind's watch, triggers and work loop.
+/// Starts one kind's watch, triggers, release timer and work loop.
 fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<KnownIngresses>>) {
-    let reconciler = Arc::new_cyclic(|me| Reconciler::<K> {
-        me: me.clone(),
+    let reconciler = Arc::new(Reconciler::<K> {
         state: Mutex::new(State::default()),
         work: Notify::new(),
+        armed: Notify::new(),
         known,
         common: common.clone(),
     });
@@ -212,6 +217,7 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
     let kind = K::KIND.name();
     tasks.spawn(format!("reconciler's {kind} watch"), reconciler.clone().watch());
     tasks.spawn(format!("reconciler's {kind} triggers"), triggers);
+    tasks.spawn(format!("reconciler's {kind} releases"), reconciler.clone().releases());
     tasks.spawn(format!("reconciler's {kind} work loop"), reconciler.work_loop());
 }
 
@@ -367,7 +373,7 @@ impl<K: Governed> Reconciler<K> {
                                 self.report_fight(key, stored, &policy, &fight);
                             }
                             if state.queue.hold(key) {
-                                self.release_at(key.clone(), until);
+                                self.release_at(&mut state.releases, key.clone(), until);
                             }
                             self.set_contested(state, key, contested.then(|| policy.clone()));
                             self.set_drift(state, key, Some(policy));
@@ -407,16 +413,25 @@ impl<K: Governed> Reconciler<K> {
         );
     }
 
-    /// Lets `key` be queued again at `at`, and judges it then.
-    fn release_at(&self, key: Key, at: Instant) {
-        let Some(this) = self.me.upgrade() else { return };
-        tokio::spawn(async move {
-            tokio::time::sleep_until(at.into()).await;
-            let policies = this.common.policies.load();
-            let mut state = this.lock();
-            state.queue.release(&key);
-            this.rejudge(&mut state, &key, &policies, false);
-        });
+    /// Lets `key` be queued again at `at` (by [`Reconciler::releases`]), and judges it then.
+    fn release_at(&self, releases: &mut Releases<Key>, key: Key, at: Instant) {
+        if releases.arm(key, at) {
+            self.armed.notify_one();
+        }
+    }
+
+    /// Releases each held key at its instant ([`release::run`]): one task for all of them.
+    async fn releases(self: Arc<Self>) {
+        let next = || self.lock().releases.next();
+        let fire = |now| {
+            let policies = self.common.policies.load();
+            let mut state = self.lock();
+            for key in state.releases.due(now) {
+                state.queue.release(&key);
+                self.rejudge(&mut state, &key, &policies, false);
+            }
+        };
+        release::run(&self.armed, next, fire).await;
     }
 
     fn set_drift(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {

@@ -6,6 +6,7 @@ pub(crate) mod conn;
 pub(crate) mod handshake;
 pub(crate) mod lifecycle;
 pub(crate) mod limits;
+mod plain;
 
 pub use lifecycle::Tasks;
 pub use limits::Limits;
@@ -405,25 +406,10 @@ pub struct Listeners {
     pub client_names: Option<crate::tls::ClientNames>,
 }
 
-/// Serves a plain-HTTP port until its handle shuts it down.
-fn spawn_plain(
-    listener: std::net::TcpListener,
-    app: Router,
-    guard: Guard<NoDelayAcceptor>,
-    limits: &Limits,
-) -> std::io::Result<(axum_server::Handle<std::net::SocketAddr>, tokio::task::JoinHandle<std::io::Result<()>>)> {
-    let handle = axum_server::Handle::new();
-    let mut server = axum_server::from_tcp(listener)?
-        .acceptor(guard)
-        .first_request_timeout(limits.header_read_timeout)
-        .handle(handle.clone());
-    limits.configure(server.http_builder());
-    Ok((handle, tokio::spawn(server.serve(app.into_make_service()))))
-}
-
 /// Serves until `shutdown` completes, then stops being ready, lets in-flight reviews finish
 /// (up to `drain`), stops the background `tasks` (up to `drain` again) and returns. A task that
-/// ends while serving makes the process not ready.
+/// ends while serving makes the process not ready, and so does an admin or probe server that
+/// ends.
 pub async fn serve(
     state: Arc<AppState>,
     listeners: Listeners,
@@ -451,21 +437,16 @@ pub async fn serve(
     };
     // The admin and probe ports get connection bounds of their own: a flood of idle
     // connections must take neither the file descriptors /mutate needs nor the probes' slots.
+    let mut ports = plain::Ports::default();
     let admin_guard = bounded(limits.admin_max_connections, "admin");
-    let (admin_handle, admin_task) = spawn_plain(listeners.admin, admin_router(state.clone()), admin_guard, &limits)?;
+    let admin_app = admin_router(state.clone());
+    let admin_handle = ports.serve("admin server", listeners.admin, admin_app, admin_guard, &limits)?;
     let probe_guard = bounded(limits.probe_max_connections, "probe");
     let probe_app = probes().with_state(state.clone());
-    let (probe_handle, probe_task) = spawn_plain(listeners.probe, probe_app, probe_guard, &limits)?;
+    let probe_handle = ports.serve("probe server", listeners.probe, probe_app, probe_guard, &limits)?;
 
     let shutdown_handle = handle.clone();
-    let shutdown_state = state.clone();
     let drain = listeners.drain;
-    tokio::spawn(async move {
-        shutdown.await;
-        tracing::info!(drain_seconds = drain.as_secs(), "shutting down: not ready, draining in-flight reviews");
-        shutdown_state.readiness.drain();
-        shutdown_handle.graceful_shutdown(Some(drain));
-    });
 
     let app = if state.policy_mode.load(std::sync::atomic::Ordering::Relaxed) {
         policy_mode_router()
@@ -482,18 +463,25 @@ pub async fn serve(
         .handle(handle);
     limits.configure(server.http_builder());
     let server = server.serve(app.into_make_service());
-    tokio::pin!(server);
+    tokio::pin!(server, shutdown);
+    let mut shutting_down = false;
     let result = loop {
         tokio::select! {
             result = &mut server => break result,
             () = tasks.watch(&state.readiness) => {}
+            () = ports.ended(&state.readiness) => {}
+            () = &mut shutdown, if !shutting_down => {
+                shutting_down = true;
+                tracing::info!(drain_seconds = drain.as_secs(), "shutting down: not ready, draining in-flight reviews");
+                state.readiness.drain();
+                shutdown_handle.graceful_shutdown(Some(drain));
+            }
         }
     };
     for handle in [&admin_handle, &probe_handle] {
         handle.graceful_shutdown(Some(Duration::from_secs(1)));
     }
-    let _ = admin_task.await;
-    let _ = probe_task.await;
+    ports.stopped().await;
     tasks.stop(drain).await;
     tracing::info!("stopped");
     result
@@ -525,4 +513,4 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -35,6 +35,7 @@ use kube::Client;
 
 use crate::{
     address::Address,
+    kind::{Classes, Kind},
     policy::{GatewayRef, PodsRef, Policies, Policy, ServiceRef, Source, SourceList},
 };
 
@@ -73,19 +74,6 @@ pub enum Unresolved {
 impl From<crate::kind::TooMany> for Unresolved {
     fn from(too_many: crate::kind::TooMany) -> Self {
         Unresolved::TooManyForGateway(too_many.0)
-    }
-}
-
-/// Every source reads a kind's classes from its caches.
-impl<T: Sources + ?Sized> crate::kind::Classes for T {
-    fn ingress_class_controller(&self, class: &str) -> Option<String> {
-        Sources::ingress_class_controller(self, class)
-    }
-    fn default_ingress_classes(&self) -> Vec<String> {
-        Sources::default_ingress_classes(self)
-    }
-    fn gateway_class_controller(&self, class: &str) -> Option<String> {
-        Sources::gateway_class_controller(self, class)
     }
 }
 
@@ -140,25 +128,20 @@ pub trait Sources: Send + Sync {
         Vec::new()
     }
 
-    /// `spec.controllerName` of the GatewayClass `class`, if it is known.
-    fn gateway_class_controller(&self, _class: &str) -> Option<String> {
-        None
+    /// Every class of `kind` once read, for the admission-policy mode's class names: none when
+    /// no policy needs them, `None` until their watch has listed.
+    fn classes(&self, _kind: Kind) -> Option<Classes> {
+        Some(Classes::new())
     }
 
-    /// Every GatewayClass (name → `spec.controllerName`) once the watch has listed, for the
-    /// admission-policy mode's class names; `None` until then.
-    fn gateway_classes(&self) -> Option<std::collections::BTreeMap<String, Option<String>>> {
-        None
+    /// The controller of `kind`'s class `class`, if it is known.
+    fn class_controller(&self, kind: Kind, class: &str) -> Option<String> {
+        self.classes(kind)?.remove(class)?.controller
     }
 
-    /// `spec.controller` of the IngressClass `class`, if it is known.
-    fn ingress_class_controller(&self, _class: &str) -> Option<String> {
-        None
-    }
-
-    /// The names of the IngressClasses annotated as the cluster default.
-    fn default_ingress_classes(&self) -> Vec<String> {
-        Vec::new()
+    /// The names of `kind`'s classes annotated as the cluster default, sorted.
+    fn default_classes(&self, kind: Kind) -> Vec<String> {
+        self.classes(kind).into_iter().flatten().filter(|(_, c)| c.default).map(|(name, _)| name).collect()
     }
 
     /// The labels of Namespace `namespace`, if it is known.
@@ -307,11 +290,6 @@ impl SourceCache {
         self.inventory().run(client, self.watch_errors.get()).await;
     }
 
-    /// The IngressClasses the inventory holds ([`Inventory::ingress_classes`]).
-    pub(crate) fn ingress_classes(&self) -> Option<Vec<(String, String, bool)>> {
-        self.inventory().ingress_classes()
-    }
-
     /// Changes whenever some source's addresses (or resolvability), or a cluster fact of the
     /// inventory, change.
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -333,12 +311,16 @@ impl Sources for SourceCache {
         self.gateways.lookup(gw)
     }
 
-    fn gateway_class_controller(&self, class: &str) -> Option<String> {
-        self.inventory().gateway_class_controller(class)
+    fn classes(&self, kind: Kind) -> Option<Classes> {
+        self.inventory().classes(kind)
     }
 
-    fn gateway_classes(&self) -> Option<std::collections::BTreeMap<String, Option<String>>> {
-        self.inventory().gateway_classes()
+    fn class_controller(&self, kind: Kind, class: &str) -> Option<String> {
+        self.inventory().class_controller(kind, class)
+    }
+
+    fn default_classes(&self, kind: Kind) -> Vec<String> {
+        self.inventory().default_classes(kind)
     }
 
     fn inactive(&self) -> Vec<String> {
@@ -358,14 +340,6 @@ impl Sources for SourceCache {
             None => Err(Unresolved::PodsNotSynced(pods.to_string())),
             Some(result) => result.map_err(|e| Unresolved::Pods(pods.to_string(), e)),
         }
-    }
-
-    fn ingress_class_controller(&self, class: &str) -> Option<String> {
-        self.inventory().ingress_class_controller(class)
-    }
-
-    fn default_ingress_classes(&self) -> Vec<String> {
-        self.inventory().default_ingress_classes()
     }
 
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {

@@ -103,3 +103,69 @@ pub(crate) fn path_to_error<'a, T: Deserialize<'a>>(
     let mut de = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(MapOnly(&mut de))
 }
+
+/// A list as a caller wrote it (or the API server stored it), read by a bounded visitor: the
+/// entries [`Bound::keep`] lets in, in the order written, and a count of the rest. Every entry
+/// is still read and checked (an invalid one is an error wherever it is, and each must be an
+/// object); those past the bound are dropped as they are read, so what is held never grows
+/// with what was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Bounded<T> {
+    /// The entries kept, in the order written.
+    pub(crate) kept: Vec<T>,
+    /// Entries after the kept ones, not stored.
+    pub(crate) omitted: usize,
+}
+
+impl<T> Default for Bounded<T> {
+    fn default() -> Self {
+        Bounded { kept: Vec::new(), omitted: 0 }
+    }
+}
+
+/// How the entries of a [`Bounded`] list are read, and which are kept: a prefix of the list,
+/// since once one entry is left out every later one is too.
+pub(crate) trait Bound: Sized {
+    /// One entry as the wire has it.
+    type In: for<'de> Deserialize<'de>;
+    /// What the bound counts across the kept entries beside their number.
+    type Budget: Default;
+    /// What the list is, as a type error says it.
+    const EXPECTING: &'static str;
+    /// Whether `null` reads as an empty list (else it is an error).
+    const NULL_IS_EMPTY: bool;
+
+    /// `entry` as kept, when it fits after `kept` entries that spent `budget`; `None`: it is
+    /// counted, not kept.
+    fn keep(entry: Self::In, kept: usize, budget: &mut Self::Budget) -> Option<Self>;
+}
+
+impl<'de, T: Bound> Deserialize<'de> for Bounded<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(PhantomData<T>);
+        impl<'de, T: Bound> Visitor<'de> for Visit<T> {
+            type Value = Bounded<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(T::EXPECTING)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Bounded<T>, E> {
+                match T::NULL_IS_EMPTY {
+                    true => Ok(Bounded::default()),
+                    false => Err(E::invalid_type(serde::de::Unexpected::Unit, &self)),
+                }
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Bounded<T>, A::Error> {
+                // No size hint is trusted: the list grows to the bound at most.
+                let (mut list, mut budget) = (Bounded::default(), T::Budget::default());
+                while let Some(Strict(entry)) = seq.next_element::<Strict<T::In>>()? {
+                    match (list.omitted == 0).then(|| T::keep(entry, list.kept.len(), &mut budget)).flatten() {
+                        Some(kept) => list.kept.push(kept),
+                        None => list.omitted += 1,
+                    }
+                }
+                Ok(list)
+            }
+        }
+        d.deserialize_any(Visit(PhantomData))
+    }
+}

@@ -98,7 +98,9 @@ static PREREQUISITES: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_n
 
 /// The manifests' MutatingWebhookConfiguration `ingress-status-guard` is one object in the
 /// shared API server: the tests that create it hold this while they use it, and delete it
-/// when done; the tests that dry-run apply it hold it too, so they never see another's.
+/// when done; the tests that dry-run apply it hold it too, so they never see another's. A test
+/// that creates the base's ServiceAccount and RBAC holds it while it does: a dry-run apply
+/// that finds none and then races that create is refused (`AlreadyExists`).
 static WEBHOOK_CONFIGURATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Deletes the MutatingWebhookConfiguration `ingress-status-guard` if it exists.
@@ -791,7 +793,10 @@ async fn the_extra_rbac_is_all_node_ips_and_namespace_selectors_need() {
     }
     let mut objects = rbac(render("base"));
     objects.extend(rbac(extras));
-    apply(t.cluster, &objects);
+    {
+        let _configuration = WEBHOOK_CONFIGURATION.lock().await;
+        apply(t.cluster, &objects);
+    }
 
     // A controller Pod, Ready on a Node, in the namespace the extra Role names.
     let node_name = format!("{}-node", t.ns);

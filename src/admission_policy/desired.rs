@@ -1,16 +1,16 @@
 //! What the leader keeps in the cluster in `--admission=policy`: the rendered objects of every
 //! policy whose sources resolve, labelled as this guard's, and the names of the objects left as
 //! they are (a source not known yet, or unresolved under `onUnresolved: deny`). Pure: policies,
-//! sources and IngressClasses in, the plan out; [`super::keeper`] carries it out.
+//! sources (each kind's classes among them) in, the plan out; [`super::keeper`] carries it out.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{ApiVersion, ClassFact, Governed, RenderError, facts, governed_in_order, object_name_of, render};
+use super::{ApiVersion, Governed, RenderError, governed_in_order, object_name_of, render};
 use crate::{
     address::Address,
-    kind::{gateway::Gateways, ingress::Ingresses},
+    kind::{Kind, with_kind},
     policy::{OnUnresolved, Policies, Policy},
     sources::{Sources, Unresolved, every_source_read},
 };
@@ -62,31 +62,18 @@ fn not_read_yet(policy: &Policy, sources: &dyn Sources) -> Option<String> {
     Some(first.map_or_else(|| "the sources are not synced yet".to_owned(), |e| e.to_string()))
 }
 
-/// The plan for `policies` over `sources`. `classes` is `None` while the IngressClass watch has
-/// not synced: then no Ingress policy's objects are rendered or deleted (a Gateway policy's wait
-/// on the GatewayClasses alone).
-pub(crate) fn desired(
-    policies: &Policies,
-    sources: &dyn Sources,
-    classes: Option<&[ClassFact]>,
-    api: ApiVersion,
-    owner: &str,
-) -> Desired {
+/// The plan for `policies` over `sources`. While a kind's classes are not read yet, none of
+/// that kind's policies' objects are rendered or deleted.
+pub(crate) fn desired(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &str) -> Desired {
     let mut plan = Desired::default();
-    // Each kind's policies wait on their own class facts only. Ingress class rules resolve
-    // against every IngressClass, and what an earlier policy governs is taken out of the later
-    // ones: until the classes are known, nothing of the Ingress policies is known.
-    let ingress = classes.map(|classes| governed_in_order(policies, classes));
-    plan.kind::<Ingresses>(policies, ingress.ok_or("IngressClasses not synced yet"), sources, api, owner, true);
-    // Gateway policies: class names come from the GatewayClasses (only when a policy names
-    // controllers), and their values are not published to the reconciler (it judges Ingresses
-    // by [`Desired::values`]).
-    let classes = if policies.need_gateway_classes() { sources.gateway_classes() } else { Some(Default::default()) };
-    let gateway = classes.map(|classes| {
-        let facts = facts(&classes);
-        policies.gateway_policies().map(|p| Governed::resolve(&p.scope, &facts)).collect()
-    });
-    plan.kind::<Gateways>(policies, gateway.ok_or("GatewayClasses not synced yet"), sources, api, owner, false);
+    // Each kind's policies wait on their own classes only. Class rules resolve against every
+    // class of the kind, and what an earlier policy governs is taken out of the later ones:
+    // until the classes are known, nothing of the kind's policies is known.
+    for kind in Kind::ALL {
+        let governed = sources.classes(kind).map(|classes| governed_in_order(policies, kind, &classes));
+        let governed = governed.ok_or_else(|| format!("{} not synced yet", kind.info().classes));
+        with_kind!(kind, K => plan.kind::<K>(policies, governed, sources, api, owner));
+    }
     plan
 }
 
@@ -96,18 +83,17 @@ impl Desired {
     fn kind<K: super::Admitted>(
         &mut self,
         policies: &Policies,
-        governed: Result<Vec<Governed>, &str>,
+        governed: Result<Vec<Governed>, String>,
         sources: &dyn Sources,
         api: ApiVersion,
         owner: &str,
-        publish: bool,
     ) {
         for (at, policy) in policies.of(K::KIND).enumerate() {
             let name = object_name_of(policy);
             match governed.as_ref().map(|all| &all[at]) {
-                Err(why) => self.keep(policy, name, (*why).to_owned()),
+                Err(why) => self.keep(policy, name, why.clone()),
                 Ok(governed) => {
-                    self.one(policy, name, sources, owner, publish, |c| render::<K>(policy, c, governed, api));
+                    self.one(policy, name, sources, owner, K::PUBLISHED, |c| render::<K>(policy, c, governed, api));
                 }
             }
         }
@@ -168,12 +154,21 @@ mod tests {
     use super::*;
     use crate::{
         address::Address,
+        kind::{Class, Classes},
         policy::{PodsRef, ServiceRef, parse_file},
     };
 
-    struct Fixed(HashMap<String, Result<Vec<Address>, Unresolved>>);
+    /// Sources with fixed values, every kind's classes read (none) unless `classes` says.
+    struct Fixed(HashMap<String, Result<Vec<Address>, Unresolved>>, [Option<Classes>; 2]);
+
+    fn fixed(values: HashMap<String, Result<Vec<Address>, Unresolved>>) -> Fixed {
+        Fixed(values, [Some(Classes::new()), Some(Classes::new())])
+    }
 
     impl Sources for Fixed {
+        fn classes(&self, kind: Kind) -> Option<Classes> {
+            self.1[kind.index()].clone()
+        }
         fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
             self.0.get(&svc.to_string()).cloned().unwrap_or_else(|| Err(Unresolved::NotSynced(svc.clone())))
         }
@@ -196,11 +191,11 @@ mod tests {
             - {name: audit, ingressClasses: [e], publishStatusAddress: 192.0.2.1, mode: audit}\n";
         let policies = parse_file("t", file).unwrap();
         let svc = |n: &str| ServiceRef { namespace: "ns".into(), name: n.into() };
-        let sources = Fixed(HashMap::from([
+        let sources = fixed(HashMap::from([
             ("ns/ok".to_owned(), Ok(vec![ip("192.0.2.9")])),
             ("ns/gone".to_owned(), Err(Unresolved::Missing(svc("gone")))),
         ]));
-        let plan = desired(&policies, &sources, Some(&[]), ApiVersion::V1, "ns.lease");
+        let plan = desired(&policies, &sources, ApiVersion::V1, "ns.lease");
         let kinds: Vec<(&str, &str)> = plan
             .objects
             .iter()
@@ -235,12 +230,13 @@ mod tests {
     fn class_rules_wait_for_the_ingress_classes() {
         let file = "policies:\n- {name: ctl, controllerClasses: [example.com/x], publishStatusAddress: 192.0.2.1}\n";
         let policies = parse_file("t", file).unwrap();
-        let sources = Fixed(HashMap::new());
-        let plan = desired(&policies, &sources, None, ApiVersion::V1, "o");
+        let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
+        let plan = desired(&policies, &unread, ApiVersion::V1, "o");
         assert!(plan.objects.is_empty());
         assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ctl"));
-        let classes = [ClassFact { name: "x".into(), controller: Some("example.com/x".into()), default: true }];
-        let plan = desired(&policies, &sources, Some(&classes), ApiVersion::V1beta1, "o");
+        let x = Class { controller: Some("example.com/x".into()), default: true };
+        let read = Fixed(HashMap::new(), [Some(Classes::from([("x".to_owned(), x)])), Some(Classes::new())]);
+        let plan = desired(&policies, &read, ApiVersion::V1beta1, "o");
         assert_eq!(plan.objects[0]["apiVersion"], "admissionregistration.k8s.io/v1beta1");
         let condition = plan.objects[0]["spec"]["matchConditions"][0]["expression"].as_str().unwrap();
         assert!(condition.contains("[\"x\"]") && condition.ends_with(": true)"), "{condition}");
@@ -259,7 +255,7 @@ mod tests {
             - {name: gw, gatewayClasses: [eg], publishGateway: ns/edge}\n";
         let policies = parse_file("t", file).unwrap();
         // `Fixed` answers every Gateway as not in the cache yet (the trait's default).
-        let plan = desired(&policies, &Fixed(HashMap::new()), Some(&[]), ApiVersion::V1, "o");
+        let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, "o");
         assert!(plan.objects.is_empty(), "nothing rendered from a Gateway not read: {:?}", plan.objects);
         for name in ["ingress-status-guard-ing", "ingress-status-guard-two", "ingress-status-guard-gateway-gw"] {
             assert!(plan.keeps("MutatingAdmissionPolicy", name), "{name} is swept: {plan:?}");
@@ -276,7 +272,8 @@ mod tests {
             - {name: ing, ingressClasses: [a], publishStatusAddress: 192.0.2.1}\n\
             - {name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n";
         let policies = parse_file("t", file).unwrap();
-        let plan = desired(&policies, &Fixed(HashMap::new()), None, ApiVersion::V1, "o");
+        let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
+        let plan = desired(&policies, &unread, ApiVersion::V1, "o");
         assert!(plan.kept.contains("ingress-status-guard-ing"), "{plan:?}");
         let names: Vec<&str> = plan.objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["ingress-status-guard-gateway-gw"; 2], "the Gateway policy renders: {plan:?}");

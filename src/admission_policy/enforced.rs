@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::{
     address::Address,
+    kind::{Classes, Kind},
     policy::{PodsRef, Policy, ServiceRef, Source},
     sources::{SourceCache, Sources, Unresolved},
 };
@@ -69,12 +70,16 @@ impl Sources for Enforced {
         self.live.pods(pods)
     }
 
-    fn ingress_class_controller(&self, class: &str) -> Option<String> {
-        self.live.ingress_class_controller(class)
+    fn classes(&self, kind: Kind) -> Option<Classes> {
+        self.live.classes(kind)
     }
 
-    fn default_ingress_classes(&self) -> Vec<String> {
-        self.live.default_ingress_classes()
+    fn class_controller(&self, kind: Kind, class: &str) -> Option<String> {
+        self.live.class_controller(kind, class)
+    }
+
+    fn default_classes(&self, kind: Kind) -> Vec<String> {
+        self.live.default_classes(kind)
     }
 
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {

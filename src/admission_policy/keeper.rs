@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::{
-    ApiVersion, ClassFact,
+    ApiVersion,
     desired::{Desired, OWNER_LABEL, desired},
     enforced::Enforced,
 };
@@ -212,16 +212,7 @@ impl Keeper {
     /// call succeeded.
     async fn pass(&self, memory: &mut Memory) -> bool {
         let policies = self.policies.load();
-        let classes: Option<Vec<ClassFact>> = self.sources.ingress_classes().map(|all| {
-            all.into_iter()
-                .map(|(name, controller, default)| ClassFact {
-                    name,
-                    controller: (!controller.is_empty()).then_some(controller),
-                    default,
-                })
-                .collect()
-        });
-        let plan = desired(&policies, self.sources.as_ref(), classes.as_deref(), self.api, &self.owner);
+        let plan = desired(&policies, self.sources.as_ref(), self.api, &self.owner);
         if plan.skipped != memory.skipped {
             for (policy, reason) in &plan.skipped {
                 tracing::warn!(policy = %policy, reason = %reason, "admission policy not rendered (the one in the cluster, if any, stays unless the policy's onUnresolved is allow)");

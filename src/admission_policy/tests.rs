@@ -76,11 +76,11 @@ fn class_conditions_read_the_field_then_the_annotation() {
 
 #[test]
 fn class_rules_resolve_controllers_and_the_default_class_into_names() {
-    let facts = [
-        ClassFact { name: "edge".into(), controller: Some("k8s.io/ingress-nginx".into()), default: true },
-        ClassFact { name: "other".into(), controller: Some("example.com/other".into()), default: false },
-        ClassFact { name: "nginx".into(), controller: None, default: false },
-    ];
+    let facts = Classes::from([
+        ("edge".to_owned(), Class { controller: Some("k8s.io/ingress-nginx".into()), default: true }),
+        ("other".to_owned(), Class { controller: Some("example.com/other".into()), default: false }),
+        ("nginx".to_owned(), Class { controller: None, default: false }),
+    ]);
     let scope = |classes: &[&str], controllers: &[&str], without_class| ClassScope {
         classes: classes.iter().map(|s| (*s).to_owned()).collect(),
         controllers: controllers.iter().map(|s| (*s).to_owned()).collect(),
@@ -97,7 +97,7 @@ fn class_rules_resolve_controllers_and_the_default_class_into_names() {
     );
     assert_eq!(Governed::resolve(&scope(&["other"], &[], true), &facts), classes(&["other"], true));
     // The default class by name governs class-less Ingresses.
-    assert_eq!(Governed::resolve(&scope(&["edge"], &[], false), &[]), classes(&["edge"], false));
+    assert_eq!(Governed::resolve(&scope(&["edge"], &[], false), &Classes::new()), classes(&["edge"], false));
     assert_eq!(Governed::resolve(&scope(&["edge"], &[], false), &facts), classes(&["edge"], true));
     // A controller that no class has governs nothing (and says so: an empty list).
     assert_eq!(Governed::resolve(&scope(&[], &["none"], false), &facts), classes(&[], false));
@@ -275,12 +275,12 @@ fn an_earlier_policy_keeps_what_it_governs_as_the_webhook_lets_it() {
         - {name: team, ingressClasses: [lan], namespaceSelector: team=a, publishStatusAddress: 192.0.2.3}\n";
     let policies = crate::policy::parse_file("p.yaml", text);
     let Ok(policies) = policies else { panic!("{policies:?}") };
-    let facts = [
-        ClassFact { name: "edge".into(), controller: Some("example.com/c".into()), default: true },
-        ClassFact { name: "lan".into(), controller: Some("example.com/c".into()), default: false },
-    ];
+    let facts = Classes::from([
+        ("edge".to_owned(), Class { controller: Some("example.com/c".into()), default: true }),
+        ("lan".to_owned(), Class { controller: Some("example.com/c".into()), default: false }),
+    ]);
     assert_eq!(
-        governed_in_order(&policies, &facts),
+        governed_in_order(&policies, Kind::Ingress, &facts),
         [classes(&["edge"], true), classes(&["lan"], false), classes(&[], false)],
         "`internal` governs `lan` in every Namespace, `team`'s too"
     );
@@ -289,5 +289,27 @@ fn an_earlier_policy_keeps_what_it_governs_as_the_webhook_lets_it() {
         - {name: a, ingressClasses: [edge], namespaceSelector: team=a, publishStatusAddress: 192.0.2.1}\n\
         - {name: b, ingressClasses: [edge], namespaceSelector: team=b, publishStatusAddress: 192.0.2.2}\n";
     let policies = crate::policy::parse_file("p.yaml", text).expect("disjoint selectors");
-    assert_eq!(governed_in_order(&policies, &facts), [classes(&["edge"], true), classes(&["edge"], true)]);
+    assert_eq!(
+        governed_in_order(&policies, Kind::Ingress, &facts),
+        [classes(&["edge"], true), classes(&["edge"], true)]
+    );
+}
+
+/// Issue 32's drift: each Gateway policy's class rules were resolved alone, so a later policy
+/// kept what an earlier one governs and both admission policies ran on its Gateways, where the
+/// webhook lets the first govern. Gateway policies now go through the Ingress policies' path.
+#[test]
+fn an_earlier_gateway_policy_keeps_what_it_governs() {
+    let text = "policies:\n\
+        - {name: by-ctl, gatewayControllers: [example.com/c], publishStatusAddress: 192.0.2.1}\n\
+        - {name: by-name, gatewayClasses: [eg, other], publishStatusAddress: 192.0.2.2}\n";
+    let policies = crate::policy::parse_file("p.yaml", text);
+    let Ok(policies) = policies else { panic!("{policies:?}") };
+    let facts = Classes::from([("eg".to_owned(), Class { controller: Some("example.com/c".into()), default: false })]);
+    assert_eq!(
+        governed_in_order(&policies, Kind::Gateway, &facts),
+        [classes(&["eg"], false), classes(&["other"], false)],
+        "`by-ctl` governs `eg`"
+    );
+    assert!(governed_in_order(&policies, Kind::Ingress, &facts).is_empty(), "no Ingress policy");
 }

@@ -3,7 +3,7 @@
 //! [`crate::audit::summary`]) and, with a cluster and unless a dry run, decides whether it
 //! becomes a Kubernetes Event: only about an Ingress (or Gateway) the guard's own watch knows
 //! ([`KnownIngresses`], one index per kind), and within the fair shares of [`ratelimit`]. A
-//! second task publishes the Events through its recorder (which counts repeats of a writer on
+//! second loop, within the reporter's task, publishes the Events through its recorder (which counts repeats of a writer on
 //! an object up in one Event), each call under a timeout, so a hung API server delays Events, never the log lines
 //! and counts of later findings.
 
@@ -150,7 +150,8 @@ impl EventSink {
 
 /// The sink for the handler, and the task to run until `shutdown`; then it handles what is
 /// still queued (its owner bounds how long) and ends. Without a publisher findings are only
-/// logged.
+/// logged. The Event publisher runs within the task, so a panic there is the task's, and the
+/// task ends once the Events queued before shutdown are written too.
 pub(crate) fn start(
     publisher: Option<Publisher>,
     instance: Option<String>,
@@ -167,16 +168,16 @@ pub(crate) fn start(
     });
     let sink = EventSink { tx, bytes: bytes.clone(), drops, metrics: metrics.clone() };
     let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
-    let (events, known) = match publisher {
+    let (events, known, publish) = match publisher {
         Some(Publisher { client, known, gateways }) => {
             let (events_tx, events_rx) = mpsc::channel(PUBLISH_QUEUE);
             let recorder = Recorder::new(client, reporter);
-            tokio::spawn(publish_loop(recorder, events_rx, metrics.clone(), settings.publish_timeout));
-            (Some(events_tx), Some(Indexes([known, gateways])))
+            let publish = publish_loop(recorder, events_rx, metrics.clone(), settings.publish_timeout);
+            (Some(events_tx), Some(Indexes([known, gateways])), Some(publish))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
-    let task = Report {
+    let report = Report {
         metrics,
         settings,
         summariser: Summariser::new(settings.repeat_interval, summary::MAX_KEYS),
@@ -186,6 +187,14 @@ pub(crate) fn start(
         awaiting: Vec::new(),
     }
     .run(rx, bytes, shutdown);
+    // The publisher ends when the reporter has ended and dropped its queue's sender.
+    let task = async move {
+        tokio::join!(report, async {
+            if let Some(publish) = publish {
+                publish.await;
+            }
+        });
+    };
     (sink, task)
 }
 

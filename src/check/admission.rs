@@ -14,9 +14,9 @@ use serde_json::Value;
 
 use crate::{
     address::Address,
-    admission_policy::{self, ApiVersion, ClassFact},
+    admission_policy::{self, ApiVersion},
     client::{RequestError, bounded},
-    kind::{gateway::Gateways, ingress::Ingresses},
+    kind::{Kind, with_kind},
     policy::{Policies, Policy},
     sources::{Sources, snapshot::Snapshot},
 };
@@ -27,10 +27,6 @@ pub(crate) struct Found {
     pub kind: &'static str,
     pub api: ApiVersion,
     pub spec: Value,
-    /// For a Gateway policy's object: the GatewayClasses (name → controller) its class names
-    /// render from, read beside it; `None` for an Ingress policy's, or when they could not be
-    /// read.
-    pub gateway_classes: Option<BTreeMap<String, Option<String>>>,
 }
 
 /// How an admission policy in the cluster compares with what the sources render now.
@@ -81,46 +77,26 @@ fn ours(spec: &Value) -> [Value; 3] {
     ]
 }
 
-/// Each policy's object found in the cluster, judged against its rendering over `snapshot`.
+/// Each policy's object found in the cluster, judged against its rendering over `snapshot`,
+/// which holds each kind's classes as the keeper's sources would.
 pub(crate) fn compare(policies: &Policies, snapshot: &Snapshot, found: &BTreeMap<String, Found>) -> Vec<Row> {
-    let classes: Vec<ClassFact> = (snapshot.1.classes.iter())
-        .map(|(name, (controller, default))| ClassFact {
-            name: name.clone(),
-            controller: (!controller.is_empty()).then(|| controller.clone()),
-            default: *default,
-        })
-        .collect();
-    let governed = admission_policy::governed_in_order(policies, &classes);
     let mut rows = Vec::new();
-    for (policy, governed) in policies.iter().zip(&governed) {
-        let name = admission_policy::object_name_of(policy);
-        let Some(found) = found.get(&name) else { continue };
-        let render =
-            |canonical: &[Address]| admission_policy::render::<Ingresses>(policy, canonical, governed, found.api);
-        rows.push(row_of(policy, name, found, snapshot, Ok(render)));
-    }
-    for policy in policies.gateway_policies() {
-        let name = admission_policy::object_name_of(policy);
-        let Some(found) = found.get(&name) else { continue };
-        // Class names by controller need the GatewayClasses; by name alone, none.
-        let classes = match (&found.gateway_classes, policy.scope.controllers.is_empty()) {
-            (_, true) => Ok(BTreeMap::new()),
-            (Some(classes), false) => Ok(classes.clone()),
-            (None, false) => Err("the GatewayClasses could not be read"),
-        };
-        let render = classes.map(|classes| {
-            let governed = admission_policy::Governed::resolve(&policy.scope, &admission_policy::facts(&classes));
-            move |canonical: &[Address]| admission_policy::render::<Gateways>(policy, canonical, &governed, found.api)
-        });
-        rows.push(row_of(policy, name, found, snapshot, render));
+    for kind in Kind::ALL {
+        let classes = snapshot.classes(kind).unwrap_or_default();
+        let governed = admission_policy::governed_in_order(policies, kind, &classes);
+        for (policy, governed) in policies.of(kind).zip(&governed) {
+            let name = admission_policy::object_name_of(policy);
+            let Some(found) = found.get(&name) else { continue };
+            let render = |canonical: &[Address]| with_kind!(kind, K => admission_policy::render::<K>(policy, canonical, governed, found.api));
+            rows.push(row_of(policy, name, found, snapshot, render));
+        }
     }
     rows
 }
 
 /// The row of one policy's object `name` found in the cluster, whatever the policy's kind:
-/// `render` renders it from a canonical value, or says why the class facts it needs are
-/// unknown.
-fn row_of<R>(policy: &Policy, name: String, found: &Found, snapshot: &Snapshot, render: Result<R, &str>) -> Row
+/// `render` renders it from a canonical value.
+fn row_of<R>(policy: &Policy, name: String, found: &Found, snapshot: &Snapshot, render: R) -> Row
 where
     R: FnOnce(&[Address]) -> Result<Vec<Value>, admission_policy::RenderError>,
 {
@@ -130,10 +106,6 @@ where
         name: name.clone(),
         state,
         reason,
-    };
-    let render = match render {
-        Ok(render) => render,
-        Err(why) => return row(State::Unknown, Some(why.to_owned())),
     };
     match snapshot.canonical(policy) {
         Ok(canonical) => {
@@ -186,26 +158,15 @@ pub(crate) async fn fetch(
         ("ValidatingAdmissionPolicy", ApiVersion::V1, "validatingadmissionpolicies"),
     ];
     let mut found = BTreeMap::new();
-    let mut classes: Option<Option<BTreeMap<String, Option<String>>>> = None;
     for policy in policies.all() {
         let name = admission_policy::object_name_of(policy);
-        // A Gateway policy's class names by controller render from the GatewayClasses.
-        let of_gateway = policy.kind == crate::kind::Kind::Gateway;
         for (kind, api, plural) in kinds {
             let objects: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, api, plural));
             let what = || format!("get {kind} {name}");
             match bounded(what, timeout, objects.get_opt(&name)).await {
                 Ok(Some(object)) => {
                     let spec = object.data.get("spec").cloned().unwrap_or_default();
-                    let gateway_classes = if of_gateway && policies.need_gateway_classes() {
-                        if classes.is_none() {
-                            classes = Some(gateway_classes(client, timeout).await);
-                        }
-                        classes.clone().flatten()
-                    } else {
-                        None
-                    };
-                    found.insert(name.clone(), Found { kind, api, spec, gateway_classes });
+                    found.insert(name.clone(), Found { kind, api, spec });
                     break;
                 }
                 Ok(None) => {}
@@ -217,34 +178,29 @@ pub(crate) async fn fetch(
     Ok(found)
 }
 
-/// GatewayClasses read at most this many: class names in a CEL list, not a dump of a cluster.
-const MAX_GATEWAY_CLASSES: u32 = 500;
-
-/// Every GatewayClass with its controller, or `None` when they cannot be read (no CRDs, no
-/// permission, a timeout): the row then says so rather than guessing.
-async fn gateway_classes(client: &Client, timeout: Duration) -> Option<BTreeMap<String, Option<String>>> {
-    let api: Api<crate::kind::gateway::LeanGatewayClass> = Api::all(client.clone());
-    let params = kube::api::ListParams::default().limit(MAX_GATEWAY_CLASSES);
-    let list = bounded(|| "list GatewayClasses".to_owned(), timeout, api.list(&params)).await.ok()?;
-    Some(list.items.into_iter().map(|c| (kube::ResourceExt::name_any(&c), c.controller)).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{
         address::parse_static_list,
+        kind::{Class, Classes, gateway::Gateways, ingress::Ingresses},
         policy::{ServiceRef, parse_file},
         sources::snapshot::{Facts, Fetched},
     };
 
     fn snapshot(ip: Option<&str>) -> Snapshot {
+        with_gateway_classes(ip, Classes::new())
+    }
+
+    fn with_gateway_classes(ip: Option<&str>, classes: Classes) -> Snapshot {
         let svc: ServiceRef = "edge/lb".parse().unwrap();
         let fetched = match ip {
             None => Fetched::Missing,
             Some(ip) => Fetched::Found { addresses: Ok(parse_static_list(ip).unwrap()), rule: "test".into() },
         };
-        Snapshot(BTreeMap::from([(svc, fetched)]), Facts::default())
+        let mut facts = Facts::default();
+        facts.classes[Kind::Gateway.index()] = classes;
+        Snapshot(BTreeMap::from([(svc, fetched)]), facts)
     }
 
     #[test]
@@ -253,7 +209,7 @@ mod tests {
             parse_file("t", "policies:\n- {name: lb, ingressClasses: [nginx], watchIngressWithoutClass: true, publishService: edge/lb}\n")
                 .unwrap();
         let policy = policies.iter().next().unwrap();
-        let governed = admission_policy::governed_in_order(&policies, &[]);
+        let governed = admission_policy::governed_in_order(&policies, Kind::Ingress, &Classes::new());
         let rendered = admission_policy::render::<Ingresses>(
             policy,
             &parse_static_list("192.0.2.1").unwrap(),
@@ -266,7 +222,7 @@ mod tests {
         spec["matchPolicy"] = "Equivalent".into();
         let found = BTreeMap::from([(
             "ingress-status-guard-lb".to_owned(),
-            Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec, gateway_classes: None },
+            Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec },
         )]);
         let state = |ip| compare(&policies, &snapshot(ip), &found).iter().map(|r| r.state).collect::<Vec<_>>();
         assert_eq!(state(Some("192.0.2.1")), [State::Current]);
@@ -285,7 +241,8 @@ mod tests {
         )
         .unwrap();
         let policy = policies.gateway_policies().next().unwrap();
-        let classes = BTreeMap::from([("eg".to_owned(), Some("example.test/gw".to_owned()))]);
+        let class = |controller: &str| Class { controller: Some(controller.to_owned()), default: false };
+        let classes = Classes::from([("eg".to_owned(), class("example.test/gw"))]);
         let rendered = admission_policy::render::<Gateways>(
             policy,
             &parse_static_list("192.0.2.1").unwrap(),
@@ -293,23 +250,21 @@ mod tests {
             ApiVersion::V1,
         )
         .unwrap();
-        let found = |classes: Option<BTreeMap<String, Option<String>>>| {
-            let spec = rendered[0]["spec"].clone();
-            BTreeMap::from([(
-                "ingress-status-guard-gateway-gw".to_owned(),
-                Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec, gateway_classes: classes },
-            )])
-        };
+        let spec = rendered[0]["spec"].clone();
+        let found = BTreeMap::from([(
+            "ingress-status-guard-gateway-gw".to_owned(),
+            Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec },
+        )]);
         let state = |ip, classes| {
-            compare(&policies, &snapshot(Some(ip)), &found(classes)).iter().map(|r| r.state).collect::<Vec<_>>()
+            let snapshot = with_gateway_classes(Some(ip), classes);
+            compare(&policies, &snapshot, &found).iter().map(|r| r.state).collect::<Vec<_>>()
         };
-        assert_eq!(state("192.0.2.1", Some(classes.clone())), [State::Current]);
-        assert_eq!(state("192.0.2.2", Some(classes.clone())), [State::Stale]);
+        assert_eq!(state("192.0.2.1", classes.clone()), [State::Current]);
+        assert_eq!(state("192.0.2.2", classes.clone()), [State::Stale]);
         let mut more = classes.clone();
-        more.insert("eg2".to_owned(), Some("example.test/gw".to_owned()));
-        assert_eq!(state("192.0.2.1", Some(more)), [State::Stale], "a new class of the controller");
-        assert_eq!(state("192.0.2.1", None), [State::Unknown]);
-        let rows = compare(&policies, &snapshot(Some("192.0.2.2")), &found(Some(classes)));
+        more.insert("eg2".to_owned(), class("example.test/gw"));
+        assert_eq!(state("192.0.2.1", more), [State::Stale], "a new class of the controller");
+        let rows = compare(&policies, &with_gateway_classes(Some("192.0.2.2"), classes), &found);
         assert_eq!(rows[0].name, "ingress-status-guard-gateway-gw");
     }
 }

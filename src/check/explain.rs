@@ -4,7 +4,7 @@
 
 use super::{Explained, report::State};
 use crate::{
-    address::Addresses,
+    address::{Address, Addresses, Written},
     decision::{Verdict, decide, subject},
     policy::{Policies, Policy, Source, SourceList},
     review::render,
@@ -102,10 +102,20 @@ pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, sna
             lines.push(("Resolved", resolved_shown(policy, snapshot, snapshot)));
         }
     }
-    lines.push(("Stored", K::stored_shown(write)));
+    lines.push(("Stored", Written { kept: &write.addresses, omitted: write.omitted }.to_string()));
+    // Canonical lists in the kind's own entries, as the webhook writes them; a canonical
+    // write's list in the sources' order (the stored one equals it as a set).
+    let shown = |canonical: &[Address]| match K::entries(canonical) {
+        Ok(entries) => Addresses(&entries).to_string(),
+        Err(_) => Addresses(canonical).to_string(),
+    };
     let state = match &verdict {
-        Verdict::Canonical { policy } => Some((K::canonical_shown(write, policy, snapshot), State::Ok.as_str())),
-        Verdict::Mismatch { canonical, .. } => Some((Addresses(canonical).to_string(), State::Drift.as_str())),
+        Verdict::Canonical { policy } => {
+            let canonical =
+                snapshot.canonical(policy).map_or_else(|_| Addresses(&write.addresses).to_string(), |c| shown(&c));
+            Some((canonical, State::Ok.as_str()))
+        }
+        Verdict::Mismatch { canonical, .. } => Some((shown(canonical), State::Drift.as_str())),
         Verdict::Unresolved { .. } => Some(("unknown (source unresolved)".to_owned(), State::Unresolved.as_str())),
         Verdict::Ignored(_) | Verdict::NotGoverned => None,
     };
@@ -114,8 +124,7 @@ pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, sna
             lines.push(("Canonical", canonical));
             lines.push(("State", state.to_owned()));
         }
-        None if K::NOT_GOVERNED_SHOWN => lines.push(("State", "NOT GOVERNED".to_owned())),
-        None => {}
+        None => lines.push(("State", "NOT GOVERNED".to_owned())),
     }
     lines.push(("Webhook", format!("a write of the stored value: {}", webhook_shown::<K>(stored, &verdict))));
     let exit_code = u8::from(matches!(verdict, Verdict::Mismatch { .. } | Verdict::Unresolved { .. }));

@@ -10,7 +10,6 @@ use super::{Explained, PAGE_SIZE};
 use crate::{
     client::{RequestError, list_all, list_served},
     kind::Write,
-    kind::gateway::LeanGatewayClass,
 };
 
 /// Lists the stored objects of kind `K` page by page, keeping what the decision reads, each
@@ -31,18 +30,4 @@ pub(super) async fn stored<K: Explained>(
         Some(_) => list_served(&api, params, K::LISTED, timeout, written).await,
         None => list_all(&api, params, K::LISTED, timeout, written).await.map(Some),
     }
-}
-
-/// Every GatewayClass's controller, for Gateway policies that match by `gatewayControllers`
-/// (none when the API server serves no GatewayClasses).
-pub(super) async fn gateway_classes(
-    client: &Client,
-    timeout: Duration,
-) -> Result<Vec<(String, Option<String>)>, RequestError> {
-    use kube::ResourceExt as _;
-    let api: Api<LeanGatewayClass> = Api::all(client.clone());
-    let classes = list_served(&api, ListParams::default().limit(PAGE_SIZE), "GatewayClasses", timeout, |class| {
-        (class.name_any(), class.controller)
-    });
-    Ok(classes.await?.unwrap_or_default())
 }

@@ -9,7 +9,6 @@ use super::Kind;
 use crate::{
     address::{Address, Addresses},
     decision::{Verdict, decide},
-    kind::gateway::status::GatewayAddress,
     kind::{Entry, Governed, Write},
     policy::{Policies, Policy, SourceList},
     sources::Sources,
@@ -34,38 +33,30 @@ impl State {
     }
 }
 
-/// A status list in its kind's own shape: an Ingress's `{ip, hostname, ports}` entries, or a
-/// Gateway's `{type, value}` entries (JSON shows each as the API stores it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub(crate) enum Entries {
-    Ingress(Vec<Address>),
-    Gateway(Vec<GatewayAddress>),
+/// A status list in its kind's own shape: JSON shows each entry as the API stores it (an
+/// Ingress's `{ip, hostname, ports}`, a Gateway's `{type, value}`), the table as logs do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entries {
+    json: serde_json::Value,
+    shown: String,
 }
 
-impl From<Vec<Address>> for Entries {
-    fn from(list: Vec<Address>) -> Self {
-        Entries::Ingress(list)
+impl Entries {
+    pub(crate) fn of<E: Entry>(list: &[E]) -> Entries {
+        // Plain data with string keys: serializing it cannot fail.
+        Entries { json: serde_json::to_value(list).unwrap_or_default(), shown: Addresses(list).to_string() }
     }
 }
 
-impl From<Vec<GatewayAddress>> for Entries {
-    fn from(list: Vec<GatewayAddress>) -> Self {
-        Entries::Gateway(list)
+impl Serialize for Entries {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.json.serialize(s)
     }
 }
 
 impl std::fmt::Display for Entries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Entries::Ingress(list) => Addresses(list).fmt(f),
-            Entries::Gateway(list) if list.is_empty() => f.write_str("<none>"),
-            Entries::Gateway(list) => {
-                let joined: Vec<String> = list.iter().map(ToString::to_string).collect();
-                let shown = crate::names::truncate(&joined.join(","), usize::MAX, crate::address::MAX_SHOWN_BYTES);
-                f.write_str(&shown)
-            }
-        }
+        f.write_str(&self.shown)
     }
 }
 
@@ -150,14 +141,10 @@ impl Row {
 
     /// The row of a decided write of a stored object's status; `None` when no policy governs
     /// it. Canonical entries are shown in the kind's shape, as the webhook would write them.
-    pub(super) fn of<E: Entry>(write: &Write<E>, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row>
-    where
-        Entries: From<Vec<E>>,
-    {
-        let stored = Entries::from(write.addresses.clone());
+    pub(super) fn of<E: Entry>(write: &Write<E>, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row> {
+        let stored = Entries::of(&write.addresses);
         // A canonical set the kind cannot hold is unresolved, never compared: no row shows it.
-        let shape =
-            |c: &[Address]| Entries::from(E::Of::entries(c).map(std::borrow::Cow::into_owned).unwrap_or_default());
+        let shape = |c: &[Address]| E::Of::entries(c).map_or_else(|_| Entries::of::<E>(&[]), |e| Entries::of(&e));
         let (policy, state, canonical, reason) = judged(verdict, sources, &stored, shape)?;
         Some(Row {
             kind: E::Of::KIND,
@@ -272,10 +259,7 @@ impl Report {
     /// Adds the stored objects of one kind, each decided as the webhook would decide a write
     /// of its stored status; `None`: the API server does not serve the kind (a CRD), which
     /// makes its configured policies inactive, said in the report.
-    pub(crate) fn add<E: Entry>(&mut self, stored: Option<&[Write<E>]>, policies: &Policies, sources: &dyn Sources)
-    where
-        Entries: From<Vec<E>>,
-    {
+    pub(crate) fn add<E: Entry>(&mut self, stored: Option<&[Write<E>]>, policies: &Policies, sources: &dyn Sources) {
         let kind = E::Of::KIND;
         let summary = match stored {
             None => {

@@ -197,7 +197,7 @@ fn report_rows_states_and_exit_codes() {
         for row in &report.ingresses {
             match row.state {
                 State::Ok | State::Drift if row.policy == "lb" => {
-                    assert_eq!(row.canonical, Some(Entries::Ingress(list(canonical))), "case {name}");
+                    assert_eq!(row.canonical, Some(Entries::of(&list(canonical))), "case {name}");
                 }
                 State::Unresolved => assert_eq!(row.reason.as_deref(), Some("Service edge/lb not found")),
                 _ => {}
@@ -343,7 +343,8 @@ fn a_hostile_class_annotation_is_quoted_and_cut() {
     let line = text.lines().find(|l| l.starts_with("Class:")).unwrap();
     assert!(line.contains("\"evil\\n\\u{1b}[31m"), "{line}");
     assert!(line.chars().count() < 200, "{line}");
-    assert_eq!(text.lines().count(), 5, "one line per label, none injected:\n{text}");
+    // Ingress, Class, Policy, Stored, State (NOT GOVERNED) and Webhook.
+    assert_eq!(text.lines().count(), 6, "one line per label, none injected:\n{text}");
 }
 
 /// The snapshot answers class, default-class, namespace and node-IP questions from what it
@@ -365,7 +366,13 @@ policies:
         serde_json::from_value(json!({"status": {"addresses": [{"type": "ExternalIP", "address": "203.0.113.9"}]}}))
             .unwrap();
     let facts = Facts {
-        classes: BTreeMap::from([("public".to_owned(), ("k8s.io/ingress-nginx".to_owned(), true))]),
+        classes: [
+            BTreeMap::from([(
+                "public".to_owned(),
+                crate::kind::Class { controller: Some("k8s.io/ingress-nginx".to_owned()), default: true },
+            )]),
+            BTreeMap::new(),
+        ],
         namespaces: BTreeMap::from([
             ("team-a".to_owned(), BTreeMap::from([("team".to_owned(), "a".to_owned())])),
             ("plain".to_owned(), BTreeMap::new()),
@@ -373,7 +380,6 @@ policies:
         pods: BTreeMap::from([(("ing".to_owned(), "app=c".to_owned()), vec![PodFacts::of(&pod)])]),
         nodes: HashMap::from([("n1".to_owned(), NodeAddrs::of(&node))]),
         gateways: BTreeMap::new(),
-        gateway_classes: BTreeMap::new(),
     };
     let snapshot = Snapshot(BTreeMap::new(), facts);
     let write = |ns: &str, class: Option<&str>| StatusWrite {

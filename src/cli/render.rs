@@ -1,24 +1,20 @@
 //! `render-admission-policy`: the admission policies that enforce the current config without a
 //! running guard, computed offline from the policy flags (or `--config`) and the Services, Pods,
-//! Nodes and IngressClasses of `-f` manifests, printed as YAML.
+//! Nodes and classes of `-f` manifests, printed as YAML.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    path::PathBuf,
-};
+use std::{collections::HashMap, path::PathBuf};
 
 use clap::Args;
-use k8s_openapi::api::{
-    core::v1::{Node, Pod, Service},
-    networking::v1::IngressClass,
-};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use kube::Resource as _;
 use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::{CliError, policy::PolicyArgs};
 use crate::{
     address::Address,
-    admission_policy::{self, ApiVersion, ClassFact},
+    admission_policy::{self, ApiVersion},
+    kind::{Classes, Governed, Kind, with_kind},
     policy::{PodsRef, ServiceRef},
     sources::{Sources, Unresolved, nodeip, service},
 };
@@ -44,9 +40,8 @@ struct Offline {
     services: HashMap<ServiceRef, Service>,
     pods: Vec<Pod>,
     nodes: HashMap<String, nodeip::NodeAddrs>,
-    classes: Vec<ClassFact>,
-    /// GatewayClass name → `spec.controllerName`, for Gateway policies by controller.
-    gateway_classes: BTreeMap<String, Option<String>>,
+    /// Each kind's classes ([`Kind::index`]).
+    classes: [Classes; 2],
 }
 
 impl Sources for Offline {
@@ -65,6 +60,10 @@ impl Sources for Offline {
             .collect();
         nodeip::addresses(&facts, &self.nodes, pods.internal_ip).map_err(|e| Unresolved::Pods(pods.to_string(), e))
     }
+
+    fn classes(&self, kind: Kind) -> Option<Classes> {
+        Some(self.classes[kind.index()].clone())
+    }
 }
 
 /// Runs `render-admission-policy`: every policy's admission policy and binding, as YAML.
@@ -75,30 +74,14 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
         read_manifest(path, &mut offline)?;
     }
     let mut objects = Vec::new();
-    let governed = admission_policy::governed_in_order(&policies, &offline.classes);
-    for (policy, governed) in policies.iter().zip(&governed) {
-        let canonical =
-            offline.canonical(policy).map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
-        objects.extend(admission_policy::render::<crate::kind::ingress::Ingresses>(
-            policy,
-            &canonical,
-            governed,
-            args.api_version,
-        )?);
-    }
-    // Gateway policies: the webhook lets the first matching one govern, and two Gateway
-    // policies that certainly overlap are refused by the file check, as for Ingresses.
-    for policy in policies.gateway_policies() {
-        let canonical =
-            offline.canonical(policy).map_err(|reason| CliError::Unresolved { policy: policy.name.clone(), reason })?;
-        let governed =
-            admission_policy::Governed::resolve(&policy.scope, &admission_policy::facts(&offline.gateway_classes));
-        objects.extend(admission_policy::render::<crate::kind::gateway::Gateways>(
-            policy,
-            &canonical,
-            &governed,
-            args.api_version,
-        )?);
+    for kind in Kind::ALL {
+        let governed = admission_policy::governed_in_order(&policies, kind, &offline.classes[kind.index()]);
+        for (policy, governed) in policies.of(kind).zip(&governed) {
+            let unresolved = |reason| CliError::Unresolved { policy: policy.name.clone(), reason };
+            let canonical = offline.canonical(policy).map_err(unresolved)?;
+            let api = args.api_version;
+            objects.extend(with_kind!(kind, K => admission_policy::render::<K>(policy, &canonical, governed, api))?);
+        }
     }
     Ok(admission_policy::to_yaml(&objects))
 }
@@ -142,20 +125,15 @@ fn read_manifest(path: &PathBuf, offline: &mut Offline) -> Result<(), CliError> 
                 let node: Node = serde_json::from_value(object).map_err(what)?;
                 offline.nodes.insert(node.metadata.name.clone().unwrap_or_default(), nodeip::NodeAddrs::of(&node));
             }
-            Some("IngressClass") => {
-                let class: IngressClass = serde_json::from_value(object).map_err(what)?;
-                offline.classes.push(ClassFact {
-                    default: crate::kind::ingress::is_default_class(&class),
-                    name: class.metadata.name.unwrap_or_default(),
-                    controller: class.spec.and_then(|s| s.controller),
+            Some(class_kind) => {
+                let Some(kind) = Kind::ALL.into_iter().find(|k| k.info().class_kind == class_kind) else { continue };
+                let (name, class) = with_kind!(kind, K => {
+                    let class: <K as Governed>::ClassObject = serde_json::from_value(object).map_err(what)?;
+                    (class.meta().name.clone().unwrap_or_default(), K::class(&class))
                 });
+                offline.classes[kind.index()].insert(name, class);
             }
-            Some("GatewayClass") => {
-                let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
-                let controller = object.pointer("/spec/controllerName").and_then(Value::as_str).map(str::to_owned);
-                offline.gateway_classes.insert(name, controller);
-            }
-            _ => {}
+            None => {}
         }
     }
     Ok(())

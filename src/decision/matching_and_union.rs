@@ -11,7 +11,8 @@ use crate::{
 #[derive(Default)]
 struct Cluster {
     services: HashMap<String, Vec<Address>>,
-    classes: HashMap<String, (String, bool)>,
+    /// The IngressClasses.
+    classes: crate::kind::Classes,
     namespaces: HashMap<String, BTreeMap<String, String>>,
 }
 
@@ -19,11 +20,8 @@ impl Sources for Cluster {
     fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved> {
         self.services.get(&svc.to_string()).cloned().ok_or_else(|| Unresolved::Missing(svc.clone()))
     }
-    fn ingress_class_controller(&self, class: &str) -> Option<String> {
-        self.classes.get(class).map(|(c, _)| c.clone())
-    }
-    fn default_ingress_classes(&self) -> Vec<String> {
-        self.classes.iter().filter(|(_, (_, d))| *d).map(|(n, _)| n.clone()).collect()
+    fn classes(&self, kind: crate::kind::Kind) -> Option<crate::kind::Classes> {
+        Some(if kind == crate::kind::Kind::Ingress { self.classes.clone() } else { Default::default() })
     }
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
         self.namespaces.get(namespace).cloned()
@@ -34,8 +32,9 @@ fn cluster() -> Cluster {
     let mut c = Cluster::default();
     c.services.insert("ing/blue".into(), address::parse_static_list("203.0.113.1").unwrap());
     c.services.insert("ing/green".into(), address::parse_static_list("203.0.113.2,203.0.113.1").unwrap());
-    c.classes.insert("public".into(), ("k8s.io/ingress-nginx".into(), true));
-    c.classes.insert("traefik".into(), ("traefik.io/ingress-controller".into(), false));
+    let class = |controller: &str, default| crate::kind::Class { controller: Some(controller.into()), default };
+    c.classes.insert("public".into(), class("k8s.io/ingress-nginx", true));
+    c.classes.insert("traefik".into(), class("traefik.io/ingress-controller", false));
     c.namespaces.insert("team-a".into(), BTreeMap::from([("team".into(), "a".into())]));
     c.namespaces.insert("plain".into(), BTreeMap::new());
     c

@@ -26,12 +26,20 @@ pub(crate) type GatewayWrite = super::Write<status::GatewayAddress>;
 /// The Gateway's constants.
 pub(crate) const INFO: super::Info = super::Info {
     name: "Gateway",
+    with_article: "a Gateway",
     label: "gateway",
     api_version: "gateway.networking.k8s.io/v1",
     field: "status.addresses",
+    class_field: "spec.gatewayClassName",
     plural: "gateways",
     default_class: false,
     optional_api: Some("the Gateway API CRDs are not installed"),
+    classes: "GatewayClasses",
+    class_plural: "gatewayclasses",
+    class_kind: "GatewayClass",
+    classes_absent: Some(
+        "the API server serves no GatewayClasses (the Gateway API CRDs are not installed): gatewayControllers policies match no Gateway until they appear",
+    ),
 };
 
 /// Gateways: `status.addresses`, entries `{type, value}`, an atomic list of at most
@@ -48,6 +56,11 @@ impl super::Governed for Gateways {
     type Entry = status::GatewayAddress;
     type Shape = GatewayShape;
     type Lean = LeanGateway;
+    type ClassObject = LeanGatewayClass;
+
+    fn class(class: &LeanGatewayClass) -> super::Class {
+        super::Class { controller: class.controller.clone(), default: false }
+    }
 
     fn leaned(mut lean: LeanGateway) -> Option<super::Leaned<status::GatewayAddress>> {
         let namespace = lean.meta.namespace.take()?;
@@ -65,10 +78,6 @@ impl super::Governed for Gateways {
 
     fn trimmed(_: &GatewayWrite) -> [Option<&'static str>; 2] {
         [None, None]
-    }
-
-    fn written(write: &GatewayWrite) -> impl std::fmt::Display + '_ {
-        GatewayWritten(write)
     }
 
     /// Each entry's value in the field of its type (`type=value` as a hostname for a type an
@@ -135,14 +144,6 @@ impl super::Governed for Gateways {
         };
         set(written) == set(canonical)
     }
-
-    fn class_controller<C: super::Classes + ?Sized>(sources: &C, class: &str) -> Option<String> {
-        sources.gateway_class_controller(class)
-    }
-
-    fn default_classes<C: super::Classes + ?Sized>(_: &C) -> Vec<(String, Option<String>)> {
-        Vec::new()
-    }
 }
 
 /// How much of `status.addresses` a Gateway object has: where a patch must go.
@@ -154,24 +155,6 @@ pub enum GatewayShape {
     NoAddresses,
     /// A `status.addresses` list.
     Addresses,
-}
-
-/// Written Gateway entries as they read in warnings and logs: `a,b`, cut to 1 KiB, with the
-/// count when more were written than kept.
-pub(crate) struct GatewayWritten<'a>(pub(crate) &'a GatewayWrite);
-
-impl std::fmt::Display for GatewayWritten<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let write = self.0;
-        if write.addresses.is_empty() && write.omitted == 0 {
-            return f.write_str("<none>");
-        }
-        if write.omitted > 0 {
-            write!(f, "{} entries: ", write.addresses.len().saturating_add(write.omitted))?;
-        }
-        let joined: Vec<String> = write.addresses.iter().map(ToString::to_string).collect();
-        f.write_str(&crate::names::truncate(&joined.join(","), usize::MAX, crate::address::MAX_SHOWN_BYTES))
-    }
 }
 
 /// A Gateway as the guard reads it: its identity, class, `status.addresses` (at most

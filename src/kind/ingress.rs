@@ -28,12 +28,18 @@ pub(crate) type StatusWrite = super::Write<Address>;
 /// The Ingress's constants.
 pub(crate) const INFO: super::Info = super::Info {
     name: "Ingress",
+    with_article: "an Ingress",
     label: "ingress",
     api_version: "networking.k8s.io/v1",
     field: "status.loadBalancer.ingress",
+    class_field: "spec.ingressClassName",
     plural: "ingresses",
     default_class: true,
     optional_api: None,
+    classes: "IngressClasses",
+    class_plural: "ingressclasses",
+    class_kind: "IngressClass",
+    classes_absent: None,
 };
 
 /// Ingresses: `status.loadBalancer.ingress`, entries `{ip, hostname, ports}`.
@@ -49,6 +55,14 @@ impl super::Governed for Ingresses {
     type Entry = Address;
     type Shape = StatusShape;
     type Lean = LeanIngress;
+    type ClassObject = IngressClass;
+
+    fn class(class: &IngressClass) -> super::Class {
+        super::Class {
+            controller: class.spec.as_ref().and_then(|s| s.controller.clone()),
+            default: is_default_class(class),
+        }
+    }
 
     fn leaned(lean: LeanIngress) -> Option<super::Leaned<Address>> {
         let status_managers = lean.status_managers.clone();
@@ -61,10 +75,6 @@ impl super::Governed for Ingresses {
         let class = write.class.as_deref() == Some(bounded::INVALID_CLASS);
         let overflow = write.omitted > 0;
         [class.then_some("class"), overflow.then_some("addresses")]
-    }
-
-    fn written(write: &StatusWrite) -> impl std::fmt::Display + '_ {
-        crate::address::Written { kept: &write.addresses, omitted: write.omitted }
     }
 
     fn shown(entries: Vec<Address>) -> Vec<Address> {
@@ -119,21 +129,6 @@ impl super::Governed for Ingresses {
 
     fn same(written: &[Address], canonical: &[Address]) -> bool {
         crate::address::same_set(written, canonical)
-    }
-
-    fn class_controller<C: super::Classes + ?Sized>(sources: &C, class: &str) -> Option<String> {
-        sources.ingress_class_controller(class)
-    }
-
-    fn default_classes<C: super::Classes + ?Sized>(sources: &C) -> Vec<(String, Option<String>)> {
-        let names = sources.default_ingress_classes();
-        names
-            .into_iter()
-            .map(|name| {
-                let controller = sources.ingress_class_controller(&name);
-                (name, controller)
-            })
-            .collect()
     }
 }
 

@@ -20,7 +20,7 @@ pub(crate) const INGRESSES: &str = Kind::Ingress.info().plural;
 /// The reconciler's watch of Gateways.
 pub(crate) const GATEWAYS: &str = Kind::Gateway.info().plural;
 /// The watch of GatewayClasses (Gateway policies matching by controller).
-pub(crate) const GATEWAY_CLASSES: &str = "gatewayclasses";
+pub(crate) const GATEWAY_CLASSES: &str = Kind::Gateway.info().class_plural;
 /// A `publishGateway` source's watch of its Gateway.
 pub(crate) const PUBLISH_GATEWAY: &str = "publish-gateway";
 

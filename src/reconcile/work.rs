@@ -5,6 +5,11 @@
 
 use std::sync::Arc;
 
+use tokio::{
+    sync::watch,
+    task::{JoinError, JoinSet},
+};
+
 use kube::{
     Api, Client,
     api::{Patch, PatchParams},
@@ -25,6 +30,15 @@ use crate::{
 /// A 409 is retried on a fresh read this many times before the Ingress is backed off.
 const CONFLICT_RETRIES: u32 = 3;
 
+/// Raises the panic of an attempt that ended with one again, in the work loop.
+fn raise(end: Result<(), JoinError>) {
+    if let Err(e) = end
+        && e.is_panic()
+    {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
 impl<K: Governed> Reconciler<K> {
     async fn next_key(&self) -> Key {
         loop {
@@ -37,16 +51,34 @@ impl<K: Governed> Reconciler<K> {
         }
     }
 
+    /// The next key to attempt while leading; `None` once leadership can no longer be had.
+    async fn next_leading(&self, leader: &mut watch::Receiver<bool>) -> Option<Key> {
+        loop {
+            leader.wait_for(|leading| *leading).await.ok()?;
+            tokio::select! {
+                key = self.next_key() => return Some(key),
+                _ = leader.wait_for(|leading| !*leading) => {}
+            }
+        }
+    }
+
+    /// Takes keys off the queue and attempts them, each in a task of its own held here: a
+    /// panicking attempt panics the loop (so it is logged and `/readyz` turns false), and
+    /// the attempts stop with it.
     pub(super) async fn work_loop(self: Arc<Self>) {
         let (client, mut leader) = (self.common.client.clone(), self.common.leader.clone());
         let slots = self.common.bounds.slots.clone();
+        let mut attempts = JoinSet::new();
         loop {
-            if leader.wait_for(|leading| *leading).await.is_err() {
-                return;
-            }
             let key = tokio::select! {
-                key = self.next_key() => key,
-                _ = leader.wait_for(|leading| !*leading) => continue,
+                Some(end) = attempts.join_next() => {
+                    raise(end);
+                    continue;
+                }
+                key = self.next_leading(&mut leader) => match key {
+                    Some(key) => key,
+                    None => return,
+                },
             };
             self.common.bounds.limiter.lock().await.tick().await;
             let Ok(slot) = slots.clone().acquire_owned().await else { return };
@@ -58,7 +90,10 @@ impl<K: Governed> Reconciler<K> {
             let this = self.clone();
             let client = client.clone();
             let mut lost = leader.clone();
-            tokio::spawn(async move {
+            while let Some(end) = attempts.try_join_next() {
+                raise(end);
+            }
+            attempts.spawn(async move {
                 // Leadership lost mid-patch: the attempt is cancelled (its request dropped)
                 // before the Lease can expire, so a successor never patches beside it.
                 let result = tokio::select! {
@@ -81,10 +116,7 @@ impl<K: Governed> Reconciler<K> {
         match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
             After::Settled => {}
             After::Recheck => self.rejudge(&mut state, &key, &policies, false),
-            After::RetryAt(at) => {
-                drop(state);
-                self.release_at(key, at);
-            }
+            After::RetryAt(at) => self.release_at(&mut state.releases, key, at),
         }
     }
 
@@ -146,5 +178,21 @@ impl<K: Governed> Reconciler<K> {
             }
         }
         Err(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicked_attempt_is_raised_in_the_loop_and_a_finished_one_is_not() {
+        let mut attempts = JoinSet::new();
+        attempts.spawn(async {});
+        raise(attempts.join_next().await.unwrap());
+        attempts.spawn(async { panic!("deliberately") });
+        let end = attempts.join_next().await.unwrap();
+        let raised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| raise(end))).expect_err("raised again");
+        assert_eq!(raised.downcast_ref::<&str>(), Some(&"deliberately"));
     }
 }

@@ -9,6 +9,7 @@
 //! and the configuration in use stays.
 
 use std::{
+    future::Future,
     path::{Path, PathBuf},
     sync::Arc,
     time::Duration,
@@ -129,7 +130,8 @@ pub struct Status {
     pub outcome: Outcome,
 }
 
-/// Keeps the watch running; dropping it stops reloading.
+/// Keeps the watch running; dropping it stops reloading. The handle owns the watch's task
+/// (kubert's style): [`Reloader::supervise`] is how `serve` sees it end.
 pub struct Reloader {
     task: tokio::task::JoinHandle<()>,
     status: watch::Receiver<Status>,
@@ -137,6 +139,11 @@ pub struct Reloader {
 }
 
 impl Reloader {
+    /// Runs `watch` in a task of its own, owned by the returned handle.
+    fn spawn(watch: impl Future<Output = ()> + Send + 'static, status: watch::Receiver<Status>, expiry: Gauge) -> Self {
+        Reloader { task: tokio::spawn(watch), status, expiry }
+    }
+
     /// The notAfter (Unix seconds) of the certificate in use, updated at every reload; 0 if
     /// it cannot be read from the PEM.
     pub fn cert_expiry(&self) -> Gauge {
@@ -189,8 +196,8 @@ pub async fn start_requiring(
     let changes = Changes::watch(&files.paths(), poll, "certificate");
     let (status_tx, status_rx) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
     let watched = Watched { files, names, config: config.clone(), expiry: expiry.clone() };
-    let task = tokio::spawn(watch_files(watched, contents, changes, status_tx));
-    Ok((config, Reloader { task, status: status_rx, expiry }))
+    let watch = watch_files(watched, contents, changes, status_tx);
+    Ok((config, Reloader::spawn(watch, status_rx, expiry)))
 }
 
 /// What a reload updates.
@@ -291,5 +298,39 @@ mod tests {
         let left = expiry_seconds(chain.as_bytes()).unwrap() - now;
         assert!((19 * 86400..=20 * 86400 + 60).contains(&left), "{left}");
         assert_eq!(expiry_seconds(b"not a certificate"), None);
+    }
+
+    fn reloader(watch: impl Future<Output = ()> + Send + 'static) -> Reloader {
+        let (_, status) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
+        Reloader::spawn(watch, status, Gauge::default())
+    }
+
+    /// A watch of the files that panics ends the task `serve` supervises it in: logged by
+    /// name, and `/readyz` false.
+    #[test]
+    fn a_panicking_watch_is_logged_and_makes_the_process_not_ready() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let log = crate::server::tests::logged(|| {
+            runtime.block_on(async {
+                let readiness = crate::server::lifecycle::Readiness::default();
+                let mut tasks = crate::server::Tasks::default();
+                let watch = reloader(async { panic!("deliberately") });
+                tasks.spawn_until_shutdown("serving certificate reload", watch.supervise());
+                tasks.watch(&readiness).await;
+                assert_eq!(readiness.failed().as_deref(), Some("serving certificate reload"));
+            });
+        });
+        assert!(log.contains("background task ended; not ready") && log.contains("deliberately"), "{log}");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_reloader_stops_its_watch() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let watch = reloader(async move {
+            let _tx = tx;
+            std::future::pending::<()>().await;
+        });
+        drop(watch);
+        assert!(rx.await.is_err(), "the watch was dropped, and its sender with it");
     }
 }

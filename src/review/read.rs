@@ -19,7 +19,7 @@ use crate::{
     decision::{Verdict, decide},
     kind::{
         Entry, Governed, Kind, Write,
-        ingress::{self, StatusShape, StatusWrite, class_annotation},
+        ingress::{self, Ingresses, StatusShape, StatusWrite, class_annotation},
     },
     names::truncate,
     policy::Policies,
@@ -39,14 +39,10 @@ pub enum ReviewError {
     ApiVersion(String),
     #[error("AdmissionReview has no request")]
     MissingRequest,
-    #[error("request.object is required for an Ingress status UPDATE")]
-    MissingObject,
-    #[error("request.object is not a valid Ingress: {0}")]
-    Object(String),
-    #[error("request.object is required for a Gateway status UPDATE")]
-    MissingGateway,
-    #[error("request.object is not a valid Gateway: {0}")]
-    GatewayObject(String),
+    #[error("request.object is required for {} status UPDATE", .0.info().with_article)]
+    MissingObject(Kind),
+    #[error("request.object is not a valid {0}: {1}")]
+    Object(Kind, String),
     #[error(
         "request.uid is {0} bytes, over the limit of {max}: the API server sends a UUID",
         max = bounds::MAX_UID
@@ -173,21 +169,17 @@ struct StoredSpecIn {
     gateway_class_name: Option<String>,
 }
 
-/// A field a status write tried to change that the API server resets from the stored object:
-/// the write is judged without it, and is a finding (`forged_spec`) of its own.
+/// The class field of a kind's object that a status write tried to change, which the API server
+/// resets from the stored object: the write is judged without it, and is a finding
+/// (`forged_spec`) of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Forged {
-    IngressClassName,
-    GatewayClassName,
-}
+pub struct Forged(pub Kind);
 
 impl Forged {
     /// The field, as the audit annotation, the log line, the Event and the metric name it.
     pub fn field(self) -> &'static str {
-        match self {
-            Forged::IngressClassName => "spec.ingressClassName",
-            Forged::GatewayClassName => "spec.gatewayClassName",
-        }
+        let Forged(kind) = self;
+        kind.info().class_field
     }
 }
 
@@ -206,7 +198,7 @@ fn stored_ingress_class(
     old: Option<StoredIn>,
 ) -> (Option<String>, Option<Forged>) {
     let old = old.map(|old| old.spec.ingress_class_name);
-    let (field, forged) = stored(spec.ingress_class_name, old, Forged::IngressClassName);
+    let (field, forged) = stored(spec.ingress_class_name, old, Forged(Kind::Ingress));
     (ingress::class(field, annotation).0, forged)
 }
 
@@ -434,10 +426,74 @@ pub fn read_slow<'a>(body: &'a [u8]) -> Result<Review<'a>, ReviewError> {
     if gateway::is_gateway_status(&review) {
         return gateway::read(body);
     }
-    let parse = |raw: &'a RawValue| {
-        crate::strict::from_str(raw.get()).map_err(|_| ReviewError::Object(explain::<IngressIn>(raw.get().as_bytes())))
-    };
-    convert(review, parse)
+    convert(review, parse::<Ingresses>)
+}
+
+/// What reading a status review needs of one kind: the parts of its object the decision reads,
+/// and the write they make (the Ingress's below, the Gateway's in `gateway.rs`).
+trait Reviewed: Governed {
+    /// The parts of the object the decision reads; everything else is skipped unparsed.
+    type In<'a>: Deserialize<'a>;
+
+    /// Takes the object's `metadata.uid`, which is bounded before anything is built of it.
+    fn uid<'a>(object: &mut Self::In<'a>) -> Option<Cow<'a, str>>;
+
+    /// `write` (the request's namespace and name) completed with what `object` writes and the
+    /// class it will be stored with (`old`'s, where the API server resets it), its shape, and
+    /// the class field the write forged.
+    fn written(
+        object: Self::In<'_>,
+        old: Option<StoredIn>,
+        write: Write<Self::Entry>,
+    ) -> (Write<Self::Entry>, Self::Shape, Option<Forged>);
+
+    /// The review's target for a status write of this kind.
+    fn target<'a>(status: Status<'a, Self::Entry, Self::Shape>) -> Target<'a>;
+}
+
+/// An object kept raw, read as kind `K`'s, or an error naming its field.
+fn parse<'a, K: Reviewed>(raw: &'a RawValue) -> Result<K::In<'a>, ReviewError> {
+    crate::strict::from_str(raw.get())
+        .map_err(|_| ReviewError::Object(K::KIND, explain::<K::In<'a>>(raw.get().as_bytes())))
+}
+
+/// A status UPDATE of kind `K`, its object read by `read_object`, into a [`Review`].
+fn convert_status<'a, K: Reviewed, O>(
+    api_version: ApiVersion,
+    mut request: RequestIn<'a, O>,
+    read_object: impl FnOnce(O) -> Result<K::In<'a>, ReviewError>,
+) -> Result<Review<'a>, ReviewError> {
+    let mut object = read_object(request.object.take().ok_or(ReviewError::MissingObject(K::KIND))?)?;
+    let uid = K::uid(&mut object);
+    let old = request.old_object.take();
+    let target = status_target(&mut request.namespace, &mut request.name, uid, |write, object_uid| {
+        let (write, shape, forged) = K::written(object, old, write);
+        K::target(Status { write, object_uid, shape, forged })
+    });
+    Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
+}
+
+impl Reviewed for Ingresses {
+    type In<'a> = IngressIn<'a>;
+
+    fn uid<'a>(ingress: &mut Self::In<'a>) -> Option<Cow<'a, str>> {
+        ingress.metadata.uid.take()
+    }
+
+    fn written(
+        ingress: IngressIn<'_>,
+        old: Option<StoredIn>,
+        write: StatusWrite,
+    ) -> (StatusWrite, StatusShape, Option<Forged>) {
+        let shape = shape(ingress.status.as_ref());
+        let entries = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
+        let (class, forged) = stored_ingress_class(ingress.spec, ingress.metadata.annotations, old);
+        (StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write }, shape, forged)
+    }
+
+    fn target<'a>(status: Status<'a, Address, StatusShape>) -> Target<'a> {
+        Target::Ingress(status)
+    }
 }
 
 /// The checks every review passes before its object is read: the envelope's kind and
@@ -457,25 +513,21 @@ fn header<O>(review: ReviewIn<'_, O>) -> Result<(ApiVersion, RequestIn<'_, O>), 
     Ok((api_version, request))
 }
 
+/// A review read as an Ingress's (by serde_json or the fast reader) into a [`Review`]: an
+/// Ingress status UPDATE, or any other request the webhook's rules let through.
 fn convert<'a, O>(
     review: ReviewIn<'a, O>,
     read_object: impl FnOnce(O) -> Result<IngressIn<'a>, ReviewError>,
 ) -> Result<Review<'a>, ReviewError> {
-    let (api_version, mut request) = header(review)?;
+    let (api_version, request) = header(review)?;
     let is_ingress =
         matches!(request.kind.group.as_ref(), "networking.k8s.io" | "extensions") && request.kind.kind == "Ingress";
     let sub_resource = request.sub_resource.as_deref().unwrap_or("");
     let operation = request.operation.as_deref().unwrap_or("");
-    let target = if is_ingress && sub_resource == "status" && operation == "UPDATE" {
-        let ingress = read_object(request.object.ok_or(ReviewError::MissingObject)?)?;
-        status_target(&mut request.namespace, &mut request.name, ingress.metadata.uid, |write, object_uid| {
-            let shape = shape(ingress.status.as_ref());
-            let entries = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
-            let (class, forged) = stored_ingress_class(ingress.spec, ingress.metadata.annotations, request.old_object);
-            let write = StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write };
-            Target::Ingress(Status { write, object_uid, shape, forged })
-        })
-    } else {
+    if is_ingress && sub_resource == "status" && operation == "UPDATE" {
+        return convert_status::<Ingresses, O>(api_version, request, read_object);
+    }
+    let target = {
         // Every part is the caller's: each is cut, then the whole.
         let part = |text: &str| truncate(text, usize::MAX, 253);
         let what = format!(

@@ -121,7 +121,7 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
 
 /// What `status` wrote, as its kind shows it.
 fn written<E: Entry, S>(status: &Status<'_, E, S>) -> String {
-    <E::Of as Governed>::written(&status.write).to_string()
+    crate::address::Written { kept: &status.write.addresses, omitted: status.write.omitted }.to_string()
 }
 
 /// The kind's patch to `canonical` into `out`; `false` when the kind cannot hold it (never

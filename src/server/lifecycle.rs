@@ -40,7 +40,7 @@ impl Readiness {
         self.draining.load(Ordering::Relaxed)
     }
 
-    fn fail(&self, task: &str) {
+    pub(super) fn fail(&self, task: &str) {
         *self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task.to_owned());
     }
 

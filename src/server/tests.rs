@@ -1,7 +1,7 @@
 use super::*;
 
 /// The log lines written while `f` runs on this thread (the server's tests and its parts').
-pub(super) fn logged(f: impl FnOnce()) -> String {
+pub(crate) fn logged(f: impl FnOnce()) -> String {
     #[derive(Clone, Default)]
     struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
     impl std::io::Write for Lines {

@@ -1,5 +1,5 @@
 //! Watch-fed caches of what class matching, namespace matching and the node-IP source need:
-//! IngressClasses (controller, default flag), GatewayClasses (controller), Namespace labels,
+//! each kind's classes (controller, default flag), Namespace labels,
 //! controller Pods (one watch per node-IP source: namespace plus label selector) and Node
 //! addresses. Each watch starts only when a policy needs it, and each cache keeps only the few
 //! fields it needs. An API server without the Gateway API CRDs leaves the GatewayClasses empty
@@ -16,18 +16,15 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::{
-    core::v1::{Namespace, Node, Pod},
-    networking::v1::IngressClass,
-};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::{Api, Client, Resource, ResourceExt, runtime::watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::{
     address::Address,
-    kind::{gateway::LeanGatewayClass, ingress},
-    metrics::objects::{GATEWAY_CLASSES, WatchErrors},
+    kind::{Class, Classes, Governed, Kind, with_kind},
+    metrics::objects::{WATCHES, WatchErrors},
     policy::{PodsRef, Policies},
     sources::{
         follow::{self, Change, Projection, is_api_absent},
@@ -39,13 +36,6 @@ use crate::{
 
 /// Nodes per list page of the Node watch.
 const NODE_PAGE_SIZE: u32 = 100;
-
-/// What is kept of one IngressClass.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ClassFacts {
-    controller: String,
-    default: bool,
-}
 
 /// One watched collection, keyed by object name: unsynced until the first list completes.
 #[derive(Debug)]
@@ -154,22 +144,11 @@ impl<V: PartialEq> Store<V> {
     }
 }
 
-/// The GatewayClasses' watch: a CRD that may not be served.
-const GATEWAY_CLASS_WATCH: Watch = Watch {
-    what: "GatewayClasses",
-    absent: Some((
-        RETRY_CAP,
-        "the API server serves no GatewayClasses (the Gateway API CRDs are not installed): gatewayControllers policies match no Gateway until they appear",
-    )),
-    metric: Some(GATEWAY_CLASSES),
-};
-
 /// Every cache a policy set needs; the others stay empty and count as synced.
 #[derive(Debug)]
 pub(crate) struct Inventory {
-    classes: Option<Store<ClassFacts>>,
-    /// Each GatewayClass's `spec.controllerName`, when a Gateway policy matches by controller.
-    gateway_classes: Option<Store<Option<String>>>,
+    /// Each kind's classes ([`Kind::index`]), when a policy of the kind matches by them.
+    classes: [Option<Store<Class>>; 2],
     namespaces: Option<Store<BTreeMap<String, String>>>,
     /// One store per (namespace, selector) of a node-IP source.
     pods: HashMap<(String, String), Store<PodFacts>>,
@@ -184,8 +163,7 @@ impl Inventory {
         let pods: HashMap<_, _> = policies.pod_watches().into_iter().map(|key| (key, Store::new(init))).collect();
         let nodes = (!pods.is_empty()).then(|| Store::new(init));
         Arc::new(Inventory {
-            classes: policies.need_ingress_classes().then(|| Store::new(init)),
-            gateway_classes: policies.need_gateway_classes().then(|| Store::new(init)),
+            classes: Kind::ALL.map(|kind| policies.need_classes(kind).then(|| Store::new(init))),
             namespaces: policies.need_namespaces().then(|| Store::new(init)),
             pods,
             nodes,
@@ -197,8 +175,7 @@ impl Inventory {
     pub(crate) fn serves(&self, policies: &Policies) -> bool {
         let mut mine: Vec<_> = self.pods.keys().cloned().collect();
         mine.sort();
-        self.classes.is_some() == policies.need_ingress_classes()
-            && self.gateway_classes.is_some() == policies.need_gateway_classes()
+        Kind::ALL.iter().all(|&kind| self.classes[kind.index()].is_some() == policies.need_classes(kind))
             && self.namespaces.is_some() == policies.need_namespaces()
             && mine == policies.pod_watches()
     }
@@ -207,19 +184,17 @@ impl Inventory {
     pub(crate) async fn run(self: Arc<Self>, client: Client, errors: Option<&WatchErrors>) {
         let mut watches: Vec<futures::future::BoxFuture<'_, ()>> = Vec::new();
         let all = watcher::Config::default;
-        if let Some(store) = &self.classes {
-            let api: Api<IngressClass> = Api::all(client.clone());
-            let project = |c: &IngressClass| ClassFacts {
-                controller: c.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default(),
-                default: ingress::is_default_class(c),
-            };
-            let watch = Watch::named("IngressClasses");
-            watches.push(Box::pin(store.follow(api, all(), watch, project, &self.changed, errors)));
-        }
-        if let Some(store) = &self.gateway_classes {
-            let api: Api<LeanGatewayClass> = Api::all(client.clone());
-            let project = |class: &LeanGatewayClass| class.controller.clone();
-            watches.push(Box::pin(store.follow(api, all(), GATEWAY_CLASS_WATCH, project, &self.changed, errors)));
+        for kind in Kind::ALL {
+            let Some(store) = &self.classes[kind.index()] else { continue };
+            let info = kind.info();
+            // A kind whose classes may not be served (a CRD) retries at a capped pace.
+            let absent = info.classes_absent.map(|warning| (RETRY_CAP, warning));
+            let metric = WATCHES.iter().copied().find(|&w| w == info.class_plural);
+            let watch = Watch { what: info.classes, absent, metric };
+            with_kind!(kind, K => {
+                let api: Api<<K as Governed>::ClassObject> = Api::all(client.clone());
+                watches.push(Box::pin(store.follow(api, all(), watch, <K as Governed>::class, &self.changed, errors)));
+            });
         }
         if let Some(store) = &self.namespaces {
             let api: Api<Namespace> = Api::all(client.clone());
@@ -252,40 +227,27 @@ impl Inventory {
         store.read(|facts| nodes.read(|nodes| Some(nodeip::addresses(facts?.values(), nodes?, pods.internal_ip))))
     }
 
-    pub(crate) fn ingress_class_controller(&self, class: &str) -> Option<String> {
-        self.classes.as_ref()?.read(|m| m?.get(class).map(|c| c.controller.clone()))
+    /// Every class of `kind` once read (none without its CRDs): none when no policy needs
+    /// them (nothing is watched), `None` until their watch has synced.
+    pub(crate) fn classes(&self, kind: Kind) -> Option<Classes> {
+        let Some(store) = &self.classes[kind.index()] else { return Some(Classes::new()) };
+        store.read(|m| Some(m?.iter().map(|(name, class)| (name.clone(), class.clone())).collect()))
     }
 
-    pub(crate) fn default_ingress_classes(&self) -> Vec<String> {
-        let Some(store) = &self.classes else { return Vec::new() };
+    /// The controller of `kind`'s class `class`, if it is known.
+    pub(crate) fn class_controller(&self, kind: Kind, class: &str) -> Option<String> {
+        self.classes[kind.index()].as_ref()?.read(|m| m?.get(class)?.controller.clone())
+    }
+
+    /// The names of `kind`'s classes annotated as the cluster default, sorted.
+    pub(crate) fn default_classes(&self, kind: Kind) -> Vec<String> {
+        let Some(store) = &self.classes[kind.index()] else { return Vec::new() };
         store.read(|m| {
             let mut names: Vec<String> =
                 m.into_iter().flatten().filter(|(_, c)| c.default).map(|(n, _)| n.clone()).collect();
             names.sort();
             names
         })
-    }
-
-    /// Every IngressClass as `(name, controller, default)`, sorted by name: empty when no
-    /// policy needs them (nothing is watched), `None` until their watch has synced.
-    pub(crate) fn ingress_classes(&self) -> Option<Vec<(String, String, bool)>> {
-        let Some(store) = &self.classes else { return Some(Vec::new()) };
-        store.read(|m| {
-            let mut all: Vec<_> = m?.iter().map(|(n, c)| (n.clone(), c.controller.clone(), c.default)).collect();
-            all.sort();
-            Some(all)
-        })
-    }
-
-    /// `spec.controllerName` of GatewayClass `class`, if it is known.
-    pub(crate) fn gateway_class_controller(&self, class: &str) -> Option<String> {
-        self.gateway_classes.as_ref()?.read(|m| m?.get(class).cloned().flatten())
-    }
-
-    /// Every GatewayClass with its `spec.controllerName`, once read (none without the CRDs);
-    /// `None` until then, and when no policy needs them.
-    pub(crate) fn gateway_classes(&self) -> Option<BTreeMap<String, Option<String>>> {
-        self.gateway_classes.as_ref()?.read(|m| Some(m?.iter().map(|(k, v)| (k.clone(), v.clone())).collect()))
     }
 
     pub(crate) fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {

@@ -1,5 +1,6 @@
 //! The [`Sources`] of the one-shot commands (`check`, `explain`, `cutover`): the publish
-//! Services and Gateways the policies name and the cluster facts their matching needs, read
+//! Services and Gateways the policies name and the cluster facts their matching needs (each
+//! kind's classes among them), read
 //! once ([`read`]: paged, each request within the deadline), in place of `serve`'s watch-fed
 //! caches.
 
@@ -13,7 +14,8 @@ use kube::{Api, Client, api::ListParams};
 
 use crate::{
     address::Address,
-    client::{RequestError, bounded, list_all},
+    client::{RequestError, bounded, list_all, list_served},
+    kind::{Classes, Governed, Kind, with_kind},
     policy::{GatewayRef, PodsRef, Policies, ServiceRef},
     sources::gateway::GatewayError,
     sources::nodeip::{self, NodeAddrs, PodFacts},
@@ -58,20 +60,18 @@ pub(crate) enum GatewayFetched {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Snapshot(pub BTreeMap<ServiceRef, Fetched>, pub Facts);
 
-/// What is kept of the IngressClasses, Namespaces, controller Pods and Nodes read for the
+/// What is kept of each kind's classes, the Namespaces, controller Pods and Nodes read for the
 /// policies (only those some policy needs are read).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Facts {
-    /// name -> (controller, is the default class)
-    pub classes: BTreeMap<String, (String, bool)>,
+    /// Each kind's classes ([`Kind::index`]).
+    pub classes: [Classes; 2],
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// (namespace, selector) of each node-IP source -> its Pods
     pub pods: BTreeMap<(String, String), Vec<PodFacts>>,
     pub nodes: HashMap<String, NodeAddrs>,
     /// Each publish Gateway.
     pub gateways: BTreeMap<GatewayRef, GatewayFetched>,
-    /// GatewayClass name -> controllerName, for `explain gateway/...` under gatewayControllers.
-    pub gateway_classes: BTreeMap<String, Option<String>>,
 }
 
 impl Sources for Snapshot {
@@ -94,21 +94,21 @@ impl Sources for Snapshot {
         }
     }
 
-    fn gateway_class_controller(&self, class: &str) -> Option<String> {
-        self.1.gateway_classes.get(class).cloned().flatten()
+    fn classes(&self, kind: Kind) -> Option<Classes> {
+        Some(self.1.classes[kind.index()].clone())
+    }
+
+    fn class_controller(&self, kind: Kind, class: &str) -> Option<String> {
+        self.1.classes[kind.index()].get(class)?.controller.clone()
+    }
+
+    fn default_classes(&self, kind: Kind) -> Vec<String> {
+        self.1.classes[kind.index()].iter().filter(|(_, c)| c.default).map(|(name, _)| name.clone()).collect()
     }
 
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
         let list = self.1.pods.get(&pods.watch_key()).ok_or_else(|| Unresolved::PodsNotSynced(pods.to_string()))?;
         nodeip::addresses(list, &self.1.nodes, pods.internal_ip).map_err(|e| Unresolved::Pods(pods.to_string(), e))
-    }
-
-    fn ingress_class_controller(&self, class: &str) -> Option<String> {
-        self.1.classes.get(class).map(|(controller, _)| controller.clone())
-    }
-
-    fn default_ingress_classes(&self) -> Vec<String> {
-        self.1.classes.iter().filter(|(_, (_, default))| *default).map(|(name, _)| name.clone()).collect()
     }
 
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
@@ -119,10 +119,7 @@ impl Sources for Snapshot {
 /// Reads every publish Service and Gateway the policies name, once, and the IngressClasses,
 /// Namespaces, controller Pods and Nodes that some policy needs.
 pub(crate) async fn read(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, RequestError> {
-    use k8s_openapi::api::{
-        core::v1::{Namespace, Node, Pod},
-        networking::v1::IngressClass,
-    };
+    use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
     use kube::ResourceExt as _;
 
     let mut fetched = BTreeMap::new();
@@ -136,14 +133,14 @@ pub(crate) async fn read(client: &Client, policies: &Policies, timeout: Duration
         facts.gateways.insert(gw.clone(), gateway(client, &gw, timeout).await?);
     }
     let pages = ListParams::default().limit(PAGE_SIZE);
-    if policies.need_ingress_classes() {
-        let api: Api<IngressClass> = Api::all(client.clone());
-        let classes = list_all(&api, pages.clone(), "IngressClasses", timeout, |class| {
-            let controller = class.spec.as_ref().and_then(|s| s.controller.clone()).unwrap_or_default();
-            let default = crate::kind::ingress::is_default_class(&class);
-            (class.name_any(), (controller, default))
+    for kind in Kind::ALL.into_iter().filter(|&kind| policies.need_classes(kind)) {
+        // Classes a cluster does not serve (no CRDs) match nothing, as in `serve`.
+        let classes = with_kind!(kind, K => {
+            let api: Api<<K as Governed>::ClassObject> = Api::all(client.clone());
+            let keep = |class: <K as Governed>::ClassObject| (class.name_any(), K::class(&class));
+            list_served(&api, pages.clone(), kind.info().classes, timeout, keep).await?
         });
-        facts.classes.extend(classes.await?);
+        facts.classes[kind.index()].extend(classes.into_iter().flatten());
     }
     if policies.need_namespaces() {
         let api: Api<Namespace> = Api::all(client.clone());

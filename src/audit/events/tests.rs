@@ -81,7 +81,32 @@ async fn a_hung_event_publish_does_not_stop_later_findings() {
     assert_eq!(published, 0.0, "nothing can be written to a stalled API server");
     shutdown.cancel();
     drop(sink);
+    // The hung publish is the task's own: it runs on until its owner's grace ends.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!task.is_finished(), "the publisher is still flushing");
+    task.abort();
+}
+
+/// The publisher is part of the reporter's task: the task ends only once the Events queued
+/// before shutdown have been tried (here, each timed out against a stalled API server).
+#[tokio::test]
+async fn the_task_ends_after_the_queued_events_are_tried() {
+    let (client, _held) = stalled_client().await;
+    let metrics = Arc::new(Metrics::new());
+    let known = index_of(&[("ns", "web", "uid-web")]);
+    let settings = Settings { publish_timeout: Duration::from_millis(100), ..Settings::default() };
+    let shutdown = CancellationToken::new();
+    let (sink, task) = start(publisher(client, known), None, metrics.clone(), settings, shutdown.clone());
+    let task = tokio::spawn(task);
+    sink.publish(sample("a", "ns", "web", "uid-web"));
+    sink.publish(sample("b", "ns", "web", "uid-web"));
+    // Logged, so offered to the publisher.
+    assert_eq!(settle(&metrics, FULL, 2.0, 200).await, 2.0, "{}", metrics.encode());
+    shutdown.cancel();
+    drop(sink);
     task.await.unwrap();
+    let timed_out = "ingress_status_guard_kubernetes_events_total{result=\"timed_out\"}";
+    assert_eq!(sample_value(&metrics, timed_out), 2.0, "{}", metrics.encode());
 }
 
 #[tokio::test]

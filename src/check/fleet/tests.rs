@@ -19,8 +19,8 @@ fn row(ns: &str, name: &str, stored: &str, state: State) -> Row {
         policy: "default".into(),
         mode: "enforce".into(),
         source: "service edge/lb".into(),
-        stored: Entries::Ingress(if stored.is_empty() { Vec::new() } else { parse_static_list(stored).unwrap() }),
-        canonical: (state != State::Unresolved).then_some(Entries::Ingress(canonical)),
+        stored: Entries::of(&if stored.is_empty() { Vec::new() } else { parse_static_list(stored).unwrap() }),
+        canonical: (state != State::Unresolved).then(|| Entries::of(&canonical)),
         state,
         reason: (state == State::Unresolved).then(|| "Service edge/lb not found".into()),
     }

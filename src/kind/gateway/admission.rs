@@ -15,6 +15,7 @@ use crate::{
 
 impl Admitted for super::Gateways {
     const ADMISSION_PREFIX: &'static str = "gateway-";
+    const PUBLISHED: bool = false;
 
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         shape(policy, canonical, governed)
@@ -126,7 +127,10 @@ mod tests {
     }
 
     fn class_names(scope: &crate::policy::ClassScope, classes: &BTreeMap<String, Option<String>>) -> Vec<String> {
-        match Governed::resolve(scope, &crate::admission_policy::facts(classes)) {
+        let class = |(name, controller): (&String, &Option<String>)| {
+            (name.clone(), crate::kind::Class { controller: controller.clone(), default: false })
+        };
+        match Governed::resolve(scope, &classes.iter().map(class).collect()) {
             Governed::Classes { names, .. } => names,
             Governed::Everything => Vec::new(),
         }

@@ -1,7 +1,7 @@
 //! What `check` and `explain` say of a Gateway ([`Explained`]): it is read as its lean
 //! projection, its class shown with its GatewayClass's controller, its policies' class fields.
 
-use super::{GatewayShape, GatewayWrite, GatewayWritten, Gateways, LeanGateway};
+use super::{GatewayShape, GatewayWrite, Gateways, LeanGateway};
 use crate::{
     check::Explained,
     names,
@@ -14,7 +14,6 @@ impl Explained for Gateways {
     type Read = LeanGateway;
     type Stored = GatewayWrite;
     const LISTED: &'static str = "Gateways";
-    const NOT_GOVERNED_SHOWN: bool = true;
 
     fn stored(gateway: LeanGateway) -> GatewayWrite {
         // The API server names every object it returns: `leaned` always has a write.
@@ -41,7 +40,7 @@ impl Explained for Gateways {
             .class
             .as_deref()
             .map_or_else(|| "none".to_owned(), |c| format!("{:?}", names::truncate(c, 63, usize::MAX)));
-        match write.class.as_deref().and_then(|c| sources.gateway_class_controller(c)) {
+        match write.class.as_deref().and_then(|c| sources.class_controller(crate::kind::Kind::Gateway, c)) {
             Some(ctl) => format!("{class} (GatewayClass controller {ctl})"),
             None => class,
         }
@@ -74,14 +73,5 @@ impl Explained for Gateways {
             ClassRule::Controller(c) => format!("its GatewayClass's controller {c} is in gatewayControllers"),
             other => other.to_string(),
         }
-    }
-
-    fn stored_shown(write: &GatewayWrite) -> String {
-        GatewayWritten(write).to_string()
-    }
-
-    /// The stored list, which is the canonical one.
-    fn canonical_shown(write: &GatewayWrite, _: &policy::Policy, _: &dyn Sources) -> String {
-        GatewayWritten(write).to_string()
     }
 }

@@ -156,51 +156,30 @@ pub(crate) fn is_controller_name(name: &str) -> bool {
     name.len() <= MAX_VALUE && is_address_type(name) && name.contains('/')
 }
 
-/// `status.addresses` as stored or written, read by a bounded visitor: the first
-/// [`MAX_ADDRESSES`] entries, and a count of the rest.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct Addresses {
-    /// The entries kept, in the order written.
-    pub(crate) kept: Vec<GatewayAddress>,
-    /// Entries after the kept ones, not stored.
-    pub(crate) omitted: usize,
+/// `status.addresses` as stored or written: the first [`MAX_ADDRESSES`] entries, and a count
+/// of the rest; `null` is none.
+pub(crate) type Addresses = crate::strict::Bounded<GatewayAddress>;
+
+/// One entry of `status.addresses` as the wire has it, its strings cut as read.
+#[derive(Deserialize)]
+pub(crate) struct EntryIn {
+    #[serde(default, rename = "type", deserialize_with = "bounded_text")]
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "bounded_text")]
+    value: Option<String>,
 }
 
-impl<'de> Deserialize<'de> for Addresses {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct EntryIn {
-            #[serde(default, rename = "type", deserialize_with = "bounded_text")]
-            kind: Option<String>,
-            #[serde(default, deserialize_with = "bounded_text")]
-            value: Option<String>,
-        }
-        struct Visit;
-        impl<'de> de::Visitor<'de> for Visit {
-            type Value = Addresses;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a list of {type, value} objects")
-            }
-            fn visit_unit<E>(self) -> Result<Addresses, E> {
-                Ok(Addresses::default())
-            }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Addresses, A::Error> {
-                // No size hint is trusted: the list grows to the bound at most.
-                let mut out = Addresses::default();
-                while let Some(crate::strict::Strict(entry)) = seq.next_element::<crate::strict::Strict<EntryIn>>()? {
-                    if out.kept.len() < MAX_ADDRESSES {
-                        out.kept.push(GatewayAddress {
-                            kind: entry.kind.unwrap_or_else(|| IP_ADDRESS.to_owned()),
-                            value: entry.value.unwrap_or_default(),
-                        });
-                    } else {
-                        out.omitted += 1;
-                    }
-                }
-                Ok(out)
-            }
-        }
-        d.deserialize_any(Visit)
+impl crate::strict::Bound for GatewayAddress {
+    type In = EntryIn;
+    type Budget = ();
+    const EXPECTING: &'static str = "a list of {type, value} objects";
+    const NULL_IS_EMPTY: bool = true;
+
+    fn keep(entry: EntryIn, kept: usize, (): &mut ()) -> Option<GatewayAddress> {
+        (kept < MAX_ADDRESSES).then(|| GatewayAddress {
+            kind: entry.kind.unwrap_or_else(|| IP_ADDRESS.to_owned()),
+            value: entry.value.unwrap_or_default(),
+        })
     }
 }
 

@@ -4,13 +4,12 @@
 use k8s_openapi::api::networking::v1::Ingress;
 
 use super::{CLASS_ANNOTATION, ClassFrom, Ingresses, StatusWrite, Stored};
-use crate::{address, check::Explained, names, policy, review, sources::Sources};
+use crate::{check::Explained, names, policy, review, sources::Sources};
 
 impl Explained for Ingresses {
     type Read = Ingress;
     type Stored = Stored;
     const LISTED: &'static str = "Ingresses";
-    const NOT_GOVERNED_SHOWN: bool = false;
 
     fn stored(ingress: Ingress) -> Stored {
         Stored::of(&ingress)
@@ -52,16 +51,6 @@ impl Explained for Ingresses {
 
     fn rule_shown(rule: &policy::ClassRule) -> String {
         rule.to_string()
-    }
-
-    fn stored_shown(write: &StatusWrite) -> String {
-        address::Addresses(&write.addresses).to_string()
-    }
-
-    /// The canonical list in the sources' order (the stored one equals it as a set).
-    fn canonical_shown(write: &StatusWrite, policy: &policy::Policy, sources: &dyn Sources) -> String {
-        let shown = |list: &[address::Address]| address::Addresses(list).to_string();
-        sources.canonical(policy).map_or_else(|_| shown(&write.addresses), |list| shown(&list))
     }
 }
 

@@ -11,10 +11,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{
-    Forged, GroupVersionKind, ReviewError, ReviewIn, StoredIn, Target, explain, finish, header, status_target,
-};
-use crate::kind::gateway::{self, GatewayShape, GatewayWrite};
+use super::{Forged, GroupVersionKind, ReviewError, ReviewIn, StoredIn, Target, explain, header};
+use crate::kind::gateway::{self, GatewayShape, GatewayWrite, Gateways, status::GatewayAddress};
 use crate::review::Review;
 
 /// The parts of a Gateway the decision reads; everything else is skipped unparsed.
@@ -58,7 +56,11 @@ pub(super) struct StatusIn {
 /// change: the API server refuses a changed uid). Without an `oldObject` the object is all
 /// there is.
 pub(super) fn stored_class(spec: SpecIn, old: Option<StoredIn>) -> (Option<String>, Option<Forged>) {
-    super::stored(spec.gateway_class_name, old.map(|old| old.spec.gateway_class_name), Forged::GatewayClassName)
+    super::stored(
+        spec.gateway_class_name,
+        old.map(|old| old.spec.gateway_class_name),
+        Forged(crate::kind::Kind::Gateway),
+    )
 }
 
 /// Whether a review's request is a Gateway status UPDATE (of any served version).
@@ -89,10 +91,7 @@ pub(super) fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     }
     let review: ReviewIn<&RawValue> =
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
-    convert(review, |raw: &RawValue| {
-        crate::strict::from_str(raw.get())
-            .map_err(|_| ReviewError::GatewayObject(explain::<GatewayIn>(raw.get().as_bytes())))
-    })
+    convert(review, super::parse::<Gateways>)
 }
 
 /// A review read as a Gateway status UPDATE (by serde_json or the fast reader) into a [`Review`].
@@ -100,18 +99,33 @@ pub(super) fn convert<'a, O>(
     review: ReviewIn<'a, O>,
     read_object: impl FnOnce(O) -> Result<GatewayIn<'a>, ReviewError>,
 ) -> Result<Review<'a>, ReviewError> {
-    let (api_version, mut request) = header(review)?;
-    let object = read_object(request.object.take().ok_or(ReviewError::MissingGateway)?)?;
-    let target = status_target(&mut request.namespace, &mut request.name, object.metadata.uid, |write, object_uid| {
-        let shape = match &object.status {
+    let (api_version, request) = header(review)?;
+    super::convert_status::<Gateways, O>(api_version, request, read_object)
+}
+
+impl super::Reviewed for Gateways {
+    type In<'a> = GatewayIn<'a>;
+
+    fn uid<'a>(gateway: &mut Self::In<'a>) -> Option<Cow<'a, str>> {
+        gateway.metadata.uid.take()
+    }
+
+    fn written(
+        gateway: GatewayIn<'_>,
+        old: Option<StoredIn>,
+        write: GatewayWrite,
+    ) -> (GatewayWrite, GatewayShape, Option<Forged>) {
+        let shape = match &gateway.status {
             None => GatewayShape::NoStatus,
             Some(StatusIn { addresses: None }) => GatewayShape::NoAddresses,
             Some(_) => GatewayShape::Addresses,
         };
-        let addresses = object.status.and_then(|s| s.addresses).unwrap_or_default();
-        let (class, forged) = stored_class(object.spec, request.old_object);
-        let write = GatewayWrite { class, addresses: addresses.kept, omitted: addresses.omitted, ..write };
-        Target::Gateway(super::Status { write, object_uid, shape, forged })
-    });
-    Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
+        let addresses = gateway.status.and_then(|s| s.addresses).unwrap_or_default();
+        let (class, forged) = stored_class(gateway.spec, old);
+        (GatewayWrite { class, addresses: addresses.kept, omitted: addresses.omitted, ..write }, shape, forged)
+    }
+
+    fn target<'a>(status: super::Status<'a, GatewayAddress, GatewayShape>) -> Target<'a> {
+        Target::Gateway(status)
+    }
 }

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::kind::Kind;
 use crate::review::read::skim::gateway_tests::in_order;
 use crate::review::read::skim::tests::{both, set};
 use crate::review::read::{Forged, Review, Target};
@@ -50,7 +51,7 @@ fn ingress(field: Member, annotation: Member, old: Option<(Member, Member)>) -> 
 
 #[test]
 fn ingress_class_field_from_the_stored_object_annotation_as_written() {
-    use Forged::IngressClassName as F;
+    const F: Forged = Forged(Kind::Ingress);
     let cases: Vec<(&str, Value, Option<&str>, Option<Forged>)> = vec![
         ("unchanged field", ingress(s("nginx"), None, Some((s("nginx"), None))), Some("nginx"), None),
         ("forged field", ingress(s("zzz"), None, Some((s("nginx"), None))), Some("nginx"), Some(F)),
@@ -97,7 +98,7 @@ fn the_stored_object_is_read_wherever_it_stands() {
         1,
     );
     assert!(text.find("\"oldObject\"") < text.find("\"kind\":{"), "{text}");
-    assert_eq!(class_of(text.as_bytes()), (Some("nginx".into()), Some(Forged::IngressClassName)));
+    assert_eq!(class_of(text.as_bytes()), (Some("nginx".into()), Some(Forged(Kind::Ingress))));
 }
 
 /// The Gateway fixture (as the API server orders it) whose object has class `class` and whose
@@ -115,7 +116,7 @@ fn gateway(class: Member, old: Option<Member>) -> Value {
 
 #[test]
 fn gateway_class_from_the_stored_object() {
-    use Forged::GatewayClassName as F;
+    const F: Forged = Forged(Kind::Gateway);
     let cases: Vec<(&str, Value, Option<&str>, Option<Forged>)> = vec![
         ("unchanged", gateway(s("eg"), Some(s("eg"))), Some("eg"), None),
         ("forged", gateway(s("zzz"), Some(s("eg"))), Some("eg"), Some(F)),
