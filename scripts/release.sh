@@ -139,7 +139,8 @@ else
   key="$work/run.key"
   cp "$work/run.pub" "$out/cosign.pub"
 fi
-"$crane" registry serve --address 127.0.0.1:0 2>"$work/registry.log" &
+: >"$work/registry.log"   # before the server's own redirection, which runs after the fork
+"$crane" registry serve --address 127.0.0.1:0 2>>"$work/registry.log" &
 registry_pid=$!
 port=""
 for _ in $(seq 1 100); do
