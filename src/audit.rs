@@ -267,31 +267,23 @@ impl Finding {
             None => ("", ""),
         };
         // One line, its object fields named by kind (`ingress_name`, `gateway_name`, ...).
-        macro_rules! warn {
-            ($namespace:ident, $name:ident, $class:ident, $message:literal) => {
-                tracing::warn!(
-                    uid = %self.uid,
-                    $namespace = %self.namespace,
-                    $name = %self.name,
-                    $class = %truncate(self.class.as_deref().unwrap_or(""), usize::MAX, MAX_FIELD),
-                    policy = %self.policy,
-                    writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
-                    writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
-                    writer_sa_namespace = sa_namespace,
-                    writer_sa_name = sa_name,
-                    attempted = %self.attempted,
-                    canonical = %self.canonical,
-                    action = self.action.result(),
-                    dry_run = self.dry_run,
-                    forged_spec = self.forged.unwrap_or(""),
-                    $message
-                )
-            };
-        }
-        match self.kind {
-            Kind::Ingress => warn!(ingress_namespace, ingress_name, ingress_class, "rogue status write"),
-            Kind::Gateway => warn!(gateway_namespace, gateway_name, gateway_class, "rogue Gateway status write"),
-        }
+        crate::kind::rogue_event!(
+            self.kind,
+            { uid = %self.uid, },
+            self.namespace,
+            self.name,
+            truncate(self.class.as_deref().unwrap_or(""), usize::MAX, MAX_FIELD),
+            policy = %self.policy,
+            writer = %truncate(&self.writer.username, usize::MAX, MAX_FIELD),
+            writer_groups = %truncate(&self.writer.groups.join(","), usize::MAX, MAX_FIELD),
+            writer_sa_namespace = sa_namespace,
+            writer_sa_name = sa_name,
+            attempted = %self.attempted,
+            canonical = %self.canonical,
+            action = self.action.result(),
+            dry_run = self.dry_run,
+            forged_spec = self.forged.unwrap_or(""),
+        );
     }
 }
 

@@ -119,6 +119,25 @@ macro_rules! object_event {
 }
 pub(crate) use object_event;
 
+/// The WARN line of a rogue status write, as docs/audit.md documents it per kind: its object
+/// and class fields (`ingress_class`, `gateway_class`) and its message named by kind:
+/// `rogue_event!(kind, {fields before}, namespace, name, class, fields after)`.
+macro_rules! rogue_event {
+    ($kind:expr, { $($before:tt)* }, $namespace:expr, $name:expr, $class:expr, $($after:tt)*) => {
+        match $kind {
+            $crate::kind::Kind::Ingress => tracing::warn!(
+                $($before)* ingress_namespace = %$namespace, ingress_name = %$name, ingress_class = %$class,
+                $($after)* "rogue status write"
+            ),
+            $crate::kind::Kind::Gateway => tracing::warn!(
+                $($before)* gateway_namespace = %$namespace, gateway_name = %$name, gateway_class = %$class,
+                $($after)* "rogue Gateway status write"
+            ),
+        }
+    };
+}
+pub(crate) use rogue_event;
+
 /// Runs `$body` with `$K` the [`Governed`] type of kind value `$kind`: the one place that
 /// maps a [`Kind`] value to its type, for code written once over [`Governed`].
 macro_rules! with_kind {

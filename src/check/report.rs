@@ -191,22 +191,27 @@ impl Summary {
     }
 }
 
-/// The summary of each kind the report covers; a kind not read is absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub(crate) struct ByKind {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ingress: Option<Summary>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<Summary>,
-}
+/// The summary of each kind the report covers ([`Kind::index`]); a kind not read is absent.
+/// JSON names each by its label: `{"ingress": {...}, "gateway": {...}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct ByKind(pub [Option<Summary>; 2]);
 
 impl ByKind {
-    /// The summary slot of `kind`.
-    fn of(&mut self, kind: Kind) -> &mut Option<Summary> {
-        match kind {
-            Kind::Ingress => &mut self.ingress,
-            Kind::Gateway => &mut self.gateway,
+    /// The summary of `kind`, if it was read.
+    pub(crate) fn of(&self, kind: Kind) -> Option<&Summary> {
+        self.0[kind.index()].as_ref()
+    }
+}
+
+impl Serialize for ByKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let read: Vec<(Kind, &Summary)> = Kind::ALL.into_iter().filter_map(|k| Some((k, self.of(k)?))).collect();
+        let mut map = s.serialize_map(Some(read.len()))?;
+        for (kind, summary) in read {
+            map.serialize_entry(kind.label(), summary)?;
         }
+        map.end()
     }
 }
 
@@ -273,7 +278,7 @@ impl Report {
                 self.add_rows(rows)
             }
         };
-        *self.by_kind.of(kind) = Some(summary);
+        self.by_kind.0[kind.index()] = Some(summary);
     }
 
     /// Appends the governed rows (sorted by namespace then name), counts them, returns their
@@ -299,7 +304,7 @@ impl Report {
 
     /// Whether the table has a KIND column: the report covers Gateways.
     pub(crate) fn kinds(&self) -> bool {
-        self.by_kind.gateway.is_some()
+        self.by_kind.of(Kind::Gateway).is_some()
     }
 
     /// 0 when every governed object is canonical, 1 when any drifts or cannot be judged, or
@@ -319,8 +324,10 @@ impl Report {
             )
         };
         let mut lines = Vec::new();
-        lines.extend(self.by_kind.ingress.as_ref().map(|s| line("Ingresses", s)));
-        lines.extend(self.by_kind.gateway.as_ref().map(|s| line("Gateways", s)));
+        for kind in Kind::ALL {
+            let listed = crate::kind::with_kind!(kind, K => <K as super::Explained>::LISTED);
+            lines.extend(self.by_kind.of(kind).map(|s| line(listed, s)));
+        }
         lines.extend(self.gateway_policies.map(|note| format!("Gateway policies: {note}")));
         lines
     }

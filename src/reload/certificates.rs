@@ -131,7 +131,7 @@ pub struct Status {
 }
 
 /// Keeps the watch running; dropping it stops reloading. The handle owns the watch's task
-/// (kubert's style): [`Reloader::supervise`] is how `serve` sees it end.
+/// (kubert's style): `Reloader::supervise` is how `serve` sees it end.
 pub struct Reloader {
     task: tokio::task::JoinHandle<()>,
     status: watch::Receiver<Status>,

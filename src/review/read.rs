@@ -10,16 +10,19 @@ use serde_json::value::RawValue;
 
 pub(crate) mod bounds;
 mod gateway;
+mod ingress;
 mod skim;
 
 pub(crate) use bounds::OutOfBounds;
 
+use ingress::IngressIn;
+
 use crate::{
-    address::{Address, Entries},
+    address::Address,
     decision::{Verdict, decide},
     kind::{
         Entry, Governed, Kind, Write,
-        ingress::{self, Ingresses, StatusShape, StatusWrite, class_annotation},
+        ingress::{Ingresses, StatusShape},
     },
     names::truncate,
     policy::Policies,
@@ -183,25 +186,6 @@ impl Forged {
     }
 }
 
-/// The class an Ingress status write will be stored with, and the class field it forged.
-///
-/// The API server runs mutating admission on the object as the client wrote it, and only then
-/// `ingressStatusStrategy.PrepareForUpdate` (`pkg/registry/networking/ingress/strategy.go`:
-/// `newIngress.Spec = oldIngress.Spec`; `GetResetFields` is `spec` alone) copies the stored
-/// spec back. So `spec.ingressClassName` is `oldObject`'s. Metadata is not reset by a status
-/// write (measured on 1.23 and 1.37: `tests/forged.rs`), so the legacy class annotation is
-/// the object's: it is what will be stored. Without an `oldObject` (no API server sends an
-/// UPDATE without one) the object is all there is.
-fn stored_ingress_class(
-    spec: SpecIn,
-    annotation: Option<String>,
-    old: Option<StoredIn>,
-) -> (Option<String>, Option<Forged>) {
-    let old = old.map(|old| old.spec.ingress_class_name);
-    let (field, forged) = stored(spec.ingress_class_name, old, Forged(Kind::Ingress));
-    (ingress::class(field, annotation).0, forged)
-}
-
 /// A field a status write cannot change, as it will be stored (`old`'s, when there is one),
 /// and `forged` when the write changed it.
 fn stored<T: PartialEq>(written: T, old: Option<T>, forged: Forged) -> (T, Option<Forged>) {
@@ -212,39 +196,6 @@ fn stored<T: PartialEq>(written: T, old: Option<T>, forged: Forged) -> (T, Optio
         }
         None => (written, None),
     }
-}
-
-/// The parts of an Ingress the decision reads.
-type IngressIn<'a> = ObjectIn<MetadataIn<'a>, SpecIn, StatusIn>;
-
-#[derive(Deserialize, Default)]
-#[serde(expecting = "an ObjectMeta object")]
-struct MetadataIn<'a> {
-    #[serde(default, borrow)]
-    uid: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "class_annotation")]
-    annotations: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", expecting = "an IngressSpec object")]
-struct SpecIn {
-    #[serde(default)]
-    ingress_class_name: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an IngressStatus object")]
-struct StatusIn {
-    #[serde(default, deserialize_with = "crate::strict::optional_object")]
-    load_balancer: Option<LoadBalancerIn>,
-}
-
-#[derive(Deserialize)]
-#[serde(expecting = "an IngressLoadBalancerStatus object")]
-struct LoadBalancerIn {
-    #[serde(default)]
-    ingress: Option<Entries>,
 }
 
 /// A review we can answer: what the response must echo, who wrote, and what was written. The
@@ -352,14 +303,6 @@ impl Review<'_> {
         }
     }
 
-    /// What was written to `status.loadBalancer.ingress` (empty for other requests).
-    pub fn attempted(&self) -> &[Address] {
-        match &self.target {
-            Target::Ingress(s) => &s.write.addresses,
-            _ => &[],
-        }
-    }
-
     /// The field the write tried to change that the API server resets, if any.
     pub fn forged(&self) -> Option<Forged> {
         on_status!(&self.target, s => s.forged, _ => None)
@@ -380,7 +323,7 @@ impl Review<'_> {
         on_status!(&self.target, s => (&s.write.namespace, &s.write.name), _ => ("", ""))
     }
 
-    /// How many entries were written after [`Self::attempted`], counted but not kept.
+    /// How many entries of the status list were written after those kept, counted not kept.
     pub fn omitted(&self) -> usize {
         on_status!(&self.target, s => s.write.omitted, _ => 0)
     }
@@ -473,29 +416,6 @@ fn convert_status<'a, K: Reviewed, O>(
     Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
 }
 
-impl Reviewed for Ingresses {
-    type In<'a> = IngressIn<'a>;
-
-    fn uid<'a>(ingress: &mut Self::In<'a>) -> Option<Cow<'a, str>> {
-        ingress.metadata.uid.take()
-    }
-
-    fn written(
-        ingress: IngressIn<'_>,
-        old: Option<StoredIn>,
-        write: StatusWrite,
-    ) -> (StatusWrite, StatusShape, Option<Forged>) {
-        let shape = shape(ingress.status.as_ref());
-        let entries = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
-        let (class, forged) = stored_ingress_class(ingress.spec, ingress.metadata.annotations, old);
-        (StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write }, shape, forged)
-    }
-
-    fn target<'a>(status: Status<'a, Address, StatusShape>) -> Target<'a> {
-        Target::Ingress(status)
-    }
-}
-
 /// The checks every review passes before its object is read: the envelope's kind and
 /// apiVersion, a request, and the bound on its uid.
 fn header<O>(review: ReviewIn<'_, O>) -> Result<(ApiVersion, RequestIn<'_, O>), ReviewError> {
@@ -575,15 +495,6 @@ fn finish<'a>(
         dry_run: dry_run.unwrap_or(false),
         user: User { username: bounds::username(user.username), groups: user.groups },
         target,
-    }
-}
-
-fn shape(status: Option<&StatusIn>) -> StatusShape {
-    match status {
-        None => StatusShape::NoStatus,
-        Some(StatusIn { load_balancer: None }) => StatusShape::NoLoadBalancer,
-        Some(StatusIn { load_balancer: Some(LoadBalancerIn { ingress: None }) }) => StatusShape::NoIngressList,
-        Some(_) => StatusShape::IngressList,
     }
 }
 

@@ -35,7 +35,7 @@ fn report(rows: Vec<Row>, not_governed: usize) -> Report {
         unresolved: count(State::Unresolved),
         not_governed,
     };
-    Report { ingresses: rows, summary, by_kind: ByKind { ingress: Some(summary), gateway: None }, ..Report::empty() }
+    Report { ingresses: rows, summary, by_kind: ByKind([Some(summary), None]), ..Report::empty() }
 }
 
 fn ok(cluster: &str, report: Report) -> Outcome {
@@ -131,7 +131,7 @@ fn json_rows_carry_their_cluster_and_each_cluster_its_summary_or_error() {
 #[test]
 fn a_fleet_with_gateways_has_the_kind_column_and_a_summary_line_per_kind() {
     let mut with_gateways = report(vec![row("web", "api", "198.51.100.1", State::Drift)], 0);
-    with_gateways.by_kind.gateway = Some(Summary::default());
+    with_gateways.by_kind.0[crate::kind::Kind::Gateway.index()] = Some(Summary::default());
     let fleet = Fleet(vec![ok("a", with_gateways), failed("b", "down")]);
     let table = fleet.table();
     let lines: Vec<&str> = table.lines().collect();

@@ -30,8 +30,9 @@ use blocks::{
 };
 
 use super::{
-    GroupVersionKind, IngressIn, MetadataIn, RequestIn, ReviewIn, SpecIn, StatusIn, User,
+    GroupVersionKind, RequestIn, ReviewIn, User,
     gateway::{self as gw, GatewayIn},
+    ingress::{IngressIn, MetadataIn, SpecIn, StatusIn},
 };
 use crate::kind::ingress::CLASS_ANNOTATION;
 use gateway::is_gateway;
