@@ -151,7 +151,7 @@ struct ObjectIn<M, S, T> {
 /// What a status write cannot change, read from `request.oldObject` (the object as stored):
 /// the fields whose written value the API server throws away after mutating admission, which
 /// each kind's reader takes from here instead of from `request.object` (the rule is written
-/// where each kind is read: [`stored_ingress_class`], [`gateway::stored_class`]). Read alike
+/// where each kind is read: `ingress::stored_ingress_class`, [`gateway::stored_class`]). Read alike
 /// for every kind (a field of another kind is absent), so that the fast reader need not know
 /// the kind when it meets `oldObject`; everything else in it is skipped unparsed.
 #[derive(Deserialize, Default)]
@@ -164,7 +164,7 @@ struct StoredIn {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", expecting = "an IngressSpec or GatewaySpec object")]
 struct StoredSpecIn {
-    /// As [`SpecIn`] reads it.
+    /// As `ingress::SpecIn` reads it.
     #[serde(default)]
     ingress_class_name: Option<String>,
     /// As [`gateway::SpecIn`] reads it.
