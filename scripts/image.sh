@@ -47,9 +47,21 @@ mkdir -p "$out"
 
 # 1. A static binary: glibc linked in (crt-static), so the image needs no libc. In-cluster the
 #    Kubernetes client connects to KUBERNETES_SERVICE_HOST, an IP: no NSS/DNS lookups.
-log "building the static release binary for $target"
+#    With cargo-auditable installed (scripts/release.sh and .ci/run install it), `cargo auditable
+#    build` also embeds the dependency list (the .dep-v0 section: each crate's name, version and
+#    source, compressed JSON) that `cargo audit bin` and SBOM scanners read; ISG_AUDITABLE=0 builds
+#    without it, ISG_AUDITABLE=1 insists on it.
+build=(cargo build)
+case "${ISG_AUDITABLE:-auto}" in
+  0) ;;
+  1) command -v cargo-auditable >/dev/null || die "ISG_AUDITABLE=1: cargo-auditable is not installed (cargo install --locked cargo-auditable@0.7.7)"
+     build=(cargo auditable build) ;;
+  auto) command -v cargo-auditable >/dev/null && build=(cargo auditable build) ;;
+  *) die "ISG_AUDITABLE=${ISG_AUDITABLE} is none of 0, 1 (or unset)" ;;
+esac
+log "building the static release binary for $target (${build[*]})"
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" ISG_GIT_REVISION="$revision" \
-  cargo build --release --locked --bin ingress-status-guard --target "$target"
+  "${build[@]}" --release --locked --bin ingress-status-guard --target "$target"
 bin="target/$target/release/ingress-status-guard"
 if readelf -d "$bin" | grep -q NEEDED; then
   die "$bin needs shared libraries: $(readelf -d "$bin" | grep NEEDED | tr '\n' ' ')"
@@ -77,7 +89,10 @@ buildah "${storage[@]}" config \
   --label org.opencontainers.image.licenses=Apache-2.0 \
   "$ctr"
 rm -f "$archive"
-buildah "${storage[@]}" commit --format oci --quiet "$ctr" "oci-archive:$archive:ingress-status-guard:$version" >/dev/null
+# Created at the commit's time (SOURCE_DATE_EPOCH if set): the same binary gives the same image
+# digest, so the archive this smoke-runs is the one scripts/release.sh signs.
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
+buildah "${storage[@]}" commit --format oci --quiet --timestamp "$epoch" "$ctr" "oci-archive:$archive:ingress-status-guard:$version" >/dev/null
 log "built $archive ($(du -h "$archive" | cut -f1))"
 
 $run || exit 0
