@@ -203,7 +203,9 @@ struct Op<V> {
 
 /// The entry type of a governed kind's status list, naming its kind, so that a [`Write`] says
 /// which kind it is and generic code is called without turbofish.
-pub(crate) trait Entry: Clone + Eq + fmt::Debug + fmt::Display + Serialize + Send + Sync + 'static {
+pub(crate) trait Entry:
+    Clone + Eq + std::hash::Hash + fmt::Debug + fmt::Display + Serialize + Send + Sync + 'static
+{
     /// The kind whose status list holds this entry.
     type Of: Governed<Entry = Self>;
 }

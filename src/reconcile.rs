@@ -23,11 +23,13 @@
 //! snapshot; and patches are limited in rate (`--reconcile-qps`), not only in concurrency.
 
 mod bounds;
+mod cache;
 mod damping;
 mod drift;
 mod judge;
 mod kind;
 pub(crate) mod leader;
+mod probe;
 pub(crate) mod queue;
 mod release;
 mod work;
@@ -40,7 +42,7 @@ use std::{
 use kube::{Api, Client};
 use tokio::sync::{Notify, watch};
 
-use crate::kind::{Governed, Write, gateway::Gateways, ingress::Ingresses};
+use crate::kind::{Governed, gateway::Gateways, ingress::Ingresses};
 use crate::scope::follow::{Allow, Scope};
 use crate::{
     address::Addresses,
@@ -50,16 +52,19 @@ use crate::{
     sources::{
         Sources,
         follow::{self, Change, Hold, Projection},
-        ingresses::KnownIngresses,
+        ingresses::{Known, KnownIngresses, Lookup},
         owned::{Failures, Owned},
     },
 };
 use bounds::Bounds;
+use cache::{Interner, Key, Stored};
 use damping::{Damping, Fight, Step};
 use drift::Drift;
 use judge::Judgement;
 use queue::Queue;
 use release::Releases;
+
+pub use probe::IngressCache;
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
@@ -92,20 +97,8 @@ impl Settings {
     }
 }
 
-type Key = (String, String);
-
-/// What is kept per object; `W` is what `decide` reads ([`Write`]).
-struct Stored<W> {
-    write: W,
-    resource_version: Option<String>,
-    /// The field managers that wrote the status, latest first (bounded).
-    status_managers: Vec<String>,
-    /// `metadata.uid`, for the known-Ingress index the audit trail checks Events against.
-    uid: Option<String>,
-}
-
 struct State<K: Governed> {
-    ingresses: Projection<Key, Stored<Write<K::Entry>>>,
+    ingresses: Projection<Key, Stored<K::Entry>>,
     drift: Drift<Key>,
     /// The Ingresses held back because other writers keep rewriting them, by policy: the
     /// `reconcile_contested_ingresses` gauge (same bookkeeping as the drift).
@@ -135,11 +128,30 @@ struct Reconciler<K: Governed> {
     armed: Notify,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
     known: Option<Arc<KnownIngresses>>,
+    /// The values the stored objects share (namespaces, classes, status lists).
+    interner: Mutex<Interner<K::Entry>>,
     common: Common,
 }
 
-impl<K: Governed> Hold<Key, Stored<Write<K::Entry>>> for Reconciler<K> {
-    fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, Stored<Write<K::Entry>>>) -> T) -> T {
+/// The audit trail's index of known objects is this cache (each object's uid is kept here).
+impl<K: Governed> Lookup for Reconciler<K> {
+    fn check(&self, namespace: &str, name: &str, uid: Option<&str>) -> Known {
+        let state = self.lock();
+        let Some(all) = state.ingresses.view() else { return Known::NotSynced };
+        // Once per Event candidate, not per review: the owned key costs two small copies.
+        match (all.get(&(namespace.into(), name.into())).and_then(Stored::uid), uid) {
+            (Some(known), Some(uid)) if known.is(uid) => Known::Yes,
+            _ => Known::No,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.lock().ingresses.len()
+    }
+}
+
+impl<K: Governed> Hold<Key, Stored<K::Entry>> for Reconciler<K> {
+    fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, Stored<K::Entry>>) -> T) -> T {
         f(&mut self.lock().ingresses)
     }
 }
@@ -208,8 +220,13 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
         work: Notify::new(),
         armed: Notify::new(),
         known,
+        interner: Mutex::default(),
         common: common.clone(),
     });
+    if let Some(known) = &reconciler.known {
+        let cache: Arc<dyn Lookup> = reconciler.clone();
+        known.fed_by(Arc::downgrade(&cache));
+    }
     let triggers = reconciler.clone().triggers(
         [common.sources_changed.clone(), common.policies.subscribe(), common.scope.subscribe()],
         common.leader.clone(),
@@ -242,7 +259,7 @@ impl<K: Governed> Reconciler<K> {
         }
         let api: Api<K::Lean> = Api::all(self.common.client.clone());
         let mut failing = false;
-        let project = |obj| kind::project::<K>(obj, &self.common.metrics);
+        let project = |obj| kind::project::<K>(obj, &self.common.metrics, &self.interner);
         let hook = |change| match change {
             Ok(change) => {
                 if failing {
@@ -260,7 +277,7 @@ impl<K: Governed> Reconciler<K> {
         follow::follow(api, follow::paged(), follow::retry_cap::<K>(), project, self.as_ref(), hook).await;
     }
 
-    fn on_change(&self, change: Change<Key, Stored<Write<K::Entry>>>) {
+    fn on_change(&self, change: Change<Key, Stored<K::Entry>>) {
         match change {
             Change::Listing => {}
             Change::Listed { first, dropped } => {
@@ -271,8 +288,8 @@ impl<K: Governed> Reconciler<K> {
                 for key in &dropped {
                     self.forget(&mut state, key);
                 }
-                if let (Some(known), Some(all)) = (&self.known, state.ingresses.view()) {
-                    known.relisted(all.iter().filter_map(|(k, s)| Some((k.clone(), s.uid.clone()?))));
+                if let Some(known) = &self.known {
+                    known.touched();
                 }
                 drop(state);
                 self.resync();
@@ -280,13 +297,13 @@ impl<K: Governed> Reconciler<K> {
             Change::Applied { key, old } => {
                 let policies = self.common.policies.load();
                 let mut state = self.lock();
-                if let (Some(known), Some(uid)) = (&self.known, state.ingresses.get(&key).and_then(|s| s.uid.clone())) {
-                    known.applied(key.clone(), uid);
+                if let Some(known) = &self.known {
+                    known.touched();
                 }
                 if state.ingresses.synced() {
                     // Another writer's change of the addresses (ours are canonical; a creation has none).
                     let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
-                        !crate::address::same_set(&K::seen(&old.write.addresses), &K::seen(&new.write.addresses))
+                        !crate::address::same_set(&K::seen(old.addresses()), &K::seen(new.addresses()))
                     });
                     self.rejudge(&mut state, &key, &policies, foreign);
                 }
@@ -294,7 +311,7 @@ impl<K: Governed> Reconciler<K> {
             Change::Deleted { key, .. } => {
                 let mut state = self.lock();
                 if let Some(known) = &self.known {
-                    known.deleted(key.clone());
+                    known.touched();
                 }
                 self.forget(&mut state, &key);
             }
@@ -303,8 +320,9 @@ impl<K: Governed> Reconciler<K> {
 
     /// [`kind::judge`] within the webhook's scope: outside it an object is not the guard's (as
     /// at admission), and while the scope is unknown drift is measured but never patched.
-    fn judge(&self, key: &Key, write: &Write<K::Entry>, policies: &Policies) -> Judgement {
-        match (self.common.scope.allows(&key.0), kind::judge::<K>(write, policies, self.common.sources.as_ref())) {
+    fn judge(&self, key: &Key, stored: &Stored<K::Entry>, policies: &Policies) -> Judgement {
+        let write = stored.write(key);
+        match (self.common.scope.allows(&key.0), kind::judge::<K>(&write, policies, self.common.sources.as_ref())) {
             (Allow::Yes, judgement) => judgement,
             (Allow::No, _) => Judgement::Fine,
             (Allow::Unknown, Judgement::Drift { policy, .. }) => Judgement::Drift { policy, patch: false },
@@ -324,7 +342,7 @@ impl<K: Governed> Reconciler<K> {
     /// seen another writer change its addresses.
     fn rejudge(&self, state: &mut State<K>, key: &Key, policies: &Policies, foreign: bool) {
         let Some(stored) = state.ingresses.get(key) else { return };
-        let judgement = self.judge(key, &stored.write, policies);
+        let judgement = self.judge(key, stored, policies);
         self.apply_judgement(state, key, judgement, foreign);
     }
 
@@ -332,16 +350,16 @@ impl<K: Governed> Reconciler<K> {
     /// change since `seen` (the resourceVersion the request was based on): that change is at
     /// least as new, and a response arriving late must not overwrite it. (Resource versions are
     /// only compared for equality, as the API conventions require.)
-    fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<Write<K::Entry>>) {
+    fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<K::Entry>) {
         let policies = self.common.policies.load();
-        let judgement = self.judge(&key, &stored.write, &policies);
+        let judgement = self.judge(&key, &stored, &policies);
         let mut state = self.lock();
         let Some(current) = state.ingresses.get(&key) else { return };
-        if current.resource_version.as_deref() != seen {
+        if current.resource_version() != seen {
             return;
         }
         // Changed addresses off canonical are another writer's (a 409's fresh read sees them first).
-        let foreign = !crate::address::same_set(&K::seen(&current.write.addresses), &K::seen(&stored.write.addresses));
+        let foreign = !crate::address::same_set(&K::seen(current.addresses()), &K::seen(stored.addresses()));
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
             return;
@@ -364,7 +382,7 @@ impl<K: Governed> Reconciler<K> {
                         state.damping.foreign_write(key, now);
                     }
                     let policy_contested = state.contested.count(&policy) > 0;
-                    match state.damping.step(key, &K::seen(&stored.write.addresses), &policy, policy_contested, now) {
+                    match state.damping.step(key, &K::seen(stored.addresses()), &policy, policy_contested, now) {
                         Step::Patch => self.set_contested(state, key, None),
                         Step::Wait { until, contested, fight } => {
                             if let Some(fight) = fight
@@ -390,11 +408,11 @@ impl<K: Governed> Reconciler<K> {
     }
 
     /// One WARN and one count per fight; the holds bound how often.
-    fn report_fight(&self, key: &Key, stored: &Stored<Write<K::Entry>>, policy: &str, fight: &Fight) {
+    fn report_fight(&self, key: &Key, stored: &Stored<K::Entry>, policy: &str, fight: &Fight) {
         self.common.metrics.reconcile_fight(policy);
-        let writers =
-            if stored.status_managers.is_empty() { "unknown".to_owned() } else { stored.status_managers.join(",") };
-        let hint = if stored.status_managers.iter().any(|m| m == FIELD_MANAGER) {
+        let writers: Vec<&str> = stored.status_managers().collect();
+        let writers = if writers.is_empty() { "unknown".to_owned() } else { writers.join(",") };
+        let hint = if stored.status_managers().any(|m| m == FIELD_MANAGER) {
             " (ingress-status-guard is among them: another guard, or a replica with other policies, writes too)"
         } else {
             ""
@@ -404,7 +422,7 @@ impl<K: Governed> Reconciler<K> {
             ingress = %format!("{}/{}", key.0, key.1),
             policy = %policy,
             wrote = %Addresses(&fight.wrote),
-            replaced_by = %Addresses(&K::seen(&stored.write.addresses)),
+            replaced_by = %Addresses(&K::seen(stored.addresses())),
             writers = %writers,
             fights = fight.count,
             hold_seconds = fight.hold.as_secs(),
@@ -449,11 +467,8 @@ impl<K: Governed> Reconciler<K> {
         if !state.ingresses.synced() {
             return;
         }
-        let judgements: Vec<(Key, Judgement)> = state
-            .ingresses
-            .iter()
-            .map(|(key, stored)| (key.clone(), self.judge(key, &stored.write, &policies)))
-            .collect();
+        let judgements: Vec<(Key, Judgement)> =
+            state.ingresses.iter().map(|(key, stored)| (key.clone(), self.judge(key, stored, &policies))).collect();
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement, false);
         }

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use super::{
-    Key, Stored,
+    cache::{Key, Shared, Stored},
     judge::{Judgement, knows_enough},
 };
 use crate::{
@@ -27,19 +27,16 @@ pub(super) struct Decided {
 }
 
 /// The kept projection of a watched or read object; `None` without a namespace and name.
-pub(super) fn project<K: Governed>(obj: K::Lean, metrics: &Metrics) -> Option<(Key, Stored<Write<K::Entry>>)> {
+pub(super) fn project<K: Governed>(
+    obj: K::Lean,
+    metrics: &Metrics,
+    interner: &Shared<K::Entry>,
+) -> Option<(Key, Stored<K::Entry>)> {
     let leaned = K::leaned(obj)?;
     for field in K::trimmed(&leaned.write).into_iter().flatten() {
         metrics.ingress_cache_trimmed(field);
     }
-    let key = (leaned.write.namespace.clone(), leaned.write.name.clone());
-    let stored = Stored {
-        write: leaned.write,
-        resource_version: leaned.resource_version,
-        status_managers: leaned.status_managers,
-        uid: leaned.uid,
-    };
-    Some((key, stored))
+    Some(interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned))
 }
 
 /// A mismatch `decide` found, with the canonical entries (as written and as they read back).

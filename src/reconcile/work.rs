@@ -135,10 +135,11 @@ impl<K: Governed> Reconciler<K> {
                 if self.common.scope.allows(&key.0) != Allow::Yes {
                     return Ok(());
                 }
-                let Some(decided) = kind::to_patch::<K>(&stored.write, &policies, self.common.sources.as_ref()) else {
+                let Some(decided) = kind::to_patch::<K>(&stored.write(key), &policies, self.common.sources.as_ref())
+                else {
                     return Ok(());
                 };
-                (decided, K::seen(&stored.write.addresses).into_owned(), stored.resource_version.clone())
+                (decided, K::seen(stored.addresses()).into_owned(), stored.resource_version().map(str::to_owned))
             };
             // The resourceVersion makes the patch conditional: it applies only to the state
             // it was decided on.
@@ -149,7 +150,7 @@ impl<K: Governed> Reconciler<K> {
                     let now = tokio::time::Instant::now().into_std();
                     self.lock().damping.patched(key, &canonical, now);
                     K::healed(&object, &Addresses(&from), &Addresses(&canonical), &policy);
-                    if let Some((key, stored)) = kind::project::<K>(obj, &self.common.metrics) {
+                    if let Some((key, stored)) = kind::project::<K>(obj, &self.common.metrics, &self.interner) {
                         self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                     }
                     return Ok(());
@@ -158,7 +159,8 @@ impl<K: Governed> Reconciler<K> {
                     self.common.metrics.patch(&policy, "conflict");
                     match within(CALL_TIMEOUT, api.get(&key.1)).await {
                         Ok(fresh) => {
-                            if let Some((key, stored)) = kind::project::<K>(fresh, &self.common.metrics) {
+                            if let Some((key, stored)) = kind::project::<K>(fresh, &self.common.metrics, &self.interner)
+                            {
                                 self.upsert_unless_newer(key, resource_version.as_deref(), stored);
                             }
                         }

@@ -3,11 +3,12 @@
 //! The audit trail writes a Kubernetes Event only about an object in its kind's index, so a
 //! forged review naming an object that does not exist (or the right name with the wrong uid)
 //! can never make the guard write into the cluster. Each index is fed through the kind's
-//! bounded reader ([`Governed::Lean`]), in small pages, so each object costs its three strings
-//! and a list costs one page, whatever its annotations hold; when the reconciler runs, its
-//! watches feed the indexes instead ([`KnownIngresses::relisted`]).
+//! bounded reader ([`Governed::Lean`]), in pages, so each object costs its three strings
+//! and a list costs one page, whatever its annotations hold; when the reconciler runs, the index
+//! is its cache, which holds each object's uid already ([`KnownIngresses::fed_by`]): one map
+//! per kind, not two.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 use kube::{Api, Client, Resource, runtime::watcher};
 use tokio::sync::watch;
@@ -31,10 +32,19 @@ pub(crate) enum Known {
     NotSynced,
 }
 
+/// A cache that knows the objects of a kind already (the reconciler's): the index asks it.
+pub(crate) trait Lookup: Send + Sync {
+    /// As [`KnownIngresses::check`].
+    fn check(&self, namespace: &str, name: &str, uid: Option<&str>) -> Known;
+    /// Objects known.
+    fn len(&self) -> usize;
+}
+
 /// The index; shared by the watch that fills it and the Event publisher that asks it.
-#[derive(Debug)]
 pub(crate) struct KnownIngresses {
     held: RwLock<Projection<Key, String>>,
+    /// The cache that answers instead of `held`, once the reconciler runs.
+    fed: OnceLock<Weak<dyn Lookup>>,
     /// Ticks at every change, so a finding about an Ingress created a moment ago can wait for
     /// the watch to deliver it.
     changed: watch::Sender<u64>,
@@ -42,7 +52,13 @@ pub(crate) struct KnownIngresses {
 
 impl Default for KnownIngresses {
     fn default() -> Self {
-        KnownIngresses { held: RwLock::default(), changed: watch::Sender::new(0) }
+        KnownIngresses { held: RwLock::default(), fed: OnceLock::new(), changed: watch::Sender::new(0) }
+    }
+}
+
+impl std::fmt::Debug for KnownIngresses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KnownIngresses").field("objects", &self.len()).field("fed", &self.fed.get().is_some()).finish()
     }
 }
 
@@ -63,6 +79,9 @@ impl KnownIngresses {
 
     /// Whether Ingress `namespace/name` with metadata.uid `uid` is known.
     pub(crate) fn check(&self, namespace: &str, name: &str, uid: Option<&str>) -> Known {
+        if let Some(fed) = self.fed.get() {
+            return fed.upgrade().map_or(Known::NotSynced, |cache| cache.check(namespace, name, uid));
+        }
         let held = self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(all) = held.view() else { return Known::NotSynced };
         // The map is keyed by owned strings; a lookup by borrowed ones would need a second map
@@ -73,26 +92,15 @@ impl KnownIngresses {
         }
     }
 
-    /// Fed by the reconciler's watch instead of one of its own (one list of every Ingress per
-    /// replica, not two): what a (re-)list left, whole.
-    pub(crate) fn relisted(&self, all: impl Iterator<Item = (Key, String)>) {
-        self.update(|p| {
-            p.apply(watcher::Event::Init);
-            for known in all {
-                p.apply(watcher::Event::InitApply(known));
-            }
-            p.apply(watcher::Event::InitDone)
-        });
+    /// Answered by `cache` from now on (the reconciler's, which its watch keeps), instead of
+    /// a watch and map of its own; [`KnownIngresses::touched`] at each change of it.
+    pub(crate) fn fed_by(&self, cache: Weak<dyn Lookup>) {
+        let _ = self.fed.set(cache);
     }
 
-    /// Fed by the reconciler's watch: `key` added or modified, now with `uid`.
-    pub(crate) fn applied(&self, key: Key, uid: String) {
-        self.update(|p| p.apply(watcher::Event::Apply((key, uid))));
-    }
-
-    /// Fed by the reconciler's watch: `key` deleted.
-    pub(crate) fn deleted(&self, key: Key) {
-        self.update(|p| p.apply(watcher::Event::Delete((key, String::new()))));
+    /// The cache that answers changed.
+    pub(crate) fn touched(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Ticks whenever the index changes.
@@ -108,6 +116,9 @@ impl KnownIngresses {
 
     /// How many Ingresses are known.
     pub(crate) fn len(&self) -> usize {
+        if let Some(cache) = self.fed.get().and_then(Weak::upgrade) {
+            return cache.len();
+        }
         self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 }

@@ -1,0 +1,248 @@
+//! What the reconciler keeps per watched object, compact (issue 34): the key once (the
+//! namespace interned, the name boxed), the class, the status list and the status writers
+//! interned ([`Interner`]: every Ingress behind one load balancer shares one list), the
+//! resourceVersion boxed, the uid as 16 bytes. The [`Write`] `decide` reads is rebuilt for
+//! the moment of a judgement ([`Stored::write`]) and dropped after it.
+
+use std::{
+    collections::HashSet,
+    hash::Hash,
+    sync::{Arc, Mutex},
+};
+
+use crate::kind::{Leaned, Write};
+
+/// An object's key: its namespace (interned) and name.
+pub(crate) type Key = (Arc<str>, Box<str>);
+
+/// Values shared by every object that holds an equal one. A value no object holds any more is
+/// dropped at the next sweep, which runs when the set has doubled since the last one, so the
+/// set stays within twice what is held and sweeping costs O(1) per insertion.
+#[derive(Debug)]
+pub(crate) struct Pool<T: ?Sized> {
+    set: HashSet<Arc<T>>,
+    sweep_at: usize,
+}
+
+impl<T: ?Sized> Default for Pool<T> {
+    fn default() -> Self {
+        Pool { set: HashSet::new(), sweep_at: 64 }
+    }
+}
+
+impl<T: ?Sized + Eq + Hash> Pool<T> {
+    /// The shared copy of `value`, made from it when none is held.
+    fn get(&mut self, value: &T) -> Arc<T>
+    where
+        for<'a> Arc<T>: From<&'a T>,
+    {
+        if let Some(shared) = self.set.get(value) {
+            return shared.clone();
+        }
+        if self.set.len() >= self.sweep_at {
+            self.set.retain(|v| Arc::strong_count(v) > 1);
+            self.sweep_at = (self.set.len() * 2).max(64);
+        }
+        let shared = Arc::from(value);
+        self.set.insert(shared.clone());
+        shared
+    }
+
+    /// Values held.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.set.len()
+    }
+}
+
+/// The interned values of one kind's cache: namespaces and classes, status lists, status
+/// writers' lists.
+#[derive(Debug)]
+pub(crate) struct Interner<E> {
+    strings: Pool<str>,
+    lists: Pool<[E]>,
+    managers: Pool<[Box<str>]>,
+}
+
+impl<E> Default for Interner<E> {
+    fn default() -> Self {
+        Interner { strings: Pool::default(), lists: Pool::default(), managers: Pool::default() }
+    }
+}
+
+impl<E: Clone + Eq + Hash + 'static> Interner<E> {
+    fn string(&mut self, s: &str) -> Arc<str> {
+        self.strings.get(s)
+    }
+
+    /// The compact form of a lean object: its key and what is stored under it.
+    pub(crate) fn store(&mut self, leaned: Leaned<E>) -> (Key, Stored<E>) {
+        let Leaned { write, resource_version, uid, status_managers } = leaned;
+        let key = (self.string(&write.namespace), write.name.into_boxed_str());
+        let managers: Vec<Box<str>> = status_managers.into_iter().map(String::into_boxed_str).collect();
+        let stored = Stored {
+            class: write.class.as_deref().map(|c| self.string(c)),
+            addresses: self.lists.get(&write.addresses[..]),
+            omitted: u32::try_from(write.omitted).unwrap_or(u32::MAX),
+            resource_version: resource_version.map(String::into_boxed_str),
+            status_managers: self.managers.get(&managers[..]),
+            uid: uid.as_deref().map(Uid::of),
+        };
+        (key, stored)
+    }
+}
+
+/// What [`Interner::store`]'s caller shares it through: the watch and the work loop's patches.
+pub(crate) type Shared<E> = Mutex<Interner<E>>;
+
+/// A `metadata.uid`: 16 bytes when it is a UUID (the API server's), else as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Uid {
+    Uuid([u8; 16]),
+    Other(Box<str>),
+}
+
+impl Uid {
+    pub(crate) fn of(s: &str) -> Uid {
+        Uid::parse(s).map_or_else(|| Uid::Other(s.into()), Uid::Uuid)
+    }
+
+    /// The 16 bytes of a canonical (lower-case, hyphenated 8-4-4-4-12) UUID; `None` for any
+    /// other spelling, which is kept as written so that it reads back the same.
+    fn parse(s: &str) -> Option<[u8; 16]> {
+        let b = s.as_bytes();
+        if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        let mut digits = b.iter().filter(|&&c| c != b'-');
+        for byte in &mut out {
+            let mut v = 0u8;
+            for _ in 0..2 {
+                let c = *digits.next()?;
+                let d = match c {
+                    b'0'..=b'9' => c - b'0',
+                    b'a'..=b'f' => c - b'a' + 10,
+                    _ => return None,
+                };
+                v = v << 4 | d;
+            }
+            *byte = v;
+        }
+        Some(out)
+    }
+
+    /// Whether `s` spells this uid.
+    pub(crate) fn is(&self, s: &str) -> bool {
+        match self {
+            Uid::Uuid(bytes) => Uid::parse(s).is_some_and(|b| &b == bytes),
+            Uid::Other(own) => **own == *s,
+        }
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uid::Uuid(b) => {
+                for (i, byte) in b.iter().enumerate() {
+                    if [4, 6, 8, 10].contains(&i) {
+                        f.write_str("-")?;
+                    }
+                    write!(f, "{byte:02x}")?;
+                }
+                Ok(())
+            }
+            Uid::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// What is kept per object beside its [`Key`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stored<E> {
+    class: Option<Arc<str>>,
+    addresses: Arc<[E]>,
+    omitted: u32,
+    resource_version: Option<Box<str>>,
+    /// The field managers that wrote the status, latest first (bounded).
+    status_managers: Arc<[Box<str>]>,
+    /// `metadata.uid`, for the known-object index the audit trail checks Events against.
+    uid: Option<Uid>,
+}
+
+impl<E: Clone> Stored<E> {
+    /// The write `decide` reads, for one judgement.
+    pub(crate) fn write(&self, key: &Key) -> Write<E> {
+        Write {
+            namespace: key.0.to_string(),
+            name: key.1.to_string(),
+            class: self.class.as_deref().map(str::to_owned),
+            addresses: self.addresses.to_vec(),
+            omitted: self.omitted as usize,
+        }
+    }
+
+    /// The stored status list.
+    pub(crate) fn addresses(&self) -> &[E] {
+        &self.addresses
+    }
+
+    pub(crate) fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+
+    pub(crate) fn status_managers(&self) -> impl Iterator<Item = &str> {
+        self.status_managers.iter().map(|m| &**m)
+    }
+
+    pub(crate) fn uid(&self) -> Option<&Uid> {
+        self.uid.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::address::Address;
+
+    #[test]
+    fn a_uuid_is_16_bytes_and_reads_back_the_same() {
+        let s = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let uid = Uid::of(s);
+        assert!(matches!(uid, Uid::Uuid(_)));
+        assert_eq!(uid.to_string(), s);
+        assert!(uid.is(s) && !uid.is("0f8fad5b-d9cb-469f-a165-70867728950f"));
+        for other in ["uid-1", "0F8FAD5B-D9CB-469F-A165-70867728950E", "0f8fad5bxd9cb-469f-a165-70867728950e"] {
+            let uid = Uid::of(other);
+            assert!(matches!(uid, Uid::Other(_)), "{other}");
+            assert!(uid.is(other) && uid.to_string() == other);
+        }
+    }
+
+    #[test]
+    fn equal_values_are_shared_and_unheld_ones_swept() {
+        let mut i = Interner::<Address>::default();
+        let leaned = |ns: &str, name: &str| Leaned {
+            write: Write {
+                namespace: ns.into(),
+                name: name.into(),
+                class: Some("nginx".into()),
+                addresses: vec![Address { ip: Some("192.0.2.1".into()), ..Address::default() }],
+                omitted: 0,
+            },
+            resource_version: Some("7".into()),
+            uid: None,
+            status_managers: vec!["nginx".into()],
+        };
+        let (a, sa) = i.store(leaned("ns", "a"));
+        let (b, sb) = i.store(leaned("ns", "b"));
+        assert!(Arc::ptr_eq(&a.0, &b.0) && Arc::ptr_eq(&sa.addresses, &sb.addresses));
+        assert_eq!(sa.write(&a), leaned("ns", "a").write);
+        drop((a, sa, b, sb));
+        for n in 0..200 {
+            i.store(leaned(&format!("ns-{n}"), "x"));
+        }
+        assert!(i.strings.len() <= 128, "unheld namespaces are swept: {}", i.strings.len());
+    }
+}

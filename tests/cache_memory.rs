@@ -1,0 +1,129 @@
+//! Memory per cached object (issue 34): a counting global allocator over the reconciler's own
+//! cache ([`IngressCache`]: the watch's reader, projection and map), fed one list of 10,000
+//! Ingresses as the API server serves them (a 200-byte annotation, managedFields, rules; varied
+//! names, namespaces and classes; one to four status addresses). The bytes it holds after the
+//! list, per object, are bounded. Deterministic: counted bytes, no clock.
+//!
+//! A global allocator counts every thread of the process, so this is a binary of its own, with
+//! one test.
+
+use std::{
+    alloc::{GlobalAlloc, Layout, System},
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+use ingress_status_guard::IngressCache;
+
+/// The system allocator, counting the bytes held now.
+struct Counting;
+
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed to `System` unchanged; only a counter is added.
+#[allow(unsafe_code)] // a counting allocator forwards to the system allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            HELD.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            HELD.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(ptr, layout) };
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            HELD.fetch_add(new_size, Ordering::Relaxed);
+            HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const N: usize = 10_000;
+/// The bound of issue 34 per governed Ingress.
+const GOVERNED_BYTES: usize = 300;
+
+/// A small deterministic generator (xorshift), so the objects vary without a seed file.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+/// The status addresses of load balancer `lb` of a class: one to four entries, IPs and
+/// hostnames; with `unique`, the Ingress's own (`i`) instead of its load balancer's.
+fn addresses(lb: u64, count: u64, unique: Option<usize>) -> String {
+    let tag = unique.map_or(lb, |i| i as u64 + 1_000);
+    let entry = |k: u64| match k % 3 {
+        0 => format!("{{\"ip\":\"10.{}.{}.{k}\"}}", tag / 250 % 250, tag % 250),
+        1 => format!("{{\"hostname\":\"lb-{tag}-{k}.elb.eu-west-1.amazonaws.com\"}}"),
+        _ => format!("{{\"ip\":\"2001:db8::{tag:x}:{k}\"}}"),
+    };
+    (0..count).map(entry).collect::<Vec<_>>().join(",")
+}
+
+/// Ingress `i` as a list serves it.
+fn ingress(i: usize, rng: &mut Rng, unique: bool) -> Vec<u8> {
+    let class = ["nginx", "internal", "public"][rng.next(3) as usize];
+    let namespace = format!("team-{:03}", rng.next(100));
+    let name = format!("app-{i}-{}", ["web", "api", "grpc-backend", "x"][rng.next(4) as usize]);
+    let lb = rng.next(8);
+    let count = lb % 4 + 1;
+    let list = addresses(lb, count, unique.then_some(i));
+    let uid =
+        format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", i, rng.next(1 << 16), i % 4096, rng.next(4096), i * 7919);
+    format!(
+        r#"{{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{{"name":"{name}","namespace":"{namespace}","uid":"{uid}","resourceVersion":"{rv}","generation":1,"creationTimestamp":"2026-12-02T10:00:00Z","annotations":{{"note":"{note}"}},"managedFields":[{{"manager":"kubectl","operation":"Update","apiVersion":"networking.k8s.io/v1","time":"2026-12-02T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:spec":{{}}}}}},{{"manager":"{class}-controller","operation":"Update","apiVersion":"networking.k8s.io/v1","time":"2026-12-02T10:00:01Z","fieldsType":"FieldsV1","fieldsV1":{{"f:status":{{"f:loadBalancer":{{"f:ingress":{{}}}}}}}},"subresource":"status"}}]}},"spec":{{"ingressClassName":"{class}","rules":[{{"host":"{name}.example.com","http":{{"paths":[{{"path":"/","pathType":"Prefix","backend":{{"service":{{"name":"{name}","port":{{"number":80}}}}}}}}]}}}}]}},"status":{{"loadBalancer":{{"ingress":[{list}]}}}}}}"#,
+        rv = 100_000 + i * 3,
+        note = "n".repeat(200),
+    )
+    .into_bytes()
+}
+
+/// Bytes the cache holds per object after one list of `N` Ingresses.
+fn bytes_per_object(unique: bool) -> f64 {
+    let mut cache = IngressCache::new();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let before = HELD.load(Ordering::Relaxed);
+    let held = cache.list((0..N).map(|i| ingress(i, &mut rng, unique)).collect::<Vec<_>>().iter().map(Vec::as_slice));
+    assert_eq!(held, N, "every Ingress is held");
+    let after = HELD.load(Ordering::Relaxed);
+    drop(cache);
+    (after - before) as f64 / N as f64
+}
+
+#[test]
+fn a_cached_ingress_costs_at_most_300_bytes() {
+    let shared = bytes_per_object(false);
+    let unique = bytes_per_object(true);
+    eprintln!(
+        "cache: {shared:.0} bytes per Ingress (load balancers' lists shared), {unique:.0} (a list of its own each)"
+    );
+    assert!(shared <= GOVERNED_BYTES as f64, "{shared:.0} bytes per Ingress");
+}
