@@ -7,6 +7,7 @@ use std::sync::Arc;
 /// forwarding in both directions, keeping every connection open (a hung API server, as a
 /// half-dead node or a black-holing network looks to a client). Bytes read while stalled are
 /// never forwarded; connections made after `stall` is cleared again pass.
+#[allow(dead_code)] // not every test binary uses it
 pub(crate) async fn stalling_proxy(upstream: String, stall: Arc<std::sync::atomic::AtomicBool>) -> u16 {
     use std::sync::atomic::Ordering;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
