@@ -92,6 +92,8 @@ pub(crate) struct Settings {
 pub(crate) enum CutoverError {
     #[error(transparent)]
     Cluster(#[from] RequestError),
+    #[error(transparent)]
+    Scope(#[from] crate::scope::ReadError),
     #[error("--config-map {0}: ConfigMap not found")]
     NoConfigMap(ConfigMapRef),
     #[error("--key {key}: ConfigMap {config_map} has no key {key:?} (it has: {known})")]
@@ -188,9 +190,13 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
         check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, &kept)?;
     }
     let from = before.as_ref().and_then(|p| p.iter().find(|p| p.name == settings.policy));
-    let sources = snapshot::read(&client, &policies, timeout).await?;
+    // The guard's scope, as `check` reads it: the Namespaces' labels are read with the scoped
+    // policies, so the plan can tell an Ingress outside it.
+    let scope = crate::scope::read(&client, &settings.cluster.webhook_configuration, timeout).await?;
+    let scoped = scope.as_ref().map(|scope| policies.within(scope));
+    let sources = snapshot::read(&client, scoped.as_ref().unwrap_or(&policies), timeout).await?;
     let stored = stored(&client, timeout).await?;
-    let plan = Plan::build(&stored, &policies, &sources, &settings.policy, from);
+    let plan = Plan::build(&stored, &policies, &sources, &settings.policy, from, scope.as_ref());
     let mut show = show::Show::new(settings.output, std::io::stdout().is_terminal());
     show.plan(&plan);
     if let Some(message) = plan::unresolved_message(&plan) {

@@ -1,15 +1,19 @@
 //! Issue 33, item 9: `--rollback` restores the named policy's source alone (and refuses when it
-//! was edited since), and Ctrl-C while following says what stays applied and how to undo it.
+//! was edited since), Ctrl-C while following says what stays applied and how to undo it, an
+//! Ingress outside the guard's scope is shown as such and not waited for, and a tenant's
+//! hostname with escape sequences is printed escaped.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::harness::*;
-use super::support::{Class, TestEnv, create_ingress};
+use super::support::{Class, TestEnv, create_ingress, write_status};
 
 fn two_policies(ns: &str) -> String {
     format!(
@@ -123,4 +127,89 @@ async fn sigint_while_following_prints_the_rollback_and_exits_130() {
     let back = run(BINARY, &words, None).await;
     let cm = Api::<ConfigMap>::namespaced(t.admin.clone(), &t.ns).get(CONFIG_MAP).await.unwrap();
     assert!(cm.data.unwrap()["config.yaml"].contains("controller-a"), "rolled back: {}", back.stderr);
+}
+
+/// The guard's webhook configuration selects only this test's Namespace: an Ingress of the
+/// policy in another Namespace is listed OUT OF SCOPE and not waited for (the one in scope is
+/// already there, so the cutover ends at once, exit 0, the other still off). Its external-dns
+/// hostname, a tenant's text, carries an escape sequence: the plan prints it escaped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_scope_ingresses_are_not_waited_for_and_hostnames_are_escaped() {
+    let t = TestEnv::new("cutover-scope").await;
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    lb_service(&services, "controller-a", A).await;
+    create_config_map(&t, &policy_file(&t.ns, &format!("{}/controller-a", t.ns))).await;
+    let key = format!("isg-scope-{}", t.ns);
+    let label = json!({"metadata": {"labels": {key.as_str(): "in"}}});
+    Api::<Namespace>::all(t.admin.clone()).patch(&t.ns, &PatchParams::default(), &Patch::Merge(&label)).await.unwrap();
+    let outside = t.cluster.namespace(&t.admin, "cutover-scope-out").await;
+    let name = format!("isg-{}", t.ns);
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "scope.cutover.ingress-status-guard.test",
+            "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
+            // Matches no write of any test.
+            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["ingressclasses"]}],
+            "namespaceSelector": {"matchLabels": {key.as_str(): "in"}},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+        }]
+    }))
+    .unwrap();
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(t.admin.clone());
+    configs.create(&PostParams::default(), &config).await.unwrap();
+    let to = "192.0.2.60";
+    create_ingress(&t.ingresses, "in", Class::Field(&t.ns)).await;
+    write_status(&t.rogue, "in", &[to], false).await.unwrap();
+    let out: Api<Ingress> = Api::namespaced(t.admin.clone(), &outside);
+    create_ingress(&out, "out", Class::Field(&t.ns)).await;
+    let rogue_out: Api<Ingress> = Api::namespaced(t.cluster.rogue().await, &outside);
+    write_status(&rogue_out, "out", &["198.51.100.7"], false).await.unwrap();
+    // A tenant's hostname annotation: external-dns's, free text, an ESC in it.
+    let host = json!({"metadata": {"annotations": {"external-dns.alpha.kubernetes.io/hostname": "shop\u{1b}[2J\u{1b}]0;owned\u{7}.example.test"}}});
+    t.ingresses.patch("in", &PatchParams::default(), &Patch::Merge(&host)).await.unwrap();
+    write_status(&t.rogue, "in", &["198.51.100.8"], false).await.unwrap();
+
+    let scope = format!("--webhook-configuration={name}");
+    let dry = run(
+        BINARY,
+        &cutover_args(
+            &t,
+            t.cluster.admin_kubeconfig(),
+            &[&format!("--to-publish-status-address={to}"), &scope, "--dry-run"],
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(dry.code, Some(0), "{}", dry.stderr);
+    assert!(
+        !dry.stdout.contains('\u{1b}') && !dry.stdout.contains('\u{7}'),
+        "no raw control character: {:?}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("shop\\u{1b}[2J\\u{1b}]0;owned\\u{7}.example.test"),
+        "the hostname, escaped:\n{}",
+        dry.stdout
+    );
+    let line = format!(
+        "OUT OF SCOPE (the guard's webhook configuration does not select their Namespace; the reconciler leaves them as they are): {outside}/out"
+    );
+    assert!(dry.stdout.contains(&line), "{}", dry.stdout);
+    assert!(dry.stdout.contains("1 outside the guard's scope (not moved, not waited for)"), "{}", dry.stdout);
+
+    // In scope, "in" is put back to the new value before the cutover: nothing left to wait for.
+    write_status(&t.rogue, "in", &[to], false).await.unwrap();
+    let to_flag = format!("--to-publish-status-address={to}");
+    let args = [to_flag.as_str(), scope.as_str(), "-o", "json", "--timeout=30s"];
+    let moved = run(BINARY, &cutover_args(&t, t.cluster.admin_kubeconfig(), &args), None).await;
+    assert_eq!(moved.code, Some(0), "not waited for: {}", moved.stderr);
+    let stream = events(&moved.stdout);
+    assert_eq!(stream[0]["outOfScope"], json!([format!("{outside}/out")]), "{}", moved.stdout);
+    assert_eq!(stream[0]["summary"]["outOfScope"], 1);
+    assert_eq!(stream.last().unwrap()["event"], "done", "{}", moved.stdout);
+    assert_eq!(super::support::addresses(&out.get("out").await.unwrap()), ["198.51.100.7"], "left alone");
+    configs.delete(&name, &DeleteParams::default()).await.unwrap();
 }
