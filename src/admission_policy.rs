@@ -144,10 +144,6 @@ pub(crate) trait Admitted: crate::kind::Governed {
     /// What precedes a policy's name in the name of its admission objects.
     const ADMISSION_PREFIX: &'static str;
 
-    /// Whether the reconciler judges objects of this kind by the values their admission
-    /// policies enforce ([`desired::Desired::values`]).
-    const PUBLISHED: bool;
-
     /// The kind's part of a policy's admission objects (`--admission=policy`) for a non-empty
     /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
     /// compares the status list; or why the list cannot be rendered.

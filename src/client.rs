@@ -138,6 +138,27 @@ pub(crate) async fn within<T>(
     }
 }
 
+/// Runs the write `write` only if this replica leads when it starts, and cancels it (drops its
+/// request) the moment leadership is lost: `None` then. Every write of the leader's work (the
+/// reconciler's patches, the admission policy keeper's applies and deletes) goes through it,
+/// so a deposed leader does not finish a pass it began: the election drops `leading` at the
+/// renew deadline, before any other replica may take the Lease over.
+pub(crate) async fn fenced<T>(
+    leading: &tokio::sync::watch::Receiver<bool>,
+    write: impl Future<Output = T>,
+) -> Option<T> {
+    let mut lost = leading.clone();
+    if !*lost.borrow_and_update() {
+        return None;
+    }
+    tokio::select! {
+        biased;
+        // A closed channel (the election is gone) is lost leadership too.
+        _ = lost.wait_for(|leading| !*leading) => None,
+        done = write => Some(done),
+    }
+}
+
 // ---- One-shot reads: `check`, `explain` and `cutover` ----
 
 /// Why a one-shot command could not read (or write) what it needed: the client, or one
@@ -292,6 +313,34 @@ pub(crate) async fn server_stores_ingress_ports(client: &kube::Client) -> Option
 
 #[cfg(test)]
 mod tests {
+    use super::fenced;
+
+    #[tokio::test]
+    async fn a_fenced_write_runs_only_while_leading_and_is_cancelled_when_leadership_is_lost() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let polled = AtomicBool::new(false);
+        let write = async { polled.store(true, Ordering::SeqCst) };
+        assert_eq!(fenced(&rx, write).await, None, "not leading: not attempted");
+        assert!(!polled.load(Ordering::SeqCst), "the write never started");
+        tx.send_replace(true);
+        assert_eq!(fenced(&rx, async { 7 }).await, Some(7));
+        // A write hanging on a stalled connection is dropped when the lead is lost.
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        let hung = async {
+            let _ = started_tx.send(());
+            std::future::pending::<()>().await;
+        };
+        let lose = async {
+            let _ = started.await;
+            tx.send_replace(false);
+        };
+        let (result, ()) = tokio::join!(fenced(&rx, hung), lose);
+        assert_eq!(result, None, "cancelled once leadership is lost");
+        drop(tx);
+        assert_eq!(fenced(&rx, async { 1 }).await, None, "the election gone: not leading");
+    }
+
     fn kubeconfig(dir: &std::path::Path, file: &str, contexts: &[&str], current: &str) -> std::path::PathBuf {
         let mut text = format!("apiVersion: v1\nkind: Config\ncurrent-context: {current}\ncontexts:\n");
         for c in contexts {

@@ -1,12 +1,14 @@
 //! `cutover`: moves one policy's source in the policy ConfigMap the guard reloads, and shows
 //! the move. Plan (the webhook's own `decide` over the edited file and the live sources, read as
-//! `check` reads them), act (one server-side apply of the ConfigMap, the previous value kept in
-//! an annotation), follow (a watch of the Ingresses until each is canonical for the new source,
-//! or `--timeout`). `--rollback` is the same three steps back to the annotation's value.
+//! `check` reads them), act (one server-side apply of the ConfigMap, the policy's previous source
+//! kept in an annotation beside every other policy's: `previous`), follow (a watch of the
+//! Ingresses until each is canonical for the new source, or `--timeout`). `--rollback` is the
+//! same three steps back to the policy's kept source, the other policies left as they are.
 
 mod edit;
 mod follow;
 mod plan;
+mod previous;
 mod show;
 mod track;
 
@@ -80,6 +82,9 @@ pub(crate) struct Settings {
     pub dry_run: bool,
     pub output: Output,
     pub timeout: Duration,
+    /// How this program is run, for the undo command printed at SIGINT: `kubectl isg` or
+    /// `ingress-status-guard`.
+    pub invoked_as: String,
 }
 
 /// What stops a cutover: bad input and API errors exit 2, an unresolved source or a timeout 1.
@@ -87,6 +92,8 @@ pub(crate) struct Settings {
 pub(crate) enum CutoverError {
     #[error(transparent)]
     Cluster(#[from] RequestError),
+    #[error(transparent)]
+    Scope(#[from] crate::scope::ReadError),
     #[error("--config-map {0}: ConfigMap not found")]
     NoConfigMap(ConfigMapRef),
     #[error("--key {key}: ConfigMap {config_map} has no key {key:?} (it has: {known})")]
@@ -117,6 +124,15 @@ pub(crate) enum CutoverError {
     Unresolved(String),
     #[error("--timeout {timeout:?} passed with {moved}/{total} Ingresses moved: {not_moved}")]
     Timeout { timeout: Duration, moved: usize, total: usize, not_moved: String },
+    #[error("interrupted (SIGINT): {}", interrupted(applied.as_deref(), undo))]
+    Interrupted { applied: Option<String>, undo: String },
+}
+
+fn interrupted(applied: Option<&str>, undo: &str) -> String {
+    match applied {
+        Some(applied) => format!("{applied} stays applied; to undo it: {undo}"),
+        None => "nothing was written by this run".to_owned(),
+    }
 }
 
 impl CutoverError {
@@ -125,6 +141,8 @@ impl CutoverError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             CutoverError::Unresolved(_) | CutoverError::Timeout { .. } => 1,
+            // 128 + SIGINT, as a shell reports a process Ctrl-C ended.
+            CutoverError::Interrupted { .. } => 130,
             _ => 2,
         }
     }
@@ -150,7 +168,7 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     })?;
     let annotation = edit::previous_annotation(&settings.key)
         .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
-    let edited = edited_text(settings, cm_ref, &config_map, current, &annotation)?;
+    let (edited, kept) = edited_text(settings, cm_ref, &config_map, current, &annotation)?;
     let shown = format!("{} of ConfigMap {cm_ref}", settings.key);
     let policies = edit::validate(&shown, &edited).map_err(CutoverError::Invalid)?;
     let target = policies.iter().find(|p| p.name == settings.policy).ok_or_else(|| CutoverError::Policy {
@@ -169,12 +187,16 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     // What the apply would be refused for is bad input too: said before the plan, and by a
     // dry run as well.
     if !unchanged {
-        check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, current)?;
+        check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, &kept)?;
     }
     let from = before.as_ref().and_then(|p| p.iter().find(|p| p.name == settings.policy));
-    let sources = snapshot::read(&client, &policies, timeout).await?;
+    // The guard's scope, as `check` reads it: the Namespaces' labels are read with the scoped
+    // policies, so the plan can tell an Ingress outside it.
+    let scope = crate::scope::read(&client, &settings.cluster.webhook_configuration, timeout).await?;
+    let scoped = scope.as_ref().map(|scope| policies.within(scope));
+    let sources = snapshot::read(&client, scoped.as_ref().unwrap_or(&policies), timeout).await?;
     let stored = stored(&client, timeout).await?;
-    let plan = Plan::build(&stored, &policies, &sources, &settings.policy, from);
+    let plan = Plan::build(&stored, &policies, &sources, &settings.policy, from, scope.as_ref());
     let mut show = show::Show::new(settings.output, std::io::stdout().is_terminal());
     show.plan(&plan);
     if let Some(message) = plan::unresolved_message(&plan) {
@@ -187,36 +209,89 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
         // The guard already runs these policies (the text may differ, as the edit rewrites
         // the YAML); applying would only overwrite the kept previous value with this one.
         show.unchanged(&cm_ref.to_string(), &settings.key);
-        return follow::follow(&client, settings, &policies, &plan, &mut show).await;
+        return interruptible(&client, settings, cm_ref, &policies, &plan, &mut show, None).await;
     }
-    let applied = apply(&api, cm_ref, &config_map, settings, &annotation, &edited, current).await?;
+    let applied = apply(&api, cm_ref, &config_map, settings, &annotation, &edited, &kept).await?;
     show.applied(&cm_ref.to_string(), &settings.key, &annotation, &applied);
-    follow::follow(&client, settings, &policies, &plan, &mut show).await
+    let applied = format!("ConfigMap {cm_ref} key {} (resourceVersion {applied})", settings.key);
+    interruptible(&client, settings, cm_ref, &policies, &plan, &mut show, Some(applied)).await
 }
 
-/// The key's new text: the current one with the policy's source replaced, or the kept
-/// previous one for `--rollback`.
+/// Follows until done, or until SIGINT: then says what stays applied and how to undo it, and
+/// ends with exit 130. The handler is installed only here, so a Ctrl-C before anything is
+/// applied ends the process as it always does.
+async fn interruptible(
+    client: &Client,
+    settings: &Settings,
+    cm_ref: &ConfigMapRef,
+    policies: &Policies,
+    plan: &Plan,
+    show: &mut show::Show,
+    applied: Option<String>,
+) -> Result<(), CutoverError> {
+    let followed = tokio::select! {
+        result = follow::follow(client, settings, policies, plan, show) => Some(result),
+        // A handler that cannot be installed disables this branch: the follow goes on.
+        Ok(()) = tokio::signal::ctrl_c() => None,
+    };
+    if let Some(result) = followed {
+        return result;
+    }
+    let undo = undo_command(settings, cm_ref);
+    show.interrupted(applied.as_deref(), &undo);
+    Err(CutoverError::Interrupted { applied, undo })
+}
+
+/// The command that undoes this run: `--rollback` of the policy after a cutover; after a
+/// rollback, another cutover to where it had moved.
+fn undo_command(settings: &Settings, cm_ref: &ConfigMapRef) -> String {
+    let base = format!(
+        "{} cutover --config-map {cm_ref} --key {} --policy {}",
+        settings.invoked_as,
+        shell_word(&settings.key),
+        shell_word(&settings.policy)
+    );
+    match &settings.change {
+        Change::To(_) => format!("{base} --rollback"),
+        Change::Rollback => format!("{base} --to-... (this was the rollback: cut over again to where it had moved)"),
+    }
+}
+
+/// `word` as one shell word: as it is when plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@".contains(c));
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
+}
+
+/// The key's new text, the current one with the policy's source replaced (or, for
+/// `--rollback`, put back to the one kept for it), and the annotation's new text.
 fn edited_text(
     settings: &Settings,
     cm_ref: &ConfigMapRef,
     config_map: &ConfigMap,
     current: &str,
     annotation: &str,
-) -> Result<String, CutoverError> {
-    match &settings.change {
-        Change::To(source) => edit::replace_source(current, &settings.policy, source).map_err(|e| match e {
-            e @ EditError::NoSuchPolicy { .. } => CutoverError::Policy { policy: settings.policy.clone(), source: e },
-            e => CutoverError::File { config_map: cm_ref.clone(), key: settings.key.clone(), source: e },
-        }),
+) -> Result<(String, String), CutoverError> {
+    let kept = config_map.metadata.annotations.as_ref().and_then(|a| a.get(annotation));
+    let edited = match &settings.change {
+        Change::To(source) => previous::cut_over(current, &settings.policy, source, kept.map(String::as_str)),
         Change::Rollback => {
-            config_map.metadata.annotations.as_ref().and_then(|a| a.get(annotation)).cloned().ok_or_else(|| {
-                CutoverError::NothingToRollBack { config_map: cm_ref.clone(), annotation: annotation.to_owned() }
-            })
+            let kept = kept.ok_or_else(|| CutoverError::NothingToRollBack {
+                config_map: cm_ref.clone(),
+                annotation: annotation.to_owned(),
+            })?;
+            previous::roll_back(current, &settings.policy, kept)
         }
-    }
+    };
+    edited.map_err(|e| match e {
+        e @ (EditError::NoSuchPolicy { .. } | EditError::NothingKept { .. } | EditError::ChangedSince { .. }) => {
+            CutoverError::Policy { policy: settings.policy.clone(), source: e }
+        }
+        e => CutoverError::File { config_map: cm_ref.clone(), key: settings.key.clone(), source: e },
+    })
 }
 
-/// Whether the ConfigMap, with `edited` as `key` and `previous` kept in `annotation`, is one the
+/// Whether the ConfigMap, with `edited` as `key` and `kept` in `annotation`, is one the
 /// API server stores (its bounds on data and on annotations).
 fn check_size(
     config_map: &ConfigMap,
@@ -224,7 +299,7 @@ fn check_size(
     key: &str,
     annotation: &str,
     edited: &str,
-    previous: &str,
+    kept: &str,
 ) -> Result<(), CutoverError> {
     let data = config_map.data.iter().flatten().filter(|(k, _)| *k != key).map(|(k, v)| k.len() + v.len());
     let binary = config_map.binary_data.iter().flatten().map(|(k, v)| k.len() + v.0.len());
@@ -237,7 +312,7 @@ fn check_size(
         .filter(|(k, _)| *k != annotation)
         .map(|(k, v)| k.len() + v.len())
         .sum();
-    edit::check_fits(key, annotation, edited, previous, other_data, other_annotations)
+    edit::check_fits(key, annotation, edited, kept, other_data, other_annotations)
         .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })
 }
 
@@ -251,7 +326,7 @@ async fn apply(
     settings: &Settings,
     annotation: &str,
     edited: &str,
-    previous: &str,
+    kept: &str,
 ) -> Result<String, CutoverError> {
     let body = serde_json::json!({
         "apiVersion": "v1",
@@ -260,7 +335,7 @@ async fn apply(
             "name": cm_ref.name,
             "namespace": cm_ref.namespace,
             "resourceVersion": read.metadata.resource_version,
-            "annotations": {annotation: previous},
+            "annotations": {annotation: kept},
         },
         "data": {settings.key.as_str(): edited},
     });
@@ -331,4 +406,17 @@ fn known_keys(data: &BTreeMap<String, String>) -> String {
 
 fn policy_names(policies: &Policies) -> String {
     policies.iter().map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn the_undo_command_quotes_what_a_shell_would_split() {
+        assert_eq!(shell_word("config.yaml"), "config.yaml");
+        assert_eq!(shell_word("my policy"), "'my policy'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("$(rm -rf ~)"), "'$(rm -rf ~)'");
+    }
 }

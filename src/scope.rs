@@ -33,6 +33,10 @@ pub(crate) enum ScopeError {
         "MutatingWebhookConfiguration {name}: webhooks[{index}].objectSelector is set, and the reconciler keeps no Ingress labels to stay within it; scope by namespaceSelector"
     )]
     ObjectSelector { name: String, index: usize },
+    #[error(
+        "MutatingWebhookConfiguration {name}: webhooks[{index}].matchConditions ({condition:?}) is CEL the guard cannot evaluate, so it cannot know where admission runs: the reconciler patches nothing (fail closed); scope by namespaceSelector instead"
+    )]
+    MatchConditions { name: String, index: usize, condition: String },
 }
 
 /// The Namespaces `config` sends reviews for, as one selector: every webhook's
@@ -55,6 +59,12 @@ pub(crate) fn selector_of(config: &MutatingWebhookConfiguration) -> Result<Label
         };
         if webhook.object_selector.as_ref().is_some_and(|s| !empty(s)) {
             return Err(ScopeError::ObjectSelector { name, index });
+        }
+        // A condition can exclude any write (a namespace, a user, a field): patching where it
+        // would exclude is patching where admission never runs. Its name is the caller's text.
+        if let Some(first) = webhook.match_conditions.as_deref().and_then(<[_]>::first) {
+            let condition = crate::names::truncate(&first.name, 63, 63);
+            return Err(ScopeError::MatchConditions { name, index, condition });
         }
         let Some(selector) = webhook.namespace_selector.clone() else { continue };
         let selector = LabelSelector::from_kube(selector).map_err(|source| ScopeError::Selector {
@@ -156,6 +166,12 @@ mod tests {
             (
                 config(json!([hook(json!({"objectSelector": {"matchLabels": {"a": "b"}}}))])),
                 "webhooks[0].objectSelector is set",
+            ),
+            (
+                config(json!([hook(json!({"matchConditions": [
+                    {"name": "not-kube-system", "expression": "request.namespace != 'kube-system'"}
+                ]}))])),
+                "webhooks[0].matchConditions (\"not-kube-system\") is CEL the guard cannot evaluate",
             ),
             (
                 config(json!([

@@ -19,6 +19,9 @@ mod guide;
 #[path = "cutover/gateway.rs"]
 mod gateway;
 
+#[path = "cutover/rollback.rs"]
+mod rollback;
+
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -113,11 +116,12 @@ async fn two_hundred_ingresses_move_to_service_b_and_back() {
     await_all(&t, &names, B, &guard).await;
     assert_eq!(addresses(&t.ingresses.get("other").await.unwrap()), Vec::<String>::new(), "not governed: untouched");
     let cm = Api::<ConfigMap>::namespaced(t.admin.clone(), &t.ns).get(CONFIG_MAP).await.unwrap();
-    let previous = cm.metadata.annotations.clone().unwrap_or_default().remove(ANNOTATION);
+    let previous = cm.metadata.annotations.clone().unwrap_or_default().remove(ANNOTATION).unwrap_or_default();
+    let previous: serde_json::Value = serde_norway::from_str(&previous).unwrap();
     assert_eq!(
-        previous.as_deref(),
-        Some(policy_file(&t.ns, &format!("{}/controller-a", t.ns)).as_str()),
-        "the previous value, comments and all"
+        previous["previousSources"]["edge"],
+        json!({"before": {"publishService": format!("{}/controller-a", t.ns)}, "after": {"publishService": format!("{}/controller-b", t.ns)}}),
+        "the policy's previous source, beside the one the cutover set"
     );
     let managers: Vec<String> = cm.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
     assert!(managers.iter().any(|m| m == "ingress-status-guard-cutover"), "{managers:?}");
@@ -260,11 +264,11 @@ async fn bad_input_exits_2_naming_the_flag() {
         ),
     );
 
-    // A previous value that would not fit in the annotations (the API server's 256 KiB for all
-    // of them together) is refused before anything is written.
-    let big = format!("# {}\n{}", "x".repeat(60 * 1024), policy_file(&t.ns, &format!("{}/controller-a", t.ns)));
+    // Kept sources that would not fit in the annotations (the API server's 256 KiB for all of
+    // them together) are refused before anything is written.
+    let big = policy_file(&t.ns, &format!("{}/controller-a", t.ns));
     let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "isg-big", "annotations": {"filler": "y".repeat(200 * 1024)}},
+        "metadata": {"name": "isg-big", "annotations": {"filler": "y".repeat(256 * 1024 - 64)}},
         "data": {"config.yaml": big}
     }))
     .unwrap();
@@ -272,7 +276,7 @@ async fn bad_input_exits_2_naming_the_flag() {
     let mut args = cutover_args(&t, &kc, &[&to_b]);
     args[2] = format!("--config-map={}/isg-big", t.ns);
     let out = run(BINARY, &args, None).await;
-    one_line(&out, &format!("--config-map {}/isg-big: the key's previous value (", t.ns));
+    one_line(&out, &format!("--config-map {}/isg-big: the previous sources kept for --rollback (", t.ns));
     assert!(out.stderr.contains("would not fit in the ConfigMap's annotations"), "{}", out.stderr);
 
     // A previous value that the guard would refuse is not restored, with the guard's error.

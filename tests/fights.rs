@@ -505,48 +505,6 @@ async fn a_namespace_labelled_into_the_webhooks_scope_is_healed_without_restart(
     configs.delete(&name, &Default::default()).await.unwrap();
 }
 
-/// A TCP proxy the test controls: forwards to `upstream` until `stall` is set, then stops
-/// forwarding in both directions, keeping every connection open (a hung API server, as a
-/// half-dead node or a black-holing network looks to a client).
-async fn stalling_proxy(upstream: String, stall: Arc<std::sync::atomic::AtomicBool>) -> u16 {
-    use std::sync::atomic::Ordering;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
-            let (cr, cw) = client.into_split();
-            let (sr, sw) = server.into_split();
-            for (mut from, mut to, stall) in [
-                (
-                    Box::new(cr) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
-                    Box::new(sw) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
-                    stall.clone(),
-                ),
-                (Box::new(sr), Box::new(cw), stall.clone()),
-            ] {
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    loop {
-                        let n = match from.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => n,
-                        };
-                        if stall.load(Ordering::SeqCst) {
-                            std::future::pending::<()>().await;
-                        }
-                        if to.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        }
-    });
-    port
-}
-
 /// Issue 21, item 3: a leader whose API server connection hangs used to keep `leader=true`
 /// after its Lease expired, so two replicas patched. Now it steps down at its renew deadline
 /// (before the Lease can expire), the other replica takes over without the two ever leading
@@ -561,7 +519,7 @@ async fn a_stalled_leader_steps_down_and_the_other_takes_over_without_overlap() 
     let stall = Arc::new(AtomicBool::new(false));
     let server = t.cluster.server.clone();
     let upstream = server.trim_start_matches("https://").to_owned();
-    let port = stalling_proxy(upstream.clone(), stall.clone()).await;
+    let port = support::proxy::stalling_proxy(upstream.clone(), stall.clone()).await;
     let direct = t.cluster.kubeconfig_for(users[0], Some("system:masters"));
     let proxied = direct.with_extension("proxied.yaml");
     let text = std::fs::read_to_string(&direct).unwrap().replace(&server, &format!("https://127.0.0.1:{port}"));

@@ -25,7 +25,8 @@ pub(crate) const OWNER_LABEL: &str = "ingress-status-guard/lease";
 pub(crate) struct Desired {
     /// Objects to have in the cluster as shown, in apply order (a policy before its binding).
     pub(crate) objects: Vec<Value>,
-    /// The canonical value each rendered policy carries, by policy name.
+    /// The canonical value each rendered policy carries, by policy name, whatever its kind:
+    /// the reconciler judges every kind by them ([`super::enforced`]).
     pub(crate) values: Vec<(String, Vec<Address>)>,
     /// Names of objects to leave as they are: neither applied nor deleted.
     pub(crate) kept: BTreeSet<String>,
@@ -93,7 +94,7 @@ impl Desired {
             match governed.as_ref().map(|all| &all[at]) {
                 Err(why) => self.keep(policy, name, why.clone()),
                 Ok(governed) => {
-                    self.one(policy, name, sources, owner, K::PUBLISHED, |c| render::<K>(policy, c, governed, api));
+                    self.one(policy, name, sources, owner, |c| render::<K>(policy, c, governed, api));
                 }
             }
         }
@@ -107,15 +108,13 @@ impl Desired {
     }
 
     /// The plan of one policy (its objects named `name`), whatever its kind: rendered by
-    /// `render` once its value is known, else kept or left out. `publish`: the value is one the
-    /// reconciler judges by.
+    /// `render` once its value is known, else kept or left out.
     fn one(
         &mut self,
         policy: &Policy,
         name: String,
         sources: &dyn Sources,
         owner: &str,
-        publish: bool,
         render: impl FnOnce(&[Address]) -> Result<Vec<Value>, RenderError>,
     ) {
         if let Some(why) = not_read_yet(policy, sources) {
@@ -137,9 +136,7 @@ impl Desired {
                     o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
                     o
                 }));
-                if publish {
-                    self.values.push((policy.name.clone(), canonical.into_owned()));
-                }
+                self.values.push((policy.name.clone(), canonical.into_owned()));
             }
             // A value the comparison cannot carry: the last rendered one stays.
             Err(e) => self.keep(policy, name, e.to_string()),
@@ -278,6 +275,25 @@ mod tests {
         let names: Vec<&str> = plan.objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["ingress-status-guard-gateway-gw"; 2], "the Gateway policy renders: {plan:?}");
         assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-gateway-gw"));
+    }
+
+    /// Issue 33, item 12: the Gateway reconciler judged by the live value while the Ingress one
+    /// judged by what the admission policy enforces, so a moved source read as a fight with
+    /// the guard's own MAP. Every kind's rendered value is published, by the one path.
+    #[test]
+    fn every_kinds_rendered_value_is_published() {
+        let file = "policies:\n\
+            - {name: ing, ingressClasses: [a], publishStatusAddress: 192.0.2.1}\n\
+            - {name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n\
+            - {name: gw-audit, gatewayClasses: [other], publishStatusAddress: 192.0.2.3, mode: audit}\n";
+        let policies = parse_file("t", file).unwrap();
+        let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, "o");
+        let values: Vec<(&str, Vec<Address>)> = plan.values.iter().map(|(p, v)| (p.as_str(), v.clone())).collect();
+        assert_eq!(
+            values,
+            [("ing", vec![ip("192.0.2.1")]), ("gw", vec![ip("192.0.2.2")]), ("gw-audit", vec![ip("192.0.2.3")])],
+            "{plan:?}"
+        );
     }
 
     #[test]

@@ -27,9 +27,9 @@ use super::{
     enforced::Enforced,
 };
 use crate::{
-    client::{CALL_TIMEOUT, CallError, within},
+    client::{CALL_TIMEOUT, CallError, fenced, within},
     metrics::Metrics,
-    policy::store::PolicyStore,
+    policy::{Policies, store::PolicyStore},
     sources::SourceCache,
 };
 
@@ -170,10 +170,12 @@ impl Keeper {
                 last_pass = Some(Instant::now());
                 sources.mark_unchanged();
                 policies.mark_unchanged();
-                if self.pass(&mut memory).await {
-                    behind_since = None;
-                } else {
-                    wait = RETRY;
+                // Fenced: a pass stops at its next write, or mid-write, once leadership is lost,
+                // so a deposed leader never overwrites or deletes what its successor applied.
+                match fenced(&leader, self.pass(&mut memory, &leader)).await {
+                    Some(true) => behind_since = None,
+                    Some(false) => wait = RETRY,
+                    None => continue,
                 }
             }
             self.show_lag(leading, behind_since);
@@ -210,7 +212,7 @@ impl Keeper {
 
     /// One pass: apply what changed, then sweep if the set of objects changed. Whether every
     /// call succeeded.
-    async fn pass(&self, memory: &mut Memory) -> bool {
+    async fn pass(&self, memory: &mut Memory, leader: &watch::Receiver<bool>) -> bool {
         let policies = self.policies.load();
         let plan = desired(&policies, self.sources.as_ref(), self.api, &self.owner);
         if plan.skipped != memory.skipped {
@@ -227,7 +229,8 @@ impl Keeper {
             if memory.applied.get(&key) == Some(object) {
                 continue;
             }
-            match self.apply(&key, object).await {
+            let Some(applied) = fenced(leader, self.apply(&key, object)).await else { return false };
+            match applied {
                 Ok(()) => {
                     applied_any = true;
                     self.metrics.count("applied");
@@ -245,26 +248,28 @@ impl Keeper {
         let names: BTreeSet<(String, String)> =
             plan.objects.iter().map(key_of).chain(plan.kept.iter().map(|n| (String::new(), n.clone()))).collect();
         if memory.swept.as_ref() != Some(&names) {
-            if self.sweep(&plan, memory).await {
+            if self.sweep(&plan, memory, leader).await {
                 memory.swept = Some(names);
             } else {
                 ok = false;
             }
         }
-        self.publish(&plan, &failed, applied_any).await;
+        self.publish(&plan, &policies, &failed, applied_any).await;
         ok
     }
 
     /// Tells the reconciler what is in force now: a rendered policy's new value once its
     /// objects applied (and the API server had time to see them), the last value of a kept
-    /// one, none for a policy whose mutation was removed.
-    async fn publish(&self, plan: &Desired, failed: &BTreeSet<String>, applied_any: bool) {
+    /// one, none for a policy whose mutation was removed. `policies`: those `plan` was drawn from.
+    async fn publish(&self, plan: &Desired, policies: &Policies, failed: &BTreeSet<String>, applied_any: bool) {
         let mut values = self.enforced.current();
         values.retain(|policy, _| {
             plan.kept_policies.contains(policy) || plan.values.iter().any(|(name, _)| name == policy)
         });
         for (policy, value) in &plan.values {
-            if !failed.contains(&super::object_name(policy)) {
+            // Named as the plan named it: a Gateway policy's objects carry the kind's prefix.
+            let object = policies.iter().find(|p| p.name == *policy).map(super::object_name_of);
+            if !object.is_some_and(|o| failed.contains(&o)) {
                 values.insert(policy.clone(), value.clone());
             }
         }
@@ -282,7 +287,7 @@ impl Keeper {
     }
 
     /// Deletes this guard's objects that the plan neither renders nor keeps.
-    async fn sweep(&self, plan: &Desired, memory: &mut Memory) -> bool {
+    async fn sweep(&self, plan: &Desired, memory: &mut Memory, leader: &watch::Receiver<bool>) -> bool {
         let mut ok = true;
         let params = ListParams::default().labels(&format!("{OWNER_LABEL}={}", self.owner)).limit(LIST_LIMIT);
         for kind in KINDS {
@@ -301,7 +306,12 @@ impl Keeper {
                 if plan.keeps(kind, &name) {
                     continue;
                 }
-                match within(CALL_TIMEOUT, api.delete(&name, &DeleteParams::default())).await {
+                let Some(deleted) =
+                    fenced(leader, within(CALL_TIMEOUT, api.delete(&name, &DeleteParams::default()))).await
+                else {
+                    return false;
+                };
+                match deleted {
                     Ok(_) => {
                         self.metrics.count("deleted");
                         tracing::info!(kind, name = %name, "admission policy deleted: no policy renders it any more");

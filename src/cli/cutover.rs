@@ -44,7 +44,8 @@ pub(crate) struct CutoverArgs {
     /// `publishGateway`; unresolved until it is Programmed and has addresses.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub to_publish_gateway: Option<GatewayRef>,
-    /// Restore the key's value from before the last cutover (kept in an annotation).
+    /// Put --policy's source back to the one before its last cutover (kept in an annotation);
+    /// the other policies stay as they are.
     #[arg(long)]
     pub rollback: bool,
     /// Print the plan and stop: nothing is written.
@@ -77,6 +78,13 @@ fn parse_config_map(text: &str) -> Result<(Option<String>, String), String> {
         return Err(format!("{}: name {name:?} is not a valid ConfigMap name", shape()));
     }
     Ok((namespace.map(str::to_owned), name.to_owned()))
+}
+
+/// `kubectl isg` when run as the kubectl plugin, else the binary's own name.
+fn invoked_as() -> String {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if super::plugin::is_plugin(std::path::Path::new(&argv0)) { "kubectl isg" } else { "ingress-status-guard" }
+        .to_owned()
 }
 
 fn parse_namespace(text: &str) -> Result<String, String> {
@@ -124,6 +132,7 @@ impl CutoverArgs {
             dry_run: self.dry_run,
             output: self.output,
             timeout: self.timeout,
+            invoked_as: invoked_as(),
         })
     }
 }

@@ -29,7 +29,8 @@ pub(crate) struct ReconcileArgs {
     /// Name of the leader-election Lease.
     #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_NAME", default_value = "ingress-status-guard")]
     pub(crate) leader_election_lease_name: String,
-    /// How long a successor waits for a leader that stopped renewing (whole seconds).
+    /// The lease this replica writes when it leads: how long a successor waits once it stops
+    /// renewing (whole seconds). A successor waits the holder's duration, not its own.
     #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_DURATION", default_value = "15s", value_parser = Seconds::UP_TO_AN_HOUR)]
     pub(crate) leader_election_lease_duration: Duration,
     /// The leader renews its Lease once this much of it has passed.

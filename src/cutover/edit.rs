@@ -61,27 +61,43 @@ pub(crate) enum EditError {
     NoPolicies,
     #[error("no policy named {name:?} in the file (it has: {known})")]
     NoSuchPolicy { name: String, known: String },
+    #[error(
+        "no source of policy {name:?} is kept from an earlier cutover: nothing to roll back (cutover keeps each policy's previous source when it moves it)"
+    )]
+    NothingKept { name: String },
+    #[error(
+        "policy {name:?}'s source changed since its cutover set it (now {}, cutover set {}): rolling back would overwrite that edit; edit the file by hand, or cut over again", sources[0], sources[1]
+    )]
+    /// `sources`: the policy's source now, and the one the cutover set (boxed: a rare error).
+    ChangedSince { name: String, sources: Box<[String; 2]> },
 }
 
 /// `text` with policy `name`'s source replaced by `to`. Comments and layout are not kept (the
-/// file is written back as plain YAML); the text before the edit is what `--rollback` restores.
+/// file is written back as plain YAML).
+#[cfg(test)]
 pub(crate) fn replace_source(text: &str, name: &str, to: &NewSource) -> Result<String, EditError> {
+    replace_fields(text, name, &to.fields()).map(|(text, _)| text)
+}
+
+impl NewSource {
+    /// The source as the policy's fields: one field, its value as written.
+    pub(crate) fn fields(&self) -> Mapping {
+        Mapping::from_iter([(Value::from(self.field()), Value::from(self.value()))])
+    }
+}
+
+/// `text` with the source fields of policy `name` replaced by `fields` (in the place of the
+/// first old one, so the file reads as before), and the fields it had.
+pub(crate) fn replace_fields(text: &str, name: &str, fields: &Mapping) -> Result<(String, Mapping), EditError> {
     let mut file: Value = serde_norway::from_str(text).map_err(|e| EditError::NotYaml(e.to_string()))?;
-    let policies = file.get_mut("policies").and_then(Value::as_sequence_mut).ok_or(EditError::NoPolicies)?;
-    let named = |p: &Value| p.get("name").and_then(Value::as_str).map(str::to_owned);
-    let known: Vec<String> = policies.iter().filter_map(named).collect();
-    let policy = policies
-        .iter_mut()
-        .find(|p| named(p).as_deref() == Some(name))
-        .and_then(Value::as_mapping_mut)
-        .ok_or_else(|| EditError::NoSuchPolicy { name: name.to_owned(), known: shown_names(&known) })?;
+    let policy = policy_mut(&mut file, name)?;
+    let old = source_fields(policy);
     let mut edited = Mapping::new();
     let mut placed = false;
     for (key, value) in std::mem::take(policy) {
         if key.as_str().is_some_and(|k| SOURCE_FIELDS.contains(&k)) {
-            // The new source takes the place of the first old one, so the file reads as before.
             if !placed {
-                edited.insert(Value::from(to.field()), Value::from(to.value()));
+                edited.extend(fields.clone());
                 placed = true;
             }
         } else {
@@ -89,10 +105,33 @@ pub(crate) fn replace_source(text: &str, name: &str, to: &NewSource) -> Result<S
         }
     }
     if !placed {
-        edited.insert(Value::from(to.field()), Value::from(to.value()));
+        edited.extend(fields.clone());
     }
     *policy = edited;
-    serde_norway::to_string(&file).map_err(|e| EditError::NotYaml(e.to_string()))
+    let text = serde_norway::to_string(&file).map_err(|e| EditError::NotYaml(e.to_string()))?;
+    Ok((text, old))
+}
+
+/// The source fields of policy `name` in `text`, in [`SOURCE_FIELDS`] order.
+pub(crate) fn fields_of(text: &str, name: &str) -> Result<Mapping, EditError> {
+    let mut file: Value = serde_norway::from_str(text).map_err(|e| EditError::NotYaml(e.to_string()))?;
+    Ok(source_fields(policy_mut(&mut file, name)?))
+}
+
+/// A policy's source fields in [`SOURCE_FIELDS`] order, so two readings compare equal.
+fn source_fields(policy: &Mapping) -> Mapping {
+    SOURCE_FIELDS.iter().filter_map(|f| policy.get(*f).map(|v| (Value::from(*f), v.clone()))).collect()
+}
+
+fn policy_mut<'f>(file: &'f mut Value, name: &str) -> Result<&'f mut Mapping, EditError> {
+    let policies = file.get_mut("policies").and_then(Value::as_sequence_mut).ok_or(EditError::NoPolicies)?;
+    let named = |p: &Value| p.get("name").and_then(Value::as_str).map(str::to_owned);
+    let known: Vec<String> = policies.iter().filter_map(named).collect();
+    policies
+        .iter_mut()
+        .find(|p| named(p).as_deref() == Some(name))
+        .and_then(Value::as_mapping_mut)
+        .ok_or_else(|| EditError::NoSuchPolicy { name: name.to_owned(), known: shown_names(&known) })
 }
 
 /// The names of a file's policies for an error message, bounded.
@@ -123,14 +162,14 @@ pub(crate) fn validate(shown: &str, text: &str) -> Result<Policies, ConfigError>
 pub(crate) const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 /// The API server's bound on a ConfigMap's `data` and `binaryData` together.
 pub(crate) const MAX_CONFIGMAP_DATA_BYTES: usize = 1024 * 1024;
-/// The prefix of the annotation that keeps a key's previous value.
+/// The prefix of the annotation that keeps, per policy, the sources before a key's cutovers.
 pub(crate) const PREVIOUS_PREFIX: &str = "cutover.ingress-status-guard/previous.";
 
 /// Why the edited ConfigMap would not be stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum SizeError {
     #[error(
-        "the key's previous value ({previous} bytes) would not fit in the ConfigMap's annotations: they would total {total} bytes, over the API server's limit of {MAX_ANNOTATIONS_BYTES}"
+        "the previous sources kept for --rollback ({previous} bytes) would not fit in the ConfigMap's annotations: they would total {total} bytes, over the API server's limit of {MAX_ANNOTATIONS_BYTES}"
     )]
     Annotations { previous: usize, total: usize },
     #[error(

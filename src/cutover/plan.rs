@@ -10,7 +10,7 @@ use crate::{
     check::align,
     decision::{Verdict, decide},
     kind::ingress::{StatusWrite, Stored},
-    policy::{Policies, Policy, SourceList},
+    policy::{LabelSelector, Policies, Policy, SourceList},
     sources::Sources,
 };
 
@@ -20,6 +20,8 @@ const HOSTNAME_ANNOTATION: &str = "external-dns.alpha.kubernetes.io/hostname";
 const MAX_HOSTS: usize = 20;
 /// Hostnames shown in a table cell; the JSON has all that were kept.
 const SHOWN_HOSTS: usize = 3;
+/// Out-of-scope Ingresses named in the table; the JSON has them all.
+const SHOWN_OUT: usize = 10;
 
 /// What the plan keeps of a stored Ingress: the decision's view, and its hostnames.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +92,10 @@ pub(crate) struct Plan {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unresolved: Option<String>,
     pub ingresses: Vec<Move>,
+    /// Ingresses the policy would move but the guard's scope (its webhook configuration's
+    /// namespaceSelector) leaves out: the reconciler never patches them, so they are neither
+    /// moved nor waited for.
+    pub out_of_scope: Vec<String>,
     pub summary: Summary,
 }
 
@@ -102,18 +108,22 @@ pub(crate) struct Summary {
     pub already: usize,
     /// Not governed by the policy (another policy's, or none).
     pub other: usize,
+    /// Governed by the policy, off the new value, and outside the guard's scope.
+    pub out_of_scope: usize,
 }
 
 impl Plan {
     /// Judges every stored Ingress under the edited `policies`, for policy `name` (which the
     /// caller has checked is in them). `from` is the policy before the edit, when the current
-    /// file could be read.
+    /// file could be read; `scope` the guard's (`None`: every Namespace), whose Namespaces'
+    /// labels `sources` holds.
     pub(crate) fn build(
         stored: &[Seen],
         policies: &Policies,
         sources: &dyn Sources,
         name: &str,
         from: Option<&Policy>,
+        scope: Option<&LabelSelector>,
     ) -> Plan {
         let target = policies.iter().find(|p| p.name == name);
         let (canonical, unresolved) = match target.map(|p| sources.canonical(p)) {
@@ -128,10 +138,16 @@ impl Plan {
             canonical,
             unresolved,
             ingresses: Vec::new(),
+            out_of_scope: Vec::new(),
             summary: Summary::default(),
         };
+        // Unknown labels (a Namespace not listed) count as outside: never planned as moving.
+        let in_scope = |ns: &str| scope.is_none_or(|s| sources.namespace_labels(ns).is_some_and(|l| s.matches(&l)));
         for seen in stored {
             match decide(&seen.write, policies, sources) {
+                Verdict::Mismatch { policy, .. } if policy.name == name && !in_scope(&seen.write.namespace) => {
+                    plan.out_of_scope.push(format!("{}/{}", seen.write.namespace, seen.write.name));
+                }
                 Verdict::Mismatch { policy, canonical, .. } if policy.name == name => plan.ingresses.push(Move {
                     namespace: seen.write.namespace.clone(),
                     name: seen.write.name.clone(),
@@ -148,6 +164,8 @@ impl Plan {
         }
         plan.ingresses.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         plan.summary.moving = plan.ingresses.len();
+        plan.out_of_scope.sort();
+        plan.summary.out_of_scope = plan.out_of_scope.len();
         plan
     }
 
@@ -159,8 +177,12 @@ impl Plan {
             (None, Some(why)) => format!("{} (UNRESOLVED: {why})", self.to_source),
             (None, None) => self.to_source.clone(),
         };
+        let outside = match s.out_of_scope {
+            0 => String::new(),
+            n => format!("; {n} outside the guard's scope (not moved, not waited for)"),
+        };
         format!(
-            "plan: policy {} moves from {} to {to}: {} Ingresses move, {} already there; {} governed by other policies or none",
+            "plan: policy {} moves from {} to {to}: {} Ingresses move, {} already there; {} governed by other policies or none{outside}",
             self.policy, self.from_source, s.moving, s.already, s.other
         )
     }
@@ -179,6 +201,15 @@ impl Plan {
                 ]
             });
             out = align(std::iter::once(header).chain(rows));
+        }
+        if !self.out_of_scope.is_empty() {
+            let mut names = self.out_of_scope.iter().take(SHOWN_OUT).cloned().collect::<Vec<_>>().join(", ");
+            if self.out_of_scope.len() > SHOWN_OUT {
+                names.push_str(&format!(" and {} more", self.out_of_scope.len() - SHOWN_OUT));
+            }
+            out.push_str(&format!(
+                "OUT OF SCOPE (the guard's webhook configuration does not select their Namespace; the reconciler leaves them as they are): {names}\n"
+            ));
         }
         out.push_str(&self.summary_line());
         out.push('\n');
@@ -233,6 +264,38 @@ mod tests {
 
     const FILE: &str = "policies:\n  - name: edge\n    ingressClasses: [nginx]\n    publishService: n/b\n";
 
+    /// Issue 33, item 9: an Ingress outside the guard's scope was planned as moving, then waited
+    /// for until `--timeout`: the reconciler never patches it.
+    #[test]
+    fn ingresses_outside_the_scope_are_shown_as_such_and_not_planned() {
+        let policies = crate::policy::parse_file("f", FILE).unwrap();
+        let mut facts = crate::sources::snapshot::Facts::default();
+        let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        facts.namespaces.insert("shop".into(), labels(&[("team", "edge")]));
+        facts.namespaces.insert("blog".into(), labels(&[]));
+        let sources =
+            Snapshot(BTreeMap::from([("n/b".parse().unwrap(), Fetched::of(Some(&lb("203.0.113.20"))))]), facts);
+        let stored: Vec<Seen> = [
+            ingress("shop", "web", "nginx", "203.0.113.10"),
+            ingress("blog", "www", "nginx", "203.0.113.10"),
+            ingress("unlisted", "x", "nginx", "203.0.113.10"),
+        ]
+        .iter()
+        .map(Seen::of)
+        .collect();
+        let scope = LabelSelector::parse("team=edge").unwrap();
+        let plan = Plan::build(&stored, &policies, &sources, "edge", None, Some(&scope));
+        let names: Vec<String> = plan.ingresses.iter().map(|m| format!("{}/{}", m.namespace, m.name)).collect();
+        assert_eq!(names, ["shop/web"]);
+        assert_eq!(plan.out_of_scope, ["blog/www", "unlisted/x"]);
+        assert_eq!(plan.summary.out_of_scope, 2);
+        let table = plan.table();
+        assert!(table.contains("OUT OF SCOPE (the guard's webhook configuration does not select their Namespace; the reconciler leaves them as they are): blog/www, unlisted/x\n"), "{table}");
+        assert!(table.ends_with("; 2 outside the guard's scope (not moved, not waited for)\n"), "{table}");
+        let all = Plan::build(&stored, &policies, &sources, "edge", None, None);
+        assert_eq!((all.ingresses.len(), all.out_of_scope.len()), (3, 0), "no scope: every Namespace");
+    }
+
     #[test]
     fn the_plan_lists_the_ingresses_that_move_with_their_hostnames() {
         let policies = crate::policy::parse_file("f", FILE).unwrap();
@@ -249,10 +312,10 @@ mod tests {
         .iter()
         .map(Seen::of)
         .collect();
-        let plan = Plan::build(&stored, &policies, &sources, "edge", None);
+        let plan = Plan::build(&stored, &policies, &sources, "edge", None, None);
         let names: Vec<String> = plan.ingresses.iter().map(|m| format!("{}/{}", m.namespace, m.name)).collect();
         assert_eq!(names, ["blog/www", "shop/web"]);
-        assert_eq!(plan.summary, Summary { moving: 2, already: 1, other: 1 });
+        assert_eq!(plan.summary, Summary { moving: 2, already: 1, other: 1, out_of_scope: 0 });
         assert_eq!(
             plan.ingresses[0].hosts,
             ["web.example.test", "www.example.test", "tls.example.test", "extra.example.test"]
@@ -277,7 +340,7 @@ mod tests {
         let policies = crate::policy::parse_file("f", FILE).unwrap();
         let sources = Snapshot(BTreeMap::from([("n/b".parse().unwrap(), Fetched::Missing)]), Default::default());
         let stored = vec![Seen::of(&ingress("shop", "web", "nginx", "203.0.113.10"))];
-        let plan = Plan::build(&stored, &policies, &sources, "edge", None);
+        let plan = Plan::build(&stored, &policies, &sources, "edge", None, None);
         assert!(plan.ingresses.is_empty());
         assert_eq!(
             unresolved_message(&plan).unwrap(),

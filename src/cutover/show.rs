@@ -3,6 +3,7 @@
 //! JSON event per line (`-o json`) for pipelines. Only output; the state is `track`'s.
 
 use std::{
+    fmt::Write as _,
     io::Write as _,
     time::{Duration, Instant},
 };
@@ -34,14 +35,38 @@ pub(crate) struct Show {
 fn emit(event: &str, mut body: Value) {
     body["event"] = json!(event);
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{body}");
+    let _ = writeln!(out, "{}", json_line(&body));
     let _ = out.flush();
 }
 
 fn say(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
+    let _ = out.write_all(for_terminal(text).as_bytes());
     let _ = out.flush();
+}
+
+/// `text` with every control character but its line breaks written as an escape: the names,
+/// addresses and writers in it are the tenants' (and other controllers') to choose, and an ESC
+/// among them must not drive the operator's terminal.
+fn for_terminal(text: &str) -> String {
+    text.split('\n').map(crate::names::escape_control).collect::<Vec<_>>().join("\n")
+}
+
+/// One JSON value on one line, the control characters serde_json writes raw (DEL and the C1
+/// controls, such as CSI) escaped as `\u` too, so piping the events to a terminal is as safe.
+fn json_line(body: &Value) -> String {
+    let text = body.to_string();
+    if !text.chars().any(char::is_control) {
+        return text;
+    }
+    text.chars().fold(String::with_capacity(text.len() + 12), |mut out, c| {
+        if c.is_control() {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+        out
+    })
 }
 
 /// Moves per second since the apply, and the seconds left at that rate.
@@ -84,6 +109,24 @@ impl Show {
         }
     }
 
+    /// SIGINT while following: what stays applied, and the command that undoes it.
+    pub(crate) fn interrupted(&mut self, applied: Option<&str>, rollback: &str) {
+        match &mut self.mode {
+            Mode::Json { .. } => emit("interrupted", json!({"applied": applied, "rollback": rollback})),
+            mode => {
+                if let Mode::Bar(bar) = mode {
+                    bar.abandon();
+                }
+                say(&match applied {
+                    Some(applied) => format!(
+                        "\ninterrupted: {applied} stays applied, and the guard moves the Ingresses whether or not this follows them; to undo it:\n  {rollback}\n"
+                    ),
+                    None => "\ninterrupted: nothing was written by this run\n".to_owned(),
+                });
+            }
+        }
+    }
+
     /// The ConfigMap already says what was asked: nothing written, the Ingresses followed.
     pub(crate) fn unchanged(&self, config_map: &str, key: &str) {
         match self.mode {
@@ -121,9 +164,9 @@ impl Show {
                 bar.set_length(tracker.total() as u64);
                 bar.set_position(tracker.moved() as u64);
                 if undone {
-                    bar.println(format!("{ingress}: moved, then written back by another writer"));
+                    bar.println(for_terminal(&format!("{ingress}: moved, then written back by another writer")));
                 } else {
-                    bar.set_message(format!("newest: {ingress}"));
+                    bar.set_message(for_terminal(&format!("newest: {ingress}")));
                 }
             }
             Mode::Json { .. } => {
@@ -251,5 +294,22 @@ mod tests {
         t.observe(&key("a"), Judged::Canonical);
         t.observe(&key("b"), Judged::Canonical);
         assert_eq!(line(&t, Duration::from_secs(2)), "cutover: 2/4 moved (1.0/s, ETA 2s) after 2s, newest ns/b");
+    }
+
+    /// Issue 33, item 9: tenant-controlled text (hostnames, writers) was printed as it was, so
+    /// an ESC in it drove the operator's terminal.
+    #[test]
+    fn control_characters_are_escaped_on_the_terminal_and_in_json() {
+        let host = "lb\u{1b}]0;owned\u{7}\u{1b}[2J.example.com";
+        let text = format!("  ns/web  {host}  198.51.100.7\nnext line\n");
+        let shown = for_terminal(&text);
+        assert!(!shown.chars().any(|c| c.is_control() && c != '\n'), "{shown:?}");
+        assert_eq!(shown, "  ns/web  lb\\u{1b}]0;owned\\u{7}\\u{1b}[2J.example.com  198.51.100.7\nnext line\n");
+        let json = json_line(&json!({"ingress": host, "csi": "\u{9b}31m", "del": "\u{7f}"}));
+        assert!(!json.chars().any(char::is_control), "{json}");
+        let back: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["ingress"], host, "the same text, escaped");
+        assert_eq!(back["csi"], "\u{9b}31m");
+        assert_eq!(back["del"], "\u{7f}");
     }
 }

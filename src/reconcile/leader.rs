@@ -1,15 +1,20 @@
 //! Leader election among the replicas of `serve`, so exactly one reconciler writes: a
 //! `coordination.k8s.io/v1` Lease, with client-go's rules.
 //!
-//! - Expiry is judged by locally observed time: a non-leader notes when the Lease last changed
-//!   (its resourceVersion) on its own monotonic clock, and takes it over only once it has not
-//!   changed for the lease duration. The holder's `renewTime` is never compared with the local
-//!   clock, so clock skew between nodes cannot make two leaders.
+//! - Expiry is judged by locally observed time: a non-leader notes when the holder's record (the
+//!   Lease's spec: holder, acquire and renew times, transitions, lease duration) last changed,
+//!   on its own monotonic clock, and takes the Lease over only once it has not changed for the
+//!   holder's `leaseDurationSeconds` (its own `--leader-election-lease-duration` only when the
+//!   holder wrote none). The holder's `renewTime` is never compared with the local clock, so
+//!   clock skew between nodes cannot make two leaders; a write of the metadata alone (another
+//!   controller's annotation, a label) is not a renewal, so it cannot keep a dead leader's
+//!   Lease alive.
 //! - The leader renews every retry period, each attempt bounded by what is left of the renew
 //!   deadline, and **steps down** (stops reconciling) when the deadline passes without a
 //!   successful renewal, which is before any other replica may consider the Lease expired.
-//! - A non-leader reads the Lease every retry period, so a successor takes over as soon as a
-//!   leader releases it on shutdown.
+//! - A non-leader reads the Lease every retry period plus a random jitter of up to 1.2 times it
+//!   (client-go's factor), so replicas started together do not contend in lockstep, and a
+//!   successor takes over soon after a leader releases it on shutdown.
 
 use std::time::{Duration, Instant};
 
@@ -106,26 +111,60 @@ pub(crate) fn is_free(spec: Option<&LeaseSpec>, identity: &str) -> bool {
     spec.and_then(|s| s.holder_identity.as_deref()).is_none_or(|holder| holder.is_empty() || holder == identity)
 }
 
-/// When this replica last saw the Lease change, on its own clock.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Longest lease a holder may claim that is honoured as written: a Lease is anyone's to edit
+/// with `patch` on it, and a record saying "valid for 68 years" must not stop every successor
+/// for good. Far above any real setting (client-go's default is 15 s).
+const MAX_HOLDER_LEASE: Duration = Duration::from_secs(3600);
+
+/// When this replica last saw the holder's record change, on its own clock.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Observed {
-    version: Option<String>,
+    /// The Lease's spec as read: exactly client-go's `LeaderElectionRecord`.
+    record: Option<LeaseSpec>,
     at: Instant,
 }
 
 impl Observed {
-    /// Notes the Lease's resourceVersion as read at `now`: a new version restarts the clock.
-    pub(crate) fn observe(seen: Option<Self>, version: Option<&str>, now: Instant) -> Self {
+    /// Notes the holder's record as read at `now`: a changed record restarts the clock, a
+    /// change of the Lease's metadata alone (its resourceVersion moves) does not.
+    pub(crate) fn observe(seen: Option<Self>, record: Option<&LeaseSpec>, now: Instant) -> Self {
         match seen {
-            Some(seen) if seen.version.as_deref() == version => seen,
-            _ => Observed { version: version.map(str::to_owned), at: now },
+            Some(seen) if seen.record.as_ref() == record => seen,
+            _ => Observed { record: record.cloned(), at: now },
         }
     }
 
-    /// Whether the holder has left the Lease unchanged for `duration` as seen from here.
-    pub(crate) fn expired(&self, now: Instant, duration: Duration) -> bool {
-        now.saturating_duration_since(self.at) >= duration
+    /// How long the holder's record is valid after its last change: the holder's own
+    /// `leaseDurationSeconds` (at most [`MAX_HOLDER_LEASE`]), else `own` when it wrote none.
+    pub(crate) fn lease_duration(&self, own: Duration) -> Duration {
+        match self.record.as_ref().and_then(|r| r.lease_duration_seconds).and_then(|s| u64::try_from(s).ok()) {
+            Some(secs) if secs > 0 => Duration::from_secs(secs).min(MAX_HOLDER_LEASE),
+            _ => own,
+        }
     }
+
+    /// Whether the holder has left its record unchanged for its lease duration as seen from
+    /// here (`own` is ours, for a record without one).
+    pub(crate) fn expired(&self, now: Instant, own: Duration) -> bool {
+        now.saturating_duration_since(self.at) >= self.lease_duration(own)
+    }
+}
+
+/// How long a non-leader waits before reading the Lease again: the retry period plus up to 1.2
+/// times it (client-go's `JitterFactor`), `unit` in `[0, 1)` drawing the part.
+pub(crate) fn jittered(retry: Duration, unit: f64) -> Duration {
+    retry + retry.mul_f64(1.2 * unit.clamp(0.0, 1.0))
+}
+
+/// A number in `[0, 1)` that differs between replicas and between calls: the std hasher's
+/// random keys over a counter. Spreading retries needs no better randomness.
+fn unit_random() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    // The top 53 bits make an f64 in [0, 1) exactly.
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A running election; dropping it without [`Leadership::release`] leaves the Lease to expire.
@@ -258,8 +297,8 @@ async fn run(
     }
 }
 
-/// Returns the Lease once this replica holds it: read every retry period, taken when free,
-/// ours, or unchanged for the lease duration as observed here.
+/// Returns the Lease once this replica holds it: read every (jittered) retry period, taken when
+/// free, ours, or its holder's record unchanged for the holder's lease duration as observed here.
 async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
     let mut seen: Option<Observed> = None;
     let mut logged = false;
@@ -274,7 +313,7 @@ async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
             }
             Ok(Some(lease)) => {
                 let now = Instant::now();
-                let observed = Observed::observe(seen.take(), lease.metadata.resource_version.as_deref(), now);
+                let observed = Observed::observe(seen.take(), lease.spec.as_ref(), now);
                 let take = is_free(lease.spec.as_ref(), &s.identity) || observed.expired(now, s.lease_duration);
                 seen = Some(observed);
                 if take {
@@ -298,7 +337,7 @@ async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
             }
             Err(_) => {}
         }
-        tokio::time::sleep(s.retry_period).await;
+        tokio::time::sleep(jittered(s.retry_period, unit_random())).await;
     }
 }
 
@@ -348,18 +387,84 @@ mod tests {
         }
     }
 
+    fn record(holder: &str, renew_secs: i64, duration: Option<i32>) -> LeaseSpec {
+        let renew = Timestamp::from_second(1_700_000_000 + renew_secs).unwrap();
+        LeaseSpec {
+            holder_identity: Some(holder.to_owned()),
+            lease_duration_seconds: duration,
+            renew_time: Some(MicroTime(renew)),
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn expiry_is_judged_by_locally_observed_time() {
         let t0 = Instant::now();
-        let lease = Duration::from_secs(15);
+        let own = Duration::from_secs(15);
         let s = Duration::from_secs;
-        let seen = Observed::observe(None, Some("1"), t0);
-        assert!(!seen.expired(t0 + s(14), lease));
-        let seen = Observed::observe(Some(seen), Some("1"), t0 + s(10));
-        assert!(seen.expired(t0 + s(15), lease), "unchanged since first seen");
-        let seen = Observed::observe(Some(seen), Some("2"), t0 + s(16));
-        assert!(!seen.expired(t0 + s(30), lease), "a renewal restarts the local clock, whatever its renewTime says");
-        assert!(seen.expired(t0 + s(31), lease));
+        let r1 = record("a", 0, Some(15));
+        let seen = Observed::observe(None, Some(&r1), t0);
+        assert!(!seen.expired(t0 + s(14), own));
+        let seen = Observed::observe(Some(seen), Some(&r1), t0 + s(10));
+        assert!(seen.expired(t0 + s(15), own), "unchanged since first seen");
+        let r2 = record("a", 2, Some(15));
+        let seen = Observed::observe(Some(seen), Some(&r2), t0 + s(16));
+        assert!(!seen.expired(t0 + s(30), own), "a renewal restarts the local clock, whatever its renewTime says");
+        assert!(seen.expired(t0 + s(31), own));
+    }
+
+    #[test]
+    fn only_a_change_of_the_holders_record_counts_as_a_renewal() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let own = s(15);
+        let r = record("a", 0, Some(15));
+        let mut seen = Observed::observe(None, Some(&r), t0);
+        // Another controller annotates the Lease every 10 s: its resourceVersion moves, the
+        // record read back is the same, so the clock keeps running.
+        for at in [10, 20] {
+            seen = Observed::observe(Some(seen), Some(&r.clone()), t0 + s(at));
+        }
+        assert!(seen.expired(t0 + s(15), own), "metadata writes do not keep a dead leader's Lease");
+        // Each field of the record is a change.
+        let changes = [
+            LeaseSpec { holder_identity: Some("b".into()), ..r.clone() },
+            LeaseSpec { acquire_time: Some(MicroTime(Timestamp::from_second(1).unwrap())), ..r.clone() },
+            record("a", 1, Some(15)),
+            LeaseSpec { lease_transitions: Some(3), ..r.clone() },
+        ];
+        for (i, changed) in changes.iter().enumerate() {
+            let seen = Observed::observe(Some(seen.clone()), Some(changed), t0 + s(20));
+            assert!(!seen.expired(t0 + s(34), own), "change {i} restarts the clock");
+        }
+    }
+
+    #[test]
+    fn the_holders_lease_duration_decides_not_ours() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let short = Observed::observe(None, Some(&record("a", 0, Some(4))), t0);
+        assert!(short.expired(t0 + s(4), s(60)), "the holder's 4 s, though ours is 60 s");
+        assert!(!short.expired(t0 + s(3), s(60)));
+        let long = Observed::observe(None, Some(&record("a", 0, Some(30))), t0);
+        assert!(!long.expired(t0 + s(20), s(4)), "the holder's 30 s, though ours is 4 s");
+        for missing in [None, Some(0), Some(-5)] {
+            let seen = Observed::observe(None, Some(&record("a", 0, missing)), t0);
+            assert_eq!(seen.lease_duration(s(15)), s(15), "{missing:?}: ours");
+        }
+        let absurd = Observed::observe(None, Some(&record("a", 0, Some(i32::MAX))), t0);
+        assert_eq!(absurd.lease_duration(s(15)), MAX_HOLDER_LEASE, "bounded");
+    }
+
+    #[test]
+    fn retries_are_jittered_within_client_gos_factor() {
+        let retry = Duration::from_secs(2);
+        assert_eq!(jittered(retry, 0.0), retry);
+        assert_eq!(jittered(retry, 0.5), Duration::from_millis(3200));
+        assert!(jittered(retry, 1.0) <= Duration::from_millis(4400));
+        let draws: Vec<f64> = (0..64).map(|_| unit_random()).collect();
+        assert!(draws.iter().all(|u| (0.0..1.0).contains(u)));
+        assert!(draws.iter().any(|u| *u != draws[0]), "the draws differ");
     }
 
     #[test]

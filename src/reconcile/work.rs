@@ -22,7 +22,7 @@ use super::{
 };
 use crate::{
     address::Addresses,
-    client::{CALL_TIMEOUT, CallError, within},
+    client::{CALL_TIMEOUT, CallError, fenced, within},
     kind::Governed,
     scope::follow::Allow,
 };
@@ -96,9 +96,11 @@ impl<K: Governed> Reconciler<K> {
             attempts.spawn(async move {
                 // Leadership lost mid-patch: the attempt is cancelled (its request dropped)
                 // before the Lease can expire, so a successor never patches beside it.
+                // Biased: a patch the fence refused (leadership lost) ends as abandoned, not done.
                 let result = tokio::select! {
-                    result = this.reconcile_one(&client, &key) => Some(result),
+                    biased;
                     _ = lost.wait_for(|leading| !*leading) => None,
+                    result = this.reconcile_one(&client, &key) => Some(result),
                 };
                 drop(slot);
                 match result {
@@ -144,7 +146,16 @@ impl<K: Governed> Reconciler<K> {
             // The resourceVersion makes the patch conditional: it applies only to the state
             // it was decided on.
             let patch = serde_json::json!({"metadata": {"resourceVersion": resource_version}, "status": status});
-            match within(CALL_TIMEOUT, api.patch_status(&key.1, &params, &Patch::Merge(&patch))).await {
+            // Fenced: checked as leader right before the write, and dropped if the lead goes.
+            let Some(result) = fenced(
+                &self.common.leader,
+                within(CALL_TIMEOUT, api.patch_status(&key.1, &params, &Patch::Merge(&patch))),
+            )
+            .await
+            else {
+                return Ok(());
+            };
+            match result {
                 Ok(obj) => {
                     self.common.metrics.patch(&policy, "patched");
                     let now = tokio::time::Instant::now().into_std();

@@ -2,8 +2,8 @@
 //! MutatingWebhookConfiguration (by name, so RBAC can name it), and the Namespaces its
 //! selector selects (the API server filters them by that selector, exactly as it does at
 //! admission). A change of either applies without restart. Fail closed: while the scope is
-//! unknown (not read yet, forbidden, deleted, unusable, Namespaces not listed), the
-//! reconciler patches nothing; admission does not depend on it.
+//! unknown (not read yet, forbidden, deleted, unusable, such as one with `matchConditions`,
+//! Namespaces not listed), the reconciler patches nothing; admission does not depend on it.
 
 use std::{
     collections::HashSet,
@@ -90,7 +90,7 @@ impl Scope {
         }
         match (&*state, &new) {
             (_, State::Unknown(why)) => {
-                tracing::warn!(webhook_configuration = %name, reason = %why, "the reconciler's scope is unknown: it patches nothing until it can read it (admission keeps working)");
+                tracing::warn!(webhook_configuration = %name, reason = %why, "the reconciler's scope is unknown: it patches nothing until it can read it (admission keeps working); the scope is the MutatingWebhookConfiguration named by --webhook-configuration: pass the name of this guard's own (or --webhook-configuration= to scope by the policies' namespaceSelectors alone)");
             }
             (State::Unknown(_), State::Within(names)) => {
                 tracing::info!(webhook_configuration = %name, namespaces = names.len(), "reconciler scope known: the Namespaces the webhook's namespaceSelector selects");

@@ -11,6 +11,7 @@ pub(crate) mod gateway;
 pub(crate) mod kubeconfig;
 pub(crate) mod pki;
 pub(crate) mod process;
+pub(crate) mod proxy;
 pub(crate) mod webhook;
 
 use std::future::Future;

@@ -15,7 +15,6 @@ use crate::{
 
 impl Admitted for super::Gateways {
     const ADMISSION_PREFIX: &'static str = "gateway-";
-    const PUBLISHED: bool = false;
 
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         shape(policy, canonical, governed)

@@ -16,7 +16,6 @@ use crate::{
 
 impl Admitted for super::Ingresses {
     const ADMISSION_PREFIX: &'static str = "";
-    const PUBLISHED: bool = true;
 
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         shape(policy, canonical, governed)

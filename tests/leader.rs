@@ -1,0 +1,213 @@
+//! Leader election and fencing against the real kube-apiserver + etcd of `support` (issue 33,
+//! items 6 and 10): a Lease that another controller keeps annotating after its leader died
+//! is taken over by the holder's own lease duration, and a leader stalled in the middle of a
+//! pass writes nothing once it has lost the Lease. Each test governs only its own class (named
+//! after its namespace) and holds its own Lease.
+
+#[allow(dead_code)]
+mod support;
+
+use std::{
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU32, Ordering},
+    },
+    time::Duration,
+};
+
+use k8s_openapi::{api::coordination::v1::Lease, jiff::Timestamp};
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use serde_json::json;
+
+use support::{Class, TestEnv, Webhook, create_ingress, eventually, stored, write_status};
+
+const HEAL: Duration = Duration::from_secs(20);
+const LEASE: &str = "ingress-status-guard";
+
+/// `--reconcile=true` with a static address for this test's class, the Lease in its namespace,
+/// the three lease durations and `extra`.
+fn args(t: &TestEnv, lease: [&str; 3], extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "--reconcile=true".to_owned(),
+        format!("--leader-election-namespace={}", t.ns),
+        "--publish-status-address=192.0.2.10".to_owned(),
+        format!("--ingress-class={}", t.ns),
+        format!("--leader-election-lease-duration={}", lease[0]),
+        format!("--leader-election-renew-deadline={}", lease[1]),
+        format!("--leader-election-retry-period={}", lease[2]),
+    ];
+    args.extend(extra.iter().map(ToString::to_string));
+    args
+}
+
+/// A replica authenticated as `user` (also its identity, `POD_NAME`).
+async fn replica(t: &TestEnv, kubeconfig: &Path, user: &str, args: &[String]) -> Webhook {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Webhook::start_with_env(t.cluster, &t.ns, kubeconfig, &args, &[("POD_NAME", user)]).await
+}
+
+async fn await_leading(webhook: &Webhook, timeout: Duration) {
+    eventually(&format!("leads with a synced cache ({})", webhook.log_path().display()), timeout, || async {
+        let leading = webhook.metric("ingress_status_guard_leader") == 1.0;
+        if leading && webhook.log().contains("Ingress cache synced") { Ok(()) } else { Err("not yet".into()) }
+    })
+    .await;
+}
+
+async fn await_synced(webhook: &Webhook) {
+    eventually("follows with a synced cache", HEAL, || async {
+        if webhook.log().contains("Ingress cache synced") { Ok(()) } else { Err("not yet".into()) }
+    })
+    .await;
+}
+
+async fn stale(t: &TestEnv, name: &str) {
+    create_ingress(&t.ingresses, name, Class::Field(&t.ns)).await;
+    write_status(&t.rogue, name, &["198.51.100.7"], false).await.expect("rogue write");
+}
+
+/// Issue 33, item 10: a non-leader judged expiry by the Lease's resourceVersion and by its own
+/// `--leader-election-lease-duration`. Another controller annotating the Lease every 10 s
+/// (here every second, under a 4 s lease) kept every replica waiting after the leader's
+/// SIGKILL, and a replica with a longer lease setting than the holder's waited that long.
+/// Now the holder's record and its `leaseDurationSeconds` decide: b, whose own setting is
+/// 60 s, takes over while the annotations go on, and heals.
+#[tokio::test]
+async fn a_lease_annotated_after_the_leaders_sigkill_is_taken_over_by_the_holders_duration() {
+    let t = TestEnv::new("leader-annotated").await;
+    let users = ["isg-lease-a", "isg-lease-b"];
+    let a_config = t.cluster.kubeconfig_for(users[0], Some("system:masters"));
+    let mut a = replica(&t, &a_config, users[0], &args(&t, ["4s", "3s", "1s"], &[])).await;
+    await_leading(&a, HEAL).await;
+    let b_config = t.cluster.kubeconfig_for(users[1], Some("system:masters"));
+    let b = replica(&t, &b_config, users[1], &args(&t, ["60s", "3s", "1s"], &[])).await;
+    await_synced(&b).await;
+    assert_eq!(b.metric("ingress_status_guard_leader"), 0.0, "a holds the Lease");
+
+    let leases: Api<Lease> = Api::namespaced(t.admin.clone(), &t.ns);
+    let touches = Arc::new(AtomicU32::new(0));
+    let annotator = {
+        let (leases, touches) = (leases.clone(), touches.clone());
+        tokio::spawn(async move {
+            loop {
+                let n = touches.fetch_add(1, Ordering::SeqCst);
+                let patch = json!({"metadata": {"annotations": {"example.test/touched": n.to_string()}}});
+                leases.patch(LEASE, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("annotate the Lease");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+    let before = leases.get(LEASE).await.unwrap();
+    a.stop();
+    eventually("b leads though the Lease keeps changing", Duration::from_secs(30), || async {
+        let leading = b.metric("ingress_status_guard_leader");
+        if leading == 1.0 { Ok(()) } else { Err(format!("b leader {leading}")) }
+    })
+    .await;
+    annotator.abort();
+    let after = leases.get(LEASE).await.unwrap();
+    assert!(touches.load(Ordering::SeqCst) >= 4, "the annotations went on while b waited");
+    assert_ne!(before.metadata.resource_version, after.metadata.resource_version);
+    let holder = after.spec.as_ref().and_then(|s| s.holder_identity.as_deref());
+    assert_eq!(holder, Some(users[1]), "b holds the Lease");
+    stale(&t, "after").await;
+    eventually("the new leader heals", HEAL, || async {
+        let got = stored(&t.ingresses, "after").await;
+        if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+}
+
+/// The reconciler's patches of Ingress `name`, as (user, when the API server received it).
+fn patches(t: &TestEnv, name: &str) -> Vec<(String, Timestamp)> {
+    t.cluster
+        .ingress_status_audit(&t.ns, name)
+        .into_iter()
+        .filter(|e| {
+            e["verb"] == "patch" && e["requestURI"].as_str().unwrap_or("").contains("fieldManager=ingress-status-guard")
+        })
+        .map(|e| {
+            let at = e["requestReceivedTimestamp"].as_str().unwrap_or_default();
+            (e["user"]["username"].as_str().unwrap_or_default().to_owned(), at.parse().expect("an audit timestamp"))
+        })
+        .collect()
+}
+
+/// Issue 33, item 6: a deposed leader must not finish its pass. Leader a works through a
+/// backlog of stale Ingresses at 2 patches a second behind a TCP proxy; the proxy stalls in
+/// the middle of it, b takes over, and the proxy passes again (so anything a still sent would
+/// arrive). Every patch of a reached the API server before b acquired the Lease, and b heals
+/// the rest.
+#[tokio::test]
+async fn a_leader_stalled_during_a_pass_writes_nothing_after_losing_the_lease() {
+    let t = TestEnv::new("leader-fenced").await;
+    let users = ["isg-fence-a", "isg-fence-b"];
+    let names: Vec<String> = (0..40).map(|i| format!("web-{i}")).collect();
+    for name in &names {
+        stale(&t, name).await;
+    }
+    let stall = Arc::new(AtomicBool::new(false));
+    let server = t.cluster.server.clone();
+    let port = support::proxy::stalling_proxy(server.trim_start_matches("https://").to_owned(), stall.clone()).await;
+    let direct = t.cluster.kubeconfig_for(users[0], Some("system:masters"));
+    let proxied = direct.with_extension("proxied.yaml");
+    let text = std::fs::read_to_string(&direct).unwrap().replace(&server, &format!("https://127.0.0.1:{port}"));
+    std::fs::write(&proxied, text).unwrap();
+    let replica_args = args(&t, ["4s", "3s", "1s"], &["--reconcile-qps=2"]);
+    let a = replica(&t, &proxied, users[0], &replica_args).await;
+    await_leading(&a, HEAL).await;
+    let b_config = t.cluster.kubeconfig_for(users[1], Some("system:masters"));
+    let b = replica(&t, &b_config, users[1], &replica_args).await;
+    await_synced(&b).await;
+
+    let healed = || async {
+        let mut n = 0;
+        for name in &names {
+            n += usize::from(stored(&t.ingresses, name).await == ["192.0.2.10"]);
+        }
+        n
+    };
+    eventually("a is in the middle of its pass", HEAL, || async {
+        let n = healed().await;
+        if n >= 3 { Ok(()) } else { Err(format!("{n} healed")) }
+    })
+    .await;
+    stall.store(true, Ordering::SeqCst);
+    let at_stall = healed().await;
+    assert!(at_stall < names.len(), "the stall came mid-pass ({at_stall} of {} healed)", names.len());
+    eventually("b takes over", Duration::from_secs(30), || async {
+        let leading = b.metric("ingress_status_guard_leader");
+        if leading == 1.0 { Ok(()) } else { Err(format!("b leader {leading}")) }
+    })
+    .await;
+    let lease = Api::<Lease>::namespaced(t.admin.clone(), &t.ns).get(LEASE).await.unwrap();
+    let spec = lease.spec.expect("the Lease's spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some(users[1]));
+    let acquired = spec.acquire_time.expect("b's acquireTime").0;
+    // a can reach the API server again: a write it still meant to send would now land.
+    stall.store(false, Ordering::SeqCst);
+    eventually("b heals the rest", Duration::from_secs(60), || async {
+        let n = healed().await;
+        if n == names.len() { Ok(()) } else { Err(format!("{n} healed")) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (mut by_a, mut by_b) = (0, 0);
+    for name in &names {
+        for (user, at) in patches(&t, name) {
+            if user == users[0] {
+                by_a += 1;
+                assert!(at < acquired, "{name}: a patched at {at}, after b acquired the Lease at {acquired}");
+            } else {
+                by_b += 1;
+            }
+        }
+    }
+    assert!(by_a >= 1 && by_b >= 1, "both led a part of the pass: a {by_a}, b {by_b}");
+    assert_eq!(a.metric("ingress_status_guard_leader"), 0.0, "a stays deposed");
+    assert!(a.log().contains("stepping down"), "a says why:\n{}", a.log_tail());
+}

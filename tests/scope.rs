@@ -1,0 +1,110 @@
+//! The reconciler's scope from its webhook configuration, against the real kube-apiserver +
+//! etcd of `support` (issue 33, item 8): a configuration whose `matchConditions` the guard
+//! cannot evaluate is refused for reconciling, fail closed, with one line that says why.
+
+#[allow(dead_code)]
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::{admissionregistration::v1::MutatingWebhookConfiguration, networking::v1::Ingress};
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+
+use support::{Class, TestEnv, Webhook, create_ingress, eventually, stored, write_status};
+
+const HEAL: Duration = Duration::from_secs(20);
+
+/// The reconciler's patches of Ingress `name` in `ns` in the audit log.
+fn guard_patches(t: &TestEnv, ns: &str, name: &str) -> Vec<Value> {
+    t.cluster
+        .ingress_status_audit(ns, name)
+        .into_iter()
+        .filter(|e| {
+            e["verb"] == "patch" && e["requestURI"].as_str().unwrap_or("").contains("fieldManager=ingress-status-guard")
+        })
+        .collect()
+}
+
+/// A webhook configuration whose matchCondition leaves `kube-system` out: the API server would
+/// not call the webhook there, and the guard cannot evaluate the CEL to know. It used to read
+/// the configuration by its namespaceSelector alone and patch a stale Ingress in `kube-system`
+/// where admission never runs. Now the scope is refused (unknown, `reconcile_scope_known` 0, a
+/// WARN naming the field and `--webhook-configuration`), nothing is patched anywhere, and with
+/// the condition removed the reconciler heals again.
+#[tokio::test]
+async fn match_conditions_the_guard_cannot_evaluate_fail_closed() {
+    let t = TestEnv::new("scope-cond").await;
+    let class = t.ns.clone();
+    let system_name = format!("{}-web", t.ns);
+    let system: Api<Ingress> = Api::namespaced(t.admin.clone(), "kube-system");
+    let system_rogue: Api<Ingress> = Api::namespaced(t.cluster.rogue().await, "kube-system");
+    create_ingress(&system, &system_name, Class::Field(&class)).await;
+    write_status(&system_rogue, &system_name, &["198.51.100.7"], false).await.unwrap();
+    create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
+    write_status(&t.rogue, "web", &["198.51.100.7"], false).await.unwrap();
+
+    let name = format!("isg-{}", t.ns);
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "scope.conditions.ingress-status-guard.test",
+            "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
+            // Matches no write of any test.
+            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["ingressclasses"]}],
+            "matchConditions": [{"name": "not-kube-system", "expression": "request.namespace != 'kube-system'"}],
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+        }]
+    }))
+    .unwrap();
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(t.admin.clone());
+    configs.create(&PostParams::default(), &config).await.unwrap();
+    let args = [
+        "--reconcile=true".to_owned(),
+        format!("--leader-election-namespace={}", t.ns),
+        "--leader-election-lease-duration=4s".to_owned(),
+        "--leader-election-renew-deadline=3s".to_owned(),
+        "--leader-election-retry-period=1s".to_owned(),
+        "--publish-status-address=192.0.2.10".to_owned(),
+        format!("--ingress-class={class}"),
+        format!("--webhook-configuration={name}"),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let webhook = Webhook::start(t.cluster, &t.ns, t.cluster.admin_kubeconfig(), &args).await;
+    eventually(&format!("leads with a synced cache ({})", webhook.log_path().display()), HEAL, || async {
+        let leading = webhook.metric("ingress_status_guard_leader") == 1.0;
+        if leading && webhook.log().contains("Ingress cache synced") { Ok(()) } else { Err("not yet".into()) }
+    })
+    .await;
+    eventually("the scope is refused, saying why", HEAL, || async {
+        let log = webhook.log();
+        let why = log.lines().find(|l| l.contains("webhooks[0].matchConditions")).map(str::to_owned);
+        match why {
+            Some(line) if line.contains("--webhook-configuration") && line.contains("not-kube-system") => Ok(line),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(webhook.metric("ingress_status_guard_reconcile_scope_known"), 0.0);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(stored(&system, &system_name).await, ["198.51.100.7"], "kube-system: kept as written");
+    assert_eq!(guard_patches(&t, "kube-system", &system_name), Vec::<Value>::new(), "kube-system: never patched");
+    assert_eq!(stored(&t.ingresses, "web").await, ["198.51.100.7"], "fail closed: not patched anywhere");
+
+    // Without the condition the scope is the namespaceSelector's (none: every Namespace).
+    let patch = json!({"webhooks": [{"name": "scope.conditions.ingress-status-guard.test", "matchConditions": null}]});
+    configs.patch(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
+    eventually("healed once the scope is known", HEAL, || async {
+        let got = stored(&t.ingresses, "web").await;
+        if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    assert_eq!(webhook.metric("ingress_status_guard_reconcile_scope_known"), 1.0);
+    configs.delete(&name, &DeleteParams::default()).await.unwrap();
+    system.delete(&system_name, &DeleteParams::default()).await.unwrap();
+}
