@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{ApiVersion, Governed, RenderError, governed_in_order, object_name_of, render};
+use super::{ApiVersion, Governed, RenderError, governed_in_order, object_name_in, render_named};
 use crate::{
     address::Address,
     kind::{Kind, with_kind},
@@ -33,6 +33,8 @@ pub(crate) struct Desired {
     pub(crate) kept_policies: BTreeSet<String>,
     /// Per policy whose value is not rendered, why, for the log.
     pub(crate) skipped: Vec<(String, String)>,
+    /// Each policy's object name, by policy name (a policy that cannot be named has none).
+    pub(crate) names: Vec<(String, String)>,
 }
 
 impl Desired {
@@ -43,12 +45,43 @@ impl Desired {
     }
 }
 
+/// Who keeps a set of admission objects: a guard, known by its leader Lease. Its objects are
+/// named by [`object_name_in`] of the Lease name, labelled [`OWNER_LABEL`]`=<label>`, and
+/// written under [`Owner::field_manager`]: one field manager per owner. An object of one of
+/// its names that carries another label is another guard's, never written or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owner {
+    /// The [`OWNER_LABEL`] value: [`owner`] of the Lease's namespace and name.
+    pub(crate) label: String,
+    /// The Lease's name, which the object names start with.
+    pub(crate) lease: String,
+}
+
+impl Owner {
+    pub(crate) fn new(namespace: &str, lease: &str) -> Self {
+        Owner { label: owner(namespace, lease), lease: lease.to_owned() }
+    }
+
+    /// The field manager of this owner's writes (at most 128 characters: the label is 63).
+    pub(crate) fn field_manager(&self) -> String {
+        format!("{}/{}", super::keeper::FIELD_MANAGER, self.label)
+    }
+
+    /// Whose an object labelled `label` is, from this owner's side: `None` when it is this
+    /// owner's, or carries no owner label (rendered by hand with `render-admission-policy`, or
+    /// by a guard before owner labels: adopted); else the other owner's label.
+    pub(crate) fn other<'a>(&self, label: Option<&'a str>) -> Option<&'a str> {
+        label.filter(|l| *l != self.label)
+    }
+}
+
 /// The label value for the Lease `namespace/name`: `namespace.name` when that is a valid label
-/// value, else a stable hash of it (a Lease name may be 253 characters, a label value 63).
+/// value, else `h-` and the decimal Adler-32 of it (a Lease name may be 253 characters, a label
+/// value 63): the chart computes the same (`isg.ownerLabel`) to find its objects.
 pub(crate) fn owner(namespace: &str, lease: &str) -> String {
     let full = format!("{namespace}.{lease}");
     let valid = full.len() <= 63 && full.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if valid { full } else { format!("h-{:08x}", super::fnv1a(full.as_bytes())) }
+    if valid { full } else { format!("h-{}", super::adler32(full.as_bytes())) }
 }
 
 /// Why `policy`'s value is not known yet: a source of it not read yet (the reconciler's rule,
@@ -64,7 +97,7 @@ fn not_read_yet(policy: &Policy, sources: &dyn Sources) -> Option<String> {
 
 /// The plan for `policies` over `sources`. While a kind's classes are not read yet, none of
 /// that kind's policies' objects are rendered or deleted.
-pub(crate) fn desired(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &str) -> Desired {
+pub(crate) fn desired(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &Owner) -> Desired {
     let mut plan = Desired::default();
     // Each kind's policies wait on their own classes only. Class rules resolve against every
     // class of the kind, and what an earlier policy governs is taken out of the later ones:
@@ -86,14 +119,26 @@ impl Desired {
         governed: Result<Vec<Governed>, String>,
         sources: &dyn Sources,
         api: ApiVersion,
-        owner: &str,
+        owner: &Owner,
     ) {
         for (at, policy) in policies.of(K::KIND).enumerate() {
-            let name = object_name_of(policy);
+            let name = match object_name_in(&owner.lease, policy) {
+                Ok(name) => name,
+                // A name the chart's RBAC cannot grant: refused, never hashed into a wider grant.
+                // Nothing is deleted for it either: its old objects, if any, are not this name's.
+                Err(e) => {
+                    self.skipped.push((policy.name.clone(), e.to_string()));
+                    continue;
+                }
+            };
+            self.names.push((policy.name.clone(), name.clone()));
             match governed.as_ref().map(|all| &all[at]) {
                 Err(why) => self.keep(policy, name, why.clone()),
                 Ok(governed) => {
-                    self.one(policy, name, sources, owner, K::PUBLISHED, |c| render::<K>(policy, c, governed, api));
+                    let named = name.clone();
+                    self.one(policy, name, sources, &owner.label, K::PUBLISHED, |c| {
+                        render_named::<K>(policy, c, governed, api, &named)
+                    });
                 }
             }
         }
@@ -177,6 +222,10 @@ mod tests {
         }
     }
 
+    fn o() -> Owner {
+        Owner { label: "o".into(), lease: "ingress-status-guard".into() }
+    }
+
     fn ip(s: &str) -> Address {
         Address { ip: Some(s.to_owned()), ..Address::default() }
     }
@@ -195,7 +244,12 @@ mod tests {
             ("ns/ok".to_owned(), Ok(vec![ip("192.0.2.9")])),
             ("ns/gone".to_owned(), Err(Unresolved::Missing(svc("gone")))),
         ]));
-        let plan = desired(&policies, &sources, ApiVersion::V1, "ns.lease");
+        let plan = desired(
+            &policies,
+            &sources,
+            ApiVersion::V1,
+            &Owner { label: "ns.lease".into(), lease: "ingress-status-guard".into() },
+        );
         let kinds: Vec<(&str, &str)> = plan
             .objects
             .iter()
@@ -231,12 +285,12 @@ mod tests {
         let file = "policies:\n- {name: ctl, controllerClasses: [example.com/x], publishStatusAddress: 192.0.2.1}\n";
         let policies = parse_file("t", file).unwrap();
         let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
-        let plan = desired(&policies, &unread, ApiVersion::V1, "o");
+        let plan = desired(&policies, &unread, ApiVersion::V1, &o());
         assert!(plan.objects.is_empty());
         assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ctl"));
         let x = Class { controller: Some("example.com/x".into()), default: true };
         let read = Fixed(HashMap::new(), [Some(Classes::from([("x".to_owned(), x)])), Some(Classes::new())]);
-        let plan = desired(&policies, &read, ApiVersion::V1beta1, "o");
+        let plan = desired(&policies, &read, ApiVersion::V1beta1, &o());
         assert_eq!(plan.objects[0]["apiVersion"], "admissionregistration.k8s.io/v1beta1");
         let condition = plan.objects[0]["spec"]["matchConditions"][0]["expression"].as_str().unwrap();
         assert!(condition.contains("[\"x\"]") && condition.ends_with(": true)"), "{condition}");
@@ -255,7 +309,7 @@ mod tests {
             - {name: gw, gatewayClasses: [eg], publishGateway: ns/edge}\n";
         let policies = parse_file("t", file).unwrap();
         // `Fixed` answers every Gateway as not in the cache yet (the trait's default).
-        let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, "o");
+        let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, &o());
         assert!(plan.objects.is_empty(), "nothing rendered from a Gateway not read: {:?}", plan.objects);
         for name in ["ingress-status-guard-ing", "ingress-status-guard-two", "ingress-status-guard-gateway-gw"] {
             assert!(plan.keeps("MutatingAdmissionPolicy", name), "{name} is swept: {plan:?}");
@@ -273,7 +327,7 @@ mod tests {
             - {name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n";
         let policies = parse_file("t", file).unwrap();
         let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
-        let plan = desired(&policies, &unread, ApiVersion::V1, "o");
+        let plan = desired(&policies, &unread, ApiVersion::V1, &o());
         assert!(plan.kept.contains("ingress-status-guard-ing"), "{plan:?}");
         let names: Vec<&str> = plan.objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["ingress-status-guard-gateway-gw"; 2], "the Gateway policy renders: {plan:?}");

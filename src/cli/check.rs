@@ -25,6 +25,14 @@ pub(crate) struct ClusterArgs {
     /// (as with --admission=policy), or empty: the policies' namespaceSelectors alone.
     #[arg(long, env = "ISG_WEBHOOK_CONFIGURATION", default_value = crate::scope::DEFAULT_CONFIGURATION)]
     pub webhook_configuration: String,
+    /// The guard's leader Lease (`serve --leader-election-lease-name`; the chart's release
+    /// fullname), whose name its admission policies are named by (`--admission=policy`).
+    #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_NAME", default_value = crate::admission_policy::DEFAULT_LEASE)]
+    pub leader_election_lease_name: String,
+    /// Namespace of that Lease (the guard's): an admission policy labelled as another Lease's
+    /// is shown FOREIGN.
+    #[arg(long, env = "ISG_LEADER_ELECTION_NAMESPACE", default_value = "ingress-status-guard")]
+    pub leader_election_namespace: String,
 }
 
 const KUBECONFIG_HELP: &str =
@@ -36,6 +44,10 @@ impl ClusterArgs {
             target: self.client.target(),
             request_timeout: self.request_timeout,
             webhook_configuration: self.webhook_configuration.clone(),
+            owner: crate::admission_policy::desired::Owner::new(
+                &self.leader_election_namespace,
+                &self.leader_election_lease_name,
+            ),
         }
     }
 }

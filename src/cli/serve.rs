@@ -218,7 +218,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             policies: store.clone(),
             sources: cache.clone(),
             api,
-            owner: desired::owner(&leader_settings.namespace, &leader_settings.lease_name),
+            owner: desired::Owner::new(&leader_settings.namespace, &leader_settings.lease_name),
             metrics: KeeperMetrics::register(&mut metrics),
             enforced: Enforced::new(cache.clone()),
         }),

@@ -1,6 +1,7 @@
-//! `admission.mode=policy`: no certificate machinery, no MutatingWebhookConfiguration, the
-//! RBAC the leader needs for its admission policies (by name where the API allows), as the
-//! kustomize overlay `overlays/admission-policy` has it; and that RBAC is all the guard needs.
+//! `admission.mode=policy`: no certificate machinery, no MutatingWebhookConfiguration, no
+//! Events grant, the RBAC the leader needs for its admission policies (by name where the API
+//! allows, the names the binary computes: `render-admission-policy --names`), as the kustomize
+//! overlay `overlays/admission-policy` has it; and that RBAC is all the guard needs.
 
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -14,6 +15,101 @@ const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn args_of(docs: &[Value]) -> Vec<String> {
     let args = &find(docs, "Deployment", RELEASE)["spec"]["template"]["spec"]["containers"][0]["args"];
+    args.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
+}
+
+/// What `render-admission-policy --names` prints for the policy file `config` and the Lease.
+fn binary_names(dir: &std::path::Path, config: &str, lease: &str) -> Vec<String> {
+    let file = dir.join(format!("{lease}-config.yaml"));
+    std::fs::write(&file, config).unwrap();
+    let out = std::process::Command::new(crate::support::webhook::BINARY)
+        .args(["render-admission-policy", "--names", "--config", file.to_str().unwrap()])
+        .args(["--leader-election-lease-name", lease])
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+fn config_of(docs: &[Value]) -> String {
+    let map = docs.iter().find(|d| d["kind"] == "ConfigMap").expect("the policy ConfigMap");
+    map["data"]["config.yaml"].as_str().unwrap().to_owned()
+}
+
+fn granted(docs: &[Value], fullname: &str) -> Vec<String> {
+    let role = find(docs, "ClusterRole", &format!("{fullname}-admission-policies"));
+    let names = role["rules"][1]["resourceNames"].as_array().expect("resourceNames");
+    names.iter().map(|n| n.as_str().unwrap().to_owned()).collect()
+}
+
+/// The chart and the overlay grant exactly the names the binary gives the objects, for
+/// Ingress and Gateway policies and under another release name; a name the rule cannot give
+/// fails the render, naming the policy.
+#[test]
+fn the_granted_names_are_the_binarys() {
+    let dir = scratch("policy-names");
+    let helm = Helm::new(3, &dir);
+    let values = dir.join("values.yaml");
+    std::fs::write(
+        &values,
+        "admission: {mode: policy}
+policies:
+         - {name: web, ingressClasses: [nginx], publishStatusAddress: 192.0.2.1}
+         - {name: edge, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}
+",
+    )
+    .unwrap();
+    let docs = helm.template(&["-f", values.to_str().unwrap()]);
+    let want = binary_names(&dir, &config_of(&docs), RELEASE);
+    assert_eq!(
+        want,
+        ["ingress-status-guard-web", "ingress-status-guard-gateway-edge"],
+        "the default Lease keeps today's names"
+    );
+    assert_eq!(granted(&docs, RELEASE), want);
+    // Another release: its fullname is its Lease, and its objects' names start with it.
+    let out = helm.run(&["template", "team-a", CHART, "--namespace", "team-a", "-f", values.to_str().unwrap()]);
+    assert!(out.success, "{}", out.stderr);
+    let other = super::documents(&out.stdout);
+    let fullname = "team-a-ingress-status-guard";
+    let args = args_of_release(&other, fullname);
+    assert!(args.contains(&format!("--leader-election-lease-name={fullname}")), "{args:?}");
+    let want = binary_names(&dir, &config_of(&other), fullname);
+    assert_eq!(want, [format!("{fullname}-web"), format!("{fullname}-gateway-edge")]);
+    assert_eq!(granted(&other, fullname), want);
+    // 21 + 42 = 63 characters is a name; 64 fails the render, naming the policy, as the binary
+    // refuses it.
+    let fits = "p".repeat(42);
+    let docs = helm.template(&["--set", "admission.mode=policy", "--set", &format!("policy.name={fits}")]);
+    assert_eq!(granted(&docs, RELEASE), [format!("ingress-status-guard-{fits}")]);
+    let long = "p".repeat(43);
+    let out = helm.run(&[
+        "template",
+        RELEASE,
+        CHART,
+        "--set",
+        "admission.mode=policy",
+        "--set",
+        &format!("policy.name={long}"),
+    ]);
+    assert!(!out.success, "rendered a name of 64 characters");
+    assert!(out.stderr.contains(&format!("policy \"{long}\": its admission objects would be named")), "{}", out.stderr);
+    let config = format!("policies:\n- {{name: {long}, ingressClasses: [a], publishStatusAddress: 192.0.2.1}}\n");
+    let file = dir.join("long.yaml");
+    std::fs::write(&file, config).unwrap();
+    let out = std::process::Command::new(crate::support::webhook::BINARY)
+        .args(["render-admission-policy", "--names", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&format!("policy \"{long}\"")), "{stderr}");
+    // The overlay grants what the binary names for its own policy file.
+    let overlay = kustomize("overlays/admission-policy");
+    assert_eq!(granted(&overlay, RELEASE), binary_names(&dir, &config_of(&overlay), RELEASE));
+}
+
+fn args_of_release(docs: &[Value], name: &str) -> Vec<String> {
+    let args = &find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["args"];
     args.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
 }
 
@@ -58,26 +154,34 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
         json!([
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": resources, "verbs": ["create", "list"]},
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": resources,
-             "resourceNames": ["ingress-status-guard-default"], "verbs": ["get", "patch", "delete"]},
+             "resourceNames": ["ingress-status-guard-default"], "verbs": ["get", "update", "delete"]},
         ])
     );
-    // A policy name the chart cannot turn into the object's name (it gets a hash): any name.
-    let long = helm.template(&[
+    // A policy name that is no part of a DNS label: refused at render, never a grant of every name.
+    let out = helm.run(&[
+        "template",
+        RELEASE,
+        CHART,
         "--set",
         "admission.mode=policy",
         "--set",
         "policies[0].name=Not_A_Label,policies[0].publishStatusAddress=192.0.2.1",
     ]);
-    let rules = &find(&long, "ClusterRole", &format!("{RELEASE}-admission-policies"))["rules"];
-    assert!(rules[1].get("resourceNames").is_none(), "{rules}");
+    assert!(!out.success && out.stderr.contains("policy \"Not_A_Label\""), "{}", out.stderr);
+    // No Events in this mode: no grant of them.
+    assert!(!names(&docs).iter().any(|n| n.contains("-events")), "{:?}", names(&docs));
     // The webhook mode has none of it.
     let webhook = helm.template(&[]);
     assert!(!names(&webhook).iter().any(|n| n.contains("admission-policies")));
 
     // The overlay: the same objects (the chart's webhook-mode-only ones gone alike), the same
-    // args and RBAC.
+    // args and RBAC; and its base's only grant of Namespaces stays, for a namespaceSelector.
     let overlay = kustomize("overlays/admission-policy");
-    let chart: Vec<String> = names(&docs);
+    let scope = find(&overlay, "ClusterRole", &format!("{RELEASE}-scope"));
+    assert_eq!(scope["rules"], json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}]));
+    let mut chart: Vec<String> = names(&docs);
+    chart.extend([format!("ClusterRole/{RELEASE}-scope"), format!("ClusterRoleBinding/{RELEASE}-scope")]);
+    chart.sort();
     let overlay_names: Vec<String> = names(&overlay)
         .into_iter()
         .map(|n| {
@@ -97,36 +201,8 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     assert_eq!(pod["volumes"].as_array().unwrap().len(), 1, "the config volume only: {pod}");
 }
 
-/// The chart's RBAC in policy mode is all the guard needs: run as its ServiceAccount with its
-/// policy file, it leads, applies the MutatingAdmissionPolicy the API server then enforces, and
-/// logs nothing forbidden.
-#[tokio::test]
-async fn the_charts_rbac_is_all_policy_mode_needs() {
-    let t = TestEnv::new("chart-map").await;
-    // .ci/run runs this binary on v1.31 too, which has no MutatingAdmissionPolicy: there the
-    // guard exits 2 at start (tests/admission_policy.rs checks that), so there is nothing to run.
-    let resources =
-        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["api-resources", "--api-group=admissionregistration.k8s.io"]);
-    if !resources.stdout.contains("mutatingadmissionpolicies") {
-        eprintln!("the API server serves no MutatingAdmissionPolicy: policy mode cannot run here");
-        return;
-    }
-    let helm = Helm::new(3, &t.cluster.scratch_dir("chart-map-helm"));
-    let class = format!("{}-class", t.ns);
-    let docs = helm.template(&[
-        "--set",
-        "admission.mode=policy",
-        "--set",
-        "policy.name=chart-map",
-        "--set",
-        &format!("policy.ingressClasses={{{class}}}"),
-        "--set",
-        "policy.publishStatusAddress=",
-        "--set",
-        "policy.publishService=chart-map-edge/lb",
-        "--set",
-        "policy.mode=enforce",
-    ]);
+/// RBAC objects of `docs`, with the Namespaces they need.
+fn rbac_objects(docs: &[Value]) -> Vec<Value> {
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "chart-map-edge"}}),
@@ -139,13 +215,50 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
             })
             .cloned(),
     );
-    // Server-side, as the webhook-mode RBAC test beside it, which applies the same Namespace and
-    // ServiceAccount into this shared API server at the same time.
-    let file = t.cluster.scratch_dir("chart-map").join("objects.json");
-    std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()).unwrap();
-    let out =
-        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "--server-side", "-f", &file.display().to_string()]);
-    assert!(out.success, "{}", out.stderr);
+    objects
+}
+
+/// The chart's RBAC in policy mode is all the guard needs: run as its ServiceAccount with its
+/// policy file (an Ingress and a Gateway policy), it leads and creates both admission policies,
+/// the API server enforces the Ingress one; renamed (the chart's upgrade rendered against the
+/// cluster, whose helm lookup grants the old objects' names too), the old objects go; and the
+/// guard logs nothing forbidden.
+#[tokio::test]
+async fn the_charts_rbac_is_all_policy_mode_needs() {
+    let t = TestEnv::new("chart-map").await;
+    // .ci/run runs this binary on v1.31 too, which has no MutatingAdmissionPolicy: there the
+    // guard exits 2 at start (tests/admission_policy.rs checks that), so there is nothing to run.
+    let admin = t.cluster.admin_kubeconfig();
+    let resources = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    if !resources.stdout.contains("mutatingadmissionpolicies") {
+        eprintln!("the API server serves no MutatingAdmissionPolicy: policy mode cannot run here");
+        return;
+    }
+    t.cluster.install_gateway_crds().await;
+    let scratch_dir = t.cluster.scratch_dir("chart-map-helm");
+    let helm = Helm::new(3, &scratch_dir);
+    let class = format!("{}-class", t.ns);
+    let values = |ingress_policy: &str| {
+        let file = scratch_dir.join(format!("{ingress_policy}.yaml"));
+        let text = format!(
+            "admission: {{mode: policy}}\npolicies:\n\
+             - {{name: {ingress_policy}, ingressClasses: [{class}], publishService: chart-map-edge/lb, mode: enforce}}\n\
+             - {{name: chart-gw, gatewayClasses: [{class}-gw], publishStatusAddress: 192.0.2.77, mode: enforce}}\n"
+        );
+        std::fs::write(&file, text).unwrap();
+        file.display().to_string()
+    };
+    let apply = |docs: &[Value], what: &str| {
+        // Server-side, as the webhook-mode RBAC test beside it, which applies the same Namespace
+        // and ServiceAccount into this shared API server at the same time.
+        let file = t.cluster.scratch_dir("chart-map").join(format!("{what}.json"));
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac_objects(docs)});
+        std::fs::write(&file, list.to_string()).unwrap();
+        let out = t.cluster.kubectl(admin, &["apply", "--server-side", "-f", &file.display().to_string()]);
+        assert!(out.success, "{}", out.stderr);
+    };
+    let docs = helm.template(&["-f", &values("chart-map")]);
+    apply(&docs, "first");
 
     let services: Api<Service> = Api::namespaced(t.admin.clone(), "chart-map-edge");
     let service: Service = serde_json::from_value(json!({
@@ -156,9 +269,15 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.71"}]}}});
     services.patch_status("lb", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
 
-    let config = find(&docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
-    let config_file = t.cluster.scratch_dir("chart-map-config").join("config.yaml");
-    std::fs::write(&config_file, config).unwrap();
+    let config_dir = t.cluster.scratch_dir("chart-map-config");
+    let config_file = config_dir.join("config.yaml");
+    let write_config = |docs: &[Value]| {
+        let config = find(docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
+        let tmp = config_dir.join("config.yaml.tmp");
+        std::fs::write(&tmp, config).unwrap();
+        std::fs::rename(&tmp, &config_file).unwrap();
+    };
+    write_config(&docs);
     let config_arg = format!("--config={}", config_file.display());
     let kubeconfig = t.cluster.kubeconfig_for(
         "system:serviceaccount:ingress-status-guard:ingress-status-guard",
@@ -175,6 +294,50 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
         if got == ["203.0.113.71"] { Ok(()) } else { Err(format!("stored {got:?}; {}", guard.log_tail())) }
     })
     .await;
+    let exists = |kind: &str, name: &str| t.cluster.kubectl(admin, &["get", kind, name]).success;
+    eventually("the Gateway policy's MAP and binding are created", WAIT, || async {
+        let name = "ingress-status-guard-gateway-chart-gw";
+        match exists("mutatingadmissionpolicy", name) && exists("mutatingadmissionpolicybinding", name) {
+            true => Ok(()),
+            false => Err(guard.log_tail()),
+        }
+    })
+    .await;
+
+    // Renamed: the upgrade, rendered against the cluster, grants the old objects' names too.
+    let kubeconfig_arg = admin.display().to_string();
+    let renamed = helm.template(&["-f", &values("chart-map-two"), "--dry-run=server", "--kubeconfig", &kubeconfig_arg]);
+    let role = find(&renamed, "ClusterRole", &format!("{RELEASE}-admission-policies"));
+    let names: Vec<&str> =
+        role["rules"][1]["resourceNames"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for name in [
+        "ingress-status-guard-chart-map-two",
+        "ingress-status-guard-gateway-chart-gw",
+        "ingress-status-guard-chart-map",
+    ] {
+        assert!(names.contains(&name), "{name} not granted: {names:?}");
+    }
+    apply(&renamed, "renamed");
+    write_config(&renamed);
+    eventually("the renamed policy's old objects go", WAIT, || async {
+        let old = "ingress-status-guard-chart-map";
+        let left: Vec<&str> = ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"]
+            .into_iter()
+            .filter(|kind| exists(kind, old))
+            .collect();
+        match left.is_empty() && exists("mutatingadmissionpolicy", "ingress-status-guard-chart-map-two") {
+            true => Ok(()),
+            false => Err(format!("{left:?} still there; {}", guard.log_tail())),
+        }
+    })
+    .await;
+    // The next upgrade no longer grants the deleted names.
+    let after = helm.template(&["-f", &values("chart-map-two"), "--dry-run=server", "--kubeconfig", &kubeconfig_arg]);
+    let role = find(&after, "ClusterRole", &format!("{RELEASE}-admission-policies"));
+    assert_eq!(
+        role["rules"][1]["resourceNames"],
+        json!(["ingress-status-guard-chart-map-two", "ingress-status-guard-gateway-chart-gw"])
+    );
     let log = guard.log();
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the guard's log:\n{log}");
 }
