@@ -84,7 +84,8 @@ pub(crate) struct Cluster {
     /// Ingresses judged ([`crate::scope`]); empty: the policies' selectors alone.
     pub webhook_configuration: String,
     /// The guard whose admission policies to read (`--leader-election-lease-name` and
-    /// `--leader-election-namespace`).
+    /// `--leader-election-namespace`); an empty label (no namespace given): any owner's objects
+    /// of its names are read as its own.
     pub owner: crate::admission_policy::desired::Owner,
 }
 

@@ -129,7 +129,7 @@ pub(crate) fn drift(rendered: &Value, live: &Value, at: &str) -> Option<String> 
 
 /// Each policy's object found in the cluster, judged against its rendering over `snapshot`,
 /// which holds each kind's classes as the keeper's sources would; `owner` is the guard whose
-/// objects these are (their names, their label).
+/// objects these are (their names, their label; an empty label: whoever's label they carry).
 pub(crate) fn compare(
     policies: &Policies,
     owner: &Owner,
@@ -143,7 +143,7 @@ pub(crate) fn compare(
         for (policy, governed) in policies.of(kind).zip(&governed) {
             let Ok(name) = admission_policy::object_name_in(&owner.lease, policy) else { continue };
             let Some(found) = found.get(&name) else { continue };
-            if let Some(other) = owner.other(found.owner.as_deref()) {
+            if let Some(other) = owner.other(found.owner.as_deref()).filter(|_| !owner.label.is_empty()) {
                 let reason = format!(
                     "held by another guard: its ingress-status-guard/lease label is {other:?}, this guard's {:?}",
                     owner.label

@@ -29,10 +29,11 @@ pub(crate) struct ClusterArgs {
     /// fullname), whose name its admission policies are named by (`--admission=policy`).
     #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_NAME", default_value = crate::admission_policy::DEFAULT_LEASE)]
     pub leader_election_lease_name: String,
-    /// Namespace of that Lease (the guard's): an admission policy labelled as another Lease's
-    /// is shown FOREIGN.
-    #[arg(long, env = "ISG_LEADER_ELECTION_NAMESPACE", default_value = "ingress-status-guard")]
-    pub leader_election_namespace: String,
+    /// Namespace of that Lease (the guard's): then an admission policy of the guard's name
+    /// labelled as another Lease's is shown FOREIGN. Not given: any owner's is read as the
+    /// guard's.
+    #[arg(long, env = "ISG_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
 }
 
 const KUBECONFIG_HELP: &str =
@@ -44,10 +45,15 @@ impl ClusterArgs {
             target: self.client.target(),
             request_timeout: self.request_timeout,
             webhook_configuration: self.webhook_configuration.clone(),
-            owner: crate::admission_policy::desired::Owner::new(
-                &self.leader_election_namespace,
-                &self.leader_election_lease_name,
-            ),
+            owner: match &self.leader_election_namespace {
+                Some(namespace) => {
+                    crate::admission_policy::desired::Owner::new(namespace, &self.leader_election_lease_name)
+                }
+                None => crate::admission_policy::desired::Owner {
+                    label: String::new(),
+                    lease: self.leader_election_lease_name.clone(),
+                },
+            },
         }
     }
 }

@@ -201,28 +201,16 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     assert_eq!(pod["volumes"].as_array().unwrap().len(), 1, "the config volume only: {pod}");
 }
 
-/// RBAC objects of `docs`, with the Namespaces they need.
-fn rbac_objects(docs: &[Value]) -> Vec<Value> {
-    let mut objects = vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "chart-map-edge"}}),
-    ];
-    objects.extend(
-        docs.iter()
-            .filter(|d| {
-                ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
-                    .contains(&d["kind"].as_str().unwrap())
-            })
-            .cloned(),
-    );
-    objects
-}
+/// The release of the policy-mode install test, in a namespace of its own (the webhook-mode
+/// RBAC test applies the default release's ServiceAccount into this shared API server).
+const INSTALL: &str = "isg-map";
+const FULLNAME: &str = "isg-map-ingress-status-guard";
 
-/// The chart's RBAC in policy mode is all the guard needs: run as its ServiceAccount with its
-/// policy file (an Ingress and a Gateway policy), it leads and creates both admission policies,
-/// the API server enforces the Ingress one; renamed (the chart's upgrade rendered against the
-/// cluster, whose helm lookup grants the old objects' names too), the old objects go; and the
-/// guard logs nothing forbidden.
+/// The chart's RBAC in policy mode is all the guard needs: installed with helm (so `lookup`
+/// runs), run as its ServiceAccount with its policy file (an Ingress and a Gateway policy), the
+/// guard leads and creates both admission policies, the API server enforces the Ingress one;
+/// renamed by an upgrade (which grants the old objects' names too), the old objects go, and the
+/// upgrade after that grants only the current names; the guard logs nothing forbidden.
 #[tokio::test]
 async fn the_charts_rbac_is_all_policy_mode_needs() {
     let t = TestEnv::new("chart-map").await;
@@ -248,17 +236,34 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
         std::fs::write(&file, text).unwrap();
         file.display().to_string()
     };
-    let apply = |docs: &[Value], what: &str| {
-        // Server-side, as the webhook-mode RBAC test beside it, which applies the same Namespace
-        // and ServiceAccount into this shared API server at the same time.
-        let file = t.cluster.scratch_dir("chart-map").join(format!("{what}.json"));
-        let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac_objects(docs)});
-        std::fs::write(&file, list.to_string()).unwrap();
-        let out = t.cluster.kubectl(admin, &["apply", "--server-side", "-f", &file.display().to_string()]);
-        assert!(out.success, "{}", out.stderr);
+    let kubeconfig_arg = format!("--kubeconfig={}", admin.display());
+    let helm_ok = |verb: &str, values: &str| {
+        let out = helm.run(&[
+            verb,
+            INSTALL,
+            CHART,
+            "--namespace",
+            INSTALL,
+            "--create-namespace",
+            "-f",
+            values,
+            &kubeconfig_arg,
+        ]);
+        assert!(out.success, "helm {verb}: {}", out.stderr);
+        out.stdout
     };
-    let docs = helm.template(&["-f", &values("chart-map")]);
-    apply(&docs, "first");
+    let granted = || {
+        let out =
+            t.cluster.kubectl(admin, &["get", "clusterrole", &format!("{FULLNAME}-admission-policies"), "-o", "json"]);
+        assert!(out.success, "{}", out.stderr);
+        let role: Value = serde_json::from_str(&out.stdout).unwrap();
+        role["rules"][1]["resourceNames"].clone()
+    };
+    let edge = t.cluster.kubectl(admin, &["create", "namespace", "chart-map-edge"]);
+    assert!(edge.success, "{}", edge.stderr);
+    let notes = helm_ok("install", &values("chart-map"));
+    assert!(notes.contains(&format!("-l ingress-status-guard/lease={INSTALL}.{FULLNAME}")), "{notes}");
+    assert_eq!(granted(), json!([format!("{FULLNAME}-chart-map"), format!("{FULLNAME}-gateway-chart-gw")]));
 
     let services: Api<Service> = Api::namespaced(t.admin.clone(), "chart-map-edge");
     let service: Service = serde_json::from_value(json!({
@@ -271,22 +276,25 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
 
     let config_dir = t.cluster.scratch_dir("chart-map-config");
     let config_file = config_dir.join("config.yaml");
-    let write_config = |docs: &[Value]| {
-        let config = find(docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
+    let write_config = |values: &str| {
+        let out = helm.run(&["template", INSTALL, CHART, "--namespace", INSTALL, "-f", values]);
+        assert!(out.success, "{}", out.stderr);
+        let docs = super::documents(&out.stdout);
+        let config =
+            find(&docs, "ConfigMap", &format!("{FULLNAME}-config"))["data"]["config.yaml"].as_str().unwrap().to_owned();
         let tmp = config_dir.join("config.yaml.tmp");
         std::fs::write(&tmp, config).unwrap();
         std::fs::rename(&tmp, &config_file).unwrap();
     };
-    write_config(&docs);
+    write_config(&values("chart-map"));
     let config_arg = format!("--config={}", config_file.display());
-    let kubeconfig = t.cluster.kubeconfig_for(
-        "system:serviceaccount:ingress-status-guard:ingress-status-guard",
-        Some("system:serviceaccounts"),
-    );
-    let lease = format!("--leader-election-namespace={NAMESPACE}");
-    let guard =
-        Webhook::start(t.cluster, &t.ns, &kubeconfig, &["--admission=policy", "--reconcile", &config_arg, &lease])
-            .await;
+    let kubeconfig = t
+        .cluster
+        .kubeconfig_for(&format!("system:serviceaccount:{INSTALL}:{FULLNAME}"), Some("system:serviceaccounts"));
+    let (lease_ns, lease) =
+        (format!("--leader-election-namespace={INSTALL}"), format!("--leader-election-lease-name={FULLNAME}"));
+    let args = ["--admission=policy", "--reconcile", &config_arg, &lease_ns, &lease];
+    let guard = Webhook::start(t.cluster, &t.ns, &kubeconfig, &args).await;
     create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
     eventually("the chart's guard keeps the MAP the API server enforces", WAIT, || async {
         let got =
@@ -296,48 +304,39 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     .await;
     let exists = |kind: &str, name: &str| t.cluster.kubectl(admin, &["get", kind, name]).success;
     eventually("the Gateway policy's MAP and binding are created", WAIT, || async {
-        let name = "ingress-status-guard-gateway-chart-gw";
-        match exists("mutatingadmissionpolicy", name) && exists("mutatingadmissionpolicybinding", name) {
+        let name = format!("{FULLNAME}-gateway-chart-gw");
+        match exists("mutatingadmissionpolicy", &name) && exists("mutatingadmissionpolicybinding", &name) {
             true => Ok(()),
             false => Err(guard.log_tail()),
         }
     })
     .await;
 
-    // Renamed: the upgrade, rendered against the cluster, grants the old objects' names too.
-    let kubeconfig_arg = admin.display().to_string();
-    let renamed = helm.template(&["-f", &values("chart-map-two"), "--dry-run=server", "--kubeconfig", &kubeconfig_arg]);
-    let role = find(&renamed, "ClusterRole", &format!("{RELEASE}-admission-policies"));
-    let names: Vec<&str> =
-        role["rules"][1]["resourceNames"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    for name in [
-        "ingress-status-guard-chart-map-two",
-        "ingress-status-guard-gateway-chart-gw",
-        "ingress-status-guard-chart-map",
-    ] {
-        assert!(names.contains(&name), "{name} not granted: {names:?}");
+    // Renamed by an upgrade: its lookup grants the old objects' names too, and the guard deletes them.
+    helm_ok("upgrade", &values("chart-map-two"));
+    let names = granted();
+    for name in ["chart-map-two", "gateway-chart-gw", "chart-map"] {
+        assert!(
+            names.as_array().unwrap().contains(&json!(format!("{FULLNAME}-{name}"))),
+            "{name} not granted: {names}"
+        );
     }
-    apply(&renamed, "renamed");
-    write_config(&renamed);
+    write_config(&values("chart-map-two"));
     eventually("the renamed policy's old objects go", WAIT, || async {
-        let old = "ingress-status-guard-chart-map";
+        let old = format!("{FULLNAME}-chart-map");
         let left: Vec<&str> = ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"]
             .into_iter()
-            .filter(|kind| exists(kind, old))
+            .filter(|kind| exists(kind, &old))
             .collect();
-        match left.is_empty() && exists("mutatingadmissionpolicy", "ingress-status-guard-chart-map-two") {
+        match left.is_empty() && exists("mutatingadmissionpolicy", &format!("{FULLNAME}-chart-map-two")) {
             true => Ok(()),
             false => Err(format!("{left:?} still there; {}", guard.log_tail())),
         }
     })
     .await;
     // The next upgrade no longer grants the deleted names.
-    let after = helm.template(&["-f", &values("chart-map-two"), "--dry-run=server", "--kubeconfig", &kubeconfig_arg]);
-    let role = find(&after, "ClusterRole", &format!("{RELEASE}-admission-policies"));
-    assert_eq!(
-        role["rules"][1]["resourceNames"],
-        json!(["ingress-status-guard-chart-map-two", "ingress-status-guard-gateway-chart-gw"])
-    );
+    helm_ok("upgrade", &values("chart-map-two"));
+    assert_eq!(granted(), json!([format!("{FULLNAME}-chart-map-two"), format!("{FULLNAME}-gateway-chart-gw")]));
     let log = guard.log();
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the guard's log:\n{log}");
 }
