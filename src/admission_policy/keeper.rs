@@ -49,10 +49,6 @@ const COALESCE: Duration = Duration::from_millis(200);
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// A failed pass is tried again after this long (or at the next change).
 const RETRY: Duration = Duration::from_secs(5);
-/// Everything is written and swept again this often, which repairs objects that someone else
-/// edited or deleted (nothing watches them). A fixed interval from the keeper's start, which
-/// no change restarts: churn of the sources cannot put the repair off.
-const RESYNC: Duration = Duration::from_secs(300);
 /// After an apply, the API server's admission plugin sees the new object once its informer
 /// has it; the reconciler judges by the new value only after this, so that its patches do
 /// not meet the old one.
@@ -111,6 +107,11 @@ pub(crate) struct Keeper {
     pub(crate) metrics: KeeperMetrics,
     /// What the reconciler judges by, published after each pass.
     pub(crate) enforced: Arc<Enforced>,
+    /// Everything is written and swept again this often (`--admission-policy-resync`), which
+    /// repairs objects that someone else edited or deleted (nothing watches them). A fixed
+    /// interval from the keeper's start, which no change restarts: churn of the sources cannot
+    /// put the repair off.
+    pub(crate) resync: Duration,
 }
 
 /// The four kinds, for applying and sweeping.
@@ -173,7 +174,8 @@ impl Keeper {
         let mut behind_since = Some(Instant::now());
         let mut last_pass: Option<Instant> = None;
         let mut lag_tick = tokio::time::interval(Duration::from_secs(1));
-        let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + RESYNC, RESYNC);
+        let period = self.resync.max(MIN_INTERVAL);
+        let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let leading = *leader.borrow_and_update();
@@ -204,7 +206,7 @@ impl Keeper {
                 }
             }
             self.show_lag(leading, behind_since);
-            let deadline = tokio::time::sleep(wait.unwrap_or(RESYNC));
+            let deadline = tokio::time::sleep(wait.unwrap_or(period));
             tokio::pin!(deadline);
             loop {
                 tokio::select! {

@@ -427,3 +427,81 @@ async fn a_guard_leaves_another_guards_objects_of_its_names_alone() {
     ]);
     assert!(out.contains(&format!("MutatingAdmissionPolicy {name} of policy \"default\": CURRENT")), "{out}");
 }
+
+/// The resync repairs on a fixed interval, whatever else changes: a deleted binding comes back
+/// and another writer's `matchResources` on the other one goes, while a Namespace is created and
+/// deleted all along (each a change of the sources, which restarted the repair timer before);
+/// `check` shows the foreign field STALE meanwhile.
+#[tokio::test]
+async fn the_resync_repairs_a_deleted_binding_and_a_foreign_field_under_churn() {
+    let t = TestEnv::new("mapy").await;
+    let dir = t.cluster.scratch_dir(&format!("mapy-{}", t.ns));
+    let (a, b) = (format!("{}-a", t.ns), format!("{}-b", t.ns));
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "policies:\n  - name: {a}\n    ingressClasses: [{a}]\n    publishStatusAddress: 192.0.2.91\n    namespaceSelector: \"kubernetes.io/metadata.name!=nowhere\"\n\
+             \x20 - name: {b}\n    ingressClasses: [{b}]\n    publishStatusAddress: 192.0.2.92\n"
+        ),
+    );
+    let (config, lease_ns) = (format!("--config={}", cfg.display()), format!("--leader-election-namespace={}", t.ns));
+    let mut args = vec!["--admission=policy", &config, &lease_ns, "--admission-policy-resync=4"];
+    args.extend(LEASE);
+    let guard = t.start_webhook(&args).await;
+    let (name_a, name_b) = (format!("ingress-status-guard-{a}"), format!("ingress-status-guard-{b}"));
+    eventually("both bindings exist", WAIT, || async {
+        let both = get_object(&t, "mutatingadmissionpolicybinding", &name_a).is_some()
+            && get_object(&t, "mutatingadmissionpolicybinding", &name_b).is_some();
+        if both { Ok(()) } else { Err(guard.log_tail()) }
+    })
+    .await;
+    // Churn: a Namespace created and deleted every second, each a change the keeper runs on.
+    let churn = {
+        let admin = t.admin.clone();
+        let prefix = t.ns.clone();
+        tokio::spawn(async move {
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin);
+            for i in 0.. {
+                let name = format!("{prefix}-churn-{i}");
+                let ns = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+                let _ = namespaces.create(&PostParams::default(), &ns).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let _ = namespaces.delete(&name, &Default::default()).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+    let admin = t.cluster.admin_kubeconfig();
+    let deleted = t.cluster.kubectl(admin, &["delete", "mutatingadmissionpolicybinding", &name_b]);
+    assert!(deleted.success, "{}", deleted.stderr);
+    let selector = r#"{"spec":{"matchResources":{"namespaceSelector":{"matchLabels":{"foreign":"yes"}}}}}"#;
+    let patched =
+        t.cluster.kubectl(admin, &["patch", "mutatingadmissionpolicybinding", &name_a, "--type=merge", "-p", selector]);
+    assert!(patched.success, "{}", patched.stderr);
+    let (kubeconfig, config) = (admin.to_str().unwrap(), cfg.to_str().unwrap());
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    let (stale_a, stale_b) = (
+        format!("MutatingAdmissionPolicy {name_a} of policy \"{a}\": STALE (its binding's spec.matchResources"),
+        format!("MutatingAdmissionPolicy {name_b} of policy \"{b}\": STALE (its binding is missing"),
+    );
+    // Unless the resync came between the edits and the check.
+    if !out.contains(&format!("{name_a} of policy \"{a}\": CURRENT")) {
+        assert_eq!(code, Some(1), "{out}");
+        assert!(out.contains(&stale_a), "{out}");
+    }
+    if !out.contains(&format!("{name_b} of policy \"{b}\": CURRENT")) {
+        assert!(out.contains(&stale_b), "{out}");
+    }
+    eventually("the resync repairs both", WAIT, || async {
+        let binding = get_object(&t, "mutatingadmissionpolicybinding", &name_a).ok_or("no binding a")?;
+        let selector = &binding["spec"]["matchResources"]["namespaceSelector"];
+        let repaired = selector.to_string().contains("nowhere") && !selector.to_string().contains("foreign");
+        let recreated = get_object(&t, "mutatingadmissionpolicybinding", &name_b).is_some();
+        if repaired && recreated { Ok(()) } else { Err(format!("binding a {selector}; b there: {recreated}")) }
+    })
+    .await;
+    churn.abort();
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    assert!(out.contains(&format!("{name_a} of policy \"{a}\": CURRENT")), "{code:?} {out}");
+    assert!(out.contains(&format!("{name_b} of policy \"{b}\": CURRENT")), "{out}");
+}
