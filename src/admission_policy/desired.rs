@@ -20,6 +20,10 @@ use crate::{
 /// objects alone.
 pub(crate) const OWNER_LABEL: &str = "ingress-status-guard/lease";
 
+/// Field manager of the admission policies' writes, before the owner ([`Owner::field_manager`]):
+/// apart from the reconciler's, so the managedFields say which part of which guard wrote what.
+pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard-admission-policy";
+
 /// The plan of one pass.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Desired {
@@ -64,7 +68,7 @@ impl Owner {
 
     /// The field manager of this owner's writes (at most 128 characters: the label is 63).
     pub(crate) fn field_manager(&self) -> String {
-        format!("{}/{}", super::keeper::FIELD_MANAGER, self.label)
+        format!("{FIELD_MANAGER}/{}", self.label)
     }
 
     /// Whose an object labelled `label` is, from this owner's side: `None` when it is this

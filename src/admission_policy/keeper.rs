@@ -40,9 +40,6 @@ use crate::{
     sources::SourceCache,
 };
 
-/// Field manager of the admission policies' writes, before the owner ([`Owner::field_manager`]):
-/// apart from the reconciler's, so the managedFields say which part of which guard wrote what.
-pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard-admission-policy";
 /// Changes come in bursts (a Service's status, a rollout's Pods): one pass covers them.
 const COALESCE: Duration = Duration::from_millis(200);
 /// Fewest seconds between two passes, so a source that flaps cannot drive the API server.

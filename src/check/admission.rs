@@ -86,20 +86,26 @@ fn ours(spec: &Value) -> [Value; 3] {
     ]
 }
 
-/// What the API server fills in when a field is left out: a field the rendering leaves out
-/// and the cluster has at one of these values is not drift.
-const SERVER_DEFAULTS: [(&str, &str); 4] =
-    [("matchPolicy", "\"Equivalent\""), ("namespaceSelector", "{}"), ("objectSelector", "{}"), ("scope", "\"*\"")];
+/// What the API server fills in when the field `key` is left out: a field the rendering leaves
+/// out and the cluster has at this value is not drift.
+fn server_default(key: &str) -> Option<Value> {
+    match key {
+        "matchPolicy" => Some(Value::from("Equivalent")),
+        "namespaceSelector" | "objectSelector" => Some(Value::Object(serde_json::Map::new())),
+        "scope" => Some(Value::from("*")),
+        _ => None,
+    }
+}
 
 fn empty(v: &Value) -> bool {
-    v.is_null() || v.as_object().is_some_and(|o| o.is_empty()) || v.as_array().is_some_and(|a| a.is_empty())
+    v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty) || v.as_array().is_some_and(Vec::is_empty)
 }
 
 /// Whether the field `key` at `value` is one the API server fills in: empty, a default, or an
 /// object of nothing else (a defaulted `matchResources`). Bounded by the value's depth.
 fn defaulted(key: &str, value: &Value) -> bool {
     empty(value)
-        || SERVER_DEFAULTS.iter().any(|(k, v)| *k == key && value.to_string() == *v)
+        || server_default(key).as_ref() == Some(value)
         || value.as_object().is_some_and(|o| o.iter().all(|(k, v)| defaulted(k, v)))
 }
 
@@ -364,7 +370,7 @@ mod tests {
         };
         let defaulted = with(&|f| {
             f.binding.as_mut().unwrap()["matchResources"] =
-                serde_json::json!({"matchPolicy": "Equivalent", "objectSelector": {}})
+                serde_json::json!({"matchPolicy": "Equivalent", "objectSelector": {}});
         });
         assert_eq!(defaulted.state, State::Current, "{}", defaulted.shown());
         let selector = serde_json::json!({"namespaceSelector": {"matchLabels": {"team": "x"}}});

@@ -8,7 +8,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{CHART, Helm, NAMESPACE, RELEASE, find, kinds, kustomize, scratch};
+use super::{CHART, Helm, RELEASE, find, kinds, kustomize, scratch};
 use crate::support::{Class, TestEnv, Webhook, create_ingress, eventually, write_status};
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
