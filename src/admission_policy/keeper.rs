@@ -337,48 +337,115 @@ impl Keeper {
     /// Deletes this guard's objects that the plan neither renders nor keeps.
     async fn sweep(&self, plan: &Desired, memory: &mut Memory) -> bool {
         let mut ok = true;
-        let params = ListParams::default().labels(&format!("{OWNER_LABEL}={}", self.owner.label)).limit(LIST_LIMIT);
         for kind in KINDS {
             let Some(resource) = resource(kind, self.api) else { continue };
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-            let listed = match within(CALL_TIMEOUT, api.list_metadata(&params)).await {
-                Ok(list) => list,
-                Err(e) => {
-                    tracing::warn!(kind, error = %e, "cannot list this guard's admission policies; retrying");
-                    ok = false;
-                    continue;
-                }
-            };
-            for object in listed.items {
-                let Some(name) = object.metadata.name else { continue };
-                if plan.keeps(kind, &name) {
-                    continue;
-                }
-                // Only the object listed: not one created again under its name since, nor one
-                // changed since (a relabel to another owner among such changes).
-                let preconditions =
-                    Preconditions { uid: object.metadata.uid, resource_version: object.metadata.resource_version };
-                let params = DeleteParams { preconditions: Some(preconditions), ..DeleteParams::default() };
-                match within(CALL_TIMEOUT, api.delete(&name, &params)).await {
-                    Ok(_) => {
-                        self.metrics.count("deleted");
-                        tracing::info!(kind, name = %name, "admission policy deleted: no policy renders it any more");
-                        memory.applied.remove(&(kind.to_owned(), name));
-                    }
-                    // Gone already, or changed since listed: the next sweep sees it as it is now.
-                    Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => {
-                        memory.applied.remove(&(kind.to_owned(), name));
-                    }
-                    Err(e) => {
-                        ok = false;
-                        self.metrics.count("delete_failed");
-                        tracing::warn!(kind, name = %name, error = %e, "cannot delete the admission policy; retrying");
-                    }
-                }
+            let swept =
+                sweep_kind(&self.client, kind, &resource, &self.owner.label, |name| plan.keeps(kind, name)).await;
+            ok &= swept.ok;
+            for name in swept.gone {
+                memory.applied.remove(&(kind.to_owned(), name));
+            }
+            for _ in 0..swept.deleted {
+                self.metrics.count("deleted");
+            }
+            for _ in 0..swept.failed {
+                self.metrics.count("delete_failed");
             }
         }
         ok
     }
+}
+
+/// What one sweep of one kind did.
+#[derive(Default)]
+struct Swept {
+    /// Whether every call succeeded (the list, and each delete).
+    ok: bool,
+    /// Names no longer there: deleted, or gone already.
+    gone: Vec<String>,
+    deleted: usize,
+    failed: usize,
+}
+
+/// Deletes the objects of `kind` (at `resource`) labelled `owner` that `keep` does not keep,
+/// each under its listed uid and resourceVersion: not one created again under its name since,
+/// nor one changed since (relabelled to another owner among such changes).
+async fn sweep_kind(
+    client: &Client,
+    kind: &str,
+    resource: &ApiResource,
+    owner: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Swept {
+    let mut swept = Swept { ok: true, ..Swept::default() };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let params = ListParams::default().labels(&format!("{OWNER_LABEL}={owner}")).limit(LIST_LIMIT);
+    let listed = match within(CALL_TIMEOUT, api.list_metadata(&params)).await {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(kind, error = %e, "cannot list this guard's admission policies; retrying");
+            swept.ok = false;
+            return swept;
+        }
+    };
+    for object in listed.items {
+        let Some(name) = object.metadata.name else { continue };
+        if keep(&name) {
+            continue;
+        }
+        let preconditions =
+            Preconditions { uid: object.metadata.uid, resource_version: object.metadata.resource_version };
+        let params = DeleteParams { preconditions: Some(preconditions), ..DeleteParams::default() };
+        match within(CALL_TIMEOUT, api.delete(&name, &params)).await {
+            Ok(_) => {
+                tracing::info!(kind, name = %name, "admission policy deleted: no policy renders it any more");
+                swept.deleted += 1;
+                swept.gone.push(name);
+            }
+            // Gone already: the next sweep sees what is there now.
+            Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => swept.gone.push(name),
+            Err(e) => {
+                swept.ok = false;
+                swept.failed += 1;
+                tracing::warn!(kind, name = %name, error = %e, "cannot delete the admission policy; retrying");
+            }
+        }
+    }
+    swept
+}
+
+/// Why `admission-policy remove` did not remove everything.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{failed} of the admission policies and bindings labelled ingress-status-guard/lease={owner} could not be listed or deleted (see the log); run it again, with an identity that may delete them"
+)]
+pub(crate) struct NotRemoved {
+    owner: String,
+    failed: usize,
+}
+
+/// `admission-policy remove`: deletes every admission policy and binding labelled as `owner`'s,
+/// in either served version, and nothing else; how many it deleted.
+pub(crate) async fn remove(client: &Client, owner: &Owner) -> Result<usize, NotRemoved> {
+    let (mut deleted, mut failed) = (0, 0);
+    for api in [ApiVersion::V1, ApiVersion::V1beta1] {
+        for kind in KINDS {
+            // The ValidatingAdmissionPolicy is v1 whatever the version: once is enough.
+            if api == ApiVersion::V1beta1 && kind.starts_with("Validating") {
+                continue;
+            }
+            let Some(resource) = resource(kind, api) else { continue };
+            // A version the server does not serve has nothing to remove.
+            let served = within(CALL_TIMEOUT, client.list_api_group_resources(&resource.api_version)).await;
+            if !served.is_ok_and(|list| list.resources.iter().any(|r| r.name == resource.plural)) {
+                continue;
+            }
+            let swept = sweep_kind(client, kind, &resource, &owner.label, |_| false).await;
+            deleted += swept.deleted;
+            failed += swept.failed + usize::from(!swept.ok && swept.failed == 0);
+        }
+    }
+    if failed == 0 { Ok(deleted) } else { Err(NotRemoved { owner: owner.label.clone(), failed }) }
 }
 
 fn key_of(object: &Value) -> (String, String) {

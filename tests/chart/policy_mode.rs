@@ -339,6 +339,32 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     assert_eq!(granted(), json!([format!("{FULLNAME}-chart-map-two"), format!("{FULLNAME}-gateway-chart-gw")]));
     let log = guard.log();
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the guard's log:\n{log}");
+
+    // `admission-policy remove`, as the release's ServiceAccount with the guard stopped: this
+    // release's objects go, another release's (another label) stay.
+    drop(guard);
+    let other = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": format!("{FULLNAME}-chart-map-two-x"), "labels": {"ingress-status-guard/lease": "elsewhere.isg-map-ingress-status-guard"}},
+        "spec": {"policyName": "nothing"},
+    });
+    let other_file = config_dir.join("other.json");
+    std::fs::write(&other_file, other.to_string()).unwrap();
+    let created = t.cluster.kubectl(admin, &["create", "-f", other_file.to_str().unwrap()]);
+    assert!(created.success, "{}", created.stderr);
+    let out = std::process::Command::new(crate::support::webhook::BINARY)
+        .args(["admission-policy", "remove", "--kubeconfig", kubeconfig.to_str().unwrap(), &lease_ns, &lease])
+        .output()
+        .expect("run the binary");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("deleted 4 admission policies and bindings"), "{stdout}{stderr}");
+    for kind in ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"] {
+        for name in ["chart-map-two", "gateway-chart-gw"] {
+            assert!(!exists(kind, &format!("{FULLNAME}-{name}")), "{kind} {name} left");
+        }
+    }
+    assert!(exists("mutatingadmissionpolicybinding", &format!("{FULLNAME}-chart-map-two-x")), "another owner's stays");
 }
 
 fn support_addresses(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
