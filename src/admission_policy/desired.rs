@@ -59,11 +59,17 @@ pub(crate) struct Owner {
     pub(crate) label: String,
     /// The Lease's name, which the object names start with.
     pub(crate) lease: String,
+    /// The label earlier versions gave a Lease whose `namespace.name` is no label value (a
+    /// hash the chart could not compute): read as this owner's, and replaced on the next write.
+    pub(crate) legacy: Option<String>,
 }
 
 impl Owner {
     pub(crate) fn new(namespace: &str, lease: &str) -> Self {
-        Owner { label: owner(namespace, lease), lease: lease.to_owned() }
+        let label = owner(namespace, lease);
+        let full = format!("{namespace}.{lease}");
+        let legacy = (label != full).then(|| format!("h-{:08x}", fnv1a(full.as_bytes())));
+        Owner { label, lease: lease.to_owned(), legacy }
     }
 
     /// The field manager of this owner's writes (at most 128 characters: the label is 63).
@@ -75,8 +81,13 @@ impl Owner {
     /// owner's, or carries no owner label (rendered by hand with `render-admission-policy`, or
     /// by a guard before owner labels: adopted); else the other owner's label.
     pub(crate) fn other<'a>(&self, label: Option<&'a str>) -> Option<&'a str> {
-        label.filter(|l| *l != self.label)
+        label.filter(|l| *l != self.label && Some(*l) != self.legacy.as_deref())
     }
+}
+
+/// 32-bit FNV-1a: the hash of the owner labels of earlier versions ([`Owner::legacy`]).
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
 /// The label value for the Lease `namespace/name`: `namespace.name` when that is a valid label
@@ -227,7 +238,7 @@ mod tests {
     }
 
     fn o() -> Owner {
-        Owner { label: "o".into(), lease: "ingress-status-guard".into() }
+        Owner { label: "o".into(), lease: "ingress-status-guard".into(), legacy: None }
     }
 
     fn ip(s: &str) -> Address {
@@ -252,7 +263,7 @@ mod tests {
             &policies,
             &sources,
             ApiVersion::V1,
-            &Owner { label: "ns.lease".into(), lease: "ingress-status-guard".into() },
+            &Owner { label: "ns.lease".into(), lease: "ingress-status-guard".into(), legacy: None },
         );
         let kinds: Vec<(&str, &str)> = plan
             .objects
@@ -344,5 +355,10 @@ mod tests {
         let long = owner("isg", &"x".repeat(200));
         assert!(long.len() <= 63 && long.starts_with("h-"), "{long}");
         assert_eq!(long, owner("isg", &"x".repeat(200)), "stable");
+        let long_owner = Owner::new("isg", &"x".repeat(200));
+        let legacy = long_owner.legacy.clone().expect("a hashed label had another hash before");
+        assert_eq!(long_owner.other(Some(&legacy)), None, "an earlier version's label is its own");
+        assert_eq!(long_owner.other(Some("isg.other")), Some("isg.other"));
+        assert_eq!(Owner::new("isg", "ingress-status-guard").legacy, None);
     }
 }

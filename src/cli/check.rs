@@ -52,6 +52,7 @@ impl ClusterArgs {
                 None => crate::admission_policy::desired::Owner {
                     label: String::new(),
                     lease: self.leader_election_lease_name.clone(),
+                    legacy: None,
                 },
             },
         }
