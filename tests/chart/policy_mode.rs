@@ -370,3 +370,68 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
 fn support_addresses(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
     crate::support::addresses(&ingress)
 }
+
+/// The overlay's own RBAC with a policy that has a `namespaceSelector`: run as the overlay's
+/// ServiceAccount, the guard may watch the Namespaces (the base's only grant of them stays), so
+/// it turns Ready and keeps the MutatingAdmissionPolicy. The overlay's objects are renamed
+/// `ovl-map` (its Lease too), apart from the default release that other tests here install.
+#[tokio::test]
+async fn the_overlays_rbac_runs_a_namespace_selector_policy() {
+    let t = TestEnv::new("ovl-map").await;
+    let admin = t.cluster.admin_kubeconfig();
+    let resources = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    if !resources.stdout.contains("mutatingadmissionpolicies") {
+        eprintln!("the API server serves no MutatingAdmissionPolicy: policy mode cannot run here");
+        return;
+    }
+    let rbac: Vec<Value> = kustomize("overlays/admission-policy")
+        .into_iter()
+        .filter(|d| {
+            ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                .contains(&d["kind"].as_str().unwrap())
+        })
+        .collect();
+    let text = json!({"apiVersion": "v1", "kind": "List", "items": rbac})
+        .to_string()
+        .replace("ingress-status-guard", "ovl-map");
+    let dir = t.cluster.scratch_dir("ovl-map");
+    let (file, config) = (dir.join("rbac.json"), dir.join("config.yaml"));
+    std::fs::write(&file, text).unwrap();
+    let ns = t.cluster.kubectl(admin, &["create", "namespace", "ovl-map"]);
+    assert!(ns.success, "{}", ns.stderr);
+    let applied = t.cluster.kubectl(admin, &["apply", "--server-side", "-f", file.to_str().unwrap()]);
+    assert!(applied.success, "{}", applied.stderr);
+    let class = format!("{}-class", t.ns);
+    std::fs::write(
+        &config,
+        format!(
+            "policies:\n  - name: default\n    ingressClasses: [{class}]\n    publishStatusAddress: 192.0.2.95\n    mode: enforce\n    namespaceSelector: \"kubernetes.io/metadata.name={}\"\n",
+            t.ns
+        ),
+    )
+    .unwrap();
+    let kubeconfig = t.cluster.kubeconfig_for("system:serviceaccount:ovl-map:ovl-map", Some("system:serviceaccounts"));
+    let config_arg = format!("--config={}", config.display());
+    let args = [
+        "--admission=policy",
+        "--reconcile",
+        &config_arg,
+        "--leader-election-namespace=ovl-map",
+        "--leader-election-lease-name=ovl-map",
+    ];
+    let guard = Webhook::start(t.cluster, &t.ns, &kubeconfig, &args).await;
+    create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
+    eventually("the overlay's guard keeps the MAP the API server enforces", WAIT, || async {
+        let got =
+            support_addresses(write_status(&t.rogue, "web", &["192.0.2.254"], false).await.map_err(|e| e.to_string())?);
+        if got == ["192.0.2.95"] { Ok(()) } else { Err(format!("stored {got:?}; {}", guard.log_tail())) }
+    })
+    .await;
+    eventually("Ready", WAIT, || async {
+        if guard.metric("ingress_status_guard_ready") == 1.0 { Ok(()) } else { Err(guard.log_tail()) }
+    })
+    .await;
+    assert!(t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicy", "ovl-map-default"]).success);
+    let log = guard.log();
+    assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the guard's log:\n{log}");
+}
