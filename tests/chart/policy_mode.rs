@@ -8,7 +8,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{CHART, Helm, RELEASE, find, kinds, kustomize, scratch};
+use super::{CHART, Helm, NAMESPACE, RELEASE, find, kinds, kustomize, scratch};
 use crate::support::{Class, TestEnv, Webhook, create_ingress, eventually, write_status};
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -113,6 +113,11 @@ fn args_of_release(docs: &[Value], name: &str) -> Vec<String> {
     args.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
 }
 
+/// The objects of the release itself: not its hooks (the uninstall's).
+fn without_hooks(docs: &[Value]) -> Vec<Value> {
+    docs.iter().filter(|d| d["metadata"]["annotations"]["helm.sh/hook"].is_null()).cloned().collect()
+}
+
 fn names(docs: &[Value]) -> Vec<String> {
     let mut names: Vec<String> = docs
         .iter()
@@ -129,6 +134,7 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     for certificate in ["selfSigned", "certManager"] {
         let docs =
             helm.template(&["--set", "admission.mode=policy", "--set", &format!("certificate.mode={certificate}")]);
+        let docs = without_hooks(&docs);
         for kind in ["MutatingWebhookConfiguration", "Service", "Job", "CronJob", "Certificate", "Issuer", "Secret"] {
             assert!(!kinds(&docs).contains(&kind.to_owned()), "{certificate}: a {kind} rendered: {:?}", kinds(&docs));
         }
@@ -141,7 +147,27 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     let out = helm.run(&["template", RELEASE, CHART, "--set", "admission.mode=both"]);
     assert!(!out.success && out.stderr.contains("/admission/mode"), "{}", out.stderr);
 
-    let docs = helm.template(&["--set", "admission.mode=policy"]);
+    let all = helm.template(&["--set", "admission.mode=policy"]);
+    // The uninstall's post-delete Job: `admission-policy remove` of this release's Lease, as an
+    // identity that may only list the four kinds and delete the release's names.
+    let job = find(&all, "Job", &format!("{RELEASE}-remove"));
+    assert_eq!(job["metadata"]["annotations"]["helm.sh/hook"], "post-delete");
+    let job_args = &job["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(
+        job_args.as_array().unwrap()[..4],
+        [
+            json!("admission-policy"),
+            json!("remove"),
+            json!(format!("--leader-election-namespace={NAMESPACE}")),
+            json!(format!("--leader-election-lease-name={RELEASE}"))
+        ]
+    );
+    assert_eq!(job["spec"]["template"]["spec"]["serviceAccountName"], format!("{RELEASE}-remove"));
+    let remover = find(&all, "ClusterRole", &format!("{RELEASE}-remove"));
+    assert_eq!(remover["rules"][0]["verbs"], json!(["list"]));
+    assert_eq!(remover["rules"][1]["verbs"], json!(["delete"]));
+    assert_eq!(remover["rules"][1]["resourceNames"], json!(["ingress-status-guard-default"]));
+    let docs = without_hooks(&all);
     let role = find(&docs, "ClusterRole", &format!("{RELEASE}-admission-policies"));
     let resources = json!([
         "mutatingadmissionpolicies",
@@ -340,8 +366,10 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     let log = guard.log();
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the guard's log:\n{log}");
 
-    // `admission-policy remove`, as the release's ServiceAccount with the guard stopped: this
-    // release's objects go, another release's (another label) stay.
+    // helm uninstall: the release's objects go (its hooks are run below, as helm would after
+    // them: this control plane runs no Jobs) and leave the admission policies enforcing; the
+    // post-delete hook's `admission-policy remove`, as the hook's own identity, deletes this
+    // release's objects and not another owner's.
     drop(guard);
     let other = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
@@ -352,12 +380,34 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     std::fs::write(&other_file, other.to_string()).unwrap();
     let created = t.cluster.kubectl(admin, &["create", "-f", other_file.to_str().unwrap()]);
     assert!(created.success, "{}", created.stderr);
+    let out = helm.run(&["uninstall", INSTALL, "--namespace", INSTALL, "--no-hooks", &kubeconfig_arg]);
+    assert!(out.success, "{}", out.stderr);
+    assert!(!exists("clusterrole", &format!("{FULLNAME}-admission-policies")), "the release's RBAC is gone");
+    assert!(exists("mutatingadmissionpolicy", &format!("{FULLNAME}-chart-map-two")), "left enforcing");
+    let rendered = helm.run(&["template", INSTALL, CHART, "--namespace", INSTALL, "-f", &values("chart-map-two")]);
+    assert!(rendered.success, "{}", rendered.stderr);
+    let hooks: Vec<Value> = super::documents(&rendered.stdout)
+        .into_iter()
+        .filter(|d| d["metadata"]["annotations"]["helm.sh/hook"] == "post-delete")
+        .collect();
+    let job = hooks.iter().find(|d| d["kind"] == "Job").expect("the post-delete Job");
+    let pod = &job["spec"]["template"]["spec"];
+    let hook_rbac: Vec<Value> = hooks.iter().filter(|d| d["kind"] != "Job").cloned().collect();
+    let hook_file = config_dir.join("hooks.json");
+    std::fs::write(&hook_file, json!({"apiVersion": "v1", "kind": "List", "items": hook_rbac}).to_string()).unwrap();
+    let applied = t.cluster.kubectl(admin, &["apply", "--server-side", "-f", hook_file.to_str().unwrap()]);
+    assert!(applied.success, "{}", applied.stderr);
+    let account = pod["serviceAccountName"].as_str().unwrap();
+    let hook_kubeconfig =
+        t.cluster.kubeconfig_for(&format!("system:serviceaccount:{INSTALL}:{account}"), Some("system:serviceaccounts"));
+    let args: Vec<&str> = pod["containers"][0]["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     let out = std::process::Command::new(crate::support::webhook::BINARY)
-        .args(["admission-policy", "remove", "--kubeconfig", kubeconfig.to_str().unwrap(), &lease_ns, &lease])
+        .args(&args)
+        .args(["--kubeconfig", hook_kubeconfig.to_str().unwrap()])
         .output()
         .expect("run the binary");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(out.status.success(), "{args:?}: {stdout}{stderr}");
     assert!(stdout.contains("deleted 4 admission policies and bindings"), "{stdout}{stderr}");
     for kind in ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"] {
         for name in ["chart-map-two", "gateway-chart-gw"] {
