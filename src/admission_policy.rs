@@ -131,6 +131,10 @@ pub(crate) enum RenderError {
         crate::kind::gateway::status::MAX_ADDRESSES
     )]
     TooManyForGateway { policy: String, entries: usize },
+    #[error(
+        "policy {policy:?}: its admission objects would be named {name:?}, which is not a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'); shorten the policy name or the Lease name (the chart's release fullname)"
+    )]
+    Name { policy: String, name: String },
 }
 
 /// Separators of an Ingress entry's comparison key (`kind/ingress/admission`'s `key`); a
@@ -150,18 +154,33 @@ pub(crate) trait Admitted: crate::kind::Governed {
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError>;
 }
 
-/// The objects for one policy of kind `K`: the admission policy, then its binding.
+/// The objects for one policy of kind `K`: the admission policy, then its binding, named as
+/// the guard of the default Lease names them ([`object_name_in`] of [`DEFAULT_LEASE`]).
+#[cfg(test)]
 pub(crate) fn render<K: Admitted>(
     policy: &Policy,
     canonical: &[Address],
     governed: &Governed,
     api: ApiVersion,
 ) -> Result<Vec<Value>, RenderError> {
+    let name = object_name_in(DEFAULT_LEASE, policy)?;
+    render_named::<K>(policy, canonical, governed, api, &name)
+}
+
+/// The objects for one policy of kind `K`, named `name` (their owner's name of them,
+/// [`object_name_in`]): the admission policy, then its binding.
+pub(crate) fn render_named<K: Admitted>(
+    policy: &Policy,
+    canonical: &[Address],
+    governed: &Governed,
+    api: ApiVersion,
+    name: &str,
+) -> Result<Vec<Value>, RenderError> {
     if canonical.is_empty() {
         return Err(RenderError::Empty(policy.name.clone()));
     }
     let shape = K::admission_shape(policy, canonical, governed)?;
-    Ok(objects(policy, &object_name_of(policy), api, shape))
+    Ok(objects(policy, name, api, shape))
 }
 
 /// What one kind's admission objects say of its status ([`Admitted::admission_shape`]).
@@ -245,41 +264,40 @@ pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape
     vec![policy_object, binding]
 }
 
-/// Longest object name rendered: a DNS-1123 label, valid for every kind whatever it requires.
-const MAX_NAME: usize = 63;
-const PREFIX: &str = "ingress-status-guard-";
+/// The leader Lease of a guard run with the defaults (`--leader-election-lease-name`), and of
+/// the chart's release `ingress-status-guard`.
+pub(crate) const DEFAULT_LEASE: &str = "ingress-status-guard";
 
-/// The name of `policy`'s admission objects: [`object_name`] of its name, after its kind's
-/// prefix ([`Admitted::ADMISSION_PREFIX`]), so an
-/// Ingress and a Gateway policy of one name never share objects.
-pub(crate) fn object_name_of(policy: &crate::policy::Policy) -> String {
-    crate::kind::with_kind!(policy.kind, K => object_name(&format!("{}{}", K::ADMISSION_PREFIX, policy.name)))
+/// The one naming rule of the admission objects a guard keeps: `<lease>-<kind prefix><policy>`,
+/// where `lease` is the guard's leader Lease (the chart's release fullname), so two guards of
+/// one cluster never share an object by sharing a policy name, and an Ingress and a Gateway
+/// policy of one name never share objects ([`Admitted::ADMISSION_PREFIX`]). A name that is not a
+/// DNS-1123 label of at most 63 characters is refused, never hashed: the chart computes its
+/// RBAC resourceNames by this rule (`isg.admissionObjectNames`) and refuses such names at
+/// render, and a hash it cannot compute would have to widen the grant to every name.
+pub(crate) fn object_name_in(lease: &str, policy: &Policy) -> Result<String, RenderError> {
+    let name = crate::kind::with_kind!(policy.kind, K => format!("{lease}-{}{}", K::ADMISSION_PREFIX, policy.name));
+    if crate::names::is_dns1123_label(&name) {
+        Ok(name)
+    } else {
+        Err(RenderError::Name { policy: policy.name.clone(), name })
+    }
 }
 
-/// `ingress-status-guard-<policy>` when the policy name is a short DNS-1123 label; otherwise
-/// its lowercased alphanumerics and dashes, cut, with a hash of the full name appended, so
-/// two policies never share a name however they are spelled.
-pub(crate) fn object_name(policy: &str) -> String {
-    if crate::names::is_dns1123_label(policy) && PREFIX.len() + policy.len() <= MAX_NAME {
-        return format!("{PREFIX}{policy}");
-    }
-    let hash = format!("{:08x}", fnv1a(policy.as_bytes()));
-    let mut slug = String::new();
-    for c in policy.chars().flat_map(char::to_lowercase) {
-        let c = if c.is_ascii_alphanumeric() { c } else { '-' };
-        if !(c == '-' && (slug.is_empty() || slug.ends_with('-'))) {
-            slug.push(c);
-        }
-    }
-    slug.truncate(MAX_NAME - PREFIX.len() - hash.len() - 1);
-    let slug = slug.trim_end_matches('-');
-    if slug.is_empty() { format!("{PREFIX}{hash}") } else { format!("{PREFIX}{slug}-{hash}") }
+/// Every policy's object name under the Lease `lease`, in file order (Ingress policies, then
+/// Gateway policies), or the first that cannot be named.
+pub(crate) fn object_names(policies: &Policies, lease: &str) -> Result<Vec<(String, String)>, RenderError> {
+    policies.all().map(|p| object_name_in(lease, p).map(|name| (p.name.clone(), name))).collect()
 }
 
-/// 32-bit FNV-1a: a stable hash (std's hasher may change between releases, and these names
-/// live in clusters).
-fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+/// Adler-32 of `bytes`: a stable hash (std's hasher may change between releases, and these
+/// values live in clusters) that the chart computes too (`adler32sum`), for the owner label.
+fn adler32(bytes: &[u8]) -> u32 {
+    let (a, b) = bytes.iter().fold((1u32, 0u32), |(a, b), &c| {
+        let a = (a + u32::from(c)) % 65_521;
+        (a, (b + a) % 65_521)
+    });
+    (b << 16) | a
 }
 
 /// The objects as YAML documents, each opened by `---`.

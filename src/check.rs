@@ -83,6 +83,10 @@ pub(crate) struct Cluster {
     /// `--webhook-configuration`: whose namespaceSelector scopes the reconciler, and so the
     /// Ingresses judged ([`crate::scope`]); empty: the policies' selectors alone.
     pub webhook_configuration: String,
+    /// The guard whose admission policies to read (`--leader-election-lease-name` and
+    /// `--leader-election-namespace`); an empty label (no namespace given): any owner's objects
+    /// of its names are read as its own.
+    pub owner: crate::admission_policy::desired::Owner,
 }
 
 /// How `check` prints its report.
@@ -170,8 +174,8 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
         let stored = stored::<Gateways>(&client, scope.namespace, timeout).await?;
         report.add(stored.as_deref(), policies, &sources);
     }
-    let found = admission::fetch(&client, policies, timeout).await?;
-    report.admission_policies = admission::compare(policies, &sources, &found);
+    let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
+    report.admission_policies = admission::compare(policies, &cluster.owner, &sources, &found);
     Ok(report)
 }
 
@@ -209,11 +213,11 @@ async fn explain_of<K: Explained>(cluster: &Cluster, object: ObjectRef, policies
     let write = K::stored_write(&stored);
     let policies = &scoped(&client, cluster, policies).await?;
     let sources = snapshot::read(&client, policies, timeout).await?;
-    let found = admission::fetch(&client, policies, timeout).await?;
+    let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
     let mut explanation = explain::<K>(&stored, policies, &sources);
     let governing = explain::governing(&crate::decision::decide(write, policies, &sources))
-        .map(|p| (p, crate::admission_policy::object_name_of(p)));
-    explain::add_admission(&mut explanation, governing, policies, &sources, &found);
+        .and_then(|p| Some((p, crate::admission_policy::object_name_in(&cluster.owner.lease, p).ok()?)));
+    explain::add_admission(&mut explanation, governing, policies, &cluster.owner, &sources, &found);
     print!("{}", explanation.text());
     Ok(explanation.exit_code)
 }

@@ -3,6 +3,7 @@
 //! groups they share), parsed and validated once into the typed settings the modules that own
 //! the behaviour take; then `main` runs the command and maps its error to an exit code.
 
+mod admission;
 mod certs;
 mod check;
 mod client;
@@ -77,6 +78,9 @@ pub(crate) enum Command {
     /// Move one policy's source in the policy ConfigMap (or --rollback): print the plan, apply
     /// the ConfigMap, and follow the Ingresses until every one is canonical for the new source.
     Cutover(Box<cutover::CutoverArgs>),
+    /// The admission policies of `--admission=policy`: `remove` deletes one guard's, and nobody
+    /// else's.
+    AdmissionPolicy(admission::AdmissionPolicyArgs),
 }
 
 /// Everything that can stop a command, each saying what to fix.
@@ -118,6 +122,8 @@ pub(crate) enum CliError {
     Unresolved { policy: String, reason: crate::sources::Unresolved },
     #[error(transparent)]
     Render(#[from] crate::admission_policy::RenderError),
+    #[error(transparent)]
+    NotRemoved(#[from] crate::admission_policy::keeper::NotRemoved),
     /// `--admission=policy` against an API server without admission policies: a usage error.
     #[error(transparent)]
     AdmissionPolicy(#[from] crate::admission_policy::served::NotServed),
@@ -181,6 +187,7 @@ pub fn main() -> ExitCode {
                     Err(e) => Err(e),
                 },
                 Command::Cutover(args) => Ok(cutover::cutover(*args).await),
+                Command::AdmissionPolicy(args) => admission::run(args).await.map(done),
             }
         }),
     };

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{ApiVersion, Governed, RenderError, governed_in_order, object_name_of, render};
+use super::{ApiVersion, Governed, RenderError, governed_in_order, object_name_in, render_named};
 use crate::{
     address::Address,
     kind::{Kind, with_kind},
@@ -19,6 +19,10 @@ use crate::{
 /// deletes only what carries its own value, so two guards in one cluster leave each other's
 /// objects alone.
 pub(crate) const OWNER_LABEL: &str = "ingress-status-guard/lease";
+
+/// Field manager of the admission policies' writes, before the owner ([`Owner::field_manager`]):
+/// apart from the reconciler's, so the managedFields say which part of which guard wrote what.
+pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard-admission-policy";
 
 /// The plan of one pass.
 #[derive(Debug, Default, PartialEq)]
@@ -34,6 +38,8 @@ pub(crate) struct Desired {
     pub(crate) kept_policies: BTreeSet<String>,
     /// Per policy whose value is not rendered, why, for the log.
     pub(crate) skipped: Vec<(String, String)>,
+    /// Each policy's object name, by policy name (a policy that cannot be named has none).
+    pub(crate) names: Vec<(String, String)>,
 }
 
 impl Desired {
@@ -44,12 +50,54 @@ impl Desired {
     }
 }
 
+/// Who keeps a set of admission objects: a guard, known by its leader Lease. Its objects are
+/// named by [`object_name_in`] of the Lease name, labelled [`OWNER_LABEL`]`=<label>`, and
+/// written under [`Owner::field_manager`]: one field manager per owner. An object of one of
+/// its names that carries another label is another guard's, never written or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owner {
+    /// The [`OWNER_LABEL`] value: [`owner`] of the Lease's namespace and name.
+    pub(crate) label: String,
+    /// The Lease's name, which the object names start with.
+    pub(crate) lease: String,
+    /// The label earlier versions gave a Lease whose `namespace.name` is no label value (a
+    /// hash the chart could not compute): read as this owner's, and replaced on the next write.
+    pub(crate) legacy: Option<String>,
+}
+
+impl Owner {
+    pub(crate) fn new(namespace: &str, lease: &str) -> Self {
+        let label = owner(namespace, lease);
+        let full = format!("{namespace}.{lease}");
+        let legacy = (label != full).then(|| format!("h-{:08x}", fnv1a(full.as_bytes())));
+        Owner { label, lease: lease.to_owned(), legacy }
+    }
+
+    /// The field manager of this owner's writes (at most 128 characters: the label is 63).
+    pub(crate) fn field_manager(&self) -> String {
+        format!("{FIELD_MANAGER}/{}", self.label)
+    }
+
+    /// Whose an object labelled `label` is, from this owner's side: `None` when it is this
+    /// owner's, or carries no owner label (rendered by hand with `render-admission-policy`, or
+    /// by a guard before owner labels: adopted); else the other owner's label.
+    pub(crate) fn other<'a>(&self, label: Option<&'a str>) -> Option<&'a str> {
+        label.filter(|l| *l != self.label && Some(*l) != self.legacy.as_deref())
+    }
+}
+
+/// 32-bit FNV-1a: the hash of the owner labels of earlier versions ([`Owner::legacy`]).
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+}
+
 /// The label value for the Lease `namespace/name`: `namespace.name` when that is a valid label
-/// value, else a stable hash of it (a Lease name may be 253 characters, a label value 63).
+/// value, else `h-` and the decimal Adler-32 of it (a Lease name may be 253 characters, a label
+/// value 63): the chart computes the same (`isg.ownerLabel`) to find its objects.
 pub(crate) fn owner(namespace: &str, lease: &str) -> String {
     let full = format!("{namespace}.{lease}");
     let valid = full.len() <= 63 && full.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if valid { full } else { format!("h-{:08x}", super::fnv1a(full.as_bytes())) }
+    if valid { full } else { format!("h-{}", super::adler32(full.as_bytes())) }
 }
 
 /// Why `policy`'s value is not known yet: a source of it not read yet (the reconciler's rule,
@@ -65,7 +113,7 @@ fn not_read_yet(policy: &Policy, sources: &dyn Sources) -> Option<String> {
 
 /// The plan for `policies` over `sources`. While a kind's classes are not read yet, none of
 /// that kind's policies' objects are rendered or deleted.
-pub(crate) fn desired(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &str) -> Desired {
+pub(crate) fn desired(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &Owner) -> Desired {
     let mut plan = Desired::default();
     // Each kind's policies wait on their own classes only. Class rules resolve against every
     // class of the kind, and what an earlier policy governs is taken out of the later ones:
@@ -87,14 +135,26 @@ impl Desired {
         governed: Result<Vec<Governed>, String>,
         sources: &dyn Sources,
         api: ApiVersion,
-        owner: &str,
+        owner: &Owner,
     ) {
         for (at, policy) in policies.of(K::KIND).enumerate() {
-            let name = object_name_of(policy);
+            let name = match object_name_in(&owner.lease, policy) {
+                Ok(name) => name,
+                // A name the chart's RBAC cannot grant: refused, never hashed into a wider grant.
+                // Nothing is deleted for it either: its old objects, if any, are not this name's.
+                Err(e) => {
+                    self.skipped.push((policy.name.clone(), e.to_string()));
+                    continue;
+                }
+            };
+            self.names.push((policy.name.clone(), name.clone()));
             match governed.as_ref().map(|all| &all[at]) {
                 Err(why) => self.keep(policy, name, why.clone()),
                 Ok(governed) => {
-                    self.one(policy, name, sources, owner, |c| render::<K>(policy, c, governed, api));
+                    let named = name.clone();
+                    self.one(policy, name, sources, &owner.label, |c| {
+                        render_named::<K>(policy, c, governed, api, &named)
+                    });
                 }
             }
         }
@@ -174,6 +234,10 @@ mod tests {
         }
     }
 
+    fn o() -> Owner {
+        Owner { label: "o".into(), lease: "ingress-status-guard".into(), legacy: None }
+    }
+
     fn ip(s: &str) -> Address {
         Address { ip: Some(s.to_owned()), ..Address::default() }
     }
@@ -192,7 +256,12 @@ mod tests {
             ("ns/ok".to_owned(), Ok(vec![ip("192.0.2.9")])),
             ("ns/gone".to_owned(), Err(Unresolved::Missing(svc("gone")))),
         ]));
-        let plan = desired(&policies, &sources, ApiVersion::V1, "ns.lease");
+        let plan = desired(
+            &policies,
+            &sources,
+            ApiVersion::V1,
+            &Owner { label: "ns.lease".into(), lease: "ingress-status-guard".into(), legacy: None },
+        );
         let kinds: Vec<(&str, &str)> = plan
             .objects
             .iter()
@@ -228,12 +297,12 @@ mod tests {
         let file = "policies:\n- {name: ctl, controllerClasses: [example.com/x], publishStatusAddress: 192.0.2.1}\n";
         let policies = parse_file("t", file).unwrap();
         let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
-        let plan = desired(&policies, &unread, ApiVersion::V1, "o");
+        let plan = desired(&policies, &unread, ApiVersion::V1, &o());
         assert!(plan.objects.is_empty());
         assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ctl"));
         let x = Class { controller: Some("example.com/x".into()), default: true };
         let read = Fixed(HashMap::new(), [Some(Classes::from([("x".to_owned(), x)])), Some(Classes::new())]);
-        let plan = desired(&policies, &read, ApiVersion::V1beta1, "o");
+        let plan = desired(&policies, &read, ApiVersion::V1beta1, &o());
         assert_eq!(plan.objects[0]["apiVersion"], "admissionregistration.k8s.io/v1beta1");
         let condition = plan.objects[0]["spec"]["matchConditions"][0]["expression"].as_str().unwrap();
         assert!(condition.contains("[\"x\"]") && condition.ends_with(": true)"), "{condition}");
@@ -252,7 +321,7 @@ mod tests {
             - {name: gw, gatewayClasses: [eg], publishGateway: ns/edge}\n";
         let policies = parse_file("t", file).unwrap();
         // `Fixed` answers every Gateway as not in the cache yet (the trait's default).
-        let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, "o");
+        let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, &o());
         assert!(plan.objects.is_empty(), "nothing rendered from a Gateway not read: {:?}", plan.objects);
         for name in ["ingress-status-guard-ing", "ingress-status-guard-two", "ingress-status-guard-gateway-gw"] {
             assert!(plan.keeps("MutatingAdmissionPolicy", name), "{name} is swept: {plan:?}");
@@ -270,7 +339,7 @@ mod tests {
             - {name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n";
         let policies = parse_file("t", file).unwrap();
         let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
-        let plan = desired(&policies, &unread, ApiVersion::V1, "o");
+        let plan = desired(&policies, &unread, ApiVersion::V1, &o());
         assert!(plan.kept.contains("ingress-status-guard-ing"), "{plan:?}");
         let names: Vec<&str> = plan.objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["ingress-status-guard-gateway-gw"; 2], "the Gateway policy renders: {plan:?}");
@@ -287,7 +356,7 @@ mod tests {
             - {name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n\
             - {name: gw-audit, gatewayClasses: [other], publishStatusAddress: 192.0.2.3, mode: audit}\n";
         let policies = parse_file("t", file).unwrap();
-        let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, "o");
+        let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, &o());
         let values: Vec<(&str, Vec<Address>)> = plan.values.iter().map(|(p, v)| (p.as_str(), v.clone())).collect();
         assert_eq!(
             values,
@@ -302,5 +371,10 @@ mod tests {
         let long = owner("isg", &"x".repeat(200));
         assert!(long.len() <= 63 && long.starts_with("h-"), "{long}");
         assert_eq!(long, owner("isg", &"x".repeat(200)), "stable");
+        let long_owner = Owner::new("isg", &"x".repeat(200));
+        let legacy = long_owner.legacy.clone().expect("a hashed label had another hash before");
+        assert_eq!(long_owner.other(Some(&legacy)), None, "an earlier version's label is its own");
+        assert_eq!(long_owner.other(Some("isg.other")), Some("isg.other"));
+        assert_eq!(Owner::new("isg", "ingress-status-guard").legacy, None);
     }
 }

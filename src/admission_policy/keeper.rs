@@ -1,8 +1,15 @@
-//! The leader's keeper of `--admission=policy`: carries out [`desired`] in the cluster by
-//! server-side apply under its own field manager, and deletes what this guard labelled that no
-//! policy renders any more. It runs on the changes the reconciler runs on (sources, cluster
-//! facts, policy reloads, leadership), coalesced and at most one pass a second, and applies
-//! only objects whose rendering changed since its last apply.
+//! The leader's keeper of `--admission=policy`: carries out [`desired`] in the cluster under its
+//! owner's field manager, and deletes what this guard labelled that no policy renders any more.
+//! It runs on the changes the reconciler runs on (sources, cluster facts, policy reloads,
+//! leadership), coalesced and at most one pass a second, and writes only objects whose
+//! rendering changed since its last write, except at the resync, which writes all.
+//!
+//! Each write reads the object first: one that carries another owner's label is that guard's
+//! and is left alone (said once, counted); one of this owner (or unlabelled: adopted) is
+//! replaced whole, with its resourceVersion as precondition, which also drops any field another
+//! manager added (a foreign `matchResources`, an extra matchCondition), which a server-side
+//! apply would have kept; a missing one is created, which fails if another guard created it
+//! meanwhile. Deletes carry the listed uid and resourceVersion.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -12,7 +19,7 @@ use std::{
 
 use kube::{
     Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams, Preconditions},
 };
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -23,28 +30,22 @@ use tokio::sync::watch;
 
 use super::{
     ApiVersion,
-    desired::{Desired, OWNER_LABEL, desired},
+    desired::{Desired, OWNER_LABEL, Owner, desired},
     enforced::Enforced,
 };
 use crate::{
     client::{CALL_TIMEOUT, CallError, fenced, within},
     metrics::Metrics,
-    policy::{Policies, store::PolicyStore},
+    policy::store::PolicyStore,
     sources::SourceCache,
 };
 
-/// Field manager of the applied admission policies: apart from the reconciler's, so the
-/// managedFields say which part of the guard wrote what.
-pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard-admission-policy";
 /// Changes come in bursts (a Service's status, a rollout's Pods): one pass covers them.
 const COALESCE: Duration = Duration::from_millis(200);
 /// Fewest seconds between two passes, so a source that flaps cannot drive the API server.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// A failed pass is tried again after this long (or at the next change).
 const RETRY: Duration = Duration::from_secs(5);
-/// Everything is applied and swept again this often, which repairs objects that someone else
-/// edited or deleted (nothing watches them).
-const RESYNC: Duration = Duration::from_secs(300);
 /// After an apply, the API server's admission plugin sees the new object once its informer
 /// has it; the reconciler judges by the new value only after this, so that its patches do
 /// not meet the old one.
@@ -62,6 +63,7 @@ struct ResultLabel {
 pub(crate) struct KeeperMetrics {
     applies: Family<ResultLabel, Counter>,
     lag: Gauge<f64, std::sync::atomic::AtomicU64>,
+    foreign: Gauge,
 }
 
 impl KeeperMetrics {
@@ -72,6 +74,11 @@ impl KeeperMetrics {
             "admission_policy_applies",
             "Writes of the admission policies and bindings by the leader in --admission=policy, by result (applied, failed, deleted, delete_failed)",
             this.applies.clone(),
+        );
+        metrics.register(
+            "admission_policy_foreign_objects",
+            "Admission policies and bindings of this guard's names that another guard holds (another ingress-status-guard/lease label): neither written nor deleted",
+            this.foreign.clone(),
         );
         metrics.register(
             "admission_policy_lag_seconds",
@@ -92,11 +99,16 @@ pub(crate) struct Keeper {
     pub(crate) policies: Arc<PolicyStore>,
     pub(crate) sources: Arc<SourceCache>,
     pub(crate) api: ApiVersion,
-    /// This guard's [`OWNER_LABEL`] value.
-    pub(crate) owner: String,
+    /// Who this guard is: its objects' names, label and field manager.
+    pub(crate) owner: Owner,
     pub(crate) metrics: KeeperMetrics,
     /// What the reconciler judges by, published after each pass.
     pub(crate) enforced: Arc<Enforced>,
+    /// Everything is written and swept again this often (`--admission-policy-resync`), which
+    /// repairs objects that someone else edited or deleted (nothing watches them). A fixed
+    /// interval from the keeper's start, which no change restarts: churn of the sources cannot
+    /// put the repair off.
+    pub(crate) resync: Duration,
 }
 
 /// The four kinds, for applying and sweeping.
@@ -131,6 +143,16 @@ struct Memory {
     applied: HashMap<(String, String), Value>,
     swept: Option<BTreeSet<(String, String)>>,
     skipped: Vec<(String, String)>,
+    /// The objects found held by another owner, with that owner: warned of once each.
+    foreign: HashMap<(String, String), String>,
+}
+
+/// What one write found and did.
+enum Written {
+    /// Created, or replaced with the rendering (a no-op write when it already was).
+    Done,
+    /// Left alone: another owner's, whose label this is.
+    Foreign(String),
 }
 
 /// Waits for the next change of `rx`; never returns once its sender is gone.
@@ -149,9 +171,13 @@ impl Keeper {
         let mut behind_since = Some(Instant::now());
         let mut last_pass: Option<Instant> = None;
         let mut lag_tick = tokio::time::interval(Duration::from_secs(1));
+        let period = self.resync.max(MIN_INTERVAL);
+        let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let leading = *leader.borrow_and_update();
-            let mut wait = RESYNC;
+            // Nothing to do until a change, the resync, or (a failed pass, caches not synced) this.
+            let mut wait = None;
             if !leading {
                 // A new term starts from what is in the cluster, not from what was applied.
                 memory = Memory::default();
@@ -162,7 +188,7 @@ impl Keeper {
             } else if !crate::sources::Sources::synced(self.sources.as_ref()) {
                 // Nothing is rendered or deleted from caches that have not listed yet: the
                 // objects in the cluster (a previous leader's) keep enforcing meanwhile.
-                wait = Duration::from_millis(500);
+                wait = Some(Duration::from_millis(500));
             } else {
                 if let Some(at) = last_pass {
                     tokio::time::sleep(MIN_INTERVAL.saturating_sub(at.elapsed())).await;
@@ -171,26 +197,25 @@ impl Keeper {
                 sources.mark_unchanged();
                 policies.mark_unchanged();
                 // Fenced: a pass stops at its next write, or mid-write, once leadership is lost,
-                // so a deposed leader never overwrites or deletes what its successor applied.
+                // so a deposed leader never overwrites or deletes what its successor wrote.
                 match fenced(&leader, self.pass(&mut memory, &leader)).await {
                     Some(true) => behind_since = None,
-                    Some(false) => wait = RETRY,
+                    Some(false) => wait = Some(RETRY),
                     None => continue,
                 }
             }
             self.show_lag(leading, behind_since);
-            let deadline = tokio::time::sleep(wait);
+            let deadline = tokio::time::sleep(wait.unwrap_or(period));
             tokio::pin!(deadline);
             loop {
                 tokio::select! {
                     () = changed(&mut sources) => {}
                     () = changed(&mut policies) => {}
                     () = changed(&mut leader) => {}
-                    () = &mut deadline => {
-                        if wait == RESYNC {
-                            memory.applied.clear();
-                            memory.swept = None;
-                        }
+                    () = &mut deadline, if wait.is_some() => break,
+                    _ = resync.tick() => {
+                        memory.applied.clear();
+                        memory.swept = None;
                         break;
                     }
                     _ = lag_tick.tick() => {
@@ -215,6 +240,7 @@ impl Keeper {
     async fn pass(&self, memory: &mut Memory, leader: &watch::Receiver<bool>) -> bool {
         let policies = self.policies.load();
         let plan = desired(&policies, self.sources.as_ref(), self.api, &self.owner);
+        let mut foreign = HashMap::new();
         if plan.skipped != memory.skipped {
             for (policy, reason) in &plan.skipped {
                 tracing::warn!(policy = %policy, reason = %reason, "admission policy not rendered (the one in the cluster, if any, stays unless the policy's onUnresolved is allow)");
@@ -229,22 +255,33 @@ impl Keeper {
             if memory.applied.get(&key) == Some(object) {
                 continue;
             }
-            let Some(applied) = fenced(leader, self.apply(&key, object)).await else { return false };
-            match applied {
-                Ok(()) => {
+            let Some(written) = fenced(leader, self.write(&key, object)).await else { return false };
+            match written {
+                Ok(Written::Done) => {
                     applied_any = true;
                     self.metrics.count("applied");
-                    tracing::info!(kind = %key.0, name = %key.1, "admission policy applied");
+                    tracing::info!(kind = %key.0, name = %key.1, "admission policy written");
                     memory.applied.insert(key, object.clone());
+                }
+                Ok(Written::Foreign(other)) => {
+                    // Another guard's object under this name: it stays that guard's to keep.
+                    if memory.foreign.get(&key) != Some(&other) {
+                        tracing::warn!(kind = %key.0, name = %key.1, owner = %other, this_owner = %self.owner.label, "admission policy held by another guard (its ingress-status-guard/lease label): neither written nor deleted; give one of the two guards another --leader-election-lease-name (chart: another release name)");
+                    }
+                    failed.insert(key.1.clone());
+                    foreign.insert(key, other);
                 }
                 Err(e) => {
                     ok = false;
                     failed.insert(key.1.clone());
                     self.metrics.count("failed");
-                    tracing::warn!(kind = %key.0, name = %key.1, error = %e, "cannot apply the admission policy; retrying");
+                    tracing::warn!(kind = %key.0, name = %key.1, error = %e, "cannot write the admission policy; retrying");
                 }
             }
         }
+        // Not a failure to retry: read again at the next change and at the resync.
+        self.metrics.foreign.set(i64::try_from(foreign.len()).unwrap_or(i64::MAX));
+        memory.foreign = foreign;
         let names: BTreeSet<(String, String)> =
             plan.objects.iter().map(key_of).chain(plan.kept.iter().map(|n| (String::new(), n.clone()))).collect();
         if memory.swept.as_ref() != Some(&names) {
@@ -254,22 +291,21 @@ impl Keeper {
                 ok = false;
             }
         }
-        self.publish(&plan, &policies, &failed, applied_any).await;
+        self.publish(&plan, &failed, applied_any).await;
         ok
     }
 
     /// Tells the reconciler what is in force now: a rendered policy's new value once its
     /// objects applied (and the API server had time to see them), the last value of a kept
-    /// one, none for a policy whose mutation was removed. `policies`: those `plan` was drawn from.
-    async fn publish(&self, plan: &Desired, policies: &Policies, failed: &BTreeSet<String>, applied_any: bool) {
+    /// one, none for a policy whose mutation was removed.
+    async fn publish(&self, plan: &Desired, failed: &BTreeSet<String>, applied_any: bool) {
         let mut values = self.enforced.current();
         values.retain(|policy, _| {
             plan.kept_policies.contains(policy) || plan.values.iter().any(|(name, _)| name == policy)
         });
         for (policy, value) in &plan.values {
-            // Named as the plan named it: a Gateway policy's objects carry the kind's prefix.
-            let object = policies.iter().find(|p| p.name == *policy).map(super::object_name_of);
-            if !object.is_some_and(|o| failed.contains(&o)) {
+            let name = plan.names.iter().find(|(p, _)| p == policy).map(|(_, n)| n);
+            if !name.is_some_and(|n| failed.contains(n)) {
                 values.insert(policy.clone(), value.clone());
             }
         }
@@ -279,57 +315,140 @@ impl Keeper {
         self.enforced.publish(Some(values));
     }
 
-    async fn apply(&self, key: &(String, String), object: &Value) -> Result<(), CallError> {
-        let Some(resource) = resource(&key.0, self.api) else { return Ok(()) };
+    /// Writes `object` (of kind and name `key`) unless another owner holds it: created when
+    /// missing, else replaced whole under the live resourceVersion (see the module's text).
+    async fn write(&self, key: &(String, String), object: &Value) -> Result<Written, CallError> {
+        let Some(resource) = resource(&key.0, self.api) else { return Ok(Written::Done) };
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        within(CALL_TIMEOUT, api.patch(&key.1, &params, &Patch::Apply(object))).await.map(|_| ())
+        let params = PostParams { field_manager: Some(self.owner.field_manager()), ..PostParams::default() };
+        let mut body: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| CallError::Api(kube::Error::SerdeError(e)))?;
+        let Some(live) = within(CALL_TIMEOUT, api.get_opt(&key.1)).await? else {
+            within(CALL_TIMEOUT, api.create(&params, &body)).await?;
+            return Ok(Written::Done);
+        };
+        let label = live.metadata.labels.as_ref().and_then(|l| l.get(OWNER_LABEL)).map(String::as_str);
+        if let Some(other) = self.owner.other(label) {
+            return Ok(Written::Foreign(other.to_owned()));
+        }
+        body.metadata.resource_version = live.metadata.resource_version;
+        body.metadata.uid = live.metadata.uid;
+        within(CALL_TIMEOUT, api.replace(&key.1, &params, &body)).await?;
+        Ok(Written::Done)
     }
 
     /// Deletes this guard's objects that the plan neither renders nor keeps.
     async fn sweep(&self, plan: &Desired, memory: &mut Memory, leader: &watch::Receiver<bool>) -> bool {
         let mut ok = true;
-        let params = ListParams::default().labels(&format!("{OWNER_LABEL}={}", self.owner)).limit(LIST_LIMIT);
         for kind in KINDS {
             let Some(resource) = resource(kind, self.api) else { continue };
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-            let listed = match within(CALL_TIMEOUT, api.list_metadata(&params)).await {
-                Ok(list) => list,
-                Err(e) => {
-                    tracing::warn!(kind, error = %e, "cannot list this guard's admission policies; retrying");
-                    ok = false;
-                    continue;
-                }
-            };
-            for object in listed.items {
-                let Some(name) = object.metadata.name else { continue };
-                if plan.keeps(kind, &name) {
-                    continue;
-                }
-                let Some(deleted) =
-                    fenced(leader, within(CALL_TIMEOUT, api.delete(&name, &DeleteParams::default()))).await
-                else {
-                    return false;
-                };
-                match deleted {
-                    Ok(_) => {
-                        self.metrics.count("deleted");
-                        tracing::info!(kind, name = %name, "admission policy deleted: no policy renders it any more");
-                        memory.applied.remove(&(kind.to_owned(), name));
-                    }
-                    Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => {
-                        memory.applied.remove(&(kind.to_owned(), name));
-                    }
-                    Err(e) => {
-                        ok = false;
-                        self.metrics.count("delete_failed");
-                        tracing::warn!(kind, name = %name, error = %e, "cannot delete the admission policy; retrying");
-                    }
-                }
+            let sweep = sweep_kind(&self.client, kind, &resource, &self.owner.label, |name| plan.keeps(kind, name));
+            let Some(swept) = fenced(leader, sweep).await else { return false };
+            ok &= swept.ok;
+            for name in swept.gone {
+                memory.applied.remove(&(kind.to_owned(), name));
+            }
+            for _ in 0..swept.deleted {
+                self.metrics.count("deleted");
+            }
+            for _ in 0..swept.failed {
+                self.metrics.count("delete_failed");
             }
         }
         ok
     }
+}
+
+/// What one sweep of one kind did.
+#[derive(Default)]
+struct Swept {
+    /// Whether every call succeeded (the list, and each delete).
+    ok: bool,
+    /// Names no longer there: deleted, or gone already.
+    gone: Vec<String>,
+    deleted: usize,
+    failed: usize,
+}
+
+/// Deletes the objects of `kind` (at `resource`) labelled `owner` that `keep` does not keep,
+/// each under its listed uid and resourceVersion: not one created again under its name since,
+/// nor one changed since (relabelled to another owner among such changes).
+async fn sweep_kind(
+    client: &Client,
+    kind: &str,
+    resource: &ApiResource,
+    owner: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Swept {
+    let mut swept = Swept { ok: true, ..Swept::default() };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let params = ListParams::default().labels(&format!("{OWNER_LABEL}={owner}")).limit(LIST_LIMIT);
+    let listed = match within(CALL_TIMEOUT, api.list_metadata(&params)).await {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(kind, error = %e, "cannot list this guard's admission policies; retrying");
+            swept.ok = false;
+            return swept;
+        }
+    };
+    for object in listed.items {
+        let Some(name) = object.metadata.name else { continue };
+        if keep(&name) {
+            continue;
+        }
+        let preconditions =
+            Preconditions { uid: object.metadata.uid, resource_version: object.metadata.resource_version };
+        let params = DeleteParams { preconditions: Some(preconditions), ..DeleteParams::default() };
+        match within(CALL_TIMEOUT, api.delete(&name, &params)).await {
+            Ok(_) => {
+                tracing::info!(kind, name = %name, "admission policy deleted: no policy renders it any more");
+                swept.deleted += 1;
+                swept.gone.push(name);
+            }
+            // Gone already: the next sweep sees what is there now.
+            Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => swept.gone.push(name),
+            Err(e) => {
+                swept.ok = false;
+                swept.failed += 1;
+                tracing::warn!(kind, name = %name, error = %e, "cannot delete the admission policy; retrying");
+            }
+        }
+    }
+    swept
+}
+
+/// Why `admission-policy remove` did not remove everything.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{failed} of the admission policies and bindings labelled ingress-status-guard/lease={owner} could not be listed or deleted (see the log); run it again, with an identity that may delete them"
+)]
+pub(crate) struct NotRemoved {
+    owner: String,
+    failed: usize,
+}
+
+/// `admission-policy remove`: deletes every admission policy and binding labelled as `owner`'s,
+/// in either served version, and nothing else; how many it deleted.
+pub(crate) async fn remove(client: &Client, owner: &Owner) -> Result<usize, NotRemoved> {
+    let (mut deleted, mut failed) = (0, 0);
+    for api in [ApiVersion::V1, ApiVersion::V1beta1] {
+        for kind in KINDS {
+            // The ValidatingAdmissionPolicy is v1 whatever the version: once is enough.
+            if api == ApiVersion::V1beta1 && kind.starts_with("Validating") {
+                continue;
+            }
+            let Some(resource) = resource(kind, api) else { continue };
+            // A version the server does not serve has nothing to remove.
+            let served = within(CALL_TIMEOUT, client.list_api_group_resources(&resource.api_version)).await;
+            if !served.is_ok_and(|list| list.resources.iter().any(|r| r.name == resource.plural)) {
+                continue;
+            }
+            let swept = sweep_kind(client, kind, &resource, &owner.label, |_| false).await;
+            deleted += swept.deleted;
+            failed += swept.failed + usize::from(!swept.ok && swept.failed == 0);
+        }
+    }
+    if failed == 0 { Ok(deleted) } else { Err(NotRemoved { owner: owner.label.clone(), failed }) }
 }
 
 fn key_of(object: &Value) -> (String, String) {

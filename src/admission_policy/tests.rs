@@ -251,17 +251,32 @@ fn nothing_is_rendered_for_no_addresses_or_an_ambiguous_one() {
 }
 
 #[test]
-fn names_are_bounded_dns_labels_and_distinct() {
-    assert_eq!(object_name("edge"), "ingress-status-guard-edge");
-    let long = "a".repeat(80);
-    for name in ["Edge Public", "edge_public", "edge.public", &long, "___", "é"] {
-        let rendered = object_name(name);
-        assert!(crate::names::is_dns1123_label(&rendered), "{name:?} -> {rendered:?}");
-        assert!(rendered.len() <= 63, "{rendered}");
+fn names_carry_the_lease_and_kind_and_are_refused_when_not_a_label() {
+    let file = "policies:\n\
+        - {name: edge, ingressClasses: [a], publishStatusAddress: 192.0.2.1}\n\
+        - {name: eg, gatewayClasses: [eg], publishStatusAddress: 192.0.2.1}\n";
+    let policies = crate::policy::parse_file("t", file).unwrap();
+    let names = |lease: &str| object_names(&policies, lease).map(|n| n.into_iter().map(|(_, n)| n).collect::<Vec<_>>());
+    // The default Lease keeps the names of the releases before owners were in them.
+    assert_eq!(names(DEFAULT_LEASE).unwrap(), ["ingress-status-guard-edge", "ingress-status-guard-gateway-eg"]);
+    assert_eq!(names("team-a").unwrap(), ["team-a-edge", "team-a-gateway-eg"]);
+    // 52 + 1 + 8 + 2 = 63 fits; a longer Lease does not, and is refused naming the policy.
+    assert!(names(&"l".repeat(52)).is_ok());
+    let e = names(&"l".repeat(53)).unwrap_err();
+    assert!(matches!(&e, RenderError::Name { policy, .. } if policy == "eg"), "{e}");
+    assert!(e.to_string().contains("shorten the policy name or the Lease name"), "{e}");
+    for bad in ["Edge", "edge_public", "edge.public", "edge-"] {
+        let file = format!("policies:\n- {{name: {bad:?}, ingressClasses: [a], publishStatusAddress: 192.0.2.1}}\n");
+        let Ok(policies) = crate::policy::parse_file("t", &file) else { continue };
+        assert!(object_names(&policies, "isg").is_err(), "{bad:?} is named");
     }
-    assert_ne!(object_name("Edge Public"), object_name("edge-public"));
-    assert_ne!(object_name("edge_public"), object_name("edge.public"));
-    assert_eq!(object_name("Edge Public"), object_name("Edge Public"), "stable");
+}
+
+#[test]
+fn the_owner_hash_is_the_charts_adler32sum() {
+    // Go's hash/adler32 (helm's `adler32sum`) of these bytes.
+    assert_eq!(adler32(b"Wikipedia"), 300_286_872);
+    assert_eq!(adler32(b""), 1);
 }
 
 #[test]

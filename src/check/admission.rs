@@ -1,7 +1,9 @@
 //! The admission policies in the cluster (`serve --admission=policy`, or a rendered file
 //! applied by hand) against what the sources render now: a policy whose value or class
-//! condition lags the sources is drift of the enforcement itself. The comparison is pure
-//! ([`compare`]); [`fetch`] reads each policy's object by name.
+//! condition lags the sources is drift of the enforcement itself, and so is a field another
+//! writer added to it or to its binding. An object of the guard's name that another guard holds
+//! (its owner label) is shown as such. The comparison is pure ([`compare`]); [`fetch`] reads
+//! each policy's object and binding by name.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -14,7 +16,7 @@ use serde_json::Value;
 
 use crate::{
     address::Address,
-    admission_policy::{self, ApiVersion},
+    admission_policy::{self, ApiVersion, desired::Owner},
     client::{RequestError, bounded},
     kind::{Kind, with_kind},
     policy::{Policies, Policy},
@@ -27,6 +29,10 @@ pub(crate) struct Found {
     pub kind: &'static str,
     pub api: ApiVersion,
     pub spec: Value,
+    /// Its `ingress-status-guard/lease` label, if any.
+    pub owner: Option<String>,
+    /// Its binding's spec; `None` when there is no binding of its name.
+    pub binding: Option<Value>,
 }
 
 /// How an admission policy in the cluster compares with what the sources render now.
@@ -38,6 +44,8 @@ pub(crate) enum State {
     Stale,
     /// The sources give nothing to compare with (unresolved).
     Unknown,
+    /// Another guard holds it (another owner label): not this guard's to keep.
+    Foreign,
 }
 
 /// One admission policy in the report.
@@ -59,6 +67,7 @@ impl Row {
             State::Current => "CURRENT",
             State::Stale => "STALE",
             State::Unknown => "UNKNOWN",
+            State::Foreign => "FOREIGN",
         };
         let reason = self.reason.as_ref().map_or_else(String::new, |r| format!(" ({r})"));
         format!("{} {} of policy {:?}: {state}{reason}", self.kind, self.name, self.policy)
@@ -77,18 +86,85 @@ fn ours(spec: &Value) -> [Value; 3] {
     ]
 }
 
+/// What the API server fills in when the field `key` is left out: a field the rendering leaves
+/// out and the cluster has at this value is not drift.
+fn server_default(key: &str) -> Option<Value> {
+    match key {
+        "matchPolicy" => Some(Value::from("Equivalent")),
+        "namespaceSelector" | "objectSelector" => Some(Value::Object(serde_json::Map::new())),
+        "scope" => Some(Value::from("*")),
+        _ => None,
+    }
+}
+
+fn empty(v: &Value) -> bool {
+    v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty) || v.as_array().is_some_and(Vec::is_empty)
+}
+
+/// Whether the field `key` at `value` is one the API server fills in: empty, a default, or an
+/// object of nothing else (a defaulted `matchResources`). Bounded by the value's depth.
+fn defaulted(key: &str, value: &Value) -> bool {
+    empty(value)
+        || server_default(key).as_ref() == Some(value)
+        || value.as_object().is_some_and(|o| o.iter().all(|(k, v)| defaulted(k, v)))
+}
+
+/// Where `live` differs from `rendered` (a path such as `spec.matchResources`), server
+/// defaults and empty values aside: a field another writer changed or added. Bounded by the
+/// rendering's depth (a few levels), not by what the cluster holds.
+pub(crate) fn drift(rendered: &Value, live: &Value, at: &str) -> Option<String> {
+    match (rendered, live) {
+        (Value::Object(want), Value::Object(got)) => {
+            for (key, value) in want {
+                if let Some(path) = drift(value, got.get(key).unwrap_or(&Value::Null), &format!("{at}.{key}")) {
+                    return Some(path);
+                }
+            }
+            got.iter()
+                .filter(|(key, _)| !want.contains_key(*key))
+                .find(|(key, value)| !defaulted(key, value))
+                .map(|(key, _)| format!("{at}.{key}"))
+        }
+        (Value::Array(want), Value::Array(got)) if want.len() == got.len() => {
+            want.iter().zip(got).enumerate().find_map(|(i, (w, g))| drift(w, g, &format!("{at}[{i}]")))
+        }
+        (want, got) if want == got || (empty(want) && empty(got)) => None,
+        _ => Some(at.to_owned()),
+    }
+}
+
 /// Each policy's object found in the cluster, judged against its rendering over `snapshot`,
-/// which holds each kind's classes as the keeper's sources would.
-pub(crate) fn compare(policies: &Policies, snapshot: &Snapshot, found: &BTreeMap<String, Found>) -> Vec<Row> {
+/// which holds each kind's classes as the keeper's sources would; `owner` is the guard whose
+/// objects these are (their names, their label; an empty label: whoever's label they carry).
+pub(crate) fn compare(
+    policies: &Policies,
+    owner: &Owner,
+    snapshot: &Snapshot,
+    found: &BTreeMap<String, Found>,
+) -> Vec<Row> {
     let mut rows = Vec::new();
     for kind in Kind::ALL {
         let classes = snapshot.classes(kind).unwrap_or_default();
         let governed = admission_policy::governed_in_order(policies, kind, &classes);
         for (policy, governed) in policies.of(kind).zip(&governed) {
-            let name = admission_policy::object_name_of(policy);
+            let Ok(name) = admission_policy::object_name_in(&owner.lease, policy) else { continue };
             let Some(found) = found.get(&name) else { continue };
-            let render = |canonical: &[Address]| with_kind!(kind, K => admission_policy::render::<K>(policy, canonical, governed, found.api));
-            rows.push(row_of(policy, name, found, snapshot, render));
+            if let Some(other) = owner.other(found.owner.as_deref()).filter(|_| !owner.label.is_empty()) {
+                let reason = format!(
+                    "held by another guard: its ingress-status-guard/lease label is {other:?}, this guard's {:?}",
+                    owner.label
+                );
+                rows.push(Row {
+                    policy: policy.name.clone(),
+                    kind: found.kind.to_owned(),
+                    name,
+                    state: State::Foreign,
+                    reason: Some(reason),
+                });
+                continue;
+            }
+            let render = |canonical: &[Address]| with_kind!(kind, K => admission_policy::render_named::<K>(policy, canonical, governed, found.api, &name));
+            rows.push(row_of(policy, name.clone(), found, snapshot, render));
         }
     }
     rows
@@ -125,14 +201,31 @@ fn judge(
 ) -> Row {
     match rendered {
         Ok((objects, canonical)) => match objects.iter().find(|o| o["kind"] == found.kind) {
-            Some(object) if ours(&object["spec"]) == ours(&found.spec) => row(State::Current, None),
-            Some(_) => row(
+            Some(object) if ours(&object["spec"]) != ours(&found.spec) => row(
                 State::Stale,
                 Some(format!(
                     "the sources give {} now; re-render it, or run the guard with --admission=policy",
                     crate::address::Addresses(&canonical)
                 )),
             ),
+            Some(object) => {
+                let binding = objects.iter().find(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")));
+                let field = drift(&object["spec"], &found.spec, "spec");
+                let bound = match (binding, &found.binding) {
+                    (_, None) => Some("its binding is missing".to_owned()),
+                    (Some(b), Some(live)) => {
+                        drift(&b["spec"], live, "spec").map(|f| format!("its binding's {f} is not the rendering's"))
+                    }
+                    (None, Some(_)) => None,
+                };
+                match field.map(|f| format!("its {f} is not the rendering's")).or(bound) {
+                    None => row(State::Current, None),
+                    Some(what) => row(
+                        State::Stale,
+                        Some(format!("{what} (another writer's?); the guard's next resync replaces it")),
+                    ),
+                }
+            }
             None => row(State::Stale, Some(format!("mode {} renders another kind", policy.mode))),
         },
         Err(e) => row(State::Unknown, Some(e.to_string())),
@@ -144,38 +237,61 @@ fn resource(kind: &str, api: ApiVersion, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("admissionregistration.k8s.io", version, kind), plural)
 }
 
-/// Reads each policy's object by name: a MutatingAdmissionPolicy (v1, else v1beta1), else a
-/// ValidatingAdmissionPolicy. Not found, a version not served and no permission to read all
-/// count as not there: the cluster may simply run the webhook.
+/// Reads each policy's object by name (`owner`'s name of it): a MutatingAdmissionPolicy (v1,
+/// else v1beta1), else a ValidatingAdmissionPolicy, and its binding. Not found, a version not
+/// served and no permission to read all count as not there: the cluster may simply run the
+/// webhook.
 pub(crate) async fn fetch(
     client: &Client,
     policies: &Policies,
+    owner: &Owner,
     timeout: Duration,
 ) -> Result<BTreeMap<String, Found>, RequestError> {
-    let kinds = [
-        ("MutatingAdmissionPolicy", ApiVersion::V1, "mutatingadmissionpolicies"),
-        ("MutatingAdmissionPolicy", ApiVersion::V1beta1, "mutatingadmissionpolicies"),
-        ("ValidatingAdmissionPolicy", ApiVersion::V1, "validatingadmissionpolicies"),
-    ];
+    let (mutating, validating) = (
+        (
+            "MutatingAdmissionPolicy",
+            "mutatingadmissionpolicies",
+            "MutatingAdmissionPolicyBinding",
+            "mutatingadmissionpolicybindings",
+        ),
+        (
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    );
+    let kinds = [(mutating, ApiVersion::V1), (mutating, ApiVersion::V1beta1), (validating, ApiVersion::V1)];
     let mut found = BTreeMap::new();
     for policy in policies.all() {
-        let name = admission_policy::object_name_of(policy);
-        for (kind, api, plural) in kinds {
-            let objects: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, api, plural));
-            let what = || format!("get {kind} {name}");
-            match bounded(what, timeout, objects.get_opt(&name)).await {
-                Ok(Some(object)) => {
-                    let spec = object.data.get("spec").cloned().unwrap_or_default();
-                    found.insert(name.clone(), Found { kind, api, spec });
-                    break;
-                }
-                Ok(None) => {}
-                Err(e) if matches!(e.code(), Some(404 | 403)) => {}
-                Err(e) => return Err(e),
-            }
+        let Ok(name) = admission_policy::object_name_in(&owner.lease, policy) else { continue };
+        for ((kind, plural, binding_kind, binding_plural), api) in kinds {
+            let Some(object) = get(client, &resource(kind, api, plural), &name, timeout).await? else { continue };
+            let binding = get(client, &resource(binding_kind, api, binding_plural), &name, timeout).await?;
+            let owner =
+                object.metadata.labels.as_ref().and_then(|l| l.get(admission_policy::desired::OWNER_LABEL)).cloned();
+            let spec = object.data.get("spec").cloned().unwrap_or_default();
+            let binding = binding.map(|b| b.data.get("spec").cloned().unwrap_or_default());
+            found.insert(name.clone(), Found { kind, api, spec, owner, binding });
+            break;
         }
     }
     Ok(found)
+}
+
+/// One object by name, `None` when not found, not served or not readable.
+async fn get(
+    client: &Client,
+    resource: &ApiResource,
+    name: &str,
+    timeout: Duration,
+) -> Result<Option<DynamicObject>, RequestError> {
+    let objects: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    match bounded(|| format!("get {} {name}", resource.kind), timeout, objects.get_opt(name)).await {
+        Ok(found) => Ok(found),
+        Err(e) if matches!(e.code(), Some(404 | 403)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -187,6 +303,10 @@ mod tests {
         policy::{ServiceRef, parse_file},
         sources::snapshot::{Facts, Fetched},
     };
+
+    fn owner() -> Owner {
+        Owner::new("isg", admission_policy::DEFAULT_LEASE)
+    }
 
     fn snapshot(ip: Option<&str>) -> Snapshot {
         with_gateway_classes(ip, Classes::new())
@@ -222,15 +342,53 @@ mod tests {
         spec["matchPolicy"] = "Equivalent".into();
         let found = BTreeMap::from([(
             "ingress-status-guard-lb".to_owned(),
-            Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec },
+            Found {
+                kind: "MutatingAdmissionPolicy",
+                api: ApiVersion::V1,
+                spec,
+                owner: None,
+                binding: Some(rendered[1]["spec"].clone()),
+            },
         )]);
-        let state = |ip| compare(&policies, &snapshot(ip), &found).iter().map(|r| r.state).collect::<Vec<_>>();
+        let state =
+            |ip| compare(&policies, &owner(), &snapshot(ip), &found).iter().map(|r| r.state).collect::<Vec<_>>();
         assert_eq!(state(Some("192.0.2.1")), [State::Current]);
         assert_eq!(state(Some("192.0.2.2")), [State::Stale]);
         assert_eq!(state(None), [State::Unknown]);
-        let stale = compare(&policies, &snapshot(Some("192.0.2.2")), &found);
+        let stale = compare(&policies, &owner(), &snapshot(Some("192.0.2.2")), &found);
         assert!(stale[0].shown().contains("STALE (the sources give 192.0.2.2 now"), "{}", stale[0].shown());
-        assert!(compare(&policies, &snapshot(Some("192.0.2.1")), &BTreeMap::new()).is_empty(), "none: webhook mode");
+        assert!(
+            compare(&policies, &owner(), &snapshot(Some("192.0.2.1")), &BTreeMap::new()).is_empty(),
+            "none: webhook mode"
+        );
+
+        // Another writer's field, a missing binding, another guard's object.
+        let with = |change: &dyn Fn(&mut Found)| {
+            let mut found = found.clone();
+            change(found.get_mut("ingress-status-guard-lb").unwrap());
+            compare(&policies, &owner(), &snapshot(Some("192.0.2.1")), &found).remove(0)
+        };
+        let defaulted = with(&|f| {
+            f.binding.as_mut().unwrap()["matchResources"] =
+                serde_json::json!({"matchPolicy": "Equivalent", "objectSelector": {}});
+        });
+        assert_eq!(defaulted.state, State::Current, "{}", defaulted.shown());
+        let selector = serde_json::json!({"namespaceSelector": {"matchLabels": {"team": "x"}}});
+        let foreign = with(&|f| f.binding.as_mut().unwrap()["matchResources"] = selector.clone());
+        assert_eq!(foreign.state, State::Stale);
+        assert!(
+            foreign.shown().contains("its binding's spec.matchResources is not the rendering's"),
+            "{}",
+            foreign.shown()
+        );
+        let added = with(&|f| f.spec["variables"] = serde_json::json!([{"name": "x", "expression": "1"}]));
+        assert!(added.shown().contains("its spec.variables is not the rendering's"), "{}", added.shown());
+        let unbound = with(&|f| f.binding = None);
+        assert!(unbound.shown().contains("its binding is missing"), "{}", unbound.shown());
+        let held = with(&|f| f.owner = Some("other.ingress-status-guard".into()));
+        assert_eq!(held.state, State::Foreign);
+        assert!(held.shown().contains("FOREIGN (held by another guard"), "{}", held.shown());
+        assert_eq!(with(&|f| f.owner = Some("isg.ingress-status-guard".into())).state, State::Current, "its own");
     }
 
     #[test]
@@ -253,18 +411,24 @@ mod tests {
         let spec = rendered[0]["spec"].clone();
         let found = BTreeMap::from([(
             "ingress-status-guard-gateway-gw".to_owned(),
-            Found { kind: "MutatingAdmissionPolicy", api: ApiVersion::V1, spec },
+            Found {
+                kind: "MutatingAdmissionPolicy",
+                api: ApiVersion::V1,
+                spec,
+                owner: None,
+                binding: Some(rendered[1]["spec"].clone()),
+            },
         )]);
         let state = |ip, classes| {
             let snapshot = with_gateway_classes(Some(ip), classes);
-            compare(&policies, &snapshot, &found).iter().map(|r| r.state).collect::<Vec<_>>()
+            compare(&policies, &owner(), &snapshot, &found).iter().map(|r| r.state).collect::<Vec<_>>()
         };
         assert_eq!(state("192.0.2.1", classes.clone()), [State::Current]);
         assert_eq!(state("192.0.2.2", classes.clone()), [State::Stale]);
         let mut more = classes.clone();
         more.insert("eg2".to_owned(), class("example.test/gw"));
         assert_eq!(state("192.0.2.1", more), [State::Stale], "a new class of the controller");
-        let rows = compare(&policies, &with_gateway_classes(Some("192.0.2.2"), classes), &found);
+        let rows = compare(&policies, &owner(), &with_gateway_classes(Some("192.0.2.2"), classes), &found);
         assert_eq!(rows[0].name, "ingress-status-guard-gateway-gw");
     }
 }

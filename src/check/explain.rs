@@ -149,14 +149,15 @@ pub(crate) fn add_admission(
     explanation: &mut Explanation,
     governing: Option<(&Policy, String)>,
     policies: &Policies,
+    owner: &crate::admission_policy::desired::Owner,
     snapshot: &Snapshot,
     found: &std::collections::BTreeMap<String, super::admission::Found>,
 ) {
     let Some((_, object)) = governing else { return };
-    let rows = super::admission::compare(policies, snapshot, found);
+    let rows = super::admission::compare(policies, owner, snapshot, found);
     let line = match rows.iter().find(|r| r.name == object) {
         Some(row) => {
-            if row.state == super::admission::State::Stale {
+            if matches!(row.state, super::admission::State::Stale | super::admission::State::Foreign) {
                 explanation.exit_code = 1;
             }
             format!("enforced by {} (the API server applies it in process)", row.shown())

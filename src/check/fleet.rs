@@ -154,6 +154,7 @@ pub(crate) async fn check_fleet(
                 target: Target { kubeconfig: base.target.kubeconfig.clone(), context: Some(context.clone()) },
                 request_timeout: base.request_timeout,
                 webhook_configuration: base.webhook_configuration.clone(),
+                owner: base.owner.clone(),
             };
             let result = super::report(&cluster, scope, policies).await.map_err(|e| e.to_string());
             Outcome { cluster: context, result }

@@ -310,7 +310,10 @@ impl Report {
     /// 0 when every governed object is canonical, 1 when any drifts or cannot be judged, or
     /// an admission policy lags the sources.
     pub(crate) fn exit_code(&self) -> u8 {
-        let stale = self.admission_policies.iter().any(|r| r.state == super::admission::State::Stale);
+        let stale = self
+            .admission_policies
+            .iter()
+            .any(|r| matches!(r.state, super::admission::State::Stale | super::admission::State::Foreign));
         u8::from(self.summary.drift + self.summary.unresolved > 0 || stale)
     }
 

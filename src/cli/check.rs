@@ -25,6 +25,15 @@ pub(crate) struct ClusterArgs {
     /// (as with --admission=policy), or empty: the policies' namespaceSelectors alone.
     #[arg(long, env = "ISG_WEBHOOK_CONFIGURATION", default_value = crate::scope::DEFAULT_CONFIGURATION)]
     pub webhook_configuration: String,
+    /// The guard's leader Lease (`serve --leader-election-lease-name`; the chart's release
+    /// fullname), whose name its admission policies are named by (`--admission=policy`).
+    #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_NAME", default_value = crate::admission_policy::DEFAULT_LEASE)]
+    pub leader_election_lease_name: String,
+    /// Namespace of that Lease (the guard's): then an admission policy of the guard's name
+    /// labelled as another Lease's is shown FOREIGN. Not given: any owner's is read as the
+    /// guard's.
+    #[arg(long, env = "ISG_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
 }
 
 const KUBECONFIG_HELP: &str =
@@ -36,6 +45,16 @@ impl ClusterArgs {
             target: self.client.target(),
             request_timeout: self.request_timeout,
             webhook_configuration: self.webhook_configuration.clone(),
+            owner: match &self.leader_election_namespace {
+                Some(namespace) => {
+                    crate::admission_policy::desired::Owner::new(namespace, &self.leader_election_lease_name)
+                }
+                None => crate::admission_policy::desired::Owner {
+                    label: String::new(),
+                    lease: self.leader_election_lease_name.clone(),
+                    legacy: None,
+                },
+            },
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `render-admission-policy`: the admission policies that enforce the current config without a
 //! running guard, computed offline from the policy flags (or `--config`) and the Services, Pods,
-//! Nodes and classes of `-f` manifests, printed as YAML.
+//! Nodes and classes of `-f` manifests, printed as YAML; or, with `--names`, only the objects'
+//! names, which RBAC grants by.
 
 use std::{collections::HashMap, path::PathBuf};
 
@@ -30,6 +31,15 @@ pub(crate) struct RenderArgs {
     /// 1.35, with the MutatingAdmissionPolicy feature gate).
     #[arg(long, env = "ISG_ADMISSION_POLICY_API_VERSION", value_enum, default_value_t = ApiVersion::V1)]
     pub api_version: ApiVersion,
+    /// The leader Lease of the guard the objects are for (`serve --leader-election-lease-name`;
+    /// the chart's release fullname): the objects are named `<lease>-<policy>` (Gateway
+    /// policies `<lease>-gateway-<policy>`).
+    #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_NAME", default_value = admission_policy::DEFAULT_LEASE)]
+    pub leader_election_lease_name: String,
+    /// Print only the objects' names, one a line (each names a policy and its binding): what
+    /// the ClusterRole's resourceNames must list. Reads no manifest.
+    #[arg(long)]
+    pub names: bool,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }
@@ -69,6 +79,11 @@ impl Sources for Offline {
 /// Runs `render-admission-policy`: every policy's admission policy and binding, as YAML.
 pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
     let policies = args.policy.policies()?;
+    let lease = &args.leader_election_lease_name;
+    let names = admission_policy::object_names(&policies, lease)?;
+    if args.names {
+        return Ok(names.into_iter().map(|(_, name)| name + "\n").collect());
+    }
     let mut offline = Offline::default();
     for path in &args.file {
         read_manifest(path, &mut offline)?;
@@ -79,8 +94,10 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
         for (policy, governed) in policies.of(kind).zip(&governed) {
             let unresolved = |reason| CliError::Unresolved { policy: policy.name.clone(), reason };
             let canonical = offline.canonical(policy).map_err(unresolved)?;
-            let api = args.api_version;
-            objects.extend(with_kind!(kind, K => admission_policy::render::<K>(policy, &canonical, governed, api))?);
+            let (api, name) = (args.api_version, admission_policy::object_name_in(lease, policy)?);
+            let rendered =
+                with_kind!(kind, K => admission_policy::render_named::<K>(policy, &canonical, governed, api, &name))?;
+            objects.extend(rendered);
         }
     }
     Ok(admission_policy::to_yaml(&objects))

@@ -101,6 +101,11 @@ pub(crate) struct ServeArgs {
     /// Kubernetes 1.36, or 1.34-1.35 with the MutatingAdmissionPolicy feature gate.
     #[arg(long, env = "ISG_ADMISSION", value_enum, default_value_t = Admission::Webhook)]
     pub admission: Admission,
+    /// With `--admission=policy`: how often the leader writes every admission policy and binding
+    /// again and sweeps, which repairs what another writer edited or deleted (whole seconds): a
+    /// fixed interval from the start, which no change restarts.
+    #[arg(long, env = "ISG_ADMISSION_POLICY_RESYNC", default_value = "300", value_parser = Seconds::UP_TO_AN_HOUR)]
+    pub admission_policy_resync: Duration,
     #[command(flatten)]
     pub client: ClientArgs,
     /// Distinct `writer` label values in metrics at once; a new writer then takes the label of
@@ -149,6 +154,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         drain_seconds,
         shutdown_delay_seconds,
         admission,
+        admission_policy_resync,
         client,
         max_writer_labels,
         writer_labels,
@@ -218,8 +224,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             policies: store.clone(),
             sources: cache.clone(),
             api,
-            owner: desired::owner(&leader_settings.namespace, &leader_settings.lease_name),
+            owner: desired::Owner::new(&leader_settings.namespace, &leader_settings.lease_name),
             metrics: KeeperMetrics::register(&mut metrics),
+            resync: admission_policy_resync,
             enforced: Enforced::new(cache.clone()),
         }),
         _ => None,

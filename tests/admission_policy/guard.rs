@@ -104,7 +104,8 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
     assert_eq!(map["metadata"]["labels"]["ingress-status-guard/lease"], format!("{}.ingress-status-guard", t.ns));
     let managers: Vec<&str> =
         map["metadata"]["managedFields"].as_array().unwrap().iter().filter_map(|m| m["manager"].as_str()).collect();
-    assert_eq!(managers, ["ingress-status-guard-admission-policy"], "server-side applied, one manager");
+    let manager = format!("ingress-status-guard-admission-policy/{}.ingress-status-guard", t.ns);
+    assert_eq!(managers, [manager.as_str()], "one manager, the owner's");
     assert!(get_object(&t, "mutatingadmissionpolicybinding", &name).is_some(), "the binding exists");
     assert!(guard.metric("ingress_status_guard_admission_policy_applies_total{result=\"applied\"}") >= 2.0);
     assert_eq!(guard.metric("ingress_status_guard_admission_policy_lag_seconds"), 0.0);
@@ -341,4 +342,166 @@ async fn a_second_replica_takes_over_keeping_the_policy() {
     .await;
     set_edge(&t, "203.0.113.51").await;
     rewritten_to(&t.rogue, "web", &["203.0.113.51"], &survivor.log_path()).await;
+}
+
+/// Two guards whose Leases share a name in two namespaces, both with a policy `default`: their
+/// objects' names are one. The second finds the first's owner label on them and writes nothing
+/// (a reload and more passes later still), says so once per object, counts them, and `check`
+/// as the second shows FOREIGN; the first's value stays enforced.
+#[tokio::test]
+async fn a_guard_leaves_another_guards_objects_of_its_names_alone() {
+    let t = TestEnv::new("mapo").await;
+    let dir = t.cluster.scratch_dir(&format!("mapo-{}", t.ns));
+    let other_dir = t.cluster.scratch_dir(&format!("mapo-b-{}", t.ns));
+    let policy = |ip: &str| {
+        format!("policies:\n  - name: default\n    ingressClasses: [{ns}]\n    publishStatusAddress: {ip}\n", ns = t.ns)
+    };
+    let lease = format!("--leader-election-lease-name=isg-{}", t.ns);
+    let name = format!("isg-{}-default", t.ns);
+    let first_cfg = write_config(&dir, &policy("192.0.2.81"));
+    let (config, lease_ns) =
+        (format!("--config={}", first_cfg.display()), format!("--leader-election-namespace={}", t.ns));
+    let mut args = vec!["--admission=policy", "--reconcile", &config, &lease_ns, &lease];
+    args.extend(LEASE);
+    let first = t.start_webhook(&args).await;
+    create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
+    rewritten_to(&t.rogue, "web", &["192.0.2.81"], &first.log_path()).await;
+
+    let other_ns = t.cluster.namespace(&t.admin, "mapo-b").await;
+    let second_cfg = write_config(&other_dir, &policy("192.0.2.82"));
+    let (config, lease_ns) =
+        (format!("--config={}", second_cfg.display()), format!("--leader-election-namespace={other_ns}"));
+    let mut args = vec!["--admission=policy", "--reconcile=false", &config, &lease_ns, &lease];
+    args.extend(LEASE);
+    let second =
+        crate::support::Webhook::start(t.cluster, &format!("{}-b", t.ns), t.cluster.admin_kubeconfig(), &args).await;
+    let foreign = "ingress_status_guard_admission_policy_foreign_objects";
+    eventually("the second guard finds both objects held", WAIT, || async {
+        if second.metric(foreign) == 2.0 { Ok(()) } else { Err(second.log_tail()) }
+    })
+    .await;
+    // More passes of the second: a reload with another value.
+    write_config(&other_dir, &policy("192.0.2.83"));
+    eventually("the second guard reloads", WAIT, || async {
+        if second.log().contains("192.0.2.83")
+            || second.metric("ingress_status_guard_config_reloads_total{result=\"success\"}") >= 1.0
+        {
+            Ok(())
+        } else {
+            Err(second.log_tail())
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    rewritten_to(&t.rogue, "web", &["192.0.2.81"], &first.log_path()).await;
+    let map = get_object(&t, "mutatingadmissionpolicy", &name).expect("the first guard's MAP");
+    assert_eq!(map["metadata"]["labels"]["ingress-status-guard/lease"], format!("{}.isg-{}", t.ns, t.ns));
+    let warned = second.log().matches("admission policy held by another guard").count();
+    assert_eq!(warned, 2, "once per object:\n{}", second.log());
+    assert!(second.log().contains(&format!("{}.isg-{}", t.ns, t.ns)), "the WARN names the owner");
+    assert_eq!(second.metric("ingress_status_guard_admission_policy_applies_total{result=\"applied\"}"), 0.0);
+
+    let kubeconfig = t.cluster.admin_kubeconfig().to_str().unwrap();
+    let owner =
+        [format!("--leader-election-lease-name=isg-{}", t.ns), format!("--leader-election-namespace={other_ns}")];
+    let config = second_cfg.to_str().unwrap();
+    let (code, out) =
+        run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns, &owner[0], &owner[1]]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!("MutatingAdmissionPolicy {name} of policy \"default\": FOREIGN (held by another guard")),
+        "{out}"
+    );
+    // As the first guard, check reads it as its own.
+    let mine = format!("--leader-election-namespace={}", t.ns);
+    let (_, out) = run_cli(&[
+        "check",
+        "--kubeconfig",
+        kubeconfig,
+        "--config",
+        first_cfg.to_str().unwrap(),
+        "-n",
+        &t.ns,
+        &owner[0],
+        &mine,
+    ]);
+    assert!(out.contains(&format!("MutatingAdmissionPolicy {name} of policy \"default\": CURRENT")), "{out}");
+}
+
+/// The resync repairs on a fixed interval, whatever else changes: a deleted binding comes back
+/// and another writer's `matchResources` on the other one goes, while a Namespace is created and
+/// deleted all along (each a change of the sources, which restarted the repair timer before);
+/// `check` shows the foreign field STALE meanwhile.
+#[tokio::test]
+async fn the_resync_repairs_a_deleted_binding_and_a_foreign_field_under_churn() {
+    let t = TestEnv::new("mapy").await;
+    let dir = t.cluster.scratch_dir(&format!("mapy-{}", t.ns));
+    let (a, b) = (format!("{}-a", t.ns), format!("{}-b", t.ns));
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "policies:\n  - name: {a}\n    ingressClasses: [{a}]\n    publishStatusAddress: 192.0.2.91\n    namespaceSelector: \"kubernetes.io/metadata.name!=nowhere\"\n\
+             \x20 - name: {b}\n    ingressClasses: [{b}]\n    publishStatusAddress: 192.0.2.92\n"
+        ),
+    );
+    let (config, lease_ns) = (format!("--config={}", cfg.display()), format!("--leader-election-namespace={}", t.ns));
+    let mut args = vec!["--admission=policy", &config, &lease_ns, "--admission-policy-resync=4"];
+    args.extend(LEASE);
+    let guard = t.start_webhook(&args).await;
+    let (name_a, name_b) = (format!("ingress-status-guard-{a}"), format!("ingress-status-guard-{b}"));
+    eventually("both bindings exist", WAIT, || async {
+        let both = get_object(&t, "mutatingadmissionpolicybinding", &name_a).is_some()
+            && get_object(&t, "mutatingadmissionpolicybinding", &name_b).is_some();
+        if both { Ok(()) } else { Err(guard.log_tail()) }
+    })
+    .await;
+    // Churn: a Namespace created and deleted every second, each a change the keeper runs on.
+    let churn = {
+        let admin = t.admin.clone();
+        let prefix = t.ns.clone();
+        tokio::spawn(async move {
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin);
+            for i in 0.. {
+                let name = format!("{prefix}-churn-{i}");
+                let ns = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+                let _ = namespaces.create(&PostParams::default(), &ns).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let _ = namespaces.delete(&name, &Default::default()).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+    let admin = t.cluster.admin_kubeconfig();
+    let deleted = t.cluster.kubectl(admin, &["delete", "mutatingadmissionpolicybinding", &name_b]);
+    assert!(deleted.success, "{}", deleted.stderr);
+    let selector = r#"{"spec":{"matchResources":{"namespaceSelector":{"matchLabels":{"foreign":"yes"}}}}}"#;
+    let patched =
+        t.cluster.kubectl(admin, &["patch", "mutatingadmissionpolicybinding", &name_a, "--type=merge", "-p", selector]);
+    assert!(patched.success, "{}", patched.stderr);
+    let (kubeconfig, config) = (admin.to_str().unwrap(), cfg.to_str().unwrap());
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    let (stale_a, stale_b) = (
+        format!("MutatingAdmissionPolicy {name_a} of policy \"{a}\": STALE (its binding's spec.matchResources"),
+        format!("MutatingAdmissionPolicy {name_b} of policy \"{b}\": STALE (its binding is missing"),
+    );
+    // Unless the resync came between the edits and the check.
+    if !out.contains(&format!("{name_a} of policy \"{a}\": CURRENT")) {
+        assert_eq!(code, Some(1), "{out}");
+        assert!(out.contains(&stale_a), "{out}");
+    }
+    if !out.contains(&format!("{name_b} of policy \"{b}\": CURRENT")) {
+        assert!(out.contains(&stale_b), "{out}");
+    }
+    eventually("the resync repairs both", WAIT, || async {
+        let binding = get_object(&t, "mutatingadmissionpolicybinding", &name_a).ok_or("no binding a")?;
+        let selector = &binding["spec"]["matchResources"]["namespaceSelector"];
+        let repaired = selector.to_string().contains("nowhere") && !selector.to_string().contains("foreign");
+        let recreated = get_object(&t, "mutatingadmissionpolicybinding", &name_b).is_some();
+        if repaired && recreated { Ok(()) } else { Err(format!("binding a {selector}; b there: {recreated}")) }
+    })
+    .await;
+    churn.abort();
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    assert!(out.contains(&format!("{name_a} of policy \"{a}\": CURRENT")), "{code:?} {out}");
+    assert!(out.contains(&format!("{name_b} of policy \"{b}\": CURRENT")), "{out}");
 }

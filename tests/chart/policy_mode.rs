@@ -1,6 +1,7 @@
-//! `admission.mode=policy`: no certificate machinery, no MutatingWebhookConfiguration, the
-//! RBAC the leader needs for its admission policies (by name where the API allows), as the
-//! kustomize overlay `overlays/admission-policy` has it; and that RBAC is all the guard needs.
+//! `admission.mode=policy`: no certificate machinery, no MutatingWebhookConfiguration, no
+//! Events grant, the RBAC the leader needs for its admission policies (by name where the API
+//! allows, the names the binary computes: `render-admission-policy --names`), as the kustomize
+//! overlay `overlays/admission-policy` has it; and that RBAC is all the guard needs.
 
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -15,6 +16,106 @@ const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 fn args_of(docs: &[Value]) -> Vec<String> {
     let args = &find(docs, "Deployment", RELEASE)["spec"]["template"]["spec"]["containers"][0]["args"];
     args.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
+}
+
+/// What `render-admission-policy --names` prints for the policy file `config` and the Lease.
+fn binary_names(dir: &std::path::Path, config: &str, lease: &str) -> Vec<String> {
+    let file = dir.join(format!("{lease}-config.yaml"));
+    std::fs::write(&file, config).unwrap();
+    let out = std::process::Command::new(crate::support::webhook::BINARY)
+        .args(["render-admission-policy", "--names", "--config", file.to_str().unwrap()])
+        .args(["--leader-election-lease-name", lease])
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+fn config_of(docs: &[Value]) -> String {
+    let map = docs.iter().find(|d| d["kind"] == "ConfigMap").expect("the policy ConfigMap");
+    map["data"]["config.yaml"].as_str().unwrap().to_owned()
+}
+
+fn granted(docs: &[Value], fullname: &str) -> Vec<String> {
+    let role = find(docs, "ClusterRole", &format!("{fullname}-admission-policies"));
+    let names = role["rules"][1]["resourceNames"].as_array().expect("resourceNames");
+    names.iter().map(|n| n.as_str().unwrap().to_owned()).collect()
+}
+
+/// The chart and the overlay grant exactly the names the binary gives the objects, for
+/// Ingress and Gateway policies and under another release name; a name the rule cannot give
+/// fails the render, naming the policy.
+#[test]
+fn the_granted_names_are_the_binarys() {
+    let dir = scratch("policy-names");
+    let helm = Helm::new(3, &dir);
+    let values = dir.join("values.yaml");
+    std::fs::write(
+        &values,
+        "admission: {mode: policy}
+policies:
+         - {name: web, ingressClasses: [nginx], publishStatusAddress: 192.0.2.1}
+         - {name: edge, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}
+",
+    )
+    .unwrap();
+    let docs = helm.template(&["-f", values.to_str().unwrap()]);
+    let want = binary_names(&dir, &config_of(&docs), RELEASE);
+    assert_eq!(
+        want,
+        ["ingress-status-guard-web", "ingress-status-guard-gateway-edge"],
+        "the default Lease keeps today's names"
+    );
+    assert_eq!(granted(&docs, RELEASE), want);
+    // Another release: its fullname is its Lease, and its objects' names start with it.
+    let out = helm.run(&["template", "team-a", CHART, "--namespace", "team-a", "-f", values.to_str().unwrap()]);
+    assert!(out.success, "{}", out.stderr);
+    let other = super::documents(&out.stdout);
+    let fullname = "team-a-ingress-status-guard";
+    let args = args_of_release(&other, fullname);
+    assert!(args.contains(&format!("--leader-election-lease-name={fullname}")), "{args:?}");
+    let want = binary_names(&dir, &config_of(&other), fullname);
+    assert_eq!(want, [format!("{fullname}-web"), format!("{fullname}-gateway-edge")]);
+    assert_eq!(granted(&other, fullname), want);
+    // 21 + 42 = 63 characters is a name; 64 fails the render, naming the policy, as the binary
+    // refuses it.
+    let fits = "p".repeat(42);
+    let docs = helm.template(&["--set", "admission.mode=policy", "--set", &format!("policy.name={fits}")]);
+    assert_eq!(granted(&docs, RELEASE), [format!("ingress-status-guard-{fits}")]);
+    let long = "p".repeat(43);
+    let out = helm.run(&[
+        "template",
+        RELEASE,
+        CHART,
+        "--set",
+        "admission.mode=policy",
+        "--set",
+        &format!("policy.name={long}"),
+    ]);
+    assert!(!out.success, "rendered a name of 64 characters");
+    assert!(out.stderr.contains(&format!("policy \"{long}\": its admission objects would be named")), "{}", out.stderr);
+    let config = format!("policies:\n- {{name: {long}, ingressClasses: [a], publishStatusAddress: 192.0.2.1}}\n");
+    let file = dir.join("long.yaml");
+    std::fs::write(&file, config).unwrap();
+    let out = std::process::Command::new(crate::support::webhook::BINARY)
+        .args(["render-admission-policy", "--names", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&format!("policy \"{long}\"")), "{stderr}");
+    // The overlay grants what the binary names for its own policy file.
+    let overlay = kustomize("overlays/admission-policy");
+    assert_eq!(granted(&overlay, RELEASE), binary_names(&dir, &config_of(&overlay), RELEASE));
+}
+
+fn args_of_release(docs: &[Value], name: &str) -> Vec<String> {
+    let args = &find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["args"];
+    args.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
+}
+
+/// The objects of the release itself: not its hooks (the uninstall's).
+fn without_hooks(docs: &[Value]) -> Vec<Value> {
+    docs.iter().filter(|d| d["metadata"]["annotations"]["helm.sh/hook"].is_null()).cloned().collect()
 }
 
 fn names(docs: &[Value]) -> Vec<String> {
@@ -33,6 +134,7 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     for certificate in ["selfSigned", "certManager"] {
         let docs =
             helm.template(&["--set", "admission.mode=policy", "--set", &format!("certificate.mode={certificate}")]);
+        let docs = without_hooks(&docs);
         for kind in ["MutatingWebhookConfiguration", "Service", "Job", "CronJob", "Certificate", "Issuer", "Secret"] {
             assert!(!kinds(&docs).contains(&kind.to_owned()), "{certificate}: a {kind} rendered: {:?}", kinds(&docs));
         }
@@ -45,7 +147,27 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     let out = helm.run(&["template", RELEASE, CHART, "--set", "admission.mode=both"]);
     assert!(!out.success && out.stderr.contains("/admission/mode"), "{}", out.stderr);
 
-    let docs = helm.template(&["--set", "admission.mode=policy"]);
+    let all = helm.template(&["--set", "admission.mode=policy"]);
+    // The uninstall's post-delete Job: `admission-policy remove` of this release's Lease, as an
+    // identity that may only list the four kinds and delete the release's names.
+    let job = find(&all, "Job", &format!("{RELEASE}-remove"));
+    assert_eq!(job["metadata"]["annotations"]["helm.sh/hook"], "post-delete");
+    let job_args = &job["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(
+        job_args.as_array().unwrap()[..4],
+        [
+            json!("admission-policy"),
+            json!("remove"),
+            json!(format!("--leader-election-namespace={NAMESPACE}")),
+            json!(format!("--leader-election-lease-name={RELEASE}"))
+        ]
+    );
+    assert_eq!(job["spec"]["template"]["spec"]["serviceAccountName"], format!("{RELEASE}-remove"));
+    let remover = find(&all, "ClusterRole", &format!("{RELEASE}-remove"));
+    assert_eq!(remover["rules"][0]["verbs"], json!(["list"]));
+    assert_eq!(remover["rules"][1]["verbs"], json!(["delete"]));
+    assert_eq!(remover["rules"][1]["resourceNames"], json!(["ingress-status-guard-default"]));
+    let docs = without_hooks(&all);
     let role = find(&docs, "ClusterRole", &format!("{RELEASE}-admission-policies"));
     let resources = json!([
         "mutatingadmissionpolicies",
@@ -58,26 +180,34 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
         json!([
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": resources, "verbs": ["create", "list"]},
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": resources,
-             "resourceNames": ["ingress-status-guard-default"], "verbs": ["get", "patch", "delete"]},
+             "resourceNames": ["ingress-status-guard-default"], "verbs": ["get", "update", "delete"]},
         ])
     );
-    // A policy name the chart cannot turn into the object's name (it gets a hash): any name.
-    let long = helm.template(&[
+    // A policy name that is no part of a DNS label: refused at render, never a grant of every name.
+    let out = helm.run(&[
+        "template",
+        RELEASE,
+        CHART,
         "--set",
         "admission.mode=policy",
         "--set",
         "policies[0].name=Not_A_Label,policies[0].publishStatusAddress=192.0.2.1",
     ]);
-    let rules = &find(&long, "ClusterRole", &format!("{RELEASE}-admission-policies"))["rules"];
-    assert!(rules[1].get("resourceNames").is_none(), "{rules}");
+    assert!(!out.success && out.stderr.contains("policy \"Not_A_Label\""), "{}", out.stderr);
+    // No Events in this mode: no grant of them.
+    assert!(!names(&docs).iter().any(|n| n.contains("-events")), "{:?}", names(&docs));
     // The webhook mode has none of it.
     let webhook = helm.template(&[]);
     assert!(!names(&webhook).iter().any(|n| n.contains("admission-policies")));
 
     // The overlay: the same objects (the chart's webhook-mode-only ones gone alike), the same
-    // args and RBAC.
+    // args and RBAC; and its base's only grant of Namespaces stays, for a namespaceSelector.
     let overlay = kustomize("overlays/admission-policy");
-    let chart: Vec<String> = names(&docs);
+    let scope = find(&overlay, "ClusterRole", &format!("{RELEASE}-scope"));
+    assert_eq!(scope["rules"], json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}]));
+    let mut chart: Vec<String> = names(&docs);
+    chart.extend([format!("ClusterRole/{RELEASE}-scope"), format!("ClusterRoleBinding/{RELEASE}-scope")]);
+    chart.sort();
     let overlay_names: Vec<String> = names(&overlay)
         .into_iter()
         .map(|n| {
@@ -97,55 +227,69 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     assert_eq!(pod["volumes"].as_array().unwrap().len(), 1, "the config volume only: {pod}");
 }
 
-/// The chart's RBAC in policy mode is all the guard needs: run as its ServiceAccount with its
-/// policy file, it leads, applies the MutatingAdmissionPolicy the API server then enforces, and
-/// logs nothing forbidden.
+/// The release of the policy-mode install test, in a namespace of its own (the webhook-mode
+/// RBAC test applies the default release's ServiceAccount into this shared API server).
+const INSTALL: &str = "isg-map";
+const FULLNAME: &str = "isg-map-ingress-status-guard";
+
+/// The chart's RBAC in policy mode is all the guard needs: installed with helm (so `lookup`
+/// runs), run as its ServiceAccount with its policy file (an Ingress and a Gateway policy), the
+/// guard leads and creates both admission policies, the API server enforces the Ingress one;
+/// renamed by an upgrade (which grants the old objects' names too), the old objects go, and the
+/// upgrade after that grants only the current names; the guard logs nothing forbidden.
 #[tokio::test]
 async fn the_charts_rbac_is_all_policy_mode_needs() {
     let t = TestEnv::new("chart-map").await;
     // .ci/run runs this binary on v1.31 too, which has no MutatingAdmissionPolicy: there the
     // guard exits 2 at start (tests/admission_policy.rs checks that), so there is nothing to run.
-    let resources =
-        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    let admin = t.cluster.admin_kubeconfig();
+    let resources = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);
     if !resources.stdout.contains("mutatingadmissionpolicies") {
         eprintln!("the API server serves no MutatingAdmissionPolicy: policy mode cannot run here");
         return;
     }
-    let helm = Helm::new(3, &t.cluster.scratch_dir("chart-map-helm"));
+    t.cluster.install_gateway_crds().await;
+    let scratch_dir = t.cluster.scratch_dir("chart-map-helm");
+    let helm = Helm::new(3, &scratch_dir);
     let class = format!("{}-class", t.ns);
-    let docs = helm.template(&[
-        "--set",
-        "admission.mode=policy",
-        "--set",
-        "policy.name=chart-map",
-        "--set",
-        &format!("policy.ingressClasses={{{class}}}"),
-        "--set",
-        "policy.publishStatusAddress=",
-        "--set",
-        "policy.publishService=chart-map-edge/lb",
-        "--set",
-        "policy.mode=enforce",
-    ]);
-    let mut objects = vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "chart-map-edge"}}),
-    ];
-    objects.extend(
-        docs.iter()
-            .filter(|d| {
-                ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
-                    .contains(&d["kind"].as_str().unwrap())
-            })
-            .cloned(),
-    );
-    // Server-side, as the webhook-mode RBAC test beside it, which applies the same Namespace and
-    // ServiceAccount into this shared API server at the same time.
-    let file = t.cluster.scratch_dir("chart-map").join("objects.json");
-    std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()).unwrap();
-    let out =
-        t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "--server-side", "-f", &file.display().to_string()]);
-    assert!(out.success, "{}", out.stderr);
+    let values = |ingress_policy: &str| {
+        let file = scratch_dir.join(format!("{ingress_policy}.yaml"));
+        let text = format!(
+            "admission: {{mode: policy}}\npolicies:\n\
+             - {{name: {ingress_policy}, ingressClasses: [{class}], publishService: chart-map-edge/lb, mode: enforce}}\n\
+             - {{name: chart-gw, gatewayClasses: [{class}-gw], publishStatusAddress: 192.0.2.77, mode: enforce}}\n"
+        );
+        std::fs::write(&file, text).unwrap();
+        file.display().to_string()
+    };
+    let kubeconfig_arg = format!("--kubeconfig={}", admin.display());
+    let helm_ok = |verb: &str, values: &str| {
+        let out = helm.run(&[
+            verb,
+            INSTALL,
+            CHART,
+            "--namespace",
+            INSTALL,
+            "--create-namespace",
+            "-f",
+            values,
+            &kubeconfig_arg,
+        ]);
+        assert!(out.success, "helm {verb}: {}", out.stderr);
+        out.stdout
+    };
+    let granted = || {
+        let out =
+            t.cluster.kubectl(admin, &["get", "clusterrole", &format!("{FULLNAME}-admission-policies"), "-o", "json"]);
+        assert!(out.success, "{}", out.stderr);
+        let role: Value = serde_json::from_str(&out.stdout).unwrap();
+        role["rules"][1]["resourceNames"].clone()
+    };
+    let edge = t.cluster.kubectl(admin, &["create", "namespace", "chart-map-edge"]);
+    assert!(edge.success, "{}", edge.stderr);
+    let notes = helm_ok("install", &values("chart-map"));
+    assert!(notes.contains(&format!("-l ingress-status-guard/lease={INSTALL}.{FULLNAME}")), "{notes}");
+    assert_eq!(granted(), json!([format!("{FULLNAME}-chart-map"), format!("{FULLNAME}-gateway-chart-gw")]));
 
     let services: Api<Service> = Api::namespaced(t.admin.clone(), "chart-map-edge");
     let service: Service = serde_json::from_value(json!({
@@ -156,18 +300,27 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.71"}]}}});
     services.patch_status("lb", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
 
-    let config = find(&docs, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
-    let config_file = t.cluster.scratch_dir("chart-map-config").join("config.yaml");
-    std::fs::write(&config_file, config).unwrap();
+    let config_dir = t.cluster.scratch_dir("chart-map-config");
+    let config_file = config_dir.join("config.yaml");
+    let write_config = |values: &str| {
+        let out = helm.run(&["template", INSTALL, CHART, "--namespace", INSTALL, "-f", values]);
+        assert!(out.success, "{}", out.stderr);
+        let docs = super::documents(&out.stdout);
+        let config =
+            find(&docs, "ConfigMap", &format!("{FULLNAME}-config"))["data"]["config.yaml"].as_str().unwrap().to_owned();
+        let tmp = config_dir.join("config.yaml.tmp");
+        std::fs::write(&tmp, config).unwrap();
+        std::fs::rename(&tmp, &config_file).unwrap();
+    };
+    write_config(&values("chart-map"));
     let config_arg = format!("--config={}", config_file.display());
-    let kubeconfig = t.cluster.kubeconfig_for(
-        "system:serviceaccount:ingress-status-guard:ingress-status-guard",
-        Some("system:serviceaccounts"),
-    );
-    let lease = format!("--leader-election-namespace={NAMESPACE}");
-    let guard =
-        Webhook::start(t.cluster, &t.ns, &kubeconfig, &["--admission=policy", "--reconcile", &config_arg, &lease])
-            .await;
+    let kubeconfig = t
+        .cluster
+        .kubeconfig_for(&format!("system:serviceaccount:{INSTALL}:{FULLNAME}"), Some("system:serviceaccounts"));
+    let (lease_ns, lease) =
+        (format!("--leader-election-namespace={INSTALL}"), format!("--leader-election-lease-name={FULLNAME}"));
+    let args = ["--admission=policy", "--reconcile", &config_arg, &lease_ns, &lease];
+    let guard = Webhook::start(t.cluster, &t.ns, &kubeconfig, &args).await;
     create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
     eventually("the chart's guard keeps the MAP the API server enforces", WAIT, || async {
         let got =
@@ -175,10 +328,160 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
         if got == ["203.0.113.71"] { Ok(()) } else { Err(format!("stored {got:?}; {}", guard.log_tail())) }
     })
     .await;
+    let exists = |kind: &str, name: &str| t.cluster.kubectl(admin, &["get", kind, name]).success;
+    eventually("the Gateway policy's MAP and binding are created", WAIT, || async {
+        let name = format!("{FULLNAME}-gateway-chart-gw");
+        match exists("mutatingadmissionpolicy", &name) && exists("mutatingadmissionpolicybinding", &name) {
+            true => Ok(()),
+            false => Err(guard.log_tail()),
+        }
+    })
+    .await;
+
+    // Renamed by an upgrade: its lookup grants the old objects' names too, and the guard deletes them.
+    helm_ok("upgrade", &values("chart-map-two"));
+    let names = granted();
+    for name in ["chart-map-two", "gateway-chart-gw", "chart-map"] {
+        assert!(
+            names.as_array().unwrap().contains(&json!(format!("{FULLNAME}-{name}"))),
+            "{name} not granted: {names}"
+        );
+    }
+    write_config(&values("chart-map-two"));
+    eventually("the renamed policy's old objects go", WAIT, || async {
+        let old = format!("{FULLNAME}-chart-map");
+        let left: Vec<&str> = ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"]
+            .into_iter()
+            .filter(|kind| exists(kind, &old))
+            .collect();
+        match left.is_empty() && exists("mutatingadmissionpolicy", &format!("{FULLNAME}-chart-map-two")) {
+            true => Ok(()),
+            false => Err(format!("{left:?} still there; {}", guard.log_tail())),
+        }
+    })
+    .await;
+    // The next upgrade no longer grants the deleted names.
+    helm_ok("upgrade", &values("chart-map-two"));
+    assert_eq!(granted(), json!([format!("{FULLNAME}-chart-map-two"), format!("{FULLNAME}-gateway-chart-gw")]));
     let log = guard.log();
     assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the guard's log:\n{log}");
+
+    // helm uninstall: the release's objects go (its hooks are run below, as helm would after
+    // them: this control plane runs no Jobs) and leave the admission policies enforcing; the
+    // post-delete hook's `admission-policy remove`, as the hook's own identity, deletes this
+    // release's objects and not another owner's.
+    drop(guard);
+    let other = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": format!("{FULLNAME}-chart-map-two-x"), "labels": {"ingress-status-guard/lease": "elsewhere.isg-map-ingress-status-guard"}},
+        "spec": {"policyName": "nothing"},
+    });
+    let other_file = config_dir.join("other.json");
+    std::fs::write(&other_file, other.to_string()).unwrap();
+    let created = t.cluster.kubectl(admin, &["create", "-f", other_file.to_str().unwrap()]);
+    assert!(created.success, "{}", created.stderr);
+    let out = helm.run(&["uninstall", INSTALL, "--namespace", INSTALL, "--no-hooks", &kubeconfig_arg]);
+    assert!(out.success, "{}", out.stderr);
+    assert!(!exists("clusterrole", &format!("{FULLNAME}-admission-policies")), "the release's RBAC is gone");
+    assert!(exists("mutatingadmissionpolicy", &format!("{FULLNAME}-chart-map-two")), "left enforcing");
+    let rendered = helm.run(&["template", INSTALL, CHART, "--namespace", INSTALL, "-f", &values("chart-map-two")]);
+    assert!(rendered.success, "{}", rendered.stderr);
+    let hooks: Vec<Value> = super::documents(&rendered.stdout)
+        .into_iter()
+        .filter(|d| d["metadata"]["annotations"]["helm.sh/hook"] == "post-delete")
+        .collect();
+    let job = hooks.iter().find(|d| d["kind"] == "Job").expect("the post-delete Job");
+    let pod = &job["spec"]["template"]["spec"];
+    let hook_rbac: Vec<Value> = hooks.iter().filter(|d| d["kind"] != "Job").cloned().collect();
+    let hook_file = config_dir.join("hooks.json");
+    std::fs::write(&hook_file, json!({"apiVersion": "v1", "kind": "List", "items": hook_rbac}).to_string()).unwrap();
+    let applied = t.cluster.kubectl(admin, &["apply", "--server-side", "-f", hook_file.to_str().unwrap()]);
+    assert!(applied.success, "{}", applied.stderr);
+    let account = pod["serviceAccountName"].as_str().unwrap();
+    let hook_kubeconfig =
+        t.cluster.kubeconfig_for(&format!("system:serviceaccount:{INSTALL}:{account}"), Some("system:serviceaccounts"));
+    let args: Vec<&str> = pod["containers"][0]["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let out = std::process::Command::new(crate::support::webhook::BINARY)
+        .args(&args)
+        .args(["--kubeconfig", hook_kubeconfig.to_str().unwrap()])
+        .output()
+        .expect("run the binary");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{args:?}: {stdout}{stderr}");
+    assert!(stdout.contains("deleted 4 admission policies and bindings"), "{stdout}{stderr}");
+    for kind in ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"] {
+        for name in ["chart-map-two", "gateway-chart-gw"] {
+            assert!(!exists(kind, &format!("{FULLNAME}-{name}")), "{kind} {name} left");
+        }
+    }
+    assert!(exists("mutatingadmissionpolicybinding", &format!("{FULLNAME}-chart-map-two-x")), "another owner's stays");
 }
 
 fn support_addresses(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
     crate::support::addresses(&ingress)
+}
+
+/// The overlay's own RBAC with a policy that has a `namespaceSelector`: run as the overlay's
+/// ServiceAccount, the guard may watch the Namespaces (the base's only grant of them stays), so
+/// it turns Ready and keeps the MutatingAdmissionPolicy. The overlay's objects are renamed
+/// `ovl-map` (its Lease too), apart from the default release that other tests here install.
+#[tokio::test]
+async fn the_overlays_rbac_runs_a_namespace_selector_policy() {
+    let t = TestEnv::new("ovl-map").await;
+    let admin = t.cluster.admin_kubeconfig();
+    let resources = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    if !resources.stdout.contains("mutatingadmissionpolicies") {
+        eprintln!("the API server serves no MutatingAdmissionPolicy: policy mode cannot run here");
+        return;
+    }
+    let rbac: Vec<Value> = kustomize("overlays/admission-policy")
+        .into_iter()
+        .filter(|d| {
+            ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                .contains(&d["kind"].as_str().unwrap())
+        })
+        .collect();
+    let text = json!({"apiVersion": "v1", "kind": "List", "items": rbac})
+        .to_string()
+        .replace("ingress-status-guard", "ovl-map");
+    let dir = t.cluster.scratch_dir("ovl-map");
+    let (file, config) = (dir.join("rbac.json"), dir.join("config.yaml"));
+    std::fs::write(&file, text).unwrap();
+    let ns = t.cluster.kubectl(admin, &["create", "namespace", "ovl-map"]);
+    assert!(ns.success, "{}", ns.stderr);
+    let applied = t.cluster.kubectl(admin, &["apply", "--server-side", "-f", file.to_str().unwrap()]);
+    assert!(applied.success, "{}", applied.stderr);
+    let class = format!("{}-class", t.ns);
+    std::fs::write(
+        &config,
+        format!(
+            "policies:\n  - name: default\n    ingressClasses: [{class}]\n    publishStatusAddress: 192.0.2.95\n    mode: enforce\n    namespaceSelector: \"kubernetes.io/metadata.name={}\"\n",
+            t.ns
+        ),
+    )
+    .unwrap();
+    let kubeconfig = t.cluster.kubeconfig_for("system:serviceaccount:ovl-map:ovl-map", Some("system:serviceaccounts"));
+    let config_arg = format!("--config={}", config.display());
+    let args = [
+        "--admission=policy",
+        "--reconcile",
+        &config_arg,
+        "--leader-election-namespace=ovl-map",
+        "--leader-election-lease-name=ovl-map",
+    ];
+    let guard = Webhook::start(t.cluster, &t.ns, &kubeconfig, &args).await;
+    create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
+    eventually("the overlay's guard keeps the MAP the API server enforces", WAIT, || async {
+        let got =
+            support_addresses(write_status(&t.rogue, "web", &["192.0.2.254"], false).await.map_err(|e| e.to_string())?);
+        if got == ["192.0.2.95"] { Ok(()) } else { Err(format!("stored {got:?}; {}", guard.log_tail())) }
+    })
+    .await;
+    eventually("Ready", WAIT, || async {
+        if guard.metric("ingress_status_guard_ready") == 1.0 { Ok(()) } else { Err(guard.log_tail()) }
+    })
+    .await;
+    assert!(t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicy", "ovl-map-default"]).success);
+    let log = guard.log();
+    assert!(!log.to_lowercase().contains("forbidden"), "forbidden in the guard's log:\n{log}");
 }

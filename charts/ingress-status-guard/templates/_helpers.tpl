@@ -226,3 +226,58 @@ spec:
         capabilities:
           drop: [ALL]
 {{- end -}}
+
+{{/* admission.mode=policy: the name of each policy's admission objects (its
+MutatingAdmissionPolicy or ValidatingAdmissionPolicy and its binding share it), by the binary's
+one rule (`render-admission-policy --names`): <fullname>-<policy> for an Ingress policy,
+<fullname>-gateway-<policy> for a Gateway policy, the fullname being the guard's leader Lease. A
+name that is not a DNS-1123 label of at most 63 characters fails the render: RBAC grants by
+name, and the guard refuses such a name too rather than widen the grant. */}}
+{{- define "isg.admissionObjectNames" -}}
+{{- $fullname := include "isg.fullname" . -}}
+{{- $names := list -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- $prefix := "" -}}
+{{- if or .gatewayClasses .gatewayControllers -}}{{- $prefix = "gateway-" -}}{{- end -}}
+{{- $name := printf "%s-%s%s" $fullname $prefix (.name | toString) -}}
+{{- if not (and (le (len $name) 63) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $name)) -}}
+{{- fail (printf "policy %q: its admission objects would be named %q, which is not a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'); shorten the policy name or the release name (fullnameOverride)" (.name | toString) $name) -}}
+{{- end -}}
+{{- $names = append $names $name -}}
+{{- end -}}
+{{- toYaml $names -}}
+{{- end -}}
+
+{{/* The ingress-status-guard/lease label the guard puts on its admission objects, as the
+binary computes it from its Lease: <namespace>.<fullname>, or h-<adler32> of that when it is
+not a label value. */}}
+{{- define "isg.ownerLabel" -}}
+{{- $full := printf "%s.%s" .Release.Namespace (include "isg.fullname" .) -}}
+{{- if and (le (len $full) 63) (regexMatch "^[A-Za-z0-9._-]+$" $full) -}}
+{{- $full -}}
+{{- else -}}
+h-{{ adler32sum $full }}
+{{- end -}}
+{{- end -}}
+
+{{/* The names of the admission objects in the cluster that carry this release's owner label
+(helm lookup; empty under `helm template` and other renders without a cluster): a removed or
+renamed policy's, which the guard may then delete. Once deleted, the next upgrade drops them. */}}
+{{- define "isg.retiredAdmissionObjectNames" -}}
+{{- $root := . -}}
+{{- $owner := include "isg.ownerLabel" . -}}
+{{- $names := list -}}
+{{- $kinds := list (list "admissionregistration.k8s.io/v1" "MutatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1beta1" "MutatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1" "MutatingAdmissionPolicyBinding") (list "admissionregistration.k8s.io/v1beta1" "MutatingAdmissionPolicyBinding") (list "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicyBinding") -}}
+{{- range $kinds -}}
+{{- /* Only what the cluster serves: a lookup of a version it does not serve fails the render. */ -}}
+{{- if $root.Capabilities.APIVersions.Has (printf "%s/%s" (index . 0) (index . 1)) -}}
+{{- $found := lookup (index . 0) (index . 1) "" "" -}}
+{{- range ($found.items | default list) -}}
+{{- if eq (dig "metadata" "labels" "ingress-status-guard/lease" "" .) $owner -}}
+{{- $names = append $names .metadata.name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml ($names | uniq | sortAlpha) -}}
+{{- end -}}

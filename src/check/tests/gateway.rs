@@ -140,8 +140,9 @@ fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
     let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
     let mut explanation = crate::check::explain::explain::<crate::kind::gateway::Gateways>(&write, &policies, &sources);
     let governing = explain::governing(&crate::decision::decide(&write, &policies, &sources))
-        .map(|p| (p, crate::admission_policy::object_name_of(p)));
-    explain::add_admission(&mut explanation, governing, &policies, &sources, &Default::default());
+        .map(|p| (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, p).unwrap()));
+    let owner = crate::admission_policy::desired::Owner::new("isg", crate::admission_policy::DEFAULT_LEASE);
+    explain::add_admission(&mut explanation, governing, &policies, &owner, &sources, &Default::default());
     let text = explanation.text();
     assert!(text.contains("\nRule:      governed because its class is in gatewayClasses\n"), "{text}");
     let admission = "\nAdmission: no admission policy ingress-status-guard-gateway-gw in the cluster: the webhook enforces (--admission=webhook)\nWebhook:";
