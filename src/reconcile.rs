@@ -26,6 +26,7 @@ mod bounds;
 mod cache;
 mod damping;
 mod drift;
+mod filter;
 mod judge;
 mod kind;
 pub(crate) mod leader;
@@ -60,6 +61,7 @@ use bounds::Bounds;
 use cache::{Interner, Key, Stored};
 use damping::{Damping, Fight, Step};
 use drift::Drift;
+use filter::Filter;
 use judge::Judgement;
 use queue::Queue;
 use release::Releases;
@@ -130,6 +132,10 @@ struct Reconciler<K: Governed> {
     known: Option<Arc<KnownIngresses>>,
     /// The values the stored objects share (namespaces, classes, status lists).
     interner: Mutex<Interner<K::Entry>>,
+    /// Which objects the watch keeps ([`filter`]).
+    filter: Mutex<Filter>,
+    /// Notified when the filter widens: the watch lists again, for what it did not keep.
+    relist: Notify,
     common: Common,
 }
 
@@ -221,6 +227,8 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
         armed: Notify::new(),
         known,
         interner: Mutex::default(),
+        filter: Mutex::default(),
+        relist: Notify::new(),
         common: common.clone(),
     });
     if let Some(known) = &reconciler.known {
@@ -251,16 +259,19 @@ impl<K: Governed> Reconciler<K> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Follows every object of the kind, once [`follow::wanted`] by the policies.
+    /// Follows every object of the kind, once [`follow::wanted`] by the policies, keeping
+    /// those the [`Filter`] admits; lists again whenever it widens.
     async fn watch(self: Arc<Self>) {
         let mut policies = self.common.policies.subscribe();
         while !follow::wanted::<K>(&self.common.policies.load()) {
             changed(&mut policies).await;
         }
+        self.refilter(&mut self.lock(), &self.common.policies.load());
         let api: Api<K::Lean> = Api::all(self.common.client.clone());
         let mut failing = false;
-        let project = |obj| kind::project::<K>(obj, &self.common.metrics, &self.interner);
-        let hook = |change| match change {
+        let admits = |namespace: &str, class: Option<&str>| self.filter().admits(namespace, class);
+        let project = |obj| kind::project_kept::<K>(obj, &self.common.metrics, &self.interner, &admits);
+        let mut hook = |change| match change {
             Ok(change) => {
                 if failing {
                     tracing::info!("{} watch recovered", K::KIND.name());
@@ -274,7 +285,51 @@ impl<K: Governed> Reconciler<K> {
                 failing = true;
             }
         };
-        follow::follow(api, follow::paged(), follow::retry_cap::<K>(), project, self.as_ref(), hook).await;
+        loop {
+            let watch = follow::follow(
+                api.clone(),
+                follow::paged(),
+                follow::retry_cap::<K>(),
+                &project,
+                self.as_ref(),
+                &mut hook,
+            );
+            tokio::select! {
+                () = watch => return,
+                () = self.relist.notified() => {
+                    tracing::info!("the {}s kept widened (policies, classes or scope changed): listing them again", K::KIND.name());
+                }
+            }
+        }
+    }
+
+    fn filter(&self) -> MutexGuard<'_, Filter> {
+        // A filter is replaced whole: a panic cannot leave half of one.
+        self.filter.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps the [`Filter`] current with the policies, the kind's classes and the scope: what
+    /// a narrower one rejects is forgotten at once; a wider one lists again, since what it
+    /// admits now was never kept.
+    fn refilter(&self, state: &mut State<K>, policies: &Policies) {
+        let classes = self.common.sources.classes(K::KIND);
+        let new = Filter::of::<K>(policies, classes.as_ref(), self.common.scope.namespaces());
+        let old = std::mem::replace(&mut *self.filter(), new.clone());
+        if old == new {
+            return;
+        }
+        if new.widens(&old) {
+            self.relist.notify_one();
+        }
+        let rejected: Vec<Key> =
+            state.ingresses.iter().filter(|(k, v)| !new.admits(&k.0, v.class())).map(|(k, _)| k.clone()).collect();
+        for key in &rejected {
+            state.ingresses.remove(key.clone());
+            self.forget(state, key);
+        }
+        if let Some(known) = self.known.as_ref().filter(|_| !rejected.is_empty()) {
+            known.touched();
+        }
     }
 
     fn on_change(&self, change: Change<Key, Stored<K::Entry>>) {
@@ -464,6 +519,7 @@ impl<K: Governed> Reconciler<K> {
     fn resync(&self) {
         let policies = self.common.policies.load();
         let mut state = self.lock();
+        self.refilter(&mut state, &policies);
         if !state.ingresses.synced() {
             return;
         }

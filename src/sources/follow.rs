@@ -40,6 +40,22 @@ pub(crate) enum Change<K, V> {
     Deleted { key: K, old: Option<V> },
 }
 
+/// What a follower's projection made of one object: a value to keep under its key, a key to
+/// keep nothing under (an object the owner does not keep: a change makes a held one go, as
+/// if deleted), or nothing at all (an object without a key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Projected<K, V> {
+    Keep(K, V),
+    Gone(K),
+    Skip,
+}
+
+impl<K, V> From<Option<(K, V)>> for Projected<K, V> {
+    fn from(projected: Option<(K, V)>) -> Self {
+        projected.map_or(Projected::Skip, |(key, value)| Projected::Keep(key, value))
+    }
+}
+
 /// The projected values of a watched collection, by key, as watcher events leave them.
 #[derive(Debug)]
 pub(crate) struct Projection<K, V> {
@@ -118,6 +134,12 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
         self.values.iter()
     }
 
+    /// Removes `key` (an object the owner no longer keeps), as a deletion would.
+    pub(crate) fn remove(&mut self, key: K) -> Change<K, V> {
+        let old = self.values.remove(&key);
+        Change::Deleted { key, old }
+    }
+
     /// Stores what the owner learnt outside the watch (a response to its own write). It does
     /// not count as listed: a re-list that does not return the key still drops it.
     pub(crate) fn insert(&mut self, key: K, value: V) {
@@ -143,18 +165,19 @@ impl<K, V> Hold<K, V> for std::sync::RwLock<Projection<K, V>> {
 pub(crate) const WATCH_TIMEOUT_SECS: u32 = 25;
 
 /// Follows `api` (with `config`) into `held` until the task is aborted. Each object is
-/// projected on arrival (`project`; `None` skips it), so only the projection is ever kept;
+/// projected on arrival (`project`: `None` or [`Projected::Skip`] skips it,
+/// [`Projected::Gone`] removes what its key held), so only the projection is ever kept;
 /// `hook` is then told, outside the lock, what the event changed, or the watch error (the
 /// watcher retries with backoff while the projection keeps the last known state).
 ///
 /// `cap` bounds the retries: at most that far apart (from 800 ms, doubling) instead of kube's
 /// default 30 s, for a watch of a resource that may not be served yet (a CRD installed after
 /// start-up), so the guard notices it soon after it appears.
-pub(crate) async fn follow<R, K, V>(
+pub(crate) async fn follow<R, K, V, P: Into<Projected<K, V>>>(
     api: Api<R>,
     config: watcher::Config,
     cap: Option<std::time::Duration>,
-    project: impl Fn(R) -> Option<(K, V)>,
+    project: impl Fn(R) -> P,
     held: &impl Hold<K, V>,
     hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
 ) where
@@ -238,9 +261,9 @@ impl kube::runtime::utils::Backoff for CappedBackoff {
 }
 
 /// [`follow`] for any stream of watcher events.
-pub(crate) async fn pump<R, K, V>(
+pub(crate) async fn pump<R, K, V, P: Into<Projected<K, V>>>(
     events: impl Stream<Item = Result<watcher::Event<R>, watcher::Error>>,
-    project: impl Fn(R) -> Option<(K, V)>,
+    project: impl Fn(R) -> P,
     held: &impl Hold<K, V>,
     mut hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
 ) where
@@ -248,19 +271,34 @@ pub(crate) async fn pump<R, K, V>(
 {
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
-        let projected = match event {
-            Ok(watcher::Event::Init) => Some(watcher::Event::Init),
-            Ok(watcher::Event::InitDone) => Some(watcher::Event::InitDone),
-            Ok(watcher::Event::InitApply(obj)) => project(obj).map(watcher::Event::InitApply),
-            Ok(watcher::Event::Apply(obj)) => project(obj).map(watcher::Event::Apply),
-            Ok(watcher::Event::Delete(obj)) => project(obj).map(watcher::Event::Delete),
+        type Wrap<K, V> = fn((K, V)) -> watcher::Event<(K, V)>;
+        let (obj, wrap, list): (R, Wrap<K, V>, bool) = match event {
+            Ok(watcher::Event::Init) => {
+                hook(Ok(held.update(|projection| projection.apply(watcher::Event::Init))));
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                hook(Ok(held.update(|projection| projection.apply(watcher::Event::InitDone))));
+                continue;
+            }
+            Ok(watcher::Event::InitApply(obj)) => (obj, watcher::Event::InitApply, true),
+            Ok(watcher::Event::Apply(obj)) => (obj, watcher::Event::Apply, false),
+            Ok(watcher::Event::Delete(obj)) => (obj, watcher::Event::Delete, false),
             Err(e) => {
                 hook(Err(e));
                 continue;
             }
         };
-        let Some(event) = projected else { continue };
-        let change = held.update(|projection| projection.apply(event));
+        let change = match project(obj).into() {
+            Projected::Keep(key, value) => held.update(|projection| projection.apply(wrap((key, value)))),
+            // Not kept: a list leaves it out (so a held one is dropped when the list ends); a
+            // change or deletion removes what was held, and only that is news.
+            Projected::Gone(key) if !list => match held.update(|projection| projection.remove(key)) {
+                change @ Change::Deleted { old: Some(_), .. } => change,
+                _ => continue,
+            },
+            Projected::Gone(_) | Projected::Skip => continue,
+        };
         hook(Ok(change));
     }
 }
@@ -372,6 +410,45 @@ mod tests {
         assert_eq!(secs, [0.8, 1.6, 3.2, 6.4, 10.0, 10.0, 10.0]);
         b.reset();
         assert_eq!(b.next(), Some(std::time::Duration::from_millis(800)));
+    }
+
+    #[tokio::test]
+    async fn an_object_not_kept_is_left_out_of_a_list_and_removed_by_a_change() {
+        // "k=…" is kept, "g=…" is the same key kept no more.
+        let events = [
+            Init,
+            InitApply("a=k"),
+            InitApply("b=k"),
+            InitDone,
+            Apply("a=g"),
+            Apply("c=g"),
+            Delete("c=g"),
+            Init,
+            InitApply("b=g"),
+            InitDone,
+        ];
+        let held = RwLock::new(Projection::default());
+        let mut changes = Vec::new();
+        let project = |s: &'static str| match s.split_once('=') {
+            Some((k, "k")) => Projected::Keep(k, 1),
+            Some((k, _)) => Projected::Gone(k),
+            None => Projected::Skip,
+        };
+        pump(futures::stream::iter(events.map(Ok)), project, &held, |c| changes.push(c.unwrap())).await;
+        assert_eq!(
+            changes,
+            [
+                Change::Listing,
+                Change::Listing,
+                Change::Listing,
+                Change::Listed { first: true, dropped: vec![] },
+                Change::Deleted { key: "a", old: Some(1) },
+                Change::Listing,
+                Change::Listed { first: false, dropped: vec!["b"] },
+            ],
+            "a change of one never held is no news"
+        );
+        assert_eq!(sorted(&held.into_inner().unwrap()), []);
     }
 
     #[tokio::test]
