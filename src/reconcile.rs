@@ -297,7 +297,7 @@ impl<K: Governed> Reconciler<K> {
             tokio::select! {
                 () = watch => return,
                 () = self.relist.notified() => {
-                    tracing::info!("the {}s kept widened (policies, classes or scope changed): listing them again", K::KIND.name());
+                    tracing::info!(kind = K::KIND.name(), "the objects kept widened (policies, classes or scope changed): listing them again");
                 }
             }
         }

@@ -44,11 +44,12 @@ pub(super) fn project_kept<K: Governed>(
     admits: impl FnOnce(&str, Option<&str>) -> bool,
 ) -> Projected<Key, Stored<K::Entry>> {
     let Some(leaned) = K::leaned(obj) else { return Projected::Skip };
+    count_trimmed::<K>(&leaned.write, metrics);
     if !admits(&leaned.write.namespace, leaned.write.class.as_deref()) {
         let Write { namespace, name, .. } = leaned.write;
         return Projected::Gone((namespace.into(), name.into_boxed_str()));
     }
-    let (key, stored) = store::<K>(leaned, metrics, interner);
+    let (key, stored) = interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned);
     Projected::Keep(key, stored)
 }
 
@@ -57,10 +58,15 @@ fn store<K: Governed>(
     metrics: &Metrics,
     interner: &Shared<K::Entry>,
 ) -> (Key, Stored<K::Entry>) {
-    for field in K::trimmed(&leaned.write).into_iter().flatten() {
+    count_trimmed::<K>(&leaned.write, metrics);
+    interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned)
+}
+
+/// Counts what the reader bounded, of every object read (kept or not).
+fn count_trimmed<K: Governed>(write: &Write<K::Entry>, metrics: &Metrics) {
+    for field in K::trimmed(write).into_iter().flatten() {
         metrics.ingress_cache_trimmed(field);
     }
-    interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned)
 }
 
 /// A mismatch `decide` found, with the canonical entries (as written and as they read back).
