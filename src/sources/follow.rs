@@ -14,6 +14,7 @@ use std::{
     collections::{HashMap, HashSet},
     fmt::Debug,
     hash::Hash,
+    sync::atomic::{AtomicU32, Ordering},
 };
 
 use futures::{Stream, StreamExt};
@@ -208,14 +209,100 @@ pub(crate) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
 /// Gateway API's CRDs): how soon CRDs installed after start-up are noticed.
 pub(crate) const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The watch of every object of a governed kind, in small pages: a page is held whole while it
-/// is parsed, and tenants choose the size of their objects (up to etcd's 1.5 MiB each), so the
-/// page bounds the peak. A list at resourceVersion "0" (any) is served whole from the watch
-/// cache, ignoring the page size, so the list asks for the most recent state, which pages.
-pub(crate) fn paged() -> watcher::Config {
-    watcher::Config::default()
-        .page_size(crate::kind::ingress::LIST_PAGE)
-        .list_semantic(watcher::ListSemantic::MostRecent)
+/// The list pages of the watch of every object of a governed kind: [`LIST_PAGE`] objects a page
+/// while a page stays within [`LIST_PAGE_BYTES`]. A page is read whole before it is parsed, and
+/// tenants choose the size of their objects (up to what etcd stores, 1.5 MiB by default), so a
+/// page is cut off past the bytes ([`crate::client::capped_lists`]) and the watch starts over
+/// with pages a quarter the size, down to one object, which is bounded by the API server alone.
+/// A list at resourceVersion "0" (any) is served whole from the watch cache, ignoring the page
+/// size, so the list asks for the most recent state, which pages.
+#[derive(Debug)]
+pub(crate) struct Pages {
+    page: AtomicU32,
+}
+
+/// Objects a list page asks for, as client-go's informers do.
+pub(crate) const LIST_PAGE: u32 = 500;
+/// The bytes one list page may take (while a page holds more than one object): 500 Ingresses
+/// as ingress-nginx users write them (3 KiB each, managedFields included) take 1.5 MiB.
+pub(crate) const LIST_PAGE_BYTES: usize = 4 << 20;
+
+impl Default for Pages {
+    fn default() -> Self {
+        Pages { page: AtomicU32::new(LIST_PAGE) }
+    }
+}
+
+impl Pages {
+    /// Objects a page asks for now.
+    pub(crate) fn size(&self) -> u32 {
+        self.page.load(Ordering::Relaxed)
+    }
+
+    /// The watch's configuration at the page size of now.
+    pub(crate) fn config(&self) -> watcher::Config {
+        watcher::Config::default().page_size(self.size()).list_semantic(watcher::ListSemantic::MostRecent)
+    }
+
+    /// The client to list with: its pages capped at [`LIST_PAGE_BYTES`], but for pages of one.
+    pub(crate) fn client(&self, client: &kube::Client) -> kube::Client {
+        match self.size() {
+            1 => client.clone(),
+            _ => crate::client::capped_lists(client, LIST_PAGE_BYTES),
+        }
+    }
+
+    /// After `error`, whether the watch is to start over with smaller pages (it was a page
+    /// over the bytes; the page is now a quarter of what it was).
+    pub(crate) fn shrink(&self, error: &watcher::Error) -> bool {
+        let watcher::Error::InitialListFailed(e) = error else { return false };
+        let (old, new) = (self.size(), (self.size() / 4).max(1));
+        if !crate::client::over_cap(e) || old == new {
+            return false;
+        }
+        self.page.store(new, Ordering::Relaxed);
+        tracing::info!(
+            page = old,
+            bytes = LIST_PAGE_BYTES,
+            next = new,
+            "a list page was over its bytes: listing again in smaller pages"
+        );
+        true
+    }
+}
+
+/// [`follow`] of every object of a governed kind (`R`, its lean projection) in [`Pages`],
+/// started over when `relist` is notified (the owner keeps more than before) or the pages had
+/// to be smaller; returns only if the watch ends.
+pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
+    client: &kube::Client,
+    cap: Option<std::time::Duration>,
+    project: impl Fn(R) -> P,
+    held: &impl Hold<K, V>,
+    mut hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
+    relist: &tokio::sync::Notify,
+) where
+    R: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + 'static,
+    K: Eq + Hash + Clone,
+{
+    let pages = Pages::default();
+    loop {
+        let shrunk = tokio::sync::Notify::new();
+        let told = |change: Result<Change<K, V>, watcher::Error>| {
+            if let Err(e) = &change
+                && pages.shrink(e)
+            {
+                shrunk.notify_one();
+            }
+            hook(change);
+        };
+        let api: Api<R> = Api::all(pages.client(client));
+        tokio::select! {
+            () = follow(api, pages.config(), cap, &project, held, told) => return,
+            () = relist.notified() => {}
+            () = shrunk.notified() => {}
+        }
+    }
 }
 
 /// Whether a watch error says the API server does not serve the kind (its CRDs are not
@@ -410,6 +497,28 @@ mod tests {
         assert_eq!(secs, [0.8, 1.6, 3.2, 6.4, 10.0, 10.0, 10.0]);
         b.reset();
         assert_eq!(b.next(), Some(std::time::Duration::from_millis(800)));
+    }
+
+    /// The error of a list response cut off by the cap, as the watcher reports it.
+    async fn cut() -> watcher::Error {
+        use http_body_util::BodyExt as _;
+        let body = http_body_util::Limited::new(http_body_util::Full::new(&b"0123456789"[..]), 4);
+        let error = body.collect().await.err().expect("over the limit");
+        watcher::Error::InitialListFailed(kube::Error::Service(error))
+    }
+
+    #[tokio::test]
+    async fn a_page_over_its_bytes_makes_the_pages_smaller_down_to_one() {
+        let pages = Pages::default();
+        assert_eq!(pages.size(), LIST_PAGE);
+        let other = watcher::Error::InitialListFailed(kube::Error::Service("connection refused".into()));
+        assert!(!pages.shrink(&other), "another failure is retried as it is");
+        let mut sizes = Vec::new();
+        while pages.shrink(&cut().await) {
+            sizes.push(pages.size());
+        }
+        assert_eq!(sizes, [125, 31, 7, 1], "a quarter each time, down to one object");
+        assert!(!pages.shrink(&cut().await), "pages of one are not cut off");
     }
 
     #[tokio::test]
