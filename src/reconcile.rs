@@ -26,6 +26,7 @@ mod bounds;
 mod cache;
 mod damping;
 mod drift;
+mod fights;
 mod filter;
 mod judge;
 mod kind;
@@ -40,7 +41,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kube::{Api, Client};
+use kube::Client;
 use tokio::sync::{Notify, watch};
 
 use crate::kind::{Governed, gateway::Gateways, ingress::Ingresses};
@@ -61,6 +62,7 @@ use bounds::Bounds;
 use cache::{Interner, Key, Stored};
 use damping::{Damping, Fight, Step};
 use drift::Drift;
+use fights::FightLog;
 use filter::Filter;
 use judge::Judgement;
 use queue::Queue;
@@ -111,6 +113,8 @@ struct State<K: Governed> {
     damping: Damping<Key>,
     /// When the Ingresses held back or backing off are let queue again.
     releases: Releases<Key>,
+    /// How many fight WARN lines each policy has had lately.
+    fights: FightLog,
 }
 
 // By hand: a derive would ask `Write<K::Entry>: Default`, which no projection needs.
@@ -118,7 +122,7 @@ impl<K: Governed> Default for State<K> {
     fn default() -> Self {
         let (ingresses, drift, contested) = (Projection::default(), Drift::default(), Drift::default());
         let (queue, damping, releases) = (Queue::default(), Damping::default(), Releases::default());
-        State { ingresses, drift, contested, queue, damping, releases }
+        State { ingresses, drift, contested, queue, damping, releases, fights: FightLog::default() }
     }
 }
 
@@ -267,11 +271,10 @@ impl<K: Governed> Reconciler<K> {
             changed(&mut policies).await;
         }
         self.refilter(&mut self.lock(), &self.common.policies.load());
-        let api: Api<K::Lean> = Api::all(self.common.client.clone());
         let mut failing = false;
         let admits = |namespace: &str, class: Option<&str>| self.filter().admits(namespace, class);
         let project = |obj| kind::project_kept::<K>(obj, &self.common.metrics, &self.interner, &admits);
-        let mut hook = |change| match change {
+        let hook = |change| match change {
             Ok(change) => {
                 if failing {
                     tracing::info!("{} watch recovered", K::KIND.name());
@@ -285,22 +288,8 @@ impl<K: Governed> Reconciler<K> {
                 failing = true;
             }
         };
-        loop {
-            let watch = follow::follow(
-                api.clone(),
-                follow::paged(),
-                follow::retry_cap::<K>(),
-                &project,
-                self.as_ref(),
-                &mut hook,
-            );
-            tokio::select! {
-                () = watch => return,
-                () = self.relist.notified() => {
-                    tracing::info!(kind = K::KIND.name(), "the objects kept widened (policies, classes or scope changed): listing them again");
-                }
-            }
-        }
+        let client = &self.common.client;
+        follow::follow_all(client, follow::retry_cap::<K>(), project, self.as_ref(), hook, &self.relist).await;
     }
 
     fn filter(&self) -> MutexGuard<'_, Filter> {
@@ -319,6 +308,10 @@ impl<K: Governed> Reconciler<K> {
             return;
         }
         if new.widens(&old) {
+            tracing::info!(
+                kind = K::KIND.name(),
+                "the objects kept widened (policies, classes or scope changed): listing them again"
+            );
             self.relist.notify_one();
         }
         let rejected: Vec<Key> =
@@ -443,7 +436,8 @@ impl<K: Governed> Reconciler<K> {
                             if let Some(fight) = fight
                                 && *self.common.leader.borrow()
                             {
-                                self.report_fight(key, stored, &policy, &fight);
+                                let full = state.fights.observe(&policy, now);
+                                self.report_fight(key, stored, &policy, &fight, full);
                             }
                             if state.queue.hold(key) {
                                 self.release_at(&mut state.releases, key.clone(), until);
@@ -462,9 +456,13 @@ impl<K: Governed> Reconciler<K> {
         }
     }
 
-    /// One WARN and one count per fight; the holds bound how often.
-    fn report_fight(&self, key: &Key, stored: &Stored<K::Entry>, policy: &str, fight: &Fight) {
+    /// One count per fight, and its WARN line if `full` ([`fights`]: the rest of a policy's
+    /// fights are summarised by [`Reconciler::summarise_fights`]).
+    fn report_fight(&self, key: &Key, stored: &Stored<K::Entry>, policy: &str, fight: &Fight, full: bool) {
         self.common.metrics.reconcile_fight(policy);
+        if !full {
+            return;
+        }
         let writers: Vec<&str> = stored.status_managers().collect();
         let writers = if writers.is_empty() { "unknown".to_owned() } else { writers.join(",") };
         let hint = if stored.status_managers().any(|m| m == FIELD_MANAGER) {
@@ -486,6 +484,20 @@ impl<K: Governed> Reconciler<K> {
         );
     }
 
+    /// One WARN line per policy whose fights of the window ended were not all logged in full.
+    fn summarise_fights(state: &mut State<K>, now: Instant) {
+        for quiet in state.fights.due(now) {
+            tracing::warn!(
+                kind = K::KIND.name(),
+                policy = %quiet.policy,
+                fights = quiet.fights,
+                window_seconds = fights::WINDOW.as_secs(),
+                logged_in_full = fights::FULL_PER_WINDOW,
+                "more fights under this policy than are logged one by one: counted here (and in reconcile_fights_total); other writers keep replacing the canonical status"
+            );
+        }
+    }
+
     /// Lets `key` be queued again at `at` (by [`Reconciler::releases`]), and judges it then.
     fn release_at(&self, releases: &mut Releases<Key>, key: Key, at: Instant) {
         if releases.arm(key, at) {
@@ -503,6 +515,7 @@ impl<K: Governed> Reconciler<K> {
                 state.queue.release(&key);
                 self.rejudge(&mut state, &key, &policies, false);
             }
+            Self::summarise_fights(&mut state, now);
         };
         release::run(&self.armed, next, fire).await;
     }
@@ -528,7 +541,9 @@ impl<K: Governed> Reconciler<K> {
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement, false);
         }
-        state.damping.prune(tokio::time::Instant::now().into_std());
+        let now = tokio::time::Instant::now().into_std();
+        state.damping.prune(now);
+        Self::summarise_fights(&mut state, now);
         // The policies that govern this kind: their gauges are published.
         let in_force: Vec<_> = policies.of(K::KIND).map(|p| p.name.as_str()).collect();
         state.drift.publish(
