@@ -2,7 +2,7 @@
 //! (`tests/cache_memory.rs`): objects read from JSON by the watch's own reader, projected by
 //! the watch's own projection and filter into the same map, as one list delivers them.
 
-use kube::runtime::watcher::Event;
+use kube::runtime::watcher::{self, Event};
 
 use super::{
     cache::{Key, Shared, Stored},
@@ -14,7 +14,7 @@ use crate::{
     kind::ingress::{Ingresses, LeanIngress},
     metrics::Metrics,
     policy::Policies,
-    sources::follow::{Projected, Projection},
+    sources::follow::{self, Change, Projected, Projection},
 };
 
 /// What one replica's reconciler holds of the Ingresses it has listed.
@@ -60,5 +60,36 @@ impl IngressCache {
         }
         self.held.apply(Event::InitDone);
         self.held.len()
+    }
+
+    /// Ingresses held.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Lists every Ingress of the cluster `client` talks to through the reconciler's own
+    /// watch (its pages and their byte cap, its filter under `policies`, its projection)
+    /// until the first list ends; the cache it built. The client is dropped before it returns.
+    pub async fn listed(client: kube::Client, policies: &Policies) -> IngressCache {
+        let filter = Filter::of::<Ingresses>(policies, None, None);
+        let (interner, metrics) = (Shared::default(), Metrics::default());
+        let held = std::sync::RwLock::new(Projection::default());
+        let (done, never) = (tokio::sync::Notify::new(), tokio::sync::Notify::new());
+        {
+            let admits = |namespace: &str, class: Option<&str>| filter.admits(namespace, class);
+            let project = |obj| kind::project_kept::<Ingresses>(obj, &metrics, &interner, &admits);
+            let hook = |change: Result<Change<Key, Stored<Address>>, watcher::Error>| {
+                if let Ok(Change::Listed { .. }) = change {
+                    done.notify_one();
+                }
+            };
+            tokio::select! {
+                () = follow::follow_all(&client, None, project, &held, hook, &never) => {}
+                () = done.notified() => {}
+            }
+        }
+        drop(client);
+        let held = held.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        IngressCache { interner, held, metrics, filter }
     }
 }

@@ -503,7 +503,7 @@ mod tests {
     async fn cut() -> watcher::Error {
         use http_body_util::BodyExt as _;
         let body = http_body_util::Limited::new(http_body_util::Full::new(&b"0123456789"[..]), 4);
-        let error = body.collect().await.err().expect("over the limit");
+        let error = body.collect().await.expect_err("over the limit");
         watcher::Error::InitialListFailed(kube::Error::Service(error))
     }
 
