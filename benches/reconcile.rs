@@ -7,8 +7,8 @@
 //! log).
 //!
 //! `cargo bench --bench reconcile -- --run [--ingresses N] [--others N] [--namespaces N]
-//! [--qps 20,200] [--compare BINARY] [--out FILE]`. `--others` adds Ingresses of a class no policy
-//! governs beside them (issue 34); `--compare` runs an older build too, after the bench's own,
+//! [--qps 20,200] [--compare BINARY,...] [--out FILE]`. `--others` adds Ingresses of a class no policy
+//! governs beside them (issue 34); `--compare` runs older builds too, after the bench's own,
 //! against the same objects (each run also measures the first sync: from start to the
 //! `Ingress cache synced` line, and VmHWM then). Without `--run` (as under a plain `cargo bench`)
 //! it only says how to run it. It measures and prints; it asserts nothing about time.
@@ -31,7 +31,7 @@ use support::{Cluster, Webhook};
 struct Options {
     ingresses: usize,
     others: usize,
-    compare: Option<std::path::PathBuf>,
+    compare: Vec<std::path::PathBuf>,
     namespaces: usize,
     qps: Vec<u32>,
     out: Option<std::path::PathBuf>,
@@ -46,7 +46,7 @@ fn options() -> Option<Options> {
     Some(Options {
         ingresses: value("--ingresses").map_or(10_000, |n| n.parse().expect("--ingresses N")),
         others: value("--others").map_or(0, |n| n.parse().expect("--others N")),
-        compare: value("--compare").map(Into::into),
+        compare: value("--compare").map_or(Vec::new(), |b| b.split(',').map(Into::into).collect()),
         namespaces: value("--namespaces").map_or(50, |n| n.parse().expect("--namespaces N")),
         qps: value("--qps").map_or(vec![20, 200], |q| q.split(',').map(|n| n.parse().expect("--qps N,M")).collect()),
         out: value("--out").map(Into::into),
@@ -151,7 +151,7 @@ async fn run(o: Options) -> Value {
     let mut ip = 1;
     let own = std::path::PathBuf::from(support::webhook::BINARY);
     let builds: Vec<(&str, std::path::PathBuf)> =
-        std::iter::once(("this build", own)).chain(o.compare.clone().map(|b| ("compared", b))).collect();
+        std::iter::once(("this build", own)).chain(o.compare.iter().map(|b| ("compared", b.clone()))).collect();
     for (qps, (build, binary)) in o.qps.iter().flat_map(|q| builds.iter().map(move |b| (*q, b))) {
         let qps_flag = format!("--reconcile-qps={qps}");
         let publish = format!("--publish-service={lb_ns}/edge");
