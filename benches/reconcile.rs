@@ -6,9 +6,12 @@
 //! reconciler's requests to the API server per converged Ingress (from the API server's audit
 //! log).
 //!
-//! `cargo bench --bench reconcile -- --run [--ingresses N] [--namespaces N] [--qps 20,200]
-//! [--out FILE]`. Without `--run` (as under a plain `cargo bench`) it only says how to run it.
-//! It measures and prints; it asserts nothing about time.
+//! `cargo bench --bench reconcile -- --run [--ingresses N] [--others N] [--namespaces N]
+//! [--qps 20,200] [--compare BINARY,...] [--out FILE]`. `--others` adds Ingresses of a class no policy
+//! governs beside them (issue 34); `--compare` runs older builds too, after the bench's own,
+//! against the same objects (each run also measures the first sync: from start to the
+//! `Ingress cache synced` line, and VmHWM then). Without `--run` (as under a plain `cargo bench`)
+//! it only says how to run it. It measures and prints; it asserts nothing about time.
 
 #[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]
@@ -27,6 +30,8 @@ use support::{Cluster, Webhook};
 
 struct Options {
     ingresses: usize,
+    others: usize,
+    compare: Vec<std::path::PathBuf>,
     namespaces: usize,
     qps: Vec<u32>,
     out: Option<std::path::PathBuf>,
@@ -40,6 +45,8 @@ fn options() -> Option<Options> {
     let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     Some(Options {
         ingresses: value("--ingresses").map_or(10_000, |n| n.parse().expect("--ingresses N")),
+        others: value("--others").map_or(0, |n| n.parse().expect("--others N")),
+        compare: value("--compare").map_or(Vec::new(), |b| b.split(',').map(Into::into).collect()),
         namespaces: value("--namespaces").map_or(50, |n| n.parse().expect("--namespaces N")),
         qps: value("--qps").map_or(vec![20, 200], |q| q.split(',').map(|n| n.parse().expect("--qps N,M")).collect()),
         out: value("--out").map(Into::into),
@@ -111,8 +118,9 @@ async fn run(o: Options) -> Value {
         namespaces.push(cluster.namespace(&admin, "bench-ing").await);
     }
     let started = Instant::now();
-    let per_ns = o.ingresses.div_ceil(o.namespaces);
-    let creates = (0..o.ingresses).map(|i| {
+    let per_ns = (o.ingresses + o.others).div_ceil(o.namespaces);
+    let creates = (0..o.ingresses + o.others).map(|i| {
+        let class = if i < o.ingresses { "bench" } else { "bench-other" };
         let api: Api<Ingress> = Api::namespaced(admin.clone(), &namespaces[i / per_ns]);
         async move {
             // A realistic object: annotations (one of them large), a rule, the current address.
@@ -120,7 +128,7 @@ async fn run(o: Options) -> Value {
                 "metadata": {"name": format!("ing-{i}"), "annotations": {
                     "kubectl.kubernetes.io/last-applied-configuration": "x".repeat(600),
                     "nginx.ingress.kubernetes.io/rewrite-target": "/"}},
-                "spec": {"ingressClassName": "bench", "rules": [{"host": format!("h{i}.example.test"), "http": {"paths": [{
+                "spec": {"ingressClassName": class, "rules": [{"host": format!("h{i}.example.test"), "http": {"paths": [{
                     "path": "/", "pathType": "Prefix",
                     "backend": {"service": {"name": "backend", "port": {"number": 80}}}}]}}]}
             }))
@@ -132,16 +140,30 @@ async fn run(o: Options) -> Value {
     });
     futures::stream::iter(creates).buffer_unordered(16).collect::<Vec<()>>().await;
     let created_in = started.elapsed();
-    eprintln!("created {} Ingresses in {} namespaces in {created_in:?}", o.ingresses, o.namespaces);
+    eprintln!(
+        "created {} Ingresses ({} of another class) in {} namespaces in {created_in:?}",
+        o.ingresses + o.others,
+        o.others,
+        o.namespaces
+    );
 
     let mut results = Vec::new();
     let mut ip = 1;
-    for qps in o.qps {
+    let own = std::path::PathBuf::from(support::webhook::BINARY);
+    let builds: Vec<(&str, std::path::PathBuf)> =
+        std::iter::once(("this build", own)).chain(o.compare.iter().map(|b| ("compared", b.clone()))).collect();
+    for (qps, (build, binary)) in o.qps.iter().flat_map(|q| builds.iter().map(move |b| (*q, b))) {
         let qps_flag = format!("--reconcile-qps={qps}");
         let publish = format!("--publish-service={lb_ns}/edge");
         let lease_ns = format!("--leader-election-namespace={lb_ns}");
-        let args = ["--reconcile=true", &qps_flag, &publish, "--ingress-class=bench", &lease_ns, "--log-level=warn"];
-        let mut webhook = Webhook::start(cluster, &format!("bench-{qps}"), cluster.admin_kubeconfig(), &args).await;
+        let args = ["--reconcile=true", &qps_flag, &publish, "--ingress-class=bench", &lease_ns, "--log-level=info"];
+        let name = format!("bench-{qps}-{}", build.replace(' ', "-"));
+        let started = Instant::now();
+        let mut webhook = Webhook::start_binary(cluster, &name, binary, cluster.admin_kubeconfig(), &args, &[]).await;
+        wait_for("Ingress cache synced", Duration::from_secs(600), || webhook.log().contains("Ingress cache synced"))
+            .await;
+        let synced = started.elapsed();
+        let (_, hwm_synced) = memory_kib(webhook.pid());
         let drift = "ingress_status_guard_drift_ingresses{policy=\"default\"}";
         let patched = "ingress_status_guard_reconcile_patches_total{policy=\"default\",result=\"patched\"}";
         let metric = |name: &str| webhook.metric(name);
@@ -175,7 +197,12 @@ async fn run(o: Options) -> Value {
         let patches = after_all - before_all;
         let result = json!({
             "qps": qps,
+            "build": build,
+            "binary": binary.display().to_string(),
             "ingresses": o.ingresses,
+            "others": o.others,
+            "first_sync_s": synced.as_secs_f64(),
+            "vm_hwm_at_sync_mib": hwm_synced as f64 / 1024.0,
             "rss_idle_mib": rss_idle as f64 / 1024.0,
             "rss_peak_during_cutover_mib": peak_rss as f64 / 1024.0,
             "vm_hwm_mib": hwm as f64 / 1024.0,

@@ -26,6 +26,8 @@ mod bounds;
 mod cache;
 mod damping;
 mod drift;
+mod fights;
+mod filter;
 mod judge;
 mod kind;
 pub(crate) mod leader;
@@ -39,7 +41,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kube::{Api, Client};
+use kube::Client;
 use tokio::sync::{Notify, watch};
 
 use crate::kind::{Governed, gateway::Gateways, ingress::Ingresses};
@@ -60,6 +62,8 @@ use bounds::Bounds;
 use cache::{Interner, Key, Stored};
 use damping::{Damping, Fight, Step};
 use drift::Drift;
+use fights::FightLog;
+use filter::Filter;
 use judge::Judgement;
 use queue::Queue;
 use release::Releases;
@@ -109,6 +113,8 @@ struct State<K: Governed> {
     damping: Damping<Key>,
     /// When the Ingresses held back or backing off are let queue again.
     releases: Releases<Key>,
+    /// How many fight WARN lines each policy has had lately.
+    fights: FightLog,
 }
 
 // By hand: a derive would ask `Write<K::Entry>: Default`, which no projection needs.
@@ -116,7 +122,7 @@ impl<K: Governed> Default for State<K> {
     fn default() -> Self {
         let (ingresses, drift, contested) = (Projection::default(), Drift::default(), Drift::default());
         let (queue, damping, releases) = (Queue::default(), Damping::default(), Releases::default());
-        State { ingresses, drift, contested, queue, damping, releases }
+        State { ingresses, drift, contested, queue, damping, releases, fights: FightLog::default() }
     }
 }
 
@@ -130,6 +136,10 @@ struct Reconciler<K: Governed> {
     known: Option<Arc<KnownIngresses>>,
     /// The values the stored objects share (namespaces, classes, status lists).
     interner: Mutex<Interner<K::Entry>>,
+    /// Which objects the watch keeps ([`filter`]).
+    filter: Mutex<Filter>,
+    /// Notified when the filter widens: the watch lists again, for what it did not keep.
+    relist: Notify,
     common: Common,
 }
 
@@ -221,6 +231,8 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
         armed: Notify::new(),
         known,
         interner: Mutex::default(),
+        filter: Mutex::default(),
+        relist: Notify::new(),
         common: common.clone(),
     });
     if let Some(known) = &reconciler.known {
@@ -251,15 +263,17 @@ impl<K: Governed> Reconciler<K> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Follows every object of the kind, once [`follow::wanted`] by the policies.
+    /// Follows every object of the kind, once [`follow::wanted`] by the policies, keeping
+    /// those the [`Filter`] admits; lists again whenever it widens.
     async fn watch(self: Arc<Self>) {
         let mut policies = self.common.policies.subscribe();
         while !follow::wanted::<K>(&self.common.policies.load()) {
             changed(&mut policies).await;
         }
-        let api: Api<K::Lean> = Api::all(self.common.client.clone());
+        self.refilter(&mut self.lock(), &self.common.policies.load());
         let mut failing = false;
-        let project = |obj| kind::project::<K>(obj, &self.common.metrics, &self.interner);
+        let admits = |namespace: &str, class: Option<&str>| self.filter().admits(namespace, class);
+        let project = |obj| kind::project_kept::<K>(obj, &self.common.metrics, &self.interner, &admits);
         let hook = |change| match change {
             Ok(change) => {
                 if failing {
@@ -274,7 +288,41 @@ impl<K: Governed> Reconciler<K> {
                 failing = true;
             }
         };
-        follow::follow(api, follow::paged(), follow::retry_cap::<K>(), project, self.as_ref(), hook).await;
+        let client = &self.common.client;
+        follow::follow_all(client, follow::retry_cap::<K>(), project, self.as_ref(), hook, &self.relist).await;
+    }
+
+    fn filter(&self) -> MutexGuard<'_, Filter> {
+        // A filter is replaced whole: a panic cannot leave half of one.
+        self.filter.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps the [`Filter`] current with the policies, the kind's classes and the scope: what
+    /// a narrower one rejects is forgotten at once; a wider one lists again, since what it
+    /// admits now was never kept.
+    fn refilter(&self, state: &mut State<K>, policies: &Policies) {
+        let classes = self.common.sources.classes(K::KIND);
+        let new = Filter::of::<K>(policies, classes.as_ref(), self.common.scope.namespaces());
+        let old = std::mem::replace(&mut *self.filter(), new.clone());
+        if old == new {
+            return;
+        }
+        if new.widens(&old) {
+            tracing::info!(
+                kind = K::KIND.name(),
+                "the objects kept widened (policies, classes or scope changed): listing them again"
+            );
+            self.relist.notify_one();
+        }
+        let rejected: Vec<Key> =
+            state.ingresses.iter().filter(|(k, v)| !new.admits(&k.0, v.class())).map(|(k, _)| k.clone()).collect();
+        for key in &rejected {
+            state.ingresses.remove(key.clone());
+            self.forget(state, key);
+        }
+        if let Some(known) = self.known.as_ref().filter(|_| !rejected.is_empty()) {
+            known.touched();
+        }
     }
 
     fn on_change(&self, change: Change<Key, Stored<K::Entry>>) {
@@ -388,7 +436,8 @@ impl<K: Governed> Reconciler<K> {
                             if let Some(fight) = fight
                                 && *self.common.leader.borrow()
                             {
-                                self.report_fight(key, stored, &policy, &fight);
+                                let full = state.fights.observe(&policy, now);
+                                self.report_fight(key, stored, &policy, &fight, full);
                             }
                             if state.queue.hold(key) {
                                 self.release_at(&mut state.releases, key.clone(), until);
@@ -407,9 +456,13 @@ impl<K: Governed> Reconciler<K> {
         }
     }
 
-    /// One WARN and one count per fight; the holds bound how often.
-    fn report_fight(&self, key: &Key, stored: &Stored<K::Entry>, policy: &str, fight: &Fight) {
+    /// One count per fight, and its WARN line if `full` ([`fights`]: the rest of a policy's
+    /// fights are summarised by [`Reconciler::summarise_fights`]).
+    fn report_fight(&self, key: &Key, stored: &Stored<K::Entry>, policy: &str, fight: &Fight, full: bool) {
         self.common.metrics.reconcile_fight(policy);
+        if !full {
+            return;
+        }
         let writers: Vec<&str> = stored.status_managers().collect();
         let writers = if writers.is_empty() { "unknown".to_owned() } else { writers.join(",") };
         let hint = if stored.status_managers().any(|m| m == FIELD_MANAGER) {
@@ -431,6 +484,20 @@ impl<K: Governed> Reconciler<K> {
         );
     }
 
+    /// One WARN line per policy whose fights of the window ended were not all logged in full.
+    fn summarise_fights(state: &mut State<K>, now: Instant) {
+        for quiet in state.fights.due(now) {
+            tracing::warn!(
+                kind = K::KIND.name(),
+                policy = %quiet.policy,
+                fights = quiet.fights,
+                window_seconds = fights::WINDOW.as_secs(),
+                logged_in_full = fights::FULL_PER_WINDOW,
+                "more fights under this policy than are logged one by one: counted here (and in reconcile_fights_total); other writers keep replacing the canonical status"
+            );
+        }
+    }
+
     /// Lets `key` be queued again at `at` (by [`Reconciler::releases`]), and judges it then.
     fn release_at(&self, releases: &mut Releases<Key>, key: Key, at: Instant) {
         if releases.arm(key, at) {
@@ -448,6 +515,7 @@ impl<K: Governed> Reconciler<K> {
                 state.queue.release(&key);
                 self.rejudge(&mut state, &key, &policies, false);
             }
+            Self::summarise_fights(&mut state, now);
         };
         release::run(&self.armed, next, fire).await;
     }
@@ -464,6 +532,7 @@ impl<K: Governed> Reconciler<K> {
     fn resync(&self) {
         let policies = self.common.policies.load();
         let mut state = self.lock();
+        self.refilter(&mut state, &policies);
         if !state.ingresses.synced() {
             return;
         }
@@ -472,7 +541,9 @@ impl<K: Governed> Reconciler<K> {
         for (key, judgement) in judgements {
             self.apply_judgement(&mut state, &key, judgement, false);
         }
-        state.damping.prune(tokio::time::Instant::now().into_std());
+        let now = tokio::time::Instant::now().into_std();
+        state.damping.prune(now);
+        Self::summarise_fights(&mut state, now);
         // The policies that govern this kind: their gauges are published.
         let in_force: Vec<_> = policies.of(K::KIND).map(|p| p.name.as_str()).collect();
         state.drift.publish(

@@ -699,3 +699,29 @@ async fn an_unreachable_api_server_is_counted_and_admission_keeps_working() {
     // The real API server calls it, and a rogue write is rewritten.
     t.register(&webhook, FailurePolicy::Fail, Class::None, &["192.0.2.10"]).await;
 }
+
+/// Issue 34: the watch keeps nothing of an Ingress no policy governs; a reload that governs
+/// its class lists again, and the Ingress is healed like any other.
+#[tokio::test]
+async fn a_reload_that_governs_another_class_lists_again_and_heals_it() {
+    let t = TestEnv::new("rec-widen").await;
+    let (class, other) = (t.ns.clone(), format!("{}-other", t.ns));
+    let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    lb_service(&services, "controller-a", "203.0.113.1").await;
+    stale_ingress(&t, &t.ns, "x", Class::Field(&class), &["198.51.100.1"]).await;
+    stale_ingress(&t, &t.ns, "y", Class::Field(&other), &["198.51.100.1"]).await;
+    let dir = t.cluster.scratch_dir(&format!("config-{}", t.ns));
+    let service = format!("{}/controller-a", t.ns);
+    write_config_volume(&dir, 1, &policy_file(&class, &service));
+    let config = format!("--config={}", dir.join("config.yaml").display());
+    let webhook = start(&t, t.cluster.admin_kubeconfig(), &reconciler_args(&t, &[&config]), &[]).await;
+    await_all(&t, &t.ns, &["x"], &["203.0.113.1"], &webhook, HEAL).await;
+    let api: Api<k8s_openapi::api::networking::v1::Ingress> = Api::namespaced(t.admin.clone(), &t.ns);
+    assert_eq!(addresses(&api.get("y").await.unwrap()), ["198.51.100.1"], "another class: not the guard's");
+    assert!(!webhook.log().contains("the objects kept widened"), "no re-list before the reload");
+
+    write_config_volume(&dir, 2, &policy_file(&format!("{class}, {other}"), &service));
+    await_all(&t, &t.ns, &["x", "y"], &["203.0.113.1"], &webhook, HEAL).await;
+    let log = webhook.log();
+    assert!(log.contains("the objects kept widened"), "the reload widened the classes, and the watch listed again");
+}

@@ -338,10 +338,6 @@ impl<'de> Deserialize<'de> for LeanIngress {
     }
 }
 
-/// Ingresses per page when listing them: a page is held whole while it is parsed, and tenants
-/// choose the size of their Ingresses (up to etcd's 1.5 MiB each), so the page bounds the peak.
-pub(crate) const LIST_PAGE: u32 = 10;
-
 pub(crate) mod admission;
 pub(crate) mod bounded;
 mod explain;

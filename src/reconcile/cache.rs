@@ -183,6 +183,11 @@ impl<E: Clone> Stored<E> {
         }
     }
 
+    /// The class the object names.
+    pub(crate) fn class(&self) -> Option<&str> {
+        self.class.as_deref()
+    }
+
     /// The stored status list.
     pub(crate) fn addresses(&self) -> &[E] {
         &self.addresses

@@ -12,10 +12,10 @@ use super::{
 use crate::{
     address::Address,
     decision::{Action, Verdict, decide},
-    kind::{Governed, Write},
+    kind::{Governed, Leaned, Write},
     metrics::Metrics,
     policy::{Policies, Policy},
-    sources::Sources,
+    sources::{Sources, follow::Projected},
 };
 
 /// A patch the reconciler is to send: under which policy, the canonical addresses (as the
@@ -32,11 +32,41 @@ pub(super) fn project<K: Governed>(
     metrics: &Metrics,
     interner: &Shared<K::Entry>,
 ) -> Option<(Key, Stored<K::Entry>)> {
-    let leaned = K::leaned(obj)?;
-    for field in K::trimmed(&leaned.write).into_iter().flatten() {
+    Some(store::<K>(K::leaned(obj)?, metrics, interner))
+}
+
+/// The projection of a watched object the watch keeps, if `admits` its namespace and class;
+/// else its key alone, to hold nothing under ([`Projected::Gone`]).
+pub(super) fn project_kept<K: Governed>(
+    obj: K::Lean,
+    metrics: &Metrics,
+    interner: &Shared<K::Entry>,
+    admits: impl FnOnce(&str, Option<&str>) -> bool,
+) -> Projected<Key, Stored<K::Entry>> {
+    let Some(leaned) = K::leaned(obj) else { return Projected::Skip };
+    count_trimmed::<K>(&leaned.write, metrics);
+    if !admits(&leaned.write.namespace, leaned.write.class.as_deref()) {
+        let Write { namespace, name, .. } = leaned.write;
+        return Projected::Gone((namespace.into(), name.into_boxed_str()));
+    }
+    let (key, stored) = interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned);
+    Projected::Keep(key, stored)
+}
+
+fn store<K: Governed>(
+    leaned: Leaned<K::Entry>,
+    metrics: &Metrics,
+    interner: &Shared<K::Entry>,
+) -> (Key, Stored<K::Entry>) {
+    count_trimmed::<K>(&leaned.write, metrics);
+    interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned)
+}
+
+/// Counts what the reader bounded, of every object read (kept or not).
+fn count_trimmed<K: Governed>(write: &Write<K::Entry>, metrics: &Metrics) {
+    for field in K::trimmed(write).into_iter().flatten() {
         metrics.ingress_cache_trimmed(field);
     }
-    Some(interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned))
 }
 
 /// A mismatch `decide` found, with the canonical entries (as written and as they read back).

@@ -1,18 +1,20 @@
 //! The reconciler's cache of Ingresses outside a reconciler, for the memory test of issue 34
 //! (`tests/cache_memory.rs`): objects read from JSON by the watch's own reader, projected by
-//! the watch's own projection into the same map, as one list delivers them.
+//! the watch's own projection and filter into the same map, as one list delivers them.
 
-use kube::runtime::watcher::Event;
+use kube::runtime::watcher::{self, Event};
 
 use super::{
     cache::{Key, Shared, Stored},
+    filter::Filter,
     kind,
 };
 use crate::{
     address::Address,
     kind::ingress::{Ingresses, LeanIngress},
     metrics::Metrics,
-    sources::follow::Projection,
+    policy::Policies,
+    sources::follow::{self, Change, Projected, Projection},
 };
 
 /// What one replica's reconciler holds of the Ingresses it has listed.
@@ -22,6 +24,7 @@ pub struct IngressCache {
     interner: Shared<Address>,
     held: Projection<Key, Stored<Address>>,
     metrics: Metrics,
+    filter: Filter,
 }
 
 impl std::fmt::Debug for IngressCache {
@@ -31,9 +34,15 @@ impl std::fmt::Debug for IngressCache {
 }
 
 impl IngressCache {
-    /// An empty cache.
+    /// An empty cache that keeps every Ingress.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache that keeps the Ingresses `policies` could govern, as the watch does
+    /// (every Namespace in scope; IngressClasses not read, so class-less ones are kept).
+    pub fn governed_by(policies: &Policies) -> Self {
+        IngressCache { filter: Filter::of::<Ingresses>(policies, None, None), ..Self::default() }
     }
 
     /// One (re-)list of `objects` (Ingresses as the API server serves them, JSON), as the
@@ -42,11 +51,45 @@ impl IngressCache {
         self.held.apply(Event::Init);
         for json in objects {
             let lean: LeanIngress = serde_json::from_slice(json).expect("an Ingress");
-            if let Some(projected) = kind::project::<Ingresses>(lean, &self.metrics, &self.interner) {
-                self.held.apply(Event::InitApply(projected));
+            let admits = |namespace: &str, class: Option<&str>| self.filter.admits(namespace, class);
+            if let Projected::Keep(key, stored) =
+                kind::project_kept::<Ingresses>(lean, &self.metrics, &self.interner, admits)
+            {
+                self.held.apply(Event::InitApply((key, stored)));
             }
         }
         self.held.apply(Event::InitDone);
         self.held.len()
+    }
+
+    /// Ingresses held.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Lists every Ingress of the cluster `client` talks to through the reconciler's own
+    /// watch (its pages and their byte cap, its filter under `policies`, its projection)
+    /// until the first list ends; the cache it built. The client is dropped before it returns.
+    pub async fn listed(client: kube::Client, policies: &Policies) -> IngressCache {
+        let filter = Filter::of::<Ingresses>(policies, None, None);
+        let (interner, metrics) = (Shared::default(), Metrics::default());
+        let held = std::sync::RwLock::new(Projection::default());
+        let (done, never) = (tokio::sync::Notify::new(), tokio::sync::Notify::new());
+        {
+            let admits = |namespace: &str, class: Option<&str>| filter.admits(namespace, class);
+            let project = |obj| kind::project_kept::<Ingresses>(obj, &metrics, &interner, &admits);
+            let hook = |change: Result<Change<Key, Stored<Address>>, watcher::Error>| {
+                if let Ok(Change::Listed { .. }) = change {
+                    done.notify_one();
+                }
+            };
+            tokio::select! {
+                () = follow::follow_all(&client, None, project, &held, hook, &never) => {}
+                () = done.notified() => {}
+            }
+        }
+        drop(client);
+        let held = held.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        IngressCache { interner, held, metrics, filter }
     }
 }

@@ -76,6 +76,15 @@ impl Scope {
         }
     }
 
+    /// The Namespaces the scope selects; `None` for every Namespace, or while the scope is
+    /// unknown (what it selects then is not known either).
+    pub(crate) fn namespaces(&self) -> Option<HashSet<String>> {
+        match &*self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            State::Within(names) => Some(names.clone()),
+            State::Everywhere | State::Unknown(_) => None,
+        }
+    }
+
     /// Ticks whenever the scope changes: the reconciler judges every object again.
     pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()

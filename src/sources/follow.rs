@@ -14,6 +14,7 @@ use std::{
     collections::{HashMap, HashSet},
     fmt::Debug,
     hash::Hash,
+    sync::atomic::{AtomicU32, Ordering},
 };
 
 use futures::{Stream, StreamExt};
@@ -38,6 +39,22 @@ pub(crate) enum Change<K, V> {
     Applied { key: K, old: Option<V> },
     /// `key` was deleted; `old` is what it held, if anything.
     Deleted { key: K, old: Option<V> },
+}
+
+/// What a follower's projection made of one object: a value to keep under its key, a key to
+/// keep nothing under (an object the owner does not keep: a change makes a held one go, as
+/// if deleted), or nothing at all (an object without a key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Projected<K, V> {
+    Keep(K, V),
+    Gone(K),
+    Skip,
+}
+
+impl<K, V> From<Option<(K, V)>> for Projected<K, V> {
+    fn from(projected: Option<(K, V)>) -> Self {
+        projected.map_or(Projected::Skip, |(key, value)| Projected::Keep(key, value))
+    }
 }
 
 /// The projected values of a watched collection, by key, as watcher events leave them.
@@ -118,6 +135,12 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
         self.values.iter()
     }
 
+    /// Removes `key` (an object the owner no longer keeps), as a deletion would.
+    pub(crate) fn remove(&mut self, key: K) -> Change<K, V> {
+        let old = self.values.remove(&key);
+        Change::Deleted { key, old }
+    }
+
     /// Stores what the owner learnt outside the watch (a response to its own write). It does
     /// not count as listed: a re-list that does not return the key still drops it.
     pub(crate) fn insert(&mut self, key: K, value: V) {
@@ -143,18 +166,19 @@ impl<K, V> Hold<K, V> for std::sync::RwLock<Projection<K, V>> {
 pub(crate) const WATCH_TIMEOUT_SECS: u32 = 25;
 
 /// Follows `api` (with `config`) into `held` until the task is aborted. Each object is
-/// projected on arrival (`project`; `None` skips it), so only the projection is ever kept;
+/// projected on arrival (`project`: `None` or [`Projected::Skip`] skips it,
+/// [`Projected::Gone`] removes what its key held), so only the projection is ever kept;
 /// `hook` is then told, outside the lock, what the event changed, or the watch error (the
 /// watcher retries with backoff while the projection keeps the last known state).
 ///
 /// `cap` bounds the retries: at most that far apart (from 800 ms, doubling) instead of kube's
 /// default 30 s, for a watch of a resource that may not be served yet (a CRD installed after
 /// start-up), so the guard notices it soon after it appears.
-pub(crate) async fn follow<R, K, V>(
+pub(crate) async fn follow<R, K, V, P: Into<Projected<K, V>>>(
     api: Api<R>,
     config: watcher::Config,
     cap: Option<std::time::Duration>,
-    project: impl Fn(R) -> Option<(K, V)>,
+    project: impl Fn(R) -> P,
     held: &impl Hold<K, V>,
     hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
 ) where
@@ -185,14 +209,100 @@ pub(crate) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
 /// Gateway API's CRDs): how soon CRDs installed after start-up are noticed.
 pub(crate) const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The watch of every object of a governed kind, in small pages: a page is held whole while it
-/// is parsed, and tenants choose the size of their objects (up to etcd's 1.5 MiB each), so the
-/// page bounds the peak. A list at resourceVersion "0" (any) is served whole from the watch
-/// cache, ignoring the page size, so the list asks for the most recent state, which pages.
-pub(crate) fn paged() -> watcher::Config {
-    watcher::Config::default()
-        .page_size(crate::kind::ingress::LIST_PAGE)
-        .list_semantic(watcher::ListSemantic::MostRecent)
+/// The list pages of the watch of every object of a governed kind: [`LIST_PAGE`] objects a page
+/// while a page stays within [`LIST_PAGE_BYTES`]. A page is read whole before it is parsed, and
+/// tenants choose the size of their objects (up to what etcd stores, 1.5 MiB by default), so a
+/// page is cut off past the bytes ([`crate::client::capped_lists`]) and the watch starts over
+/// with pages a quarter the size, down to one object, which is bounded by the API server alone.
+/// A list at resourceVersion "0" (any) is served whole from the watch cache, ignoring the page
+/// size, so the list asks for the most recent state, which pages.
+#[derive(Debug)]
+pub(crate) struct Pages {
+    page: AtomicU32,
+}
+
+/// Objects a list page asks for, as client-go's informers do.
+pub(crate) const LIST_PAGE: u32 = 500;
+/// The bytes one list page may take (while a page holds more than one object): 500 Ingresses
+/// as ingress-nginx users write them (3 KiB each, managedFields included) take 1.5 MiB.
+pub(crate) const LIST_PAGE_BYTES: usize = 4 << 20;
+
+impl Default for Pages {
+    fn default() -> Self {
+        Pages { page: AtomicU32::new(LIST_PAGE) }
+    }
+}
+
+impl Pages {
+    /// Objects a page asks for now.
+    pub(crate) fn size(&self) -> u32 {
+        self.page.load(Ordering::Relaxed)
+    }
+
+    /// The watch's configuration at the page size of now.
+    pub(crate) fn config(&self) -> watcher::Config {
+        watcher::Config::default().page_size(self.size()).list_semantic(watcher::ListSemantic::MostRecent)
+    }
+
+    /// The client to list with: its pages capped at [`LIST_PAGE_BYTES`], but for pages of one.
+    pub(crate) fn client(&self, client: &kube::Client) -> kube::Client {
+        match self.size() {
+            1 => client.clone(),
+            _ => crate::client::capped_lists(client, LIST_PAGE_BYTES),
+        }
+    }
+
+    /// After `error`, whether the watch is to start over with smaller pages (it was a page
+    /// over the bytes; the page is now a quarter of what it was).
+    pub(crate) fn shrink(&self, error: &watcher::Error) -> bool {
+        let watcher::Error::InitialListFailed(e) = error else { return false };
+        let (old, new) = (self.size(), (self.size() / 4).max(1));
+        if !crate::client::over_cap(e) || old == new {
+            return false;
+        }
+        self.page.store(new, Ordering::Relaxed);
+        tracing::info!(
+            page = old,
+            bytes = LIST_PAGE_BYTES,
+            next = new,
+            "a list page was over its bytes: listing again in smaller pages"
+        );
+        true
+    }
+}
+
+/// [`follow`] of every object of a governed kind (`R`, its lean projection) in [`Pages`],
+/// started over when `relist` is notified (the owner keeps more than before) or the pages had
+/// to be smaller; returns only if the watch ends.
+pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
+    client: &kube::Client,
+    cap: Option<std::time::Duration>,
+    project: impl Fn(R) -> P,
+    held: &impl Hold<K, V>,
+    mut hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
+    relist: &tokio::sync::Notify,
+) where
+    R: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + 'static,
+    K: Eq + Hash + Clone,
+{
+    let pages = Pages::default();
+    loop {
+        let shrunk = tokio::sync::Notify::new();
+        let told = |change: Result<Change<K, V>, watcher::Error>| {
+            if let Err(e) = &change
+                && pages.shrink(e)
+            {
+                shrunk.notify_one();
+            }
+            hook(change);
+        };
+        let api: Api<R> = Api::all(pages.client(client));
+        tokio::select! {
+            () = follow(api, pages.config(), cap, &project, held, told) => return,
+            () = relist.notified() => {}
+            () = shrunk.notified() => {}
+        }
+    }
 }
 
 /// Whether a watch error says the API server does not serve the kind (its CRDs are not
@@ -238,9 +348,9 @@ impl kube::runtime::utils::Backoff for CappedBackoff {
 }
 
 /// [`follow`] for any stream of watcher events.
-pub(crate) async fn pump<R, K, V>(
+pub(crate) async fn pump<R, K, V, P: Into<Projected<K, V>>>(
     events: impl Stream<Item = Result<watcher::Event<R>, watcher::Error>>,
-    project: impl Fn(R) -> Option<(K, V)>,
+    project: impl Fn(R) -> P,
     held: &impl Hold<K, V>,
     mut hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
 ) where
@@ -248,19 +358,34 @@ pub(crate) async fn pump<R, K, V>(
 {
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
-        let projected = match event {
-            Ok(watcher::Event::Init) => Some(watcher::Event::Init),
-            Ok(watcher::Event::InitDone) => Some(watcher::Event::InitDone),
-            Ok(watcher::Event::InitApply(obj)) => project(obj).map(watcher::Event::InitApply),
-            Ok(watcher::Event::Apply(obj)) => project(obj).map(watcher::Event::Apply),
-            Ok(watcher::Event::Delete(obj)) => project(obj).map(watcher::Event::Delete),
+        type Wrap<K, V> = fn((K, V)) -> watcher::Event<(K, V)>;
+        let (obj, wrap, list): (R, Wrap<K, V>, bool) = match event {
+            Ok(watcher::Event::Init) => {
+                hook(Ok(held.update(|projection| projection.apply(watcher::Event::Init))));
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                hook(Ok(held.update(|projection| projection.apply(watcher::Event::InitDone))));
+                continue;
+            }
+            Ok(watcher::Event::InitApply(obj)) => (obj, watcher::Event::InitApply, true),
+            Ok(watcher::Event::Apply(obj)) => (obj, watcher::Event::Apply, false),
+            Ok(watcher::Event::Delete(obj)) => (obj, watcher::Event::Delete, false),
             Err(e) => {
                 hook(Err(e));
                 continue;
             }
         };
-        let Some(event) = projected else { continue };
-        let change = held.update(|projection| projection.apply(event));
+        let change = match project(obj).into() {
+            Projected::Keep(key, value) => held.update(|projection| projection.apply(wrap((key, value)))),
+            // Not kept: a list leaves it out (so a held one is dropped when the list ends); a
+            // change or deletion removes what was held, and only that is news.
+            Projected::Gone(key) if !list => match held.update(|projection| projection.remove(key)) {
+                change @ Change::Deleted { old: Some(_), .. } => change,
+                _ => continue,
+            },
+            Projected::Gone(_) | Projected::Skip => continue,
+        };
         hook(Ok(change));
     }
 }
@@ -372,6 +497,67 @@ mod tests {
         assert_eq!(secs, [0.8, 1.6, 3.2, 6.4, 10.0, 10.0, 10.0]);
         b.reset();
         assert_eq!(b.next(), Some(std::time::Duration::from_millis(800)));
+    }
+
+    /// The error of a list response cut off by the cap, as the watcher reports it.
+    async fn cut() -> watcher::Error {
+        use http_body_util::BodyExt as _;
+        let body = http_body_util::Limited::new(http_body_util::Full::new(&b"0123456789"[..]), 4);
+        let error = body.collect().await.expect_err("over the limit");
+        watcher::Error::InitialListFailed(kube::Error::Service(error))
+    }
+
+    #[tokio::test]
+    async fn a_page_over_its_bytes_makes_the_pages_smaller_down_to_one() {
+        let pages = Pages::default();
+        assert_eq!(pages.size(), LIST_PAGE);
+        let other = watcher::Error::InitialListFailed(kube::Error::Service("connection refused".into()));
+        assert!(!pages.shrink(&other), "another failure is retried as it is");
+        let mut sizes = Vec::new();
+        while pages.shrink(&cut().await) {
+            sizes.push(pages.size());
+        }
+        assert_eq!(sizes, [125, 31, 7, 1], "a quarter each time, down to one object");
+        assert!(!pages.shrink(&cut().await), "pages of one are not cut off");
+    }
+
+    #[tokio::test]
+    async fn an_object_not_kept_is_left_out_of_a_list_and_removed_by_a_change() {
+        // "k=…" is kept, "g=…" is the same key kept no more.
+        let events = [
+            Init,
+            InitApply("a=k"),
+            InitApply("b=k"),
+            InitDone,
+            Apply("a=g"),
+            Apply("c=g"),
+            Delete("c=g"),
+            Init,
+            InitApply("b=g"),
+            InitDone,
+        ];
+        let held = RwLock::new(Projection::default());
+        let mut changes = Vec::new();
+        let project = |s: &'static str| match s.split_once('=') {
+            Some((k, "k")) => Projected::Keep(k, 1),
+            Some((k, _)) => Projected::Gone(k),
+            None => Projected::Skip,
+        };
+        pump(futures::stream::iter(events.map(Ok)), project, &held, |c| changes.push(c.unwrap())).await;
+        assert_eq!(
+            changes,
+            [
+                Change::Listing,
+                Change::Listing,
+                Change::Listing,
+                Change::Listed { first: true, dropped: vec![] },
+                Change::Deleted { key: "a", old: Some(1) },
+                Change::Listing,
+                Change::Listed { first: false, dropped: vec!["b"] },
+            ],
+            "a change of one never held is no news"
+        );
+        assert_eq!(sorted(&held.into_inner().unwrap()), []);
     }
 
     #[tokio::test]

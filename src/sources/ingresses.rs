@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 
-use kube::{Api, Client, Resource, runtime::watcher};
+use kube::{Client, Resource, runtime::watcher};
 use tokio::sync::watch;
 
 use crate::{
@@ -137,7 +137,6 @@ pub(crate) async fn watch<K: Governed>(client: Client, index: Arc<KnownIngresses
     }
     // Not a metadata-only watch: its `PartialObjectMeta` keeps every annotation (a tenant's
     // 200 KiB ones included) and lists unpaged; the lean reader keeps three strings, paged.
-    let api: Api<K::Lean> = Api::all(client);
     let project = |object: K::Lean| {
         let meta = object.meta();
         Some(((meta.namespace.clone()?, meta.name.clone()?), meta.uid.clone()?))
@@ -161,7 +160,9 @@ pub(crate) async fn watch<K: Governed>(client: Client, index: Arc<KnownIngresses
             }
         }
     };
-    follow::follow(api, follow::paged(), follow::retry_cap::<K>(), project, index, hook).await;
+    // Never notified: what the index keeps does not depend on the policies.
+    let relist = tokio::sync::Notify::new();
+    follow::follow_all(&client, follow::retry_cap::<K>(), project, index, hook, &relist).await;
 }
 
 #[cfg(test)]
