@@ -66,6 +66,13 @@ pub enum Unresolved {
         "the canonical set has {0} entries, more than the 16 a Gateway's status.addresses holds (each IP and each hostname is one entry)"
     )]
     TooManyForGateway(usize),
+    /// In `--admission=policy`, another guard holds the policy's admission objects (its owner
+    /// label, named here): their value is not this guard's to enforce, so its reconciler
+    /// leaves the policy's objects alone.
+    #[error(
+        "its admission policy is held by another guard (ingress-status-guard/lease={0}): this guard leaves the policy's objects alone; give one of the two guards another --leader-election-lease-name (chart: another release name)"
+    )]
+    HeldByAnotherGuard(String),
     /// Every source of a policy with several is unresolved.
     #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     All(Vec<Unresolved>),

@@ -9,10 +9,12 @@
 //! replaced whole, with its resourceVersion as precondition, which also drops any field another
 //! manager added (a foreign `matchResources`, an extra matchCondition), which a server-side
 //! apply would have kept; a missing one is created, which fails if another guard created it
-//! meanwhile. Deletes carry the listed uid and resourceVersion.
+//! meanwhile. Deletes carry the listed uid and resourceVersion. A policy whose object another
+//! owner holds is published as that owner's ([`in_force`]): this guard's reconciler leaves the
+//! policy's Ingresses and Gateways alone, so two guards never fight over their statuses.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -31,7 +33,7 @@ use tokio::sync::watch;
 use super::{
     ApiVersion,
     desired::{Desired, OWNER_LABEL, Owner, desired},
-    enforced::Enforced,
+    enforced::{Enforced, in_force},
 };
 use crate::{
     client::{CALL_TIMEOUT, CallError, fenced, within},
@@ -264,11 +266,12 @@ impl Keeper {
                     memory.applied.insert(key, object.clone());
                 }
                 Ok(Written::Foreign(other)) => {
-                    // Another guard's object under this name: it stays that guard's to keep.
+                    // Another guard's object under this name: it stays that guard's to keep, and
+                    // the policy's objects that guard's to reconcile.
                     if memory.foreign.get(&key) != Some(&other) {
-                        tracing::warn!(kind = %key.0, name = %key.1, owner = %other, this_owner = %self.owner.label, "admission policy held by another guard (its ingress-status-guard/lease label): neither written nor deleted; give one of the two guards another --leader-election-lease-name (chart: another release name)");
+                        let policy = plan.names.iter().find(|(_, n)| *n == key.1).map_or("", |(p, _)| p.as_str());
+                        tracing::warn!(kind = %key.0, name = %key.1, policy = %policy, owner = %other, this_owner = %self.owner.label, "admission policy held by another guard (its ingress-status-guard/lease label): neither written nor deleted, and this guard's reconciler leaves the policy's Ingresses and Gateways alone; give one of the two guards another --leader-election-lease-name (chart: another release name)");
                     }
-                    failed.insert(key.1.clone());
                     foreign.insert(key, other);
                 }
                 Err(e) => {
@@ -291,24 +294,21 @@ impl Keeper {
                 ok = false;
             }
         }
-        self.publish(&plan, &failed, applied_any).await;
+        let held = memory.foreign.iter().map(|((_, name), owner)| (name.clone(), owner.clone())).collect();
+        self.publish(&plan, &failed, &held, applied_any).await;
         ok
     }
 
-    /// Tells the reconciler what is in force now: a rendered policy's new value once its
-    /// objects applied (and the API server had time to see them), the last value of a kept
-    /// one, none for a policy whose mutation was removed.
-    async fn publish(&self, plan: &Desired, failed: &BTreeSet<String>, applied_any: bool) {
-        let mut values = self.enforced.current();
-        values.retain(|policy, _| {
-            plan.kept_policies.contains(policy) || plan.values.iter().any(|(name, _)| name == policy)
-        });
-        for (policy, value) in &plan.values {
-            let name = plan.names.iter().find(|(p, _)| p == policy).map(|(_, n)| n);
-            if !name.is_some_and(|n| failed.contains(n)) {
-                values.insert(policy.clone(), value.clone());
-            }
-        }
+    /// Tells the reconciler what is in force now ([`in_force`]), once the objects applied (and
+    /// the API server had time to see them).
+    async fn publish(
+        &self,
+        plan: &Desired,
+        failed: &BTreeSet<String>,
+        foreign: &BTreeMap<String, String>,
+        applied_any: bool,
+    ) {
+        let values = in_force(self.enforced.current(), plan, failed, foreign);
         if applied_any {
             tokio::time::sleep(SETTLE).await;
         }

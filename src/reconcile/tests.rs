@@ -79,6 +79,7 @@ fn judgements() {
         addresses: if list.is_empty() { Vec::new() } else { parse_static_list(list).unwrap() },
         omitted: 0,
     };
+    let held = Fixed(Err(Unresolved::HeldByAnotherGuard("ns.isg".into())));
     let drift = |patch| Judgement::Drift { policy: "p".into(), patch };
     let cases = [
         ("canonical", Mode::Enforce, &lb, write(Some("nginx"), "192.0.2.10"), Judgement::Fine),
@@ -88,6 +89,8 @@ fn judgements() {
         ("stale, audit: measured only", Mode::Audit, &lb, write(Some("nginx"), "192.0.2.99"), drift(false)),
         ("not governed", Mode::Enforce, &lb, write(Some("other"), "192.0.2.99"), Judgement::Fine),
         ("unresolved never patches", Mode::Enforce, &missing, write(Some("nginx"), "192.0.2.99"), Judgement::Fine),
+        ("held by another guard: hands off", Mode::Enforce, &held, write(Some("nginx"), "192.0.2.99"), Judgement::Fine),
+        ("held, not cleared either", Mode::Enforce, &held, write(Some("nginx"), ""), Judgement::Fine),
     ];
     for (name, mode, sources, write, want) in cases {
         assert_eq!(judge::<Ingresses>(&write, &policies(mode), sources), want, "case {name}");

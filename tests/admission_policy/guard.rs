@@ -344,10 +344,13 @@ async fn a_second_replica_takes_over_keeping_the_policy() {
     rewritten_to(&t.rogue, "web", &["203.0.113.51"], &survivor.log_path()).await;
 }
 
-/// Two guards whose Leases share a name in two namespaces, both with a policy `default`: their
-/// objects' names are one. The second finds the first's owner label on them and writes nothing
-/// (a reload and more passes later still), says so once per object, counts them, and `check`
-/// as the second shows FOREIGN; the first's value stays enforced.
+/// Two guards whose Leases share a name in two namespaces, both with a policy `default` of
+/// another address each, both reconciling: their objects' names are one. The second finds the
+/// first's owner label on them and writes nothing (a reload and more passes later still), says
+/// so once per object, counts them, and `check` as the second shows FOREIGN; its reconciler
+/// never patches an Ingress of that policy (a rogue write, a new Ingress with no status: the
+/// API server's audit log holds no write of the second's value); the first's value stays
+/// enforced.
 #[tokio::test]
 async fn a_guard_leaves_another_guards_objects_of_its_names_alone() {
     let t = TestEnv::new("mapo").await;
@@ -371,7 +374,7 @@ async fn a_guard_leaves_another_guards_objects_of_its_names_alone() {
     let second_cfg = write_config(&other_dir, &policy("192.0.2.82"));
     let (config, lease_ns) =
         (format!("--config={}", second_cfg.display()), format!("--leader-election-namespace={other_ns}"));
-    let mut args = vec!["--admission=policy", "--reconcile=false", &config, &lease_ns, &lease];
+    let mut args = vec!["--admission=policy", "--reconcile", &config, &lease_ns, &lease];
     args.extend(LEASE);
     let second =
         crate::support::Webhook::start(t.cluster, &format!("{}-b", t.ns), t.cluster.admin_kubeconfig(), &args).await;
@@ -380,6 +383,14 @@ async fn a_guard_leaves_another_guards_objects_of_its_names_alone() {
         if second.metric(foreign) == 2.0 { Ok(()) } else { Err(second.log_tail()) }
     })
     .await;
+    eventually("the second guard leads", WAIT, || async {
+        if second.metric("ingress_status_guard_leader") == 1.0 { Ok(()) } else { Err(second.log_tail()) }
+    })
+    .await;
+    // Statuses the second guard's value (.82) is not: a rogue write (stored as the first's
+    // value), and an Ingress with none yet (which the first's reconciler fills).
+    rewritten_to(&t.rogue, "web", &["192.0.2.81"], &first.log_path()).await;
+    create_ingress(&t.ingresses, "web2", Class::Field(&t.ns)).await;
     // More passes of the second: a reload with another value.
     write_config(&other_dir, &policy("192.0.2.83"));
     eventually("the second guard reloads", WAIT, || async {
@@ -394,6 +405,29 @@ async fn a_guard_leaves_another_guards_objects_of_its_names_alone() {
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     rewritten_to(&t.rogue, "web", &["192.0.2.81"], &first.log_path()).await;
+    eventually("the first guard fills web2", WAIT, || async {
+        let got = stored(&t.ingresses, "web2").await;
+        if got == ["192.0.2.81"] { Ok(()) } else { Err(format!("stored {got:?}")) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for ingress in ["web", "web2"] {
+        let writes = t.cluster.ingress_status_audit(&t.ns, ingress);
+        assert!(!writes.is_empty(), "the audit log records {ingress}'s status writes");
+        let theirs = writes.iter().filter(|e| {
+            let body = e["requestObject"].to_string();
+            body.contains("192.0.2.82") || body.contains("192.0.2.83")
+        });
+        assert_eq!(theirs.count(), 0, "the second guard never patches {ingress}:\n{}", second.log());
+    }
+    let patches = second.metrics();
+    let patches = patches.lines().filter(|l| l.starts_with("ingress_status_guard_reconcile_patches_total"));
+    assert_eq!(patches.count(), 0, "no patch tried:\n{}", second.metrics());
+    let warn = second.log().lines().find(|l| l.contains("admission policy held by another guard")).map(str::to_owned);
+    assert!(
+        warn.as_deref().is_some_and(|l| l.contains("\"policy\":\"default\"")),
+        "the WARN names the policy: {warn:?}"
+    );
     let map = get_object(&t, "mutatingadmissionpolicy", &name).expect("the first guard's MAP");
     assert_eq!(map["metadata"]["labels"]["ingress-status-guard/lease"], format!("{}.isg-{}", t.ns, t.ns));
     let warned = second.log().matches("admission policy held by another guard").count();
