@@ -277,6 +277,29 @@ mod tests {
     }
 
     #[test]
+    fn a_map_slot_is_88_bytes_and_odd_spellings_read_back() {
+        // The slot is paid for every held object, at 8/7 to 16/7 of it (hashbrown's fill).
+        assert!(std::mem::size_of::<(Key, Stored<Address>)>() <= 88);
+        let mut i = Interner::<Address>::default();
+        for (rv, uid) in
+            [("42", "0f8fad5b-d9cb-469f-a165-70867728950e"), ("042", "u"), ("", "x"), ("18446744073709551616", "y")]
+        {
+            let leaned = Leaned {
+                write: Write::default(),
+                resource_version: Some(rv.into()),
+                uid: Some(uid.into()),
+                status_managers: vec![],
+            };
+            let (_, stored) = i.store(leaned);
+            assert_eq!(stored.resource_version().as_deref(), Some(rv));
+            assert!(stored.uid().is_some_and(|u| u.to_string() == uid));
+        }
+        let (_, stored) =
+            i.store(Leaned { write: Write::default(), resource_version: None, uid: None, status_managers: vec![] });
+        assert_eq!((stored.resource_version(), stored.uid()), (None, None));
+    }
+
+    #[test]
     fn equal_values_are_shared_and_unheld_ones_swept() {
         let mut i = Interner::<Address>::default();
         let leaned = |ns: &str, name: &str| Leaned {
