@@ -15,6 +15,7 @@ use crate::address::Address;
 
 pub(crate) mod gateway;
 pub(crate) mod ingress;
+pub(crate) mod packed;
 
 /// Which kind of object: the one spelling of it outside `kind/<kind>.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -208,6 +209,12 @@ pub(crate) trait Entry:
 {
     /// The kind whose status list holds this entry.
     type Of: Governed<Entry = Self>;
+
+    /// Appends the entry's compact bytes ([`packed`]), which the cache keeps.
+    fn pack(&self, out: &mut Vec<u8>);
+
+    /// Takes an entry [`Entry::pack`] appended; `None` for bytes it did not write.
+    fn unpack(bytes: &mut &[u8]) -> Option<Self>;
 }
 
 /// What one governed kind is on the wire. Everything else is written once over it.

@@ -351,7 +351,7 @@ impl<K: Governed> Reconciler<K> {
                 if state.ingresses.synced() {
                     // Another writer's change of the addresses (ours are canonical; a creation has none).
                     let foreign = old.zip(state.ingresses.get(&key)).is_some_and(|(old, new)| {
-                        !crate::address::same_set(&K::seen(old.addresses()), &K::seen(new.addresses()))
+                        !crate::address::same_set(&K::seen(&old.addresses()), &K::seen(&new.addresses()))
                     });
                     self.rejudge(&mut state, &key, &policies, foreign);
                 }
@@ -403,11 +403,11 @@ impl<K: Governed> Reconciler<K> {
         let judgement = self.judge(&key, &stored, &policies);
         let mut state = self.lock();
         let Some(current) = state.ingresses.get(&key) else { return };
-        if current.resource_version() != seen {
+        if current.resource_version().as_deref() != seen {
             return;
         }
         // Changed addresses off canonical are another writer's (a 409's fresh read sees them first).
-        let foreign = !crate::address::same_set(&K::seen(current.addresses()), &K::seen(stored.addresses()));
+        let foreign = !crate::address::same_set(&K::seen(&current.addresses()), &K::seen(&stored.addresses()));
         state.ingresses.insert(key.clone(), stored);
         if !state.ingresses.synced() {
             return;
@@ -430,7 +430,7 @@ impl<K: Governed> Reconciler<K> {
                         state.damping.foreign_write(key, now);
                     }
                     let policy_contested = state.contested.count(&policy) > 0;
-                    match state.damping.step(key, &K::seen(stored.addresses()), &policy, policy_contested, now) {
+                    match state.damping.step(key, &K::seen(&stored.addresses()), &policy, policy_contested, now) {
                         Step::Patch => self.set_contested(state, key, None),
                         Step::Wait { until, contested, fight } => {
                             if let Some(fight) = fight
@@ -475,7 +475,7 @@ impl<K: Governed> Reconciler<K> {
             ingress = %format!("{}/{}", key.0, key.1),
             policy = %policy,
             wrote = %Addresses(&fight.wrote),
-            replaced_by = %Addresses(&K::seen(stored.addresses())),
+            replaced_by = %Addresses(&K::seen(&stored.addresses())),
             writers = %writers,
             fights = fight.count,
             hold_seconds = fight.hold.as_secs(),

@@ -113,6 +113,11 @@ fn a_cached_ingress_costs_at_most_300_bytes_and_an_ungoverned_one_at_most_64() {
         per(mixed),
     );
     assert!(per(shared) <= GOVERNED_BYTES as f64, "{:.0} bytes per governed Ingress", per(shared));
+    assert!(
+        per(unique) <= GOVERNED_BYTES as f64,
+        "{:.0} bytes per governed Ingress with a list of its own",
+        per(unique)
+    );
     assert!(per(ungoverned) <= UNGOVERNED_BYTES as f64, "{:.0} bytes per ungoverned Ingress", per(ungoverned));
     assert!(
         mixed <= N * (GOVERNED_BYTES + UNGOVERNED_BYTES),

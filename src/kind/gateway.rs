@@ -49,6 +49,30 @@ pub(crate) struct Gateways;
 
 impl super::Entry for status::GatewayAddress {
     type Of = Gateways;
+
+    fn pack(&self, out: &mut Vec<u8>) {
+        use super::packed::{put_ip_or_str, put_str};
+        match self.kind.as_str() {
+            status::IP_ADDRESS => out.push(0),
+            status::HOSTNAME => out.push(1),
+            other => {
+                out.push(2);
+                put_str(out, other);
+            }
+        }
+        put_ip_or_str(out, &self.value);
+    }
+
+    fn unpack(bytes: &mut &[u8]) -> Option<Self> {
+        use super::packed::{byte, ip_or_str, str};
+        let kind = match byte(bytes)? {
+            0 => status::IP_ADDRESS.to_owned(),
+            1 => status::HOSTNAME.to_owned(),
+            2 => str(bytes)?,
+            _ => return None,
+        };
+        Some(status::GatewayAddress { kind, value: ip_or_str(bytes)? })
+    }
 }
 
 impl super::Governed for Gateways {

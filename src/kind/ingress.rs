@@ -48,6 +48,45 @@ pub(crate) struct Ingresses;
 
 impl super::Entry for Address {
     type Of = Ingresses;
+
+    fn pack(&self, out: &mut Vec<u8>) {
+        use super::packed::{put_ip_or_str, put_len, put_str};
+        let ports = !self.ports.is_empty();
+        out.push(u8::from(self.ip.is_some()) | u8::from(self.hostname.is_some()) << 1 | u8::from(ports) << 2);
+        if let Some(ip) = &self.ip {
+            put_ip_or_str(out, ip);
+        }
+        if let Some(hostname) = &self.hostname {
+            put_str(out, hostname);
+        }
+        if ports {
+            put_len(out, self.ports.len());
+        }
+        for port in &self.ports {
+            out.extend_from_slice(&port.port.to_le_bytes());
+            put_str(out, &port.protocol);
+            out.push(u8::from(port.error.is_some()));
+            if let Some(error) = &port.error {
+                put_str(out, error);
+            }
+        }
+    }
+
+    fn unpack(bytes: &mut &[u8]) -> Option<Self> {
+        use super::packed::{byte, ip_or_str, len, str, take};
+        let present = byte(bytes)?;
+        let ip = if present & 1 != 0 { Some(ip_or_str(bytes)?) } else { None };
+        let hostname = if present & 2 != 0 { Some(str(bytes)?) } else { None };
+        let count = if present & 4 != 0 { len(bytes)? } else { 0 };
+        let mut ports = Vec::with_capacity(count.min(bytes.len()));
+        for _ in 0..count {
+            let port = i32::from_le_bytes(take(bytes, 4)?.try_into().ok()?);
+            let protocol = str(bytes)?;
+            let error = if byte(bytes)? != 0 { Some(str(bytes)?) } else { None };
+            ports.push(PortStatus { port, protocol, error });
+        }
+        Some(Address { ip, hostname, ports })
+    }
 }
 
 impl super::Governed for Ingresses {

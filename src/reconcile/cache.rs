@@ -1,16 +1,20 @@
 //! What the reconciler keeps per watched object, compact (issue 34): the key once (the
-//! namespace interned, the name boxed), the class, the status list and the status writers
-//! interned ([`Interner`]: every Ingress behind one load balancer shares one list), the
-//! resourceVersion boxed, the uid as 16 bytes. The [`Write`] `decide` reads is rebuilt for
-//! the moment of a judgement ([`Stored::write`]) and dropped after it.
+//! namespace interned, the name boxed); the status list packed to bytes ([`packed`]: IPs as
+//! 4 or 16 bytes) and interned, so every object behind one load balancer shares one list;
+//! the class and the status writers interned together; the resourceVersion as a number and
+//! the uid as 16 bytes when they are spelled so (the API server's), else boxed as written.
+//! The [`Write`] `decide` reads is rebuilt for the moment of a judgement ([`Stored::write`])
+//! and dropped after it.
 
 use std::{
+    borrow::Cow,
     collections::HashSet,
     hash::Hash,
+    marker::PhantomData,
     sync::{Arc, Mutex},
 };
 
-use crate::kind::{Leaned, Write};
+use crate::kind::{Entry, Leaned, Write, packed};
 
 /// An object's key: its namespace (interned) and name.
 pub(crate) type Key = (Arc<str>, Box<str>);
@@ -36,16 +40,22 @@ impl<T: ?Sized + Eq + Hash> Pool<T> {
     where
         for<'a> Arc<T>: From<&'a T>,
     {
-        if let Some(shared) = self.set.get(value) {
-            return shared.clone();
-        }
+        self.shared(value).unwrap_or_else(|| self.insert(Arc::from(value)))
+    }
+
+    /// The shared copy of `value`, if one is held.
+    fn shared(&self, value: &T) -> Option<Arc<T>> {
+        self.set.get(value).cloned()
+    }
+
+    /// Shares `value`, which no held one equals.
+    fn insert(&mut self, value: Arc<T>) -> Arc<T> {
         if self.set.len() >= self.sweep_at {
             self.set.retain(|v| Arc::strong_count(v) > 1);
             self.sweep_at = (self.set.len() * 2).max(64);
         }
-        let shared = Arc::from(value);
-        self.set.insert(shared.clone());
-        shared
+        self.set.insert(value.clone());
+        value
     }
 
     /// Values held.
@@ -55,22 +65,31 @@ impl<T: ?Sized + Eq + Hash> Pool<T> {
     }
 }
 
-/// The interned values of one kind's cache: namespaces and classes, status lists, status
-/// writers' lists.
+/// What few objects differ in, shared: the class and the status writers.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Meta {
+    class: Option<Arc<str>>,
+    /// The field managers that wrote the status, latest first (bounded).
+    status_managers: Box<[Box<str>]>,
+}
+
+/// The interned values of one kind's cache: namespaces and classes, packed status lists,
+/// classes with status writers.
 #[derive(Debug)]
 pub(crate) struct Interner<E> {
     strings: Pool<str>,
-    lists: Pool<[E]>,
-    managers: Pool<[Box<str>]>,
+    lists: Pool<[u8]>,
+    metas: Pool<Meta>,
+    entry: PhantomData<fn() -> E>,
 }
 
 impl<E> Default for Interner<E> {
     fn default() -> Self {
-        Interner { strings: Pool::default(), lists: Pool::default(), managers: Pool::default() }
+        Interner { strings: Pool::default(), lists: Pool::default(), metas: Pool::default(), entry: PhantomData }
     }
 }
 
-impl<E: Clone + Eq + Hash + 'static> Interner<E> {
+impl<E: Entry> Interner<E> {
     fn string(&mut self, s: &str) -> Arc<str> {
         self.strings.get(s)
     }
@@ -79,17 +98,31 @@ impl<E: Clone + Eq + Hash + 'static> Interner<E> {
     pub(crate) fn store(&mut self, leaned: Leaned<E>) -> (Key, Stored<E>) {
         let Leaned { write, resource_version, uid, status_managers } = leaned;
         let key = (self.string(&write.namespace), write.name.into_boxed_str());
-        let managers: Vec<Box<str>> = status_managers.into_iter().map(String::into_boxed_str).collect();
-        let stored = Stored {
+        let meta = Meta {
             class: write.class.as_deref().map(|c| self.string(c)),
-            addresses: self.lists.get(&write.addresses[..]),
-            omitted: u32::try_from(write.omitted).unwrap_or(u32::MAX),
-            resource_version: resource_version.map(String::into_boxed_str),
-            status_managers: self.managers.get(&managers[..]),
-            uid: uid.as_deref().map(Uid::of),
+            status_managers: status_managers.into_iter().map(String::into_boxed_str).collect(),
         };
-        (key, stored)
+        let meta = self.metas.shared(&meta).unwrap_or_else(|| self.metas.insert(Arc::new(meta)));
+        let list = self.lists.get(&packed::pack(&write.addresses, write.omitted)[..]);
+        let numbers = (resource_version.as_deref().and_then(numeric), uid.as_deref().and_then(Uid::parse));
+        let (resource_version, uid, rare) = match numbers {
+            (Some(rv), Some(uid)) => (rv, uid, None),
+            _ => {
+                let rare = Rare {
+                    resource_version: resource_version.map(String::into_boxed_str),
+                    uid: uid.as_deref().map(Uid::of),
+                };
+                (0, [0; 16], Some(Box::new(rare)))
+            }
+        };
+        (key, Stored { meta, list, resource_version, uid, rare, entry: PhantomData })
     }
+}
+
+/// `s` as a number, when it is spelled as the number prints (so that it reads back the same).
+fn numeric(s: &str) -> Option<u64> {
+    let canonical = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    canonical.then(|| s.parse().ok()).flatten()
 }
 
 /// What [`Interner::store`]'s caller shares it through: the watch and the work loop's patches.
@@ -161,48 +194,66 @@ impl std::fmt::Display for Uid {
 /// What is kept per object beside its [`Key`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Stored<E> {
-    class: Option<Arc<str>>,
-    addresses: Arc<[E]>,
-    omitted: u32,
+    meta: Arc<Meta>,
+    /// The status list and how many entries were written past the bound, [`packed`].
+    list: Arc<[u8]>,
+    /// `metadata.resourceVersion` as a number, unless `rare` holds it.
+    resource_version: u64,
+    /// `metadata.uid` as a UUID's bytes, unless `rare` holds it.
+    uid: [u8; 16],
+    /// Both, as written, when either is not spelled as the API server spells them.
+    rare: Option<Box<Rare>>,
+    entry: PhantomData<fn() -> E>,
+}
+
+/// A resourceVersion and uid kept as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rare {
     resource_version: Option<Box<str>>,
-    /// The field managers that wrote the status, latest first (bounded).
-    status_managers: Arc<[Box<str>]>,
     /// `metadata.uid`, for the known-object index the audit trail checks Events against.
     uid: Option<Uid>,
 }
 
-impl<E: Clone> Stored<E> {
+impl<E: Entry> Stored<E> {
     /// The write `decide` reads, for one judgement.
     pub(crate) fn write(&self, key: &Key) -> Write<E> {
+        let (addresses, omitted) = packed::unpack(&self.list);
         Write {
             namespace: key.0.to_string(),
             name: key.1.to_string(),
-            class: self.class.as_deref().map(str::to_owned),
-            addresses: self.addresses.to_vec(),
-            omitted: self.omitted as usize,
+            class: self.meta.class.as_deref().map(str::to_owned),
+            addresses,
+            omitted,
         }
     }
 
     /// The class the object names.
     pub(crate) fn class(&self) -> Option<&str> {
-        self.class.as_deref()
+        self.meta.class.as_deref()
     }
 
     /// The stored status list.
-    pub(crate) fn addresses(&self) -> &[E] {
-        &self.addresses
+    pub(crate) fn addresses(&self) -> Vec<E> {
+        packed::unpack(&self.list).0
     }
 
-    pub(crate) fn resource_version(&self) -> Option<&str> {
-        self.resource_version.as_deref()
+    pub(crate) fn resource_version(&self) -> Option<Cow<'_, str>> {
+        match &self.rare {
+            Some(rare) => rare.resource_version.as_deref().map(Cow::Borrowed),
+            None => Some(Cow::Owned(self.resource_version.to_string())),
+        }
     }
 
     pub(crate) fn status_managers(&self) -> impl Iterator<Item = &str> {
-        self.status_managers.iter().map(|m| &**m)
+        self.meta.status_managers.iter().map(|m| &**m)
     }
 
-    pub(crate) fn uid(&self) -> Option<&Uid> {
-        self.uid.as_ref()
+    /// `metadata.uid`, for the known-object index the audit trail checks Events against.
+    pub(crate) fn uid(&self) -> Option<Uid> {
+        match &self.rare {
+            Some(rare) => rare.uid.clone(),
+            None => Some(Uid::Uuid(self.uid)),
+        }
     }
 }
 
@@ -226,6 +277,29 @@ mod tests {
     }
 
     #[test]
+    fn a_map_slot_is_88_bytes_and_odd_spellings_read_back() {
+        // The slot is paid for every held object, at 8/7 to 16/7 of it (hashbrown's fill).
+        assert!(std::mem::size_of::<(Key, Stored<Address>)>() <= 88);
+        let mut i = Interner::<Address>::default();
+        for (rv, uid) in
+            [("42", "0f8fad5b-d9cb-469f-a165-70867728950e"), ("042", "u"), ("", "x"), ("18446744073709551616", "y")]
+        {
+            let leaned = Leaned {
+                write: Write::default(),
+                resource_version: Some(rv.into()),
+                uid: Some(uid.into()),
+                status_managers: vec![],
+            };
+            let (_, stored) = i.store(leaned);
+            assert_eq!(stored.resource_version().as_deref(), Some(rv));
+            assert!(stored.uid().is_some_and(|u| u.to_string() == uid));
+        }
+        let (_, stored) =
+            i.store(Leaned { write: Write::default(), resource_version: None, uid: None, status_managers: vec![] });
+        assert_eq!((stored.resource_version(), stored.uid()), (None, None));
+    }
+
+    #[test]
     fn equal_values_are_shared_and_unheld_ones_swept() {
         let mut i = Interner::<Address>::default();
         let leaned = |ns: &str, name: &str| Leaned {
@@ -242,7 +316,7 @@ mod tests {
         };
         let (a, sa) = i.store(leaned("ns", "a"));
         let (b, sb) = i.store(leaned("ns", "b"));
-        assert!(Arc::ptr_eq(&a.0, &b.0) && Arc::ptr_eq(&sa.addresses, &sb.addresses));
+        assert!(Arc::ptr_eq(&a.0, &b.0) && Arc::ptr_eq(&sa.list, &sb.list));
         assert_eq!(sa.write(&a), leaned("ns", "a").write);
         drop((a, sa, b, sb));
         for n in 0..200 {

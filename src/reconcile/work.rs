@@ -3,7 +3,7 @@
 //! patch of one object, with its conflict handling. Every replica's side (watch, judgement,
 //! damping, drift) is in `reconcile.rs`.
 
-use std::sync::Arc;
+use std::{borrow::Cow, sync::Arc};
 
 use tokio::{
     sync::watch,
@@ -141,7 +141,7 @@ impl<K: Governed> Reconciler<K> {
                 else {
                     return Ok(());
                 };
-                (decided, K::seen(stored.addresses()).into_owned(), stored.resource_version().map(str::to_owned))
+                (decided, K::seen(&stored.addresses()).into_owned(), stored.resource_version().map(Cow::into_owned))
             };
             // The resourceVersion makes the patch conditional: it applies only to the state
             // it was decided on.
