@@ -173,7 +173,10 @@ if [[ -z "$ready" ]]; then
   exit 1
 fi
 log "serve in the image answered /readyz: $ready"
-curl -fsS "http://127.0.0.1:$admin/metrics" | grep -q "^ingress_status_guard_build_info{version=\"$version\",revision=\"$revision\"} 1" \
+# Read whole before matching: `grep -q` stops at the first match, and curl, still writing a
+# page larger than the pipe's buffer, then fails the pipeline (exit 23).
+metrics=$(curl -fsS "http://127.0.0.1:$admin/metrics") || die "cannot read /metrics of the image's guard"
+grep -q "^ingress_status_guard_build_info{version=\"$version\",revision=\"$revision\"} 1" <<<"$metrics" \
   || die "/metrics lacks build_info for $version $revision"
 # The user the process runs as, seen from outside.
 pid=$(crun state "$name" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
