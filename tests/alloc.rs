@@ -7,63 +7,13 @@
 //! A global allocator counts every thread of the process, so this is a binary of its own, with
 //! one test, and proptest runs its cases on that one thread.
 
-use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    sync::atomic::{AtomicUsize, Ordering},
-};
+use std::sync::atomic::Ordering;
 
+use counting::{Counting, HELD, PEAK};
 use ingress_status_guard::{SourceCache, parse_file, read_review, render};
 use proptest::prelude::*;
 
-/// The system allocator, counting the bytes held now and the most held since the last reset.
-struct Counting;
-
-static HELD: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(bytes: usize) {
-    let held = HELD.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(held, Ordering::Relaxed);
-}
-
-// SAFETY: every call is passed to `System` unchanged; only counters are added.
-#[allow(unsafe_code)] // a counting allocator forwards to the system allocator.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, forwarded.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, forwarded.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.dealloc(ptr, layout) };
-        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract, forwarded.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            // Both blocks exist for a moment when realloc moves: count the new one first.
-            grew(new_size);
-            HELD.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-}
+mod counting;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;

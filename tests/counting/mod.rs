@@ -1,24 +1,32 @@
-//! A global allocator that counts the bytes held, for the memory tests of issue 34
-//! (`cache_memory`, `cache_api`): each installs it in its own binary.
+//! A global allocator that counts the bytes held and the most held at once, for the memory
+//! tests (`alloc`, `cache_memory`, `cache_api`): each installs it in its own binary.
 
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     sync::atomic::{AtomicUsize, Ordering},
 };
 
-/// The system allocator, counting the bytes held now.
+/// The system allocator, counting the bytes held now and the most held since the last reset.
 pub(crate) struct Counting;
 
 pub(crate) static HELD: AtomicUsize = AtomicUsize::new(0);
+/// The most bytes held at once; a test resets it by storing [`HELD`]'s value.
+#[allow(dead_code)] // read by `alloc` only
+pub(crate) static PEAK: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: every call is passed to `System` unchanged; only a counter is added.
+fn grew(bytes: usize) {
+    let held = HELD.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(held, Ordering::Relaxed);
+}
+
+// SAFETY: every call is passed to `System` unchanged; only counters are added.
 #[allow(unsafe_code)] // a counting allocator forwards to the system allocator.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract, forwarded.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            HELD.fetch_add(layout.size(), Ordering::Relaxed);
+            grew(layout.size());
         }
         p
     }
@@ -27,7 +35,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract, forwarded.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            HELD.fetch_add(layout.size(), Ordering::Relaxed);
+            grew(layout.size());
         }
         p
     }
@@ -42,7 +50,8 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract, forwarded.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            HELD.fetch_add(new_size, Ordering::Relaxed);
+            // Both blocks exist for a moment when realloc moves: count the new one first.
+            grew(new_size);
             HELD.fetch_sub(layout.size(), Ordering::Relaxed);
         }
         p
