@@ -7,9 +7,9 @@
 //! log).
 //!
 //! `cargo bench --bench reconcile -- --run [--ingresses N] [--others N] [--namespaces N]
-//! [--qps 20,200] [--compare BINARY,...] [--out FILE]`. `--others` adds Ingresses of a class no policy
+//! [--qps 20,200] [--compare BINARY,...] [--skip-own] [--out FILE]`. `--others` adds Ingresses of a class no policy
 //! governs beside them (issue 34); `--compare` runs older builds too, after the bench's own,
-//! against the same objects (each run also measures the first sync: from start to the
+//! against the same objects (`--skip-own` runs only those; each run also measures the first sync: from start to the
 //! `Ingress cache synced` line, and VmHWM then). Without `--run` (as under a plain `cargo bench`)
 //! it only says how to run it. It measures and prints; it asserts nothing about time.
 
@@ -32,6 +32,8 @@ struct Options {
     ingresses: usize,
     others: usize,
     compare: Vec<std::path::PathBuf>,
+    /// Only the `--compare` builds (a release binary built elsewhere, say), not the bench's own.
+    skip_own: bool,
     namespaces: usize,
     qps: Vec<u32>,
     out: Option<std::path::PathBuf>,
@@ -47,6 +49,7 @@ fn options() -> Option<Options> {
         ingresses: value("--ingresses").map_or(10_000, |n| n.parse().expect("--ingresses N")),
         others: value("--others").map_or(0, |n| n.parse().expect("--others N")),
         compare: value("--compare").map_or(Vec::new(), |b| b.split(',').map(Into::into).collect()),
+        skip_own: args.iter().any(|a| a == "--skip-own"),
         namespaces: value("--namespaces").map_or(50, |n| n.parse().expect("--namespaces N")),
         qps: value("--qps").map_or(vec![20, 200], |q| q.split(',').map(|n| n.parse().expect("--qps N,M")).collect()),
         out: value("--out").map(Into::into),
@@ -150,8 +153,9 @@ async fn run(o: Options) -> Value {
     let mut results = Vec::new();
     let mut ip = 1;
     let own = std::path::PathBuf::from(support::webhook::BINARY);
+    let own = (!o.skip_own).then_some(("this build", own));
     let builds: Vec<(&str, std::path::PathBuf)> =
-        std::iter::once(("this build", own)).chain(o.compare.iter().map(|b| ("compared", b.clone()))).collect();
+        own.into_iter().chain(o.compare.iter().map(|b| ("compared", b.clone()))).collect();
     for (qps, (build, binary)) in o.qps.iter().flat_map(|q| builds.iter().map(move |b| (*q, b))) {
         let qps_flag = format!("--reconcile-qps={qps}");
         let publish = format!("--publish-service={lb_ns}/edge");
