@@ -25,7 +25,7 @@
 //! never build or run it. `--no-external-dns` leaves it out (the watch count remains).
 //!
 //! `cargo bench --bench fight -- --run [--ingresses N] [--namespaces N] [--period-a S]
-//! [--period-b S] [--minutes M] [--no-external-dns] [--out FILE]`. Without `--run` it only says how to run it. It
+//! [--period-b S] [--minutes M] [--no-external-dns] [--binary PATH] [--out FILE]`. Without `--run` it only says how to run it. It
 //! measures and prints; it asserts nothing about time.
 
 #[allow(dead_code)]
@@ -68,6 +68,8 @@ struct Options {
     period_b: u64,
     minutes: u64,
     external_dns: bool,
+    /// The guard to measure: this bench's own build unless given (a release binary built elsewhere).
+    binary: Option<PathBuf>,
     out: Option<PathBuf>,
 }
 
@@ -85,6 +87,7 @@ fn options() -> Option<Options> {
         period_b: number("--period-b", 30),
         minutes: number("--minutes", 10),
         external_dns: !args.iter().any(|a| a == "--no-external-dns"),
+        binary: value("--binary").map(Into::into),
         out: value("--out").map(Into::into),
     })
 }
@@ -474,7 +477,10 @@ async fn run(o: Options) -> Value {
     let lease_ns = format!("--leader-election-namespace={}", namespaces[0]);
     let address = format!("--publish-status-address={CANONICAL}");
     let args = ["--reconcile=true", &address, "--ingress-class=bench-fight", &lease_ns];
-    let mut guard = Webhook::start(cluster, "bench-fight", cluster.admin_kubeconfig(), &args).await;
+    let own = PathBuf::from(support::webhook::BINARY);
+    let binary = o.binary.clone().unwrap_or(own);
+    let mut guard =
+        Webhook::start_binary(cluster, "bench-fight", &binary, cluster.admin_kubeconfig(), &args, &[]).await;
     register(&admin, &guard).await;
     phases.push(phase(cluster, &o, &names, Some(&guard), dnswatch, "guard, webhook registered").await);
     Api::<MutatingWebhookConfiguration>::all(admin.clone())
@@ -489,7 +495,8 @@ async fn run(o: Options) -> Value {
     json!({
         "ingresses": o.ingresses, "namespaces": o.namespaces,
         "period_a_s": o.period_a, "period_b_s": o.period_b, "minutes_per_phase": o.minutes,
-        "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+        "profile": if o.binary.is_some() { "given binary" } else if cfg!(debug_assertions) { "dev" } else { "release" },
+        "binary": binary.display().to_string(),
         "external_dns_watcher": dnswatch.map(|p| p.display().to_string()),
         "phases": phases,
     })
