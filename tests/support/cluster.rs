@@ -486,6 +486,9 @@ async fn start_processes(
         "--endpoint-reconciler-type=none".into(),
         format!("--audit-policy-file={}", file("audit-policy.yaml")),
         format!("--audit-log-path={}", audit_log.display()),
+        // Never rotated: the tests and benchmarks read one file, and the API server's default
+        // (100 MB) is reached by a benchmark's 200,000 status writes.
+        "--audit-log-maxsize=1000000".into(),
         format!("--admission-control-config-file={}", file("admission-config.yaml")),
         "--profiling=false".into(),
     ];
