@@ -262,7 +262,13 @@ pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
         };
         let keep = |event: &Result<watcher::Event<R>, watcher::Error>| match lock().saw(event) {
             lists::Next::Pass => true,
-            lists::Next::PassAndRestart => {
+            lists::Next::Shrunk { from, to } => {
+                tracing::info!(
+                    page = from,
+                    bytes = lists::LIST_PAGE_BYTES,
+                    next = to,
+                    "a list page was over its bytes: listing again in smaller pages"
+                );
                 restart.notify_one();
                 true
             }

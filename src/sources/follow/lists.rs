@@ -85,8 +85,8 @@ pub(crate) fn shrunk(page: u32) -> u32 {
 pub(crate) enum Next {
     /// Hand it on.
     Pass,
-    /// Hand it on, and start the watch over (at the new page size).
-    PassAndRestart,
+    /// Hand it on (a page over its bytes), and start the watch over in pages of `to` objects.
+    Shrunk { from: u32, to: u32 },
     /// Drop it, and start the watch over: a re-list begins, and pages are to be larger.
     Restart,
     /// Drop it, and start the watch over in pages for good, for this reason.
@@ -171,9 +171,10 @@ impl Lists {
                 Next::Pass
             }
             (false, Err(watcher::Error::InitialListFailed(e))) if crate::client::over_cap(e) && self.page > 1 => {
-                self.page = shrunk(self.page);
+                let from = self.page;
+                self.page = shrunk(from);
                 self.listed = false;
-                Next::PassAndRestart
+                Next::Shrunk { from, to: self.page }
             }
             (false, Ok(InitDone)) => {
                 self.listed = true;
@@ -302,7 +303,9 @@ mod tests {
         let other: Seen = Err(watcher::Error::InitialListFailed(kube::Error::Service("connection refused".into())));
         assert_eq!(lists.saw(&other), Next::Pass, "another failure is retried as it is");
         let mut sizes = Vec::new();
-        while lists.saw(&cut().await) == Next::PassAndRestart {
+        while let Next::Shrunk { from, to } = lists.saw(&cut().await) {
+            assert_eq!(from, sizes.last().copied().unwrap_or(LIST_PAGE));
+            assert_eq!(to, lists.page());
             lists.start();
             sizes.push(lists.page());
         }
@@ -321,9 +324,9 @@ mod tests {
     async fn pages_grow_back_a_step_at_the_re_list_after_one_that_ended() {
         let mut lists = Lists::paged();
         lists.start();
-        assert_eq!(lists.saw(&cut().await), Next::PassAndRestart);
+        assert_eq!(lists.saw(&cut().await), Next::Shrunk { from: 500, to: 125 });
         lists.start();
-        assert_eq!(lists.saw(&cut().await), Next::PassAndRestart);
+        assert_eq!(lists.saw(&cut().await), Next::Shrunk { from: 125, to: 31 });
         lists.start();
         assert_eq!(lists.page(), 31);
         assert_eq!(lists.saw(&init()), Next::Pass, "the list at 31 begins");
@@ -333,7 +336,7 @@ mod tests {
         lists.start();
         assert_eq!(lists.page(), 125);
         assert_eq!(lists.saw(&init()), Next::Pass, "the list at 125 is not restarted");
-        assert_eq!(lists.saw(&cut().await), Next::PassAndRestart, "still too big: a step down again");
+        assert_eq!(lists.saw(&cut().await), Next::Shrunk { from: 125, to: 31 }, "still too big: a step down again");
         lists.start();
         assert_eq!(lists.page(), 31, "no growth after a page cut off");
         lists.saw(&init());
