@@ -467,6 +467,12 @@ impl Metrics {
         self.reloads.get_or_create(&ResultLabel { result }).inc();
     }
 
+    /// Whether the reconciler's watch `watch` (of [`objects::WATCHES`]) streams its lists (else
+    /// it pages them).
+    pub(crate) fn set_list_streaming(&self, watch: &'static str, streaming: bool) {
+        self.objects.set_streaming(watch, streaming);
+    }
+
     /// The `watch_errors_total` family, for watches started before the reconciler's.
     pub(crate) fn watch_errors(&self) -> objects::WatchErrors {
         self.objects.watch_errors.clone()

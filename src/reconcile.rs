@@ -288,8 +288,10 @@ impl<K: Governed> Reconciler<K> {
                 failing = true;
             }
         };
-        let client = &self.common.client;
-        follow::follow_all(client, follow::retry_cap::<K>(), project, self.as_ref(), hook, &self.relist).await;
+        let (client, metrics) = (&self.common.client, &self.common.metrics);
+        let strategy = |s| metrics.set_list_streaming(K::KIND.info().plural, s == follow::Strategy::Streaming);
+        follow::follow_all(client, follow::retry_cap::<K>(), project, self.as_ref(), hook, &self.relist, strategy)
+            .await;
     }
 
     fn filter(&self) -> MutexGuard<'_, Filter> {

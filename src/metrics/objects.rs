@@ -1,6 +1,7 @@
 //! The metrics that count both governed kinds, Ingresses and Gateways, with a `kind` label:
 //! drift per policy and kind, the errors of every watch by `watch`, and status writes that
-//! forged a field the API server resets, by `field`. The older Ingress-only
+//! forged a field the API server resets, by `field`, and how each governed kind's watch lists
+//! (`watch_streaming_lists`). The older Ingress-only
 //! names (`drift_ingresses`, `ingress_watch_errors`) stay beside them, Ingress-only, so that
 //! a name never counts what it does not say.
 
@@ -53,12 +54,13 @@ impl WatchErrors {
     }
 }
 
-/// `drift_objects{policy,kind}` and `watch_errors_total{watch}`.
+/// `drift_objects{policy,kind}`, `watch_errors_total{watch}` and `watch_streaming_lists{watch}`.
 #[derive(Debug)]
 pub(super) struct Objects {
     drift: Family<KindPolicyLabels, Gauge>,
     forged: Family<ForgedLabels, Counter>,
     pub(super) watch_errors: WatchErrors,
+    streaming: Family<WatchLabel, Gauge>,
 }
 
 impl Objects {
@@ -83,7 +85,16 @@ impl Objects {
             "forged_spec_writes",
             "Status writes that also changed a field the API server resets from the stored object (field: spec.ingressClassName, spec.gatewayClassName), by the result of the review (judged under the stored value; dry_run for dry runs)",
         );
-        Objects { drift, watch_errors, forged }
+        let streaming: Family<WatchLabel, Gauge> = registered(
+            registry,
+            "watch_streaming_lists",
+            "Whether the reconciler's watch of a governed kind (watch: ingresses, gateways) gets its state by streaming lists (1: WatchList) or in list pages (0: the API server does not serve streaming lists); no series before the watch starts",
+        );
+        Objects { drift, watch_errors, forged, streaming }
+    }
+
+    pub(super) fn set_streaming(&self, watch: &'static str, streaming: bool) {
+        self.streaming.get_or_create(&WatchLabel { watch }).set(i64::from(streaming));
     }
 
     pub(super) fn forged(&self, field: &'static str, result: &'static str) {

@@ -25,6 +25,8 @@ pub struct IngressCache {
     held: Projection<Key, Stored<Address>>,
     metrics: Metrics,
     filter: Filter,
+    /// Whether [`IngressCache::listed`]'s watch last started streaming (else in pages).
+    streamed: bool,
 }
 
 impl std::fmt::Debug for IngressCache {
@@ -67,15 +69,23 @@ impl IngressCache {
         self.held.len()
     }
 
+    /// Whether [`IngressCache::listed`] got its list by streaming (WatchList), not in pages.
+    pub fn streamed(&self) -> bool {
+        self.streamed
+    }
+
     /// Lists every Ingress of the cluster `client` talks to through the reconciler's own
-    /// watch (its pages and their byte cap, its filter under `policies`, its projection)
-    /// until the first list ends; the cache it built. The client is dropped before it returns.
+    /// watch (a streaming list, else its pages and their byte cap; its filter under `policies`,
+    /// its projection) until the first list ends; the cache it built. The client is dropped
+    /// before it returns.
     pub async fn listed(client: kube::Client, policies: &Policies) -> IngressCache {
         let filter = Filter::of::<Ingresses>(policies, None, None);
         let (interner, metrics) = (Shared::default(), Metrics::default());
         let held = std::sync::RwLock::new(Projection::default());
         let (done, never) = (tokio::sync::Notify::new(), tokio::sync::Notify::new());
+        let streamed = std::sync::atomic::AtomicBool::new(false);
         {
+            let strategy = |s| streamed.store(s == follow::Strategy::Streaming, std::sync::atomic::Ordering::Relaxed);
             let admits = |namespace: &str, class: Option<&str>| filter.admits(namespace, class);
             let project = |obj| kind::project_kept::<Ingresses>(obj, &metrics, &interner, &admits);
             let hook = |change: Result<Change<Key, Stored<Address>>, watcher::Error>| {
@@ -84,12 +94,12 @@ impl IngressCache {
                 }
             };
             tokio::select! {
-                () = follow::follow_all(&client, None, project, &held, hook, &never) => {}
+                () = follow::follow_all(&client, None, project, &held, hook, &never, strategy) => {}
                 () = done.notified() => {}
             }
         }
         drop(client);
         let held = held.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        IngressCache { interner, held, metrics, filter }
+        IngressCache { interner, held, metrics, filter, streamed: streamed.into_inner() }
     }
 }

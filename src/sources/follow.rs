@@ -3,18 +3,20 @@
 //! semantics), and [`follow`], the thin async driver that pumps a kube `watcher` into it and
 //! tells its owner what changed. Every watch of the crate (publish Services, the inventory's
 //! collections, the reconciler's Ingresses) is one of these, so the list, re-list and delete
-//! rules live once, tested without a cluster.
+//! rules live once, tested without a cluster; the watch of every object of a governed kind
+//! ([`follow_all`]) streams its lists or pages them as [`lists`] decides.
 //!
 //! A re-list is applied as it arrives: objects it returns replace what is held at once, and
 //! what it did not return is dropped when it ends. So a re-list never holds two copies of a
 //! large collection, and readers see nothing before the first list has ended
 //! ([`Projection::synced`]).
 
+mod lists;
+
 use std::{
     collections::{HashMap, HashSet},
     fmt::Debug,
     hash::Hash,
-    sync::atomic::{AtomicU32, Ordering},
 };
 
 use futures::{Stream, StreamExt};
@@ -23,6 +25,9 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use serde::de::DeserializeOwned;
+
+use lists::Lists;
+pub(crate) use lists::Strategy;
 
 use crate::{kind::Governed, policy::Policies};
 
@@ -185,11 +190,29 @@ pub(crate) async fn follow<R, K, V, P: Into<Projected<K, V>>>(
     R: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     K: Eq + Hash + Clone,
 {
+    follow_kept(api, config, cap, |_| true, project, held, hook).await;
+}
+
+/// [`follow`] of the watcher's events `keep` keeps (it sees each first, errors after their
+/// backoff).
+async fn follow_kept<R, K, V, P: Into<Projected<K, V>>>(
+    api: Api<R>,
+    config: watcher::Config,
+    cap: Option<std::time::Duration>,
+    mut keep: impl FnMut(&Result<watcher::Event<R>, watcher::Error>) -> bool,
+    project: impl Fn(R) -> P,
+    held: &impl Hold<K, V>,
+    hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
+) where
+    R: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    K: Eq + Hash + Clone,
+{
     let config = if config.timeout.is_some() { config } else { config.timeout(WATCH_TIMEOUT_SECS) };
     let events = watcher(api, config);
+    let kept = move |event: &Result<watcher::Event<R>, watcher::Error>| std::future::ready(keep(event));
     match cap {
-        None => pump(events.default_backoff(), project, held, hook).await,
-        Some(cap) => pump(events.backoff(CappedBackoff::new(cap)), project, held, hook).await,
+        None => pump(events.default_backoff().filter(kept), project, held, hook).await,
+        Some(cap) => pump(events.backoff(CappedBackoff::new(cap)).filter(kept), project, held, hook).await,
     }
 }
 
@@ -209,71 +232,11 @@ pub(crate) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
 /// Gateway API's CRDs): how soon CRDs installed after start-up are noticed.
 pub(crate) const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The list pages of the watch of every object of a governed kind: [`LIST_PAGE`] objects a page
-/// while a page stays within [`LIST_PAGE_BYTES`]. A page is read whole before it is parsed, and
-/// tenants choose the size of their objects (up to what etcd stores, 1.5 MiB by default), so a
-/// page is cut off past the bytes ([`crate::client::capped_lists`]) and the watch starts over
-/// with pages a quarter the size, down to one object, which is bounded by the API server alone.
-/// A list at resourceVersion "0" (any) is served whole from the watch cache, ignoring the page
-/// size, so the list asks for the most recent state, which pages.
-#[derive(Debug)]
-pub(crate) struct Pages {
-    page: AtomicU32,
-}
-
-/// Objects a list page asks for, as client-go's informers do.
-pub(crate) const LIST_PAGE: u32 = 500;
-/// The bytes one list page may take (while a page holds more than one object): 500 Ingresses
-/// as ingress-nginx users write them (3 KiB each, managedFields included) take 1.5 MiB.
-pub(crate) const LIST_PAGE_BYTES: usize = 4 << 20;
-
-impl Default for Pages {
-    fn default() -> Self {
-        Pages { page: AtomicU32::new(LIST_PAGE) }
-    }
-}
-
-impl Pages {
-    /// Objects a page asks for now.
-    pub(crate) fn size(&self) -> u32 {
-        self.page.load(Ordering::Relaxed)
-    }
-
-    /// The watch's configuration at the page size of now.
-    pub(crate) fn config(&self) -> watcher::Config {
-        watcher::Config::default().page_size(self.size()).list_semantic(watcher::ListSemantic::MostRecent)
-    }
-
-    /// The client to list with: its pages capped at [`LIST_PAGE_BYTES`], but for pages of one.
-    pub(crate) fn client(&self, client: &kube::Client) -> kube::Client {
-        match self.size() {
-            1 => client.clone(),
-            _ => crate::client::capped_lists(client, LIST_PAGE_BYTES),
-        }
-    }
-
-    /// After `error`, whether the watch is to start over with smaller pages (it was a page
-    /// over the bytes; the page is now a quarter of what it was).
-    pub(crate) fn shrink(&self, error: &watcher::Error) -> bool {
-        let watcher::Error::InitialListFailed(e) = error else { return false };
-        let (old, new) = (self.size(), (self.size() / 4).max(1));
-        if !crate::client::over_cap(e) || old == new {
-            return false;
-        }
-        self.page.store(new, Ordering::Relaxed);
-        tracing::info!(
-            page = old,
-            bytes = LIST_PAGE_BYTES,
-            next = new,
-            "a list page was over its bytes: listing again in smaller pages"
-        );
-        true
-    }
-}
-
-/// [`follow`] of every object of a governed kind (`R`, its lean projection) in [`Pages`],
-/// started over when `relist` is notified (the owner keeps more than before) or the pages had
-/// to be smaller; returns only if the watch ends.
+/// [`follow`] of every object of a governed kind (`R`, its lean projection): by streaming
+/// lists where the API server serves them, else in list pages ([`Lists`]), started over when
+/// `relist` is notified (the owner keeps more than before), when the pages are to change size
+/// or when streaming lists are given up; `strategy` is told which one each start uses. Returns
+/// only if the watch ends.
 pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
     client: &kube::Client,
     cap: Option<std::time::Duration>,
@@ -281,26 +244,52 @@ pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
     held: &impl Hold<K, V>,
     mut hook: impl FnMut(Result<Change<K, V>, watcher::Error>),
     relist: &tokio::sync::Notify,
+    strategy: impl Fn(Strategy),
 ) where
     R: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + 'static,
     K: Eq + Hash + Clone,
 {
-    let pages = Pages::default();
+    // Only this task touches it; a lock keeps the future `Send`.
+    let lists = std::sync::Mutex::new(Lists::default());
+    let lock = || lists.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     loop {
-        let shrunk = tokio::sync::Notify::new();
-        let told = |change: Result<Change<K, V>, watcher::Error>| {
-            if let Err(e) = &change
-                && pages.shrink(e)
-            {
-                shrunk.notify_one();
-            }
-            hook(change);
+        let restart = tokio::sync::Notify::new();
+        let (config, api) = {
+            let mut lists = lock();
+            lists.start();
+            strategy(lists.strategy());
+            (lists.config(), Api::<R>::all(lists.client(client)))
         };
-        let api: Api<R> = Api::all(pages.client(client));
+        let keep = |event: &Result<watcher::Event<R>, watcher::Error>| match lock().saw(event) {
+            lists::Next::Pass => true,
+            lists::Next::Shrunk { from, to } => {
+                tracing::info!(
+                    page = from,
+                    bytes = lists::LIST_PAGE_BYTES,
+                    next = to,
+                    "a list page was over its bytes: listing again in smaller pages"
+                );
+                restart.notify_one();
+                true
+            }
+            lists::Next::Restart => {
+                restart.notify_one();
+                false
+            }
+            lists::Next::FallBack(why) => {
+                let kind = R::plural(&());
+                match why {
+                    lists::NoStreaming::Refused(_) => tracing::info!(%kind, "{why}: listing in pages"),
+                    lists::NoStreaming::NeverEnded => tracing::warn!(%kind, "{why}: listing in pages"),
+                }
+                restart.notify_one();
+                false
+            }
+        };
         tokio::select! {
-            () = follow(api, pages.config(), cap, &project, held, told) => return,
+            () = follow_kept(api, config, cap, keep, &project, held, &mut hook) => return,
             () = relist.notified() => {}
-            () = shrunk.notified() => {}
+            () = restart.notified() => {}
         }
     }
 }
@@ -497,28 +486,6 @@ mod tests {
         assert_eq!(secs, [0.8, 1.6, 3.2, 6.4, 10.0, 10.0, 10.0]);
         b.reset();
         assert_eq!(b.next(), Some(std::time::Duration::from_millis(800)));
-    }
-
-    /// The error of a list response cut off by the cap, as the watcher reports it.
-    async fn cut() -> watcher::Error {
-        use http_body_util::BodyExt as _;
-        let body = http_body_util::Limited::new(http_body_util::Full::new(&b"0123456789"[..]), 4);
-        let error = body.collect().await.expect_err("over the limit");
-        watcher::Error::InitialListFailed(kube::Error::Service(error))
-    }
-
-    #[tokio::test]
-    async fn a_page_over_its_bytes_makes_the_pages_smaller_down_to_one() {
-        let pages = Pages::default();
-        assert_eq!(pages.size(), LIST_PAGE);
-        let other = watcher::Error::InitialListFailed(kube::Error::Service("connection refused".into()));
-        assert!(!pages.shrink(&other), "another failure is retried as it is");
-        let mut sizes = Vec::new();
-        while pages.shrink(&cut().await) {
-            sizes.push(pages.size());
-        }
-        assert_eq!(sizes, [125, 31, 7, 1], "a quarter each time, down to one object");
-        assert!(!pages.shrink(&cut().await), "pages of one are not cut off");
     }
 
     #[tokio::test]

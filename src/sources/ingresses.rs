@@ -162,7 +162,7 @@ pub(crate) async fn watch<K: Governed>(client: Client, index: Arc<KnownIngresses
     };
     // Never notified: what the index keeps does not depend on the policies.
     let relist = tokio::sync::Notify::new();
-    follow::follow_all(&client, follow::retry_cap::<K>(), project, index, hook, &relist).await;
+    follow::follow_all(&client, follow::retry_cap::<K>(), project, index, hook, &relist, |_| {}).await;
 }
 
 #[cfg(test)]
