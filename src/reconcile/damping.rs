@@ -310,7 +310,6 @@ impl<K: Eq + Hash + Clone> Damping<K> {
     }
 
     /// Keys with a record.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.records.len()
     }

@@ -63,7 +63,6 @@ impl<K: Ord + Hash + Clone> Releases<K> {
     }
 
     /// Pending releases.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.pending.len()
     }
