@@ -5,13 +5,17 @@
 use std::{
     collections::{HashMap, HashSet},
     hash::Hash,
+    sync::Arc,
 };
+
+use super::books::shrink;
 
 /// Off-canonical keys by policy, counted per policy.
 #[derive(Debug)]
 pub(crate) struct Drift<K> {
-    by_key: HashMap<K, String>,
-    counts: HashMap<String, i64>,
+    /// Each key's policy, shared with `counts` (one name per policy, not per key).
+    by_key: HashMap<K, Arc<str>>,
+    counts: HashMap<Arc<str>, i64>,
 }
 
 impl<K> Default for Drift<K> {
@@ -24,20 +28,31 @@ impl<K: Eq + Hash + Clone> Drift<K> {
     /// Records that `key` is off canonical under `policy`, or fine (`None`); `gauge` is told
     /// the new count of each policy whose count moved.
     pub(crate) fn set(&mut self, key: &K, policy: Option<&str>, mut gauge: impl FnMut(&str, i64)) {
-        let policy = policy.map(str::to_owned);
-        let old = match &policy {
-            Some(p) => self.by_key.insert(key.clone(), p.clone()),
-            None => self.by_key.remove(key),
-        };
-        if old == policy {
-            return;
-        }
-        for (p, delta) in [(old, -1), (policy, 1)] {
-            if let Some(p) = p {
-                let count = self.counts.entry(p.clone()).or_insert(0);
-                *count += delta;
-                gauge(&p, *count);
+        let old = match (policy, self.by_key.get_mut(key)) {
+            (Some(p), Some(old)) if **old == *p => return,
+            (Some(p), Some(old)) => Some(std::mem::replace(old, self.counts.name(p))),
+            (Some(p), None) => {
+                self.by_key.insert(key.clone(), self.counts.name(p));
+                None
             }
+            (None, _) => {
+                let old = self.by_key.remove(key);
+                shrink(&mut self.by_key);
+                old
+            }
+        };
+        if let Some(p) = old {
+            self.tally(&p, -1, &mut gauge);
+        }
+        if let Some(p) = policy {
+            self.tally(p, 1, &mut gauge);
+        }
+    }
+
+    fn tally(&mut self, policy: &str, delta: i64, gauge: &mut impl FnMut(&str, i64)) {
+        if let Some(count) = self.counts.get_mut(policy) {
+            *count += delta;
+            gauge(policy, *count);
         }
     }
 
@@ -51,15 +66,15 @@ impl<K: Eq + Hash + Clone> Drift<K> {
     ) {
         let names: HashSet<&str> = in_force.iter().copied().collect();
         self.counts.retain(|p, _| {
-            let keep = names.contains(p.as_str());
+            let keep = names.contains(&**p);
             if !keep {
                 remove(p);
             }
             keep
         });
         for &p in in_force {
-            let count = *self.counts.entry(p.to_owned()).or_insert(0);
-            gauge(p, count);
+            let name = self.counts.name(p);
+            gauge(p, *self.counts.entry(name).or_insert(0));
         }
     }
 
@@ -71,6 +86,23 @@ impl<K: Eq + Hash + Clone> Drift<K> {
     /// How many keys are off canonical.
     pub(crate) fn len(&self) -> usize {
         self.by_key.len()
+    }
+}
+
+/// The policies' shared names.
+trait Names {
+    /// The shared name of `policy`, made (counting 0) if it has none yet.
+    fn name(&mut self, policy: &str) -> Arc<str>;
+}
+
+impl Names for HashMap<Arc<str>, i64> {
+    fn name(&mut self, policy: &str) -> Arc<str> {
+        if let Some((name, _)) = self.get_key_value(policy) {
+            return name.clone();
+        }
+        let name: Arc<str> = Arc::from(policy);
+        self.insert(name.clone(), 0);
+        name
     }
 }
 

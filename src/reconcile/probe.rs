@@ -168,9 +168,10 @@ impl Bookkeeping {
         self.books.damping.prune(self.start + at);
     }
 
-    /// Keys drifted, contested, queued, with a damping record, with a pending release.
-    pub fn counts(&self) -> [usize; 5] {
+    /// Keys drifted, contested, queued, with a queue entry, with a damping record, with a
+    /// pending release.
+    pub fn counts(&self) -> [usize; 6] {
         let b = &self.books;
-        [b.drift.len(), b.contested.len(), b.queue.len(), b.damping.len(), b.releases.len()]
+        [b.drift.len(), b.contested.len(), b.queue.len(), b.queue.tracked(), b.damping.len(), b.releases.len()]
     }
 }
