@@ -35,6 +35,7 @@ pub(crate) mod leader;
 mod probe;
 pub(crate) mod queue;
 mod release;
+mod shrink;
 mod work;
 
 use std::{

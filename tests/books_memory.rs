@@ -51,7 +51,7 @@ fn per_key(bytes: usize) -> usize {
 /// Patches every queued key at `at` (as the work loop does, one by one); how many settled.
 fn patch_all(books: &mut Bookkeeping, at: Duration) -> usize {
     let mut settled = 0;
-    while let Some(key) = books.next() {
+    while let Some(key) = books.pop() {
         settled += usize::from(books.patched(key, NEW, at));
     }
     settled

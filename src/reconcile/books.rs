@@ -5,11 +5,7 @@
 //! report a fight) goes out as [`Effects`]; the memory test drives it through
 //! [`super::probe::Bookkeeping`].
 
-use std::{
-    collections::{HashMap, VecDeque},
-    hash::Hash,
-    time::Instant,
-};
+use std::{hash::Hash, time::Instant};
 
 use super::{
     damping::{Damping, Fight, Step},
@@ -129,22 +125,3 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
         self.contested.set(key, None, |p, n| gauge(Gauge::Contested, p, n));
     }
 }
-
-/// Hands back most of `map`'s room once it holds a quarter of what it could (a hash map never
-/// shrinks by itself, so the peak of a heal of every object would stay): to twice what it
-/// holds, so shrinking again takes as many removals, and costs O(1) per removal.
-pub(super) fn shrink<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
-    if map.capacity() > SHRINK_FROM && map.len() < map.capacity() / 4 {
-        map.shrink_to(map.len() * 2);
-    }
-}
-
-/// [`shrink`] for a queue.
-pub(super) fn shrink_deque<T>(deque: &mut VecDeque<T>) {
-    if deque.capacity() > SHRINK_FROM && deque.len() < deque.capacity() / 4 {
-        deque.shrink_to(deque.len() * 2);
-    }
-}
-
-/// Room below which a map is left as it is.
-const SHRINK_FROM: usize = 64;

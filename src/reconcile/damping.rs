@@ -39,7 +39,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::books::shrink;
+use super::shrink::shrink;
 use crate::address::Address;
 
 /// A patch undone sooner than this after it was made is a fight; so are [`REWRITES`] foreign

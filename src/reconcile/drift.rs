@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use super::books::shrink;
+use super::shrink::shrink;
 
 /// Off-canonical keys by policy, counted per policy.
 #[derive(Debug)]

@@ -141,7 +141,7 @@ impl Bookkeeping {
     }
 
     /// The next key to patch, now in flight.
-    pub fn next(&mut self) -> Option<(Arc<str>, Box<str>)> {
+    pub fn pop(&mut self) -> Option<(Arc<str>, Box<str>)> {
         self.books.queue.pop()
     }
 

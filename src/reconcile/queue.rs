@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::books::{shrink, shrink_deque};
+use super::shrink::{shrink, shrink_deque};
 
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(500);
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(300);

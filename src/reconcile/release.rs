@@ -12,7 +12,7 @@ use std::{
 
 use tokio::sync::Notify;
 
-use super::books::shrink;
+use super::shrink::shrink;
 
 /// At most one pending release per key, the earliest: a key is held until its first release,
 /// which judges it afresh (and may hold it again), so a later instant armed meanwhile is
