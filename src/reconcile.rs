@@ -401,19 +401,21 @@ impl<K: Governed> Reconciler<K> {
     }
 
     fn apply_judgement(&self, state: &mut State<K>, key: &Key, judgement: Judgement, foreign: bool) {
-        let policy = match &judgement {
-            Judgement::Drift { policy, .. } => Some(policy.clone()),
-            Judgement::Fine => None,
-        };
         let now = tokio::time::Instant::now().into_std();
         let leading = *self.common.leader.borrow();
         let State { ingresses, books } = state;
-        // Always there: every caller judged it from the cache just now.
-        let addresses = ingresses.get(key).map(Stored::addresses).unwrap_or_default();
+        // Damping compares the stored addresses only when it may patch; every caller judged
+        // the object from the cache just now, so it is there.
+        let addresses = match judgement {
+            Judgement::Drift { patch: true, .. } => ingresses.get(key).map(Stored::addresses).unwrap_or_default(),
+            _ => Vec::new(),
+        };
         let seen = K::seen(&addresses);
-        let effects = books.judged(key, judgement, &seen, foreign, leading, now, &mut |g, p, n| self.gauge(g, p, n));
-        if let (Some((fight, full)), Some(stored), Some(policy)) = (effects.fight, ingresses.get(key), policy) {
-            self.report_fight(key, stored, &policy, &fight, full);
+        let effects = books.judged(key, &judgement, &seen, foreign, leading, now, &mut |g, p, n| self.gauge(g, p, n));
+        if let (Some((fight, full)), Some(stored), Judgement::Drift { policy, .. }) =
+            (effects.fight, ingresses.get(key), &judgement)
+        {
+            self.report_fight(key, stored, policy, &fight, full);
         }
         if effects.armed {
             self.armed.notify_one();

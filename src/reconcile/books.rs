@@ -76,7 +76,7 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
     pub(super) fn judged(
         &mut self,
         key: &K,
-        judgement: Judgement,
+        judgement: &Judgement,
         seen: &[Address],
         foreign: bool,
         leading: bool,
@@ -84,7 +84,7 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
         gauge: &mut dyn FnMut(Gauge, &str, i64),
     ) -> Effects {
         let mut effects = Effects::default();
-        let Judgement::Drift { policy, patch } = judgement else {
+        let &Judgement::Drift { ref policy, patch } = judgement else {
             self.queue.clear_failures(key);
             self.damping.fine(key);
             self.drift.set(key, None, |p, n| gauge(Gauge::Drift, p, n));
@@ -95,24 +95,24 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
             if foreign {
                 self.damping.foreign_write(key, now);
             }
-            let policy_contested = self.contested.count(&policy) > 0;
-            match self.damping.step(key, seen, &policy, policy_contested, now) {
+            let policy_contested = self.contested.count(policy) > 0;
+            match self.damping.step(key, seen, policy, policy_contested, now) {
                 Step::Patch => self.contested.set(key, None, |p, n| gauge(Gauge::Contested, p, n)),
                 Step::Wait { until, contested, fight } => {
                     if let Some(fight) = fight.filter(|_| leading) {
-                        effects.fight = Some((fight, self.fights.observe(&policy, now)));
+                        effects.fight = Some((fight, self.fights.observe(policy, now)));
                     }
                     if self.queue.hold(key) {
                         effects.armed = self.releases.arm(key.clone(), until);
                     }
                     let contested = contested.then_some(policy.as_str());
                     self.contested.set(key, contested, |p, n| gauge(Gauge::Contested, p, n));
-                    self.drift.set(key, Some(&policy), |p, n| gauge(Gauge::Drift, p, n));
+                    self.drift.set(key, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
                     return effects;
                 }
             }
         }
-        self.drift.set(key, Some(&policy), |p, n| gauge(Gauge::Drift, p, n));
+        self.drift.set(key, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
         effects.wake = patch && self.queue.enqueue(key.clone());
         effects
     }

@@ -137,7 +137,7 @@ impl Bookkeeping {
     ) -> bool {
         let judgement = Judgement::Drift { policy: policy.to_owned(), patch: true };
         let now = self.start + at;
-        self.books.judged(key, judgement, &[Address::ip(stored)], foreign, true, now, &mut |_, _, _| {}).wake
+        self.books.judged(key, &judgement, &[Address::ip(stored)], foreign, true, now, &mut |_, _, _| {}).wake
     }
 
     /// The next key to patch, now in flight.
@@ -150,7 +150,7 @@ impl Bookkeeping {
     pub fn patched(&mut self, key: (Arc<str>, Box<str>), wrote: IpAddr, at: Duration) -> bool {
         let now = self.start + at;
         self.books.damping.patched(&key, &[Address::ip(wrote)], now);
-        self.books.judged(&key, Judgement::Fine, &[Address::ip(wrote)], false, true, now, &mut |_, _, _| {});
+        self.books.judged(&key, &Judgement::Fine, &[Address::ip(wrote)], false, true, now, &mut |_, _, _| {});
         self.books.queue.done(key, true, now) == After::Settled
     }
 
