@@ -401,9 +401,21 @@ impl<K: Governed> Reconciler<K> {
     }
 
     fn apply_judgement(&self, state: &mut State<K>, key: &Key, judgement: Judgement, foreign: bool) {
+        let State { ingresses, books } = state;
+        self.book(ingresses, books, key, &judgement, foreign);
+    }
+
+    /// Books `judgement` of `key` ([`Books::judged`]) and does what it says.
+    fn book(
+        &self,
+        ingresses: &Projection<Key, Stored<K::Entry>>,
+        books: &mut Books<Key>,
+        key: &Key,
+        judgement: &Judgement,
+        foreign: bool,
+    ) {
         let now = tokio::time::Instant::now().into_std();
         let leading = *self.common.leader.borrow();
-        let State { ingresses, books } = state;
         // Damping compares the stored addresses only when it may patch; every caller judged
         // the object from the cache just now, so it is there.
         let addresses = match judgement {
@@ -411,9 +423,9 @@ impl<K: Governed> Reconciler<K> {
             _ => Vec::new(),
         };
         let seen = K::seen(&addresses);
-        let effects = books.judged(key, &judgement, &seen, foreign, leading, now, &mut |g, p, n| self.gauge(g, p, n));
+        let effects = books.judged(key, judgement, &seen, foreign, leading, now, &mut |g, p, n| self.gauge(g, p, n));
         if let (Some((fight, full)), Some(stored), Judgement::Drift { policy, .. }) =
-            (effects.fight, ingresses.get(key), &judgement)
+            (effects.fight, ingresses.get(key), judgement)
         {
             self.report_fight(key, stored, policy, &fight, full);
         }
@@ -505,10 +517,12 @@ impl<K: Governed> Reconciler<K> {
         if !state.ingresses.synced() {
             return;
         }
-        let judgements: Vec<(Key, Judgement)> =
-            state.ingresses.iter().map(|(key, stored)| (key.clone(), self.judge(key, stored, &policies))).collect();
-        for (key, judgement) in judgements {
-            self.apply_judgement(&mut state, &key, judgement, false);
+        // Booked as judged, not collected first: a list of every object's key and judgement
+        // would be one more peak of a heal of all of them.
+        let State { ingresses, books } = &mut *state;
+        for (key, stored) in ingresses.iter() {
+            let judgement = self.judge(key, stored, &policies);
+            self.book(ingresses, books, key, &judgement, false);
         }
         let now = tokio::time::Instant::now().into_std();
         state.books.damping.prune(now);
