@@ -272,10 +272,13 @@ impl<K> Default for Damping<K> {
 }
 
 impl<K: Eq + Hash + Clone> Damping<K> {
-    /// `now` in the records' milliseconds, the base set (or moved forward) as needed.
+    /// `now` in the records' milliseconds, the base set (or moved forward) as needed. Rounded
+    /// up, so a hold or settle delay counted from a recorded instant is never shorter than its
+    /// constant (a fight's hold logs as its whole seconds).
     fn ms(&mut self, now: Instant) -> Ms {
         let base = *self.base.get_or_insert(now);
-        let ms = now.saturating_duration_since(base).as_millis();
+        let since = now.saturating_duration_since(base);
+        let ms = since.as_millis() + u128::from(since.subsec_nanos() % 1_000_000 != 0);
         if ms <= u128::from(REBASE_AFTER) {
             return ms as Ms;
         }

@@ -444,3 +444,21 @@ fn instants_far_apart_keep_their_order_across_a_rebase() {
     let step = d.step(&"a", &theirs, "p", false, later + secs(1));
     assert_eq!(wait_until(&step), later + secs(1) + HOLD_BASE, "undone a second after the patch 40 days on");
 }
+
+#[test]
+fn a_hold_is_never_shorter_than_its_constant_between_milliseconds() {
+    let t0 = Instant::now();
+    let ours = list("198.51.100.1");
+    let theirs = list("203.0.113.9");
+    let mut d = Damping::default();
+    d.patched(&"b", &ours, t0);
+    let at = t0 + Duration::from_micros(1_500);
+    d.patched(&"a", &ours, at);
+    let Step::Wait { until, fight, .. } = d.step(&"a", &theirs, "p", false, at + Duration::from_micros(300)) else {
+        panic!("undone at once: held")
+    };
+    let fight = fight.expect("a fight");
+    assert!(fight.hold >= HOLD_BASE, "{:?}", fight.hold);
+    assert!(until >= at + Duration::from_micros(300) + HOLD_BASE);
+    assert!(until < at + HOLD_BASE + Duration::from_millis(2), "within a millisecond of it");
+}
