@@ -278,7 +278,7 @@ impl<K: Eq + Hash + Clone> Damping<K> {
     fn ms(&mut self, now: Instant) -> Ms {
         let base = *self.base.get_or_insert(now);
         let since = now.saturating_duration_since(base);
-        let ms = since.as_millis() + u128::from(since.subsec_nanos() % 1_000_000 != 0);
+        let ms = since.as_millis() + u128::from(!since.subsec_nanos().is_multiple_of(1_000_000));
         if ms <= u128::from(REBASE_AFTER) {
             return ms as Ms;
         }
