@@ -37,9 +37,10 @@ mod tls;
 // the crate, so the compiler reports what nothing uses.
 pub use cli::main;
 pub use policy::{Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
-/// The reconciler's cache of Ingresses, for the memory test of its bytes per object.
+/// The reconciler's cache of Ingresses and its per-object bookkeeping, for the memory tests
+/// of their bytes per object.
 #[doc(hidden)]
-pub use reconcile::IngressCache;
+pub use reconcile::{Bookkeeping, IngressCache};
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
     start_requiring as watch_certificates_requiring,

@@ -22,6 +22,7 @@
 //! of a Service, Node or policy re-judges every stored Ingress in one pass under one policy
 //! snapshot; and patches are limited in rate (`--reconcile-qps`), not only in concurrency.
 
+mod books;
 mod bounds;
 mod cache;
 mod damping;
@@ -34,6 +35,7 @@ pub(crate) mod leader;
 mod probe;
 pub(crate) mod queue;
 mod release;
+mod shrink;
 mod work;
 
 use std::{
@@ -58,17 +60,15 @@ use crate::{
         owned::{Failures, Owned},
     },
 };
+use books::{Books, Gauge};
 use bounds::Bounds;
 use cache::{Interner, Key, Stored};
-use damping::{Damping, Fight, Step};
-use drift::Drift;
-use fights::FightLog;
+use damping::Fight;
 use filter::Filter;
 use judge::Judgement;
-use queue::Queue;
 use release::Releases;
 
-pub use probe::IngressCache;
+pub use probe::{Bookkeeping, IngressCache};
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";
@@ -103,26 +103,14 @@ impl Settings {
 
 struct State<K: Governed> {
     ingresses: Projection<Key, Stored<K::Entry>>,
-    drift: Drift<Key>,
-    /// The Ingresses held back because other writers keep rewriting them, by policy: the
-    /// `reconcile_contested_ingresses` gauge (same bookkeeping as the drift).
-    contested: Drift<Key>,
-    /// The Ingresses to patch.
-    queue: Queue<Key>,
-    /// Our recent patches and others' writes per Ingress, which tell a heal from a fight.
-    damping: Damping<Key>,
-    /// When the Ingresses held back or backing off are let queue again.
-    releases: Releases<Key>,
-    /// How many fight WARN lines each policy has had lately.
-    fights: FightLog,
+    /// Drift, contests, queue, damping and releases of the objects in `ingresses`.
+    books: Books<Key>,
 }
 
 // By hand: a derive would ask `Write<K::Entry>: Default`, which no projection needs.
 impl<K: Governed> Default for State<K> {
     fn default() -> Self {
-        let (ingresses, drift, contested) = (Projection::default(), Drift::default(), Drift::default());
-        let (queue, damping, releases) = (Queue::default(), Damping::default(), Releases::default());
-        State { ingresses, drift, contested, queue, damping, releases, fights: FightLog::default() }
+        State { ingresses: Projection::default(), books: Books::default() }
     }
 }
 
@@ -382,10 +370,7 @@ impl<K: Governed> Reconciler<K> {
 
     /// Forgets an Ingress that is gone (deleted, or not returned by a re-list).
     fn forget(&self, state: &mut State<K>, key: &Key) {
-        state.queue.forget(key);
-        state.damping.forget(key);
-        self.set_drift(state, key, None);
-        self.set_contested(state, key, None);
+        state.books.forget(key, &mut |g, p, n| self.gauge(g, p, n));
     }
 
     /// Judges one stored Ingress again, if it is still there; `foreign` when the watch has just
@@ -418,43 +403,46 @@ impl<K: Governed> Reconciler<K> {
     }
 
     fn apply_judgement(&self, state: &mut State<K>, key: &Key, judgement: Judgement, foreign: bool) {
-        match judgement {
-            Judgement::Fine => {
-                state.queue.clear_failures(key);
-                state.damping.fine(key);
-                self.set_drift(state, key, None);
-                self.set_contested(state, key, None);
-            }
-            Judgement::Drift { policy, patch } => {
-                if patch && let Some(stored) = state.ingresses.get(key) {
-                    let now = tokio::time::Instant::now().into_std();
-                    if foreign {
-                        state.damping.foreign_write(key, now);
-                    }
-                    let policy_contested = state.contested.count(&policy) > 0;
-                    match state.damping.step(key, &K::seen(&stored.addresses()), &policy, policy_contested, now) {
-                        Step::Patch => self.set_contested(state, key, None),
-                        Step::Wait { until, contested, fight } => {
-                            if let Some(fight) = fight
-                                && *self.common.leader.borrow()
-                            {
-                                let full = state.fights.observe(&policy, now);
-                                self.report_fight(key, stored, &policy, &fight, full);
-                            }
-                            if state.queue.hold(key) {
-                                self.release_at(&mut state.releases, key.clone(), until);
-                            }
-                            self.set_contested(state, key, contested.then(|| policy.clone()));
-                            self.set_drift(state, key, Some(policy));
-                            return;
-                        }
-                    }
-                }
-                self.set_drift(state, key, Some(policy));
-                if patch && state.queue.enqueue(key.clone()) {
-                    self.work.notify_one();
-                }
-            }
+        let State { ingresses, books } = state;
+        self.book(ingresses, books, key, &judgement, foreign);
+    }
+
+    /// Books `judgement` of `key` ([`Books::judged`]) and does what it says.
+    fn book(
+        &self,
+        ingresses: &Projection<Key, Stored<K::Entry>>,
+        books: &mut Books<Key>,
+        key: &Key,
+        judgement: &Judgement,
+        foreign: bool,
+    ) {
+        let now = tokio::time::Instant::now().into_std();
+        let leading = *self.common.leader.borrow();
+        // Damping compares the stored addresses only when it may patch; every caller judged
+        // the object from the cache just now, so it is there.
+        let addresses = match judgement {
+            Judgement::Drift { patch: true, .. } => ingresses.get(key).map(Stored::addresses).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let seen = K::seen(&addresses);
+        let effects = books.judged(key, judgement, &seen, foreign, leading, now, &mut |g, p, n| self.gauge(g, p, n));
+        if let (Some((fight, full)), Some(stored), Judgement::Drift { policy, .. }) =
+            (effects.fight, ingresses.get(key), judgement)
+        {
+            self.report_fight(key, stored, policy, &fight, full);
+        }
+        if effects.armed {
+            self.armed.notify_one();
+        }
+        if effects.wake {
+            self.work.notify_one();
+        }
+    }
+
+    fn gauge(&self, gauge: Gauge, policy: &str, count: i64) {
+        match gauge {
+            Gauge::Drift => self.common.metrics.set_drift(K::KIND, policy, count),
+            Gauge::Contested => self.common.metrics.set_contested(policy, count),
         }
     }
 
@@ -488,7 +476,7 @@ impl<K: Governed> Reconciler<K> {
 
     /// One WARN line per policy whose fights of the window ended were not all logged in full.
     fn summarise_fights(state: &mut State<K>, now: Instant) {
-        for quiet in state.fights.due(now) {
+        for quiet in state.books.fights.due(now) {
             tracing::warn!(
                 kind = K::KIND.name(),
                 policy = %quiet.policy,
@@ -509,24 +497,17 @@ impl<K: Governed> Reconciler<K> {
 
     /// Releases each held key at its instant ([`release::run`]): one task for all of them.
     async fn releases(self: Arc<Self>) {
-        let next = || self.lock().releases.next();
+        let next = || self.lock().books.releases.next();
         let fire = |now| {
             let policies = self.common.policies.load();
             let mut state = self.lock();
-            for key in state.releases.due(now) {
-                state.queue.release(&key);
+            for key in state.books.releases.due(now) {
+                state.books.queue.release(&key);
                 self.rejudge(&mut state, &key, &policies, false);
             }
             Self::summarise_fights(&mut state, now);
         };
         release::run(&self.armed, next, fire).await;
-    }
-
-    fn set_drift(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.drift.set(key, policy, |p, count| self.common.metrics.set_drift(K::KIND, p, count));
-    }
-    fn set_contested(&self, state: &mut State<K>, key: &Key, policy: Option<String>) {
-        state.contested.set(key, policy, |p, count| self.common.metrics.set_contested(p, count));
     }
 
     /// Judges every stored Ingress again: after the first list, and whenever sources,
@@ -538,28 +519,30 @@ impl<K: Governed> Reconciler<K> {
         if !state.ingresses.synced() {
             return;
         }
-        let judgements: Vec<(Key, Judgement)> =
-            state.ingresses.iter().map(|(key, stored)| (key.clone(), self.judge(key, stored, &policies))).collect();
-        for (key, judgement) in judgements {
-            self.apply_judgement(&mut state, &key, judgement, false);
+        // Booked as judged, not collected first: a list of every object's key and judgement
+        // would be one more peak of a heal of all of them.
+        let State { ingresses, books } = &mut *state;
+        for (key, stored) in ingresses.iter() {
+            let judgement = self.judge(key, stored, &policies);
+            self.book(ingresses, books, key, &judgement, false);
         }
         let now = tokio::time::Instant::now().into_std();
-        state.damping.prune(now);
+        state.books.damping.prune(now);
         Self::summarise_fights(&mut state, now);
         // The policies that govern this kind: their gauges are published.
         let in_force: Vec<_> = policies.of(K::KIND).map(|p| p.name.as_str()).collect();
-        state.drift.publish(
+        state.books.drift.publish(
             &in_force,
             |p, count| self.common.metrics.set_drift(K::KIND, p, count),
             |p| self.common.metrics.remove_drift(K::KIND, p),
         );
-        state.contested.publish(
+        state.books.contested.publish(
             &in_force,
             |p, count| self.common.metrics.set_contested(p, count),
             |p| self.common.metrics.remove_contested(p),
         );
-        let drifted = state.drift.len();
-        let queued = state.queue.len();
+        let drifted = state.books.drift.len();
+        let queued = state.books.queue.len();
         drop(state);
         tracing::debug!(kind = K::KIND.name(), drifted, queued, "reconciler pass");
     }

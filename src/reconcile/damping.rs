@@ -33,11 +33,13 @@
 //!   those first writes from lone rogue ones, and each heal costs a watcher at least one change.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     hash::Hash,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
+use super::shrink::shrink;
 use crate::address::Address;
 
 /// A patch undone sooner than this after it was made is a fight; so are [`REWRITES`] foreign
@@ -103,35 +105,99 @@ pub(crate) enum Step {
     Wait { until: Instant, contested: bool, fight: Option<Fight> },
 }
 
+/// Records kept at most, whatever the number of objects: past it the records written longest
+/// ago are forgotten, an eighth at a time (so eviction costs O(1) per record made). A record
+/// forgotten early only costs what a record pruned after an hour does: its next undo or rate
+/// fight is not recognised, the object is healed once more and recorded afresh. With the
+/// records this compact (about 200 bytes with their key, `tests/books_memory.rs`) the cap
+/// bounds them to a few MiB however many objects are healed or contested at once.
+pub(crate) const MAX_RECORDS: usize = 32_768;
+
+/// Milliseconds since the damping's base instant: a record's instants in 4 bytes, not 16.
+type Ms = u32;
+const MEMORY_MS: Ms = MEMORY.as_millis() as Ms;
+/// Past this many milliseconds since the base (about 25 days) the base moves forward.
+const REBASE_AFTER: u64 = (u32::MAX / 2) as u64;
+
+/// The last `N` instants of some kind, oldest first, in a fixed array.
+#[derive(Debug, Clone, Copy)]
+struct Stamps<const N: usize> {
+    at: [Ms; N],
+    len: u8,
+}
+
+impl<const N: usize> Default for Stamps<N> {
+    fn default() -> Self {
+        Stamps { at: [0; N], len: 0 }
+    }
+}
+
+impl<const N: usize> Stamps<N> {
+    fn as_slice(&self) -> &[Ms] {
+        &self.at[..usize::from(self.len)]
+    }
+    fn back(&self) -> Option<Ms> {
+        self.as_slice().last().copied()
+    }
+    fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+    /// Appends `at`, forgetting the oldest when full.
+    fn push(&mut self, at: Ms) {
+        if self.len() == N {
+            self.at.copy_within(1.., 0);
+            self.len -= 1;
+        }
+        self.at[self.len()] = at;
+        self.len += 1;
+    }
+    /// Forgets the oldest while `old` says so.
+    fn drop_front_while(&mut self, old: impl Fn(Ms) -> bool) {
+        let gone = self.as_slice().iter().take_while(|&&at| old(at)).count();
+        let len = self.len();
+        self.at.copy_within(gone..len, 0);
+        self.len -= gone as u8;
+    }
+    fn rebase(&mut self, shift: Ms) {
+        self.at.iter_mut().for_each(|at| *at = at.saturating_sub(shift));
+    }
+}
+
 #[derive(Debug, Default)]
 struct Record {
     /// Our recent patches, oldest first: at most [`MAX_PATCHES_PER_HOUR`] within the hour.
-    patches: VecDeque<Instant>,
-    wrote: Vec<Address>,
+    patches: Stamps<MAX_PATCHES_PER_HOUR>,
+    /// Foreign writes seen off canonical, oldest first: at most [`FOREIGN_KEPT`].
+    foreign: Stamps<FOREIGN_KEPT>,
+    /// What our last patch wrote, shared with every record that wrote the same.
+    wrote: Option<Arc<[Address]>>,
+    /// Foreign writes counted by a [`Cause::Rewritten`] fight already (they make one fight).
+    rewrites_judged: Option<Ms>,
+    last_fight: Option<Ms>,
+    fights: u32,
     /// The last patch has been judged a fight already.
     judged: bool,
-    /// Foreign writes seen off canonical, oldest first: at most [`FOREIGN_KEPT`].
-    foreign: VecDeque<Instant>,
-    /// Foreign writes counted by a [`Cause::Rewritten`] fight already (they make one fight).
-    rewrites_judged: Option<Instant>,
     contested: bool,
-    fights: u32,
-    last_fight: Option<Instant>,
 }
 
 impl Record {
-    fn recent(now: Instant, at: Instant) -> bool {
-        now.saturating_duration_since(at) <= MEMORY
+    fn recent(now: Ms, at: Ms) -> bool {
+        now.saturating_sub(at) <= MEMORY_MS
+    }
+
+    /// The latest instant recorded: what eviction and pruning go by.
+    fn last(&self) -> Option<Ms> {
+        [self.patches.back(), self.foreign.back(), self.last_fight].into_iter().flatten().max()
     }
 
     /// The quiet time that ends a contest: twice the longest gap between the foreign writes
     /// remembered (a periodic writer is so outwaited), within [`QUIET_MIN`] and [`HOLD_MAX`].
     fn quiet(&self) -> Duration {
-        let gap = self
-            .foreign
+        let foreign = self.foreign.as_slice();
+        let gap = foreign
             .iter()
-            .zip(self.foreign.iter().skip(1))
-            .map(|(a, b)| b.saturating_duration_since(*a))
+            .zip(foreign.iter().skip(1))
+            .map(|(a, b)| Duration::from_millis(u64::from(b.saturating_sub(*a))))
             .filter(|gap| *gap < HOLD_MAX)
             .max()
             .unwrap_or_default();
@@ -143,15 +209,15 @@ impl Record {
     }
 
     /// Which fight, if any, the state at `now` with `stored` makes.
-    fn fight(&self, stored: &[Address], now: Instant) -> Option<Cause> {
-        if let Some(&last) = self.patches.back()
+    fn fight(&self, stored: &[Address], now: Ms) -> Option<Cause> {
+        if let Some(last) = self.patches.back()
             && !self.judged
         {
-            let undone = !crate::address::same_set(stored, &self.wrote);
-            if undone && now.saturating_duration_since(last) < FIGHT_WINDOW {
+            let undone = !crate::address::same_set(stored, self.wrote.as_deref().unwrap_or_default());
+            if undone && u128::from(now.saturating_sub(last)) < FIGHT_WINDOW.as_millis() {
                 return Some(Cause::Undone);
             }
-            let hour = self.patches.iter().filter(|&&at| Self::recent(now, at)).count();
+            let hour = self.patches.as_slice().iter().filter(|&&at| Self::recent(now, at)).count();
             if hour >= MAX_PATCHES_PER_HOUR {
                 return Some(Cause::Rate);
             }
@@ -161,16 +227,27 @@ impl Record {
     }
 
     /// Foreign writes within [`FIGHT_WINDOW`] of `now`, after `since` if given.
-    fn rewrites(&self, now: Instant, since: Option<Instant>) -> usize {
+    fn rewrites(&self, now: Ms, since: Option<Ms>) -> usize {
         self.foreign
+            .as_slice()
             .iter()
-            .filter(|&&at| now.saturating_duration_since(at) < FIGHT_WINDOW && since.is_none_or(|s| at > s))
+            .filter(|&&at| {
+                u128::from(now.saturating_sub(at)) < FIGHT_WINDOW.as_millis() && since.is_none_or(|s| at > s)
+            })
             .count()
+    }
+
+    fn rebase(&mut self, shift: Ms) {
+        self.patches.rebase(shift);
+        self.foreign.rebase(shift);
+        for at in [&mut self.rewrites_judged, &mut self.last_fight].into_iter().flatten() {
+            *at = at.saturating_sub(shift);
+        }
     }
 }
 
 /// Per-Ingress patch and write history, for the keys the reconciler has patched or seen
-/// written by others within the hour.
+/// written by others within the hour (at most [`MAX_RECORDS`]).
 #[derive(Debug)]
 pub(crate) struct Damping<K> {
     records: HashMap<K, Record>,
@@ -178,36 +255,110 @@ pub(crate) struct Damping<K> {
     /// foreign write to its other Ingresses waits for. One entry per policy, removed when its
     /// contest ends.
     policies: HashMap<String, Duration>,
+    /// The instant the records' milliseconds count from (the first one booked).
+    base: Option<Instant>,
+    /// The lists written lately, shared by the records that wrote them (a heal writes one
+    /// canonical list per policy to every object): at most [`WROTE_KEPT`].
+    wrote: Vec<Arc<[Address]>>,
 }
+
+/// Distinct written lists [`Damping`] shares at most.
+const WROTE_KEPT: usize = 16;
 
 impl<K> Default for Damping<K> {
     fn default() -> Self {
-        Damping { records: HashMap::new(), policies: HashMap::new() }
+        Damping { records: HashMap::new(), policies: HashMap::new(), base: None, wrote: Vec::new() }
     }
 }
 
 impl<K: Eq + Hash + Clone> Damping<K> {
+    /// `now` in the records' milliseconds, the base set (or moved forward) as needed. Rounded
+    /// up, so a hold or settle delay counted from a recorded instant is never shorter than its
+    /// constant (a fight's hold logs as its whole seconds).
+    fn ms(&mut self, now: Instant) -> Ms {
+        let base = *self.base.get_or_insert(now);
+        let since = now.saturating_duration_since(base);
+        let ms = since.as_millis() + u128::from(!since.subsec_nanos().is_multiple_of(1_000_000));
+        if ms <= u128::from(REBASE_AFTER) {
+            return ms as Ms;
+        }
+        // Everything older than twice the memory is forgotten anyway: count from then.
+        match Ms::try_from(ms - 2 * u128::from(MEMORY_MS)) {
+            Ok(shift) => {
+                self.records.values_mut().for_each(|r| r.rebase(shift));
+                self.base = Some(base + Duration::from_millis(u64::from(shift)));
+            }
+            Err(_) => {
+                // Idle for weeks: every record is older than the memory.
+                self.records.clear();
+                self.base = Some(now);
+            }
+        }
+        self.ms(now)
+    }
+
+    /// The instant `at` stands for.
+    fn instant(&self, at: Ms) -> Instant {
+        self.base.map_or_else(Instant::now, |base| base + Duration::from_millis(u64::from(at)))
+    }
+
+    /// The record of `key`, made if there is none (evicting the oldest past [`MAX_RECORDS`]).
+    fn record(&mut self, key: &K) -> &mut Record {
+        if !self.records.contains_key(key) && self.records.len() >= MAX_RECORDS {
+            self.evict();
+        }
+        self.records.entry(key.clone()).or_default()
+    }
+
+    /// Forgets the eighth of the records written longest ago.
+    fn evict(&mut self) {
+        let mut last: Vec<Option<Ms>> = self.records.values().map(Record::last).collect();
+        let cut = last.len() / 8;
+        let (_, &mut threshold, _) = last.select_nth_unstable(cut);
+        // Exactly `cut + 1` go, however many were written in the same millisecond.
+        let mut ties = cut + 1 - last.iter().filter(|&&at| at < threshold).count();
+        self.records.retain(|_, r| match r.last().cmp(&threshold) {
+            std::cmp::Ordering::Less => false,
+            std::cmp::Ordering::Equal if ties > 0 => {
+                ties -= 1;
+                false
+            }
+            _ => true,
+        });
+        shrink(&mut self.records);
+    }
+
+    /// The shared copy of `list`.
+    fn shared(&mut self, list: &[Address]) -> Arc<[Address]> {
+        if let Some(shared) = self.wrote.iter().find(|w| ***w == *list) {
+            return shared.clone();
+        }
+        if self.wrote.len() >= WROTE_KEPT {
+            self.wrote.retain(|w| Arc::strong_count(w) > 1);
+            if self.wrote.len() >= WROTE_KEPT {
+                self.wrote.remove(0);
+            }
+        }
+        let shared: Arc<[Address]> = Arc::from(list);
+        self.wrote.push(shared.clone());
+        shared
+    }
+
     /// Our patch of `key` to `wrote` succeeded at `now`.
     pub(crate) fn patched(&mut self, key: &K, wrote: &[Address], now: Instant) {
-        let record = self.records.entry(key.clone()).or_default();
-        while record.patches.front().is_some_and(|&at| !Record::recent(now, at)) {
-            record.patches.pop_front();
-        }
-        if record.patches.len() >= MAX_PATCHES_PER_HOUR {
-            record.patches.pop_front();
-        }
-        record.patches.push_back(now);
-        wrote.clone_into(&mut record.wrote);
+        let now = self.ms(now);
+        let wrote = self.shared(wrote);
+        let record = self.record(key);
+        record.patches.drop_front_while(|at| !Record::recent(now, at));
+        record.patches.push(now);
+        record.wrote = Some(wrote);
         record.judged = false;
     }
 
     /// The watch saw another writer change the status of `key` to a value off canonical at `now`.
     pub(crate) fn foreign_write(&mut self, key: &K, now: Instant) {
-        let record = self.records.entry(key.clone()).or_default();
-        if record.foreign.len() >= FOREIGN_KEPT {
-            record.foreign.pop_front();
-        }
-        record.foreign.push_back(now);
+        let now = self.ms(now);
+        self.record(key).foreign.push(now);
     }
 
     /// `key` of `policy` is seen off canonical at `now`, storing `stored`; `policy_contested`
@@ -224,22 +375,23 @@ impl<K: Eq + Hash + Clone> Damping<K> {
         if !policy_contested {
             self.policies.remove(policy);
         }
-        let Some(record) = self.records.get_mut(key) else {
+        if !self.records.contains_key(key) {
             // Never patched, never seen rewritten: stale since before we looked (start-up), or
             // the canonical value moved. Heal at once.
             return Step::Patch;
-        };
+        }
+        let (at, ms) = (now, self.ms(now));
+        let Some(record) = self.records.get_mut(key) else { return Step::Patch };
+        let now = ms;
         if record.last_fight.is_some_and(|at| !Record::recent(now, at)) {
             record.fights = 0;
             record.contested = false;
         }
-        while record.foreign.front().is_some_and(|&at| !Record::recent(now, at)) {
-            record.foreign.pop_front();
-        }
+        record.foreign.drop_front_while(|at| !Record::recent(now, at));
         let fight = record.fight(stored, now).inspect(|&cause| {
             record.judged = true;
             if cause == Cause::Rewritten {
-                record.rewrites_judged = record.foreign.back().copied();
+                record.rewrites_judged = record.foreign.back();
             }
             record.fights = record.fights.saturating_add(1);
             record.last_fight = Some(now);
@@ -249,35 +401,37 @@ impl<K: Eq + Hash + Clone> Damping<K> {
                 record.contested = true;
             }
         });
-        let mut until = now;
-        if (fight.is_some() || record.contested)
-            && let Some(at) = record.last_fight
+        let (last_fight, hold, last_foreign) = (record.last_fight, record.hold(), record.foreign.back());
+        let (contested, quiet) = (record.contested, record.quiet());
+        let mut until = at;
+        if (fight.is_some() || contested)
+            && let Some(last) = last_fight
         {
-            until = until.max(at + record.hold());
+            until = until.max(self.instant(last) + hold);
         }
-        if let Some(&at) = record.foreign.back() {
-            let settle = if record.contested || policy_contested {
+        if let Some(last) = last_foreign {
+            let settle = if contested || policy_contested {
                 // The webhook is evidently not stopping this policy's writes: judge the write by
                 // the contest rule at once, with the longest quiet time the policy's contested
                 // Ingresses have shown (their writers are likely this one's too).
-                let quiet = record.quiet();
                 let learned = self.policies.get(policy).copied().unwrap_or_default();
-                if record.contested && quiet > learned {
+                if contested && quiet > learned {
                     self.policies.insert(policy.to_owned(), quiet);
                 }
                 quiet.max(learned)
             } else {
                 SETTLE
             };
-            until = until.max(at + settle);
+            until = until.max(self.instant(last) + settle);
         }
+        let Some(record) = self.records.get_mut(key) else { return Step::Patch };
         let fight = fight.map(|cause| Fight {
-            wrote: record.wrote.clone(),
+            wrote: record.wrote.as_deref().unwrap_or_default().to_vec(),
             count: record.fights,
-            hold: until.saturating_duration_since(now),
+            hold: until.saturating_duration_since(at),
             cause,
         });
-        if until <= now {
+        if until <= at {
             // Waited out: the other writers have been quiet long enough. Try once more; a new
             // undo makes it contested again, with a longer hold.
             record.contested = false;
@@ -295,22 +449,24 @@ impl<K: Eq + Hash + Clone> Damping<K> {
 
     /// Forgets `key` (deleted, or dropped by a re-list).
     pub(crate) fn forget(&mut self, key: &K) {
-        self.records.remove(key);
+        if self.records.remove(key).is_some() {
+            shrink(&mut self.records);
+        }
     }
 
     /// Forgets every key without a patch, a foreign write or a fight within the hour, so the
     /// map holds only the Ingresses written lately.
     pub(crate) fn prune(&mut self, now: Instant) {
-        self.records.retain(|_, r| {
-            let recent = |at: Instant| Record::recent(now, at);
-            r.patches.back().is_some_and(|&at| recent(at))
-                || r.foreign.back().is_some_and(|&at| recent(at))
-                || r.last_fight.is_some_and(recent)
-        });
+        if self.records.is_empty() {
+            return;
+        }
+        let now = self.ms(now);
+        self.records.retain(|_, r| r.last().is_some_and(|at| Record::recent(now, at)));
+        shrink(&mut self.records);
+        self.wrote.retain(|w| Arc::strong_count(w) > 1);
     }
 
     /// Keys with a record.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.records.len()
     }

@@ -5,13 +5,17 @@
 use std::{
     collections::{HashMap, HashSet},
     hash::Hash,
+    sync::Arc,
 };
+
+use super::shrink::shrink;
 
 /// Off-canonical keys by policy, counted per policy.
 #[derive(Debug)]
 pub(crate) struct Drift<K> {
-    by_key: HashMap<K, String>,
-    counts: HashMap<String, i64>,
+    /// Each key's policy, shared with `counts` (one name per policy, not per key).
+    by_key: HashMap<K, Arc<str>>,
+    counts: HashMap<Arc<str>, i64>,
 }
 
 impl<K> Default for Drift<K> {
@@ -23,20 +27,32 @@ impl<K> Default for Drift<K> {
 impl<K: Eq + Hash + Clone> Drift<K> {
     /// Records that `key` is off canonical under `policy`, or fine (`None`); `gauge` is told
     /// the new count of each policy whose count moved.
-    pub(crate) fn set(&mut self, key: &K, policy: Option<String>, mut gauge: impl FnMut(&str, i64)) {
-        let old = match &policy {
-            Some(p) => self.by_key.insert(key.clone(), p.clone()),
-            None => self.by_key.remove(key),
-        };
-        if old == policy {
-            return;
-        }
-        for (p, delta) in [(old, -1), (policy, 1)] {
-            if let Some(p) = p {
-                let count = self.counts.entry(p.clone()).or_insert(0);
-                *count += delta;
-                gauge(&p, *count);
+    pub(crate) fn set(&mut self, key: &K, policy: Option<&str>, mut gauge: impl FnMut(&str, i64)) {
+        let old = match (policy, self.by_key.get_mut(key)) {
+            (Some(p), Some(old)) if **old == *p => return,
+            (Some(p), Some(old)) => Some(std::mem::replace(old, self.counts.name(p))),
+            (Some(p), None) => {
+                self.by_key.insert(key.clone(), self.counts.name(p));
+                None
             }
+            (None, _) => {
+                let old = self.by_key.remove(key);
+                shrink(&mut self.by_key);
+                old
+            }
+        };
+        if let Some(p) = old {
+            self.tally(&p, -1, &mut gauge);
+        }
+        if let Some(p) = policy {
+            self.tally(p, 1, &mut gauge);
+        }
+    }
+
+    fn tally(&mut self, policy: &str, delta: i64, gauge: &mut impl FnMut(&str, i64)) {
+        if let Some(count) = self.counts.get_mut(policy) {
+            *count += delta;
+            gauge(policy, *count);
         }
     }
 
@@ -50,15 +66,15 @@ impl<K: Eq + Hash + Clone> Drift<K> {
     ) {
         let names: HashSet<&str> = in_force.iter().copied().collect();
         self.counts.retain(|p, _| {
-            let keep = names.contains(p.as_str());
+            let keep = names.contains(&**p);
             if !keep {
                 remove(p);
             }
             keep
         });
         for &p in in_force {
-            let count = *self.counts.entry(p.to_owned()).or_insert(0);
-            gauge(p, count);
+            let name = self.counts.name(p);
+            gauge(p, *self.counts.entry(name).or_insert(0));
         }
     }
 
@@ -73,6 +89,23 @@ impl<K: Eq + Hash + Clone> Drift<K> {
     }
 }
 
+/// The policies' shared names.
+trait Names {
+    /// The shared name of `policy`, made (counting 0) if it has none yet.
+    fn name(&mut self, policy: &str) -> Arc<str>;
+}
+
+impl Names for HashMap<Arc<str>, i64> {
+    fn name(&mut self, policy: &str) -> Arc<str> {
+        if let Some((name, _)) = self.get_key_value(policy) {
+            return name.clone();
+        }
+        let name: Arc<str> = Arc::from(policy);
+        self.insert(name.clone(), 0);
+        name
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,7 +115,7 @@ mod tests {
         let mut drift = Drift::default();
         let mut told = Vec::new();
         let mut set = |d: &mut Drift<&str>, key, policy: Option<&str>| {
-            d.set(&key, policy.map(String::from), |p, n| told.push((p.to_owned(), n)));
+            d.set(&key, policy, |p, n| told.push((p.to_owned(), n)));
         };
         set(&mut drift, "a", Some("p"));
         set(&mut drift, "b", Some("p"));
@@ -98,8 +131,8 @@ mod tests {
     #[test]
     fn every_policy_in_force_has_a_series() {
         let mut drift = Drift::default();
-        drift.set(&"a", Some("old".into()), |_, _| {});
-        drift.set(&"b", Some("p".into()), |_, _| {});
+        drift.set(&"a", Some("old"), |_, _| {});
+        drift.set(&"b", Some("p"), |_, _| {});
         let (mut shown, mut removed) = (Vec::new(), Vec::new());
         drift.publish(&["p", "new"], |p, n| shown.push((p.to_owned(), n)), |p| removed.push(p.to_owned()));
         assert_eq!(shown, [("p".to_owned(), 1), ("new".to_owned(), 0)]);

@@ -1,13 +1,24 @@
-//! The reconciler's cache of Ingresses outside a reconciler, for the memory test of issue 34
-//! (`tests/cache_memory.rs`): objects read from JSON by the watch's own reader, projected by
-//! the watch's own projection and filter into the same map, as one list delivers them.
+//! The reconciler's cache of Ingresses and its per-object bookkeeping outside a reconciler,
+//! for the memory tests of issue 34: [`IngressCache`] (`tests/cache_memory.rs`) reads objects
+//! from JSON by the watch's own reader, projected by the watch's own projection and filter
+//! into the same map, as one list delivers them; [`Bookkeeping`] (`tests/books_memory.rs`)
+//! books judgements, patches and releases as the reconciler's glue does, in the same order.
+
+use std::{
+    net::IpAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use kube::runtime::watcher::{self, Event};
 
 use super::{
+    books::Books,
     cache::{Key, Shared, Stored},
     filter::Filter,
+    judge::Judgement,
     kind,
+    queue::After,
 };
 use crate::{
     address::Address,
@@ -101,5 +112,76 @@ impl IngressCache {
         drop(client);
         let held = held.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         IngressCache { interner, held, metrics, filter, streamed: streamed.into_inner() }
+    }
+}
+
+/// One kind's bookkeeping ([`super::books`]) of the keys judged, patched and released, as the
+/// reconciler's glue drives it; time is a [`Duration`] since the probe was made.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Bookkeeping {
+    books: Books<Key>,
+    start: Instant,
+}
+
+impl Default for Bookkeeping {
+    fn default() -> Self {
+        Bookkeeping { books: Books::default(), start: Instant::now() }
+    }
+}
+
+impl Bookkeeping {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `key`, storing `stored`, judged off canonical under `policy` at `at` (`foreign`: the
+    /// watch has just seen another writer write it); `true` if it was queued, `false` if held.
+    pub fn drifted(
+        &mut self,
+        key: &(Arc<str>, Box<str>),
+        policy: &str,
+        stored: IpAddr,
+        foreign: bool,
+        at: Duration,
+    ) -> bool {
+        let judgement = Judgement::Drift { policy: policy.to_owned(), patch: true };
+        let now = self.start + at;
+        self.books.judged(key, &judgement, &[Address::ip(stored)], foreign, true, now, &mut |_, _, _| {}).wake
+    }
+
+    /// The next key to patch, now in flight.
+    pub fn pop(&mut self) -> Option<(Arc<str>, Box<str>)> {
+        self.books.queue.pop()
+    }
+
+    /// The patch of `key` (in flight) to `wrote` succeeded at `at`, and the response was
+    /// judged canonical, as the work loop books it; `true` if the key is settled.
+    pub fn patched(&mut self, key: (Arc<str>, Box<str>), wrote: IpAddr, at: Duration) -> bool {
+        let now = self.start + at;
+        self.books.damping.patched(&key, &[Address::ip(wrote)], now);
+        self.books.judged(&key, &Judgement::Fine, &[Address::ip(wrote)], false, true, now, &mut |_, _, _| {});
+        self.books.queue.done(key, true, now) == After::Settled
+    }
+
+    /// The keys whose release is due at `at`, let queue again (the caller judges them).
+    pub fn due(&mut self, at: Duration) -> Vec<(Arc<str>, Box<str>)> {
+        let due = self.books.releases.due(self.start + at);
+        for key in &due {
+            self.books.queue.release(key);
+        }
+        due
+    }
+
+    /// Forgets the records without a write within the hour before `at`, as each full pass does.
+    pub fn prune(&mut self, at: Duration) {
+        self.books.damping.prune(self.start + at);
+    }
+
+    /// Keys drifted, contested, queued, with a queue entry, with a damping record, with a
+    /// pending release.
+    pub fn counts(&self) -> [usize; 6] {
+        let b = &self.books;
+        [b.drift.len(), b.contested.len(), b.queue.len(), b.queue.tracked(), b.damping.len(), b.releases.len()]
     }
 }

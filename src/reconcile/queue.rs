@@ -4,10 +4,12 @@
 //! without sleeping.
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{HashMap, VecDeque},
     hash::Hash,
     time::{Duration, Instant},
 };
+
+use super::shrink::{shrink, shrink_deque};
 
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(500);
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(300);
@@ -23,77 +25,115 @@ pub(crate) enum After {
     RetryAt(Instant),
 }
 
-/// One entry per key however often it is queued; one attempt in flight per key.
+/// Where a key is, besides its failure count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// Nowhere: only its failures are kept.
+    Idle,
+    /// Waiting in `order`.
+    Queued,
+    /// Being attempted now; `dirty` if queued again (or held) meanwhile: judged once more when
+    /// its attempt ends, so one key never has two attempts in flight.
+    InFlight { dirty: bool },
+    /// Its delayed retry (or a hold's release) is pending.
+    BackingOff,
+}
+
+/// One key's state: 8 bytes beside its key.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    at: At,
+    /// Consecutive failures.
+    failures: u32,
+}
+
+/// One entry per key however often it is queued; one attempt in flight per key. A key
+/// settled, with no failures, has no entry (and the maps shrink as they empty, [`shrink`]).
 #[derive(Debug)]
 pub(crate) struct Queue<K> {
     order: VecDeque<K>,
-    queued: HashSet<K>,
-    /// Being attempted now; a key queued again meanwhile is marked dirty and judged once more
-    /// when its attempt ends, so one key never has two attempts in flight.
-    in_flight: HashSet<K>,
-    dirty: HashSet<K>,
-    /// Consecutive failures, and the keys whose delayed retry is pending.
-    failures: HashMap<K, u32>,
-    backing_off: HashSet<K>,
+    slots: HashMap<K, Slot>,
 }
 
 impl<K> Default for Queue<K> {
     fn default() -> Self {
-        Queue {
-            order: VecDeque::new(),
-            queued: HashSet::new(),
-            in_flight: HashSet::new(),
-            dirty: HashSet::new(),
-            failures: HashMap::new(),
-            backing_off: HashSet::new(),
-        }
+        Queue { order: VecDeque::new(), slots: HashMap::new() }
     }
 }
 
 impl<K: Eq + Hash + Clone> Queue<K> {
+    fn at(&self, key: &K) -> At {
+        self.slots.get(key).map_or(At::Idle, |slot| slot.at)
+    }
+
+    /// Sets where `key` is (and, if given, its failures); a key idle without failures leaves.
+    fn put(&mut self, key: &K, at: At, failures: Option<u32>) {
+        let failures = failures.unwrap_or_else(|| self.slots.get(key).map_or(0, |slot| slot.failures));
+        if at == At::Idle && failures == 0 {
+            if self.slots.remove(key).is_some() {
+                shrink(&mut self.slots);
+            }
+        } else if let Some(slot) = self.slots.get_mut(key) {
+            *slot = Slot { at, failures };
+        } else {
+            self.slots.insert(key.clone(), Slot { at, failures });
+        }
+    }
+
+    /// Takes `key` out of `order` if it waits there.
+    fn unqueue(&mut self, key: &K) {
+        if self.at(key) == At::Queued {
+            self.order.retain(|k| k != key);
+            shrink_deque(&mut self.order);
+            self.put(key, At::Idle, None);
+        }
+    }
+
     /// Queues `key` for an attempt; `true` if it is newly waiting (a worker is to be woken).
     /// A key already waiting or backing off is left as it is; one in flight is marked dirty.
     pub(crate) fn enqueue(&mut self, key: K) -> bool {
-        if self.in_flight.contains(&key) {
-            self.dirty.insert(key);
-            return false;
+        match self.at(&key) {
+            At::InFlight { .. } => {
+                self.put(&key, At::InFlight { dirty: true }, None);
+                false
+            }
+            At::BackingOff | At::Queued => false,
+            At::Idle => {
+                self.put(&key, At::Queued, None);
+                self.order.push_back(key);
+                true
+            }
         }
-        if self.backing_off.contains(&key) || !self.queued.insert(key.clone()) {
-            return false;
-        }
-        self.order.push_back(key);
-        true
     }
 
     /// The next key to attempt, now in flight.
     pub(crate) fn pop(&mut self) -> Option<K> {
         let key = self.order.pop_front()?;
-        self.queued.remove(&key);
-        self.in_flight.insert(key.clone());
+        shrink_deque(&mut self.order);
+        self.put(&key, At::InFlight { dirty: false }, None);
         Some(key)
     }
 
     /// Ends the attempt on `key` without its having been made (leadership lost meanwhile: the
     /// next leader judges every key anyway).
     pub(crate) fn abandon(&mut self, key: &K) {
-        self.in_flight.remove(key);
-        self.dirty.remove(key);
+        if matches!(self.at(key), At::InFlight { .. }) {
+            self.put(key, At::Idle, None);
+        }
     }
 
     /// Ends the attempt on `key`, made at `now`. A success clears the failure count; a failure
     /// backs the key off exponentially, from [`BACKOFF_BASE`] up to [`BACKOFF_MAX`], and the
     /// retry judges it afresh, which covers a dirty mark too.
     pub(crate) fn done(&mut self, key: K, succeeded: bool, now: Instant) -> After {
-        self.in_flight.remove(&key);
-        let recheck = self.dirty.remove(&key);
+        let recheck = self.at(&key) == At::InFlight { dirty: true };
         if succeeded {
-            self.failures.remove(&key);
+            self.put(&key, At::Idle, Some(0));
             return if recheck { After::Recheck } else { After::Settled };
         }
-        let failures = self.failures.entry(key.clone()).or_insert(0);
-        *failures = failures.saturating_add(1);
-        let delay = BACKOFF_BASE.saturating_mul(1u32 << (*failures - 1).min(16)).min(BACKOFF_MAX);
-        self.backing_off.insert(key);
+        let failures = self.slots.get(&key).map_or(0, |slot| slot.failures).saturating_add(1);
+        let delay = BACKOFF_BASE.saturating_mul(1u32 << (failures - 1).min(16)).min(BACKOFF_MAX);
+        self.put(&key, At::BackingOff, Some(failures));
         After::RetryAt(now + delay)
     }
 
@@ -102,42 +142,53 @@ impl<K: Eq + Hash + Clone> Queue<K> {
     /// flight is marked dirty instead, so its attempt's end judges it again; one backing off
     /// already stays as it is.
     pub(crate) fn hold(&mut self, key: &K) -> bool {
-        if self.in_flight.contains(key) {
-            self.dirty.insert(key.clone());
-            return false;
+        match self.at(key) {
+            At::InFlight { .. } => {
+                self.put(key, At::InFlight { dirty: true }, None);
+                false
+            }
+            At::BackingOff => false,
+            At::Queued | At::Idle => {
+                self.unqueue(key);
+                self.put(key, At::BackingOff, None);
+                true
+            }
         }
-        if self.backing_off.contains(key) {
-            return false;
-        }
-        if self.queued.remove(key) {
-            self.order.retain(|k| k != key);
-        }
-        self.backing_off.insert(key.clone());
-        true
     }
 
-    /// Forgets everything about `key`: deleted, or dropped by a re-list.
+    /// Forgets everything about `key`: deleted, or dropped by a re-list. An attempt in flight
+    /// still ends ([`Queue::done`]), and a pending release still comes ([`Queue::release`]).
     pub(crate) fn forget(&mut self, key: &K) {
-        if self.queued.remove(key) {
-            self.order.retain(|k| k != key);
-        }
-        self.failures.remove(key);
-        self.dirty.remove(key);
+        self.unqueue(key);
+        let at = match self.at(key) {
+            At::InFlight { .. } => At::InFlight { dirty: false },
+            at => at,
+        };
+        self.put(key, at, Some(0));
     }
 
     /// The backoff of `key` is over: it may be queued again.
     pub(crate) fn release(&mut self, key: &K) {
-        self.backing_off.remove(key);
+        if self.at(key) == At::BackingOff {
+            self.put(key, At::Idle, None);
+        }
     }
 
     /// Forgets the failures of `key`: it is fine now, or gone.
     pub(crate) fn clear_failures(&mut self, key: &K) {
-        self.failures.remove(key);
+        if self.slots.contains_key(key) {
+            self.put(key, self.at(key), Some(0));
+        }
     }
 
     /// Keys waiting for an attempt.
     pub(crate) fn len(&self) -> usize {
         self.order.len()
+    }
+
+    /// Keys with an entry (waiting, in flight, backing off, or with failures).
+    pub(crate) fn tracked(&self) -> usize {
+        self.slots.len()
     }
 }
 

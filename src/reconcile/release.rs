@@ -12,6 +12,8 @@ use std::{
 
 use tokio::sync::Notify;
 
+use super::shrink::shrink;
+
 /// At most one pending release per key, the earliest: a key is held until its first release,
 /// which judges it afresh (and may hold it again), so a later instant armed meanwhile is
 /// covered by that judgement.
@@ -59,11 +61,11 @@ impl<K: Ord + Hash + Clone> Releases<K> {
             self.pending.remove(&key);
             due.push(key);
         }
+        shrink(&mut self.pending);
         due
     }
 
     /// Pending releases.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.pending.len()
     }

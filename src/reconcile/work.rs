@@ -43,7 +43,7 @@ impl<K: Governed> Reconciler<K> {
     async fn next_key(&self) -> Key {
         loop {
             {
-                if let Some(key) = self.lock().queue.pop() {
+                if let Some(key) = self.lock().books.queue.pop() {
                     return key;
                 }
             }
@@ -84,7 +84,7 @@ impl<K: Governed> Reconciler<K> {
             let Ok(slot) = slots.clone().acquire_owned().await else { return };
             if !*leader.borrow() {
                 // Lost the lead while waiting: the next leader's full pass covers this one.
-                self.lock().queue.abandon(&key);
+                self.lock().books.queue.abandon(&key);
                 continue;
             }
             let this = self.clone();
@@ -105,7 +105,7 @@ impl<K: Governed> Reconciler<K> {
                 drop(slot);
                 match result {
                     Some(result) => this.finish(key, result),
-                    None => this.lock().queue.abandon(&key),
+                    None => this.lock().books.queue.abandon(&key),
                 }
             });
         }
@@ -115,10 +115,10 @@ impl<K: Governed> Reconciler<K> {
         let now = tokio::time::Instant::now();
         let policies = self.common.policies.load();
         let mut state = self.lock();
-        match state.queue.done(key.clone(), result.is_ok(), now.into_std()) {
+        match state.books.queue.done(key.clone(), result.is_ok(), now.into_std()) {
             After::Settled => {}
             After::Recheck => self.rejudge(&mut state, &key, &policies, false),
-            After::RetryAt(at) => self.release_at(&mut state.releases, key, at),
+            After::RetryAt(at) => self.release_at(&mut state.books.releases, key, at),
         }
     }
 
@@ -159,7 +159,7 @@ impl<K: Governed> Reconciler<K> {
                 Ok(obj) => {
                     self.common.metrics.patch(&policy, "patched");
                     let now = tokio::time::Instant::now().into_std();
-                    self.lock().damping.patched(key, &canonical, now);
+                    self.lock().books.damping.patched(key, &canonical, now);
                     K::healed(&object, &Addresses(&from), &Addresses(&canonical), &policy);
                     if let Some((key, stored)) = kind::project::<K>(obj, &self.common.metrics, &self.interner) {
                         self.upsert_unless_newer(key, resource_version.as_deref(), stored);

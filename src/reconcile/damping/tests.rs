@@ -414,3 +414,51 @@ fn in_a_contested_policy_a_write_waits_the_quiet_time_its_contested_ingresses_sh
     assert_eq!(wait_until(&d.step(&"b", &theirs, "p", false, t1 + secs(300))), t1 + secs(300) + SETTLE);
     assert!(d.policies.is_empty());
 }
+
+#[test]
+fn records_are_capped_and_the_oldest_go_first() {
+    let t0 = Instant::now();
+    let ours = list("198.51.100.1");
+    let mut d = Damping::default();
+    for i in 0..MAX_RECORDS as u64 + 1 {
+        d.patched(&i, &ours, t0 + Duration::from_millis(i));
+    }
+    assert!(d.len() <= MAX_RECORDS, "{} records", d.len());
+    assert!(d.len() >= MAX_RECORDS * 7 / 8, "an eighth at a time: {} records", d.len());
+    let newest = MAX_RECORDS as u64;
+    let theirs = list("203.0.113.9");
+    let undone = d.step(&newest, &theirs, "p", false, t0 + Duration::from_millis(newest) + secs(1));
+    assert!(matches!(undone, Step::Wait { .. }), "the newest is remembered: its undo is a fight");
+    assert_eq!(d.step(&0, &theirs, "p", false, t0 + secs(40)), Step::Patch, "the oldest was forgotten");
+}
+
+#[test]
+fn instants_far_apart_keep_their_order_across_a_rebase() {
+    let t0 = Instant::now();
+    let ours = list("198.51.100.1");
+    let theirs = list("203.0.113.9");
+    let mut d = Damping::default();
+    d.patched(&"a", &ours, t0);
+    let later = t0 + Duration::from_secs(40 * 24 * 3600);
+    d.patched(&"a", &ours, later);
+    let step = d.step(&"a", &theirs, "p", false, later + secs(1));
+    assert_eq!(wait_until(&step), later + secs(1) + HOLD_BASE, "undone a second after the patch 40 days on");
+}
+
+#[test]
+fn a_hold_is_never_shorter_than_its_constant_between_milliseconds() {
+    let t0 = Instant::now();
+    let ours = list("198.51.100.1");
+    let theirs = list("203.0.113.9");
+    let mut d = Damping::default();
+    d.patched(&"b", &ours, t0);
+    let at = t0 + Duration::from_micros(1_500);
+    d.patched(&"a", &ours, at);
+    let Step::Wait { until, fight, .. } = d.step(&"a", &theirs, "p", false, at + Duration::from_micros(300)) else {
+        panic!("undone at once: held")
+    };
+    let fight = fight.expect("a fight");
+    assert!(fight.hold >= HOLD_BASE, "{:?}", fight.hold);
+    assert!(until >= at + Duration::from_micros(300) + HOLD_BASE);
+    assert!(until < at + HOLD_BASE + Duration::from_millis(2), "within a millisecond of it");
+}

@@ -1,0 +1,127 @@
+//! The reconciler's per-object bookkeeping of one kind, beside its cache: drift and contests
+//! by policy, the work queue, damping records, the release schedule and the fight log, and
+//! the one rule that moves a judged object between them ([`Books::judged`]). Pure: time comes
+//! in as a value, and what the async glue is to do (wake a worker, re-arm the release timer,
+//! report a fight) goes out as [`Effects`]; the memory test drives it through
+//! [`super::probe::Bookkeeping`].
+
+use std::{hash::Hash, time::Instant};
+
+use super::{
+    damping::{Damping, Fight, Step},
+    drift::Drift,
+    fights::FightLog,
+    judge::Judgement,
+    queue::Queue,
+    release::Releases,
+};
+use crate::address::Address;
+
+/// Which gauge a count is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gauge {
+    /// `drift_objects`.
+    Drift,
+    /// `reconcile_contested_ingresses`.
+    Contested,
+}
+
+/// What the caller of [`Books::judged`] is to do.
+#[derive(Debug, Default)]
+pub(super) struct Effects {
+    /// A key was newly queued: wake a worker.
+    pub(super) wake: bool,
+    /// A release earlier than all pending ones was armed: wake the release timer.
+    pub(super) armed: bool,
+    /// A fight to count, and whether to log it in full ([`FightLog`]).
+    pub(super) fight: Option<(Fight, bool)>,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub(super) struct Books<K> {
+    pub(super) drift: Drift<K>,
+    /// The keys held back because other writers keep rewriting them, by policy (same
+    /// bookkeeping as the drift).
+    pub(super) contested: Drift<K>,
+    /// The keys to patch.
+    pub(super) queue: Queue<K>,
+    /// Our recent patches and others' writes per key, which tell a heal from a fight.
+    pub(super) damping: Damping<K>,
+    /// When the keys held back or backing off are let queue again.
+    pub(super) releases: Releases<K>,
+    /// How many fight WARN lines each policy has had lately.
+    pub(super) fights: FightLog,
+}
+
+impl<K> Default for Books<K> {
+    fn default() -> Self {
+        Books {
+            drift: Drift::default(),
+            contested: Drift::default(),
+            queue: Queue::default(),
+            damping: Damping::default(),
+            releases: Releases::default(),
+            fights: FightLog::default(),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Ord + Clone> Books<K> {
+    /// Books `judgement` of `key`, whose stored addresses (as damping compares them) are
+    /// `seen`; `foreign` when the watch has just seen another writer change them; `leading`
+    /// when this replica patches (only the leader reports fights). `gauge` is told each
+    /// policy count that moved.
+    #[allow(clippy::too_many_arguments, reason = "one judgement's inputs, each a value")]
+    pub(super) fn judged(
+        &mut self,
+        key: &K,
+        judgement: &Judgement,
+        seen: &[Address],
+        foreign: bool,
+        leading: bool,
+        now: Instant,
+        gauge: &mut dyn FnMut(Gauge, &str, i64),
+    ) -> Effects {
+        let mut effects = Effects::default();
+        let &Judgement::Drift { ref policy, patch } = judgement else {
+            self.queue.clear_failures(key);
+            self.damping.fine(key);
+            self.drift.set(key, None, |p, n| gauge(Gauge::Drift, p, n));
+            self.contested.set(key, None, |p, n| gauge(Gauge::Contested, p, n));
+            return effects;
+        };
+        if patch {
+            if foreign {
+                self.damping.foreign_write(key, now);
+            }
+            let policy_contested = self.contested.count(policy) > 0;
+            match self.damping.step(key, seen, policy, policy_contested, now) {
+                Step::Patch => self.contested.set(key, None, |p, n| gauge(Gauge::Contested, p, n)),
+                Step::Wait { until, contested, fight } => {
+                    if let Some(fight) = fight.filter(|_| leading) {
+                        effects.fight = Some((fight, self.fights.observe(policy, now)));
+                    }
+                    if self.queue.hold(key) {
+                        effects.armed = self.releases.arm(key.clone(), until);
+                    }
+                    let contested = contested.then_some(policy.as_str());
+                    self.contested.set(key, contested, |p, n| gauge(Gauge::Contested, p, n));
+                    self.drift.set(key, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
+                    return effects;
+                }
+            }
+        }
+        self.drift.set(key, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
+        effects.wake = patch && self.queue.enqueue(key.clone());
+        effects
+    }
+
+    /// Forgets a key that is gone (deleted, or not returned by a re-list).
+    pub(super) fn forget(&mut self, key: &K, gauge: &mut dyn FnMut(Gauge, &str, i64)) {
+        self.queue.forget(key);
+        self.damping.forget(key);
+        self.drift.set(key, None, |p, n| gauge(Gauge::Drift, p, n));
+        self.contested.set(key, None, |p, n| gauge(Gauge::Contested, p, n));
+    }
+}
