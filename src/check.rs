@@ -182,8 +182,8 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
 /// The policies as the reconciler applies them: narrowed to the Namespaces the guard's
 /// webhook configuration selects, when there is one.
 async fn scoped(client: &kube::Client, cluster: &Cluster, policies: &Policies) -> Result<Policies, CheckError> {
-    let scope = crate::scope::read(client, &cluster.webhook_configuration, cluster.request_timeout).await?;
-    Ok(scope.map_or_else(|| policies.clone(), |scope| policies.within(&scope)))
+    let scope = crate::scope::read(client, &cluster.webhook_configuration, cluster.request_timeout, policies).await?;
+    Ok(scope.map_or_else(|| policies.clone(), |scope| scope.narrow(policies)))
 }
 
 impl Cluster {
