@@ -304,8 +304,9 @@ impl<K: Governed> Reconciler<K> {
     /// a narrower one rejects is forgotten at once; a wider one lists again, since what it
     /// admits now was never kept.
     fn refilter(&self, state: &mut State<K>, policies: &Policies) {
-        let reviewed = self.common.scope.reviews(K::KIND);
-        if self.unreviewed.swap(!reviewed, Ordering::Relaxed) != !reviewed && !reviewed {
+        let unreviewed = !self.common.scope.reviews(K::KIND);
+        let warned = self.unreviewed.swap(unreviewed, Ordering::Relaxed);
+        if unreviewed && !warned {
             tracing::warn!(kind = K::KIND.name(), "{}", crate::scope::unreviewed(K::KIND));
         }
         let classes = self.common.sources.classes(K::KIND);
