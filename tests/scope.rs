@@ -129,6 +129,68 @@ async fn each_kind_is_scoped_by_the_webhooks_whose_rules_review_it() {
     configs.delete(&name, &DeleteParams::default()).await.unwrap();
 }
 
+/// The same for Gateways, with the Gateway API CRDs installed: the stale Gateway in B, where
+/// the Gateway webhook runs, is healed; the one in A, where only Ingresses are reviewed, is
+/// left alone (ANDed, the two selectors healed neither).
+#[tokio::test]
+async fn gateways_are_scoped_by_the_webhooks_that_review_gateways() {
+    use support::gateway::{self, create_gateway, create_gateway_class, gateway_status, stored_gateway_addresses};
+    let t = TestEnv::new("scope-gw").await;
+    t.cluster.install_gateway_crds().await;
+    let ns = t.ns.clone();
+    create_gateway_class(&t.admin, &ns, "example.com/gateway-controller").await;
+    let b_ns = t.cluster.namespace(&t.admin, "scope-gw-b").await;
+    let rogue = t.cluster.rogue().await;
+    for namespace in [&ns, &b_ns] {
+        create_gateway(&gateway::gateways(&t.admin, namespace), "edge", &ns).await;
+        let written = gateway_status(&[support::SENTINEL], true, 1);
+        gateway::write_gateway_status(&gateway::gateways(&rogue, namespace), "edge", written, false)
+            .await
+            .expect("rogue status write");
+    }
+    let in_ns = |ns: &str| json!({"matchLabels": {support::cluster::NAMESPACE_LABEL: ns}});
+    let name = format!("isg-{ns}");
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [
+            scoping_webhook("ingresses.scope.ingress-status-guard.test", "ingresses", in_ns(&ns)),
+            scoping_webhook("gateways.scope.ingress-status-guard.test", "gateways", in_ns(&b_ns)),
+        ]
+    }))
+    .unwrap();
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(t.admin.clone());
+    configs.create(&PostParams::default(), &config).await.unwrap();
+    let file = t.cluster.scratch_dir(&format!("config-{ns}")).join("config.yaml");
+    std::fs::write(
+        &file,
+        format!("policies:\n  - {{name: gw, gatewayClasses: [{ns}], publishStatusAddress: 192.0.2.60}}\n"),
+    )
+    .unwrap();
+    let args = [
+        format!("--config={}", file.display()),
+        "--reconcile=true".to_owned(),
+        format!("--leader-election-namespace={ns}"),
+        "--leader-election-lease-duration=4s".to_owned(),
+        "--leader-election-renew-deadline=3s".to_owned(),
+        "--leader-election-retry-period=1s".to_owned(),
+        format!("--webhook-configuration={name}"),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let webhook = Webhook::start(t.cluster, &ns, t.cluster.admin_kubeconfig(), &args).await;
+    let (a, b) = (gateway::gateways(&t.admin, &ns), gateway::gateways(&t.admin, &b_ns));
+    let stored_in = |api: Api<kube::api::DynamicObject>| async move {
+        stored_gateway_addresses(&api.get("edge").await.expect("get Gateway edge"))
+    };
+    eventually(&format!("the Gateway in B is healed ({})", webhook.log_path().display()), HEAL, || async {
+        let got = stored_in(b.clone()).await;
+        if got == ["192.0.2.60"] { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(stored_in(a.clone()).await, [support::SENTINEL], "A: only Ingresses are reviewed there");
+    configs.delete(&name, &DeleteParams::default()).await.unwrap();
+}
+
 /// A webhook configuration whose matchCondition leaves `kube-system` out: the API server would
 /// not call the webhook there, and the guard cannot evaluate the CEL to know. It used to read
 /// the configuration by its namespaceSelector alone and patch a stale Ingress in `kube-system`
