@@ -80,8 +80,8 @@ pub(crate) struct Cluster {
     pub target: Target,
     /// Longest wait for each request to the API server.
     pub request_timeout: Duration,
-    /// `--webhook-configuration`: whose namespaceSelector scopes the reconciler, and so the
-    /// Ingresses judged ([`crate::scope`]); empty: the policies' selectors alone.
+    /// `--webhook-configuration`: whose webhooks' rules and namespaceSelectors scope the
+    /// reconciler, and so the objects judged ([`crate::scope`]); empty: the policies' selectors alone.
     pub webhook_configuration: String,
     /// The guard whose admission policies to read (`--leader-election-lease-name` and
     /// `--leader-election-namespace`); an empty label (no namespace given): any owner's objects
