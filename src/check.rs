@@ -80,8 +80,8 @@ pub(crate) struct Cluster {
     pub target: Target,
     /// Longest wait for each request to the API server.
     pub request_timeout: Duration,
-    /// `--webhook-configuration`: whose namespaceSelector scopes the reconciler, and so the
-    /// Ingresses judged ([`crate::scope`]); empty: the policies' selectors alone.
+    /// `--webhook-configuration`: whose webhooks' rules and namespaceSelectors scope the
+    /// reconciler, and so the objects judged ([`crate::scope`]); empty: the policies' selectors alone.
     pub webhook_configuration: String,
     /// The guard whose admission policies to read (`--leader-election-lease-name` and
     /// `--leader-election-namespace`); an empty label (no namespace given): any owner's objects
@@ -182,8 +182,8 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
 /// The policies as the reconciler applies them: narrowed to the Namespaces the guard's
 /// webhook configuration selects, when there is one.
 async fn scoped(client: &kube::Client, cluster: &Cluster, policies: &Policies) -> Result<Policies, CheckError> {
-    let scope = crate::scope::read(client, &cluster.webhook_configuration, cluster.request_timeout).await?;
-    Ok(scope.map_or_else(|| policies.clone(), |scope| policies.within(&scope)))
+    let scope = crate::scope::read(client, &cluster.webhook_configuration, cluster.request_timeout, policies).await?;
+    Ok(scope.map_or_else(|| policies.clone(), |scope| scope.narrow(policies)))
 }
 
 impl Cluster {

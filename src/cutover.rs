@@ -192,11 +192,18 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     let from = before.as_ref().and_then(|p| p.iter().find(|p| p.name == settings.policy));
     // The guard's scope, as `check` reads it: the Namespaces' labels are read with the scoped
     // policies, so the plan can tell an Ingress outside it.
-    let scope = crate::scope::read(&client, &settings.cluster.webhook_configuration, timeout).await?;
-    let scoped = scope.as_ref().map(|scope| policies.within(scope));
+    let scope = crate::scope::read(&client, &settings.cluster.webhook_configuration, timeout, &policies).await?;
+    let scoped = scope.as_ref().map(|scope| scope.narrow(&policies));
     let sources = snapshot::read(&client, scoped.as_ref().unwrap_or(&policies), timeout).await?;
     let stored = stored(&client, timeout).await?;
-    let plan = Plan::build(&stored, &policies, &sources, &settings.policy, from, scope.as_ref());
+    let plan = Plan::build(
+        &stored,
+        &policies,
+        &sources,
+        &settings.policy,
+        from,
+        scope.as_ref().map(|s| s.of(crate::kind::Kind::Ingress)),
+    );
     let mut show = show::Show::new(settings.output, std::io::stdout().is_terminal());
     show.plan(&plan);
     if let Some(message) = plan::unresolved_message(&plan) {

@@ -91,6 +91,21 @@ impl Kind {
         self.info().label
     }
 
+    /// The API group, as admission rules name it (`networking.k8s.io`).
+    pub(crate) fn group(self) -> &'static str {
+        self.api_version().rsplit_once('/').map_or("", |(group, _)| group)
+    }
+
+    /// The version the guard reads and writes the kind in, as admission rules name it (`v1`).
+    pub(crate) fn version(self) -> &'static str {
+        self.api_version().rsplit_once('/').map_or(self.api_version(), |(_, version)| version)
+    }
+
+    /// The resource, as the API's URLs and admission rules name it (`ingresses`).
+    pub(crate) fn plural(self) -> &'static str {
+        self.info().plural
+    }
+
     /// The kind's place in [`Kind::ALL`], which per-kind arrays are indexed by.
     pub(crate) const fn index(self) -> usize {
         self as usize

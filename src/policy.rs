@@ -385,18 +385,26 @@ impl Policies {
         self.need_classes(Kind::Gateway)
     }
 
-    /// The same policies, each narrowed to Namespaces that `scope` also selects (its own
-    /// `namespaceSelector` AND `scope`): the guard's webhook scope ([`crate::scope`]). Narrowing
-    /// every policy alike cannot make two of them overlap.
-    pub(crate) fn within(&self, scope: &LabelSelector) -> Policies {
-        if scope.is_empty() {
-            return self.clone();
+    /// The same policies, each narrowed to the Namespaces the scope of its kind selects: the
+    /// guard's webhook scope ([`crate::scope`]), a union of selectors (`None`: every Namespace;
+    /// empty: none). A policy becomes one copy per selector of the union, its own
+    /// `namespaceSelector` AND that one, side by side, so the first policy that matches an
+    /// object still governs it; a scope of no Namespace narrows it to a selector nothing
+    /// matches. Narrowing every policy alike cannot make two of them overlap.
+    pub(crate) fn within<'s>(&self, scope: impl Fn(Kind) -> Option<&'s [LabelSelector]>) -> Policies {
+        let mut narrowed = Vec::with_capacity(self.0.len());
+        for p in &self.0 {
+            let narrow = |by: &LabelSelector| Policy {
+                namespace_selector: Some(p.namespace_selector.as_ref().map_or_else(|| by.clone(), |own| own.and(by))),
+                ..p.clone()
+            };
+            match scope(p.kind) {
+                None => narrowed.push(p.clone()),
+                Some([]) => narrowed.push(narrow(&LabelSelector::nothing())),
+                Some(any) => narrowed.extend(any.iter().map(narrow)),
+            }
         }
-        let narrow = |p: &Policy| Policy {
-            namespace_selector: Some(p.namespace_selector.as_ref().map_or_else(|| scope.clone(), |own| own.and(scope))),
-            ..p.clone()
-        };
-        Policies(self.0.iter().map(narrow).collect())
+        Policies(narrowed)
     }
 
     /// The same policies with `keepPorts` off, for an API server that cannot store ports.

@@ -39,7 +39,7 @@ mod shrink;
 mod work;
 
 use std::{
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex, MutexGuard, atomic::AtomicBool, atomic::Ordering},
     time::{Duration, Instant},
 };
 
@@ -128,6 +128,8 @@ struct Reconciler<K: Governed> {
     filter: Mutex<Filter>,
     /// Notified when the filter widens: the watch lists again, for what it did not keep.
     relist: Notify,
+    /// The scope says no webhook reviews the kind (warned once, until that changes).
+    unreviewed: AtomicBool,
     common: Common,
 }
 
@@ -221,6 +223,7 @@ fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<Know
         interner: Mutex::default(),
         filter: Mutex::default(),
         relist: Notify::new(),
+        unreviewed: AtomicBool::new(false),
         common: common.clone(),
     });
     if let Some(known) = &reconciler.known {
@@ -291,8 +294,13 @@ impl<K: Governed> Reconciler<K> {
     /// a narrower one rejects is forgotten at once; a wider one lists again, since what it
     /// admits now was never kept.
     fn refilter(&self, state: &mut State<K>, policies: &Policies) {
+        let unreviewed = !self.common.scope.reviews(K::KIND);
+        let warned = self.unreviewed.swap(unreviewed, Ordering::Relaxed);
+        if unreviewed && !warned {
+            tracing::warn!(kind = K::KIND.name(), "{}", crate::scope::unreviewed(K::KIND));
+        }
         let classes = self.common.sources.classes(K::KIND);
-        let new = Filter::of::<K>(policies, classes.as_ref(), self.common.scope.namespaces());
+        let new = Filter::of::<K>(policies, classes.as_ref(), self.common.scope.namespaces(K::KIND));
         let old = std::mem::replace(&mut *self.filter(), new.clone());
         if old == new {
             return;
@@ -360,7 +368,10 @@ impl<K: Governed> Reconciler<K> {
     /// at admission), and while the scope is unknown drift is measured but never patched.
     fn judge(&self, key: &Key, stored: &Stored<K::Entry>, policies: &Policies) -> Judgement {
         let write = stored.write(key);
-        match (self.common.scope.allows(&key.0), kind::judge::<K>(&write, policies, self.common.sources.as_ref())) {
+        match (
+            self.common.scope.allows(K::KIND, &key.0),
+            kind::judge::<K>(&write, policies, self.common.sources.as_ref()),
+        ) {
             (Allow::Yes, judgement) => judgement,
             (Allow::No, _) => Judgement::Fine,
             (Allow::Unknown, Judgement::Drift { policy, .. }) => Judgement::Drift { policy, patch: false },

@@ -1,18 +1,21 @@
-//! The guard's scope, as its own MutatingWebhookConfiguration says: the Namespaces the API
-//! server calls the webhook for. The reconciler ([`follow`]) and `check`/`explain` ([`read`])
-//! act only there, so they are never wider than admission, and an operator scopes the guard in
-//! one place (the webhook's `namespaceSelector`), in the chart and in kustomize alike. With
+//! The guard's scope, as its own MutatingWebhookConfiguration says: for each kind, the
+//! Namespaces in which the API server calls a webhook of it for the reconciler's status write
+//! of that kind. The reconciler ([`follow`]) and `check`/`explain` ([`read`]) act only there,
+//! so they are never wider than admission, and an operator scopes the guard in one place (the
+//! webhooks' `rules` and `namespaceSelector`), in the chart and in kustomize alike. With
 //! `--admission=policy` there is no webhook configuration: the policies' selectors are the
 //! scope, as they are in both modes too (the effective scope is both, ANDed).
 
 pub(crate) mod follow;
+mod rules;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::{Api, Client};
 
 use crate::{
     client::{CallError, within},
-    policy::{LabelSelector, MAX_SELECTOR_TEXT as MAX_TEXT, SelectorError},
+    kind::Kind,
+    policy::{LabelSelector, MAX_SELECTOR_TEXT as MAX_TEXT, Policies, SelectorError},
 };
 
 /// The configuration the manifests and the chart's default release install.
@@ -39,10 +42,67 @@ pub(crate) enum ScopeError {
     MatchConditions { name: String, index: usize, condition: String },
 }
 
-/// The Namespaces `config` sends reviews for, as one selector: every webhook's
-/// `namespaceSelector`, ANDed (so never wider than any of them; an absent or empty one selects
-/// every Namespace, as the API server reads it). Empty: every Namespace.
-pub(crate) fn selector_of(config: &MutatingWebhookConfiguration) -> Result<LabelSelector, ScopeError> {
+/// Where the API server reviews one kind's status writes: the union of the `namespaceSelector`s
+/// of the webhooks whose rules match them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// A matching webhook has no selector (or the API server's default `{}`).
+    Everywhere,
+    /// A Namespace any of these selects (each non-empty, none twice); none: no webhook matches,
+    /// so admission never runs for the kind.
+    Any(Vec<LabelSelector>),
+}
+
+impl Reach {
+    /// The union, `None` for every Namespace.
+    pub(crate) fn selectors(&self) -> Option<&[LabelSelector]> {
+        match self {
+            Reach::Everywhere => None,
+            Reach::Any(any) => Some(any),
+        }
+    }
+
+    /// Whether a Namespace labelled `labels` is in it.
+    pub(crate) fn matches(&self, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        self.selectors().is_none_or(|any| any.iter().any(|s| s.matches(labels)))
+    }
+
+    /// No webhook reviews the kind's status writes.
+    pub(crate) fn is_nowhere(&self) -> bool {
+        self.selectors().is_some_and(<[_]>::is_empty)
+    }
+
+    /// Adds the Namespaces `selector` selects (empty: every one).
+    fn add(&mut self, selector: LabelSelector) {
+        match self {
+            Reach::Everywhere => {}
+            Reach::Any(_) if selector.is_empty() => *self = Reach::Everywhere,
+            Reach::Any(any) if any.contains(&selector) => {}
+            Reach::Any(any) => any.push(selector),
+        }
+    }
+}
+
+/// Each kind's [`Reach`] ([`Kind::index`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reaches([Reach; 2]);
+
+impl Reaches {
+    pub(crate) fn of(&self, kind: Kind) -> &Reach {
+        &self.0[kind.index()]
+    }
+
+    /// `policies`, each narrowed to its kind's reach ([`Policies::within`]).
+    pub(crate) fn narrow(&self, policies: &Policies) -> Policies {
+        policies.within(|kind| self.of(kind).selectors())
+    }
+}
+
+/// Where `config` sends reviews of each kind's status writes: for each kind, the union of the
+/// `namespaceSelector`s of the webhooks whose `rules` match the reconciler's write of it (an
+/// absent or empty one selects every Namespace, as the API server reads it). A webhook that
+/// matches no kind is not read further.
+pub(crate) fn reaches_of(config: &MutatingWebhookConfiguration) -> Result<Reaches, ScopeError> {
     let name = config.metadata.name.clone().unwrap_or_default();
     let webhooks = config.webhooks.as_deref().unwrap_or_default();
     if webhooks.is_empty() {
@@ -51,8 +111,12 @@ pub(crate) fn selector_of(config: &MutatingWebhookConfiguration) -> Result<Label
     if webhooks.len() > MAX_WEBHOOKS {
         return Err(ScopeError::TooManyWebhooks { name, count: webhooks.len() });
     }
-    let mut scope = LabelSelector::default();
+    let mut reaches = Reaches([Reach::Any(Vec::new()), Reach::Any(Vec::new())]);
     for (index, webhook) in webhooks.iter().enumerate() {
+        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|kind| rules::calls(webhook, *kind)).collect();
+        if kinds.is_empty() {
+            continue;
+        }
         let empty = |s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
             s.match_labels.as_ref().is_none_or(std::collections::BTreeMap::is_empty)
                 && s.match_expressions.as_ref().is_none_or(Vec::is_empty)
@@ -66,19 +130,23 @@ pub(crate) fn selector_of(config: &MutatingWebhookConfiguration) -> Result<Label
             let condition = crate::names::truncate(&first.name, 63, 63);
             return Err(ScopeError::MatchConditions { name, index, condition });
         }
-        let Some(selector) = webhook.namespace_selector.clone() else { continue };
-        let selector = LabelSelector::from_kube(selector).map_err(|source| ScopeError::Selector {
-            name: name.clone(),
-            index,
-            source,
-        })?;
-        scope = scope.and(&selector);
-        // The selector goes to a watch's labelSelector: bounded as a policy's is.
-        if scope.to_string().len() > MAX_TEXT {
+        let selector = match webhook.namespace_selector.clone() {
+            None => LabelSelector::default(),
+            Some(selector) => LabelSelector::from_kube(selector).map_err(|source| ScopeError::Selector {
+                name: name.clone(),
+                index,
+                source,
+            })?,
+        };
+        // A selector may go to a watch's labelSelector: bounded as a policy's is.
+        if selector.to_string().len() > MAX_TEXT {
             return Err(ScopeError::Selector { name, index, source: SelectorError::TooLong });
         }
+        for kind in kinds {
+            reaches.0[kind.index()].add(selector.clone());
+        }
     }
-    Ok(scope)
+    Ok(reaches)
 }
 
 /// Why `check` or `explain` cannot read the scope (`--webhook-configuration`).
@@ -92,20 +160,30 @@ pub(crate) enum ReadError {
     Scope(#[from] ScopeError),
 }
 
-/// The scope of configuration `name` for a one-shot reader: `None` when there is none to
-/// honour (`name` empty, or no such configuration, as in `--admission=policy`) or the reader
-/// may not see it (said in one warning).
+/// The scope of configuration `name` for a one-shot reader judging `policies`: `None` when
+/// there is none to honour (`name` empty, or no such configuration, as in `--admission=policy`)
+/// or the reader may not see it (said in one warning). A kind of `policies` that no webhook
+/// reviews is said in one warning too: the reconciler governs none of its objects.
 pub(crate) async fn read(
     client: &Client,
     name: &str,
     timeout: std::time::Duration,
-) -> Result<Option<LabelSelector>, ReadError> {
+    policies: &Policies,
+) -> Result<Option<Reaches>, ReadError> {
     if name.is_empty() {
         return Ok(None);
     }
     let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     match within(timeout, api.get_opt(name)).await {
-        Ok(Some(config)) => Ok(Some(selector_of(&config)?)),
+        Ok(Some(config)) => {
+            let reaches = reaches_of(&config)?;
+            for kind in Kind::ALL {
+                if reaches.of(kind).is_nowhere() && policies.of(kind).next().is_some() {
+                    tracing::warn!(webhook_configuration = %name, kind = kind.name(), "{}", unreviewed(kind));
+                }
+            }
+            Ok(Some(reaches))
+        }
         Ok(None) => {
             tracing::info!(webhook_configuration = %name, "no such MutatingWebhookConfiguration: the policies' namespaceSelectors alone scope the guard");
             Ok(None)
@@ -121,89 +199,15 @@ pub(crate) async fn read(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn config(webhooks: serde_json::Value) -> MutatingWebhookConfiguration {
-        serde_json::from_value(json!({"metadata": {"name": "isg"}, "webhooks": webhooks})).unwrap()
-    }
-
-    fn hook(extra: serde_json::Value) -> serde_json::Value {
-        let mut hook =
-            json!({"name": "a.b.c", "clientConfig": {}, "sideEffects": "None", "admissionReviewVersions": ["v1"]});
-        hook.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        hook
-    }
-
-    fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
-    }
-
-    #[test]
-    fn every_webhooks_namespace_selector_scopes_the_guard() {
-        // None, or the API server's default `{}`: every Namespace.
-        assert!(selector_of(&config(json!([hook(json!({}))]))).unwrap().is_empty());
-        let defaulted = hook(json!({"namespaceSelector": {}, "objectSelector": {}}));
-        assert!(selector_of(&config(json!([defaulted]))).unwrap().is_empty());
-        // Two webhooks: a Namespace is in scope only if both select it.
-        let scope = selector_of(&config(json!([
-            hook(json!({"namespaceSelector": {"matchLabels": {"team": "edge"}}})),
-            hook(json!({"namespaceSelector": {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["dev"]}]}})),
-        ])))
-        .unwrap();
-        assert!(scope.matches(&labels(&[("team", "edge")])));
-        assert!(!scope.matches(&labels(&[("team", "edge"), ("env", "dev")])));
-        assert!(!scope.matches(&labels(&[])));
-    }
-
-    #[test]
-    fn a_configuration_the_guard_cannot_honour_is_an_error_naming_the_field() {
-        let cases = [
-            (config(json!([])), "has no webhooks"),
-            (config(json!(vec![hook(json!({})); MAX_WEBHOOKS + 1])), "17 webhooks"),
-            (
-                config(json!([hook(json!({"objectSelector": {"matchLabels": {"a": "b"}}}))])),
-                "webhooks[0].objectSelector is set",
-            ),
-            (
-                config(json!([hook(json!({"matchConditions": [
-                    {"name": "not-kube-system", "expression": "request.namespace != 'kube-system'"}
-                ]}))])),
-                "webhooks[0].matchConditions (\"not-kube-system\") is CEL the guard cannot evaluate",
-            ),
-            (
-                config(json!([
-                    hook(json!({})),
-                    hook(json!({"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}))
-                ])),
-                "webhooks[1].namespaceSelector: matchExpressions operator \"Gt\"",
-            ),
-        ];
-        for (config, want) in cases {
-            let error = selector_of(&config).unwrap_err().to_string();
-            assert!(error.contains(want) && error.contains("MutatingWebhookConfiguration isg"), "{error}");
-        }
-        let values: Vec<String> = (0..1000).map(|i| format!("value-{i}")).collect();
-        let long = hook(
-            json!({"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "In", "values": values}]}}),
-        );
-        assert!(selector_of(&config(json!([long]))).unwrap_err().to_string().contains("longer than"));
-    }
-
-    #[test]
-    fn the_scope_narrows_every_policy() {
-        let policies = crate::policy::parse_file(
-            "f",
-            "policies:\n  - name: open\n    ingressClasses: [a]\n    publishStatusAddress: 192.0.2.1\n  - name: own\n    ingressClasses: [b]\n    namespaceSelector: tier=web\n    publishStatusAddress: 192.0.2.2\n",
-        )
-        .unwrap();
-        let scope = LabelSelector::parse("team=edge").unwrap();
-        let narrowed = policies.within(&scope);
-        let selectors: Vec<String> =
-            narrowed.iter().map(|p| p.namespace_selector.as_ref().unwrap().to_string()).collect();
-        assert_eq!(selectors, ["team=edge", "tier=web,team=edge"]);
-        assert_eq!(policies.within(&LabelSelector::default()), policies, "an empty scope narrows nothing");
-    }
+/// What a WARN says of a kind with policies that no webhook of the configuration reviews.
+pub(crate) fn unreviewed(kind: Kind) -> String {
+    format!(
+        "no webhook of the MutatingWebhookConfiguration named by --webhook-configuration has a rule for UPDATE of {group}/{version} {resource}/status: admission never runs for {kind} status writes, so the reconciler governs no {kind} (its policies act nowhere); add that rule to the guard's webhook",
+        group = kind.group(),
+        version = kind.version(),
+        resource = kind.plural(),
+    )
 }
+
+#[cfg(test)]
+mod tests;

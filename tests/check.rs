@@ -480,14 +480,14 @@ async fn check_and_explain_judge_within_the_webhook_configurations_scope() {
         create_ingress(api, "web", Class::Field(&class)).await;
         write_status(api, "web", &["198.51.100.1"], false).await.expect("stale status");
     }
-    // Its rules never match a write of this test: only its namespaceSelector is read.
+    // Its webhook is unreachable (Ignore): its rules and namespaceSelector are what is read.
     let name = format!("isg-scope-{}", t.ns);
     let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
         "metadata": {"name": name},
         "webhooks": [{
             "name": "scope.check.ingress-status-guard.test",
             "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
-            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["ingressclasses"]}],
+            "rules": [support::webhook::status_rule("ingresses")],
             "namespaceSelector": {"matchLabels": {support::cluster::NAMESPACE_LABEL: t.ns}},
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",

@@ -465,7 +465,7 @@ async fn a_namespace_labelled_into_the_webhooks_scope_is_healed_without_restart(
         let rogue: Api<Ingress> = Api::namespaced(t.cluster.rogue().await, ns);
         write_status(&rogue, "web", &["198.51.100.7"], false).await.unwrap();
     }
-    // The label of this test only; the configuration's rules match no write of it.
+    // The label of this test only; the configuration's webhook is unreachable (Ignore).
     let key = format!("isg-scope-{}", t.ns);
     let label = |ns: String| {
         let namespaces: Api<Namespace> = Api::all(t.admin.clone());
@@ -479,7 +479,7 @@ async fn a_namespace_labelled_into_the_webhooks_scope_is_healed_without_restart(
         "webhooks": [{
             "name": "scope.fights.ingress-status-guard.test",
             "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
-            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["ingressclasses"]}],
+            "rules": [support::webhook::status_rule("ingresses")],
             "namespaceSelector": {"matchLabels": {key.as_str(): "in"}},
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",

@@ -20,8 +20,9 @@ pub(crate) struct ClusterArgs {
     /// Longest wait for each request to the API server, in seconds (`30` or `30s`).
     #[arg(long, env = "ISG_REQUEST_TIMEOUT", default_value = "30", value_parser = Seconds::UP_TO_AN_HOUR)]
     pub request_timeout: Duration,
-    /// The guard's MutatingWebhookConfiguration, whose namespaceSelector scopes the reconciler:
-    /// Ingresses outside it are judged as not governed, as `serve` does. No such configuration
+    /// The guard's MutatingWebhookConfiguration, which scopes the reconciler: an object outside
+    /// the namespaceSelectors of the webhooks whose rules review its kind's status writes is
+    /// judged as not governed, as `serve` does. No such configuration
     /// (as with --admission=policy), or empty: the policies' namespaceSelectors alone.
     #[arg(long, env = "ISG_WEBHOOK_CONFIGURATION", default_value = crate::scope::DEFAULT_CONFIGURATION)]
     pub webhook_configuration: String,

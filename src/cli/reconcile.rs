@@ -17,8 +17,9 @@ pub(crate) struct ReconcileArgs {
     /// Most status patches per second the reconciler sends.
     #[arg(long, env = "ISG_RECONCILE_QPS", default_value_t = 20.0)]
     pub(crate) reconcile_qps: f64,
-    /// The guard's own MutatingWebhookConfiguration: the reconciler patches only in the
-    /// Namespaces its webhooks' namespaceSelector selects, read from the API server and
+    /// The guard's own MutatingWebhookConfiguration: the reconciler patches an object only in
+    /// the Namespaces the namespaceSelectors of the webhooks whose rules review its kind's
+    /// status writes select, read from the API server and
     /// followed (the scope admission has), and nothing while that is unknown. Empty: the
     /// policies' namespaceSelectors alone (as with --admission=policy, which ignores it).
     #[arg(long, env = "ISG_WEBHOOK_CONFIGURATION", default_value = crate::scope::DEFAULT_CONFIGURATION)]

@@ -10,7 +10,8 @@ use crate::{
     check::align,
     decision::{Verdict, decide},
     kind::ingress::{StatusWrite, Stored},
-    policy::{LabelSelector, Policies, Policy, SourceList},
+    policy::{Policies, Policy, SourceList},
+    scope::Reach,
     sources::Sources,
 };
 
@@ -123,7 +124,7 @@ impl Plan {
         sources: &dyn Sources,
         name: &str,
         from: Option<&Policy>,
-        scope: Option<&LabelSelector>,
+        scope: Option<&Reach>,
     ) -> Plan {
         let target = policies.iter().find(|p| p.name == name);
         let (canonical, unresolved) = match target.map(|p| sources.canonical(p)) {
@@ -283,7 +284,7 @@ mod tests {
         .iter()
         .map(Seen::of)
         .collect();
-        let scope = LabelSelector::parse("team=edge").unwrap();
+        let scope = Reach::Any(vec![crate::policy::LabelSelector::parse("team=edge").unwrap()]);
         let plan = Plan::build(&stored, &policies, &sources, "edge", None, Some(&scope));
         let names: Vec<String> = plan.ingresses.iter().map(|m| format!("{}/{}", m.namespace, m.name)).collect();
         assert_eq!(names, ["shop/web"]);

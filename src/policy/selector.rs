@@ -103,6 +103,13 @@ impl LabelSelector {
         KubeLabelSelector { match_expressions: Some(expressions), match_labels: None }
     }
 
+    /// The selector no label map matches (`k,!k`): a policy narrowed to a scope that holds no
+    /// Namespace, its key saying why where the selector is shown.
+    pub(crate) fn nothing() -> LabelSelector {
+        const KEY: &str = "ingress-status-guard/no-webhook-reviews-this-kind";
+        LabelSelector(vec![Expression::Exists(KEY.to_owned()), Expression::DoesNotExist(KEY.to_owned())])
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -134,7 +134,7 @@ impl<K: Governed> Reconciler<K> {
                 let state = self.lock();
                 let Some(stored) = state.ingresses.get(key) else { return Ok(()) };
                 // The scope may have narrowed, or become unknown, since this was queued.
-                if self.common.scope.allows(&key.0) != Allow::Yes {
+                if self.common.scope.allows(K::KIND, &key.0) != Allow::Yes {
                     return Ok(());
                 }
                 let Some(decided) = kind::to_patch::<K>(&stored.write(key), &policies, self.common.sources.as_ref())

@@ -212,6 +212,21 @@ impl Webhook {
     }
 }
 
+/// The rule of the guard's own webhook for `resource`'s status writes (`ingresses`, in
+/// `networking.k8s.io`; `gateways`, in `gateway.networking.k8s.io`). A configuration that
+/// only scopes a reconciler (its webhook at an unreachable URL, `failurePolicy: Ignore`) needs
+/// it too: the guard's scope counts only the webhooks the API server calls for its write.
+pub(crate) fn status_rule(resource: &str) -> serde_json::Value {
+    let group = if resource == "gateways" { "gateway.networking.k8s.io" } else { "networking.k8s.io" };
+    json!({
+        "apiGroups": [group],
+        "apiVersions": ["v1"],
+        "operations": ["UPDATE"],
+        "resources": [format!("{resource}/status")],
+        "scope": "Namespaced",
+    })
+}
+
 /// Registers the webhook at `url` (serving a certificate signed by `ca_pem`) as
 /// [`Webhook::register`] does: for Ingress status updates in namespace `namespace` only.
 pub(crate) async fn register_url(
@@ -227,13 +242,7 @@ pub(crate) async fn register_url(
         "webhooks": [{
             "name": format!("{namespace}.e2e.ingress-status-guard.test"),
             "clientConfig": {"url": url, "caBundle": BASE64.encode(ca_pem)},
-            "rules": [{
-                "apiGroups": ["networking.k8s.io"],
-                "apiVersions": ["v1"],
-                "operations": ["UPDATE"],
-                "resources": ["ingresses/status"],
-                "scope": "Namespaced",
-            }],
+            "rules": [status_rule("ingresses")],
             "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: namespace}},
             "admissionReviewVersions": ["v1"],
             "sideEffects": "NoneOnDryRun",

@@ -23,7 +23,8 @@ pub(super) struct Leader {
     pub(super) client: kube::Client,
     pub(super) settings: leader::Settings,
     pub(super) reconcile: Option<reconcile::Settings>,
-    /// `--webhook-configuration`: whose namespaceSelector scopes the reconciler.
+    /// `--webhook-configuration`: whose webhooks' rules and namespaceSelectors scope the
+    /// reconciler.
     pub(super) webhook_configuration: String,
     pub(super) keeper: Option<Keeper>,
 }
