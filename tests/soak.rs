@@ -191,13 +191,16 @@ fn check_objects(r: &Release, other: &Release, objects: &[(String, DynamicObject
         found += 1;
         let managers: Vec<&str> =
             o.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.as_deref()).collect();
-        if managers.iter().any(|m| *m != manager) {
+        if managers.is_empty() || managers.iter().any(|m| *m != manager) {
             return Err(format!("{kind} {name}: field managers {managers:?}, not only {manager}"));
         }
         // The two releases' addresses share no prefix: any of the other's anywhere is a flip.
         let spec = o.data["spec"].to_string();
         if spec.contains(other.base) {
             return Err(format!("{kind} {name} holds an address of {}: {spec}", other.class));
+        }
+        if kind == "MutatingAdmissionPolicyBinding" && o.data["spec"]["policyName"] != r.object().as_str() {
+            return Err(format!("{kind} {name} binds {}", o.data["spec"]["policyName"]));
         }
         if kind == "MutatingAdmissionPolicy" {
             let expression = o.data["spec"]["mutations"][0]["jsonPatch"]["expression"].as_str().unwrap_or_default();
