@@ -343,6 +343,16 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
         if leading == 1.0 { Ok(()) } else { Err(format!("b leader {leading}")) }
     })
     .await;
+    // The case under test: a reloaded (so its keeper began a pass) while it still led.
+    let at = |message: &str| {
+        let log = a.log();
+        let line = log.lines().find(|l| l.contains(message)).map(str::to_owned);
+        let line = line.unwrap_or_else(|| panic!("a's log has no {message:?}:\n{}", a.log_tail()));
+        let event: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");
+        event["timestamp"].as_str().unwrap_or_default().parse::<Timestamp>().expect("a timestamp")
+    };
+    let (reloaded, stepped_down) = (at("policy file reloaded"), at("stepping down"));
+    assert!(reloaded < stepped_down, "a reloaded at {reloaded}, after it stepped down at {stepped_down}");
     let lease = Api::<Lease>::namespaced(t.admin.clone(), &t.ns).get(LEASE).await.unwrap();
     let spec = lease.spec.expect("the Lease's spec");
     assert_eq!(spec.holder_identity.as_deref(), Some(users[1]));
