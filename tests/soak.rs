@@ -6,9 +6,10 @@
 //! release's MutatingAdmissionPolicy and binding carry its owner label and only its field
 //! manager, and enforce its Service's current or previous address, never the other's; a rogue
 //! status write to an Ingress of each class is stored as that class's own guard's current or
-//! previous address, and so is an Ingress nobody writes (healed by the guard's reconciler).
-//! Each move is enforced (MAP, rogue write and healed Ingress all at the new address) within
-//! 60 s, a correctness bound (a guard follows in about a second): the next move waits for it.
+//! previous address, and an Ingress nobody writes (healed by the guard's reconciler) holds one
+//! of its own guard's addresses. Each move is enforced (the MAP and a rogue write at the new
+//! address) within 60 s, a correctness bound (a guard follows in about a second): the next move
+//! waits for it.
 
 #[allow(dead_code)]
 mod support;
@@ -57,6 +58,8 @@ struct Release {
     moved_at: Instant,
     /// Whether everything was seen at the current address since the last move.
     enforced: bool,
+    /// What the last look found (MAP, rogue write, quiet Ingress), for a failure's message.
+    last_seen: String,
     guard: Option<Webhook>,
 }
 
@@ -155,6 +158,7 @@ async fn install(t: &TestEnv, home: &Path, name: &str, base: &'static str, perio
         period,
         moved_at: Instant::now(),
         enforced: false,
+        last_seen: String::new(),
         guard: Some(guard),
     }
 }
@@ -242,17 +246,23 @@ async fn look(t: &TestEnv, releases: [&Release; 2], flip: bool) -> Result<[Seen;
     Ok([a, b])
 }
 
-/// Every value `r`'s guard enforces is one of its own addresses, current or previous (a
-/// write stored as the sentinel, the other's value or an older one of its own is a failure);
-/// whether all of them are at the current address.
+/// A rogue write is stored as one of `r`'s addresses, current or previous (the sentinel, the
+/// other's value or an older one of its own is a failure); the quiet Ingress holds one of
+/// `r`'s own addresses, never the other's. Whether the MAP and the rogue write are at the
+/// current address.
+///
+/// The quiet Ingress is not held to the current address: the reconciler patches one Ingress at
+/// most 10 times an hour and then backs off (`reconcile/damping.rs`), while a source moving
+/// every 23 s asks for 156; what keeps the value current is the admission policy.
 fn judge(r: &Release, seen: &Seen) -> Result<bool, String> {
-    for (what, got) in [("the rogue write", &seen.rogue), ("the quiet Ingress", &seen.quiet)] {
-        if !(got.len() == 1 && r.allowed().contains(&got[0])) {
-            return Err(format!("{}: {what} stored {got:?}, not one of {:?}", r.class, r.allowed()));
-        }
+    if !(seen.rogue.len() == 1 && r.allowed().contains(&seen.rogue[0])) {
+        return Err(format!("{}: the rogue write stored {:?}, not one of {:?}", r.class, seen.rogue, r.allowed()));
+    }
+    if !(seen.quiet.len() == 1 && r.history.contains(&seen.quiet[0])) {
+        return Err(format!("{}: the quiet Ingress holds {:?}, none of {:?}", r.class, seen.quiet, r.history));
     }
     let current = r.current();
-    Ok(seen.map.as_deref() == Some(current) && seen.rogue == [current] && seen.quiet == [current])
+    Ok(seen.map.as_deref() == Some(current) && seen.rogue == [current])
 }
 
 #[tokio::test]
@@ -294,9 +304,10 @@ async fn two_releases_with_moving_sources_never_flip_each_others_objects() {
             }
             assert!(
                 r.enforced || r.moved_at.elapsed() < ENFORCED_WITHIN,
-                "{}: the move to {} is not enforced after {ENFORCED_WITHIN:?}:\n{}",
+                "{}: the move to {} is not enforced after {ENFORCED_WITHIN:?} (last seen {}):\n{}",
                 r.class,
                 r.current(),
+                r.last_seen,
                 r.guard().log_tail()
             );
         }
@@ -306,6 +317,7 @@ async fn two_releases_with_moving_sources_never_flip_each_others_objects() {
         for (r, s) in [(&mut a, &sa), (&mut b, &sb)] {
             let current = judge(r, s).unwrap_or_else(|e| panic!("after {:?}: {e}", started.elapsed()));
             r.enforced |= current;
+            r.last_seen = format!("MAP {:?}, rogue write {:?}, quiet Ingress {:?}", s.map, s.rogue, s.quiet);
         }
         looks += 1;
         tokio::time::sleep(Duration::from_secs(1)).await;
