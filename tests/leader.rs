@@ -1,8 +1,9 @@
 //! Leader election and fencing against the real kube-apiserver + etcd of `support` (issue 33,
 //! items 6 and 10): a Lease that another controller keeps annotating after its leader died
 //! is taken over by the holder's own lease duration, and a leader stalled in the middle of a
-//! pass writes nothing once it has lost the Lease. Each test governs only its own class (named
-//! after its namespace) and holds its own Lease.
+//! pass writes nothing once it has lost the Lease: no status patch, and in `--admission=policy`
+//! no admission policy either. Each test governs only its own classes (named after its
+//! namespace) and holds its own Lease.
 
 #[allow(dead_code)]
 mod support;
@@ -210,4 +211,194 @@ async fn a_leader_stalled_during_a_pass_writes_nothing_after_losing_the_lease() 
     assert!(by_a >= 1 && by_b >= 1, "both led a part of the pass: a {by_a}, b {by_b}");
     assert_eq!(a.metric("ingress_status_guard_leader"), 0.0, "a stays deposed");
     assert!(a.log().contains("stepping down"), "a says why:\n{}", a.log_tail());
+}
+
+/// The admission policies and bindings named `<LEASE>-<prefix>…`: (kind, name, JSON).
+fn admission_objects(t: &TestEnv, prefix: &str) -> Vec<(String, String, serde_json::Value)> {
+    let kinds = "mutatingadmissionpolicies,mutatingadmissionpolicybindings";
+    let out = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["get", kinds, "-o", "json"]);
+    assert!(out.success, "{}", out.stderr);
+    let list: serde_json::Value = serde_json::from_str(&out.stdout).expect("kubectl JSON");
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    items
+        .into_iter()
+        .filter_map(|o| {
+            let name = o["metadata"]["name"].as_str()?.to_owned();
+            let kind = o["kind"].as_str()?.to_owned();
+            name.starts_with(&format!("{LEASE}-{prefix}")).then_some((kind, name, o))
+        })
+        .collect()
+}
+
+/// The address each MutatingAdmissionPolicy of `prefix` enforces is `ip`, and every binding is there.
+fn admission_objects_carry(t: &TestEnv, prefix: &str, count: usize, ip: &str) -> Result<(), String> {
+    let objects = admission_objects(t, prefix);
+    let maps: Vec<_> = objects.iter().filter(|(kind, ..)| kind == "MutatingAdmissionPolicy").collect();
+    let off: Vec<&String> = maps
+        .iter()
+        .filter(|(.., o)| !o["spec"]["mutations"][0]["jsonPatch"]["expression"].to_string().contains(ip))
+        .map(|(_, name, _)| name)
+        .collect();
+    if maps.len() == count && objects.len() == 2 * count && off.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} objects, {} MAPs, not enforcing {ip}: {off:?}", objects.len(), maps.len()))
+    }
+}
+
+/// Issue 33, item 6, in `--admission=policy`: the keeper's writes are fenced as the
+/// reconciler's are. Leader a, behind a TCP proxy, is filling 20 Ingresses at 2 patches a
+/// second when the proxy stalls; a reload of a's policy file (local, so a sees it while its
+/// requests hang) starts a keeper pass that rewrites all 20 admission objects. b (direct, with
+/// a value of its own) takes the Lease and writes its value; the proxy passes again, and more
+/// than a's call deadline (10 s) later the API server's audit log holds no write of a's, to
+/// Ingress status or to an admission object, received after b's `acquireTime`, and every
+/// object enforces b's value. Without the fence a's keeper goes on with its pass once its hung
+/// call times out, and overwrites b's objects with its reloaded value.
+#[tokio::test]
+async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_after_losing_the_lease() {
+    let t = TestEnv::new("leader-keeper").await;
+    let admin = t.cluster.admin_kubeconfig();
+    let resources = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    if !resources.stdout.contains("mutatingadmissionpolicies") {
+        eprintln!("the API server serves no MutatingAdmissionPolicy: policy mode cannot run here");
+        return;
+    }
+    const POLICIES: usize = 10;
+    let users = ["isg-keeper-a", "isg-keeper-b"];
+    let policies = |ip: &str| {
+        let mut text = String::from("policies:\n");
+        for i in 0..POLICIES {
+            let ns = &t.ns;
+            text.push_str(&format!(
+                "  - name: {ns}-{i}\n    ingressClasses: [{ns}-{i}]\n    publishStatusAddress: {ip}\n"
+            ));
+        }
+        text
+    };
+    let names: Vec<(String, String)> =
+        (0..2 * POLICIES).map(|i| (format!("web-{i}"), format!("{}-{}", t.ns, i % POLICIES))).collect();
+    for (name, class) in &names {
+        create_ingress(&t.ingresses, name, Class::Field(class)).await;
+    }
+    let (dir_a, dir_b) = (t.cluster.scratch_dir("keeper-a"), t.cluster.scratch_dir("keeper-b"));
+    let write = |dir: &Path, text: String| {
+        // Written whole and renamed, so the reload never reads half a file.
+        let (tmp, file) = (dir.join("policies.yaml.tmp"), dir.join("policies.yaml"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+        format!("--config={}", file.display())
+    };
+    let (config_a, config_b) = (write(&dir_a, policies("192.0.2.31")), write(&dir_b, policies("192.0.2.39")));
+    let stall = Arc::new(AtomicBool::new(false));
+    let server = t.cluster.server.clone();
+    let port = support::proxy::stalling_proxy(server.trim_start_matches("https://").to_owned(), stall.clone()).await;
+    let direct = t.cluster.kubeconfig_for(users[0], Some("system:masters"));
+    let proxied = direct.with_extension("proxied.yaml");
+    let text = std::fs::read_to_string(&direct).unwrap().replace(&server, &format!("https://127.0.0.1:{port}"));
+    std::fs::write(&proxied, text).unwrap();
+    let guard_args = |config: &str| {
+        let mut args = vec![
+            "--admission=policy".to_owned(),
+            "--reconcile=true".to_owned(),
+            "--reconcile-qps=2".to_owned(),
+            config.to_owned(),
+            format!("--leader-election-namespace={}", t.ns),
+        ];
+        let lease = ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s"];
+        args.extend(lease.into_iter().chain(["--leader-election-retry-period=1s"]).map(str::to_owned));
+        args
+    };
+    let a = replica(&t, &proxied, users[0], &guard_args(&config_a)).await;
+    await_leading(&a, HEAL).await;
+    let b_config = t.cluster.kubeconfig_for(users[1], Some("system:masters"));
+    let b = replica(&t, &b_config, users[1], &guard_args(&config_b)).await;
+    await_synced(&b).await;
+    eventually("a's admission objects", HEAL, || async { admission_objects_carry(&t, &t.ns, POLICIES, "192.0.2.31") })
+        .await;
+    let filled = || async {
+        let mut n = 0;
+        for (name, _) in &names {
+            n += usize::from(!stored(&t.ingresses, name).await.is_empty());
+        }
+        n
+    };
+    eventually("a is in the middle of its pass", HEAL, || async {
+        let n = filled().await;
+        if n >= 3 { Ok(()) } else { Err(format!("{n} filled")) }
+    })
+    .await;
+
+    // The stall, and a reload a sees at once: its keeper begins a pass whose requests hang.
+    stall.store(true, Ordering::SeqCst);
+    write(&dir_a, policies("192.0.2.32"));
+    let at_stall = filled().await;
+    assert!(at_stall < names.len(), "the stall came mid-pass ({at_stall} of {} filled)", names.len());
+    eventually("a reloads", Duration::from_secs(10), || async {
+        if a.log().contains("policy file reloaded") { Ok(()) } else { Err(a.log_tail()) }
+    })
+    .await;
+    eventually("b takes over", Duration::from_secs(30), || async {
+        let leading = b.metric("ingress_status_guard_leader");
+        if leading == 1.0 { Ok(()) } else { Err(format!("b leader {leading}")) }
+    })
+    .await;
+    // The case under test: a reloaded (so its keeper began a pass) while it still led.
+    let at = |message: &str| {
+        let log = a.log();
+        let line = log.lines().find(|l| l.contains(message)).map(str::to_owned);
+        let line = line.unwrap_or_else(|| panic!("a's log has no {message:?}:\n{}", a.log_tail()));
+        let event: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");
+        event["timestamp"].as_str().unwrap_or_default().parse::<Timestamp>().expect("a timestamp")
+    };
+    let (reloaded, stepped_down) = (at("policy file reloaded"), at("stepping down"));
+    assert!(reloaded < stepped_down, "a reloaded at {reloaded}, after it stepped down at {stepped_down}");
+    let lease = Api::<Lease>::namespaced(t.admin.clone(), &t.ns).get(LEASE).await.unwrap();
+    let spec = lease.spec.expect("the Lease's spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some(users[1]));
+    let acquired = spec.acquire_time.expect("b's acquireTime").0;
+    // a can reach the API server again: a write it still meant to send would now land.
+    stall.store(false, Ordering::SeqCst);
+    let unstalled = std::time::Instant::now();
+    eventually("b's admission objects", Duration::from_secs(60), || async {
+        admission_objects_carry(&t, &t.ns, POLICIES, "192.0.2.39")
+    })
+    .await;
+    // Past a's call deadline (10 s) since the proxy passes again: a write of a's pass that was
+    // not fenced has been sent by now.
+    tokio::time::sleep(Duration::from_secs(17).saturating_sub(unstalled.elapsed())).await;
+    let ours = |e: &serde_json::Value| {
+        let r = &e["objectRef"];
+        let admission = r["apiGroup"] == "admissionregistration.k8s.io"
+            && r["name"].as_str().is_some_and(|n| n.starts_with(&format!("{LEASE}-{}", t.ns)));
+        let status = r["resource"] == "ingresses" && r["namespace"] == t.ns.as_str();
+        (admission || status) && ["create", "update", "patch", "delete"].contains(&e["verb"].as_str().unwrap_or(""))
+    };
+    let (mut before, mut after) = (0, Vec::new());
+    for event in t.cluster.audit_events().iter().filter(|e| ours(e) && e["user"]["username"] == users[0]) {
+        let at: Timestamp =
+            event["requestReceivedTimestamp"].as_str().unwrap_or_default().parse().expect("a timestamp");
+        if at < acquired {
+            before += 1;
+        } else {
+            after.push(format!(
+                "{} {} {} at {at}",
+                event["verb"], event["objectRef"]["resource"], event["objectRef"]["name"]
+            ));
+        }
+    }
+    assert!(before >= 2 * POLICIES + 3, "a's writes before the stall are in the audit log: {before}");
+    assert!(after.is_empty(), "a wrote after b acquired the Lease at {acquired}:\n{}", after.join("\n"));
+    admission_objects_carry(&t, &t.ns, POLICIES, "192.0.2.39").expect("b's value stays enforced");
+    eventually("b fills and heals every Ingress", Duration::from_secs(60), || async {
+        let mut off = Vec::new();
+        for (name, _) in &names {
+            if stored(&t.ingresses, name).await != ["192.0.2.39"] {
+                off.push(name);
+            }
+        }
+        if off.is_empty() { Ok(()) } else { Err(format!("not b's: {off:?}")) }
+    })
+    .await;
+    assert_eq!(a.metric("ingress_status_guard_leader"), 0.0, "a stays deposed");
 }

@@ -348,7 +348,9 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
         );
     }
     write_config(&values("chart-map-two"));
-    eventually("the renamed policy's old objects go", WAIT, || async {
+    // Within 10 s of the file's rename: the bound, asserted as correctness (a reload
+    // runs the keeper at once; the file's 10 s poll alone would miss it).
+    eventually("the renamed policy's old objects go", std::time::Duration::from_secs(10), || async {
         let old = format!("{FULLNAME}-chart-map");
         let left: Vec<&str> = ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"]
             .into_iter()

@@ -190,13 +190,11 @@ impl Cluster {
     /// `mutation.webhook.admission.k8s.io/*` and `patch.webhook.admission.k8s.io/*`
     /// annotations are present: the API server's own record of what a webhook did.
     pub(crate) fn ingress_status_audit(&self, namespace: &str, name: &str) -> Vec<Value> {
-        let log = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
-        log.lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        self.audit_events()
+            .into_iter()
             .filter(|e| {
                 let r = &e["objectRef"];
-                e["stage"] == "ResponseComplete"
-                    && r["resource"] == "ingresses"
+                r["resource"] == "ingresses"
                     && r["subresource"] == "status"
                     && r["namespace"] == namespace
                     && r["name"] == name
@@ -204,7 +202,18 @@ impl Cluster {
             .collect()
     }
 
-    /// The API server's audit log (Ingress status writes, level Request).
+    /// Every audit event of stage ResponseComplete, oldest first: Ingress status writes (level
+    /// Request) and writes of admission policies and their bindings (level Metadata).
+    pub(crate) fn audit_events(&self) -> Vec<Value> {
+        let log = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|e| e["stage"] == "ResponseComplete")
+            .collect()
+    }
+
+    /// The API server's audit log (Ingress status writes, level Request; admission policy
+    /// writes, level Metadata).
     #[allow(dead_code)] // used by benches/reconcile.rs
     pub(crate) fn audit_log(&self) -> &Path {
         &self.audit_log
@@ -400,11 +409,15 @@ async fn start(setup: Setup, version: Option<&str>) -> Result<Cluster, String> {
             dir.join("webhook-client-kubeconfig.yaml").display()
         ),
     );
-    // Only Ingress status writes are audited, with their request bodies and annotations.
+    // Ingress status writes are audited, with their request bodies and annotations; writes of
+    // admission policies and their bindings by who and when only (tests/leader.rs: a deposed
+    // leader writes none).
     write(
         &dir.join("audit-policy.yaml"),
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
          - level: Request\n  resources:\n  - group: networking.k8s.io\n    resources: [ingresses/status]\n\
+         - level: Metadata\n  verbs: [create, update, patch, delete]\n  resources:\n  - group: admissionregistration.k8s.io\n\
+         \x20   resources: [mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies, validatingadmissionpolicybindings]\n\
          - level: None\n",
     );
     let audit_log = dir.join("audit.log");
