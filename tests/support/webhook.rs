@@ -203,6 +203,19 @@ impl Webhook {
         self.proc.log_tail(40)
     }
 
+    /// The lines of its log that say it was forbidden something: an RBAC denial, or any other
+    /// 403. Not the line saying the API server refused a streaming list (1.23 forbids
+    /// `resourceVersionMatch` on a watch, 1.27 to 1.33 `sendInitialEvents` unless WatchList is
+    /// on): the guard lists in pages then, and needs no other right for it.
+    pub(crate) fn forbidden_lines(&self) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|line| line.to_lowercase().contains("forbidden"))
+            .filter(|line| !line.contains("the API server refused the streaming list"))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Registers this webhook for Ingress status updates in exactly one namespace (selected by
     /// `NAMESPACE_LABEL`), so parallel tests never call each other's webhooks. Returns the
     /// MutatingWebhookConfiguration's name. The API server picks it up asynchronously: wait
