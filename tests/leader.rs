@@ -66,6 +66,19 @@ async fn await_synced(webhook: &Webhook) {
     .await;
 }
 
+/// A kubeconfig for `user` (an administrator) that reaches the API server through a TCP proxy,
+/// and the switch that stalls the proxy (holds every connection, forwarding nothing).
+async fn behind_stalling_proxy(t: &TestEnv, user: &str) -> (std::path::PathBuf, Arc<AtomicBool>) {
+    let stall = Arc::new(AtomicBool::new(false));
+    let server = t.cluster.server.clone();
+    let port = support::proxy::stalling_proxy(server.trim_start_matches("https://").to_owned(), stall.clone()).await;
+    let direct = t.cluster.kubeconfig_for(user, Some("system:masters"));
+    let proxied = direct.with_extension("proxied.yaml");
+    let text = std::fs::read_to_string(&direct).unwrap().replace(&server, &format!("https://127.0.0.1:{port}"));
+    std::fs::write(&proxied, text).unwrap();
+    (proxied, stall)
+}
+
 async fn stale(t: &TestEnv, name: &str) {
     create_ingress(&t.ingresses, name, Class::Field(&t.ns)).await;
     write_status(&t.rogue, name, &["198.51.100.7"], false).await.expect("rogue write");
@@ -151,13 +164,7 @@ async fn a_leader_stalled_during_a_pass_writes_nothing_after_losing_the_lease() 
     for name in &names {
         stale(&t, name).await;
     }
-    let stall = Arc::new(AtomicBool::new(false));
-    let server = t.cluster.server.clone();
-    let port = support::proxy::stalling_proxy(server.trim_start_matches("https://").to_owned(), stall.clone()).await;
-    let direct = t.cluster.kubeconfig_for(users[0], Some("system:masters"));
-    let proxied = direct.with_extension("proxied.yaml");
-    let text = std::fs::read_to_string(&direct).unwrap().replace(&server, &format!("https://127.0.0.1:{port}"));
-    std::fs::write(&proxied, text).unwrap();
+    let (proxied, stall) = behind_stalling_proxy(&t, users[0]).await;
     let replica_args = args(&t, ["4s", "3s", "1s"], &["--reconcile-qps=2"]);
     let a = replica(&t, &proxied, users[0], &replica_args).await;
     await_leading(&a, HEAL).await;
@@ -290,13 +297,7 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
         format!("--config={}", file.display())
     };
     let (config_a, config_b) = (write(&dir_a, policies("192.0.2.31")), write(&dir_b, policies("192.0.2.39")));
-    let stall = Arc::new(AtomicBool::new(false));
-    let server = t.cluster.server.clone();
-    let port = support::proxy::stalling_proxy(server.trim_start_matches("https://").to_owned(), stall.clone()).await;
-    let direct = t.cluster.kubeconfig_for(users[0], Some("system:masters"));
-    let proxied = direct.with_extension("proxied.yaml");
-    let text = std::fs::read_to_string(&direct).unwrap().replace(&server, &format!("https://127.0.0.1:{port}"));
-    std::fs::write(&proxied, text).unwrap();
+    let (proxied, stall) = behind_stalling_proxy(&t, users[0]).await;
     let guard_args = |config: &str| {
         let mut args = vec![
             "--admission=policy".to_owned(),
