@@ -3,7 +3,8 @@
 //! the one rule that moves a judged object between them ([`Books::judged`]). Pure: time comes
 //! in as a value, and what the async glue is to do (wake a worker, re-arm the release timer,
 //! report a fight) goes out as [`Effects`]; the memory test drives it through
-//! [`super::probe::Bookkeeping`].
+//! [`super::probe::Bookkeeping`]. Everything but the queue's line and the release schedule is
+//! keyed by the key's [`fingerprint`](crate::sources::follow::fingerprint), not a copy of it.
 
 use std::{hash::Hash, time::Instant};
 
@@ -15,7 +16,10 @@ use super::{
     queue::Queue,
     release::Releases,
 };
-use crate::address::Address;
+use crate::{
+    address::Address,
+    sources::follow::fingerprint::{Fingerprints, Print},
+};
 
 /// Which gauge a count is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,18 +44,19 @@ pub(super) struct Effects {
 /// See the module documentation.
 #[derive(Debug)]
 pub(super) struct Books<K> {
-    pub(super) drift: Drift<K>,
+    pub(super) drift: Drift<Print>,
     /// The keys held back because other writers keep rewriting them, by policy (same
     /// bookkeeping as the drift).
-    pub(super) contested: Drift<K>,
+    pub(super) contested: Drift<Print>,
     /// The keys to patch.
     pub(super) queue: Queue<K>,
     /// Our recent patches and others' writes per key, which tell a heal from a fight.
-    pub(super) damping: Damping<K>,
+    pub(super) damping: Damping<Print>,
     /// When the keys held back or backing off are let queue again.
     pub(super) releases: Releases<K>,
     /// How many fight WARN lines each policy has had lately.
     pub(super) fights: FightLog,
+    prints: Fingerprints,
 }
 
 impl<K> Default for Books<K> {
@@ -63,6 +68,7 @@ impl<K> Default for Books<K> {
             damping: Damping::default(),
             releases: Releases::default(),
             fights: FightLog::default(),
+            prints: Fingerprints::default(),
         }
     }
 }
@@ -84,20 +90,21 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
         gauge: &mut dyn FnMut(Gauge, &str, i64),
     ) -> Effects {
         let mut effects = Effects::default();
+        let print = &self.prints.of(key);
         let &Judgement::Drift { ref policy, patch } = judgement else {
             self.queue.clear_failures(key);
-            self.damping.fine(key);
-            self.drift.set(key, None, |p, n| gauge(Gauge::Drift, p, n));
-            self.contested.set(key, None, |p, n| gauge(Gauge::Contested, p, n));
+            self.damping.fine(print);
+            self.drift.set(print, None, |p, n| gauge(Gauge::Drift, p, n));
+            self.contested.set(print, None, |p, n| gauge(Gauge::Contested, p, n));
             return effects;
         };
         if patch {
             if foreign {
-                self.damping.foreign_write(key, now);
+                self.damping.foreign_write(print, now);
             }
             let policy_contested = self.contested.count(policy) > 0;
-            match self.damping.step(key, seen, policy, policy_contested, now) {
-                Step::Patch => self.contested.set(key, None, |p, n| gauge(Gauge::Contested, p, n)),
+            match self.damping.step(print, seen, policy, policy_contested, now) {
+                Step::Patch => self.contested.set(print, None, |p, n| gauge(Gauge::Contested, p, n)),
                 Step::Wait { until, contested, fight } => {
                     if let Some(fight) = fight.filter(|_| leading) {
                         effects.fight = Some((fight, self.fights.observe(policy, now)));
@@ -106,22 +113,28 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
                         effects.armed = self.releases.arm(key.clone(), until);
                     }
                     let contested = contested.then_some(policy.as_str());
-                    self.contested.set(key, contested, |p, n| gauge(Gauge::Contested, p, n));
-                    self.drift.set(key, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
+                    self.contested.set(print, contested, |p, n| gauge(Gauge::Contested, p, n));
+                    self.drift.set(print, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
                     return effects;
                 }
             }
         }
-        self.drift.set(key, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
+        self.drift.set(print, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
         effects.wake = patch && self.queue.enqueue(key.clone());
         effects
     }
 
     /// Forgets a key that is gone (deleted, or not returned by a re-list).
     pub(super) fn forget(&mut self, key: &K, gauge: &mut dyn FnMut(Gauge, &str, i64)) {
+        let print = &self.prints.of(key);
         self.queue.forget(key);
-        self.damping.forget(key);
-        self.drift.set(key, None, |p, n| gauge(Gauge::Drift, p, n));
-        self.contested.set(key, None, |p, n| gauge(Gauge::Contested, p, n));
+        self.damping.forget(print);
+        self.drift.set(print, None, |p, n| gauge(Gauge::Drift, p, n));
+        self.contested.set(print, None, |p, n| gauge(Gauge::Contested, p, n));
+    }
+
+    /// Our patch of `key` to `wrote` succeeded at `now` ([`Damping::patched`]).
+    pub(super) fn patched(&mut self, key: &K, wrote: &[Address], now: Instant) {
+        self.damping.patched(&self.prints.of(key), wrote, now);
     }
 }

@@ -109,9 +109,11 @@ pub(crate) enum Step {
 /// ago are forgotten, an eighth at a time (so eviction costs O(1) per record made). A record
 /// forgotten early only costs what a record pruned after an hour does: its next undo or rate
 /// fight is not recognised, the object is healed once more and recorded afresh. With the
-/// records this compact (about 200 bytes with their key, `tests/books_memory.rs`) the cap
-/// bounds them to a few MiB however many objects are healed or contested at once.
-pub(crate) const MAX_RECORDS: usize = 32_768;
+/// records this compact (128 bytes with their key's fingerprint, `tests/books_memory.rs`) the
+/// cap bounds them to 4 MiB however many objects are healed or contested at once: 28,672 is
+/// what a hash table of 32,768 slots holds (7/8 full); one more doubles it. That covers the
+/// [`FIGHT_WINDOW`] of every patch at 200 a second (12,000), and 20,000 contested objects.
+pub(crate) const MAX_RECORDS: usize = 28_672;
 
 /// Milliseconds since the damping's base instant: a record's instants in 4 bytes, not 16.
 type Ms = u32;

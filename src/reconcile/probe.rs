@@ -150,8 +150,12 @@ impl Bookkeeping {
         self.books.judged(key, &judgement, &[Address::ip(stored)], foreign, true, now, &mut |_, _, _| {}).wake
     }
 
-    /// The next key to patch, now in flight.
-    pub fn pop(&mut self) -> Option<(Arc<str>, Box<str>)> {
+    /// The next key to patch, now in flight; the line is refilled from `cache` (every key
+    /// held, as the reconciler's cache holds them) when it runs dry.
+    pub fn pop(&mut self, cache: &[Key]) -> Option<(Arc<str>, Box<str>)> {
+        if self.books.queue.wants_refill() {
+            self.books.queue.refill(cache.iter());
+        }
         self.books.queue.pop()
     }
 
@@ -159,7 +163,7 @@ impl Bookkeeping {
     /// judged canonical, as the work loop books it; `true` if the key is settled.
     pub fn patched(&mut self, key: (Arc<str>, Box<str>), wrote: IpAddr, at: Duration) -> bool {
         let now = self.start + at;
-        self.books.damping.patched(&key, &[Address::ip(wrote)], now);
+        self.books.patched(&key, &[Address::ip(wrote)], now);
         self.books.judged(&key, &Judgement::Fine, &[Address::ip(wrote)], false, true, now, &mut |_, _, _| {});
         self.books.queue.done(key, true, now) == After::Settled
     }
@@ -178,8 +182,8 @@ impl Bookkeeping {
         self.books.damping.prune(self.start + at);
     }
 
-    /// Keys drifted, contested, queued, with a queue entry, with a damping record, with a
-    /// pending release.
+    /// Keys drifted, contested, waiting (in line or pending), with a queue slot, with a
+    /// damping record, with a pending release.
     pub fn counts(&self) -> [usize; 6] {
         let b = &self.books;
         [b.drift.len(), b.contested.len(), b.queue.len(), b.queue.tracked(), b.damping.len(), b.releases.len()]

@@ -1,7 +1,12 @@
-//! The reconciler's work queue as a pure state machine: which Ingresses wait for a patch, which
+//! The reconciler's work queue as a pure state machine: which objects wait for a patch, which
 //! are being patched, which changed meanwhile, and which back off after failures. The async
 //! reconciler drives it and owns the timers; time comes in as a value, so the rules are tested
 //! without sleeping.
+//!
+//! Bounded whatever the number of objects waiting (issue 34): at most [`ORDER_MAX`] keys wait
+//! in line; a key queued past that only marks its slot *pending*, a fingerprint and 8 bytes,
+//! and the line is refilled from the cache when it runs dry ([`Queue::refill`]), resuming the
+//! scan where the last one stopped so every pending key gets its turn.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -10,9 +15,13 @@ use std::{
 };
 
 use super::shrink::{shrink, shrink_deque};
+use crate::sources::follow::fingerprint::{Fingerprints, Print};
 
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(500);
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Keys waiting in line at most; the rest of those queued are pending. A refill scans the
+/// cache once per this many patches, so at the default 200 per second about every 20 s.
+pub(crate) const ORDER_MAX: usize = 4096;
 
 /// What is left to do once an attempt has ended ([`Queue::done`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +41,8 @@ enum At {
     Idle,
     /// Waiting in `order`.
     Queued,
+    /// Waiting, not in `order` (it was full): the next refill finds it in the cache.
+    Pending,
     /// Being attempted now; `dirty` if queued again (or held) meanwhile: judged once more when
     /// its attempt ends, so one key never has two attempts in flight.
     InFlight { dirty: bool },
@@ -39,7 +50,7 @@ enum At {
     BackingOff,
 }
 
-/// One key's state: 8 bytes beside its key.
+/// One key's state: 8 bytes beside its fingerprint.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     at: At,
@@ -47,62 +58,121 @@ struct Slot {
     failures: u32,
 }
 
-/// One entry per key however often it is queued; one attempt in flight per key. A key
-/// settled, with no failures, has no entry (and the maps shrink as they empty, [`shrink`]).
+/// One slot per key however often it is queued; one attempt in flight per key. A key
+/// settled, with no failures, has no slot (and the maps shrink as they empty, [`shrink`]).
 #[derive(Debug)]
 pub(crate) struct Queue<K> {
     order: VecDeque<K>,
-    slots: HashMap<K, Slot>,
+    slots: HashMap<Print, Slot>,
+    prints: Fingerprints,
+    /// Slots [`At::Pending`].
+    pending: usize,
+    /// Where in the cache the last refill stopped.
+    scan_from: usize,
 }
 
 impl<K> Default for Queue<K> {
     fn default() -> Self {
-        Queue { order: VecDeque::new(), slots: HashMap::new() }
+        Queue {
+            order: VecDeque::new(),
+            slots: HashMap::new(),
+            prints: Fingerprints::default(),
+            pending: 0,
+            scan_from: 0,
+        }
     }
 }
 
 impl<K: Eq + Hash + Clone> Queue<K> {
-    fn at(&self, key: &K) -> At {
-        self.slots.get(key).map_or(At::Idle, |slot| slot.at)
+    fn at(&self, print: Print) -> At {
+        self.slots.get(&print).map_or(At::Idle, |slot| slot.at)
     }
 
-    /// Sets where `key` is (and, if given, its failures); a key idle without failures leaves.
-    fn put(&mut self, key: &K, at: At, failures: Option<u32>) {
-        let failures = failures.unwrap_or_else(|| self.slots.get(key).map_or(0, |slot| slot.failures));
+    /// Sets where the key of `print` is (and, if given, its failures); a key idle without
+    /// failures leaves.
+    fn put(&mut self, print: Print, at: At, failures: Option<u32>) {
+        let failures = failures.unwrap_or_else(|| self.slots.get(&print).map_or(0, |slot| slot.failures));
+        let was = self.at(print);
+        self.pending = self.pending + usize::from(at == At::Pending) - usize::from(was == At::Pending);
         if at == At::Idle && failures == 0 {
-            if self.slots.remove(key).is_some() {
+            if self.slots.remove(&print).is_some() {
                 shrink(&mut self.slots);
             }
-        } else if let Some(slot) = self.slots.get_mut(key) {
+        } else if let Some(slot) = self.slots.get_mut(&print) {
             *slot = Slot { at, failures };
         } else {
-            self.slots.insert(key.clone(), Slot { at, failures });
+            self.slots.insert(print, Slot { at, failures });
         }
     }
 
-    /// Takes `key` out of `order` if it waits there.
-    fn unqueue(&mut self, key: &K) {
-        if self.at(key) == At::Queued {
-            self.order.retain(|k| k != key);
-            shrink_deque(&mut self.order);
-            self.put(key, At::Idle, None);
+    /// Takes `key` out of line if it waits there (or is pending).
+    fn unqueue(&mut self, key: &K, print: Print) {
+        match self.at(print) {
+            At::Queued => {
+                self.order.retain(|k| k != key);
+                shrink_deque(&mut self.order);
+            }
+            At::Pending => {}
+            _ => return,
         }
+        self.put(print, At::Idle, None);
     }
 
     /// Queues `key` for an attempt; `true` if it is newly waiting (a worker is to be woken).
     /// A key already waiting or backing off is left as it is; one in flight is marked dirty.
     pub(crate) fn enqueue(&mut self, key: K) -> bool {
-        match self.at(&key) {
+        let print = self.prints.of(&key);
+        match self.at(print) {
             At::InFlight { .. } => {
-                self.put(&key, At::InFlight { dirty: true }, None);
+                self.put(print, At::InFlight { dirty: true }, None);
                 false
             }
-            At::BackingOff | At::Queued => false,
+            At::BackingOff | At::Queued | At::Pending => false,
+            At::Idle if self.order.len() >= ORDER_MAX => {
+                self.put(print, At::Pending, None);
+                true
+            }
             At::Idle => {
-                self.put(&key, At::Queued, None);
+                self.put(print, At::Queued, None);
                 self.order.push_back(key);
                 true
             }
+        }
+    }
+
+    /// Whether the line is empty while keys are pending: [`Queue::refill`] before popping.
+    pub(crate) fn wants_refill(&self) -> bool {
+        self.order.is_empty() && self.pending > 0
+    }
+
+    /// Puts pending keys back in line, up to [`ORDER_MAX`], from `keys` (every key the cache
+    /// holds, in its order, which must not change between refills for the scan to resume
+    /// fairly). A scan that finds none pending forgets the pending marks left (keys no longer
+    /// held; [`Queue::forget`] normally takes them out).
+    pub(crate) fn refill<'a>(&mut self, keys: impl ExactSizeIterator<Item = &'a K> + Clone)
+    where
+        K: 'a,
+    {
+        let n = keys.len();
+        let start = if n == 0 { 0 } else { self.scan_from % n };
+        let (mut scanned, mut found) = (0, 0);
+        for key in keys.clone().skip(start).chain(keys.take(start)) {
+            if self.order.len() >= ORDER_MAX {
+                break;
+            }
+            scanned += 1;
+            let print = self.prints.of(key);
+            if self.at(print) == At::Pending {
+                self.put(print, At::Queued, None);
+                self.order.push_back(key.clone());
+                found += 1;
+            }
+        }
+        self.scan_from = start + scanned;
+        if found == 0 && self.pending > 0 {
+            self.slots.retain(|_, slot| slot.at != At::Pending);
+            self.pending = 0;
+            shrink(&mut self.slots);
         }
     }
 
@@ -110,15 +180,16 @@ impl<K: Eq + Hash + Clone> Queue<K> {
     pub(crate) fn pop(&mut self) -> Option<K> {
         let key = self.order.pop_front()?;
         shrink_deque(&mut self.order);
-        self.put(&key, At::InFlight { dirty: false }, None);
+        self.put(self.prints.of(&key), At::InFlight { dirty: false }, None);
         Some(key)
     }
 
     /// Ends the attempt on `key` without its having been made (leadership lost meanwhile: the
     /// next leader judges every key anyway).
     pub(crate) fn abandon(&mut self, key: &K) {
-        if matches!(self.at(key), At::InFlight { .. }) {
-            self.put(key, At::Idle, None);
+        let print = self.prints.of(key);
+        if matches!(self.at(print), At::InFlight { .. }) {
+            self.put(print, At::Idle, None);
         }
     }
 
@@ -126,31 +197,33 @@ impl<K: Eq + Hash + Clone> Queue<K> {
     /// backs the key off exponentially, from [`BACKOFF_BASE`] up to [`BACKOFF_MAX`], and the
     /// retry judges it afresh, which covers a dirty mark too.
     pub(crate) fn done(&mut self, key: K, succeeded: bool, now: Instant) -> After {
-        let recheck = self.at(&key) == At::InFlight { dirty: true };
+        let print = self.prints.of(&key);
+        let recheck = self.at(print) == At::InFlight { dirty: true };
         if succeeded {
-            self.put(&key, At::Idle, Some(0));
+            self.put(print, At::Idle, Some(0));
             return if recheck { After::Recheck } else { After::Settled };
         }
-        let failures = self.slots.get(&key).map_or(0, |slot| slot.failures).saturating_add(1);
+        let failures = self.slots.get(&print).map_or(0, |slot| slot.failures).saturating_add(1);
         let delay = BACKOFF_BASE.saturating_mul(1u32 << (failures - 1).min(16)).min(BACKOFF_MAX);
-        self.put(&key, At::BackingOff, Some(failures));
+        self.put(print, At::BackingOff, Some(failures));
         After::RetryAt(now + delay)
     }
 
-    /// Holds `key` back (a fight, [`super::damping`]): taken out of the queue and not queued
+    /// Holds `key` back (a fight, [`super::damping`]): taken out of line and not queued
     /// again until [`Queue::release`]; `true` if the caller is to arm the release. A key in
     /// flight is marked dirty instead, so its attempt's end judges it again; one backing off
     /// already stays as it is.
     pub(crate) fn hold(&mut self, key: &K) -> bool {
-        match self.at(key) {
+        let print = self.prints.of(key);
+        match self.at(print) {
             At::InFlight { .. } => {
-                self.put(key, At::InFlight { dirty: true }, None);
+                self.put(print, At::InFlight { dirty: true }, None);
                 false
             }
             At::BackingOff => false,
-            At::Queued | At::Idle => {
-                self.unqueue(key);
-                self.put(key, At::BackingOff, None);
+            At::Queued | At::Pending | At::Idle => {
+                self.unqueue(key, print);
+                self.put(print, At::BackingOff, None);
                 true
             }
         }
@@ -159,34 +232,37 @@ impl<K: Eq + Hash + Clone> Queue<K> {
     /// Forgets everything about `key`: deleted, or dropped by a re-list. An attempt in flight
     /// still ends ([`Queue::done`]), and a pending release still comes ([`Queue::release`]).
     pub(crate) fn forget(&mut self, key: &K) {
-        self.unqueue(key);
-        let at = match self.at(key) {
+        let print = self.prints.of(key);
+        self.unqueue(key, print);
+        let at = match self.at(print) {
             At::InFlight { .. } => At::InFlight { dirty: false },
             at => at,
         };
-        self.put(key, at, Some(0));
+        self.put(print, at, Some(0));
     }
 
     /// The backoff of `key` is over: it may be queued again.
     pub(crate) fn release(&mut self, key: &K) {
-        if self.at(key) == At::BackingOff {
-            self.put(key, At::Idle, None);
+        let print = self.prints.of(key);
+        if self.at(print) == At::BackingOff {
+            self.put(print, At::Idle, None);
         }
     }
 
     /// Forgets the failures of `key`: it is fine now, or gone.
     pub(crate) fn clear_failures(&mut self, key: &K) {
-        if self.slots.contains_key(key) {
-            self.put(key, self.at(key), Some(0));
+        let print = self.prints.of(key);
+        if self.slots.contains_key(&print) {
+            self.put(print, self.at(print), Some(0));
         }
     }
 
-    /// Keys waiting for an attempt.
+    /// Keys waiting for an attempt, in line or pending.
     pub(crate) fn len(&self) -> usize {
-        self.order.len()
+        self.order.len() + self.pending
     }
 
-    /// Keys with an entry (waiting, in flight, backing off, or with failures).
+    /// Keys with a slot (waiting, in flight, backing off, or with failures).
     pub(crate) fn tracked(&self) -> usize {
         self.slots.len()
     }
@@ -196,7 +272,7 @@ impl<K: Eq + Hash + Clone> Queue<K> {
 mod tests {
     use super::*;
 
-    fn drain(q: &mut Queue<&'static str>) -> Vec<&'static str> {
+    fn drain<K: Eq + Hash + Clone>(q: &mut Queue<K>) -> Vec<K> {
         std::iter::from_fn(|| q.pop()).collect()
     }
 
@@ -309,6 +385,73 @@ mod tests {
         assert!(q.enqueue("a"));
         q.forget(&"a");
         assert_eq!(q.len(), 0, "forgotten keys leave the queue");
+    }
+
+    #[test]
+    fn past_the_bound_keys_pend_and_each_gets_its_turn() {
+        let keys: Vec<String> = (0..ORDER_MAX * 2 + 10).map(|i| format!("k{i}")).collect();
+        let mut q = Queue::default();
+        for key in &keys {
+            assert!(q.enqueue(key.clone()), "newly waiting, in line or pending");
+        }
+        assert_eq!((q.order.len(), q.len()), (ORDER_MAX, keys.len()));
+        assert!(!q.enqueue(keys[keys.len() - 1].clone()), "pending already");
+        let mut popped = Vec::new();
+        loop {
+            if q.wants_refill() {
+                q.refill(keys.iter());
+            }
+            let Some(key) = q.pop() else { break };
+            assert_eq!(q.done(key.clone(), true, Instant::now()), After::Settled);
+            popped.push(key);
+        }
+        popped.sort();
+        let mut want = keys.clone();
+        want.sort();
+        assert_eq!(popped, want, "every key once");
+        assert_eq!((q.len(), q.tracked()), (0, 0));
+    }
+
+    #[test]
+    fn pending_keys_can_be_held_forgotten_or_left_behind() {
+        let keys: Vec<String> = (0..ORDER_MAX + 3).map(|i| format!("k{i}")).collect();
+        let mut q = Queue::default();
+        keys.iter().for_each(|k| _ = q.enqueue(k.clone()));
+        let [a, b, c] = [&keys[ORDER_MAX], &keys[ORDER_MAX + 1], &keys[ORDER_MAX + 2]];
+        assert!(q.hold(a), "a pending key is held like a queued one");
+        q.forget(b);
+        assert_eq!(q.len(), ORDER_MAX + 1);
+        (0..ORDER_MAX).for_each(|_| _ = q.pop().map(|k| q.done(k, true, Instant::now())));
+        assert!(q.wants_refill());
+        // The cache no longer holds `c` (and nothing forgot it): a scan that finds no pending
+        // key drops the stale mark instead of scanning for it forever.
+        q.refill(keys[..ORDER_MAX].iter());
+        assert!(!q.wants_refill());
+        assert_eq!((q.len(), q.pop()), (0, None));
+        q.release(a);
+        assert!(q.enqueue(a.clone()) && q.enqueue(c.clone()));
+        assert_eq!(drain(&mut q).len(), 2);
+    }
+
+    #[test]
+    fn a_refill_resumes_where_the_last_stopped() {
+        let keys: Vec<String> = (0..ORDER_MAX * 3).map(|i| format!("k{i}")).collect();
+        let others: Vec<String> = (0..ORDER_MAX).map(|i| format!("other{i}")).collect();
+        let mut q = Queue::default();
+        let settle = |q: &mut Queue<String>| drain(q).into_iter().for_each(|k| _ = q.done(k, true, Instant::now()));
+        let mut firsts = Vec::new();
+        for _ in 0..3 {
+            // The line full of others, every key of the cache pends (again): a scan from the
+            // start would take the same ones every time.
+            others.iter().for_each(|k| _ = q.enqueue(k.clone()));
+            keys.iter().for_each(|k| _ = q.enqueue(k.clone()));
+            settle(&mut q);
+            assert!(q.wants_refill());
+            q.refill(keys.iter());
+            firsts.push(q.order.front().cloned());
+            settle(&mut q);
+        }
+        assert_eq!(firsts, [Some(keys[0].clone()), Some(keys[ORDER_MAX].clone()), Some(keys[2 * ORDER_MAX].clone())]);
     }
 
     #[test]

@@ -43,7 +43,12 @@ impl<K: Governed> Reconciler<K> {
     async fn next_key(&self) -> Key {
         loop {
             {
-                if let Some(key) = self.lock().books.queue.pop() {
+                let mut state = self.lock();
+                let super::State { ingresses, books } = &mut *state;
+                if books.queue.wants_refill() {
+                    books.queue.refill(ingresses.keys());
+                }
+                if let Some(key) = books.queue.pop() {
                     return key;
                 }
             }
@@ -159,7 +164,7 @@ impl<K: Governed> Reconciler<K> {
                 Ok(obj) => {
                     self.common.metrics.patch(&policy, "patched");
                     let now = tokio::time::Instant::now().into_std();
-                    self.lock().books.damping.patched(key, &canonical, now);
+                    self.lock().books.patched(key, &canonical, now);
                     K::healed(&object, &Addresses(&from), &Addresses(&canonical), &policy);
                     if let Some((key, stored)) = kind::project::<K>(obj, &self.common.metrics, &self.interner) {
                         self.upsert_unless_newer(key, resource_version.as_deref(), stored);

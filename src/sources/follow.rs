@@ -11,6 +11,7 @@
 //! large collection, and readers see nothing before the first list has ended
 //! ([`Projection::synced`]).
 
+pub(crate) mod fingerprint;
 mod lists;
 
 use std::{
@@ -29,6 +30,7 @@ use serde::de::DeserializeOwned;
 use lists::Lists;
 pub(crate) use lists::Strategy;
 
+use self::fingerprint::{Fingerprints, Print};
 use crate::{kind::Governed, policy::Policies};
 
 /// What one watcher event did to a [`Projection`].
@@ -66,14 +68,17 @@ impl<K, V> From<Option<(K, V)>> for Projected<K, V> {
 #[derive(Debug)]
 pub(crate) struct Projection<K, V> {
     values: HashMap<K, V>,
-    /// Keys returned by the (re-)list in progress, while one is.
-    listing: Option<HashSet<K>>,
+    /// The fingerprints of the keys returned by the (re-)list in progress, while one is: 8
+    /// bytes a key, not a copy of each (a key deleted while the watch was down, whose
+    /// fingerprint a listed one shares by chance, is dropped by the next re-list instead).
+    listing: Option<HashSet<Print>>,
+    prints: Fingerprints,
     synced: bool,
 }
 
 impl<K, V> Default for Projection<K, V> {
     fn default() -> Self {
-        Projection { values: HashMap::new(), listing: None, synced: false }
+        Projection { values: HashMap::new(), listing: None, prints: Fingerprints::default(), synced: false }
     }
 }
 
@@ -87,7 +92,7 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
             }
             watcher::Event::InitApply((key, value)) => {
                 if let Some(listing) = &mut self.listing {
-                    listing.insert(key.clone());
+                    listing.insert(self.prints.of(&key));
                 }
                 self.values.insert(key, value);
                 Change::Listing
@@ -96,7 +101,7 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
                 let mut dropped = Vec::new();
                 if let Some(listing) = self.listing.take() {
                     self.values.retain(|key, _| {
-                        let keep = listing.contains(key);
+                        let keep = listing.contains(&self.prints.of(key));
                         if !keep {
                             dropped.push(key.clone());
                         }
@@ -138,6 +143,11 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.values.iter()
+    }
+
+    /// The keys held, in an order that stays while none is added or removed.
+    pub(crate) fn keys(&self) -> std::collections::hash_map::Keys<'_, K, V> {
+        self.values.keys()
     }
 
     /// Removes `key` (an object the owner no longer keeps), as a deletion would.
