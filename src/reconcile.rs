@@ -327,8 +327,11 @@ impl<K: Governed> Reconciler<K> {
         match change {
             Change::Listing => {}
             Change::Listed { first, dropped } => {
+                let objects = self.lock().ingresses.len();
                 if first {
-                    tracing::info!(objects = self.lock().ingresses.len(), "{} cache synced", K::KIND.name());
+                    tracing::info!(objects, "{} cache synced", K::KIND.name());
+                } else {
+                    tracing::info!(objects, dropped = dropped.len(), "{} cache listed again", K::KIND.name());
                 }
                 let mut state = self.lock();
                 for key in &dropped {
