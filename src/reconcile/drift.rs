@@ -13,26 +13,66 @@ use super::shrink::shrink;
 /// Off-canonical keys by policy, counted per policy.
 #[derive(Debug)]
 pub(crate) struct Drift<K> {
-    /// Each key's policy, shared with `counts` (one name per policy, not per key).
-    by_key: HashMap<K, Arc<str>>,
-    counts: HashMap<Arc<str>, i64>,
+    /// Each key's policy, as its place in `policies`: 4 bytes a key (a heal of every object
+    /// has an entry for each), not a shared name's 16.
+    by_key: HashMap<K, u32>,
+    policies: Vec<Tally>,
+    /// Places in `policies` by name.
+    places: HashMap<Arc<str>, u32>,
+}
+
+/// One policy's count, and whether its gauge is shown (it is in force, [`Drift::publish`]).
+#[derive(Debug)]
+struct Tally {
+    name: Arc<str>,
+    count: i64,
+    shown: bool,
 }
 
 impl<K> Default for Drift<K> {
     fn default() -> Self {
-        Drift { by_key: HashMap::new(), counts: HashMap::new() }
+        Drift { by_key: HashMap::new(), policies: Vec::new(), places: HashMap::new() }
     }
 }
 
 impl<K: Eq + Hash + Clone> Drift<K> {
+    /// The place of `policy`, made (counting 0, shown) if it has none; a place of a policy
+    /// that has left, with no key under it, is reused, so the places stay as many as the
+    /// policies in force and those some key is still under.
+    fn place(&mut self, policy: &str) -> u32 {
+        if let Some(&at) = self.places.get(policy) {
+            // Judged under it now, so it is in force again (its count carried on meanwhile).
+            self.policies[at as usize].shown = true;
+            return at;
+        }
+        let name: Arc<str> = Arc::from(policy);
+        let tally = Tally { name: name.clone(), count: 0, shown: true };
+        let free = self.policies.iter().position(|t| !t.shown && t.count == 0);
+        let at = match free {
+            Some(at) => {
+                self.places.remove(&self.policies[at].name);
+                self.policies[at] = tally;
+                at
+            }
+            None => {
+                self.policies.push(tally);
+                self.policies.len() - 1
+            }
+        };
+        let at = u32::try_from(at).expect("fewer than 2^32 policies");
+        self.places.insert(name, at);
+        at
+    }
+
     /// Records that `key` is off canonical under `policy`, or fine (`None`); `gauge` is told
     /// the new count of each policy whose count moved.
     pub(crate) fn set(&mut self, key: &K, policy: Option<&str>, mut gauge: impl FnMut(&str, i64)) {
+        let policy = policy.map(|p| self.place(p));
         let old = match (policy, self.by_key.get_mut(key)) {
-            (Some(p), Some(old)) if **old == *p => return,
-            (Some(p), Some(old)) => Some(std::mem::replace(old, self.counts.name(p))),
+            (Some(p), Some(old)) if *old == p => return,
+            (Some(p), Some(old)) => Some(std::mem::replace(old, p)),
             (Some(p), None) => {
-                self.by_key.insert(key.clone(), self.counts.name(p));
+                self.by_key.insert(key.clone(), p);
                 None
             }
             (None, _) => {
@@ -42,17 +82,18 @@ impl<K: Eq + Hash + Clone> Drift<K> {
             }
         };
         if let Some(p) = old {
-            self.tally(&p, -1, &mut gauge);
+            self.tally(p, -1, &mut gauge);
         }
         if let Some(p) = policy {
             self.tally(p, 1, &mut gauge);
         }
     }
 
-    fn tally(&mut self, policy: &str, delta: i64, gauge: &mut impl FnMut(&str, i64)) {
-        if let Some(count) = self.counts.get_mut(policy) {
-            *count += delta;
-            gauge(policy, *count);
+    fn tally(&mut self, at: u32, delta: i64, gauge: &mut impl FnMut(&str, i64)) {
+        let tally = &mut self.policies[at as usize];
+        tally.count += delta;
+        if tally.shown {
+            gauge(&tally.name, tally.count);
         }
     }
 
@@ -65,44 +106,29 @@ impl<K: Eq + Hash + Clone> Drift<K> {
         mut remove: impl FnMut(&str),
     ) {
         let names: HashSet<&str> = in_force.iter().copied().collect();
-        self.counts.retain(|p, _| {
-            let keep = names.contains(&**p);
-            if !keep {
-                remove(p);
+        for tally in &mut self.policies {
+            let keep = names.contains(&*tally.name);
+            if tally.shown && !keep {
+                remove(&tally.name);
             }
-            keep
-        });
+            tally.shown = keep;
+        }
         for &p in in_force {
-            let name = self.counts.name(p);
-            gauge(p, *self.counts.entry(name).or_insert(0));
+            let at = self.place(p) as usize;
+            let tally = &mut self.policies[at];
+            tally.shown = true;
+            gauge(p, tally.count);
         }
     }
 
     /// How many keys `policy` counts.
     pub(crate) fn count(&self, policy: &str) -> i64 {
-        self.counts.get(policy).copied().unwrap_or(0)
+        self.places.get(policy).map_or(0, |&at| self.policies[at as usize].count)
     }
 
     /// How many keys are off canonical.
     pub(crate) fn len(&self) -> usize {
         self.by_key.len()
-    }
-}
-
-/// The policies' shared names.
-trait Names {
-    /// The shared name of `policy`, made (counting 0) if it has none yet.
-    fn name(&mut self, policy: &str) -> Arc<str>;
-}
-
-impl Names for HashMap<Arc<str>, i64> {
-    fn name(&mut self, policy: &str) -> Arc<str> {
-        if let Some((name, _)) = self.get_key_value(policy) {
-            return name.clone();
-        }
-        let name: Arc<str> = Arc::from(policy);
-        self.insert(name.clone(), 0);
-        name
     }
 }
 
@@ -137,5 +163,26 @@ mod tests {
         drift.publish(&["p", "new"], |p, n| shown.push((p.to_owned(), n)), |p| removed.push(p.to_owned()));
         assert_eq!(shown, [("p".to_owned(), 1), ("new".to_owned(), 0)]);
         assert_eq!(removed, ["old"]);
+    }
+
+    #[test]
+    fn a_policy_gone_keeps_counting_hidden_and_its_place_is_reused_once_empty() {
+        let mut drift = Drift::default();
+        let mut told = Vec::new();
+        drift.set(&"a", Some("old"), |_, _| {});
+        drift.set(&"b", Some("old"), |_, _| {});
+        drift.publish(&["p"], |_, _| {}, |_| {});
+        drift.set(&"a", None, |p, n| told.push((p.to_owned(), n)));
+        assert!(told.is_empty(), "its series was removed");
+        assert_eq!(drift.count("old"), 1);
+        drift.set(&"c", Some("q"), |_, _| {});
+        assert_eq!(drift.policies.len(), 3, "a key is still under \"old\"");
+        drift.set(&"b", None, |_, _| {});
+        drift.set(&"d", Some("r"), |p, n| told.push((p.to_owned(), n)));
+        assert_eq!(drift.policies.len(), 3, "the empty place of \"old\" was reused");
+        assert_eq!(told, [("r".to_owned(), 1)]);
+        assert_eq!((drift.count("old"), drift.count("r"), drift.len()), (0, 1, 2));
+        drift.set(&"a", Some("q"), |p, n| told.push((p.to_owned(), n)));
+        assert_eq!(told.last(), Some(&("q".to_owned(), 2)));
     }
 }
