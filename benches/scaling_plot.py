@@ -22,6 +22,8 @@ NAMES = {
     "isg-8566237": "8566237, packed lists",
     "isg-2fe63d2": "2fe63d2, compact bookkeeping, streaming lists",
     "isg-2fe63d2-tuned": "2fe63d2, glibc arena_max=2",
+    "isg-bcab07c": "bcab07c, compact bookkeeping (rerun)",
+    "isg-d90aea9": "d90aea9, fingerprints, bounded line",
 }
 # The runs of the bench's own build, by the file they are in.
 OWN = {"issue34-10k.json": "after (filtered watch, pages of 500)", "issue34-50k.json": "after (filtered watch, pages of 500)",

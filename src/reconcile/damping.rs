@@ -109,10 +109,10 @@ pub(crate) enum Step {
 /// ago are forgotten, an eighth at a time (so eviction costs O(1) per record made). A record
 /// forgotten early only costs what a record pruned after an hour does: its next undo or rate
 /// fight is not recognised, the object is healed once more and recorded afresh. With the
-/// records this compact (128 bytes with their key's fingerprint, `tests/books_memory.rs`) the
-/// cap bounds them to 4 MiB however many objects are healed or contested at once: 28,672 is
-/// what a hash table of 32,768 slots holds (7/8 full); one more doubles it. That covers the
-/// [`FIGHT_WINDOW`] of every patch at 200 a second (12,000), and 20,000 contested objects.
+/// records this compact (120 bytes, boxed, beside a 16-byte slot of their key's fingerprint,
+/// `tests/books_memory.rs`) the cap bounds them to about 4.5 MiB however many objects are
+/// healed or contested at once. That covers the [`FIGHT_WINDOW`] of every patch at 200 a
+/// second (12,000), and 20,000 contested objects.
 pub(crate) const MAX_RECORDS: usize = 28_672;
 
 /// Milliseconds since the damping's base instant: a record's instants in 4 bytes, not 16.
@@ -252,7 +252,10 @@ impl Record {
 /// written by others within the hour (at most [`MAX_RECORDS`]).
 #[derive(Debug)]
 pub(crate) struct Damping<K> {
-    records: HashMap<K, Record>,
+    /// Boxed: a hash table with this much churn doubles past its room (an eviction leaves
+    /// tombstones, and hashbrown grows rather than rehash a table over half full), and a
+    /// doubled table of 16-byte slots costs 1 MiB, one of whole records 8 MiB.
+    records: HashMap<K, Box<Record>>,
     /// Per contested policy, the longest quiet time of its contested Ingresses: what every
     /// foreign write to its other Ingresses waits for. One entry per policy, removed when its
     /// contest ends.
@@ -314,7 +317,7 @@ impl<K: Eq + Hash + Clone> Damping<K> {
 
     /// Forgets the eighth of the records written longest ago.
     fn evict(&mut self) {
-        let mut last: Vec<Option<Ms>> = self.records.values().map(Record::last).collect();
+        let mut last: Vec<Option<Ms>> = self.records.values().map(|r| r.last()).collect();
         let cut = last.len() / 8;
         let (_, &mut threshold, _) = last.select_nth_unstable(cut);
         // Exactly `cut + 1` go, however many were written in the same millisecond.
