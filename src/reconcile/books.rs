@@ -114,12 +114,12 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
                     }
                     let contested = contested.then_some(policy.as_str());
                     self.contested.set(print, contested, |p, n| gauge(Gauge::Contested, p, n));
-                    self.drift.set(print, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
+                    self.drift.mark(print, Some(policy), true, |p, n| gauge(Gauge::Drift, p, n));
                     return effects;
                 }
             }
         }
-        self.drift.set(print, Some(policy), |p, n| gauge(Gauge::Drift, p, n));
+        self.drift.mark(print, Some(policy), patch, |p, n| gauge(Gauge::Drift, p, n));
         effects.wake = patch && self.queue.enqueue(key.clone());
         effects
     }
@@ -131,6 +131,16 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
         self.damping.forget(print);
         self.drift.set(print, None, |p, n| gauge(Gauge::Drift, p, n));
         self.contested.set(print, None, |p, n| gauge(Gauge::Contested, p, n));
+    }
+
+    /// Refills the queue's line from `keys` (the cache's, [`super::queue::Queue::refill`]):
+    /// the keys the drift says are to be patched.
+    pub(super) fn refill<'a>(&mut self, keys: impl ExactSizeIterator<Item = &'a K> + Clone)
+    where
+        K: 'a,
+    {
+        let (drift, prints) = (&self.drift, &self.prints);
+        self.queue.refill(keys, |key| drift.patches(&prints.of(key)));
     }
 
     /// Our patch of `key` to `wrote` succeeded at `now` ([`Damping::patched`]).

@@ -1,5 +1,6 @@
-//! The drift measurement: which stored objects of one kind are off canonical and under which
-//! policy, and the count per policy that the `drift_objects` gauge shows. Pure; the reconciler passes the
+//! The drift measurement: which stored objects of one kind are off canonical, under which
+//! policy and whether the reconciler is to patch them (what refills its queue's line, [`super::queue`]),
+//! and the count per policy that the `drift_objects` gauge shows. Pure; the reconciler passes the
 //! gauge in.
 
 use std::{
@@ -13,13 +14,16 @@ use super::shrink::shrink;
 /// Off-canonical keys by policy, counted per policy.
 #[derive(Debug)]
 pub(crate) struct Drift<K> {
-    /// Each key's policy, as its place in `policies`: 4 bytes a key (a heal of every object
-    /// has an entry for each), not a shared name's 16.
+    /// Each key's policy, as its place in `policies`, and [`PATCH`] if it is to be patched:
+    /// 4 bytes a key (a heal of every object has an entry for each), not a shared name's 16.
     by_key: HashMap<K, u32>,
     policies: Vec<Tally>,
     /// Places in `policies` by name.
     places: HashMap<Arc<str>, u32>,
 }
+
+/// The bit of a key's entry that says it is to be patched.
+const PATCH: u32 = 1 << 31;
 
 /// One policy's count, and whether its gauge is shown (it is in force, [`Drift::publish`]).
 #[derive(Debug)]
@@ -59,26 +63,35 @@ impl<K: Eq + Hash + Clone> Drift<K> {
                 self.policies.len() - 1
             }
         };
-        let at = u32::try_from(at).expect("fewer than 2^32 policies");
+        let at = u32::try_from(at).ok().filter(|at| at & PATCH == 0).expect("fewer than 2^31 policies");
         self.places.insert(name, at);
         at
     }
 
     /// Records that `key` is off canonical under `policy`, or fine (`None`); `gauge` is told
     /// the new count of each policy whose count moved.
-    pub(crate) fn set(&mut self, key: &K, policy: Option<&str>, mut gauge: impl FnMut(&str, i64)) {
+    pub(crate) fn set(&mut self, key: &K, policy: Option<&str>, gauge: impl FnMut(&str, i64)) {
+        self.mark(key, policy, false, gauge);
+    }
+
+    /// [`Drift::set`], and whether the key is to be patched ([`Drift::patches`]).
+    pub(crate) fn mark(&mut self, key: &K, policy: Option<&str>, patch: bool, mut gauge: impl FnMut(&str, i64)) {
         let policy = policy.map(|p| self.place(p));
-        let old = match (policy, self.by_key.get_mut(key)) {
-            (Some(p), Some(old)) if *old == p => return,
-            (Some(p), Some(old)) => Some(std::mem::replace(old, p)),
-            (Some(p), None) => {
-                self.by_key.insert(key.clone(), p);
+        let entry = policy.map(|p| if patch { p | PATCH } else { p });
+        let old = match (entry, self.by_key.get_mut(key)) {
+            (Some(e), Some(old)) if *old & !PATCH == e & !PATCH => {
+                *old = e;
+                return;
+            }
+            (Some(e), Some(old)) => Some(std::mem::replace(old, e) & !PATCH),
+            (Some(e), None) => {
+                self.by_key.insert(key.clone(), e);
                 None
             }
             (None, _) => {
                 let old = self.by_key.remove(key);
                 shrink(&mut self.by_key);
-                old
+                old.map(|e| e & !PATCH)
             }
         };
         if let Some(p) = old {
@@ -124,6 +137,11 @@ impl<K: Eq + Hash + Clone> Drift<K> {
     /// How many keys `policy` counts.
     pub(crate) fn count(&self, policy: &str) -> i64 {
         self.places.get(policy).map_or(0, |&at| self.policies[at as usize].count)
+    }
+
+    /// Whether `key` is off canonical and to be patched.
+    pub(crate) fn patches(&self, key: &K) -> bool {
+        self.by_key.get(key).is_some_and(|e| e & PATCH != 0)
     }
 
     /// How many keys are off canonical.
@@ -184,5 +202,21 @@ mod tests {
         assert_eq!((drift.count("old"), drift.count("r"), drift.len()), (0, 1, 2));
         drift.set(&"a", Some("q"), |p, n| told.push((p.to_owned(), n)));
         assert_eq!(told.last(), Some(&("q".to_owned(), 2)));
+    }
+
+    #[test]
+    fn a_key_to_patch_is_marked_without_counting_twice() {
+        let mut drift = Drift::default();
+        let mut told = Vec::new();
+        drift.mark(&"a", Some("p"), false, |p, n| told.push((p.to_owned(), n)));
+        assert!(!drift.patches(&"a"));
+        drift.mark(&"a", Some("p"), true, |p, n| told.push((p.to_owned(), n)));
+        assert!(drift.patches(&"a"), "now to be patched");
+        assert_eq!(told, [("p".to_owned(), 1)], "the same policy: counted once");
+        drift.mark(&"a", Some("q"), true, |p, n| told.push((p.to_owned(), n)));
+        assert_eq!((drift.count("p"), drift.count("q"), drift.patches(&"a")), (0, 1, true));
+        drift.set(&"a", None, |_, _| {});
+        assert!(!drift.patches(&"a") && drift.len() == 0);
+        assert_eq!(drift.count("q"), 0);
     }
 }

@@ -154,7 +154,7 @@ impl Bookkeeping {
     /// held, as the reconciler's cache holds them) when it runs dry.
     pub fn pop(&mut self, cache: &[Key]) -> Option<(Arc<str>, Box<str>)> {
         if self.books.queue.wants_refill() {
-            self.books.queue.refill(cache.iter());
+            self.books.refill(cache.iter());
         }
         self.books.queue.pop()
     }
@@ -182,8 +182,8 @@ impl Bookkeeping {
         self.books.damping.prune(self.start + at);
     }
 
-    /// Keys drifted, contested, waiting (in line or pending), with a queue slot, with a
-    /// damping record, with a pending release.
+    /// Keys drifted, contested, waiting in the queue's line (those past it wait in the
+    /// cache), with a queue slot, with a damping record, with a pending release.
     pub fn counts(&self) -> [usize; 6] {
         let b = &self.books;
         [b.drift.len(), b.contested.len(), b.queue.len(), b.queue.tracked(), b.damping.len(), b.releases.len()]

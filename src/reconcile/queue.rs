@@ -4,9 +4,10 @@
 //! without sleeping.
 //!
 //! Bounded whatever the number of objects waiting (issue 34): at most [`ORDER_MAX`] keys wait
-//! in line; a key queued past that only marks its slot *pending*, a fingerprint and 8 bytes,
-//! and the line is refilled from the cache when it runs dry ([`Queue::refill`]), resuming the
-//! scan where the last one stopped so every pending key gets its turn.
+//! in line. A key queued past that costs nothing here: the drift already says it wants a
+//! patch, and the line is refilled from the cache when it runs dry ([`Queue::refill`]: every
+//! idle key the caller says wants one), resuming the scan where the last one stopped so every
+//! waiting key gets its turn.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -19,8 +20,8 @@ use crate::sources::follow::fingerprint::{Fingerprints, Print};
 
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(500);
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(300);
-/// Keys waiting in line at most; the rest of those queued are pending. A refill scans the
-/// cache once per this many patches, so at the default 200 per second about every 20 s.
+/// Keys waiting in line at most; the rest of those queued wait in the cache. A refill scans
+/// the cache once per this many patches, so at the default 200 per second about every 20 s.
 pub(crate) const ORDER_MAX: usize = 4096;
 
 /// What is left to do once an attempt has ended ([`Queue::done`]).
@@ -41,8 +42,6 @@ enum At {
     Idle,
     /// Waiting in `order`.
     Queued,
-    /// Waiting, not in `order` (it was full): the next refill finds it in the cache.
-    Pending,
     /// Being attempted now; `dirty` if queued again (or held) meanwhile: judged once more when
     /// its attempt ends, so one key never has two attempts in flight.
     InFlight { dirty: bool },
@@ -65,8 +64,9 @@ pub(crate) struct Queue<K> {
     order: VecDeque<K>,
     slots: HashMap<Print, Slot>,
     prints: Fingerprints,
-    /// Slots [`At::Pending`].
-    pending: usize,
+    /// A key was queued while the line was full, and no refill has since found every key
+    /// waiting.
+    overflowed: bool,
     /// Where in the cache the last refill stopped.
     scan_from: usize,
 }
@@ -77,7 +77,7 @@ impl<K> Default for Queue<K> {
             order: VecDeque::new(),
             slots: HashMap::new(),
             prints: Fingerprints::default(),
-            pending: 0,
+            overflowed: false,
             scan_from: 0,
         }
     }
@@ -92,8 +92,6 @@ impl<K: Eq + Hash + Clone> Queue<K> {
     /// failures leaves.
     fn put(&mut self, print: Print, at: At, failures: Option<u32>) {
         let failures = failures.unwrap_or_else(|| self.slots.get(&print).map_or(0, |slot| slot.failures));
-        let was = self.at(print);
-        self.pending = self.pending + usize::from(at == At::Pending) - usize::from(was == At::Pending);
         if at == At::Idle && failures == 0 {
             if self.slots.remove(&print).is_some() {
                 shrink(&mut self.slots);
@@ -105,21 +103,18 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         }
     }
 
-    /// Takes `key` out of line if it waits there (or is pending).
+    /// Takes `key` out of line if it waits there.
     fn unqueue(&mut self, key: &K, print: Print) {
-        match self.at(print) {
-            At::Queued => {
-                self.order.retain(|k| k != key);
-                shrink_deque(&mut self.order);
-            }
-            At::Pending => {}
-            _ => return,
+        if self.at(print) == At::Queued {
+            self.order.retain(|k| k != key);
+            shrink_deque(&mut self.order);
+            self.put(print, At::Idle, None);
         }
-        self.put(print, At::Idle, None);
     }
 
     /// Queues `key` for an attempt; `true` if it is newly waiting (a worker is to be woken).
-    /// A key already waiting or backing off is left as it is; one in flight is marked dirty.
+    /// A key already waiting or backing off is left as it is; one in flight is marked dirty;
+    /// one past a full line is left to the next [`Queue::refill`].
     pub(crate) fn enqueue(&mut self, key: K) -> bool {
         let print = self.prints.of(&key);
         match self.at(print) {
@@ -127,9 +122,9 @@ impl<K: Eq + Hash + Clone> Queue<K> {
                 self.put(print, At::InFlight { dirty: true }, None);
                 false
             }
-            At::BackingOff | At::Queued | At::Pending => false,
+            At::BackingOff | At::Queued => false,
             At::Idle if self.order.len() >= ORDER_MAX => {
-                self.put(print, At::Pending, None);
+                self.overflowed = true;
                 true
             }
             At::Idle => {
@@ -140,39 +135,37 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         }
     }
 
-    /// Whether the line is empty while keys are pending: [`Queue::refill`] before popping.
+    /// Whether the line is empty while keys queued past it may wait: [`Queue::refill`]
+    /// before popping.
     pub(crate) fn wants_refill(&self) -> bool {
-        self.order.is_empty() && self.pending > 0
+        self.order.is_empty() && self.overflowed
     }
 
-    /// Puts pending keys back in line, up to [`ORDER_MAX`], from `keys` (every key the cache
-    /// holds, in its order, which must not change between refills for the scan to resume
-    /// fairly). A scan that finds none pending forgets the pending marks left (keys no longer
-    /// held; [`Queue::forget`] normally takes them out).
-    pub(crate) fn refill<'a>(&mut self, keys: impl ExactSizeIterator<Item = &'a K> + Clone)
+    /// Puts the idle keys that `waits` says want a patch back in line, up to [`ORDER_MAX`],
+    /// from `keys` (every key the cache holds, in its order, which must not change between
+    /// refills for the scan to resume fairly). A scan that went all the way round has found
+    /// every key waiting.
+    pub(crate) fn refill<'a>(&mut self, keys: impl ExactSizeIterator<Item = &'a K> + Clone, waits: impl Fn(&K) -> bool)
     where
         K: 'a,
     {
         let n = keys.len();
         let start = if n == 0 { 0 } else { self.scan_from % n };
-        let (mut scanned, mut found) = (0, 0);
+        let mut scanned = 0;
         for key in keys.clone().skip(start).chain(keys.take(start)) {
             if self.order.len() >= ORDER_MAX {
                 break;
             }
             scanned += 1;
             let print = self.prints.of(key);
-            if self.at(print) == At::Pending {
+            if self.at(print) == At::Idle && waits(key) {
                 self.put(print, At::Queued, None);
                 self.order.push_back(key.clone());
-                found += 1;
             }
         }
         self.scan_from = start + scanned;
-        if found == 0 && self.pending > 0 {
-            self.slots.retain(|_, slot| slot.at != At::Pending);
-            self.pending = 0;
-            shrink(&mut self.slots);
+        if scanned == n {
+            self.overflowed = false;
         }
     }
 
@@ -221,7 +214,7 @@ impl<K: Eq + Hash + Clone> Queue<K> {
                 false
             }
             At::BackingOff => false,
-            At::Queued | At::Pending | At::Idle => {
+            At::Queued | At::Idle => {
                 self.unqueue(key, print);
                 self.put(print, At::BackingOff, None);
                 true
@@ -257,9 +250,9 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         }
     }
 
-    /// Keys waiting for an attempt, in line or pending.
+    /// Keys waiting in line (those queued past it wait in the cache).
     pub(crate) fn len(&self) -> usize {
-        self.order.len() + self.pending
+        self.order.len()
     }
 
     /// Keys with a slot (waiting, in flight, backing off, or with failures).
@@ -270,6 +263,8 @@ impl<K: Eq + Hash + Clone> Queue<K> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     fn drain<K: Eq + Hash + Clone>(q: &mut Queue<K>) -> Vec<K> {
@@ -388,44 +383,48 @@ mod tests {
     }
 
     #[test]
-    fn past_the_bound_keys_pend_and_each_gets_its_turn() {
+    fn past_the_line_keys_wait_in_the_cache_and_each_gets_its_turn() {
         let keys: Vec<String> = (0..ORDER_MAX * 2 + 10).map(|i| format!("k{i}")).collect();
+        // What the drift says wants a patch.
+        let mut waiting: HashSet<String> = keys.iter().cloned().collect();
         let mut q = Queue::default();
         for key in &keys {
-            assert!(q.enqueue(key.clone()), "newly waiting, in line or pending");
+            assert!(q.enqueue(key.clone()), "newly waiting, in line or in the cache");
         }
-        assert_eq!((q.order.len(), q.len()), (ORDER_MAX, keys.len()));
-        assert!(!q.enqueue(keys[keys.len() - 1].clone()), "pending already");
+        assert_eq!((q.len(), q.tracked()), (ORDER_MAX, ORDER_MAX), "past the line a key costs nothing here");
         let mut popped = Vec::new();
         loop {
             if q.wants_refill() {
-                q.refill(keys.iter());
+                q.refill(keys.iter(), |k| waiting.contains(k));
             }
             let Some(key) = q.pop() else { break };
             assert_eq!(q.done(key.clone(), true, Instant::now()), After::Settled);
+            waiting.remove(&key);
             popped.push(key);
         }
         popped.sort();
         let mut want = keys.clone();
         want.sort();
         assert_eq!(popped, want, "every key once");
-        assert_eq!((q.len(), q.tracked()), (0, 0));
+        assert_eq!((q.len(), q.tracked(), q.wants_refill()), (0, 0, false));
     }
 
     #[test]
-    fn pending_keys_can_be_held_forgotten_or_left_behind() {
+    fn a_refill_takes_idle_keys_that_wait_and_a_full_round_ends_the_overflow() {
         let keys: Vec<String> = (0..ORDER_MAX + 3).map(|i| format!("k{i}")).collect();
         let mut q = Queue::default();
         keys.iter().for_each(|k| _ = q.enqueue(k.clone()));
         let [a, b, c] = [&keys[ORDER_MAX], &keys[ORDER_MAX + 1], &keys[ORDER_MAX + 2]];
-        assert!(q.hold(a), "a pending key is held like a queued one");
+        assert!(q.hold(a), "a key past the line is held like a queued one");
+        let mut waiting: HashSet<&String> = keys.iter().collect();
+        waiting.remove(b);
         q.forget(b);
-        assert_eq!(q.len(), ORDER_MAX + 1);
         (0..ORDER_MAX).for_each(|_| _ = q.pop().map(|k| q.done(k, true, Instant::now())));
+        keys[..ORDER_MAX].iter().for_each(|k| _ = waiting.remove(k));
         assert!(q.wants_refill());
-        // The cache no longer holds `c` (and nothing forgot it): a scan that finds no pending
-        // key drops the stale mark instead of scanning for it forever.
-        q.refill(keys[..ORDER_MAX].iter());
+        // `a` backs off, `b` no longer waits, the cache no longer holds `c`: nothing to take,
+        // and the round ends the overflow instead of scanning for it at every pop.
+        q.refill(keys[..=ORDER_MAX + 1].iter(), |k| waiting.contains(k));
         assert!(!q.wants_refill());
         assert_eq!((q.len(), q.pop()), (0, None));
         q.release(a);
@@ -441,13 +440,13 @@ mod tests {
         let settle = |q: &mut Queue<String>| drain(q).into_iter().for_each(|k| _ = q.done(k, true, Instant::now()));
         let mut firsts = Vec::new();
         for _ in 0..3 {
-            // The line full of others, every key of the cache pends (again): a scan from the
+            // The line full of others, every key of the cache waits (again): a scan from the
             // start would take the same ones every time.
             others.iter().for_each(|k| _ = q.enqueue(k.clone()));
             keys.iter().for_each(|k| _ = q.enqueue(k.clone()));
             settle(&mut q);
             assert!(q.wants_refill());
-            q.refill(keys.iter());
+            q.refill(keys.iter(), |_| true);
             firsts.push(q.order.front().cloned());
             settle(&mut q);
         }

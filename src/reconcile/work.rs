@@ -46,7 +46,7 @@ impl<K: Governed> Reconciler<K> {
                 let mut state = self.lock();
                 let super::State { ingresses, books } = &mut *state;
                 if books.queue.wants_refill() {
-                    books.queue.refill(ingresses.keys());
+                    books.refill(ingresses.keys());
                 }
                 if let Some(key) = books.queue.pop() {
                     return key;
