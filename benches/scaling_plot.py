@@ -24,6 +24,7 @@ NAMES = {
     "isg-2fe63d2-tuned": "2fe63d2, glibc arena_max=2",
     "isg-bcab07c": "bcab07c, compact bookkeeping (rerun)",
     "isg-d90aea9": "d90aea9, fingerprints, bounded line",
+    "isg-fd0f048": "fd0f048, boxed records, nothing past the line",
 }
 # The runs of the bench's own build, by the file they are in.
 OWN = {"issue34-10k.json": "after (filtered watch, pages of 500)", "issue34-50k.json": "after (filtered watch, pages of 500)",
