@@ -170,6 +170,9 @@ pub struct Finding {
     /// The field the write tried to change that the API server resets
     /// (`review::Forged::field`): the write was judged under the stored value.
     pub forged: Option<&'static str>,
+    /// The metadata keys the write changed, which a status write may not (bounded): put back,
+    /// refused or reported, as `action` says.
+    pub forged_metadata: Option<String>,
 }
 
 impl Finding {
@@ -177,7 +180,21 @@ impl Finding {
     /// apart instead of copying them (the handler is done with both): fewer allocations on the
     /// request path.
     pub fn take(review: Review, verdict: Verdict<'_>) -> Option<Finding> {
-        let Verdict::Mismatch { policy, action, canonical } = verdict else { return None };
+        let metadata = review.metadata_verdict(&verdict);
+        let forged_metadata = metadata.map(|(m, ..)| truncate(&m.to_string(), usize::MAX, MAX_FIELD));
+        let (policy, action, canonical) = match (verdict, metadata) {
+            (Verdict::Mismatch { policy, action, canonical }, metadata) => {
+                let action = match metadata {
+                    Some((_, _, Action::Deny)) => Action::Deny,
+                    _ => action,
+                };
+                (policy, action, Some(canonical))
+            }
+            // The status is canonical, or its canonical value unknown: the finding is the
+            // metadata alone, shown against the status as written.
+            (_, Some((_, policy, action))) => (policy, action, None),
+            _ => return None,
+        };
         let forged = review.forged_field();
         fn parts<E: Entry, S>(s: Status<'_, E, S>) -> (Kind, Option<std::borrow::Cow<'_, str>>, Write<Address>) {
             let w = s.write;
@@ -190,6 +207,7 @@ impl Finding {
         }
         let (kind, object_uid, w) = on_status!(review.target, s => parts(s), _ => return None);
         let Write { namespace, name, class, addresses, omitted } = w;
+        let canonical = canonical.map_or_else(|| addresses.clone(), std::borrow::Cow::into_owned);
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         (kind, &addresses, omitted).hash(&mut hasher);
         Some(Finding {
@@ -203,10 +221,11 @@ impl Finding {
             writer: Writer::new(review.user.username.into_owned(), review.user.groups),
             attempted_hash: hasher.finish(),
             attempted: Shown::of(addresses, omitted),
-            canonical: Shown::of(canonical.into_owned(), 0),
+            canonical: Shown::of(canonical, 0),
             action,
             dry_run: review.dry_run,
             forged,
+            forged_metadata,
         })
     }
 
@@ -224,6 +243,7 @@ impl Finding {
             + w.groups.iter().map(|g| 24 + g.len()).sum::<usize>()
             + self.attempted.weight()
             + self.canonical.weight()
+            + self.forged_metadata.as_ref().map_or(0, String::len)
     }
 
     /// What was done, as the `action` label of the rogue-writes metric: a dry run changes
@@ -244,10 +264,15 @@ impl Finding {
     /// The message of the Kubernetes Event (at most 1 kB, as the events API requires).
     pub fn note(&self) -> String {
         // First, so that a long list cannot cut it off.
-        let forged = match self.forged {
-            Some(field) => format!("forged_spec {field} (the API server keeps the stored value): "),
+        let mut forged = match &self.forged_metadata {
+            Some(keys) => {
+                format!("forged_metadata {} (status writes keep metadata): ", truncate(keys, usize::MAX, 256))
+            }
             None => String::new(),
         };
+        if let Some(field) = self.forged {
+            forged.push_str(&format!("forged_spec {field} (the API server keeps the stored value): "));
+        }
         let note = format!(
             "{forged}{} wrote {} [{}]; policy {} requires [{}]; {}",
             truncate(&self.writer.username, usize::MAX, 256),
@@ -283,6 +308,7 @@ impl Finding {
             action = self.action.result(),
             dry_run = self.dry_run,
             forged_spec = self.forged.unwrap_or(""),
+            forged_metadata = self.forged_metadata.as_deref().unwrap_or(""),
         );
     }
 }
@@ -309,6 +335,7 @@ pub(crate) fn sample(writer: &str, namespace: &str, name: &str, uid: &str) -> Fi
         action: Action::Rewrite,
         dry_run: false,
         forged: None,
+        forged_metadata: None,
     }
 }
 
@@ -351,12 +378,17 @@ mod tests {
             action: Action::Rewrite,
             dry_run: false,
             forged: None,
+            forged_metadata: None,
         };
         let note = finding.note();
         assert!(
             note.len() <= 1024
                 && note.starts_with("rogue wrote status.loadBalancer.ingress [200 entries: host-0.example.com,")
         );
+        let forged = Finding { forged_metadata: Some("metadata.labels[x],".repeat(100)), ..finding.clone() };
+        let note = forged.note();
+        assert!(note.len() <= 1024 && note.starts_with("forged_metadata metadata.labels[x],"), "{note}");
+        assert!(note.contains(" (status writes keep metadata): rogue wrote status.loadBalancer.ingress ["), "{note}");
         let empty = Finding { attempted: Shown::default(), ..finding };
         assert_eq!(
             empty.note(),

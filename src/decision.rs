@@ -58,7 +58,17 @@ pub enum Verdict<'p> {
     Unresolved { policy: &'p Policy, deny: bool, reason: Unresolved },
 }
 
-impl Verdict<'_> {
+impl<'p> Verdict<'p> {
+    /// The policy that governs the write, if one does.
+    pub fn policy(&self) -> Option<&'p Policy> {
+        match self {
+            Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
+                Some(policy)
+            }
+            Verdict::Ignored(_) | Verdict::NotGoverned => None,
+        }
+    }
+
     /// The label this verdict is counted under (`admission_requests_total{result}`).
     pub fn result(&self) -> &'static str {
         match self {

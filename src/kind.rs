@@ -41,6 +41,10 @@ pub(crate) struct Info {
     pub(crate) field: &'static str,
     /// The spec field naming the object's class, which a status write cannot change.
     pub(crate) class_field: &'static str,
+    /// Whether the API server stores the metadata a status write carries (its status strategy
+    /// resets only `spec`), so that the guard must judge by the stored metadata and put it
+    /// back; a custom resource's status write keeps none of it.
+    pub(crate) status_keeps_metadata: bool,
     /// The resource, as the API's URLs and the `watch` label of metrics name it.
     pub(crate) plural: &'static str,
     /// Whether a class-less object can be governed through the cluster's default class.

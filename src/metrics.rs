@@ -362,6 +362,11 @@ impl Metrics {
         self.findings_dropped.inc();
     }
 
+    /// Counts a status write that changed the metadata `field`, answered as `result`.
+    pub fn forged_metadata(&self, field: &'static str, result: &'static str) {
+        self.objects.forged_metadata(field, result);
+    }
+
     /// Counts a status write that forged `field` (`Forged::field`), judged as `result`.
     pub fn forged_spec(&self, field: &'static str, result: &'static str) {
         self.objects.forged(field, result);

@@ -269,7 +269,7 @@ fn review(state: &AppState, body: &Bytes, claim: &Claim) -> Result<(Vec<u8>, &'s
         return Ok((Vec::new(), TIMED_OUT));
     }
     let bytes = review::render(&review, &verdict);
-    let result = verdict.result();
+    let result = review.result(&verdict);
     report(state, &policies, review, verdict);
     Ok((bytes, result))
 }
@@ -358,6 +358,16 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
             tracing::debug!(uid = %review.uid, namespace = %crate::names::truncate(namespace, usize::MAX, 253), name = %crate::names::truncate(name, usize::MAX, 253), writer = %crate::names::truncate(&review.user.username, usize::MAX, 1024), forged_spec = forged.field(), result = verdict.result(), "status write changed a field the API server resets; judged under the stored value");
         }
     }
+    if let Some(metadata) = review.forged_metadata() {
+        let result = match review.metadata_verdict(&verdict) {
+            _ if review.dry_run => "dry_run",
+            Some((_, _, action)) => action.result(),
+            None => "not_governed",
+        };
+        for field in metadata.fields() {
+            state.metrics.forged_metadata(field.path(), result);
+        }
+    }
     match &verdict {
         Verdict::Ignored(what) => match &review.target {
             review::Target::OutOfBounds(bound) => {
@@ -374,14 +384,21 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
         Verdict::NotGoverned | Verdict::Canonical { .. } => {
             tracing::debug!(uid = %review.uid, result = verdict.result(), "reviewed");
         }
-        Verdict::Mismatch { .. } => {
-            if let Some(finding) = Finding::take(review, verdict) {
-                state.metrics.rogue_write(&finding.policy, &finding.writer.username, finding.outcome());
-                match &state.events {
-                    Some(queue) => queue.publish(finding),
-                    None => finding.log(),
-                }
-            }
+        Verdict::Mismatch { .. } => {}
+    }
+    // A governed write that changed metadata is a finding whatever its status.
+    if matches!(verdict, Verdict::Mismatch { .. }) || review.metadata_verdict(&verdict).is_some() {
+        report_finding(state, review, verdict);
+    }
+}
+
+/// Counts, logs and queues the Event of a rogue write.
+fn report_finding(state: &AppState, review: review::Review, verdict: Verdict<'_>) {
+    if let Some(finding) = Finding::take(review, verdict) {
+        state.metrics.rogue_write(&finding.policy, &finding.writer.username, finding.outcome());
+        match &state.events {
+            Some(queue) => queue.publish(finding),
+            None => finding.log(),
         }
     }
 }

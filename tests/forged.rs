@@ -1,4 +1,4 @@
-//! Issue 30, webhook mode, against the real kube-apiserver: a status write that also forges
+//! Webhook mode, against the real kube-apiserver: a status write that also forges
 //! the class. The API server runs mutating admission on the object as written and only then
 //! puts the stored spec back, so the guard judges the write by what will be stored (the class
 //! field from `oldObject`, the annotation from the object: metadata is stored as written) and
@@ -259,4 +259,159 @@ async fn check_and_the_reconciler_judge_the_stored_class() {
     })
     .await;
     assert_eq!(addresses(&t.ingresses.get("other").await.unwrap()), [ROGUE], "an ungoverned Ingress is left alone");
+}
+
+/// A status write that changes metadata: the API server would store it as written, so the
+/// guard judges the write by the stored metadata (class annotation and uid from `oldObject`)
+/// and puts the written metadata back (`forged_metadata`), whatever the status.
+fn forged_metadata_metric(webhook: &Webhook, field: &str, result: &str) -> f64 {
+    webhook
+        .metric(&format!("ingress_status_guard_forged_metadata_writes_total{{field=\"{field}\",result=\"{result}\"}}"))
+}
+
+/// The issue's reclassification: one status patch sets the legacy class annotation to `zzz`
+/// with a rogue address. Stored: the original annotation and the canonical address.
+#[tokio::test]
+async fn a_forged_class_annotation_is_put_back_and_the_write_judged_as_stored() {
+    let t = TestEnv::new("forged-meta-class").await;
+    let webhook = guard(&t).await;
+    create_ingress(&t.ingresses, "legacy", Class::Annotation("guarded")).await;
+    let extra = json!({"metadata": {"annotations": {CLASS: "zzz"}}});
+    let answer = forge(&t.rogue, "legacy", extra).await.expect("allowed, rewritten");
+    assert_eq!(addresses(&answer), ["192.0.2.10"], "what the writer gets back");
+    let stored = t.ingresses.get("legacy").await.unwrap();
+    assert_eq!(addresses(&stored), ["192.0.2.10"], "stored canonical");
+    let annotations = stored.metadata.annotations.unwrap_or_default();
+    assert_eq!(annotations.get(CLASS).map(String::as_str), Some("guarded"), "the stored class is kept");
+    assert_eq!(
+        audit_annotation(&t, "legacy", "forged_metadata").await,
+        Some(json!("metadata.annotations[kubernetes.io/ingress.class]"))
+    );
+    assert_eq!(audit_annotation(&t, "legacy", "action").await, Some(json!("patched")));
+    let event = t.await_event(&webhook, "legacy").await;
+    let note = event.note.clone().unwrap_or_default();
+    assert!(note.starts_with("forged_metadata metadata.annotations[kubernetes.io/ingress.class]"), "{note}");
+    assert_eq!(forged_metadata_metric(&webhook, "metadata.annotations", "patched"), 1.0, "{}", webhook.metrics());
+}
+
+/// external-dns's target annotation alone, the status untouched: put back in `enforce`,
+/// refused in `deny`, stored and reported in `audit`.
+#[tokio::test]
+async fn an_external_dns_target_written_through_status_is_reverted_refused_or_reported() {
+    let t = TestEnv::new("forged-meta-dns").await;
+    let webhook = guard(&t).await;
+    const TARGET: &str = "external-dns.alpha.kubernetes.io/target";
+    let write = |name: &'static str| {
+        let api = t.rogue.clone();
+        async move {
+            let patch = json!({"metadata": {"annotations": {TARGET: "192.0.2.99"}}});
+            let params = PatchParams { field_manager: Some(ROGUE_USER.into()), ..PatchParams::default() };
+            api.patch_status(name, &params, &Patch::Merge(&patch)).await
+        }
+    };
+    let target_of = |ing: &Ingress| ing.metadata.annotations.clone().unwrap_or_default().get(TARGET).cloned();
+
+    create_ingress(&t.ingresses, "enforced", Class::Field("guarded")).await;
+    write("enforced").await.expect("allowed, put back");
+    assert_eq!(target_of(&t.ingresses.get("enforced").await.unwrap()), None, "enforce: reverted");
+    assert_eq!(
+        audit_annotation(&t, "enforced", "forged_metadata").await,
+        Some(json!(format!("metadata.annotations[{TARGET}]")))
+    );
+
+    create_ingress(&t.ingresses, "denied", Class::Field("deny")).await;
+    match write("denied").await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            assert!(
+                status.message.contains(&format!(
+                    "a status write may not change metadata (it changed metadata.annotations[{TARGET}])"
+                )),
+                "{status:?}"
+            );
+        }
+        other => panic!("deny refuses a metadata change: {other:?}"),
+    }
+    assert_eq!(target_of(&t.ingresses.get("denied").await.unwrap()), None, "deny: nothing stored");
+
+    create_ingress(&t.ingresses, "audited", Class::Field("audit")).await;
+    write("audited").await.expect("audit allows");
+    assert_eq!(target_of(&t.ingresses.get("audited").await.unwrap()).as_deref(), Some("192.0.2.99"), "audit: stored");
+    assert_eq!(audit_annotation(&t, "audited", "action").await, Some(json!("audited")));
+    let event = t.await_event(&webhook, "audited").await;
+    assert!(event.note.clone().unwrap_or_default().ends_with("allowed (audit mode)"), "{event:?}");
+    assert_eq!(forged_metadata_metric(&webhook, "metadata.annotations", "patched"), 1.0, "{}", webhook.metrics());
+    assert_eq!(forged_metadata_metric(&webhook, "metadata.annotations", "denied"), 1.0);
+    assert_eq!(forged_metadata_metric(&webhook, "metadata.annotations", "audited"), 1.0);
+}
+
+/// Labels, an owner reference and a finalizer, in one write that also clears the uid it sends
+/// (the API server refills it): each put back, and the Event still sent (its uid is the stored
+/// object's).
+#[tokio::test]
+async fn labels_owners_and_finalizers_are_put_back_and_a_null_uid_still_finds_the_object() {
+    let t = TestEnv::new("forged-meta-owner").await;
+    let webhook = guard(&t).await;
+    create_ingress(&t.ingresses, "web", Class::Field("guarded")).await;
+    let extra = json!({"metadata": {
+        "uid": null,
+        "labels": {"app": "hijacked"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "00000000-0000-0000-0000-000000000001"}],
+        "finalizers": ["example.test/block"],
+    }});
+    forge(&t.rogue, "web", extra).await.expect("allowed, put back");
+    let stored = t.ingresses.get("web").await.unwrap();
+    assert_eq!(addresses(&stored), ["192.0.2.10"]);
+    assert_eq!(stored.metadata.labels, None, "labels put back");
+    assert_eq!(stored.metadata.owner_references, None, "owner references put back");
+    assert_eq!(stored.metadata.finalizers, None, "finalizers put back");
+    let event = t.await_event(&webhook, "web").await;
+    let note = event.note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with(
+            "forged_metadata metadata.labels[app],metadata.ownerReferences,metadata.finalizers[example.test/block]"
+        ),
+        "{note}"
+    );
+    for field in ["metadata.labels", "metadata.ownerReferences", "metadata.finalizers"] {
+        assert_eq!(forged_metadata_metric(&webhook, field, "patched"), 1.0, "{field}: {}", webhook.metrics());
+    }
+}
+
+/// What ingress-nginx's `--update-status-on-shutdown` writes on every rollout, and external-dns
+/// then deletes the records for: an empty list. Rewritten to canonical in `enforce`, refused
+/// in `deny`.
+#[tokio::test]
+async fn a_write_that_clears_the_status_is_rewritten_or_refused() {
+    let t = TestEnv::new("forged-clear").await;
+    let _webhook = guard(&t).await;
+    let params = PatchParams { field_manager: Some(ROGUE_USER.into()), ..PatchParams::default() };
+    let clear = json!({"status": {"loadBalancer": {"ingress": []}}});
+    create_ingress(&t.ingresses, "web", Class::Field("guarded")).await;
+    let answer = t.rogue.patch_status("web", &params, &Patch::Merge(&clear)).await.expect("allowed, rewritten");
+    assert_eq!(addresses(&answer), ["192.0.2.10"]);
+    assert_eq!(addresses(&t.ingresses.get("web").await.unwrap()), ["192.0.2.10"]);
+    create_ingress(&t.ingresses, "denied", Class::Field("deny")).await;
+    match t.rogue.patch_status("denied", &params, &Patch::Merge(&clear)).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+        other => panic!("deny refuses clearing the status: {other:?}"),
+    }
+}
+
+/// An ungoverned Ingress (stored class `other`): its status write's metadata is stored as
+/// written, whatever class it claims; counted as not governed, and no Event.
+#[tokio::test]
+async fn an_ungoverned_ingress_keeps_the_metadata_of_its_status_write() {
+    let t = TestEnv::new("forged-meta-other").await;
+    let webhook = guard(&t).await;
+    create_ingress(&t.ingresses, "other", Class::Annotation("other")).await;
+    let extra = json!({"metadata": {"annotations": {CLASS: "guarded"}, "labels": {"written": "status"}}});
+    let answer = forge(&t.rogue, "other", extra).await.expect("allowed as written");
+    assert_eq!(addresses(&answer), [ROGUE]);
+    let stored = t.ingresses.get("other").await.unwrap();
+    assert_eq!(stored.metadata.annotations.unwrap_or_default().get(CLASS).map(String::as_str), Some("guarded"));
+    assert_eq!(stored.metadata.labels.unwrap_or_default().get("written").map(String::as_str), Some("status"));
+    assert_eq!(audit_annotation(&t, "other", "action").await, None, "no finding");
+    assert_eq!(forged_metadata_metric(&webhook, "metadata.annotations", "not_governed"), 1.0, "{}", webhook.metrics());
+    assert!(support::events_about(&t.admin, &t.ns, "other").await.is_empty(), "no Event");
 }

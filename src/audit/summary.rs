@@ -276,6 +276,7 @@ mod tests {
             action: Action::Rewrite,
             dry_run: false,
             forged: None,
+            forged_metadata: None,
         }
     }
 

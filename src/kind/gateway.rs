@@ -31,6 +31,7 @@ pub(crate) const INFO: super::Info = super::Info {
     api_version: "gateway.networking.k8s.io/v1",
     field: "status.addresses",
     class_field: "spec.gatewayClassName",
+    status_keeps_metadata: false,
     plural: "gateways",
     default_class: false,
     optional_api: Some("the Gateway API CRDs are not installed"),

@@ -33,6 +33,7 @@ pub(crate) const INFO: super::Info = super::Info {
     api_version: "networking.k8s.io/v1",
     field: "status.loadBalancer.ingress",
     class_field: "spec.ingressClassName",
+    status_keeps_metadata: true,
     plural: "ingresses",
     default_class: true,
     optional_api: None,

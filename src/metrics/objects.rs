@@ -59,6 +59,7 @@ impl WatchErrors {
 pub(super) struct Objects {
     drift: Family<KindPolicyLabels, Gauge>,
     forged: Family<ForgedLabels, Counter>,
+    forged_metadata: Family<ForgedLabels, Counter>,
     pub(super) watch_errors: WatchErrors,
     streaming: Family<WatchLabel, Gauge>,
 }
@@ -85,12 +86,17 @@ impl Objects {
             "forged_spec_writes",
             "Status writes that also changed a field the API server resets from the stored object (field: spec.ingressClassName, spec.gatewayClassName), by the result of the review (judged under the stored value; dry_run for dry runs)",
         );
+        let forged_metadata: Family<ForgedLabels, Counter> = registered(
+            registry,
+            "forged_metadata_writes",
+            "Status writes that also changed metadata a status write stores as written (field: metadata.annotations, metadata.labels, metadata.ownerReferences, metadata.finalizers), one per field, by the result of the review (patched: put back, denied, audited, not_governed: stored as written; dry_run for dry runs)",
+        );
         let streaming: Family<WatchLabel, Gauge> = registered(
             registry,
             "watch_streaming_lists",
             "Whether the reconciler's watch of a governed kind (watch: ingresses, gateways) gets its state by streaming lists (1: WatchList) or in list pages (0: the API server does not serve streaming lists); no series before the watch starts",
         );
-        Objects { drift, watch_errors, forged, streaming }
+        Objects { drift, watch_errors, forged, forged_metadata, streaming }
     }
 
     pub(super) fn set_streaming(&self, watch: &'static str, streaming: bool) {
@@ -99,6 +105,10 @@ impl Objects {
 
     pub(super) fn forged(&self, field: &'static str, result: &'static str) {
         self.forged.get_or_create(&ForgedLabels { field, result }).inc();
+    }
+
+    pub(super) fn forged_metadata(&self, field: &'static str, result: &'static str) {
+        self.forged_metadata.get_or_create(&ForgedLabels { field, result }).inc();
     }
 
     pub(super) fn set_drift(&self, kind: &'static str, policy: &str, count: i64) {

@@ -1,7 +1,7 @@
 //! The AdmissionReview on the wire, going in: the fields the decision needs, read from the
 //! request body in one pass (everything else is skipped unparsed; of `oldObject`, only the
-//! fields a status write cannot change, [`StoredIn`]), and errors that name the field when a
-//! body is not a review we can answer.
+//! fields a status write cannot change, [`StoredIn`], and the metadata it is compared with,
+//! [`metadata`]), and errors that name the field when a body is not a review we can answer.
 
 use std::borrow::Cow;
 
@@ -11,21 +11,24 @@ use serde_json::value::RawValue;
 pub(crate) mod bounds;
 mod gateway;
 mod ingress;
+pub(crate) mod metadata;
 mod skim;
 
 pub(crate) use bounds::OutOfBounds;
+pub(crate) use metadata::Metadata;
+use metadata::{MetaIn, MetadataError};
 
 use ingress::IngressIn;
 
 use crate::{
     address::Address,
-    decision::{Verdict, decide},
+    decision::{Action, Verdict, decide},
     kind::{
         Entry, Governed, Kind, Write,
         ingress::{Ingresses, StatusShape},
     },
     names::truncate,
-    policy::Policies,
+    policy::{Policies, Policy},
     sources::Sources,
 };
 
@@ -46,6 +49,8 @@ pub enum ReviewError {
     MissingObject(Kind),
     #[error("request.object is not a valid {0}: {1}")]
     Object(Kind, String),
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
     #[error(
         "request.uid is {0} bytes, over the limit of {max}: the API server sends a UUID",
         max = bounds::MAX_UID
@@ -96,8 +101,8 @@ struct RequestIn<'a, O> {
     user_info: User<'a>,
     #[serde(default, deserialize_with = "crate::strict::optional_object")]
     object: Option<O>,
-    #[serde(default, deserialize_with = "crate::strict::optional_object")]
-    old_object: Option<StoredIn>,
+    #[serde(default, borrow, deserialize_with = "crate::strict::optional_object")]
+    old_object: Option<StoredIn<'a>>,
     #[serde(default)]
     dry_run: Option<bool>,
 }
@@ -131,17 +136,18 @@ struct GroupVersionKind<'a> {
     kind: Cow<'a, str>,
 }
 
-/// The parts of an object the decision reads, each of its kind's own type (an Ingress is
-/// [`IngressIn`], a Gateway [`gateway::GatewayIn`]); everything else is skipped unparsed.
+/// The parts of an object the decision reads: its metadata as every kind's is read
+/// ([`MetaIn`]), its spec and status each of its kind's own type (an Ingress is [`IngressIn`],
+/// a Gateway [`gateway::GatewayIn`]); everything else is skipped unparsed.
 #[derive(Deserialize)]
 #[serde(
     rename_all = "camelCase",
     expecting = "a Kubernetes object",
-    bound(deserialize = "M: Deserialize<'de> + Default, S: Deserialize<'de> + Default, T: Deserialize<'de>")
+    bound(deserialize = "'de: 'a, S: Deserialize<'de> + Default, T: Deserialize<'de>")
 )]
-struct ObjectIn<M, S, T> {
-    #[serde(default, deserialize_with = "crate::strict::object")]
-    metadata: M,
+struct ObjectIn<'a, S, T> {
+    #[serde(default, borrow, deserialize_with = "crate::strict::optional_object")]
+    metadata: Option<MetaIn<'a>>,
     #[serde(default, deserialize_with = "crate::strict::object")]
     spec: S,
     #[serde(default, deserialize_with = "crate::strict::optional_object")]
@@ -151,12 +157,16 @@ struct ObjectIn<M, S, T> {
 /// What a status write cannot change, read from `request.oldObject` (the object as stored):
 /// the fields whose written value the API server throws away after mutating admission, which
 /// each kind's reader takes from here instead of from `request.object` (the rule is written
-/// where each kind is read: `ingress::stored_ingress_class`, [`gateway::stored_class`]). Read alike
-/// for every kind (a field of another kind is absent), so that the fast reader need not know
-/// the kind when it meets `oldObject`; everything else in it is skipped unparsed.
+/// where each kind is read: `ingress::stored_ingress_class`, [`gateway::stored_class`]), the
+/// `uid` the API server refills, and the metadata a status write must not change, to compare
+/// the written one with. Read alike for every kind (a field of another kind is absent), so
+/// that the fast reader need not know the kind when it meets `oldObject`; everything else in
+/// it is skipped unparsed.
 #[derive(Deserialize, Default)]
 #[serde(expecting = "a Kubernetes object")]
-struct StoredIn {
+struct StoredIn<'a> {
+    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
+    metadata: MetaIn<'a>,
     #[serde(default, deserialize_with = "crate::strict::object")]
     spec: StoredSpecIn,
 }
@@ -269,6 +279,8 @@ pub struct Status<'a, E, S> {
     pub shape: S,
     /// A field the write changed, which the API server resets.
     pub forged: Option<Forged>,
+    /// The metadata the write changed, which the API server would store as written.
+    pub metadata: Option<Metadata<'a>>,
 }
 
 // `Entry` is the crate's: the method is too (the type is public for the benchmarks' reviews).
@@ -311,6 +323,35 @@ impl Review<'_> {
     /// The name of the field the write tried to change that the API server resets, if any.
     pub fn forged_field(&self) -> Option<&'static str> {
         self.forged().map(Forged::field)
+    }
+
+    /// The metadata the write changed, which a status write would store as written.
+    pub fn forged_metadata(&self) -> Option<&Metadata<'_>> {
+        on_status!(&self.target, s => s.metadata.as_ref(), _ => None)
+    }
+
+    /// The governing policy's answer to the metadata this write changed: `None` when it
+    /// changed none or no policy governs the object. `enforce` puts it back, unless the stored
+    /// values are too large for a patch ([`Metadata::restorable`]): then it refuses the write.
+    pub fn metadata_verdict<'p>(&self, verdict: &Verdict<'p>) -> Option<(&Metadata<'_>, &'p Policy, Action)> {
+        let metadata = self.forged_metadata()?;
+        let policy = verdict.policy()?;
+        let action = match Action::from(policy.mode) {
+            Action::Rewrite if !metadata.restorable() => Action::Deny,
+            action => action,
+        };
+        Some((metadata, policy, action))
+    }
+
+    /// What the answer did, as `admission_requests_total{result}` counts it: the verdict's
+    /// result, unless the metadata's answer is the stronger one.
+    pub fn result(&self, verdict: &Verdict<'_>) -> &'static str {
+        let Some((_, _, action)) = self.metadata_verdict(verdict) else { return verdict.result() };
+        match verdict {
+            _ if action == Action::Deny => action.result(),
+            Verdict::Mismatch { .. } | Verdict::Unresolved { deny: true, .. } => verdict.result(),
+            _ => action.result(),
+        }
     }
 
     /// The kind of the object written (`None` for other requests).
@@ -378,17 +419,19 @@ trait Reviewed: Governed {
     /// The parts of the object the decision reads; everything else is skipped unparsed.
     type In<'a>: Deserialize<'a>;
 
-    /// Takes the object's `metadata.uid`, which is bounded before anything is built of it.
-    fn uid<'a>(object: &mut Self::In<'a>) -> Option<Cow<'a, str>>;
+    /// Takes the object's metadata (`None`: it has none).
+    fn metadata<'a>(object: &mut Self::In<'a>) -> Option<MetaIn<'a>>;
 
     /// `write` (the request's namespace and name) completed with what `object` writes and the
-    /// class it will be stored with (`old`'s, where the API server resets it), its shape, and
-    /// the class field the write forged.
+    /// class it will be stored with (`old`'s, where the API server resets it, and `metadata`,
+    /// the metadata it will be judged by), its shape, and the class field the write forged.
+    #[allow(clippy::type_complexity)]
     fn written(
         object: Self::In<'_>,
-        old: Option<StoredIn>,
+        metadata: Option<&MetaIn<'_>>,
+        old: Option<&StoredIn<'_>>,
         write: Write<Self::Entry>,
-    ) -> (Write<Self::Entry>, Self::Shape, Option<Forged>);
+    ) -> Result<(Write<Self::Entry>, Self::Shape, Option<Forged>), ReviewError>;
 
     /// The review's target for a status write of this kind.
     fn target<'a>(status: Status<'a, Self::Entry, Self::Shape>) -> Target<'a>;
@@ -407,12 +450,27 @@ fn convert_status<'a, K: Reviewed, O>(
     read_object: impl FnOnce(O) -> Result<K::In<'a>, ReviewError>,
 ) -> Result<Review<'a>, ReviewError> {
     let mut object = read_object(request.object.take().ok_or(ReviewError::MissingObject(K::KIND))?)?;
-    let uid = K::uid(&mut object);
+    let written = K::metadata(&mut object);
     let old = request.old_object.take();
-    let target = status_target(&mut request.namespace, &mut request.name, uid, |write, object_uid| {
-        let (write, shape, forged) = K::written(object, old, write);
-        K::target(Status { write, object_uid, shape, forged })
-    });
+    // Judged by the metadata that is stored: `oldObject`'s, which a governed write keeps (its
+    // uid the API server refills whatever was written). Without an `oldObject` (no API server
+    // sends an UPDATE without one), the object's is all there is.
+    let (judged, metadata) = match &old {
+        Some(old) if K::KIND.info().status_keeps_metadata => {
+            (Some(&old.metadata), Metadata::compare(written.as_ref(), &old.metadata)?)
+        }
+        Some(old) => (Some(&old.metadata), None),
+        None => (written.as_ref(), None),
+    };
+    let uid = judged.and_then(|m| m.uid.clone());
+    let (mut namespace, mut name) = (request.namespace.take(), request.name.take());
+    let target = match status_target(&mut namespace, &mut name, uid) {
+        Ok((write, object_uid)) => {
+            let (write, shape, forged) = K::written(object, judged, old.as_ref(), write)?;
+            K::target(Status { write, object_uid, shape, forged, metadata })
+        }
+        Err(bound) => Target::OutOfBounds(bound),
+    };
     Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
 }
 
@@ -465,19 +523,18 @@ fn convert<'a, O>(
     Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
 }
 
-/// The target of a status review of any kind: out of bounds when a caller string is, else
-/// `build`'s, given the write's namespace and name (the rest for `build` to fill) and the
-/// object's uid.
+/// The write of a status review of any kind, with its namespace and name (the rest for its
+/// kind to fill), and the object's uid; out of bounds when a caller string is.
+#[allow(clippy::type_complexity)]
 fn status_target<'a, E>(
     namespace: &mut Option<String>,
     name: &mut Option<String>,
     object_uid: Option<Cow<'a, str>>,
-    build: impl FnOnce(crate::kind::Write<E>, Option<Cow<'a, str>>) -> Target<'a>,
-) -> Target<'a> {
+) -> Result<(crate::kind::Write<E>, Option<Cow<'a, str>>), OutOfBounds> {
     let (namespace, name) = (namespace.take().unwrap_or_default(), name.take().unwrap_or_default());
     match OutOfBounds::check(&namespace, &name, object_uid.as_deref()) {
-        Some(bound) => Target::OutOfBounds(bound),
-        None => build(crate::kind::Write { namespace, name, ..crate::kind::Write::default() }, object_uid),
+        Some(bound) => Err(bound),
+        None => Ok((crate::kind::Write { namespace, name, ..crate::kind::Write::default() }, object_uid)),
     }
 }
 

@@ -32,39 +32,85 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
     string(&mut out, format_args!("{}", review.api_version.as_str()));
     out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
     string(&mut out, format_args!("{}", review.uid));
-    // A field the API server resets is named in the audit log whatever the verdict.
-    let forged = review.forged_field();
+    // Fields the API server resets, and metadata a status write must not change, are named in
+    // the audit log whatever the verdict.
+    let forged = Forgeries {
+        spec: review.forged_field(),
+        metadata: review.forged_metadata().map(|m| truncate(&m.to_string(), usize::MAX, MAX_NAMES)),
+    };
+    let metadata = review.metadata_verdict(verdict);
+    // The metadata's answer, when a policy governs a write that changed it.
+    let (metadata_ops, metadata_refusal, metadata_warning) = match metadata {
+        None => (None, None, None),
+        Some((changed, policy, Action::Rewrite)) => {
+            let mut ops = Vec::new();
+            changed.write_ops(&mut ops);
+            (
+                Some(ops),
+                None,
+                Some(format!("{} put back by policy {}: status writes keep metadata", changed, policy.name)),
+            )
+        }
+        Some((changed, policy, Action::Audit)) => {
+            (None, None, Some(format!("status write changed {changed} (policy {}, audit mode)", policy.name)))
+        }
+        Some((changed, _, Action::Deny)) => {
+            let why = if changed.restorable() { "" } else { "; the stored metadata is too large to put back" };
+            let first = changed.first();
+            (None, Some(format!("a status write may not change metadata (it changed {first}){why}")), None)
+        }
+    };
+    let metadata_action = metadata.map(|(_, policy, action)| (policy, action));
     match verdict {
         Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } => {
-            allowed(&mut out, true);
+            allowed(&mut out, metadata_refusal.is_none());
             if let Target::OutOfBounds(bound) = &review.target {
                 warning(&mut out, format!("ingress-status-guard: {bound}; status left as written"));
             }
-            if forged.is_some() {
-                annotations(&mut out, &[], forged);
+            match metadata_action {
+                Some((policy, action)) => {
+                    write_patch(&mut out, None, metadata_ops.as_deref());
+                    if let Some(refusal) = &metadata_refusal {
+                        status(&mut out, format_args!("ingress-status-guard policy {:?}: {refusal}", policy.name));
+                    }
+                    if let Some(text) = metadata_warning {
+                        warning(&mut out, text);
+                    }
+                    annotations(
+                        &mut out,
+                        &[("action", format_args!("{}", action.result())), ("policy", format_args!("{}", policy.name))],
+                        &forged,
+                    );
+                }
+                None if !forged.is_empty() => annotations(&mut out, &[], &forged),
+                None => {}
             }
         }
         Verdict::Unresolved { policy, deny, reason } => {
-            allowed(&mut out, !*deny);
+            allowed(&mut out, !*deny && metadata_refusal.is_none());
+            write_patch(&mut out, None, metadata_ops.as_deref());
             if *deny {
                 status(
                     &mut out,
                     format_args!(
-                        "ingress-status-guard policy {:?} cannot resolve the canonical address: {reason}; the status write is refused until it resolves",
-                        policy.name
+                        "ingress-status-guard policy {:?} cannot resolve the canonical address: {reason}; the status write is refused until it resolves{}",
+                        policy.name,
+                        Also(metadata_refusal.as_deref())
                     ),
                 );
+            } else if let Some(refusal) = &metadata_refusal {
+                status(&mut out, format_args!("ingress-status-guard policy {:?}: {refusal}", policy.name));
             } else {
                 warning(&mut out, format!("canonical address unknown ({reason}); status left as written"));
             }
             annotations(
                 &mut out,
                 &[
-                    ("action", format_args!("{}", verdict.result())),
+                    ("action", format_args!("{}", review.result(verdict))),
                     ("policy", format_args!("{}", policy.name)),
                     ("unresolved", format_args!("{reason}")),
                 ],
-                forged,
+                &forged,
             );
         }
         Verdict::Mismatch { policy, action, canonical } => {
@@ -72,51 +118,101 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
             let kind = review.kind().unwrap_or(Kind::Ingress);
             let field = kind.field();
             let attempted_text = on_status!(&review.target, s => written(s), _ => String::from("<none>"));
-            allowed(&mut out, *action != Action::Deny);
+            let refused = *action == Action::Deny || metadata_refusal.is_some();
+            allowed(&mut out, !refused);
             match action {
-                Action::Rewrite => {
+                Action::Rewrite if !refused => {
                     let mut json = Vec::with_capacity(PATCH_CAPACITY);
                     let patched = on_status!(&review.target, s => patch(s, canonical, &mut json), _ => Ok(false));
-                    if patched.expect("a patch of strings and numbers always serializes") {
-                        out.extend_from_slice(b",\"patchType\":\"JSONPatch\",\"patch\":\"");
-                        // Serialized whole, then encoded in one call: serde_json writes many
-                        // small pieces, which cost more through a base64 writer than one copy.
-                        let start = out.len();
-                        out.resize(start + base64::encoded_len(json.len(), true).expect("a patch is small"), 0);
-                        let written = base64::engine::general_purpose::STANDARD
-                            .encode_slice(&json, &mut out[start..])
-                            .expect("sized by encoded_len");
-                        out.truncate(start + written);
-                        out.push(b'"');
-                    }
+                    let patched = patched.expect("a patch of strings and numbers always serializes");
+                    write_patch(&mut out, patched.then_some(&json[..]), metadata_ops.as_deref());
                     warning(&mut out, format!("{field} rewritten to [{canonical_text}] by policy {}", policy.name));
                 }
-                Action::Audit => warning(
-                    &mut out,
-                    format!("{field} differs from [{canonical_text}] (policy {}, audit mode)", policy.name),
-                ),
+                Action::Audit => {
+                    warning(
+                        &mut out,
+                        format!("{field} differs from [{canonical_text}] (policy {}, audit mode)", policy.name),
+                    );
+                }
                 Action::Deny => status(
                     &mut out,
                     format_args!(
-                        "ingress-status-guard policy {:?} requires {field} [{canonical_text}], not [{attempted_text}]",
-                        policy.name
+                        "ingress-status-guard policy {:?} requires {field} [{canonical_text}], not [{attempted_text}]{}",
+                        policy.name,
+                        Also(metadata_refusal.as_deref())
+                    ),
+                ),
+                Action::Rewrite => status(
+                    &mut out,
+                    format_args!(
+                        "ingress-status-guard policy {:?}: {}",
+                        policy.name,
+                        metadata_refusal.as_deref().unwrap_or_default()
                     ),
                 ),
             }
             annotations(
                 &mut out,
                 &[
-                    ("action", format_args!("{}", action.result())),
+                    ("action", format_args!("{}", review.result(verdict))),
                     ("attempted", format_args!("{attempted_text}")),
                     ("canonical", format_args!("{canonical_text}")),
                     ("policy", format_args!("{}", policy.name)),
                 ],
-                forged,
+                &forged,
             );
         }
     }
     out.extend_from_slice(b"}}");
     out
+}
+
+/// Longest list of changed metadata keys in an audit annotation, in bytes.
+const MAX_NAMES: usize = 1024;
+
+/// `; and <text>` after a refusal's sentence, when there is a second refusal.
+struct Also<'a>(Option<&'a str>);
+
+impl fmt::Display for Also<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(text) => write!(f, "; and {text}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `"patchType"` and `"patch"`: the metadata's operations (each ending in a comma) and the
+/// kind's status patch (a JSON array), in one array, base64-encoded; nothing when both are
+/// absent.
+fn write_patch(out: &mut Vec<u8>, status_patch: Option<&[u8]>, metadata_ops: Option<&[u8]>) {
+    let json: std::borrow::Cow<'_, [u8]> = match (status_patch, metadata_ops) {
+        (None, None) => return,
+        (Some(status), None) => status.into(),
+        (status, Some(ops)) => {
+            let mut json = Vec::with_capacity(ops.len() + status.map_or(0, <[u8]>::len) + 2);
+            json.push(b'[');
+            json.extend_from_slice(ops);
+            match status {
+                // The status patch's operations, without its brackets.
+                Some(status) => json.extend_from_slice(&status[1..]),
+                None => {
+                    json.pop();
+                    json.push(b']');
+                }
+            }
+            json.into()
+        }
+    };
+    out.extend_from_slice(b",\"patchType\":\"JSONPatch\",\"patch\":\"");
+    // Serialized whole, then encoded in one call: serde_json writes many small pieces, which
+    // cost more through a base64 writer than one copy.
+    let start = out.len();
+    out.resize(start + base64::encoded_len(json.len(), true).expect("a patch is bounded"), 0);
+    let written =
+        base64::engine::general_purpose::STANDARD.encode_slice(&json, &mut out[start..]).expect("sized by encoded_len");
+    out.truncate(start + written);
+    out.push(b'"');
 }
 
 /// What `status` wrote, as its kind shows it.
@@ -159,12 +255,21 @@ fn warning(out: &mut Vec<u8>, text: String) {
     out.push(b']');
 }
 
-/// The audit annotation that names a field a status write changed and the API server resets.
-const FORGED_SPEC: &str = "forged_spec";
+/// The audit annotations that name what a status write changed and may not: a field the API
+/// server resets, and metadata the guard judges by its stored value.
+struct Forgeries<'a> {
+    spec: Option<&'a str>,
+    metadata: Option<String>,
+}
 
-/// `"auditAnnotations"`; `members` in key order, and [`FORGED_SPEC`] in its place among them
-/// when the write forged a field.
-fn annotations(out: &mut Vec<u8>, members: &[(&str, fmt::Arguments<'_>)], forged: Option<&str>) {
+impl Forgeries<'_> {
+    fn is_empty(&self) -> bool {
+        self.spec.is_none() && self.metadata.is_none()
+    }
+}
+
+/// `"auditAnnotations"`; `members` in key order, and the forgeries in their places among them.
+fn annotations(out: &mut Vec<u8>, members: &[(&str, fmt::Arguments<'_>)], forged: &Forgeries<'_>) {
     out.extend_from_slice(b",\"auditAnnotations\":{");
     let mut first = true;
     let mut member = |out: &mut Vec<u8>, key: &str, value: fmt::Arguments<'_>| {
@@ -176,16 +281,23 @@ fn annotations(out: &mut Vec<u8>, members: &[(&str, fmt::Arguments<'_>)], forged
         out.push(b':');
         string(out, value);
     };
-    let mut forged = forged;
+    // `forged_metadata` sorts before `forged_spec`.
+    let mut extra: Vec<(&str, &str)> = Vec::with_capacity(2);
+    if let Some(names) = &forged.metadata {
+        extra.push(("forged_metadata", names));
+    }
+    if let Some(field) = forged.spec {
+        extra.push(("forged_spec", field));
+    }
+    let mut extra = extra.into_iter().peekable();
     for (key, value) in members {
-        if let Some(field) = forged.filter(|_| *key > FORGED_SPEC) {
-            member(out, FORGED_SPEC, format_args!("{field}"));
-            forged = None;
+        while let Some((name, text)) = extra.next_if(|(name, _)| *key > *name) {
+            member(out, name, format_args!("{text}"));
         }
         member(out, key, *value);
     }
-    if let Some(field) = forged {
-        member(out, FORGED_SPEC, format_args!("{field}"));
+    for (name, text) in extra {
+        member(out, name, format_args!("{text}"));
     }
     out.push(b'}');
 }

@@ -231,7 +231,7 @@ async fn caller_strings_never_reach_a_log_line_whole() {
     for (path, value, field) in [
         (&["request", "namespace"][..], json!(huge), "request.namespace"),
         (&["request", "name"][..], json!(huge), "request.name"),
-        (&["request", "object", "metadata", "uid"][..], json!(huge), "request.object.metadata.uid"),
+        (&["request", "oldObject", "metadata", "uid"][..], json!(huge), "request.oldObject.metadata.uid"),
     ] {
         let (status, answer) = guard.post(fixture().username(&huge).set(path, value).to_vec().into()).await;
         assert_eq!(status, 200, "{answer}");

@@ -30,7 +30,7 @@ impl Explained for Gateways {
         } else {
             GatewayShape::Addresses
         };
-        let status = review::Status { write: write.clone(), object_uid: None, shape, forged: None };
+        let status = review::Status { write: write.clone(), object_uid: None, shape, forged: None, metadata: None };
         review::Target::Gateway(status)
     }
 

@@ -25,6 +25,7 @@ impl Explained for Ingresses {
             object_uid: stored.object_uid.clone().map(Into::into),
             shape: stored.shape,
             forged: None,
+            metadata: None,
         })
     }
 

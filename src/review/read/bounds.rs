@@ -15,7 +15,7 @@ use crate::names::{is_dns1123_label, is_dns1123_subdomain, truncate};
 /// from it. It is answered with an HTTP error naming the bound rather than echoed: only the API
 /// server needs `response.uid` to match, and a forged caller must not get its megabyte back.
 pub(crate) const MAX_UID: usize = 128;
-/// Longest `request.object.metadata.uid` (a UUID the API server assigned).
+/// Longest `request.oldObject.metadata.uid` (a UUID the API server assigned).
 pub(crate) const MAX_OBJECT_UID: usize = 128;
 /// Longest `request.userInfo.username` kept. A ServiceAccount's is at most 339 bytes
 /// (`system:serviceaccount:` + a 63-byte namespace + `:` + a 253-byte name).
@@ -36,8 +36,8 @@ pub enum OutOfBounds {
     /// `request.name` is not a DNS-1123 subdomain.
     #[error("request.name is not a DNS-1123 subdomain (at most 253 bytes)")]
     Name,
-    /// `request.object.metadata.uid` is too long.
-    #[error("request.object.metadata.uid is over {MAX_OBJECT_UID} bytes")]
+    /// `request.oldObject.metadata.uid` is too long.
+    #[error("request.oldObject.metadata.uid is over {MAX_OBJECT_UID} bytes")]
     ObjectUid,
 }
 
@@ -129,9 +129,9 @@ mod tests {
             ("name", &["request", "name"], 253, "request.name is not a DNS-1123 subdomain"),
             (
                 "object uid",
-                &["request", "object", "metadata", "uid"],
+                &["request", "oldObject", "metadata", "uid"],
                 MAX_OBJECT_UID,
-                "request.object.metadata.uid is over 128 bytes",
+                "request.oldObject.metadata.uid is over 128 bytes",
             ),
         ];
         for (name, path, bound, message) in cases {

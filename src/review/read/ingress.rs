@@ -2,11 +2,9 @@
 //! UPDATE): the parts of the object the decision reads ([`IngressIn`], which the fast reader
 //! ([`super::skim`]) reads the same), and the write they make ([`Reviewed`]).
 
-use std::borrow::Cow;
-
 use serde::Deserialize;
 
-use super::{Forged, ObjectIn, Reviewed, Status, StoredIn, Target, stored};
+use super::{Forged, MetaIn, ObjectIn, ReviewError, Reviewed, Status, StoredIn, Target, stored};
 use crate::{
     address::{Address, Entries},
     kind::{
@@ -16,16 +14,7 @@ use crate::{
 };
 
 /// The parts of an Ingress the decision reads.
-pub(super) type IngressIn<'a> = ObjectIn<MetadataIn<'a>, SpecIn, StatusIn>;
-
-#[derive(Deserialize, Default)]
-#[serde(expecting = "an ObjectMeta object")]
-pub(super) struct MetadataIn<'a> {
-    #[serde(default, borrow)]
-    pub(super) uid: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "class_annotation")]
-    pub(super) annotations: Option<String>,
-}
+pub(super) type IngressIn<'a> = ObjectIn<'a, SpecIn, StatusIn>;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", expecting = "an IngressSpec object")]
@@ -54,35 +43,45 @@ pub(super) struct LoadBalancerIn {
 /// `ingressStatusStrategy.PrepareForUpdate` (`pkg/registry/networking/ingress/strategy.go`:
 /// `newIngress.Spec = oldIngress.Spec`; `GetResetFields` is `spec` alone) copies the stored
 /// spec back. So `spec.ingressClassName` is `oldObject`'s. Metadata is not reset by a status
-/// write (measured on 1.23 and 1.37: `tests/forged.rs`), so the legacy class annotation is
-/// the object's: it is what will be stored. Without an `oldObject` (no API server sends an
-/// UPDATE without one) the object is all there is.
+/// write (measured on 1.23 and 1.37: `tests/forged.rs`), but a governed write's metadata is
+/// put back to the stored one (or the write refused), so the legacy class annotation is read
+/// from `metadata`, the stored metadata the caller judges by. Without an `oldObject` (no API
+/// server sends an UPDATE without one) the object is all there is.
 fn stored_ingress_class(
     spec: SpecIn,
-    annotation: Option<String>,
-    old: Option<StoredIn>,
-) -> (Option<String>, Option<Forged>) {
-    let old = old.map(|old| old.spec.ingress_class_name);
+    metadata: Option<&MetaIn<'_>>,
+    old: Option<&StoredIn<'_>>,
+) -> Result<(Option<String>, Option<Forged>), ReviewError> {
+    let annotation = match metadata.and_then(|m| m.annotations) {
+        Some(raw) => {
+            let mut de = serde_json::Deserializer::from_str(raw);
+            class_annotation(&mut de)
+                .map_err(|e| ReviewError::Object(Kind::Ingress, format!("metadata.annotations: {e}")))?
+        }
+        None => None,
+    };
+    let old = old.map(|old| old.spec.ingress_class_name.clone());
     let (field, forged) = stored(spec.ingress_class_name, old, Forged(Kind::Ingress));
-    (ingress::class(field, annotation).0, forged)
+    Ok((ingress::class(field, annotation).0, forged))
 }
 
 impl Reviewed for Ingresses {
     type In<'a> = IngressIn<'a>;
 
-    fn uid<'a>(ingress: &mut Self::In<'a>) -> Option<Cow<'a, str>> {
-        ingress.metadata.uid.take()
+    fn metadata<'a>(ingress: &mut Self::In<'a>) -> Option<MetaIn<'a>> {
+        ingress.metadata.take()
     }
 
     fn written(
         ingress: IngressIn<'_>,
-        old: Option<StoredIn>,
+        metadata: Option<&MetaIn<'_>>,
+        old: Option<&StoredIn<'_>>,
         write: StatusWrite,
-    ) -> (StatusWrite, StatusShape, Option<Forged>) {
+    ) -> Result<(StatusWrite, StatusShape, Option<Forged>), ReviewError> {
         let shape = shape(ingress.status.as_ref());
         let entries = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
-        let (class, forged) = stored_ingress_class(ingress.spec, ingress.metadata.annotations, old);
-        (StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write }, shape, forged)
+        let (class, forged) = stored_ingress_class(ingress.spec, metadata, old)?;
+        Ok((StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write }, shape, forged))
     }
 
     fn target<'a>(status: Status<'a, Address, StatusShape>) -> Target<'a> {

@@ -30,11 +30,10 @@ use blocks::{
 };
 
 use super::{
-    GroupVersionKind, RequestIn, ReviewIn, User,
+    GroupVersionKind, MetaIn, RequestIn, ReviewIn, User,
     gateway::{self as gw, GatewayIn},
-    ingress::{IngressIn, MetadataIn, SpecIn, StatusIn},
+    ingress::{IngressIn, SpecIn, StatusIn},
 };
-use crate::kind::ingress::CLASS_ANNOTATION;
 use gateway::is_gateway;
 
 /// Deeper nesting anywhere in the document goes to serde_json (which skips any depth).
@@ -531,7 +530,7 @@ impl<'a> Skim<'a> {
     }
 
     fn ingress(&mut self) -> Option<Option<IngressIn<'a>>> {
-        let (mut metadata, mut spec, mut status) = (MetadataIn::default(), SpecIn::default(), None);
+        let (mut metadata, mut spec, mut status) = (None, SpecIn::default(), None);
         let found = self.object(&["metadata", "spec", "status"], true, |s, f| {
             match f {
                 0 => metadata = s.metadata()?,
@@ -545,31 +544,35 @@ impl<'a> Skim<'a> {
         Some(found.map(|()| IngressIn { metadata, spec, status }))
     }
 
-    fn metadata(&mut self) -> Option<MetadataIn<'a>> {
-        let (mut uid, mut annotations) = (None, None);
-        self.object(&["uid", "annotations"], false, |s, f| {
+    /// `metadata` (or `null`) as [`MetaIn`] reads it, for every kind and for `oldObject`: the
+    /// uid, and the fields a status write may change as the JSON text serde_json's `RawValue`
+    /// would borrow (validated as it is skipped).
+    pub(super) fn metadata(&mut self) -> Option<Option<MetaIn<'a>>> {
+        let mut meta = MetaIn::default();
+        let found = self.object(&["uid", "annotations", "labels", "ownerReferences", "finalizers"], true, |s, f| {
             match f {
-                0 => uid = s.opt_string()?,
-                1 => annotations = s.annotations()?,
-                _ => s.skip(f)?,
-            }
-            Some(())
-        })??;
-        Some(MetadataIn { uid, annotations })
-    }
-
-    /// The class annotation, as `class_annotation` reads it (`null` is none). A repeated class
-    /// key (serde_json takes the last) is left to serde_json.
-    fn annotations(&mut self) -> Option<Option<String>> {
-        let mut class = None;
-        let found = self.object(&[CLASS_ANNOTATION], true, |s, f| {
-            match f {
-                0 => class = Some(s.string()?.into_owned()),
+                0 => meta.uid = s.opt_string()?,
+                1 => meta.annotations = s.raw()?,
+                2 => meta.labels = s.raw()?,
+                3 => meta.owner_references = s.raw()?,
+                4 => meta.finalizers = s.raw()?,
                 _ => s.skip(f)?,
             }
             Some(())
         })?;
-        Some(found.and(class))
+        Some(found.map(|()| meta))
+    }
+
+    /// A value kept as its text (`null` is none), as `RawValue` keeps it.
+    fn raw(&mut self) -> Option<Option<&'a str>> {
+        self.spaces();
+        if self.peek()? == b'n' {
+            self.i += 1;
+            return self.rest_of(b"ull").map(|()| None);
+        }
+        let start = self.i;
+        self.skip_value()?;
+        std::str::from_utf8(&self.b[start..self.i]).ok().map(Some)
     }
 
     fn spec(&mut self) -> Option<SpecIn> {

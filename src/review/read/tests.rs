@@ -58,7 +58,10 @@ fn reads_what_the_decision_needs() {
     assert_eq!(object_uid.as_deref(), Some("8d85ab45-0193-4e14-b7ab-45d58c9dc450"));
     assert_eq!(*shape, StatusShape::IngressList);
     let mut with_class: Value = serde_json::from_str(FIXTURE).unwrap();
-    with_class["request"]["object"]["metadata"]["annotations"] = json!({CLASS_ANNOTATION: "legacy"});
+    // The stored annotation: a status write's metadata is judged as stored.
+    for key in ["object", "oldObject"] {
+        with_class["request"][key]["metadata"]["annotations"] = json!({CLASS_ANNOTATION: "legacy"});
+    }
     let Target::Ingress(Status { write, .. }) = read(&serde_json::to_vec(&with_class).unwrap()).unwrap().target else {
         panic!()
     };

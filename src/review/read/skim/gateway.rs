@@ -12,13 +12,10 @@ impl<'a> Skim<'a> {
     /// A Gateway object as [`GatewayIn`] reads it: `metadata.uid`, `spec.gatewayClassName` and
     /// `status.addresses`; listeners, conditions and everything else skipped a block at a time.
     pub(super) fn gateway(&mut self) -> Option<Option<GatewayIn<'a>>> {
-        let (mut metadata, mut spec, mut status) = (gw::MetadataIn::default(), gw::SpecIn::default(), None);
+        let (mut metadata, mut spec, mut status) = (None, gw::SpecIn::default(), None);
         let found = self.object(&["metadata", "spec", "status"], true, |s, f| {
             match f {
-                0 => {
-                    let uid = s.member(&["uid"], false, Self::opt_string)?;
-                    metadata = gw::MetadataIn { uid: uid.flatten().flatten() };
-                }
+                0 => metadata = s.metadata()?,
                 1 => {
                     let class = s.member(&["gatewayClassName"], false, |s| Some(s.serde::<gw::ClassName>()?.0))?;
                     spec = gw::SpecIn { gateway_class_name: class.flatten().flatten() };

@@ -5,14 +5,16 @@
 use super::Skim;
 use crate::review::read::{StoredIn, StoredSpecIn, gateway as gw};
 
-impl Skim<'_> {
+impl<'a> Skim<'a> {
     /// `oldObject` (or `null`) as [`StoredIn`] reads it, whatever the kind: its class fields,
     /// everything else skipped a block at a time. What the reader holds of it is two class
     /// names at most, so a review's memory stays bounded by its body.
-    pub(super) fn stored(&mut self) -> Option<Option<StoredIn>> {
-        let mut spec = StoredSpecIn::default();
-        let found = self.object(&["spec"], true, |s, f| {
+    pub(super) fn stored(&mut self) -> Option<Option<StoredIn<'a>>> {
+        let (mut spec, mut metadata) = (StoredSpecIn::default(), None);
+        let found = self.object(&["spec", "metadata"], true, |s, f| {
             match f {
+                // Strict, as `StoredIn` reads it: `null` is no object.
+                1 => metadata = Some(s.metadata()??),
                 0 => {
                     let (mut ingress_class_name, mut gateway_class_name) = (None, None);
                     s.object(&["ingressClassName", "gatewayClassName"], false, |s, f| {
@@ -29,7 +31,7 @@ impl Skim<'_> {
             }
             Some(())
         })?;
-        Some(found.map(|()| StoredIn { spec }))
+        Some(found.map(|()| StoredIn { metadata: metadata.unwrap_or_default(), spec }))
     }
 }
 

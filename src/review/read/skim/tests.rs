@@ -107,7 +107,7 @@ fn edge_cases() {
                 "{\"kubernetes.io/ingress.class\":\"a\"}",
                 "{\"kubernetes.io/ingress.class\":\"a\",\"kubernetes.io/ingress.class\":\"b\"}",
             ),
-            Some(false),
+            Some(true),
         ),
         ("escaped uid value", fx.replacen("\"0f3cb218", "\"\\u0030f3cb218\\n", 1), Some(true)),
         ("lone surrogate in uid", fx.replacen("\"0f3cb218", "\"\\ud800", 1), None),

@@ -70,10 +70,11 @@ fn ingress_class_field_from_the_stored_object_annotation_as_written() {
             Some("nginx"),
             Some(F),
         ),
-        // Metadata is stored as written by a status write: the annotation is the object's.
-        ("annotation changed", ingress(None, s("zzz"), Some((None, s("nginx")))), Some("zzz"), None),
-        ("annotation added", ingress(None, s("nginx"), Some((None, None))), Some("nginx"), None),
-        ("annotation removed", ingress(None, None, Some((None, s("nginx")))), None, None),
+        // A governed write's metadata is put back to the stored one: the annotation is
+        // oldObject's, and a changed one is a metadata finding, not a forged class field.
+        ("annotation changed", ingress(None, s("zzz"), Some((None, s("nginx")))), Some("nginx"), None),
+        ("annotation added", ingress(None, s("nginx"), Some((None, None))), None, None),
+        ("annotation removed", ingress(None, None, Some((None, s("nginx")))), Some("nginx"), None),
         ("no oldObject: the object", ingress(s("zzz"), None, None), Some("zzz"), None),
     ];
     for (name, review, class, forged) in cases {
