@@ -197,13 +197,32 @@ pub(crate) struct Shape {
     pub(crate) same_set: String,
     /// `audit`, `deny`: what a write that is not is told.
     pub(crate) message: String,
+    /// For a kind whose status writes store the metadata they carry: `audit`'s and `deny`'s
+    /// condition that it is unchanged. A MutatingAdmissionPolicy cannot put it back: the API
+    /// server does not marshal a map read from `oldObject` into a JSONPatch value (measured on
+    /// 1.37: "type conversion error from 'map(dyn, dyn)'"), so `enforce` in policy mode
+    /// judges by the stored class and leaves the metadata as written.
+    pub(crate) metadata_unchanged: Option<&'static str>,
 }
 
 /// The admission policy named `name` for `policy` (a MutatingAdmissionPolicy to `enforce`, a
 /// ValidatingAdmissionPolicy to `audit` or `deny`), then its binding, which carries the
 /// policy's `namespaceSelector`: one builder for Ingress and Gateway policies.
 pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape) -> Vec<Value> {
-    let Shape { match_constraints, match_conditions, patch, written, same_set, message } = shape;
+    let Shape { match_constraints, match_conditions, patch, written, same_set, message, metadata_unchanged } = shape;
+    let mut validations = vec![json!({
+        "expression": same_set,
+        "message": message,
+        // The webhook's refusal is a 403 too: a writer sees one answer.
+        "reason": "Forbidden",
+    })];
+    if let Some(unchanged) = metadata_unchanged {
+        validations.push(json!({
+            "expression": unchanged,
+            "message": format!("ingress-status-guard policy {:?}: a status write may not change metadata", policy.name),
+            "reason": "Forbidden",
+        }));
+    }
     let metadata = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "ingress-status-guard"}});
     let (policy_object, mut binding) = match policy.mode {
         Mode::Enforce => (
@@ -240,12 +259,7 @@ pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape
                         "matchConstraints": match_constraints,
                         "matchConditions": match_conditions,
                         "variables": [{"name": "written", "expression": written}],
-                        "validations": [{
-                            "expression": same_set,
-                            "message": message,
-                            // The webhook's refusal is a 403 too: a writer sees one answer.
-                            "reason": "Forbidden",
-                        }],
+                        "validations": validations,
                     },
                 }),
                 json!({

@@ -68,8 +68,8 @@ fn class_conditions_read_the_field_then_the_annotation() {
     assert_eq!(
         ingress_cel::class_condition(&["a".into(), "b\"".into()], false),
         "has(oldObject.spec.ingressClassName) ? oldObject.spec.ingressClassName in [\"a\", \"b\\\"\"] : \
-         (has(object.metadata.annotations) && \"kubernetes.io/ingress.class\" in object.metadata.annotations \
-         ? object.metadata.annotations[\"kubernetes.io/ingress.class\"] in [\"a\", \"b\\\"\"] : false)"
+         (has(oldObject.metadata.annotations) && \"kubernetes.io/ingress.class\" in oldObject.metadata.annotations \
+         ? oldObject.metadata.annotations[\"kubernetes.io/ingress.class\"] in [\"a\", \"b\\\"\"] : false)"
     );
     assert!(ingress_cel::class_condition(&[], true).ends_with(": true)"));
 }

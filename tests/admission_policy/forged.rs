@@ -1,4 +1,4 @@
-//! Issue 30 in `--admission=policy` mode: the MutatingAdmissionPolicies the guard keeps match
+//! `--admission=policy` mode: the MutatingAdmissionPolicies the guard keeps match
 //! on the class the API server will store (`oldObject.spec`), so a status write that forges
 //! the class is rewritten by the API server itself, Ingress (field and legacy annotation) and
 //! Gateway, with the guard SIGKILLed.
@@ -69,4 +69,75 @@ async fn forged_classes_are_rewritten_by_the_api_server_with_the_guard_killed() 
     let stored = admin_gws.get("edge").await.unwrap();
     assert_eq!(stored.data["spec"]["gatewayClassName"], json!(gw_class));
     assert_eq!(stored.data["status"]["conditions"], status["conditions"], "conditions kept as written");
+
+    // Metadata through the status subresource, with the guard still down: the Ingress's write
+    // is judged by the stored class annotation (the MAP cannot put the metadata back: it is
+    // stored as written, see docs/admission-policy.md), a Gateway's is never stored (the
+    // custom resource status strategy keeps none of it).
+    let target = "external-dns.alpha.kubernetes.io/target";
+    let forged_meta = json!({"annotations": {"kubernetes.io/ingress.class": "zzz", target: "192.0.2.99"}, "labels": {"app": "hijacked"}, "finalizers": ["example.test/block"]});
+    let written: Ingress = forge(&t.rogue, "legacy", json!({"metadata": forged_meta, "status": rogue_status})).await;
+    assert_eq!(addresses_of(written.clone()), ["192.0.2.70"], "legacy: judged by the stored annotation");
+    let annotations = written.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get(target).map(String::as_str),
+        Some("192.0.2.99"),
+        "policy-mode enforce: stored as written"
+    );
+    // Finalizers stored would block the namespace's deletion.
+    let unblock = json!({"metadata": {"finalizers": null}});
+    t.ingresses.patch("legacy", &PatchParams::default(), &Patch::Merge(&unblock)).await.unwrap();
+    let written: DynamicObject = forge(&rogue_gws, "edge", json!({"metadata": forged_meta, "status": status})).await;
+    let meta = &written.metadata;
+    let gw_annotations = meta.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        (gw_annotations.get(target), meta.labels.as_ref(), meta.finalizers.as_ref()),
+        (None, None, None),
+        "{meta:?}"
+    );
+}
+
+/// `deny` in policy mode: the ValidatingAdmissionPolicy refuses a status write that changes
+/// metadata (the external-dns target alone, the status canonical), and still allows a
+/// canonical write that changes none; with the guard SIGKILLed.
+#[tokio::test]
+async fn the_validating_policy_refuses_a_metadata_change_through_status() {
+    let t = TestEnv::new("vap-meta").await;
+    let ns = &t.ns;
+    let dir = t.cluster.scratch_dir(&format!("vap-meta-{ns}"));
+    let cfg = dir.join("policies.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "policies:\n  - {{name: {ns}, ingressClasses: [{ns}], publishStatusAddress: 192.0.2.72, mode: deny}}\n"
+        ),
+    )
+    .unwrap();
+    create_ingress(&t.ingresses, "web", Class::Field(ns)).await;
+    let mut guard = start_guard(&t, &cfg).await;
+    let params = PatchParams { field_manager: Some(support::ROGUE_USER.into()), ..PatchParams::default() };
+    let canonical = json!({"status": {"loadBalancer": {"ingress": entries(&["192.0.2.72"])}}});
+    eventually("the VAP is in force: a rogue write is refused", WAIT, || async {
+        let rogue = json!({"status": {"loadBalancer": {"ingress": entries(&["10.6.6.6"])}}});
+        match t.rogue.patch_status("web", &params, &Patch::Merge(&rogue)).await {
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    guard.stop();
+    t.rogue.patch_status("web", &params, &Patch::Merge(&canonical)).await.expect("a canonical write is allowed");
+    let target = json!({"metadata": {"annotations": {"external-dns.alpha.kubernetes.io/target": "192.0.2.99"}}});
+    match t.rogue.patch_status("web", &params, &Patch::Merge(&target)).await {
+        Err(kube::Error::Api(s)) => {
+            assert!(s.message.contains("a status write may not change metadata"), "{s:?}");
+        }
+        other => panic!("refused: {other:?}"),
+    }
+    let stored = t.ingresses.get("web").await.unwrap();
+    assert_eq!(
+        stored.metadata.annotations.clone().unwrap_or_default().get("external-dns.alpha.kubernetes.io/target"),
+        None
+    );
+    assert_eq!(addresses_of(stored), ["192.0.2.72"]);
 }

@@ -1,4 +1,4 @@
-//! Issue 30 for Gateways, webhook mode: a `gateways/status` write that also forges
+//! Gateways, webhook mode: a `gateways/status` write that also forges
 //! `spec.gatewayClassName` is judged by the stored class (the CRD status strategy keeps
 //! everything but `status` from the stored object), its conditions kept as written, and the
 //! forged field is named in the Event and `forged_spec_writes_total`.
@@ -34,7 +34,7 @@ async fn a_forged_gateway_class_is_judged_by_the_stored_class() {
         create_gateway_class(&t.admin, class, "example.com/gateway-controller").await;
     }
     let admin = gateway::gateways(&t.admin, ns);
-    for (name, class) in [("probe", ns), ("edge", ns), ("other", &other)] {
+    for (name, class) in [("probe", ns), ("edge", ns), ("fresh", ns), ("other", &other)] {
         create_gateway(&admin, name, class).await;
     }
     let policies =
@@ -79,4 +79,36 @@ async fn a_forged_gateway_class_is_judged_by_the_stored_class() {
         ))
     };
     assert_eq!([metric("patched"), metric("not_governed")], [1.0, 1.0], "{}", webhook.metrics());
+
+    // Metadata through `gateways/status`, with the Event's uid cleared in the write: the
+    // custom resource status strategy stores none of the written metadata (so it is no
+    // finding), and the Event still finds the Gateway by the stored uid.
+    let params = PatchParams { field_manager: Some(support::ROGUE_USER.into()), ..PatchParams::default() };
+    let meta = json!({"metadata": {"uid": null, "annotations": {"external-dns.alpha.kubernetes.io/target": "192.0.2.99"}, "labels": {"app": "hijacked"}, "finalizers": ["example.test/block"]}, "spec": {"gatewayClassName": "zzz"}, "status": gateway_status(&["10.6.6.7"], true, 1)});
+    let answer = rogue.patch_status("fresh", &params, &Patch::Merge(&meta)).await.expect("rewritten");
+    assert_eq!(stored_gateway_addresses(&answer), ["192.0.2.60"]);
+    let stored = admin.get("fresh").await.unwrap();
+    let m = &stored.metadata;
+    let version = std::env::var("ISG_K8S_VERSION").unwrap_or_else(|_| "default".into());
+    println!(
+        "API server {version}: a gateways/status write stored annotations {:?}, labels {:?}, finalizers {:?}",
+        m.annotations, m.labels, m.finalizers
+    );
+    let target = m.annotations.clone().unwrap_or_default().get("external-dns.alpha.kubernetes.io/target").cloned();
+    assert_eq!(
+        (target, m.labels.as_ref(), m.finalizers.as_ref()),
+        (None, None, None),
+        "{version}: no written metadata stored"
+    );
+    assert_eq!(stored.data["spec"]["gatewayClassName"], json!(ns), "{version}");
+    eventually("an Event regarding Gateway fresh's forged write", SETTLE, || async {
+        let notes: Vec<String> =
+            support::events_about(&t.admin, ns, "fresh").await.into_iter().filter_map(|e| e.note).collect();
+        notes
+            .iter()
+            .any(|n| n.contains("10.6.6.7"))
+            .then_some(())
+            .ok_or_else(|| format!("{notes:?}; {}", webhook.log_tail()))
+    })
+    .await;
 }

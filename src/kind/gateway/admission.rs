@@ -61,6 +61,8 @@ fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<
         patch: patch(&entries),
         written: WRITTEN_KEYS,
         same_set: same_set(&entries),
+        // A custom resource's status write stores none of the metadata it carries.
+        metadata_unchanged: None,
         message: format!(
             "ingress-status-guard policy {:?} requires status.addresses [{}]",
             policy.name,

@@ -52,8 +52,17 @@ fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<
         written: WRITTEN_KEYS,
         same_set: same_set(canonical),
         message: message(&policy.name, canonical),
+        metadata_unchanged: Some(METADATA_UNCHANGED),
     })
 }
+
+/// True when a status write leaves the four metadata fields as stored.
+const METADATA_UNCHANGED: &str = concat!(
+    "has(object.metadata.annotations) == has(oldObject.metadata.annotations) && (!has(object.metadata.annotations) || object.metadata.annotations == oldObject.metadata.annotations)",
+    " && has(object.metadata.labels) == has(oldObject.metadata.labels) && (!has(object.metadata.labels) || object.metadata.labels == oldObject.metadata.labels)",
+    " && has(object.metadata.ownerReferences) == has(oldObject.metadata.ownerReferences) && (!has(object.metadata.ownerReferences) || object.metadata.ownerReferences == oldObject.metadata.ownerReferences)",
+    " && has(object.metadata.finalizers) == has(oldObject.metadata.finalizers) && (!has(object.metadata.finalizers) || object.metadata.finalizers == oldObject.metadata.finalizers)",
+);
 
 /// What a refused (`deny`) or reported (`audit`) write is told: the webhook's message without
 /// the written value, which a static message cannot know.
@@ -109,14 +118,14 @@ pub(crate) fn patch(canonical: &[Address]) -> String {
 /// `spec.ingressClassName`, else the legacy annotation; a class-less Ingress gives
 /// `without_class`. Each is read where the webhook reads it (`review::read`,
 /// `stored_ingress_class`): the field from `oldObject`, because the API server puts the
-/// stored spec back after mutating admission; the annotation from `object`, because a status
-/// write keeps the metadata it writes. The rules match UPDATEs only, which always have an
-/// `oldObject`.
+/// stored spec back after mutating admission; the annotation from `oldObject` too, because a
+/// governed status write's metadata is put back to the stored one (or the write refused). The
+/// rules match UPDATEs only, which always have an `oldObject`.
 pub(crate) fn class_condition(classes: &[String], without_class: bool) -> String {
     let list = cel::string_list(classes.iter().map(String::as_str));
     let annotation = cel::string(CLASS_ANNOTATION);
     format!(
-        "has(oldObject.spec.ingressClassName) ? oldObject.spec.ingressClassName in {list} : (has(object.metadata.annotations) && {annotation} in object.metadata.annotations ? object.metadata.annotations[{annotation}] in {list} : {without_class})"
+        "has(oldObject.spec.ingressClassName) ? oldObject.spec.ingressClassName in {list} : (has(oldObject.metadata.annotations) && {annotation} in oldObject.metadata.annotations ? oldObject.metadata.annotations[{annotation}] in {list} : {without_class})"
     )
 }
 
