@@ -7,13 +7,19 @@
 #   docker build --build-arg REVISION=$(git rev-parse --short=12 HEAD) \
 #     -t registry.example.com/ingress-status-guard:0.1.0 .
 #
-# The image is built for the architecture of the build machine. It has no shell: debug with
+# The binary embeds its dependency list (cargo auditable's .dep-v0 section), as the released
+# binaries do: `cargo audit bin` and SBOM scanners read it from the image. The image is built for
+# the architecture of the build machine. It has no shell: debug with
 # `kubectl debug --image=busybox --target=webhook`. No CA bundle either: in-cluster the API
 # server's CA comes from the mounted service-account token.
 
 ARG RUST_VERSION=1.89
+ARG CARGO_AUDITABLE_VERSION=0.7.7
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+ARG CARGO_AUDITABLE_VERSION
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    cargo install --locked "cargo-auditable@${CARGO_AUDITABLE_VERSION}"
 # The revision for --version and the build_info metric (.git is not in the build context).
 ARG REVISION=unknown
 WORKDIR /src
@@ -22,9 +28,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     target="$(rustc -vV | awk '/^host:/ { print $2 }')" \
  && RUSTFLAGS="-C target-feature=+crt-static" ISG_GIT_REVISION="$REVISION" \
-    cargo build --release --locked --bin ingress-status-guard --target "$target" \
+    cargo auditable build --release --locked --bin ingress-status-guard --target "$target" \
  && install -D -m 0755 "target/$target/release/ingress-status-guard" /out/ingress-status-guard \
- && ! readelf -d /out/ingress-status-guard | grep NEEDED
+ && ! readelf -d /out/ingress-status-guard | grep NEEDED \
+ && readelf -S /out/ingress-status-guard | grep -q '\.dep-v0'
 
 FROM scratch
 ARG VERSION=0.1.0

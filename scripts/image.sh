@@ -10,6 +10,11 @@
 #                             builds it ahead, beside the test suite, and the later build finds
 #                             it fresh
 #
+# ISG_TARGET=aarch64-unknown-linux-gnu builds the linux/arm64 binary and image instead
+# (target/image/ingress-status-guard-<version>-arm64.oci.tar), cross-compiled with Debian's
+# aarch64 cross toolchain (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross; scripts/cross-tools.sh
+# installs it and the rustup target); --run smoke-runs the host's image only.
+#
 # Load the archive elsewhere with `podman load -i FILE` or `skopeo copy oci-archive:FILE
 # docker://registry.example.com/ingress-status-guard:<version>`.
 #
@@ -39,10 +44,25 @@ done
 
 version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 revision=${ISG_GIT_REVISION:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
-target=$(rustc -vV | awk '/^host:/ { print $2 }')
-[[ "$target" == *-linux-gnu ]] || die "expected a *-linux-gnu host, not $target"
+host=$(rustc -vV | awk '/^host:/ { print $2 }')
+[[ "$host" == *-linux-gnu ]] || die "expected a *-linux-gnu host, not $host"
+target=${ISG_TARGET:-$host}
+case "$target" in
+  x86_64-unknown-linux-gnu) arch=amd64 ;;
+  aarch64-unknown-linux-gnu) arch=arm64 ;;
+  *) die "ISG_TARGET=$target: the images are built for x86_64- and aarch64-unknown-linux-gnu" ;;
+esac
 out=target/image
 archive="$out/ingress-status-guard-$version.oci.tar"
+if [[ "$target" != "$host" ]]; then
+  archive="$out/ingress-status-guard-$version-$arch.oci.tar"
+  $run && die "--run smoke-runs the host's image; the $arch binary smoke-runs under qemu (scripts/smoke-qemu.sh)"
+  # Debian's cross linker and C compiler (ring's C and assembly), for this target only.
+  env_target=${target//-/_}
+  export "CARGO_TARGET_${env_target^^}_LINKER=${target%%-*}-linux-gnu-gcc"
+  export "CC_$env_target=${target%%-*}-linux-gnu-gcc" "AR_$env_target=${target%%-*}-linux-gnu-ar"
+  command -v "${target%%-*}-linux-gnu-gcc" >/dev/null || die "${target%%-*}-linux-gnu-gcc is required (scripts/cross-tools.sh)"
+fi
 mkdir -p "$out"
 
 # 1. A static binary: glibc linked in (crt-static), so the image needs no libc. In-cluster the
@@ -78,6 +98,7 @@ ctr=$(buildah "${storage[@]}" from scratch)
 trap 'buildah "${storage[@]}" rm "$ctr" >/dev/null 2>&1 || true' EXIT
 buildah "${storage[@]}" copy --chmod 0755 "$ctr" "$bin" /usr/local/bin/ingress-status-guard >/dev/null
 buildah "${storage[@]}" config \
+  --os linux --arch "$arch" \
   --user 65532:65532 \
   --entrypoint '["/usr/local/bin/ingress-status-guard"]' \
   --cmd serve \
