@@ -530,3 +530,29 @@ fn properties_exercise_the_fast_reader() {
     }
     assert!(answered > n / 5, "the fast reader answered only {answered} of {n} mutated bodies");
 }
+
+/// Reviews that forge metadata through the status subresource, as the API server sends them:
+/// the fast reader reads each, the same as serde_json, and both find the change.
+#[test]
+fn metadata_forging_reviews_are_read_fast_and_the_same() {
+    let edits: [(&str, Value); 7] = [
+        ("class annotation", json!({"annotations": {"kubernetes.io/ingress.class": "zzz"}})),
+        ("dns target", json!({"annotations": {"external-dns.alpha.kubernetes.io/target": "192.0.2.99"}})),
+        ("labels", json!({"labels": {"app": "hijacked", "esc\"aped\n": "v"}})),
+        ("owner", json!({"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "0"}]})),
+        ("finalizer", json!({"finalizers": ["example.test/block"]})),
+        ("null uid", json!({"uid": null, "labels": {"a": "b"}})),
+        ("non-ASCII key", json!({"annotations": {"caf\u{e9}.example.test/x": "\u{1f600}"}})),
+    ];
+    for (name, edit) in edits {
+        let mut review = fixture();
+        for (key, value) in edit.as_object().unwrap() {
+            review["request"]["object"]["metadata"][key] = value.clone();
+        }
+        let body = serde_json::to_vec(&review).unwrap();
+        let (fast, slow) = both(&body);
+        let slow = slow.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(slow.forged_metadata().is_some(), "{name}: the change is found");
+        assert_eq!(fast, Some(Ok(slow)), "{name}");
+    }
+}
