@@ -120,7 +120,7 @@ fn byte_mutations_of_the_fixture() {
     });
 }
 
-/// Issue 30: forged-spec reviews, Ingress and Gateway: the class fields of `object` and of
+/// Forged-spec reviews, Ingress and Gateway: the class fields of `object` and of
 /// `oldObject` (which the reader now reads) each absent, a class, or any JSON, and the
 /// readers' rule that the stored one wins. The reader must answer each without a panic.
 #[test]
@@ -152,6 +152,39 @@ fn forged_spec_reviews() {
         }
         if no_old {
             request.as_object_mut().unwrap().remove("oldObject");
+        }
+        serde_json::to_vec(&review).unwrap()
+    });
+}
+
+/// Metadata-forging reviews: each of the four metadata fields a status write may change, in
+/// `object` and in `oldObject`, absent, a plausible value or any JSON, with `oldObject`'s
+/// metadata itself sometimes replaced; the reader compares them and must answer each without
+/// a panic.
+#[test]
+fn forged_metadata_reviews() {
+    let fixture = Review::fixture().into_value();
+    let field = prop_oneof![
+        Just(None),
+        Just(Some(serde_json::json!({"kubernetes.io/ingress.class": "zzz", "a": "b"}))),
+        Just(Some(serde_json::json!(["example.test/block"]))),
+        json().prop_map(Some)
+    ];
+    let fields = proptest::collection::vec((0usize..4, any::<bool>(), field), 0..6);
+    let strategy = (fields, proptest::option::of(json()));
+    run("forged metadata", strategy, |(edits, old_metadata)| {
+        let mut review = fixture.clone();
+        let request = &mut review["request"];
+        for (at, old, value) in edits {
+            let name = ["annotations", "labels", "ownerReferences", "finalizers"][at];
+            let key = if old { "oldObject" } else { "object" };
+            match value {
+                Some(value) => request[key]["metadata"][name] = value,
+                None => drop(request[key]["metadata"].as_object_mut().and_then(|m| m.remove(name))),
+            }
+        }
+        if let Some(metadata) = old_metadata {
+            request["oldObject"]["metadata"] = metadata;
         }
         serde_json::to_vec(&review).unwrap()
     });
