@@ -8,9 +8,11 @@ mod certs;
 mod check;
 mod client;
 mod cutover;
+mod doctor;
 mod duration;
 mod limits;
 mod logging;
+mod output;
 mod plugin;
 mod policy;
 mod reconcile;
@@ -72,6 +74,14 @@ pub(crate) enum Command {
     Explain {
         #[command(flatten)]
         args: check::ExplainArgs,
+        #[command(flatten)]
+        policy: policy::PolicyArgs,
+    },
+    /// Prove that the webhook works: its configuration, caBundle and Service, and a dry-run
+    /// status write that must come back as the policy's mode says (exit 1 names what is broken).
+    Doctor {
+        #[command(flatten)]
+        args: doctor::DoctorArgs,
         #[command(flatten)]
         policy: policy::PolicyArgs,
     },
@@ -153,14 +163,18 @@ pub fn main() -> ExitCode {
     // `check` and `explain` report on stdout and their errors in one line on stderr; kube's
     // own log lines would only repeat those errors.
     let default_level = match cli.command {
-        Command::Check { .. } | Command::Explain { .. } | Command::Cutover(_) => "warn,kube_client=off",
+        Command::Check { .. } | Command::Explain { .. } | Command::Doctor { .. } | Command::Cutover(_) => {
+            "warn,kube_client=off"
+        }
         _ => "info",
     };
     logging::init_logging(cli.log_format, cli.log_level.as_deref(), default_level);
     // `check` and `explain` tell what they found by their exit code (0 canonical, 1 drift) and
     // print their own errors; any error of theirs is 2, as clap's usage errors are.
     let failure = match cli.command {
-        Command::Check { .. } | Command::Explain { .. } | Command::Cutover(_) => ExitCode::from(2),
+        Command::Check { .. } | Command::Explain { .. } | Command::Doctor { .. } | Command::Cutover(_) => {
+            ExitCode::from(2)
+        }
         _ => ExitCode::FAILURE,
     };
     // One runtime for every command; `resolve` and `certs generate` simply do not await. Its
@@ -184,6 +198,10 @@ pub fn main() -> ExitCode {
                 },
                 Command::Explain { args, policy } => match policy.policies() {
                     Ok(policies) => Ok(check::explain(args, &policies).await),
+                    Err(e) => Err(e),
+                },
+                Command::Doctor { args, policy } => match policy.policies() {
+                    Ok(policies) => Ok(doctor::doctor(args, &policies).await),
                     Err(e) => Err(e),
                 },
                 Command::Cutover(args) => Ok(cutover::cutover(*args).await),

@@ -5,6 +5,9 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "check/doctor.rs"]
+mod doctor;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
