@@ -332,7 +332,7 @@ impl Review<'_> {
 
     /// The governing policy's answer to the metadata this write changed: `None` when it
     /// changed none or no policy governs the object. `enforce` puts it back, unless the stored
-    /// values are too large for a patch ([`Metadata::restorable`]): then it refuses the write.
+    /// values are too large for a patch (`Metadata::restorable`): then it refuses the write.
     pub fn metadata_verdict<'p>(&self, verdict: &Verdict<'p>) -> Option<(&Metadata<'_>, &'p Policy, Action)> {
         let metadata = self.forged_metadata()?;
         let policy = verdict.policy()?;
