@@ -12,6 +12,8 @@
 pub(crate) mod cel;
 pub(crate) mod desired;
 pub(crate) mod enforced;
+mod gateway;
+mod ingress;
 pub(crate) mod keeper;
 pub(crate) mod served;
 
@@ -143,7 +145,7 @@ pub(crate) enum RenderError {
 pub(crate) const SEPARATORS: [char; 3] = ['|', ';', '/'];
 
 /// What a governed kind's admission objects are: the kind's part of them, said per kind in
-/// `kind/<kind>/admission.rs`; the objects around it are written once here.
+/// `admission_policy/<kind>.rs`; the objects around it are written once here.
 pub(crate) trait Admitted: crate::kind::Governed {
     /// What precedes a policy's name in the name of its admission objects.
     const ADMISSION_PREFIX: &'static str;

@@ -32,7 +32,7 @@ use report::Report;
 pub(crate) use report::align;
 
 /// What `check` and `explain`, written once here, need of a kind beyond its wire: how a stored
-/// object is read and shown in its kind's words. Said per kind in `kind/<kind>/explain.rs`.
+/// object is read and shown in its kind's words. Said per kind in `check/explain/<kind>.rs`.
 pub(crate) trait Explained: crate::kind::Governed {
     /// The object as `check` and `explain` read it from the API server.
     type Read: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>

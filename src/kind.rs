@@ -309,7 +309,8 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
 
 // What names a higher layer is said in that layer, in a trait over `Governed` there
 // (`admission_policy::Admitted`, `check::Explained`), implemented per kind in
-// `kind/<kind>/<layer>.rs`: this module imports only the modules above it.
+// `<layer>/<kind>.rs` (`admission_policy/ingress.rs`, `check/explain/gateway.rs`): this module
+// imports only the modules above it.
 
 /// More canonical entries than a kind's status list may hold (their count); the sources call
 /// it unresolved.

@@ -1,6 +1,6 @@
 //! The CEL text every kind's admission policy is written with: string literals escaped so no
 //! value can end a literal or change the expression. What each kind's CEL says of its status is
-//! in `kind/<kind>/admission.rs`.
+//! in `admission_policy/<kind>.rs`.
 
 use std::fmt::Write as _;
 

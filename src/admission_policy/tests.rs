@@ -1,7 +1,8 @@
 use serde_json::json;
 
+use super::ingress as ingress_cel;
 use super::*;
-use crate::kind::ingress::{Ingresses, admission as ingress_cel};
+use crate::kind::ingress::Ingresses;
 use crate::{
     address::PortStatus,
     policy::{LabelSelector, OnUnresolved, Source},

@@ -2,6 +2,9 @@
 //! of its stored status, from values, with the webhook's own [`decide`] and [`render`]; what
 //! differs by kind is said by its [`Explained`] impl.
 
+mod gateway;
+mod ingress;
+
 use super::{Explained, report::State};
 use crate::{
     address::{Address, Addresses, Written},

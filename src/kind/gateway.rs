@@ -4,8 +4,6 @@
 //! field bounded (`status`: the addresses and the `Programmed` condition), and implementing
 //! [`kube::Resource`] so kube's `Api` and watcher deliver them directly.
 
-pub(crate) mod admission;
-mod explain;
 pub(crate) mod status;
 
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};

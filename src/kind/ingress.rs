@@ -378,9 +378,7 @@ impl<'de> Deserialize<'de> for LeanIngress {
     }
 }
 
-pub(crate) mod admission;
 pub(crate) mod bounded;
-mod explain;
 
 #[cfg(test)]
 mod tests;

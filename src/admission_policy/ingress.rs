@@ -7,14 +7,14 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::CLASS_ANNOTATION;
+use crate::kind::ingress::CLASS_ANNOTATION;
 use crate::{
     address::{Address, Addresses, MAX_ENTRIES},
     admission_policy::{Admitted, Governed, RenderError, SEPARATORS, Shape, cel},
     policy::Policy,
 };
 
-impl Admitted for super::Ingresses {
+impl Admitted for crate::kind::ingress::Ingresses {
     const ADMISSION_PREFIX: &'static str = "";
 
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {

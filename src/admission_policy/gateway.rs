@@ -6,14 +6,14 @@
 
 use serde_json::json;
 
-use super::status::{GatewayAddress, MAX_ADDRESSES};
+use crate::kind::gateway::status::{GatewayAddress, MAX_ADDRESSES};
 use crate::{
     address::Address,
     admission_policy::{Admitted, Governed, RenderError, Shape, cel},
     policy::Policy,
 };
 
-impl Admitted for super::Gateways {
+impl Admitted for crate::kind::gateway::Gateways {
     const ADMISSION_PREFIX: &'static str = "gateway-";
 
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
@@ -48,7 +48,7 @@ fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<
     let match_constraints = json!({
         "matchPolicy": "Equivalent",
         "resourceRules": [{
-            "apiGroups": [super::GROUP],
+            "apiGroups": [crate::kind::gateway::GROUP],
             "apiVersions": ["v1"],
             "operations": ["UPDATE"],
             "resources": ["gateways/status"],
@@ -124,7 +124,7 @@ mod tests {
         api: ApiVersion,
     ) -> Result<Vec<Value>, RenderError> {
         let governed = Governed::Classes { names: classes.to_vec(), without_class: false };
-        crate::admission_policy::render::<super::super::Gateways>(p, canonical, &governed, api)
+        crate::admission_policy::render::<crate::kind::gateway::Gateways>(p, canonical, &governed, api)
     }
 
     fn class_names(scope: &crate::policy::ClassScope, classes: &BTreeMap<String, Option<String>>) -> Vec<String> {

@@ -1,7 +1,7 @@
 //! What `check` and `explain` say of a Gateway ([`Explained`]): it is read as its lean
 //! projection, its class shown with its GatewayClass's controller, its policies' class fields.
 
-use super::{GatewayShape, GatewayWrite, Gateways, LeanGateway};
+use crate::kind::gateway::{GatewayShape, GatewayWrite, Gateways, LeanGateway};
 use crate::{
     check::Explained,
     names,

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::networking::v1::Ingress;
 
-use super::{CLASS_ANNOTATION, ClassFrom, Ingresses, StatusWrite, Stored};
+use crate::kind::ingress::{CLASS_ANNOTATION, ClassFrom, Ingresses, StatusWrite, Stored};
 use crate::{check::Explained, names, policy, review, sources::Sources};
 
 impl Explained for Ingresses {
