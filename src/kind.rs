@@ -17,14 +17,88 @@ pub(crate) mod gateway;
 pub(crate) mod ingress;
 pub(crate) mod packed;
 
-/// Which kind of object: the one spelling of it outside `kind/<kind>.rs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    /// `networking.k8s.io/v1` Ingress: `status.loadBalancer.ingress`.
-    Ingress,
-    /// `gateway.networking.k8s.io/v1` Gateway: `status.addresses`.
-    Gateway,
+/// The kind list: one line per governed kind (its variant, its module and [`Governed`] type, and
+/// the log fields that name its objects, as docs/audit.md documents them). Everything that
+/// dispatches on a kind is generated from it: [`Kind`], [`Kind::ALL`] and [`Kind::info`], the
+/// `with_kind!` and log macros here, `review::Target` and `on_status!` in the review. Invoked
+/// as `kind_list!(callback, args…)`, it calls `callback! { args… ; list }`.
+macro_rules! kind_list {
+    ($callback:ident $(, $($args:tt)*)?) => {
+        $callback! { $($($args)*)? ;
+            /// `networking.k8s.io/v1` Ingress: `status.loadBalancer.ingress`.
+            Ingress: ingress::Ingresses { ingress_namespace, ingress_name, ingress_class },
+            /// `gateway.networking.k8s.io/v1` Gateway: `status.addresses`.
+            Gateway: gateway::Gateways { gateway_namespace, gateway_name, gateway_class },
+        }
+    };
 }
+pub(crate) use kind_list;
+
+/// [`Kind`] and the kind-dispatching macros, from the kind list (`$d` is `$`, so that the
+/// macros it defines have metavariables of their own).
+macro_rules! define_kinds {
+    ($d:tt ; $( $(#[$doc:meta])* $V:ident : $module:ident :: $T:ident { $ns:ident, $nm:ident, $class:ident } ),* $(,)?) => {
+        /// Which kind of object: the one spelling of it outside `kind/<kind>.rs`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Kind {
+            $( $(#[$doc])* $V, )*
+        }
+
+        impl Kind {
+            /// Every kind, in the order reports list them.
+            pub(crate) const ALL: [Kind; [$(Kind::$V),*].len()] = [$(Kind::$V),*];
+
+            /// The kind's constants: the one place that maps a [`Kind`] value to its file.
+            pub(crate) const fn info(self) -> &'static Info {
+                match self {
+                    $( Kind::$V => &$module::INFO, )*
+                }
+            }
+        }
+
+        /// Runs `$body` with `$K` the [`Governed`] type of kind value `$kind`: the one place
+        /// that maps a [`Kind`] value to its type, for code written once over [`Governed`].
+        macro_rules! with_kind {
+            ($d kind:expr, $d K:ident => $d body:expr) => {
+                match $d kind {
+                    $( $crate::kind::Kind::$V => {
+                        type $d K = $crate::kind::$module::$T;
+                        $d body
+                    } )*
+                }
+            };
+        }
+
+        /// A `tracing` event whose object fields are named by kind, as the documented log lines
+        /// name them (`ingress_namespace`, `ingress_name`; `gateway_namespace`, `gateway_name`):
+        /// `object_event!(warn, kind, {fields before}, namespace, name, fields after and message)`.
+        macro_rules! object_event {
+            ($d level:ident, $d kind:expr, { $d ($d before:tt)* }, $d namespace:expr, $d name:expr, $d ($d after:tt)*) => {
+                match $d kind {
+                    $( $crate::kind::Kind::$V => {
+                        tracing::$d level!($d ($d before)* $ns = %$d namespace, $nm = %$d name, $d ($d after)*)
+                    } )*
+                }
+            };
+        }
+
+        /// The WARN line of a rogue status write, as docs/audit.md documents it per kind: its
+        /// object and class fields (`ingress_class`, `gateway_class`) and its message
+        /// (`Info::rogue`): `rogue_event!(kind, {fields before}, namespace, name, class, fields after)`.
+        macro_rules! rogue_event {
+            ($d kind:expr, { $d ($d before:tt)* }, $d namespace:expr, $d name:expr, $d class:expr, $d ($d after:tt)*) => {
+                match $d kind {
+                    $( $crate::kind::Kind::$V => tracing::warn!(
+                        $d ($d before)* $ns = %$d namespace, $nm = %$d name, $class = %$d class,
+                        $d ($d after)* "{}", $crate::kind::Kind::$V.info().rogue
+                    ), )*
+                }
+            };
+        }
+    };
+}
+kind_list!(define_kinds, $);
+pub(crate) use {object_event, rogue_event, with_kind};
 
 /// The constants of one kind, each kind's in its own file.
 #[derive(Debug)]
@@ -39,6 +113,8 @@ pub(crate) struct Info {
     pub(crate) api_version: &'static str,
     /// The status field the guard governs on this kind.
     pub(crate) field: &'static str,
+    /// The message of the WARN line of a rogue status write of this kind.
+    pub(crate) rogue: &'static str,
     /// The spec field naming the object's class, which a status write cannot change.
     pub(crate) class_field: &'static str,
     /// Whether the API server stores the metadata a status write carries (its status strategy
@@ -64,17 +140,6 @@ pub(crate) struct Info {
 }
 
 impl Kind {
-    /// Every kind, in the order reports list them.
-    pub(crate) const ALL: [Kind; 2] = [Kind::Ingress, Kind::Gateway];
-
-    /// The kind's constants: the one place that maps a [`Kind`] value to its file.
-    pub(crate) const fn info(self) -> &'static Info {
-        match self {
-            Kind::Ingress => &ingress::INFO,
-            Kind::Gateway => &gateway::INFO,
-        }
-    }
-
     /// The kind as the API, logs and `explain` name it.
     pub(crate) fn name(self) -> &'static str {
         self.info().name
@@ -121,60 +186,6 @@ impl fmt::Display for Kind {
         f.write_str(self.name())
     }
 }
-
-/// A `tracing` event whose object fields are named by kind, as the documented log lines name
-/// them (`ingress_namespace`, `ingress_name`; `gateway_namespace`, `gateway_name`):
-/// `object_event!(warn, kind, {fields before}, namespace, name, fields after and message)`.
-macro_rules! object_event {
-    ($level:ident, $kind:expr, { $($before:tt)* }, $namespace:expr, $name:expr, $($after:tt)*) => {
-        match $kind {
-            $crate::kind::Kind::Ingress => {
-                tracing::$level!($($before)* ingress_namespace = %$namespace, ingress_name = %$name, $($after)*)
-            }
-            $crate::kind::Kind::Gateway => {
-                tracing::$level!($($before)* gateway_namespace = %$namespace, gateway_name = %$name, $($after)*)
-            }
-        }
-    };
-}
-pub(crate) use object_event;
-
-/// The WARN line of a rogue status write, as docs/audit.md documents it per kind: its object
-/// and class fields (`ingress_class`, `gateway_class`) and its message named by kind:
-/// `rogue_event!(kind, {fields before}, namespace, name, class, fields after)`.
-macro_rules! rogue_event {
-    ($kind:expr, { $($before:tt)* }, $namespace:expr, $name:expr, $class:expr, $($after:tt)*) => {
-        match $kind {
-            $crate::kind::Kind::Ingress => tracing::warn!(
-                $($before)* ingress_namespace = %$namespace, ingress_name = %$name, ingress_class = %$class,
-                $($after)* "rogue status write"
-            ),
-            $crate::kind::Kind::Gateway => tracing::warn!(
-                $($before)* gateway_namespace = %$namespace, gateway_name = %$name, gateway_class = %$class,
-                $($after)* "rogue Gateway status write"
-            ),
-        }
-    };
-}
-pub(crate) use rogue_event;
-
-/// Runs `$body` with `$K` the [`Governed`] type of kind value `$kind`: the one place that
-/// maps a [`Kind`] value to its type, for code written once over [`Governed`].
-macro_rules! with_kind {
-    ($kind:expr, $K:ident => $body:expr) => {
-        match $kind {
-            $crate::kind::Kind::Ingress => {
-                type $K = $crate::kind::ingress::Ingresses;
-                $body
-            }
-            $crate::kind::Kind::Gateway => {
-                type $K = $crate::kind::gateway::Gateways;
-                $body
-            }
-        }
-    };
-}
-pub(crate) use with_kind;
 
 /// A write of a governed object's status (from a review, or a stored object), as the decision
 /// sees it: which object, its class, and the entries of its status list, bounded.

@@ -28,6 +28,7 @@ pub(crate) const INFO: super::Info = super::Info {
     label: "gateway",
     api_version: "gateway.networking.k8s.io/v1",
     field: "status.addresses",
+    rogue: "rogue Gateway status write",
     class_field: "spec.gatewayClassName",
     status_keeps_metadata: false,
     plural: "gateways",
@@ -171,7 +172,7 @@ impl super::Governed for Gateways {
 
 /// How much of `status.addresses` a Gateway object has: where a patch must go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GatewayShape {
+pub(crate) enum GatewayShape {
     /// No `status` (or `null`).
     NoStatus,
     /// A `status` without `addresses` (or with `null`).

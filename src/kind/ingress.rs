@@ -32,6 +32,7 @@ pub(crate) const INFO: super::Info = super::Info {
     label: "ingress",
     api_version: "networking.k8s.io/v1",
     field: "status.loadBalancer.ingress",
+    rogue: "rogue status write",
     class_field: "spec.ingressClassName",
     status_keeps_metadata: true,
     plural: "ingresses",
@@ -175,7 +176,7 @@ impl super::Governed for Ingresses {
 /// How much of `status.loadBalancer.ingress` an Ingress has: where a patch must go. A member
 /// that is `null` counts as absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusShape {
+pub(crate) enum StatusShape {
     NoStatus,
     NoLoadBalancer,
     NoIngressList,

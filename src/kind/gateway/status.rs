@@ -26,7 +26,7 @@ const NAMED_ADDRESS: &str = "NamedAddress";
 
 /// One entry of `status.addresses`; serialized as the API writes it (`check -o json`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct GatewayAddress {
+pub(crate) struct GatewayAddress {
     /// `type`, `IPAddress` when absent (the CRD's default).
     #[serde(rename = "type")]
     pub kind: String,

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::kind::ingress::CLASS_ANNOTATION;
+use crate::kind::ingress::{CLASS_ANNOTATION, StatusShape};
 
 const FIXTURE: &str =
     include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ingress-status-update.apiserver-1.24.json"));
