@@ -46,7 +46,7 @@ use std::{
 use kube::Client;
 use tokio::sync::{Notify, watch};
 
-use crate::kind::{Governed, gateway::Gateways, ingress::Ingresses};
+use crate::kind::{Governed, Kind, with_kind};
 use crate::scope::follow::{Allow, Scope};
 use crate::{
     address::Addresses,
@@ -56,12 +56,12 @@ use crate::{
     sources::{
         Sources,
         follow::{self, Change, Hold, Projection},
-        ingresses::{Known, KnownIngresses, Lookup},
+        known::{Known, KnownByKind, KnownObjects, Lookup},
         owned::{Failures, Owned},
     },
 };
 use books::{Books, Gauge};
-use bounds::Bounds;
+pub(crate) use bounds::Bounds;
 use cache::{Interner, Key, Stored};
 use damping::Fight;
 use filter::Filter;
@@ -121,7 +121,7 @@ struct Reconciler<K: Governed> {
     /// Notified when a release earlier than all pending ones is armed.
     armed: Notify,
     /// The audit trail's index of known Ingresses, fed from this watch when Events are on.
-    known: Option<Arc<KnownIngresses>>,
+    known: Option<Arc<KnownObjects>>,
     /// The values the stored objects share (namespaces, classes, status lists).
     interner: Mutex<Interner<K::Entry>>,
     /// Which objects the watch keeps ([`filter`]).
@@ -170,51 +170,40 @@ impl Running {
     }
 }
 
-/// Starts the Ingress and Gateway watches, the drift measurement and (while `leader` is true) the patching.
-/// `sources_changed` ticks when some source's addresses change (the cache's
-/// [`crate::sources::SourceCache::subscribe`], or in admission policy mode what the admission policies enforce).
-/// Must be called inside a tokio runtime.
-#[allow(clippy::too_many_arguments, reason = "one composition root calls it")]
-pub(crate) fn start(
-    client: Client,
-    policies: Arc<PolicyStore>,
-    sources: Arc<dyn Sources>,
-    sources_changed: watch::Receiver<u64>,
-    leader: watch::Receiver<bool>,
-    metrics: Arc<Metrics>,
-    settings: Settings,
-    known: Option<(Arc<KnownIngresses>, Arc<KnownIngresses>)>,
-    scope: Arc<Scope>,
-    failures: Failures,
-) -> Running {
-    let bounds = Arc::new(Bounds::new(settings));
-    let common = Common { client, policies, sources, sources_changed, leader, metrics, bounds, scope };
-    // Each watch feeds the audit trail's index of its kind (Ingresses, Gateways).
-    let (ingresses, gateways) = known.unzip();
+/// Starts every governed kind's watch, the drift measurement and (while `common.leader` is
+/// true) the patching. Must be called inside a tokio runtime.
+pub(crate) fn start(common: Common, known: Option<KnownByKind>, failures: Failures) -> Running {
+    // Each watch feeds the audit trail's index of its kind.
     let mut tasks = Owned::new(failures);
-    spawn::<Ingresses>(&mut tasks, &common, ingresses);
-    spawn::<Gateways>(&mut tasks, &common, gateways);
+    for kind in Kind::ALL {
+        let known = known.as_ref().map(|k| k[kind.index()].clone());
+        with_kind!(kind, K => spawn::<K>(&mut tasks, &common, known));
+    }
     Running { tasks }
 }
 
 /// What every kind's reconciler is started with.
 #[derive(Clone)]
-struct Common {
-    client: Client,
-    policies: Arc<PolicyStore>,
-    sources: Arc<dyn Sources>,
-    sources_changed: watch::Receiver<u64>,
+pub(crate) struct Common {
+    pub(crate) client: Client,
+    pub(crate) policies: Arc<PolicyStore>,
+    pub(crate) sources: Arc<dyn Sources>,
+    /// Ticks when some source's addresses change (the cache's
+    /// [`crate::sources::SourceCache::subscribe`], or in admission policy mode what the
+    /// admission policies enforce).
+    pub(crate) sources_changed: watch::Receiver<u64>,
     /// Whether this replica leads: only the leader patches and reports fights (every replica
     /// holds back the same Ingresses, so a new leader honours the contests it saw as a follower).
-    leader: watch::Receiver<bool>,
-    metrics: Arc<Metrics>,
-    bounds: Arc<Bounds>,
+    pub(crate) leader: watch::Receiver<bool>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// The bounds of `--reconcile-*` settings, shared by every kind ([`Bounds::new`]).
+    pub(crate) bounds: Arc<Bounds>,
     /// The Namespaces the guard's webhook configuration selects ([`crate::scope`]).
-    scope: Arc<Scope>,
+    pub(crate) scope: Arc<Scope>,
 }
 
 /// Starts one kind's watch, triggers, release timer and work loop.
-fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<KnownIngresses>>) {
+fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<KnownObjects>>) {
     let reconciler = Arc::new(Reconciler::<K> {
         state: Mutex::new(State::default()),
         work: Notify::new(),

@@ -5,9 +5,9 @@
 
 pub(crate) mod follow;
 pub(crate) mod gateway;
-pub(crate) mod ingresses;
 pub(crate) mod initialized;
 pub(crate) mod inventory;
+pub(crate) mod known;
 pub(crate) mod nodeip;
 pub(crate) mod owned;
 pub(crate) mod published;

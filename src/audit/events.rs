@@ -2,7 +2,7 @@
 //! bounded in count and in bytes); the reporter task logs it (summarising repeats,
 //! [`crate::audit::summary`]) and, with a cluster and unless a dry run, decides whether it
 //! becomes a Kubernetes Event: only about an Ingress (or Gateway) the guard's own watch knows
-//! ([`KnownIngresses`], one index per kind), and within the fair shares of [`ratelimit`]. A
+//! ([`KnownObjects`], one index per kind), and within the fair shares of [`ratelimit`]. A
 //! second loop, within the reporter's task, publishes the Events through its recorder (which counts repeats of a writer on
 //! an object up in one Event), each call under a timeout, so a hung API server delays Events, never the log lines
 //! and counts of later findings.
@@ -34,11 +34,10 @@ use crate::{
         summary::{self, Seen, Summariser},
     },
     decision::Action,
-    kind::Kind,
     metrics::Metrics,
     names::truncate,
     sources::{
-        ingresses::{Known, KnownIngresses},
+        known::{Known, KnownByKind},
         owned::or_never,
     },
 };
@@ -86,9 +85,8 @@ impl Default for Settings {
 /// Where Events go: the client, and the indexes of the Ingresses and Gateways they may be about.
 pub(crate) struct Publisher {
     pub client: Client,
-    pub known: Arc<KnownIngresses>,
-    /// The Gateways the guard's Gateway watch knows (an index of the same kind).
-    pub gateways: Arc<KnownIngresses>,
+    /// The objects the guard's watches know, per kind.
+    pub known: KnownByKind,
 }
 
 /// The handler's end of the queue.
@@ -169,11 +167,11 @@ pub(crate) fn start(
     let sink = EventSink { tx, bytes: bytes.clone(), drops, metrics: metrics.clone() };
     let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance };
     let (events, known, publish) = match publisher {
-        Some(Publisher { client, known, gateways }) => {
+        Some(Publisher { client, known }) => {
             let (events_tx, events_rx) = mpsc::channel(PUBLISH_QUEUE);
             let recorder = Recorder::new(client, reporter);
             let publish = publish_loop(recorder, events_rx, metrics.clone(), settings.publish_timeout);
-            (Some(events_tx), Some(Indexes([known, gateways])), Some(publish))
+            (Some(events_tx), Some(Indexes(known)), Some(publish))
         }
         None => (None, None, None),
     };
@@ -202,7 +200,7 @@ pub(crate) fn start(
 type Ready = (Event, ObjectReference, String);
 
 /// The known-object indexes, one per kind a finding may be about.
-struct Indexes([Arc<KnownIngresses>; Kind::ALL.len()]);
+struct Indexes(KnownByKind);
 
 impl Indexes {
     fn check(&self, finding: &Finding) -> Known {
@@ -230,7 +228,7 @@ impl Report {
         bytes: Arc<AtomicUsize>,
         shutdown: CancellationToken,
     ) {
-        let mut index_changed = self.known.as_ref().map(|k| (k.0[0].subscribe(), k.0[1].subscribe()));
+        let mut index_changed = self.known.as_ref().map(|k| k.0.each_ref().map(|index| index.subscribe()));
         let mut stopping = false;
         loop {
             let wake = [self.summariser.next_end(), self.awaiting.iter().map(|(at, ..)| *at).min()]
@@ -239,10 +237,10 @@ impl Report {
                 .min();
             let index_ticked = async {
                 let ticked = match index_changed.as_mut() {
-                    Some((ingresses, gateways)) => tokio::select! {
-                        changed = ingresses.changed() => changed.is_ok(),
-                        changed = gateways.changed() => changed.is_ok(),
-                    },
+                    Some(indexes) => {
+                        let changes = indexes.iter_mut().map(|index| Box::pin(index.changed()));
+                        futures::future::select_all(changes).await.0.is_ok()
+                    }
                     None => false,
                 };
                 if !ticked {

@@ -20,6 +20,7 @@ use crate::{
     admission_policy::{desired, enforced::Enforced, keeper::Keeper, keeper::KeeperMetrics, served},
     audit::events,
     client::{self, PodIdentity},
+    kind::{Kind, with_kind},
     metrics::Metrics,
     policy::store::PolicyStore,
     policy::{ClusterNeeds, Policies, SourceList},
@@ -28,7 +29,7 @@ use crate::{
     server::lifecycle::Tasks,
     server::{self, AppState, Listeners},
     sources::SourceCache,
-    sources::ingresses::KnownIngresses,
+    sources::known::KnownByKind,
     sources::watches::ServiceWatches,
     tls::{self, ClientNames, certs, scratch},
 };
@@ -245,15 +246,14 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     // Events only about Ingresses the guard's watch has seen: the reconciler's, when it runs
     // (one list of every Ingress per replica), else a watch for the index alone.
     let events_client = client.filter(|_| !no_events);
-    let known = events_client.as_ref().map(|_| (KnownIngresses::new(), KnownIngresses::new()));
+    let known = events_client.as_ref().map(|_| crate::sources::known::by_kind());
     let reconciles = leader.as_ref().is_some_and(|l| l.reconcile.is_some());
-    if let (Some(client), Some((ingresses, gateways)), false) = (&events_client, &known, reconciles) {
-        start_known_objects(&mut tasks, client.clone(), ingresses.clone(), gateways.clone(), store.clone());
+    if let (Some(client), Some(known), false) = (&events_client, &known, reconciles) {
+        start_known_objects(&mut tasks, client, known, &store);
     }
     let stop_reconciler = start_leader_work(&mut tasks, leader, &store, &cache, &metrics, known.clone());
     // Findings are logged and turned into Events by one background task, off the request path.
-    let publisher =
-        events_client.zip(known).map(|(client, (known, gateways))| events::Publisher { client, known, gateways });
+    let publisher = events_client.zip(known).map(|(client, known)| events::Publisher { client, known });
     let settings = events::Settings { repeat_interval: repeat_log_interval, ..events::Settings::default() };
     let (events, reporter) =
         events::start(publisher, pod.instance(), metrics.clone(), settings, tasks.shutdown_token());
@@ -432,26 +432,21 @@ fn start_watches(
     }
 }
 
-/// The watches of every Ingress and (once a policy governs them) every Gateway that tell real
-/// Event targets from forged ones, when the reconciler's do not run.
+/// The watches of every governed kind's objects (each once a policy governs the kind) that tell
+/// real Event targets from forged ones, when the reconciler's do not run.
 fn start_known_objects(
     tasks: &mut Tasks,
-    client: kube::Client,
-    ingresses: Arc<KnownIngresses>,
-    gateways: Arc<KnownIngresses>,
-    policies: Arc<crate::policy::store::PolicyStore>,
+    client: &kube::Client,
+    known: &KnownByKind,
+    policies: &Arc<crate::policy::store::PolicyStore>,
 ) {
-    let watch = crate::sources::ingresses::watch::<crate::kind::ingress::Ingresses>(
-        client.clone(),
-        ingresses,
-        policies.clone(),
-    );
-    let gateway_watch = crate::sources::ingresses::watch::<crate::kind::gateway::Gateways>(client, gateways, policies);
-    tasks.spawn_until_shutdown("known-Ingress and known-Gateway watches (Event targets)", async move {
-        tokio::select! {
-            () = watch => {}
-            () = gateway_watch => {}
-        }
+    let watches = Kind::ALL.map(|kind| {
+        let (client, index, policies) = (client.clone(), known[kind.index()].clone(), policies.clone());
+        with_kind!(kind, K => futures::FutureExt::boxed(crate::sources::known::watch::<K>(client, index, policies)))
+    });
+    // Each runs until shutdown: the first to end ends the task, which is then reported.
+    tasks.spawn_until_shutdown("known-object watches (Event targets)", async move {
+        futures::future::select_all(watches).await;
     });
 }
 

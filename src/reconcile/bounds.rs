@@ -7,7 +7,7 @@ use tokio::sync::Semaphore;
 
 use super::Settings;
 
-pub(super) struct Bounds {
+pub(crate) struct Bounds {
     /// Patches in flight.
     pub(super) slots: Arc<Semaphore>,
     /// One tick per patch.
@@ -15,7 +15,7 @@ pub(super) struct Bounds {
 }
 
 impl Bounds {
-    pub(super) fn new(settings: Settings) -> Self {
+    pub(crate) fn new(settings: Settings) -> Self {
         let mut limiter = tokio::time::interval(Duration::from_secs_f64(1.0 / settings.qps));
         limiter.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Bounds { slots: Arc::new(Semaphore::new(settings.concurrency)), limiter: tokio::sync::Mutex::new(limiter) }

@@ -8,6 +8,7 @@ use kube::runtime::watcher::Event::{Init, InitApply, InitDone};
 
 use super::*;
 use crate::audit::sample;
+use crate::{kind::Kind, sources::known::KnownObjects};
 
 /// A client whose every request hangs: the listener accepts and then never reads or answers.
 /// The accepted sockets are kept by the returned task, so they stay open.
@@ -25,12 +26,14 @@ async fn stalled_client() -> (Client, tokio::task::JoinHandle<()>) {
 }
 
 /// A publisher with the Ingress index `known` and no Gateways known.
-fn publisher(client: kube::Client, known: Arc<KnownIngresses>) -> Option<Publisher> {
-    Some(Publisher { client, known, gateways: KnownIngresses::new() })
+fn publisher(client: kube::Client, known: Arc<KnownObjects>) -> Option<Publisher> {
+    let mut indexes = crate::sources::known::by_kind();
+    indexes[Kind::Ingress.index()] = known;
+    Some(Publisher { client, known: indexes })
 }
 
-fn index_of(ingresses: &[(&str, &str, &str)]) -> Arc<KnownIngresses> {
-    let index = KnownIngresses::new();
+fn index_of(ingresses: &[(&str, &str, &str)]) -> Arc<KnownObjects> {
+    let index = KnownObjects::new();
     index.apply(Init);
     for (ns, name, uid) in ingresses {
         index.apply(InitApply((((*ns).to_owned(), (*name).to_owned()), (*uid).to_owned())));
@@ -161,7 +164,7 @@ async fn no_event_before_the_index_has_listed() {
     let metrics = Arc::new(Metrics::new());
     let shutdown = CancellationToken::new();
     let (sink, task) =
-        start(publisher(client, KnownIngresses::new()), None, metrics.clone(), Settings::default(), shutdown.clone());
+        start(publisher(client, KnownObjects::new()), None, metrics.clone(), Settings::default(), shutdown.clone());
     let task = tokio::spawn(task);
     sink.publish(sample("controller", "ns", "web", "uid-web"));
     let not_synced = "ingress_status_guard_events_skipped_total{reason=\"not_synced\"}";
@@ -176,7 +179,7 @@ async fn no_event_before_the_index_has_listed() {
 async fn a_finding_just_before_the_first_list_waits_for_it() {
     let (client, _held) = stalled_client().await;
     let metrics = Arc::new(Metrics::new());
-    let known = KnownIngresses::new();
+    let known = KnownObjects::new();
     let shutdown = CancellationToken::new();
     let publisher = publisher(client, known.clone()).unwrap();
     let (sink, task) = start(Some(publisher), None, metrics.clone(), Settings::default(), shutdown.clone());

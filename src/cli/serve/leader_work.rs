@@ -13,7 +13,7 @@ use crate::{
     scope,
     server::lifecycle::Tasks,
     sources::SourceCache,
-    sources::ingresses::KnownIngresses,
+    sources::known::KnownByKind,
     sources::owned::{Owned, or_never},
 };
 
@@ -37,7 +37,7 @@ pub(super) fn start_leader_work(
     store: &Arc<PolicyStore>,
     cache: &Arc<SourceCache>,
     metrics: &Arc<Metrics>,
-    known: Option<(Arc<KnownIngresses>, Arc<KnownIngresses>)>,
+    known: Option<KnownByKind>,
 ) -> oneshot::Sender<()> {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let Some(Leader { client, settings: leader_settings, reconcile, webhook_configuration, keeper }) = leader else {
@@ -67,18 +67,17 @@ pub(super) fn start_leader_work(
     };
     let running = reconcile.map(|settings| {
         tracing::info!(qps = settings.qps, lease = %lease, identity = %identity, "reconciler on: the leader patches stored statuses that are off canonical");
-        reconcile::start(
+        let common = reconcile::Common {
             client,
-            store.clone(),
+            policies: store.clone(),
             sources,
-            changed,
-            leadership.subscribe(),
-            metrics.clone(),
-            settings,
-            known,
+            sources_changed: changed,
+            leader: leadership.subscribe(),
+            metrics: metrics.clone(),
+            bounds: Arc::new(reconcile::Bounds::new(settings)),
             scope,
-            tasks.failures(),
-        )
+        };
+        reconcile::start(common, known, tasks.failures())
     });
     if running.is_none() {
         tracing::info!("reconciler off (--reconcile=false)");

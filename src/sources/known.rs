@@ -5,7 +5,7 @@
 //! can never make the guard write into the cluster. Each index is fed through the kind's
 //! bounded reader ([`Governed::Lean`]), in pages, so each object costs its three strings
 //! and a list costs one page, whatever its annotations hold; when the reconciler runs, the index
-//! is its cache, which holds each object's uid already ([`KnownIngresses::fed_by`]): one map
+//! is its cache, which holds each object's uid already ([`KnownObjects::fed_by`]): one map
 //! per kind, not two.
 
 use std::sync::{Arc, OnceLock, RwLock, Weak};
@@ -34,14 +34,22 @@ pub(crate) enum Known {
 
 /// A cache that knows the objects of a kind already (the reconciler's): the index asks it.
 pub(crate) trait Lookup: Send + Sync {
-    /// As [`KnownIngresses::check`].
+    /// As [`KnownObjects::check`].
     fn check(&self, namespace: &str, name: &str, uid: Option<&str>) -> Known;
     /// Objects known.
     fn len(&self) -> usize;
 }
 
+/// Every kind's index, indexed by [`crate::kind::Kind::index`].
+pub(crate) type KnownByKind = [Arc<KnownObjects>; crate::kind::Kind::ALL.len()];
+
+/// One empty index per kind.
+pub(crate) fn by_kind() -> KnownByKind {
+    crate::kind::Kind::ALL.map(|_| KnownObjects::new())
+}
+
 /// The index; shared by the watch that fills it and the Event publisher that asks it.
-pub(crate) struct KnownIngresses {
+pub(crate) struct KnownObjects {
     held: RwLock<Projection<Key, String>>,
     /// The cache that answers instead of `held`, once the reconciler runs.
     fed: OnceLock<Weak<dyn Lookup>>,
@@ -50,19 +58,19 @@ pub(crate) struct KnownIngresses {
     changed: watch::Sender<u64>,
 }
 
-impl Default for KnownIngresses {
+impl Default for KnownObjects {
     fn default() -> Self {
-        KnownIngresses { held: RwLock::default(), fed: OnceLock::new(), changed: watch::Sender::new(0) }
+        KnownObjects { held: RwLock::default(), fed: OnceLock::new(), changed: watch::Sender::new(0) }
     }
 }
 
-impl std::fmt::Debug for KnownIngresses {
+impl std::fmt::Debug for KnownObjects {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KnownIngresses").field("objects", &self.len()).field("fed", &self.fed.get().is_some()).finish()
+        f.debug_struct("KnownObjects").field("objects", &self.len()).field("fed", &self.fed.get().is_some()).finish()
     }
 }
 
-impl Hold<Key, String> for KnownIngresses {
+impl Hold<Key, String> for KnownObjects {
     fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, String>) -> T) -> T {
         // Every event leaves the projection consistent: a panic cannot leave half of one.
         let out = f(&mut self.held.write().unwrap_or_else(std::sync::PoisonError::into_inner));
@@ -71,7 +79,7 @@ impl Hold<Key, String> for KnownIngresses {
     }
 }
 
-impl KnownIngresses {
+impl KnownObjects {
     /// An empty index, not synced.
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self::default())
@@ -93,7 +101,7 @@ impl KnownIngresses {
     }
 
     /// Answered by `cache` from now on (the reconciler's, which its watch keeps), instead of
-    /// a watch and map of its own; [`KnownIngresses::touched`] at each change of it.
+    /// a watch and map of its own; [`KnownObjects::touched`] at each change of it.
     pub(crate) fn fed_by(&self, cache: Weak<dyn Lookup>) {
         let _ = self.fed.set(cache);
     }
@@ -128,7 +136,7 @@ impl KnownIngresses {
 /// may have no right to list it), and without its CRDs the watch is retried at most
 /// [`crate::sources::gateway::RETRY_CAP`] apart while the index stays unsynced. Fed by the
 /// reconciler's watch of the kind instead when that runs.
-pub(crate) async fn watch<K: Governed>(client: Client, index: Arc<KnownIngresses>, policies: Arc<PolicyStore>) {
+pub(crate) async fn watch<K: Governed>(client: Client, index: Arc<KnownObjects>, policies: Arc<PolicyStore>) {
     let mut changed = policies.subscribe();
     while !follow::wanted::<K>(&policies.load()) {
         if changed.changed().await.is_err() {
@@ -176,7 +184,7 @@ mod tests {
 
     #[test]
     fn knows_namespace_name_and_uid_once_synced() {
-        let index = KnownIngresses::default();
+        let index = KnownObjects::default();
         let mut ticks = index.subscribe();
         index.apply(Init);
         index.apply(InitApply((key("ns", "web"), "uid-1".into())));
