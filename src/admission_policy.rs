@@ -303,7 +303,7 @@ pub(crate) fn object_name_in(lease: &str, policy: &Policy) -> Result<String, Ren
 /// Every policy's object name under the Lease `lease`, in file order (Ingress policies, then
 /// Gateway policies), or the first that cannot be named.
 pub(crate) fn object_names(policies: &Policies, lease: &str) -> Result<Vec<(String, String)>, RenderError> {
-    policies.all().map(|p| object_name_in(lease, p).map(|name| (p.name.clone(), name))).collect()
+    policies.iter().map(|p| object_name_in(lease, p).map(|name| (p.name.clone(), name))).collect()
 }
 
 /// Adler-32 of `bytes`: a stable hash (std's hasher may change between releases, and these

@@ -171,9 +171,11 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     let (edited, kept) = edited_text(settings, cm_ref, &config_map, current, &annotation)?;
     let shown = format!("{} of ConfigMap {cm_ref}", settings.key);
     let policies = edit::validate(&shown, &edited).map_err(CutoverError::Invalid)?;
-    let target = policies.iter().find(|p| p.name == settings.policy).ok_or_else(|| CutoverError::Policy {
-        policy: settings.policy.clone(),
-        source: EditError::NoSuchPolicy { name: settings.policy.clone(), known: policy_names(&policies) },
+    let target = policies.of(crate::kind::Kind::Ingress).find(|p| p.name == settings.policy).ok_or_else(|| {
+        CutoverError::Policy {
+            policy: settings.policy.clone(),
+            source: EditError::NoSuchPolicy { name: settings.policy.clone(), known: policy_names(&policies) },
+        }
     })?;
     if target.mode == Mode::Audit {
         return Err(CutoverError::Audit(settings.policy.clone()));
@@ -189,7 +191,7 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     if !unchanged {
         check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, &kept)?;
     }
-    let from = before.as_ref().and_then(|p| p.iter().find(|p| p.name == settings.policy));
+    let from = before.as_ref().and_then(|p| p.of(crate::kind::Kind::Ingress).find(|p| p.name == settings.policy));
     // The guard's scope, as `check` reads it: the Namespaces' labels are read with the scoped
     // policies, so the plan can tell an Ingress outside it.
     let scope = crate::scope::read(&client, &settings.cluster.webhook_configuration, timeout, &policies).await?;
@@ -412,7 +414,7 @@ fn known_keys(data: &BTreeMap<String, String>) -> String {
 }
 
 fn policy_names(policies: &Policies) -> String {
-    policies.iter().map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ")
+    policies.of(crate::kind::Kind::Ingress).map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ mod tls;
 // What the binary, the integration tests and the benchmarks use; everything else is private to
 // the crate, so the compiler reports what nothing uses.
 pub use cli::main;
+pub use kind::Kind;
 pub use policy::{Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
 /// The reconciler's cache of Ingresses and its per-object bookkeeping, for the memory tests
 /// of their bytes per object.

@@ -331,8 +331,8 @@ impl Policies {
         Self::new(ingresses.chain(gateways.into_iter().map(|p| Policy { kind: Kind::Gateway, ..p })).collect())
     }
 
-    /// Every policy, of every kind, in file order.
-    pub fn all(&self) -> impl Iterator<Item = &Policy> + Clone {
+    /// Every policy, of every kind, in file order ([`Policies::of`] for one kind's).
+    pub fn iter(&self) -> impl Iterator<Item = &Policy> + Clone {
         self.0.iter()
     }
 
@@ -359,30 +359,6 @@ impl Policies {
         self.of(kind).any(|p| {
             !p.scope.controllers.is_empty() || (default_class && !p.scope.classes.is_empty() && !p.scope.without_class)
         })
-    }
-
-    // Call-compatible shapes of the old two-list API, for the call sites in `check`, `sources`,
-    // `admission_policy`, `cutover` and `cli` (other branches of issue 32 rewrite them); each is
-    // one kind's view of the one list. New code calls `of`, `governing` and `need_classes`.
-
-    /// The Ingress policies in file order (`of(Kind::Ingress)`).
-    pub fn iter(&self) -> impl Iterator<Item = &Policy> + Clone {
-        self.of(Kind::Ingress)
-    }
-
-    /// The Gateway policies in file order (`of(Kind::Gateway)`).
-    pub fn gateway_policies(&self) -> impl Iterator<Item = &Policy> + Clone {
-        self.of(Kind::Gateway)
-    }
-
-    /// `need_classes(Kind::Ingress)`.
-    pub fn need_ingress_classes(&self) -> bool {
-        self.need_classes(Kind::Ingress)
-    }
-
-    /// `need_classes(Kind::Gateway)`.
-    pub fn need_gateway_classes(&self) -> bool {
-        self.need_classes(Kind::Gateway)
     }
 
     /// The same policies, each narrowed to the Namespaces the scope of its kind selects: the

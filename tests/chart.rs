@@ -1117,7 +1117,7 @@ fn a_publish_gateway_gets_gateway_rbac_and_nothing_else_does() {
         rules(&docs)[1],
         json!({"apiGroups": ["gateway.networking.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["gateways/status"], "scope": "Namespaced"})
     );
-    assert_eq!(policies(&docs).gateway_policies().count(), 1);
+    assert_eq!(policies(&docs).of(ingress_status_guard::Kind::Gateway).count(), 1);
     assert!(
         !docs.iter().any(|d| d["metadata"]["name"] == "ingress-status-guard-gatewayclasses"),
         "no controller matching"

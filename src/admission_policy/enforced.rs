@@ -173,7 +173,10 @@ mod tests {
         let enforced = Enforced::new(SourceCache::new(&policies));
         let changed = enforced.subscribe();
         assert!(!enforced.synced(), "not before the keeper's first pass");
-        let (a, b) = (policies.iter().next().unwrap(), others.iter().next().unwrap());
+        let (a, b) = (
+            policies.of(crate::kind::Kind::Ingress).next().unwrap(),
+            others.of(crate::kind::Kind::Ingress).next().unwrap(),
+        );
         // Before any pass, and for a policy without a published value, the caches decide.
         assert_eq!(enforced.canonical(a).unwrap().to_vec(), parse_static_list("192.0.2.1").unwrap());
         let old = parse_static_list("192.0.2.9").unwrap();

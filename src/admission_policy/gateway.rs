@@ -138,7 +138,7 @@ mod tests {
     }
 
     fn policy(file: &str) -> Policy {
-        crate::policy::parse_file("f", file).unwrap().gateway_policies().next().cloned().unwrap()
+        crate::policy::parse_file("f", file).unwrap().of(crate::kind::Kind::Gateway).next().cloned().unwrap()
     }
 
     fn addr(ip: Option<&str>, hostname: Option<&str>) -> Address {

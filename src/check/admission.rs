@@ -263,7 +263,7 @@ pub(crate) async fn fetch(
     );
     let kinds = [(mutating, ApiVersion::V1), (mutating, ApiVersion::V1beta1), (validating, ApiVersion::V1)];
     let mut found = BTreeMap::new();
-    for policy in policies.all() {
+    for policy in policies.iter() {
         let Ok(name) = admission_policy::object_name_in(&owner.lease, policy) else { continue };
         for ((kind, plural, binding_kind, binding_plural), api) in kinds {
             let Some(object) = get(client, &resource(kind, api, plural), &name, timeout).await? else { continue };
@@ -328,7 +328,7 @@ mod tests {
         let policies =
             parse_file("t", "policies:\n- {name: lb, ingressClasses: [nginx], watchIngressWithoutClass: true, publishService: edge/lb}\n")
                 .unwrap();
-        let policy = policies.iter().next().unwrap();
+        let policy = policies.of(crate::kind::Kind::Ingress).next().unwrap();
         let governed = admission_policy::governed_in_order(&policies, Kind::Ingress, &Classes::new());
         let rendered = admission_policy::render::<Ingresses>(
             policy,
@@ -398,7 +398,7 @@ mod tests {
             "policies:\n- {name: gw, gatewayControllers: [example.test/gw], publishService: edge/lb}\n",
         )
         .unwrap();
-        let policy = policies.gateway_policies().next().unwrap();
+        let policy = policies.of(crate::kind::Kind::Gateway).next().unwrap();
         let class = |controller: &str| Class { controller: Some(controller.to_owned()), default: false };
         let classes = Classes::from([("eg".to_owned(), class("example.test/gw"))]);
         let rendered = admission_policy::render::<Gateways>(

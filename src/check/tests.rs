@@ -140,7 +140,7 @@ fn snapshot_answers_like_the_watch_cache() {
         ("not read", None, Err(Unresolved::NotSynced(svc.clone()))),
     ];
     let policies = policies();
-    let lb = policies.iter().next().unwrap();
+    let lb = policies.of(crate::kind::Kind::Ingress).next().unwrap();
     for (name, fetched, want) in cases {
         let snapshot = Snapshot(fetched.into_iter().map(|f| (svc.clone(), f)).collect(), Facts::default());
         assert_eq!(snapshot.canonical(lb).map(std::borrow::Cow::into_owned), want, "case {name}");

@@ -59,7 +59,9 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
                     ..PolicyFlagsArgs::default()
                 };
                 let policies = flags.policies()?;
-                let Some(policy::Source::Pods(pods)) = policies.iter().next().and_then(|p| p.sources.first()) else {
+                let Some(policy::Source::Pods(pods)) =
+                    policies.of(crate::kind::Kind::Ingress).next().and_then(|p| p.sources.first())
+                else {
                     unreachable!("the pods flags build one node-IP source")
                 };
                 return node_ips(&text, pods).map_err(manifest);

@@ -201,7 +201,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     // An API server older than Ingress status ports drops them; a policy that keeps them
     // would then patch every write in a loop. Checked once; reloads apply the same rule.
     let drops_ports = match &client {
-        Some(client) if policy.config.is_some() || policies.iter().any(|p| p.keep_ports) => {
+        Some(client) if policy.config.is_some() || policies.of(crate::kind::Kind::Ingress).any(|p| p.keep_ports) => {
             server_drops_ports(client).await
         }
         _ => false,
@@ -279,12 +279,12 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
 /// The validated policies, logged, with a warning for each pair that may govern one Ingress.
 fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
     let policies = policy.policies()?;
-    for p in policies.iter() {
+    for p in policies.of(crate::kind::Kind::Ingress) {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
         let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
         tracing::info!(policy = %p.name, classes = %classes, controllers = %p.scope.controllers.join(","), without_class = p.scope.without_class, namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "policy loaded");
     }
-    for p in policies.gateway_policies() {
+    for p in policies.of(crate::kind::Kind::Gateway) {
         let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
         tracing::info!(policy = %p.name, gateway_classes = %p.scope.classes.join(","), gateway_controllers = %p.scope.controllers.join(","), namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "Gateway policy loaded");
     }

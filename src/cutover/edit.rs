@@ -242,13 +242,13 @@ policies:
     fn the_source_is_replaced_in_place_and_the_rest_is_kept() {
         let out = replace_source(FILE, "nginx", &svc("traefik/traefik")).unwrap();
         let policies = validate("f", &out).unwrap();
-        let p = policies.iter().find(|p| p.name == "nginx").unwrap();
+        let p = policies.of(crate::kind::Kind::Ingress).find(|p| p.name == "nginx").unwrap();
         assert_eq!(policy::SourceList(&p.sources).to_string(), "service traefik/traefik");
         assert_eq!(p.scope.classes, ["nginx"]);
         // Field order is kept: the source sits where the old one was, before `mode`.
         let (source_at, mode_at) = (out.find("publishService").unwrap(), out.find("mode").unwrap());
         assert!(source_at < mode_at, "{out}");
-        let other = policies.iter().find(|p| p.name == "pods").unwrap();
+        let other = policies.of(crate::kind::Kind::Ingress).find(|p| p.name == "pods").unwrap();
         assert!(policy::SourceList(&other.sources).to_string().starts_with("pods kube-system/"), "{out}");
     }
 
@@ -257,7 +257,7 @@ policies:
         let out =
             replace_source(FILE, "pods", &NewSource::status_address("192.0.2.1, lb.example.com").unwrap()).unwrap();
         let policies = validate("f", &out).unwrap();
-        let p = policies.iter().find(|p| p.name == "pods").unwrap();
+        let p = policies.of(crate::kind::Kind::Ingress).find(|p| p.name == "pods").unwrap();
         assert_eq!(policy::SourceList(&p.sources).to_string(), "static [192.0.2.1,lb.example.com]");
         assert!(!out.contains("reportNodeInternalIp") && !out.contains("publishPods"), "{out}");
         let many = "policies:\n  - name: a\n    sources:\n      - publishService: x/y\n      - publishStatusAddress: 192.0.2.9\n";
@@ -271,7 +271,8 @@ policies:
         let gw = NewSource::Gateway("edge/public".parse().unwrap());
         let out = replace_source(FILE, "nginx", &gw).unwrap();
         assert!(out.contains("publishGateway: edge/public") && !out.contains("publishService"), "{out}");
-        let p = validate("f", &out).unwrap().iter().find(|p| p.name == "nginx").cloned().unwrap();
+        let p =
+            validate("f", &out).unwrap().of(crate::kind::Kind::Ingress).find(|p| p.name == "nginx").cloned().unwrap();
         assert_eq!(policy::SourceList(&p.sources).to_string(), "gateway edge/public");
         // From a Gateway back to a Service: the Gateway field goes as the others do.
         let back = replace_source(&out, "nginx", &svc("ingress-nginx/controller")).unwrap();

@@ -126,7 +126,7 @@ impl Plan {
         from: Option<&Policy>,
         scope: Option<&Reach>,
     ) -> Plan {
-        let target = policies.iter().find(|p| p.name == name);
+        let target = policies.of(crate::kind::Kind::Ingress).find(|p| p.name == name);
         let (canonical, unresolved) = match target.map(|p| sources.canonical(p)) {
             Some(Ok(list)) => (Some(list.into_owned()), None),
             Some(Err(reason)) => (None, Some(reason.to_string())),

@@ -161,7 +161,10 @@ policies:
     assert_eq!(SourceList(&internal.sources).to_string(), "static [10.0.0.1,10.0.0.2]");
     assert!(policies.governing(crate::kind::Kind::Ingress, &subject(Some("traefik"))).is_none());
     assert_eq!(policies.services(), vec!["ingress-nginx/ingress-nginx-controller".parse().unwrap()]);
-    assert!(policies.need_ingress_classes(), "internal may govern class-less Ingresses through the default class");
+    assert!(
+        policies.need_classes(crate::kind::Kind::Ingress),
+        "internal may govern class-less Ingresses through the default class"
+    );
     assert!(!policies.need_namespaces());
 }
 
@@ -186,7 +189,7 @@ policies:
         reportNodeInternalIp: true
 "#;
     let policies = parse_file("p.yaml", text).unwrap();
-    let all: Vec<&Policy> = policies.iter().collect();
+    let all: Vec<&Policy> = policies.of(crate::kind::Kind::Ingress).collect();
     assert_eq!(
         SourceList(&all[0].sources).to_string(),
         "pods ingress-nginx/{app.kubernetes.io/name=ingress-nginx} (internal node IPs)"
@@ -204,7 +207,7 @@ policies:
             ("ingress-nginx".to_owned(), "app.kubernetes.io/name=ingress-nginx".to_owned())
         ]
     );
-    assert!(policies.need_ingress_classes() && policies.need_namespaces());
+    assert!(policies.need_classes(crate::kind::Kind::Ingress) && policies.need_namespaces());
     // Their classes meet only through an IngressClass at run time; their selectors are disjoint.
     assert!(policies.possible_overlaps().is_empty());
 }
@@ -385,7 +388,7 @@ fn publish_gateway_sources() {
     sources: [{publishGateway: gateway-system/public.v2}, {publishService: edge/lb}, {publishGateway: infra/internal}]";
     let policies = parse_file("p.yaml", text).unwrap();
     let gw: GatewayRef = "gateway-system/public.v2".parse().unwrap();
-    let first = policies.iter().next().unwrap();
+    let first = policies.of(crate::kind::Kind::Ingress).next().unwrap();
     assert_eq!(first.sources, [Source::Gateway(gw.clone())]);
     assert_eq!(first.sources[0].to_string(), "gateway gateway-system/public.v2");
     let internal: GatewayRef = "infra/internal".parse().unwrap();
@@ -403,15 +406,15 @@ fn gateway_policies_are_apart_and_never_mix_kinds() {
   - {name: by-controller, gatewayControllers: [example.com/ctl], publishStatusAddress: 192.0.2.2, mode: deny}";
     let policies = parse_file("p.yaml", text).unwrap();
     assert_eq!(
-        policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        policies.of(crate::kind::Kind::Ingress).map(|p| p.name.as_str()).collect::<Vec<_>>(),
         ["ingresses"],
         "iter() is Ingress policies"
     );
-    let gateways: Vec<_> = policies.gateway_policies().collect();
+    let gateways: Vec<_> = policies.of(crate::kind::Kind::Gateway).collect();
     assert_eq!(gateways.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["eg", "by-controller"]);
     assert_eq!(gateways[0].scope.classes, ["eg"]);
     assert_eq!(gateways[1].scope.controllers, ["example.com/ctl"]);
-    assert!(policies.need_gateway_classes() && !policies.need_ingress_classes());
+    assert!(policies.need_classes(crate::kind::Kind::Gateway) && !policies.need_classes(crate::kind::Kind::Ingress));
     assert_eq!(policies.services().len(), 1, "a Gateway policy's sources are watched too");
     let gw = Subject { namespace: "a", class: Some("eg"), ..Subject::default() };
     assert_eq!(policies.governing(crate::kind::Kind::Gateway, &gw).map(|p| p.name.as_str()), Some("eg"));

@@ -136,7 +136,7 @@ impl Reload {
     }
 
     fn apply(&mut self, policies: Policies) {
-        for p in policies.iter().chain(policies.gateway_policies()) {
+        for p in policies.iter() {
             tracing::info!(policy = %p.name, sources = %policy::SourceList(&p.sources), mode = %p.mode, "policy reloaded");
         }
         // Watches first: a Service new to the policies is then already being read (and

@@ -171,7 +171,7 @@ fn a_gateway_review_is_read_within_the_bounds() {
         publish_status_address: Some("192.0.2.1".into()),
         ..PolicySpec::default()
     };
-    assert_eq!(ingress_spec.into_policies().unwrap().gateway_policies().count(), 1);
+    assert_eq!(ingress_spec.into_policies().unwrap().of(crate::kind::Kind::Gateway).count(), 1);
 }
 
 fn review_with_bad_entry() -> Value {

@@ -52,7 +52,7 @@ impl Explained for Gateways {
 
     fn none_shown(policies: &policy::Policies) -> String {
         let why: Vec<String> = policies
-            .gateway_policies()
+            .of(crate::kind::Kind::Gateway)
             .map(|p| {
                 format!(
                     "policy {:?} governs gatewayClasses [{}] and gatewayControllers [{}]",

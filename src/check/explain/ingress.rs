@@ -45,8 +45,10 @@ impl Explained for Ingresses {
     }
 
     fn none_shown(policies: &policy::Policies) -> String {
-        let why: Vec<String> =
-            policies.iter().map(|p| format!("policy {:?} governs {}", p.name, scope_shown(p))).collect();
+        let why: Vec<String> = policies
+            .of(crate::kind::Kind::Ingress)
+            .map(|p| format!("policy {:?} governs {}", p.name, scope_shown(p)))
+            .collect();
         why.join("; ")
     }
 

@@ -307,9 +307,14 @@ fn service_source_and_unresolved() {
     );
     assert_eq!(response["response"]["auditAnnotations"]["action"], "unresolved");
 
-    policies =
-        Policies::new(policies.iter().cloned().map(|p| Policy { on_unresolved: OnUnresolved::Deny, ..p }).collect())
-            .unwrap();
+    policies = Policies::new(
+        policies
+            .of(crate::kind::Kind::Ingress)
+            .cloned()
+            .map(|p| Policy { on_unresolved: OnUnresolved::Deny, ..p })
+            .collect(),
+    )
+    .unwrap();
     let (decision, response) = run(&input, &policies, &missing);
     // Counted apart from a mismatch denied by a deny-mode policy.
     assert_eq!(decision.outcome, "unresolved_denied");
@@ -329,7 +334,10 @@ fn ports_kept_by_policy() {
     let input: Value = serde_json::from_str(FIXTURE).unwrap();
     let dropping = policy(Mode::Enforce, &[], Source::Service(svc.clone()));
     assert_eq!(run(&input, &dropping, &sources).0.canonical, vec![Address::parse("203.0.113.5").unwrap()]);
-    let keeping = Policies::new(dropping.iter().cloned().map(|p| Policy { keep_ports: true, ..p }).collect()).unwrap();
+    let keeping = Policies::new(
+        dropping.of(crate::kind::Kind::Ingress).cloned().map(|p| Policy { keep_ports: true, ..p }).collect(),
+    )
+    .unwrap();
     assert_eq!(run(&input, &keeping, &sources).0.canonical, vec![with_port]);
 }
 
