@@ -129,10 +129,10 @@ pub(crate) enum RenderError {
     )]
     Separator { policy: String, entry: String },
     #[error(
-        "policy {policy:?}: {entries} canonical Gateway addresses, more than the {} status.addresses may hold",
-        crate::kind::gateway::status::MAX_ADDRESSES
+        "policy {policy:?}: {} canonical {} addresses, more than the {} {} may hold",
+        too_many.entries, too_many.kind, too_many.max, too_many.kind.field()
     )]
-    TooManyForGateway { policy: String, entries: usize },
+    TooMany { policy: String, too_many: crate::kind::TooMany },
     #[error(
         "policy {policy:?}: its admission objects would be named {name:?}, which is not a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'); shorten the policy name or the Lease name (the chart's release fullname)"
     )]

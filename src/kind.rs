@@ -113,6 +113,8 @@ pub(crate) struct Info {
     pub(crate) api_version: &'static str,
     /// The status field the guard governs on this kind.
     pub(crate) field: &'static str,
+    /// The status field with its kind's possessive, as an error names it (`a Gateway's status.addresses`).
+    pub(crate) field_of: &'static str,
     /// The message of the WARN line of a rogue status write of this kind.
     pub(crate) rogue: &'static str,
     /// The spec field naming the object's class, which a status write cannot change.
@@ -323,11 +325,20 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
 // `<layer>/<kind>.rs` (`admission_policy/ingress.rs`, `check/explain/gateway.rs`): this module
 // imports only the modules above it.
 
-/// More canonical entries than a kind's status list may hold (their count); the sources call
-/// it unresolved.
+/// More canonical entries than a kind's status list may hold; the sources call it unresolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{0} canonical entries, more than the kind's status list holds")]
-pub(crate) struct TooMany(pub(crate) usize);
+#[error(
+    "the canonical set has {entries} entries, more than the {max} {} holds (each IP and each hostname is one entry)",
+    kind.info().field_of
+)]
+pub struct TooMany {
+    /// The kind whose status list is too short.
+    pub kind: Kind,
+    /// The canonical entries.
+    pub entries: usize,
+    /// The most the kind's status list holds.
+    pub max: usize,
+}
 
 /// What is kept of one class object (an IngressClass, a GatewayClass).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

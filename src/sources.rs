@@ -62,10 +62,8 @@ pub enum Unresolved {
     GatewayApiAbsent(GatewayRef),
     #[error("Gateway {0} {1}")]
     Gateway(GatewayRef, Box<GatewayError>),
-    #[error(
-        "the canonical set has {0} entries, more than the 16 a Gateway's status.addresses holds (each IP and each hostname is one entry)"
-    )]
-    TooManyForGateway(usize),
+    #[error(transparent)]
+    TooMany(crate::kind::TooMany),
     /// In `--admission=policy`, another guard holds the policy's admission objects (its owner
     /// label, named here): their value is not this guard's to enforce, so its reconciler
     /// leaves the policy's objects alone.
@@ -80,7 +78,7 @@ pub enum Unresolved {
 
 impl From<crate::kind::TooMany> for Unresolved {
     fn from(too_many: crate::kind::TooMany) -> Self {
-        Unresolved::TooManyForGateway(too_many.0)
+        Unresolved::TooMany(too_many)
     }
 }
 

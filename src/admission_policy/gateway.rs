@@ -30,8 +30,8 @@ fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<
     if entries.is_empty() {
         return Err(RenderError::Empty(policy.name.clone()));
     }
-    if entries.len() > MAX_ADDRESSES {
-        return Err(RenderError::TooManyForGateway { policy: policy.name.clone(), entries: entries.len() });
+    if let Err(too_many) = <crate::kind::gateway::Gateways as crate::kind::Governed>::entries(canonical) {
+        return Err(RenderError::TooMany { policy: policy.name.clone(), too_many });
     }
     let classes = match governed {
         Governed::Classes { names, .. } => names.as_slice(),
@@ -202,7 +202,10 @@ mod tests {
         let many: Vec<Address> = (0..17).map(|i| addr(Some(&format!("192.0.2.{i}")), None)).collect();
         assert_eq!(
             render(&p, &many, &[], ApiVersion::V1),
-            Err(RenderError::TooManyForGateway { policy: "eg".into(), entries: 17 })
+            Err(RenderError::TooMany {
+                policy: "eg".into(),
+                too_many: crate::kind::TooMany { kind: crate::kind::Kind::Gateway, entries: 17, max: 16 }
+            })
         );
         assert_eq!(render(&p, &[], &[], ApiVersion::V1), Err(RenderError::Empty("eg".into())));
     }

@@ -28,6 +28,7 @@ pub(crate) const INFO: super::Info = super::Info {
     label: "gateway",
     api_version: "gateway.networking.k8s.io/v1",
     field: "status.addresses",
+    field_of: "a Gateway's status.addresses",
     rogue: "rogue Gateway status write",
     class_field: "spec.gatewayClassName",
     status_keeps_metadata: false,
@@ -157,7 +158,11 @@ impl super::Governed for Gateways {
     ) -> Result<std::borrow::Cow<'_, [status::GatewayAddress]>, super::TooMany> {
         let entries = status::GatewayAddress::from_addresses(canonical);
         if entries.len() > status::MAX_ADDRESSES {
-            return Err(super::TooMany(entries.len()));
+            return Err(super::TooMany {
+                kind: super::Kind::Gateway,
+                entries: entries.len(),
+                max: status::MAX_ADDRESSES,
+            });
         }
         Ok(std::borrow::Cow::Owned(entries))
     }

@@ -32,6 +32,7 @@ pub(crate) const INFO: super::Info = super::Info {
     label: "ingress",
     api_version: "networking.k8s.io/v1",
     field: "status.loadBalancer.ingress",
+    field_of: "an Ingress's status.loadBalancer.ingress",
     rogue: "rogue status write",
     class_field: "spec.ingressClassName",
     status_keeps_metadata: true,
