@@ -10,7 +10,7 @@ pub(crate) use spec::load_file;
 pub(crate) use spec::{ConfigError, OverlapError};
 pub use spec::{PodsSpec, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
 
-use std::{collections::BTreeMap, fmt, str::FromStr};
+use std::{collections::BTreeMap, fmt};
 
 use serde::Deserialize;
 
@@ -56,81 +56,62 @@ impl fmt::Display for Mode {
     }
 }
 
-/// `namespace/name` of a publish Service.
+/// `namespace/name` of an object a source reads: a publish Service, a publish Gateway.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ServiceRef {
+pub struct NamespacedName {
     pub namespace: String,
     pub name: String,
 }
 
-impl fmt::Display for ServiceRef {
+/// A publish Service's reference (`publishService`).
+pub(crate) type ServiceRef = NamespacedName;
+/// A publish Gateway's reference (`publishGateway`): the Ingress → Gateway API cutover source.
+pub(crate) type GatewayRef = NamespacedName;
+
+impl fmt::Display for NamespacedName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
     }
 }
 
-/// Why a text is not a `NAMESPACE/NAME` Service reference.
+/// Why a text is not a `NAMESPACE/NAME` reference to the object it names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ServiceRefError {
-    #[error("{0:?} must be NAMESPACE/NAME, e.g. ingress-nginx/ingress-nginx-controller")]
-    Shape(String),
-    #[error("{text:?}: {part} {value:?} is not a valid Kubernetes name (lowercase letters, digits and '-')")]
-    Name { text: String, part: &'static str, value: String },
+pub enum RefError {
+    #[error("{text:?} must be NAMESPACE/NAME{of}, e.g. {example}")]
+    Shape { text: String, of: &'static str, example: &'static str },
+    #[error("{text:?}: {part} {value:?} is not a valid Kubernetes name ({rule})")]
+    Name { text: String, part: &'static str, value: String, rule: &'static str },
 }
 
-impl FromStr for ServiceRef {
-    type Err = ServiceRefError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (namespace, name) = s.split_once('/').ok_or_else(|| ServiceRefError::Shape(s.to_owned()))?;
-        for (part, value) in [("namespace", namespace), ("name", name)] {
-            if !names::is_dns1123_label(value) {
-                return Err(ServiceRefError::Name { text: s.to_owned(), part, value: value.to_owned() });
-            }
-        }
-        Ok(ServiceRef { namespace: namespace.to_owned(), name: name.to_owned() })
+impl NamespacedName {
+    /// A publish Service's `NAMESPACE/NAME`: both DNS-1123 labels, as a Service's name is.
+    pub fn service(text: &str) -> Result<Self, RefError> {
+        let label = (names::is_dns1123_label as fn(&str) -> bool, "lowercase letters, digits and '-'");
+        Self::parse(text, "", "ingress-nginx/ingress-nginx-controller", label)
     }
-}
 
-/// `namespace/name` of a publish Gateway (`publishGateway`): the Ingress → Gateway API
-/// cutover source.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GatewayRef {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl fmt::Display for GatewayRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+    /// A publish Gateway's `NAMESPACE/NAME`: its name a DNS-1123 subdomain, as any custom
+    /// resource's is.
+    pub fn gateway(text: &str) -> Result<Self, RefError> {
+        let subdomain = (names::is_dns1123_subdomain as fn(&str) -> bool, "lowercase letters, digits, '-' and '.'");
+        Self::parse(text, " of a Gateway", "gateway-system/public", subdomain)
     }
-}
 
-/// Why a text is not a `NAMESPACE/NAME` Gateway reference.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GatewayRefError {
-    #[error("{0:?} must be NAMESPACE/NAME of a Gateway, e.g. gateway-system/public")]
-    Shape(String),
-    #[error("{text:?}: {part} {value:?} is not a valid Kubernetes name (lowercase letters, digits, '-' and '.')")]
-    Name { text: String, part: &'static str, value: String },
-}
-
-impl FromStr for GatewayRef {
-    type Err = GatewayRefError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (namespace, name) = s.split_once('/').ok_or_else(|| GatewayRefError::Shape(s.to_owned()))?;
-        // Namespaces are DNS-1123 labels; a Gateway, as any custom resource, a subdomain.
-        let valid = [
-            ("namespace", namespace, names::is_dns1123_label(namespace)),
-            ("name", name, names::is_dns1123_subdomain(name)),
-        ];
-        for (part, value, ok) in valid {
+    fn parse(
+        text: &str,
+        of: &'static str,
+        example: &'static str,
+        (valid_name, rule): (fn(&str) -> bool, &'static str),
+    ) -> Result<Self, RefError> {
+        let (namespace, name) =
+            text.split_once('/').ok_or_else(|| RefError::Shape { text: text.to_owned(), of, example })?;
+        let checks = [("namespace", namespace, names::is_dns1123_label(namespace)), ("name", name, valid_name(name))];
+        for (part, value, ok) in checks {
             if !ok {
-                return Err(GatewayRefError::Name { text: s.to_owned(), part, value: value.to_owned() });
+                return Err(RefError::Name { text: text.to_owned(), part, value: value.to_owned(), rule });
             }
         }
-        Ok(GatewayRef { namespace: namespace.to_owned(), name: name.to_owned() })
+        Ok(NamespacedName { namespace: namespace.to_owned(), name: name.to_owned() })
     }
 }
 

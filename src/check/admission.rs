@@ -313,7 +313,7 @@ mod tests {
     }
 
     fn with_gateway_classes(ip: Option<&str>, classes: Classes) -> Snapshot {
-        let svc: ServiceRef = "edge/lb".parse().unwrap();
+        let svc = ServiceRef::service("edge/lb").unwrap();
         let fetched = match ip {
             None => Fetched::Missing,
             Some(ip) => Fetched::Found { addresses: Ok(parse_static_list(ip).unwrap()), rule: "test".into() },

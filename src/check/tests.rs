@@ -28,7 +28,7 @@ fn list(text: &str) -> Vec<Address> {
 }
 
 fn svc_ref() -> ServiceRef {
-    "edge/lb".parse().unwrap()
+    crate::policy::ServiceRef::service("edge/lb").unwrap()
 }
 
 fn policy(name: &str, classes: &[&str], source: Source, mode: Mode) -> Policy {

@@ -34,7 +34,7 @@ pub(crate) struct CutoverArgs {
     #[arg(long, env = "ISG_POLICY", value_parser = parse_policy)]
     pub policy: String,
     /// The new source: this Service's addresses (NAMESPACE/NAME), as `--publish-service`.
-    #[arg(long, value_name = "NAMESPACE/NAME")]
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = ServiceRef::service)]
     pub to_publish_service: Option<ServiceRef>,
     /// The new source: these addresses (comma-separated IPs and hostnames), as
     /// `--publish-status-address`.
@@ -42,7 +42,7 @@ pub(crate) struct CutoverArgs {
     pub to_publish_status_address: Option<NewSource>,
     /// The new source: this Gateway's `status.addresses` (NAMESPACE/NAME), as a policy's
     /// `publishGateway`; unresolved until it is Programmed and has addresses.
-    #[arg(long, value_name = "NAMESPACE/NAME")]
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = GatewayRef::gateway)]
     pub to_publish_gateway: Option<GatewayRef>,
     /// Put --policy's source back to the one before its last cutover (kept in an annotation);
     /// the other policies stay as they are.

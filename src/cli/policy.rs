@@ -36,7 +36,7 @@ impl PolicyArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub(crate) struct PolicyFlagsArgs {
     /// Publish the addresses of this Service (NAMESPACE/NAME), as ingress-nginx does.
-    #[arg(long, env = "ISG_PUBLISH_SERVICE", conflicts_with = "publish_status_address")]
+    #[arg(long, env = "ISG_PUBLISH_SERVICE", conflicts_with = "publish_status_address", value_parser = ServiceRef::service)]
     pub publish_service: Option<ServiceRef>,
     /// Publish these addresses (comma-separated IPs and hostnames) instead of a Service's.
     #[arg(long, env = "ISG_PUBLISH_STATUS_ADDRESS", conflicts_with = "publish_pods_namespace")]

@@ -235,7 +235,7 @@ policies:
 ";
 
     fn svc(text: &str) -> NewSource {
-        NewSource::Service(text.parse().unwrap())
+        NewSource::Service(crate::policy::ServiceRef::service(text).unwrap())
     }
 
     #[test]
@@ -268,7 +268,7 @@ policies:
 
     #[test]
     fn a_policy_moves_to_a_gateway_and_back() {
-        let gw = NewSource::Gateway("edge/public".parse().unwrap());
+        let gw = NewSource::Gateway(GatewayRef::gateway("edge/public").unwrap());
         let out = replace_source(FILE, "nginx", &gw).unwrap();
         assert!(out.contains("publishGateway: edge/public") && !out.contains("publishService"), "{out}");
         let p =

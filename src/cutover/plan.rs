@@ -274,8 +274,13 @@ mod tests {
         let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         facts.namespaces.insert("shop".into(), labels(&[("team", "edge")]));
         facts.namespaces.insert("blog".into(), labels(&[]));
-        let sources =
-            Snapshot(BTreeMap::from([("n/b".parse().unwrap(), Fetched::of(Some(&lb("203.0.113.20"))))]), facts);
+        let sources = Snapshot(
+            BTreeMap::from([(
+                crate::policy::ServiceRef::service("n/b").unwrap(),
+                Fetched::of(Some(&lb("203.0.113.20"))),
+            )]),
+            facts,
+        );
         let stored: Vec<Seen> = [
             ingress("shop", "web", "nginx", "203.0.113.10"),
             ingress("blog", "www", "nginx", "203.0.113.10"),
@@ -301,7 +306,10 @@ mod tests {
     fn the_plan_lists_the_ingresses_that_move_with_their_hostnames() {
         let policies = crate::policy::parse_file("f", FILE).unwrap();
         let sources = Snapshot(
-            BTreeMap::from([("n/b".parse().unwrap(), Fetched::of(Some(&lb("203.0.113.20"))))]),
+            BTreeMap::from([(
+                crate::policy::ServiceRef::service("n/b").unwrap(),
+                Fetched::of(Some(&lb("203.0.113.20"))),
+            )]),
             Default::default(),
         );
         let stored: Vec<Seen> = [
@@ -339,7 +347,10 @@ mod tests {
     #[test]
     fn an_unresolved_source_is_named_and_moves_nothing() {
         let policies = crate::policy::parse_file("f", FILE).unwrap();
-        let sources = Snapshot(BTreeMap::from([("n/b".parse().unwrap(), Fetched::Missing)]), Default::default());
+        let sources = Snapshot(
+            BTreeMap::from([(crate::policy::ServiceRef::service("n/b").unwrap(), Fetched::Missing)]),
+            Default::default(),
+        );
         let stored = vec![Seen::of(&ingress("shop", "web", "nginx", "203.0.113.10"))];
         let plan = Plan::build(&stored, &policies, &sources, "edge", None, None);
         assert!(plan.ingresses.is_empty());

@@ -114,7 +114,7 @@ mod tests {
     const FILE: &str = "policies:\n  - name: a\n    ingressClasses: [a]\n    publishService: ns/a-old\n  - name: b\n    ingressClasses: [b]\n    publishStatusAddress: 192.0.2.1\n";
 
     fn svc(text: &str) -> NewSource {
-        NewSource::Service(text.parse().unwrap())
+        NewSource::Service(crate::policy::NamespacedName::service(text).unwrap())
     }
 
     fn source(text: &str, policy: &str) -> Mapping {

@@ -38,7 +38,7 @@ fn write(class: Option<&str>, addresses: &str) -> StatusWrite {
 
 #[test]
 fn verdicts() {
-    let svc: ServiceRef = "ingress/lb".parse().unwrap();
+    let svc: ServiceRef = crate::policy::NamespacedName::service("ingress/lb").unwrap();
     let lb = || Fixed(Ok(address::parse_static_list("203.0.113.5,lb.example").unwrap()));
     let missing = || Fixed(Err(Unresolved::Missing(svc.clone())));
     let service = || Source::Service(svc.clone());

@@ -7,8 +7,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::{
-    ClassScope, GatewayRefError, LabelSelector, Mode, OnUnresolved, PodsRef, Policies, Policy, SelectorError,
-    ServiceRefError, Source,
+    ClassScope, LabelSelector, Mode, NamespacedName, OnUnresolved, PodsRef, Policies, Policy, RefError, SelectorError,
+    Source,
 };
 use crate::{
     address::{self, AddressError},
@@ -181,10 +181,10 @@ pub enum SpecError {
     EmptySources,
     #[error(transparent)]
     /// A publish Service reference that is not `NAMESPACE/NAME`.
-    Service(ServiceRefError),
+    Service(RefError),
     #[error(transparent)]
     /// A publish Gateway reference that is not `NAMESPACE/NAME`.
-    Gateway(GatewayRefError),
+    Gateway(RefError),
     #[error(transparent)]
     /// An item of a static list that is neither an IP nor a hostname.
     Static(AddressError),
@@ -253,10 +253,10 @@ impl SourceSpec {
             return Err(SpecError::InternalIpWithoutPods);
         }
         if let Some(svc) = self.publish_service {
-            return Ok(Source::Service(svc.parse().map_err(SpecError::Service)?));
+            return Ok(Source::Service(NamespacedName::service(&svc).map_err(SpecError::Service)?));
         }
         if let Some(gw) = self.publish_gateway {
-            return Ok(Source::Gateway(gw.parse().map_err(SpecError::Gateway)?));
+            return Ok(Source::Gateway(NamespacedName::gateway(&gw).map_err(SpecError::Gateway)?));
         }
         if let Some(list) = self.publish_status_address {
             return Ok(Source::Static(address::parse_static_list(&list).map_err(SpecError::Static)?));

@@ -128,9 +128,9 @@ fn namespace_selector_rules() {
 
 #[test]
 fn service_refs() {
-    assert_eq!("ns/svc".parse::<ServiceRef>().unwrap().to_string(), "ns/svc");
+    assert_eq!(ServiceRef::service("ns/svc").unwrap().to_string(), "ns/svc");
     for bad in ["svc", "/svc", "ns/", "Ns/svc", "ns/svc/x", "n.s/svc"] {
-        let err = bad.parse::<ServiceRef>().unwrap_err().to_string();
+        let err = ServiceRef::service(bad).unwrap_err().to_string();
         assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
     }
 }
@@ -160,7 +160,10 @@ policies:
     assert!(internal.keep_ports);
     assert_eq!(SourceList(&internal.sources).to_string(), "static [10.0.0.1,10.0.0.2]");
     assert!(policies.governing(crate::kind::Kind::Ingress, &subject(Some("traefik"))).is_none());
-    assert_eq!(policies.services(), vec!["ingress-nginx/ingress-nginx-controller".parse().unwrap()]);
+    assert_eq!(
+        policies.services(),
+        vec![crate::policy::NamespacedName::service("ingress-nginx/ingress-nginx-controller").unwrap()]
+    );
     assert!(
         policies.need_classes(crate::kind::Kind::Ingress),
         "internal may govern class-less Ingresses through the default class"
@@ -387,11 +390,11 @@ fn publish_gateway_sources() {
     ingressClasses: [edge]
     sources: [{publishGateway: gateway-system/public.v2}, {publishService: edge/lb}, {publishGateway: infra/internal}]";
     let policies = parse_file("p.yaml", text).unwrap();
-    let gw: GatewayRef = "gateway-system/public.v2".parse().unwrap();
+    let gw: GatewayRef = crate::policy::NamespacedName::gateway("gateway-system/public.v2").unwrap();
     let first = policies.of(crate::kind::Kind::Ingress).next().unwrap();
     assert_eq!(first.sources, [Source::Gateway(gw.clone())]);
     assert_eq!(first.sources[0].to_string(), "gateway gateway-system/public.v2");
-    let internal: GatewayRef = "infra/internal".parse().unwrap();
+    let internal: GatewayRef = crate::policy::NamespacedName::gateway("infra/internal").unwrap();
     assert_eq!(policies.gateways(), [gw, internal], "each Gateway watched once, sorted");
     assert!(policies.cluster_needs().gateways && policies.cluster_needs().any());
     let no_gateway = parse_file("p.yaml", "policies: [{name: a, publishStatusAddress: 1.1.1.1}]").unwrap();

@@ -60,7 +60,7 @@ fn policies(mode: Mode) -> Policies {
         kind: crate::kind::Kind::Ingress,
         scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
         namespace_selector: None,
-        sources: vec![Source::Service("ns/lb".parse().unwrap())],
+        sources: vec![Source::Service(crate::policy::NamespacedName::service("ns/lb").unwrap())],
         mode,
         keep_ports: false,
         on_unresolved: OnUnresolved::Allow,
@@ -71,7 +71,7 @@ fn policies(mode: Mode) -> Policies {
 #[test]
 fn judgements() {
     let lb = Fixed(Ok(parse_static_list("192.0.2.10").unwrap()));
-    let missing = Fixed(Err(Unresolved::Missing("ns/lb".parse().unwrap())));
+    let missing = Fixed(Err(Unresolved::Missing(crate::policy::NamespacedName::service("ns/lb").unwrap())));
     let write = |class: Option<&str>, list: &str| StatusWrite {
         namespace: "a".into(),
         name: "b".into(),
@@ -127,7 +127,7 @@ fn partial_knowledge_grows_a_status_but_never_shrinks_it() {
         scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
         namespace_selector: None,
         sources: vec![
-            Source::Service("ns/lb".parse().unwrap()),
+            Source::Service(crate::policy::NamespacedName::service("ns/lb").unwrap()),
             Source::Static(parse_static_list("192.0.2.1").unwrap()),
         ],
         mode: Mode::Enforce,
@@ -135,7 +135,7 @@ fn partial_knowledge_grows_a_status_but_never_shrinks_it() {
         on_unresolved: OnUnresolved::Allow,
     }])
     .unwrap();
-    let svc = || "ns/lb".parse().unwrap();
+    let svc = || crate::policy::NamespacedName::service("ns/lb").unwrap();
     let lb = || Ok(parse_static_list("203.0.113.10").unwrap());
     let write = |list: &str| StatusWrite {
         namespace: "a".into(),

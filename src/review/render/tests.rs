@@ -286,7 +286,7 @@ fn modes() {
 
 #[test]
 fn service_source_and_unresolved() {
-    let svc: ServiceRef = "ingress/lb".parse().unwrap();
+    let svc: ServiceRef = crate::policy::NamespacedName::service("ingress/lb").unwrap();
     let mut policies = policy(Mode::Enforce, &[], Source::Service(svc.clone()));
     let input: Value = serde_json::from_str(FIXTURE).unwrap();
 
@@ -325,7 +325,7 @@ fn service_source_and_unresolved() {
 
 #[test]
 fn ports_kept_by_policy() {
-    let svc: ServiceRef = "ingress/lb".parse().unwrap();
+    let svc: ServiceRef = crate::policy::NamespacedName::service("ingress/lb").unwrap();
     let with_port = Address {
         ports: vec![address::PortStatus { port: 443, protocol: "TCP".into(), error: None }],
         ..Address::parse("203.0.113.5").unwrap()
