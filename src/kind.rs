@@ -183,6 +183,17 @@ impl Kind {
     }
 }
 
+/// A kind as a policy names it (`kind: Gateway`): its API name.
+impl<'de> serde::Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <Cow<'de, str>>::deserialize(deserializer)?;
+        Kind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+            serde::de::Error::custom(format_args!("unknown kind {name:?}, expected one of {}", names.join(", ")))
+        })
+    }
+}
+
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

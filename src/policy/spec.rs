@@ -86,6 +86,10 @@ pub enum SelectorSpec {
 pub struct PolicySpec {
     /// Names the policy in logs, metrics, Events and errors; unique in a file.
     pub name: String,
+    /// `kind`: the kind of object the policy governs (`Ingress` when absent; a policy with
+    /// Gateway class fields and no `kind` governs Gateways, with a deprecation warning).
+    #[serde(default)]
+    pub kind: Option<Kind>,
     /// `ingressClasses`: class names governed (`spec.ingressClassName` or the legacy annotation).
     #[serde(default)]
     pub ingress_classes: Vec<String>,
@@ -132,6 +136,7 @@ impl Default for PolicySpec {
     fn default() -> Self {
         PolicySpec {
             name: "default".to_owned(),
+            kind: None,
             ingress_classes: Vec::new(),
             controller_classes: Vec::new(),
             watch_ingress_without_class: false,
@@ -167,6 +172,9 @@ pub enum SpecError {
     #[error("{0} governs Ingresses and {1} Gateways; a policy governs one kind, so split it in two")]
     /// Ingress class fields and Gateway class fields in one policy.
     MixedKinds(&'static str, &'static str),
+    #[error("{0} is a field of {1} policies; this policy has kind: {2}")]
+    /// A class field of another kind than the policy's `kind` (the field, its kind, the policy's).
+    OtherKindsField(&'static str, Kind, Kind),
     #[error("{1:?}: names must not be empty")]
     /// An empty `gatewayClasses` or `gatewayControllers` item (the field).
     EmptyGatewayName(&'static str, String),
@@ -219,6 +227,7 @@ impl SpecError {
         match self {
             SpecError::EmptyName => "name".into(),
             SpecError::MixedKinds(_, gateway) => (*gateway).into(),
+            SpecError::OtherKindsField(field, ..) => (*field).into(),
             SpecError::EmptyGatewayName(field, _) => (*field).into(),
             SpecError::EmptyClass(_) => "ingressClasses".into(),
             SpecError::EmptyController(_) => "controllerClasses".into(),
@@ -288,19 +297,38 @@ impl PolicySpec {
     /// Validates the spec into a policy of the kind it governs (Gateways when it has
     /// `gatewayClasses` or `gatewayControllers`, which are then its classes and controllers).
     pub(crate) fn build(mut self) -> Result<Policy, SpecError> {
-        let gateway = !self.gateway_classes.is_empty() || !self.gateway_controllers.is_empty();
-        if gateway {
-            let ingress_field = [
-                ("ingressClasses", !self.ingress_classes.is_empty()),
-                ("controllerClasses", !self.controller_classes.is_empty()),
-                ("watchIngressWithoutClass", self.watch_ingress_without_class),
-            ]
-            .into_iter()
-            .find_map(|(name, on)| on.then_some(name));
-            let gateway_field = if self.gateway_classes.is_empty() { "gatewayControllers" } else { "gatewayClasses" };
-            if let Some(ingress_field) = ingress_field {
-                return Err(SpecError::MixedKinds(ingress_field, gateway_field));
+        let ingress_field = [
+            ("ingressClasses", !self.ingress_classes.is_empty()),
+            ("controllerClasses", !self.controller_classes.is_empty()),
+            ("watchIngressWithoutClass", self.watch_ingress_without_class),
+        ]
+        .into_iter()
+        .find_map(|(name, on)| on.then_some(name));
+        let gateway_field = [
+            ("gatewayClasses", !self.gateway_classes.is_empty()),
+            ("gatewayControllers", !self.gateway_controllers.is_empty()),
+        ]
+        .into_iter()
+        .find_map(|(name, on)| on.then_some(name));
+        let kind = match (self.kind, gateway_field) {
+            (Some(kind), _) => kind,
+            (None, Some(field)) => {
+                tracing::warn!(policy = %self.name, "policy {:?} names {field} and no kind: it governs Gateways, but a kind inferred from its fields is deprecated; add kind: Gateway", self.name);
+                Kind::Gateway
             }
+            (None, None) => Kind::Ingress,
+        };
+        if let (Kind::Gateway, Some(ingress), Some(gateway)) = (kind, ingress_field, gateway_field) {
+            return Err(SpecError::MixedKinds(ingress, gateway));
+        }
+        let other = match kind {
+            Kind::Ingress => gateway_field.map(|field| (field, Kind::Gateway)),
+            Kind::Gateway => ingress_field.map(|field| (field, Kind::Ingress)),
+        };
+        if let Some((field, of)) = other {
+            return Err(SpecError::OtherKindsField(field, of, kind));
+        }
+        if kind == Kind::Gateway {
             for (field, names) in
                 [("gatewayClasses", &self.gateway_classes), ("gatewayControllers", &self.gateway_controllers)]
             {
@@ -312,7 +340,6 @@ impl PolicySpec {
             self.ingress_classes = std::mem::take(&mut self.gateway_classes);
             self.controller_classes = std::mem::take(&mut self.gateway_controllers);
         }
-        let kind = if gateway { Kind::Gateway } else { Kind::Ingress };
         self.build_one().map(|policy| Policy { kind, ..policy })
     }
 

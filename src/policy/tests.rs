@@ -471,3 +471,37 @@ fn gateway_policies_that_can_overlap_at_run_time_are_warned_about() {
     let policies = parse_file("p.yaml", file).unwrap();
     assert_eq!(policies.possible_overlaps(), vec![("a", "b")]);
 }
+
+#[test]
+fn a_policy_names_its_kind_and_class_fields_of_another_kind_are_refused() {
+    use crate::kind::Kind;
+    let text = "policies:
+  - {name: plain, ingressClasses: [a], publishStatusAddress: 192.0.2.1}
+  - {name: said, kind: Ingress, ingressClasses: [nginx], publishStatusAddress: 192.0.2.2}
+  - {name: gw, kind: Gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.3}
+  - {name: inferred, gatewayControllers: [example.com/ctl], publishStatusAddress: 192.0.2.4}";
+    let policies = parse_file("p.yaml", text).unwrap();
+    let kinds: Vec<_> = policies.iter().map(|p| (p.name.as_str(), p.kind)).collect();
+    assert_eq!(
+        kinds,
+        [("plain", Kind::Ingress), ("said", Kind::Ingress), ("gw", Kind::Gateway), ("inferred", Kind::Gateway)]
+    );
+    let cases = [
+        (
+            "policies: [{name: a, kind: Ingress, gatewayClasses: [eg], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].gatewayClasses: gatewayClasses is a field of Gateway policies; this policy has kind: Ingress",
+        ),
+        (
+            "policies: [{name: a, kind: Gateway, ingressClasses: [x], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].ingressClasses: ingressClasses is a field of Ingress policies; this policy has kind: Gateway",
+        ),
+        (
+            "policies: [{name: a, kind: Service, publishStatusAddress: 1.1.1.1}]",
+            "unknown kind \"Service\", expected one of Ingress, Gateway",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = parse_file("p.yaml", text).unwrap_err().to_string();
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}

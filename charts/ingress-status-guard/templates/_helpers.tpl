@@ -159,11 +159,11 @@ true
 {{- toYaml $byNamespace -}}
 {{- end -}}
 
-{{/* "true" when a policy governs Gateways (gatewayClasses or gatewayControllers): the webhook
+{{/* "true" when a policy governs Gateways (kind: Gateway, or gatewayClasses or gatewayControllers): the webhook
 is then also registered for gateways/status. */}}
 {{- define "isg.governsGateways" -}}
 {{- range (include "isg.policies" . | fromYamlArray) -}}
-{{- if or .gatewayClasses .gatewayControllers -}}true{{- end -}}
+{{- if or .gatewayClasses .gatewayControllers (eq (toString (.kind | default "")) "Gateway") -}}true{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -238,7 +238,7 @@ name, and the guard refuses such a name too rather than widen the grant. */}}
 {{- $names := list -}}
 {{- range (include "isg.policies" . | fromYamlArray) -}}
 {{- $prefix := "" -}}
-{{- if or .gatewayClasses .gatewayControllers -}}{{- $prefix = "gateway-" -}}{{- end -}}
+{{- if or .gatewayClasses .gatewayControllers (eq (toString (.kind | default "")) "Gateway") -}}{{- $prefix = "gateway-" -}}{{- end -}}
 {{- $name := printf "%s-%s%s" $fullname $prefix (.name | toString) -}}
 {{- if not (and (le (len $name) 63) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $name)) -}}
 {{- fail (printf "policy %q: its admission objects would be named %q, which is not a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'); shorten the policy name or the release name (fullnameOverride)" (.name | toString) $name) -}}
