@@ -177,6 +177,11 @@ impl Kind {
         self.info().plural
     }
 
+    /// Whether the kind has class objects (IngressClasses, GatewayClasses) to read.
+    pub(crate) fn has_class_objects(self) -> bool {
+        !self.info().class_plural.is_empty()
+    }
+
     /// The kind's place in [`Kind::ALL`], which per-kind arrays are indexed by.
     pub(crate) const fn index(self) -> usize {
         self as usize
@@ -279,7 +284,10 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
         + Sync
         + 'static;
 
-    /// The kind's class objects, as watches and one-shot reads deserialize them.
+    /// The kind's class objects, as watches and one-shot reads deserialize them. A kind without
+    /// any (a Service names only `spec.loadBalancerClass`) says so with an empty
+    /// `Info::class_plural` ([`Kind::has_class_objects`]): this type is then never listed or read,
+    /// so any cluster-scoped resource type does.
     type ClassObject: Resource<DynamicType = (), Scope = ClusterResourceScope>
         + DeserializeOwned
         + Clone

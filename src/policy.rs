@@ -337,9 +337,11 @@ impl Policies {
     /// controller, or could govern class-less objects through the kind's default class.
     pub fn need_classes(&self, kind: Kind) -> bool {
         let default_class = kind.info().default_class;
-        self.of(kind).any(|p| {
-            !p.scope.controllers.is_empty() || (default_class && !p.scope.classes.is_empty() && !p.scope.without_class)
-        })
+        kind.has_class_objects()
+            && self.of(kind).any(|p| {
+                !p.scope.controllers.is_empty()
+                    || (default_class && !p.scope.classes.is_empty() && !p.scope.without_class)
+            })
     }
 
     /// The same policies, each narrowed to the Namespaces the scope of its kind selects: the
