@@ -134,6 +134,8 @@ pub(crate) struct Info {
     pub(crate) classes: &'static str,
     /// The class objects' resource, as the `watch` label of metrics names it.
     pub(crate) class_plural: &'static str,
+    /// What needs the class objects read, in the words of the flags and fields that ask for it.
+    pub(crate) classes_needed_by: &'static str,
     /// One class object's `kind`, as manifests say it (`IngressClass`).
     pub(crate) class_kind: &'static str,
     /// For a kind whose classes may not be served, what matching loses while they are not, as

@@ -451,9 +451,8 @@ impl Policies {
         ClusterNeeds {
             services: !self.services().is_empty(),
             gateways: !self.gateways().is_empty(),
-            gateway_classes: self.need_classes(Kind::Gateway),
+            classes: Kind::ALL.map(|kind| self.need_classes(kind)),
             pods: !self.pod_watches().is_empty(),
-            ingress_classes: self.need_classes(Kind::Ingress),
             namespaces: self.need_namespaces(),
         }
     }
@@ -466,18 +465,17 @@ pub(crate) struct ClusterNeeds {
     pub(crate) services: bool,
     /// Publish Gateways (the Gateway API).
     pub(crate) gateways: bool,
-    /// GatewayClasses (Gateway policies matching by controller).
-    pub(crate) gateway_classes: bool,
+    /// Each kind's class objects ([`Policies::need_classes`]).
+    pub(crate) classes: [bool; Kind::ALL.len()],
     /// Controller Pods and their Nodes.
     pub(crate) pods: bool,
-    pub(crate) ingress_classes: bool,
     pub(crate) namespaces: bool,
 }
 
 impl ClusterNeeds {
     /// Whether they need a cluster at all.
     pub(crate) fn any(self) -> bool {
-        self.services || self.gateways || self.gateway_classes || self.pods || self.ingress_classes || self.namespaces
+        self.services || self.gateways || self.classes.contains(&true) || self.pods || self.namespaces
     }
 }
 

@@ -364,20 +364,15 @@ async fn connect_client(
 
 /// What the policies need a cluster for, in the words of the flags and fields that ask for it.
 fn needs_in_flag_words(needs: ClusterNeeds) -> Vec<&'static str> {
-    let ClusterNeeds { services, gateways, gateway_classes, pods, ingress_classes, namespaces } = needs;
+    let ClusterNeeds { services, gateways, classes, pods, namespaces } = needs;
     let words = [
         (services, "the publish Service (--publish-service)"),
         (gateways, "the publish Gateway (publishGateway)"),
-        (gateway_classes, "GatewayClasses (gatewayControllers)"),
         (pods, "the controller Pods and Nodes (--publish-pods-namespace/--publish-pods-selector)"),
-        (
-            ingress_classes,
-            "IngressClasses (--controller-class, or --ingress-class without --watch-ingress-without-class, \
-             which also governs class-less Ingresses when the default IngressClass is one of the classes)",
-        ),
         (namespaces, "Namespaces (namespaceSelector)"),
     ];
-    words.into_iter().filter_map(|(needed, words)| needed.then_some(words)).collect()
+    let classes = Kind::ALL.into_iter().map(|kind| (classes[kind.index()], kind.info().classes_needed_by));
+    words.into_iter().chain(classes).filter_map(|(needed, words)| needed.then_some(words)).collect()
 }
 
 /// Whether the API server is older than the Ingress `ports` field (it would drop them from

@@ -37,6 +37,7 @@ pub(crate) const INFO: super::Info = super::Info {
     optional_api: Some("the Gateway API CRDs are not installed"),
     classes: "GatewayClasses",
     class_plural: "gatewayclasses",
+    classes_needed_by: "GatewayClasses (gatewayControllers)",
     class_kind: "GatewayClass",
     classes_absent: Some(
         "the API server serves no GatewayClasses (the Gateway API CRDs are not installed): gatewayControllers policies match no Gateway until they appear",

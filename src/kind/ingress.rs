@@ -41,6 +41,8 @@ pub(crate) const INFO: super::Info = super::Info {
     optional_api: None,
     classes: "IngressClasses",
     class_plural: "ingressclasses",
+    classes_needed_by: "IngressClasses (--controller-class, or --ingress-class without --watch-ingress-without-class, \
+        which also governs class-less Ingresses when the default IngressClass is one of the classes)",
     class_kind: "IngressClass",
     classes_absent: None,
 };

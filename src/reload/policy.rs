@@ -118,9 +118,9 @@ impl Reload {
             policies = policies.without_ports();
         }
         let needs = policies.cluster_needs();
-        if self.watches.is_none() && (needs.pods || needs.ingress_classes || needs.namespaces) {
+        if self.watches.is_none() && (needs.pods || needs.classes.contains(&true) || needs.namespaces) {
             return Err(format!(
-                "config file {}: its policies need IngressClasses, Namespaces or controller Pods, and there is no Kubernetes client to watch them (start with --kubeconfig or in a cluster)",
+                "config file {}: its policies need class objects (IngressClasses, GatewayClasses), Namespaces or controller Pods, and there is no Kubernetes client to watch them (start with --kubeconfig or in a cluster)",
                 self.path.display()
             ));
         }
