@@ -10,7 +10,7 @@ use std::hash::{Hash, Hasher};
 use crate::{
     address::{Address, MAX_SHOWN_BYTES, PortStatus, Written},
     decision::{Action, Verdict},
-    kind::{Entry, Governed, Kind, Write},
+    kind::{Governed, Kind, Write},
     names::truncate,
     review::{Review, Status, on_status},
 };
@@ -196,16 +196,18 @@ impl Finding {
             _ => return None,
         };
         let forged = review.forged_field();
-        fn parts<E: Entry, S>(s: Status<'_, E, S>) -> (Kind, Option<std::borrow::Cow<'_, str>>, Write<Address>) {
+        fn parts<K: Governed>(
+            s: Status<'_, K::Entry, K::Shape>,
+        ) -> (Kind, Option<std::borrow::Cow<'_, str>>, Write<Address>) {
             let w = s.write;
-            let addresses = <E::Of as Governed>::shown(w.addresses);
+            let addresses = K::shown(w.addresses);
             (
-                <E::Of as Governed>::KIND,
+                K::KIND,
                 s.object_uid,
                 Write { addresses, namespace: w.namespace, name: w.name, class: w.class, omitted: w.omitted },
             )
         }
-        let (kind, object_uid, w) = on_status!(review.target, s => parts(s), _ => return None);
+        let (kind, object_uid, w) = on_status!(review.target, K, s => parts::<K>(s), _ => return None);
         let Write { namespace, name, class, addresses, omitted } = w;
         let canonical = canonical.map_or_else(|| addresses.clone(), std::borrow::Cow::into_owned);
         let mut hasher = std::collections::hash_map::DefaultHasher::new();

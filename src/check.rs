@@ -168,11 +168,11 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
     let sources = snapshot::read(&client, policies, timeout).await?;
     let mut report = Report::empty();
     if let Some(stored) = &ingresses {
-        report.add(Some(stored), policies, &sources);
+        report.add::<Ingresses>(Some(stored), policies, &sources);
     }
     if scope.reads(Kind::Gateway, policies) {
         let stored = stored::<Gateways>(&client, scope.namespace, timeout).await?;
-        report.add(stored.as_deref(), policies, &sources);
+        report.add::<Gateways>(stored.as_deref(), policies, &sources);
     }
     let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
     report.admission_policies = admission::compare(policies, &cluster.owner, &sources, &found);
@@ -215,7 +215,7 @@ async fn explain_of<K: Explained>(cluster: &Cluster, object: ObjectRef, policies
     let sources = snapshot::read(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
     let mut explanation = explain::<K>(&stored, policies, &sources);
-    let governing = explain::governing(&crate::decision::decide(write, policies, &sources))
+    let governing = explain::governing(&crate::decision::decide::<K>(write, policies, &sources))
         .and_then(|p| Some((p, crate::admission_policy::object_name_in(&cluster.owner.lease, p).ok()?)));
     explain::add_admission(&mut explanation, governing, policies, &cluster.owner, &sources, &found);
     print!("{}", explanation.text());

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use crate::{
     address::Address,
-    kind::{Entry, Governed, Write},
+    kind::{Governed, Write},
     policy::{Mode, OnUnresolved, Policies, Policy, Subject},
     sources::{Sources, Unresolved},
 };
@@ -84,8 +84,12 @@ impl<'p> Verdict<'p> {
 
 /// What matching needs to know about `write`'s object, read from `sources` only when some
 /// policy of its kind needs it.
-pub(crate) fn subject<'w, E: Entry>(write: &'w Write<E>, policies: &Policies, sources: &dyn Sources) -> Subject<'w> {
-    let kind = <E::Of as Governed>::KIND;
+pub(crate) fn subject<'w, K: Governed>(
+    write: &'w Write<K::Entry>,
+    policies: &Policies,
+    sources: &dyn Sources,
+) -> Subject<'w> {
+    let kind = K::KIND;
     let classes = policies.need_classes(kind);
     let default_classes = match classes && write.class.is_none() {
         true => {
@@ -105,22 +109,25 @@ pub(crate) fn subject<'w, E: Entry>(write: &'w Write<E>, policies: &Policies, so
 
 /// The first two policies that both match `write`, when more than one does: a run-time overlap
 /// (the first governs), which the caller counts and logs.
-pub(crate) fn overlap<'p, E: Entry>(
-    write: &Write<E>,
+pub(crate) fn overlap<'p, K: Governed>(
+    write: &Write<K::Entry>,
     policies: &'p Policies,
     sources: &dyn Sources,
 ) -> Option<(&'p Policy, &'p Policy)> {
-    let subject = subject(write, policies, sources);
-    match policies.matching(<E::Of as Governed>::KIND, &subject)[..] {
+    let subject = subject::<K>(write, policies, sources);
+    match policies.matching(K::KIND, &subject)[..] {
         [first, second, ..] => Some((first, second)),
         _ => None,
     }
 }
 
 /// Decides one status write of any governed kind.
-pub(crate) fn decide<'p, E: Entry>(write: &Write<E>, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
-    let kind = <E::Of as Governed>::KIND;
-    let Some(policy) = policies.governing(kind, &subject(write, policies, sources)) else {
+pub(crate) fn decide<'p, K: Governed>(
+    write: &Write<K::Entry>,
+    policies: &'p Policies,
+    sources: &dyn Sources,
+) -> Verdict<'p> {
+    let Some(policy) = policies.governing(K::KIND, &subject::<K>(write, policies, sources)) else {
         return Verdict::NotGoverned;
     };
     let unresolved = |reason| Verdict::Unresolved { policy, deny: policy.on_unresolved == OnUnresolved::Deny, reason };
@@ -128,12 +135,12 @@ pub(crate) fn decide<'p, E: Entry>(write: &Write<E>, policies: &'p Policies, sou
         Err(reason) => return unresolved(reason),
         Ok(canonical) => canonical,
     };
-    let entries = match <E::Of as Governed>::entries(&canonical) {
+    let entries = match K::entries(&canonical) {
         Err(too_many) => return unresolved(too_many.into()),
         Ok(entries) => entries,
     };
     // A list longer than the reader keeps is longer than any canonical one.
-    if write.omitted == 0 && <E::Of as Governed>::same(&write.addresses, &entries) {
+    if write.omitted == 0 && K::same(&write.addresses, &entries) {
         Verdict::Canonical { policy }
     } else {
         Verdict::Mismatch { policy, action: policy.mode.into(), canonical }

@@ -98,6 +98,10 @@ macro_rules! define_kinds {
     };
 }
 kind_list!(define_kinds, $);
+#[allow(
+    clippy::single_component_path_imports,
+    reason = "the macros come from an expansion: this makes them paths"
+)]
 pub(crate) use {object_event, rogue_event, with_kind};
 
 /// The constants of one kind, each kind's in its own file.
@@ -257,9 +261,6 @@ struct Op<V> {
 pub(crate) trait Entry:
     Clone + Eq + std::hash::Hash + fmt::Debug + fmt::Display + Serialize + Send + Sync + 'static
 {
-    /// The kind whose status list holds this entry.
-    type Of: Governed<Entry = Self>;
-
     /// Appends the entry's compact bytes ([`packed`]), which the cache keeps.
     fn pack(&self, out: &mut Vec<u8>);
 
@@ -272,7 +273,7 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
     /// Which kind this is.
     const KIND: Kind;
     /// One entry of the kind's status list.
-    type Entry: Entry<Of = Self>;
+    type Entry: Entry;
     /// How much of the status path an object has: where a patch must go.
     type Shape: Copy + Eq + fmt::Debug + Send + Sync + 'static;
 

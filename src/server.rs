@@ -326,22 +326,23 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
 }
 
 /// The first two policies that both match `status`'s object, when its kind has several.
-fn overlap<'p, E: crate::kind::Entry, S>(
-    status: &review::Status<'_, E, S>,
+fn overlap<'p, K: crate::kind::Governed>(
+    status: &review::Status<'_, K::Entry, K::Shape>,
     policies: &'p Policies,
     state: &AppState,
 ) -> Option<(crate::kind::Kind, &'p crate::policy::Policy, &'p crate::policy::Policy)> {
-    let kind = status.kind();
+    let kind = K::KIND;
     if !policies.several(kind) {
         return None;
     }
-    let (first, second) = crate::decision::overlap(&status.write, policies, state.sources.as_ref())?;
+    let (first, second) = crate::decision::overlap::<K>(&status.write, policies, state.sources.as_ref())?;
     Some((kind, first, second))
 }
 
 /// Logs, counts and queues the Event for a decision; never waits.
 fn report(state: &AppState, policies: &Policies, review: review::Review, verdict: Verdict<'_>) {
-    if let Some((kind, first, second)) = review::on_status!(&review.target, s => overlap(s, policies, state), _ => None)
+    if let Some((kind, first, second)) =
+        review::on_status!(&review.target, K, s => overlap::<K>(s, policies, state), _ => None)
     {
         state.metrics.overlap(&first.name, &second.name);
         let (namespace, name) = review.object_key();

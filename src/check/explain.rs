@@ -88,7 +88,7 @@ fn webhook_shown<K: Explained>(stored: &K::Stored, verdict: &Verdict<'_>) -> Str
 /// Explains how the webhook judges `stored`, an object of kind `K`.
 pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, snapshot: &Snapshot) -> Explanation {
     let write = K::stored_write(stored);
-    let verdict = decide(write, policies, snapshot);
+    let verdict = decide::<K>(write, policies, snapshot);
     let mut lines = vec![
         (K::KIND.name(), format!("{}/{}", write.namespace, write.name)),
         ("Class", K::class_shown(stored, snapshot)),
@@ -98,7 +98,7 @@ pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, sna
         None => lines.push(("Policy", format!("none: {}", K::none_shown(policies)))),
         Some(policy) => {
             lines.push(("Policy", format!("{:?} (mode {}{})", policy.name, policy.mode, K::governs_shown(policy))));
-            if let Some(rule) = policy.matches(&subject(write, policies, snapshot)) {
+            if let Some(rule) = policy.matches(&subject::<K>(write, policies, snapshot)) {
                 lines.push(("Rule", format!("governed because {}", K::rule_shown(&rule))));
             }
             lines.push(("Source", SourceList(&policy.sources).to_string()));

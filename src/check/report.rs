@@ -141,13 +141,17 @@ impl Row {
 
     /// The row of a decided write of a stored object's status; `None` when no policy governs
     /// it. Canonical entries are shown in the kind's shape, as the webhook would write them.
-    pub(super) fn of<E: Entry>(write: &Write<E>, verdict: &Verdict<'_>, sources: &dyn Sources) -> Option<Row> {
+    pub(super) fn of<K: Governed>(
+        write: &Write<K::Entry>,
+        verdict: &Verdict<'_>,
+        sources: &dyn Sources,
+    ) -> Option<Row> {
         let stored = Entries::of(&write.addresses);
         // A canonical set the kind cannot hold is unresolved, never compared: no row shows it.
-        let shape = |c: &[Address]| E::Of::entries(c).map_or_else(|_| Entries::of::<E>(&[]), |e| Entries::of(&e));
+        let shape = |c: &[Address]| K::entries(c).map_or_else(|_| Entries::of::<K::Entry>(&[]), |e| Entries::of(&e));
         let (policy, state, canonical, reason) = judged(verdict, sources, &stored, shape)?;
         Some(Row {
-            kind: E::Of::KIND,
+            kind: K::KIND,
             namespace: write.namespace.clone(),
             name: write.name.clone(),
             class: write.class.clone(),
@@ -246,7 +250,7 @@ impl Report {
         sources: &dyn Sources,
     ) -> Report {
         let mut report = Report::empty();
-        report.add(Some(stored), policies, sources);
+        report.add::<crate::kind::ingress::Ingresses>(Some(stored), policies, sources);
         report
     }
 
@@ -264,8 +268,13 @@ impl Report {
     /// Adds the stored objects of one kind, each decided as the webhook would decide a write
     /// of its stored status; `None`: the API server does not serve the kind (a CRD), which
     /// makes its configured policies inactive, said in the report.
-    pub(crate) fn add<E: Entry>(&mut self, stored: Option<&[Write<E>]>, policies: &Policies, sources: &dyn Sources) {
-        let kind = E::Of::KIND;
+    pub(crate) fn add<K: Governed>(
+        &mut self,
+        stored: Option<&[Write<K::Entry>]>,
+        policies: &Policies,
+        sources: &dyn Sources,
+    ) {
+        let kind = K::KIND;
         let summary = match stored {
             None => {
                 if policies.of(kind).next().is_some() {
@@ -274,7 +283,8 @@ impl Report {
                 Summary::default()
             }
             Some(stored) => {
-                let rows = stored.iter().map(|write| Row::of(write, &decide(write, policies, sources), sources));
+                let rows =
+                    stored.iter().map(|write| Row::of::<K>(write, &decide::<K>(write, policies, sources), sources));
                 self.add_rows(rows)
             }
         };

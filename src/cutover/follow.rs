@@ -189,7 +189,7 @@ fn observe(tracker: &mut Tracker, show: &mut Show, key: &Key, judged: Judged) {
 
 /// An Ingress of the plan as the webhook would judge a write of its stored status now.
 fn judge(sight: &Sight, policies: &Policies, sources: &dyn Sources, name: &str) -> Judged {
-    match decide(&sight.write, policies, sources) {
+    match decide::<crate::kind::ingress::Ingresses>(&sight.write, policies, sources) {
         Verdict::Canonical { policy } if policy.name == name => Judged::Canonical,
         Verdict::Mismatch { policy, canonical, .. } if policy.name == name => Judged::Off {
             stored: sight.write.addresses.clone(),

@@ -145,7 +145,7 @@ impl Plan {
         // Unknown labels (a Namespace not listed) count as outside: never planned as moving.
         let in_scope = |ns: &str| scope.is_none_or(|s| sources.namespace_labels(ns).is_some_and(|l| s.matches(&l)));
         for seen in stored {
-            match decide(&seen.write, policies, sources) {
+            match decide::<crate::kind::ingress::Ingresses>(&seen.write, policies, sources) {
                 Verdict::Mismatch { policy, .. } if policy.name == name && !in_scope(&seen.write.namespace) => {
                     plan.out_of_scope.push(format!("{}/{}", seen.write.namespace, seen.write.name));
                 }

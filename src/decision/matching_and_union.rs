@@ -91,7 +91,11 @@ fn union_of_sources() {
     ];
     for (name, sources, want) in cases {
         let p = policies(&format!("policies: [{{name: p, sources: {sources}}}]"));
-        assert_eq!(shown(&decide(&write("ns", Some("x")), &p, &cluster())), want, "case {name}");
+        assert_eq!(
+            shown(&decide::<crate::kind::ingress::Ingresses>(&write("ns", Some("x")), &p, &cluster())),
+            want,
+            "case {name}"
+        );
     }
 }
 
@@ -122,15 +126,18 @@ policies:
         ("unknown namespace", write("gone", Some("public")), "not_governed"),
     ];
     for (name, w, want) in cases {
-        assert_eq!(shown(&decide(&w, &p, &cluster())), want, "case {name}");
+        assert_eq!(shown(&decide::<crate::kind::ingress::Ingresses>(&w, &p, &cluster())), want, "case {name}");
     }
     let names = |o: Option<(&Policy, &Policy)>| o.map(|(a, b)| (a.name.clone(), b.name.clone()));
     assert_eq!(
-        names(overlap(&write("team-a", Some("public")), &p, &cluster())),
+        names(overlap::<crate::kind::ingress::Ingresses>(&write("team-a", Some("public")), &p, &cluster())),
         Some(("nginx".into(), "legacy".into())),
         "class name on one, its controller on the other: a run-time overlap"
     );
-    assert_eq!(names(overlap(&write("plain", Some("public")), &p, &cluster())), None);
+    assert_eq!(
+        names(overlap::<crate::kind::ingress::Ingresses>(&write("plain", Some("public")), &p, &cluster())),
+        None
+    );
 }
 
 #[test]
@@ -142,5 +149,8 @@ fn flags_build_the_same_policies() {
         ..Default::default()
     };
     let p = Policies::new(vec![spec.build().unwrap()]).unwrap();
-    assert_eq!(shown(&decide(&write("plain", None), &p, &cluster())), "default: 192.0.2.9");
+    assert_eq!(
+        shown(&decide::<crate::kind::ingress::Ingresses>(&write("plain", None), &p, &cluster())),
+        "default: 192.0.2.9"
+    );
 }

@@ -130,7 +130,7 @@ fn verdicts() {
         ),
     ];
     for (name, write, policies, sources, want) in cases {
-        let verdict = decide(&write, &policies, &sources);
+        let verdict = decide::<crate::kind::ingress::Ingresses>(&write, &policies, &sources);
         assert_eq!(verdict.result(), want, "case {name}");
         match verdict {
             Verdict::Mismatch { canonical: got, policy, .. } => {

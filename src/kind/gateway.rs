@@ -50,8 +50,6 @@ pub(crate) const INFO: super::Info = super::Info {
 pub(crate) struct Gateways;
 
 impl super::Entry for status::GatewayAddress {
-    type Of = Gateways;
-
     fn pack(&self, out: &mut Vec<u8>) {
         use super::packed::{put_ip_or_str, put_str};
         match self.kind.as_str() {

@@ -52,8 +52,6 @@ pub(crate) const INFO: super::Info = super::Info {
 pub(crate) struct Ingresses;
 
 impl super::Entry for Address {
-    type Of = Ingresses;
-
     fn pack(&self, out: &mut Vec<u8>) {
         use super::packed::{put_ip_or_str, put_len, put_str};
         let ports = !self.ports.is_empty();

@@ -82,7 +82,7 @@ fn mismatch<'p, K: Governed>(
     policies: &'p Policies,
     sources: &dyn Sources,
 ) -> Option<Mismatch<'p, K::Entry>> {
-    let Verdict::Mismatch { policy, action, canonical } = decide(write, policies, sources) else {
+    let Verdict::Mismatch { policy, action, canonical } = decide::<K>(write, policies, sources) else {
         return None;
     };
     let entries = match canonical {

@@ -22,7 +22,7 @@ use ingress::IngressIn;
 
 use crate::{
     decision::{Action, Verdict, decide},
-    kind::{Entry, Governed, Kind, Write, ingress::Ingresses},
+    kind::{Governed, Kind, Write, ingress::Ingresses},
     names::truncate,
     policy::{Policies, Policy},
     sources::Sources,
@@ -268,18 +268,26 @@ macro_rules! define_targets {
             OutOfBounds(OutOfBounds),
         }
 
-        /// `$on` applied to the [`Status`] of a status target, whatever its kind; `$else` otherwise.
+        /// `$on` applied to the [`Status`] of a status target, whatever its kind (with `$K` its
+        /// [`Governed`] type, when named); `$else` otherwise.
         macro_rules! on_status {
-            ($d target:expr, $d s:ident => $d on:expr, _ => $d else:expr) => {
+            ($d target:expr, $d K:ident, $d s:ident => $d on:expr, _ => $d else:expr) => {
                 match $d target {
-                    $( $crate::review::Target::$V($d s) => $d on, )*
+                    $( $crate::review::Target::$V($d s) => {
+                        type $d K = $crate::kind::$module::$T;
+                        $d on
+                    } )*
                     $crate::review::Target::Other(_) | $crate::review::Target::OutOfBounds(_) => $d else,
                 }
+            };
+            ($d target:expr, $d s:ident => $d on:expr, _ => $d else:expr) => {
+                $crate::review::on_status!($d target, _K, $d s => $d on, _ => $d else)
             };
         }
     };
 }
 crate::kind::kind_list!(define_targets, $);
+#[allow(clippy::single_component_path_imports, reason = "the macro comes from an expansion: this makes it a path")]
 pub(crate) use on_status;
 
 /// A status write of one governed kind (whose entries are `E`, and shapes `S`), as a review
@@ -298,15 +306,6 @@ pub struct Status<'a, E, S> {
     pub metadata: Option<Metadata<'a>>,
 }
 
-// `Entry` is the crate's: the method is too (the type is public for the benchmarks' reviews).
-#[allow(private_bounds)]
-impl<E: Entry, S> Status<'_, E, S> {
-    /// The kind of object written.
-    pub(crate) fn kind(&self) -> Kind {
-        <E::Of as Governed>::KIND
-    }
-}
-
 impl Review<'_> {
     /// The decision on this review.
     pub fn decide<'p>(&self, policies: &'p Policies, sources: &dyn Sources) -> Verdict<'p> {
@@ -314,7 +313,7 @@ impl Review<'_> {
             Target::Other(what) => Verdict::Ignored(what.clone()),
             Target::OutOfBounds(bound) => Verdict::Ignored(bound.to_string()),
             // The other targets are matched above.
-            target => on_status!(target, s => decide(&s.write, policies, sources), _ => Verdict::NotGoverned),
+            target => on_status!(target, K, s => decide::<K>(&s.write, policies, sources), _ => Verdict::NotGoverned),
         }
     }
 
@@ -359,7 +358,7 @@ impl Review<'_> {
 
     /// The kind of the object written (`None` for other requests).
     pub(crate) fn kind(&self) -> Option<Kind> {
-        on_status!(&self.target, s => Some(s.kind()), _ => None)
+        on_status!(&self.target, K, _s => Some(K::KIND), _ => None)
     }
 
     /// The namespace and name of the object written (empty for other requests).

@@ -123,7 +123,8 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
             match action {
                 Action::Rewrite if !refused => {
                     let mut json = Vec::with_capacity(PATCH_CAPACITY);
-                    let patched = on_status!(&review.target, s => patch(s, canonical, &mut json), _ => Ok(false));
+                    let patched =
+                        on_status!(&review.target, K, s => patch::<K>(s, canonical, &mut json), _ => Ok(false));
                     let patched = patched.expect("a patch of strings and numbers always serializes");
                     write_patch(&mut out, patched.then_some(&json[..]), metadata_ops.as_deref());
                     warning(&mut out, format!("{field} rewritten to [{canonical_text}] by policy {}", policy.name));
@@ -222,13 +223,13 @@ fn written<E: Entry, S>(status: &Status<'_, E, S>) -> String {
 
 /// The kind's patch to `canonical` into `out`; `false` when the kind cannot hold it (never
 /// for a mismatch: `decide` found it unresolved then).
-fn patch<E: Entry>(
-    status: &Status<'_, E, <E::Of as Governed>::Shape>,
+fn patch<K: Governed>(
+    status: &Status<'_, K::Entry, K::Shape>,
     canonical: &[Address],
     out: &mut Vec<u8>,
 ) -> serde_json::Result<bool> {
-    match <E::Of as Governed>::entries(canonical) {
-        Ok(entries) => <E::Of as Governed>::patch(status.shape, &entries, out).map(|()| true),
+    match K::entries(canonical) {
+        Ok(entries) => K::patch(status.shape, &entries, out).map(|()| true),
         Err(_) => Ok(false),
     }
 }

@@ -41,7 +41,7 @@ fn both() -> Report {
         gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]),
         gateway("infra", "istio", "istio", &[]),
     ];
-    report.add(Some(&gateways), &policies, &sources);
+    report.add::<crate::kind::gateway::Gateways>(Some(&gateways), &policies, &sources);
     report
 }
 
@@ -93,7 +93,7 @@ fn gateway_policies_without_the_gateway_api_are_said_inactive() {
     let sources = snapshot(Fetched::of(Some(&lb_service())));
     let ingresses = [write("shop", "web", Some("nginx"), "203.0.113.10,203.0.113.20")];
     let mut report = Report::build(&ingresses, &policies(), &sources);
-    report.add(None::<&[crate::kind::gateway::GatewayWrite]>, &policies(), &sources);
+    report.add::<crate::kind::gateway::Gateways>(None, &policies(), &sources);
     assert_eq!(
         report.table(),
         "\
@@ -115,7 +115,7 @@ Gateway policies: inactive: the API server serves no Gateways (the Gateway API C
     let ingress_only =
         Policies::new(vec![policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce)]).unwrap();
     let mut report = Report::empty();
-    report.add(None::<&[crate::kind::gateway::GatewayWrite]>, &ingress_only, &sources);
+    report.add::<crate::kind::gateway::Gateways>(None, &ingress_only, &sources);
     assert_eq!(report.table(), "governed Gateways: 0 (0 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0\n");
 }
 
@@ -139,8 +139,9 @@ fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
     let sources = snapshot(Fetched::of(Some(&lb_service())));
     let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
     let mut explanation = crate::check::explain::explain::<crate::kind::gateway::Gateways>(&write, &policies, &sources);
-    let governing = explain::governing(&crate::decision::decide(&write, &policies, &sources))
-        .map(|p| (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, p).unwrap()));
+    let governing =
+        explain::governing(&crate::decision::decide::<crate::kind::gateway::Gateways>(&write, &policies, &sources))
+            .map(|p| (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, p).unwrap()));
     let owner = crate::admission_policy::desired::Owner::new("isg", crate::admission_policy::DEFAULT_LEASE);
     explain::add_admission(&mut explanation, governing, &policies, &owner, &sources, &Default::default());
     let text = explanation.text();
