@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAMES = {
-    "isg-before-7e25f33": "7e25f33, before issue 34",
+    "isg-before-7e25f33": "7e25f33, before the compact cache",
     "isg-main-2403246": "2403246, compact cache",
     "isg-8566237": "8566237, packed lists",
     "isg-2fe63d2": "2fe63d2, compact bookkeeping, streaming lists",
