@@ -1,4 +1,4 @@
-//! Two controllers fighting over every Ingress (issue 21), through a real kube-apiserver + etcd
+//! Two controllers fighting over every Ingress, through a real kube-apiserver + etcd
 //! (the harness in `tests/support/`): N Ingresses in M namespaces; controller A writes each
 //! one's status with its own address every `--period-a` seconds (ingress-nginx's resync),
 //! controller B with another every `--period-b`. Three phases of `--minutes` each, on the same

@@ -1,4 +1,4 @@
-//! The reconciler at scale (issue 10): 10,000 Ingresses in 50 namespaces in a real
+//! The reconciler at scale: 10,000 Ingresses in 50 namespaces in a real
 //! kube-apiserver + etcd (the harness in `tests/support/`), `serve` (the binary cargo built for
 //! this bench) watching them; then the publish Service's load balancer moves and every Ingress
 //! must follow. Measured, for each `--reconcile-qps`: resident memory of `serve` with the
@@ -8,7 +8,7 @@
 //!
 //! `cargo bench --bench reconcile -- --run [--ingresses N] [--others N] [--namespaces N]
 //! [--qps 20,200] [--compare BINARY,...] [--skip-own] [--out FILE]`. `--others` adds Ingresses of a class no policy
-//! governs beside them (issue 34); `--compare` runs older builds too, after the bench's own,
+//! governs beside them; `--compare` runs older builds too, after the bench's own,
 //! against the same objects (`--skip-own` runs only those; each run also measures the first sync: from start to the
 //! `Ingress cache synced` line, and VmHWM then). After the heal, a default IngressClass of the
 //! policy's class widens the objects kept, and the re-list of every Ingress that follows is
@@ -209,7 +209,7 @@ async fn run(o: Options) -> Value {
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         let (_, hwm) = memory_kib(webhook.pid());
-        // A re-list (issue 34: its peak at most 10 % over the steady state). A default
+        // A re-list (the goal: its peak at most 10 % over the steady state). A default
         // IngressClass of the policy's class makes class-less Ingresses governed, so the kept
         // objects widen and the reconciler lists every Ingress again, all 'ingresses + others'.
         tokio::time::sleep(Duration::from_secs(5)).await;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every benchmark of issue 6 and prints the Markdown tables that BENCHMARKS.md quotes:
+# Runs the benchmarks below and prints the Markdown tables that BENCHMARKS.md quotes:
 #   1. handler cost in-process (criterion, allocations, callgrind instruction counts)
 #   2. HTTPS throughput and latency over loopback against the baseline server (h2load)
 #   3. what a real kube-apiserver sees (tests/support harness; needs go or KUBEBUILDER_ASSETS)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The plot of docs/scaling.md (issue 34): the guard's peak RSS (VmHWM) against the Ingresses
+"""The plot of docs/scaling.md: the guard's peak RSS (VmHWM) against the Ingresses
 in the API server, per build, drawn from the numbers `cargo bench --bench reconcile` wrote
-(benches/results/issue34-*.json for dev builds, release-issue34-*.json for release builds,
+(benches/results/scaling-*.json for dev builds, release-scaling-*.json for release builds,
 committed): at the first sync, and after healing every governed Ingress. Usage:
 python3 benches/scaling_plot.py [OUT.png] (default docs/scaling.png); needs matplotlib."""
 
@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAMES = {
-    "isg-before-7e25f33": "7e25f33, before issue 34",
+    "isg-before-7e25f33": "7e25f33, before the compact cache",
     "isg-main-2403246": "2403246, compact cache",
     "isg-8566237": "8566237, packed lists",
     "isg-2fe63d2": "2fe63d2, compact bookkeeping, streaming lists",
@@ -27,8 +27,8 @@ NAMES = {
     "isg-fd0f048": "fd0f048, boxed records, nothing past the line",
 }
 # The runs of the bench's own build, by the file they are in.
-OWN = {"issue34-10k.json": "after (filtered watch, pages of 500)", "issue34-50k.json": "after (filtered watch, pages of 500)",
-       "release-issue34-10k.json": "8566237, packed lists"}
+OWN = {"scaling-10k.json": "after (filtered watch, pages of 500)", "scaling-50k.json": "after (filtered watch, pages of 500)",
+       "release-scaling-10k.json": "8566237, packed lists"}
 
 
 def label(path, run):
@@ -69,8 +69,8 @@ def panel(ax, found, build):
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "docs", "scaling.png")
     fig, (dev, release) = plt.subplots(1, 2, figsize=(12, 4.5))
-    panel(dev, points("issue34-*.json"), "dev")
-    panel(release, points("release-issue34-*.json"), "release")
+    panel(dev, points("scaling-*.json"), "dev")
+    panel(release, points("release-scaling-*.json"), "release")
     fig.suptitle("Peak RSS at the first sync and after healing every governed Ingress (qps 200)")
     fig.tight_layout()
     fig.savefig(out, dpi=100)

@@ -1,4 +1,4 @@
-//! Property tests of address normalisation (issue 12): canonical lists are idempotent and
+//! Property tests of address normalisation: canonical lists are idempotent and
 //! order-insensitive, and nothing the webhook would write is an entry the API server rejects.
 
 use std::net::IpAddr;

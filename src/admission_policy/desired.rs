@@ -308,7 +308,7 @@ mod tests {
         assert!(condition.contains("[\"x\"]") && condition.ends_with(": true)"), "{condition}");
     }
 
-    /// Issue 32's drift: after a reload adds a `publishGateway`, the sources as a whole stay
+    /// Regression: after a reload adds a `publishGateway`, the sources as a whole stay
     /// synced while that Gateway's watch has not listed yet. The reconciler leaves Ingresses alone
     /// until then (`reconcile::judge::knows_enough`); the keeper must likewise leave the policy's
     /// objects in the cluster, not sweep them (`onUnresolved: allow`) nor replace their value with
@@ -329,7 +329,7 @@ mod tests {
         assert_eq!(plan.skipped.len(), 3, "{:?}", plan.skipped);
     }
 
-    /// Issue 32's drift: a Gateway policy's objects waited on the IngressClasses too; until
+    /// Regression: a Gateway policy's objects waited on the IngressClasses too; until
     /// their watch synced, the plan held nothing of it, so the keeper swept them. Each kind's
     /// policies wait only on their own class facts.
     #[test]
@@ -346,7 +346,7 @@ mod tests {
         assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-gateway-gw"));
     }
 
-    /// Issue 33, item 12: the Gateway reconciler judged by the live value while the Ingress one
+    /// Regression: the Gateway reconciler judged by the live value while the Ingress one
     /// judged by what the admission policy enforces, so a moved source read as a fight with
     /// the guard's own MAP. Every kind's rendered value is published, by the one path.
     #[test]

@@ -311,7 +311,7 @@ fn an_earlier_policy_keeps_what_it_governs_as_the_webhook_lets_it() {
     );
 }
 
-/// Issue 32's drift: each Gateway policy's class rules were resolved alone, so a later policy
+/// Regression: each Gateway policy's class rules were resolved alone, so a later policy
 /// kept what an earlier one governs and both admission policies ran on its Gateways, where the
 /// webhook lets the first govern. Gateway policies now go through the Ingress policies' path.
 #[test]

@@ -2,8 +2,8 @@
 //! bounded in count and in bytes); the reporter task logs it (summarising repeats,
 //! [`crate::audit::summary`]) and, with a cluster and unless a dry run, decides whether it
 //! becomes a Kubernetes Event: only about an Ingress (or Gateway) the guard's own watch knows
-//! ([`crate::sources::known::KnownObjects`], one index per kind), and within the fair shares of [`ratelimit`]. A
-//! second loop, within the reporter's task, publishes the Events through its recorder (which counts repeats of a writer on
+//! ([`KnownObjects`](crate::sources::known::KnownObjects), one index per kind), and within the
+//! fair shares of [`ratelimit`]. A second loop, within the reporter's task, publishes the Events through its recorder (which counts repeats of a writer on
 //! an object up in one Event), each call under a timeout, so a hung API server delays Events, never the log lines
 //! and counts of later findings.
 

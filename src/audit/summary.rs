@@ -8,8 +8,8 @@
 //! (writer, policy), at most [`MAX_WRITERS`] of them, and past those in one bucket for all the
 //! rest; each such count is one line when its interval ends. At 10,000 fought-over Ingresses
 //! (20,000 keys) a full table once meant a full line per write: 98,124 lines in 10 minutes
-//! (BENCHMARKS.md). Now an interval logs at most `2 × MAX_KEYS + MAX_WRITERS + 1` lines,
-//! whatever the number of Ingresses or writers.
+//! (benches/results/history.md). Now an interval logs at most
+//! `2 × MAX_KEYS + MAX_WRITERS + 1` lines, whatever the number of Ingresses or writers.
 
 use std::{
     collections::{HashMap, VecDeque},

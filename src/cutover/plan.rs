@@ -265,7 +265,7 @@ mod tests {
 
     const FILE: &str = "policies:\n  - name: edge\n    ingressClasses: [nginx]\n    publishService: n/b\n";
 
-    /// Issue 33, item 9: an Ingress outside the guard's scope was planned as moving, then waited
+    /// Regression: an Ingress outside the guard's scope was planned as moving, then waited
     /// for until `--timeout`: the reconciler never patches it.
     #[test]
     fn ingresses_outside_the_scope_are_shown_as_such_and_not_planned() {

@@ -121,7 +121,7 @@ mod tests {
         fields_of(text, policy).unwrap()
     }
 
-    /// Issue 33, item 9: `cutover a`, `cutover b`, `rollback --policy a` restored the whole key,
+    /// Regression: `cutover a`, `cutover b`, `rollback --policy a` restored the whole key,
     /// undoing b and leaving a moved.
     #[test]
     fn rolling_one_policy_back_leaves_the_others_moved() {

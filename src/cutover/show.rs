@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(line(&t, Duration::from_secs(2)), "cutover: 2/4 moved (1.0/s, ETA 2s) after 2s, newest ns/b");
     }
 
-    /// Issue 33, item 9: tenant-controlled text (hostnames, writers) was printed as it was, so
+    /// Regression: tenant-controlled text (hostnames, writers) was printed as it was, so
     /// an ESC in it drove the operator's terminal.
     #[test]
     fn control_characters_are_escaped_on_the_terminal_and_in_json() {

@@ -1,4 +1,4 @@
-//! What the reconciler keeps per watched object, compact (issue 34): the key once (the
+//! What the reconciler keeps per watched object, compact: the key once (the
 //! namespace interned, the name boxed); the status list packed to bytes ([`packed`]: IPs as
 //! 4 or 16 bytes) and interned, so every object behind one load balancer shares one list;
 //! the class and the status writers interned together; the resourceVersion as a number and

@@ -8,7 +8,8 @@
 //!   hour: some other writer insists on its value (another guard, a webhook after ours, a
 //!   controller writing while the API server cannot reach the webhook). Every heal the other
 //!   writer undoes costs a watcher up to two extra changes, so joining made the reconciler a
-//!   third fighter (18,828 changes against 13,898 without any guard, BENCHMARKS.md). A contested
+//!   third fighter (18,828 changes against 13,898 without any guard,
+//!   benches/results/history.md). A contested
 //!   Ingress is left alone until the other writers have been quiet for a quiet time (at least
 //!   [`QUIET_MIN`], twice the longest gap seen between their writes, at most [`HOLD_MAX`]),
 //!   and never sooner than an exponential hold after its last fight.
@@ -24,7 +25,8 @@
 //!   so their pace is the better guess; a lone rogue write there is still healed, after at most
 //!   [`HOLD_MAX`]. Waiting [`QUIET_MIN`] instead, or an Ingress's own quiet time once it has two
 //!   writes, was not enough: at 10,000 Ingresses with controllers every 120 s and 60 s falling
-//!   behind (BENCHMARKS.md), their gaps often exceed a minute, and each Ingress was healed (and
+//!   behind (benches/results/history.md), their gaps often exceed a minute, and each Ingress
+//!   was healed (and
 //!   undone) before it was itself contested: 3,755 heals, 94,396 DNS changes against 76,878
 //!   without a guard. The simulation in `damping/tests.rs` (200 Ingresses, 10 minutes, each
 //!   write late by 0–60 s) has 189 patches and 2,263 changes against 1,996 with a flat

@@ -1,4 +1,4 @@
-//! How many fight WARN lines the reconciler logs (issue 34): per policy, the first
+//! How many fight WARN lines the reconciler logs: per policy, the first
 //! [`FULL_PER_WINDOW`] fights of each [`WINDOW`] in full, the rest counted and said in one
 //! summary line per policy when the window ends, as the audit trail summarises repeated
 //! findings. So the log grows with the number of policies, not of contested objects (10,000

@@ -1,4 +1,4 @@
-//! Which watched objects the reconciler keeps (issue 34): those some policy of their kind could
+//! Which watched objects the reconciler keeps: those some policy of their kind could
 //! govern by class, in the webhook's scope. Nothing is kept of the rest, so a cluster's other
 //! controllers' objects cost nothing here. Pure: [`Filter::of`] takes the policies, the
 //! kind's classes and the scope's Namespaces, and [`Filter::widens`] says when a new filter

@@ -3,7 +3,7 @@
 //! reconciler drives it and owns the timers; time comes in as a value, so the rules are tested
 //! without sleeping.
 //!
-//! Bounded whatever the number of objects waiting (issue 34): at most [`ORDER_MAX`] keys wait
+//! Bounded whatever the number of objects waiting: at most [`ORDER_MAX`] keys wait
 //! in line. A key queued past that costs nothing here: the drift already says it wants a
 //! patch, and the line is refilled from the cache when it runs dry ([`Queue::refill`]: every
 //! idle key the caller says wants one), resuming the scan where the last one stopped so every

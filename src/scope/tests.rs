@@ -67,7 +67,7 @@ fn a_kinds_scope_is_the_union_of_the_webhooks_that_review_it() {
     assert!(!ingress.matches(&labels(&[])));
 }
 
-/// Issue 33, item 8: every webhook's selector was ANDed whatever its rules said, so a
+/// Regression: every webhook's selector was ANDed whatever its rules said, so a
 /// Gateway-only webhook narrowed the Ingresses' scope (two disjoint ones: to nothing), and a
 /// webhook for neither counted as well.
 #[test]

@@ -92,7 +92,8 @@ pub(crate) const HTTP2_STREAM_WINDOW: u32 = 64 * 1024;
 /// HTTP/2 flow-control window of each connection, all its streams together. Twice the stream
 /// window: 16 streams of typical reviews (5 to 8 KiB) fit at once. At 64 KiB they did not, and
 /// requests waited for WINDOW_UPDATEs: in one loaded run HTTP/2 p99 rose from 24 to 87 ms and
-/// throughput fell from 76 to 44 % of the baseline server (BENCHMARKS.md, issue 20 follow-up).
+/// throughput fell from 76 to 44 % of the baseline server (the benchmark history, "The HTTP/2
+/// regression is the connection window").
 pub(crate) const HTTP2_CONNECTION_WINDOW: u32 = 128 * 1024;
 
 impl Default for Limits {

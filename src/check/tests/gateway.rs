@@ -130,7 +130,7 @@ fn ingress_only_reports_keep_their_table_and_add_only_json_fields() {
     assert_eq!(json["ingresses"][0]["kind"], "ingress");
 }
 
-/// Issue 32's drift: a Gateway's explanation has the `Rule:` line and, with the admission
+/// Regression: a Gateway's explanation has the `Rule:` line and, with the admission
 /// policies found in the cluster, the `Admission:` line, as an Ingress's has.
 #[test]
 fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {

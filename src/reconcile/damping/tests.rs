@@ -240,7 +240,8 @@ fn simulate(a: u64, b: u64, seconds: u64, reconciler: bool, policy: bool) -> (u3
 
 #[test]
 fn two_periodic_writers_are_not_joined() {
-    // The BENCHMARKS.md fight: every offset of the two controllers on a grid, 10 minutes each.
+    // The benchmarked fight (benches/results/history.md): every offset of the two controllers
+    // on a grid, 10 minutes each.
     let (mut alone, mut with, mut patched) = (0, 0, 0);
     for a in (0..60).step_by(7) {
         for b in (0..30).step_by(4) {
@@ -284,7 +285,7 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The BENCHMARKS.md run at 10,000 Ingresses, scaled down: `ingresses` Ingresses of one policy,
+/// The benchmark run at 10,000 Ingresses, scaled down: `ingresses` Ingresses of one policy,
 /// two controllers writing each every 120 s and 60 s at a random phase, each write late by a
 /// pseudo-random 0–60 s (they fell behind: 159–186 writes/s of 250 scheduled), for `seconds`,
 /// with or without the reconciler. The policy's contest is learned as the reconciler learns it

@@ -463,7 +463,7 @@ fn out_of_bounds_reviews_are_allowed_with_a_warning_and_no_finding() {
     );
 }
 
-/// Issue 30: a status write that forges the class is judged under the stored class, and the
+/// A status write that forges the class is judged under the stored class, and the
 /// forged field is named in the audit annotations (in key order) and the finding, whatever the
 /// verdict.
 #[test]

@@ -1,7 +1,7 @@
 //! A key's 64-bit fingerprint: what the per-object bookkeeping (drift, contests, queue slots,
 //! damping records) and a re-list's set of listed keys are keyed by, 8 bytes instead of a
-//! copy of the namespace and name each (issue 34: a heal of every object held the name four
-//! times over).
+//! copy of the namespace and name each (a heal of every object held the name four times over
+//! before).
 //!
 //! The hash is keyed afresh per process ([`RandomState`]), so names cannot be chosen to
 //! collide. Two keys share a fingerprint by chance at odds of about n² / 2⁶⁵ (1 in 3.7 × 10⁹
