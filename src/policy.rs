@@ -265,8 +265,10 @@ impl ClassScope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     pub name: String,
-    /// The kind of object the policy governs (`gatewayClasses`/`gatewayControllers`: Gateways).
+    /// The kind of object the policy governs (`kind`).
     pub kind: Kind,
+    /// The kind was inferred from Gateway class fields, not named (deprecated; `serve` warns).
+    pub kind_inferred: bool,
     pub scope: ClassScope,
     /// Only Ingresses in Namespaces whose labels match (config only).
     pub namespace_selector: Option<LabelSelector>,
@@ -278,6 +280,13 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Warns, once per load, that the policy's kind was inferred from its Gateway class fields.
+    pub(crate) fn warn_if_kind_inferred(&self) {
+        if self.kind_inferred {
+            tracing::warn!(policy = %self.name, "the policy names Gateway class fields and no kind: it governs Gateways, but a kind inferred from its fields is deprecated; add kind: Gateway");
+        }
+    }
+
     /// The rule by which this policy governs `subject`, if it does. A Namespace whose labels
     /// are unknown is not governed by a policy with a `namespaceSelector`.
     pub fn matches(&self, subject: &Subject<'_>) -> Option<ClassRule> {

@@ -12,6 +12,7 @@ fn policy(name: &str, mode: Mode) -> Policy {
     Policy {
         name: name.to_owned(),
         kind: crate::kind::Kind::Ingress,
+        kind_inferred: false,
         scope: ClassScope { classes: vec!["nginx".into()], ..ClassScope::default() },
         namespace_selector: None,
         sources: vec![Source::Static(vec![Address::hostname("lb.example.com")])],

@@ -35,6 +35,7 @@ fn policy(name: &str, classes: &[&str], source: Source, mode: Mode) -> Policy {
     Policy {
         name: name.into(),
         kind: crate::kind::Kind::Ingress,
+        kind_inferred: false,
         scope: ClassScope { classes: classes.iter().map(|c| (*c).to_owned()).collect(), ..Default::default() },
         namespace_selector: None,
         sources: vec![source],

@@ -279,6 +279,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
 /// The validated policies, logged, with a warning for each pair that may govern one Ingress.
 fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
     let policies = policy.policies()?;
+    policies.iter().for_each(crate::policy::Policy::warn_if_kind_inferred);
     for p in policies.of(crate::kind::Kind::Ingress) {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
         let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);

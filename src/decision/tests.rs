@@ -16,6 +16,7 @@ fn policies(mode: Mode, on_unresolved: OnUnresolved, source: Source) -> Policies
     Policies::new(vec![Policy {
         name: "p".into(),
         kind: crate::kind::Kind::Ingress,
+        kind_inferred: false,
         scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
         namespace_selector: None,
         sources: vec![source],

@@ -310,12 +310,10 @@ impl PolicySpec {
         ]
         .into_iter()
         .find_map(|(name, on)| on.then_some(name));
+        let kind_inferred = self.kind.is_none() && gateway_field.is_some();
         let kind = match (self.kind, gateway_field) {
             (Some(kind), _) => kind,
-            (None, Some(field)) => {
-                tracing::warn!(policy = %self.name, "policy {:?} names {field} and no kind: it governs Gateways, but a kind inferred from its fields is deprecated; add kind: Gateway", self.name);
-                Kind::Gateway
-            }
+            (None, Some(_)) => Kind::Gateway,
             (None, None) => Kind::Ingress,
         };
         if let (Kind::Gateway, Some(ingress), Some(gateway)) = (kind, ingress_field, gateway_field) {
@@ -340,7 +338,7 @@ impl PolicySpec {
             self.ingress_classes = std::mem::take(&mut self.gateway_classes);
             self.controller_classes = std::mem::take(&mut self.gateway_controllers);
         }
-        self.build_one().map(|policy| Policy { kind, ..policy })
+        self.build_one().map(|policy| Policy { kind, kind_inferred, ..policy })
     }
 
     fn build_one(self) -> Result<Policy, SpecError> {
@@ -401,6 +399,7 @@ impl PolicySpec {
         Ok(Policy {
             name: self.name,
             kind: Kind::Ingress,
+            kind_inferred: false,
             scope: ClassScope {
                 classes: self.ingress_classes,
                 controllers: self.controller_classes,

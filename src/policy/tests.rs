@@ -102,6 +102,7 @@ fn namespace_selector_rules() {
     let policy = |selector: Option<&str>| Policy {
         name: "p".into(),
         kind: crate::kind::Kind::Ingress,
+        kind_inferred: false,
         scope: scope(&[], false),
         namespace_selector: selector.map(|s| LabelSelector::parse(s).unwrap()),
         sources: vec![Source::Static(vec![Address::hostname("lb.example")])],
@@ -481,10 +482,16 @@ fn a_policy_names_its_kind_and_class_fields_of_another_kind_are_refused() {
   - {name: gw, kind: Gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.3}
   - {name: inferred, gatewayControllers: [example.com/ctl], publishStatusAddress: 192.0.2.4}";
     let policies = parse_file("p.yaml", text).unwrap();
-    let kinds: Vec<_> = policies.iter().map(|p| (p.name.as_str(), p.kind)).collect();
+    let kinds: Vec<_> = policies.iter().map(|p| (p.name.as_str(), p.kind, p.kind_inferred)).collect();
     assert_eq!(
         kinds,
-        [("plain", Kind::Ingress), ("said", Kind::Ingress), ("gw", Kind::Gateway), ("inferred", Kind::Gateway)]
+        [
+            ("plain", Kind::Ingress, false),
+            ("said", Kind::Ingress, false),
+            ("gw", Kind::Gateway, false),
+            ("inferred", Kind::Gateway, true)
+        ],
+        "only the last one's kind is inferred, which serve warns about"
     );
     let cases = [
         (

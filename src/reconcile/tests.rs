@@ -58,6 +58,7 @@ fn policies(mode: Mode) -> Policies {
     Policies::new(vec![Policy {
         name: "p".into(),
         kind: crate::kind::Kind::Ingress,
+        kind_inferred: false,
         scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
         namespace_selector: None,
         sources: vec![Source::Service(crate::policy::NamespacedName::service("ns/lb").unwrap())],
@@ -124,6 +125,7 @@ fn partial_knowledge_grows_a_status_but_never_shrinks_it() {
     let policies = Policies::new(vec![Policy {
         name: "p".into(),
         kind: crate::kind::Kind::Ingress,
+        kind_inferred: false,
         scope: ClassScope { classes: vec!["nginx".into()], ..Default::default() },
         namespace_selector: None,
         sources: vec![

@@ -138,6 +138,7 @@ impl Reload {
     fn apply(&mut self, policies: Policies) {
         for p in policies.iter() {
             tracing::info!(policy = %p.name, sources = %policy::SourceList(&p.sources), mode = %p.mode, "policy reloaded");
+            p.warn_if_kind_inferred();
         }
         // Watches first: a Service new to the policies is then already being read (and
         // unresolved until synced, which the webhook treats as any unresolved source).

@@ -27,6 +27,7 @@ fn policy(mode: Mode, classes: &[&str], source: Source) -> Policies {
     Policies::new(vec![Policy {
         name: "p".into(),
         kind: crate::kind::Kind::Ingress,
+        kind_inferred: false,
         scope: ClassScope {
             classes: classes.iter().map(std::string::ToString::to_string).collect(),
             ..Default::default()
