@@ -107,6 +107,18 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
     assert!(out.success, "{}", out.stderr);
 
     let docs = render(&helm, release, namespace, &[]);
+    // The identity, for real (helm creates it before any hook).
+    let identity: Vec<&Value> = docs
+        .iter()
+        .filter(|d| {
+            d["metadata"]["labels"]["app.kubernetes.io/component"] == "doctor"
+                && !["Job", "Pod"].contains(&d["kind"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(identity.len(), 5, "ServiceAccount, ClusterRole and binding, Role and binding");
+    let out = apply(&t, &dir, &identity, &[]);
+    assert!(out.success, "{}", out.stderr);
+    // The ServiceAccount admission plugin refuses a Pod whose ServiceAccount does not exist yet.
     let job = find(&docs, "Job", &format!("{fullname}-doctor"));
     let pod = find(&docs, "Pod", &format!("{fullname}-doctor-test"));
     // Pod Security admission checks the Pod at create (enforce) and the Job's template (warn).
@@ -120,17 +132,6 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
     let out = apply(&t, &dir, &[&loose], &["--dry-run=server"]);
     assert!(!out.success && out.stderr.contains("violates PodSecurity \"restricted"), "{}", out.stderr);
 
-    // The identity, for real.
-    let identity: Vec<&Value> = docs
-        .iter()
-        .filter(|d| {
-            d["metadata"]["labels"]["app.kubernetes.io/component"] == "doctor"
-                && !["Job", "Pod"].contains(&d["kind"].as_str().unwrap())
-        })
-        .collect();
-    assert_eq!(identity.len(), 5, "ServiceAccount, ClusterRole and binding, Role and binding");
-    let out = apply(&t, &dir, &identity, &[]);
-    assert!(out.success, "{}", out.stderr);
     let me = format!("--as=system:serviceaccount:{namespace}:{fullname}-doctor");
     let can = |args: &[&str]| {
         let mut all = vec!["auth", "can-i"];
