@@ -362,7 +362,18 @@ fn values_render_what_they_say() {
     let policy = find(&docs, "NetworkPolicy", RELEASE);
     let text = std::fs::read_to_string("manifests/components/network-policy/networkpolicy.yaml").unwrap();
     let component = &documents(&text)[0];
-    assert_eq!(policy["spec"]["ingress"], component["spec"]["ingress"]);
+    // The same, but for the doctor pods the chart adds as a peer of the webhook port (the
+    // kustomize tree has no doctor): they dial the webhook to verify its certificate.
+    let doctor_peer = json!({"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "ingress-status-guard",
+        "app.kubernetes.io/instance": RELEASE,
+        "app.kubernetes.io/component": "doctor"}}});
+    let mut ingress = policy["spec"]["ingress"].clone();
+    let peers = ingress[0]["from"].as_array_mut().unwrap();
+    assert_eq!(peers.pop(), Some(doctor_peer.clone()), "the doctor pods reach the webhook port");
+    assert_eq!(ingress, component["spec"]["ingress"]);
+    let without_doctor = helm.template(&["--set", "networkPolicy.enabled=true", "--set", "doctor.enabled=false"]);
+    assert_eq!(find(&without_doctor, "NetworkPolicy", RELEASE)["spec"]["ingress"], component["spec"]["ingress"]);
     assert_eq!(policy["spec"]["policyTypes"], component["spec"]["policyTypes"]);
     let pod_labels = &find(&docs, "Deployment", RELEASE)["spec"]["template"]["metadata"]["labels"];
     for (key, value) in policy["spec"]["podSelector"]["matchLabels"].as_object().unwrap() {
@@ -377,7 +388,7 @@ fn values_render_what_they_say() {
         "networkPolicy.adminFrom[0].namespaceSelector.matchLabels.team=mon",
     ]);
     let ingress = &find(&docs, "NetworkPolicy", RELEASE)["spec"]["ingress"];
-    assert_eq!(ingress[0]["from"], json!([{"ipBlock": {"cidr": "10.0.0.0/16"}}]));
+    assert_eq!(ingress[0]["from"], json!([{"ipBlock": {"cidr": "10.0.0.0/16"}}, doctor_peer]));
     assert_eq!(ingress[1], json!({"ports": [{"port": 8081, "protocol": "TCP"}]}), "the probe port, from any source");
     assert_eq!(
         ingress[2],
