@@ -325,3 +325,59 @@ async fn the_toolbox_values_install_on_the_api_server() {
     assert!(out.success, "helm uninstall: {}", out.stderr);
     kubectl_ok(&["delete", "namespace", namespace, "--wait=false"]);
 }
+
+/// Chart.yaml carries what Artifact Hub reads, and the release's packaging step
+/// (scripts/release-chart.sh) turns the CHANGELOG's newest entry into `artifacthub.io/changes`;
+/// a CHANGELOG whose newest entry is not the chart's version is refused, naming both.
+#[test]
+fn the_packaged_chart_carries_the_changelogs_newest_entry() {
+    let dir = scratch("toolbox-package");
+    let helm = Helm::new(3, &dir);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/release-chart.sh");
+    let package = |chart: &str, dest: &str| {
+        std::process::Command::new("bash").args([script, helm.bin.to_str().unwrap(), chart, dest]).output().unwrap()
+    };
+    let out = package(CHART, dir.join("out").to_str().unwrap());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tgz = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let shown = helm.run(&["show", "chart", &tgz]);
+    assert!(shown.success, "{}", shown.stderr);
+    let chart = &super::documents(&shown.stdout)[0];
+    let annotations = &chart["annotations"];
+    assert_eq!(annotations["artifacthub.io/license"], "Apache-2.0");
+    assert!(!annotations["artifacthub.io/category"].is_null() && !annotations["artifacthub.io/links"].is_null());
+    assert!(chart["icon"].as_str().unwrap().starts_with("https://"));
+    assert!(!chart["maintainers"][0]["name"].is_null());
+    let changes = &super::documents(annotations["artifacthub.io/changes"].as_str().expect("artifacthub.io/changes"))[0];
+    let version = chart["version"].as_str().unwrap();
+    let changelog = std::fs::read_to_string(format!("{CHART}/CHANGELOG.md")).unwrap();
+    let newest = changelog.split(&format!("## {version}\n")).nth(1).expect("an entry for the chart's version");
+    let newest = newest.split("\n## ").next().unwrap();
+    let items: Vec<&str> = newest.lines().filter_map(|l| l.strip_prefix("- ")).collect();
+    assert!(!items.is_empty());
+    let described: Vec<&str> = changes.as_array().unwrap().iter().map(|c| c["description"].as_str().unwrap()).collect();
+    assert_eq!(described, items, "one change per item of the newest entry, in order");
+    assert!(changes.as_array().unwrap().iter().all(|c| c["kind"] == "added"
+        || c["kind"] == "changed"
+        || c["kind"] == "fixed"
+        || c["kind"] == "removed"
+        || c["kind"] == "deprecated"
+        || c["kind"] == "security"));
+    // The source Chart.yaml is left as it was.
+    assert!(!std::fs::read_to_string(format!("{CHART}/Chart.yaml")).unwrap().contains("artifacthub.io/changes:"));
+
+    // A newest entry of another version is refused.
+    let copy = dir.join("ingress-status-guard");
+    let cp = std::process::Command::new("cp").args(["-r", CHART, dir.to_str().unwrap()]).status().unwrap();
+    assert!(cp.success());
+    let log = copy.join("CHANGELOG.md");
+    let text = std::fs::read_to_string(&log).unwrap().replacen(
+        &format!("## {version}\n"),
+        "## 9.9.9\n\n### Fixed\n\n- x\n\n## 0.0.1\n",
+        1,
+    );
+    std::fs::write(&log, text).unwrap();
+    let out = package(copy.to_str().unwrap(), dir.join("bad").to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("'9.9.9', not the chart's version '0.1.0'"), "{stderr}");
+}
