@@ -195,3 +195,70 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
         assert!(out.success, "{}", out.stderr);
     }
 }
+
+/// helm runs them: after an upgrade helm creates the doctor Job and waits for it (with no kubelet
+/// it never finishes, so helm fails the upgrade when its --timeout is up: what a broken webhook
+/// would do to a release), the next upgrade replaces it (before-hook-creation), and `helm test`
+/// creates the doctor Pod, replaced on the next run too.
+#[tokio::test]
+async fn helm_runs_the_doctor_hook_after_an_upgrade_and_the_test_pod() {
+    let t = TestEnv::new("chart-doctor-hook").await;
+    let dir = t.cluster.scratch_dir("chart-doctor-hook");
+    let helm = Helm::new(3, &dir);
+    let admin = t.cluster.admin_kubeconfig();
+    let (release, namespace) = ("hook", "chart-doctor-hook");
+    let fullname = "hook-ingress-status-guard";
+    let setup = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}});
+    let out = t.cluster.kubectl(admin, &["apply", "--server-side", "-f", &write(&dir, "ns.json", &setup.to_string())]);
+    assert!(out.success, "{}", out.stderr);
+    let kubeconfig = format!("--kubeconfig={}", admin.display());
+    // Scoped to one label no namespace has: this API server is shared with other tests.
+    let scope = "webhook.namespaceSelector.matchLabels.isg-chart-doctor-hook=none";
+    let base = ["--namespace", namespace, kubeconfig.as_str(), "--set", scope];
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&base);
+        helm.run(&all)
+    };
+    let uid = |kind: &str, name: &str| {
+        let out = t.cluster.kubectl(admin, &["-n", namespace, "get", kind, name, "-o", "jsonpath={.metadata.uid}"]);
+        assert!(out.success, "{kind} {name}: {}", out.stderr);
+        out.stdout
+    };
+
+    let out = run(&["install", release, CHART, "--set", super::NO_HOOK]);
+    assert!(out.success, "helm install: {}", out.stderr);
+    let job = format!("{fullname}-doctor");
+    let out = t.cluster.kubectl(admin, &["-n", namespace, "get", "job", &job]);
+    assert!(!out.success, "no hook Job when doctor.hook.enabled=false");
+
+    let out = run(&["upgrade", release, CHART, "--timeout", "10s"]);
+    assert!(
+        !out.success && out.stderr.contains("post-upgrade"),
+        "helm upgrade did not wait for the hook: {}",
+        out.stderr
+    );
+    let first = uid("job", &job);
+    let args = t.cluster.kubectl(
+        admin,
+        &["-n", namespace, "get", "job", &job, "-o", "jsonpath={.spec.template.spec.containers[0].args}"],
+    );
+    assert!(args.stdout.contains("--wait=2m"), "{}", args.stdout);
+    let out = run(&["upgrade", release, CHART, "--timeout", "10s"]);
+    assert!(!out.success, "{}", out.stdout);
+    assert_ne!(uid("job", &job), first, "the next upgrade replaces the hook Job");
+
+    let pod = format!("{fullname}-doctor-test");
+    let test = || helm.run(&["test", release, "--namespace", namespace, &kubeconfig, "--timeout", "5s"]);
+    let out = test();
+    assert!(!out.success, "helm test passed with no kubelet to run its Pod: {}", out.stdout);
+    let first = uid("pod", &pod);
+    let _ = test();
+    assert_ne!(uid("pod", &pod), first, "the next helm test replaces the Pod");
+
+    let out = helm.run(&["uninstall", release, "--namespace", namespace, &kubeconfig]);
+    assert!(out.success, "{}", out.stderr);
+    let out = t.cluster.kubectl(admin, &["delete", "namespace", namespace, "--wait=false"]);
+    assert!(out.success, "{}", out.stderr);
+}
