@@ -191,7 +191,8 @@ scripts/provenance.py --version "$version" --revision "$commit" --cargo-lock Car
 # helm package stamps every entry with the current time; repacked with the commit's time, fixed
 # owner and order (what helm reads is the same), the same chart gives the same bytes.
 chart="$out/ingress-status-guard-$version.tgz"
-"$helm" package charts/ingress-status-guard --destination "$work/chart" >&2
+# The newest CHANGELOG.md entry becomes Chart.yaml's artifacthub.io/changes (release-chart.sh).
+scripts/release-chart.sh "$helm" charts/ingress-status-guard "$work/chart" >/dev/null
 mkdir -p "$work/chart/x"
 tar -xzf "$work/chart/ingress-status-guard-$version.tgz" -C "$work/chart/x"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$work/chart/x" -cf - ingress-status-guard \

@@ -21,6 +21,12 @@ mod support;
 #[path = "chart/policy_mode.rs"]
 mod policy_mode;
 
+#[path = "chart/toolbox.rs"]
+mod toolbox;
+
+#[path = "chart/doctor.rs"]
+mod doctor;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -34,6 +40,8 @@ use support::{Class, Cluster, FailurePolicy, TestEnv, Webhook, cluster::KubectlO
 
 const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/ingress-status-guard");
 const RELEASE: &str = "ingress-status-guard";
+/// Real installs here have no kubelet to run the doctor hook Job, which helm would wait for.
+const NO_HOOK: &str = "doctor.hook.enabled=false";
 const NAMESPACE: &str = "ingress-status-guard";
 const MULTI_POLICY: &str = r#"
 policies:
@@ -328,7 +336,9 @@ fn values_render_what_they_say() {
         find(&cert_manager, "MutatingWebhookConfiguration", RELEASE)["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
         "ingress-status-guard/ingress-status-guard-serving"
     );
-    assert!(!cert_manager.iter().any(|d| d["kind"] == "Job" || d["kind"] == "CronJob"));
+    // No certgen (doctor's hook Job is the only Job).
+    assert!(!cert_manager.iter().any(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "certgen"));
+    assert!(cert_manager.iter().any(|d| d["kind"] == "Job" && d["metadata"]["name"] == "ingress-status-guard-doctor"));
     let existing = helm.template(&[
         "--set",
         "certificate.mode=existingSecret",
@@ -341,7 +351,8 @@ fn values_render_what_they_say() {
         find(&existing, "MutatingWebhookConfiguration", RELEASE)["webhooks"][0]["clientConfig"]["caBundle"],
         "QUJD"
     );
-    assert_eq!(kinds(&existing).iter().filter(|k| ["Job", "CronJob", "Certificate"].contains(&k.as_str())).count(), 0);
+    assert_eq!(kinds(&existing).iter().filter(|k| ["Job", "CronJob", "Certificate"].contains(&k.as_str())).count(), 1);
+    find(&existing, "Job", "ingress-status-guard-doctor");
     let volumes = &find(&existing, "Deployment", RELEASE)["spec"]["template"]["spec"]["volumes"];
     assert_eq!(volumes[1]["secret"]["secretName"], "mine");
 
@@ -351,7 +362,18 @@ fn values_render_what_they_say() {
     let policy = find(&docs, "NetworkPolicy", RELEASE);
     let text = std::fs::read_to_string("manifests/components/network-policy/networkpolicy.yaml").unwrap();
     let component = &documents(&text)[0];
-    assert_eq!(policy["spec"]["ingress"], component["spec"]["ingress"]);
+    // The same, but for the doctor pods the chart adds as a peer of the webhook port (the
+    // kustomize tree has no doctor): they dial the webhook to verify its certificate.
+    let doctor_peer = json!({"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "ingress-status-guard",
+        "app.kubernetes.io/instance": RELEASE,
+        "app.kubernetes.io/component": "doctor"}}});
+    let mut ingress = policy["spec"]["ingress"].clone();
+    let peers = ingress[0]["from"].as_array_mut().unwrap();
+    assert_eq!(peers.pop(), Some(doctor_peer.clone()), "the doctor pods reach the webhook port");
+    assert_eq!(ingress, component["spec"]["ingress"]);
+    let without_doctor = helm.template(&["--set", "networkPolicy.enabled=true", "--set", "doctor.enabled=false"]);
+    assert_eq!(find(&without_doctor, "NetworkPolicy", RELEASE)["spec"]["ingress"], component["spec"]["ingress"]);
     assert_eq!(policy["spec"]["policyTypes"], component["spec"]["policyTypes"]);
     let pod_labels = &find(&docs, "Deployment", RELEASE)["spec"]["template"]["metadata"]["labels"];
     for (key, value) in policy["spec"]["podSelector"]["matchLabels"].as_object().unwrap() {
@@ -366,7 +388,7 @@ fn values_render_what_they_say() {
         "networkPolicy.adminFrom[0].namespaceSelector.matchLabels.team=mon",
     ]);
     let ingress = &find(&docs, "NetworkPolicy", RELEASE)["spec"]["ingress"];
-    assert_eq!(ingress[0]["from"], json!([{"ipBlock": {"cidr": "10.0.0.0/16"}}]));
+    assert_eq!(ingress[0]["from"], json!([{"ipBlock": {"cidr": "10.0.0.0/16"}}, doctor_peer]));
     assert_eq!(ingress[1], json!({"ports": [{"port": 8081, "protocol": "TCP"}]}), "the probe port, from any source");
     assert_eq!(
         ingress[2],
@@ -455,7 +477,9 @@ fn values_render_what_they_say() {
 fn the_chart_and_the_kustomize_tree_agree() {
     let helm = Helm::new(3, &scratch("agree"));
     for (overlay, mode) in [("overlays/self-signed", "selfSigned"), ("overlays/cert-manager", "certManager")] {
-        let chart = helm.template(&["--set", &format!("certificate.mode={mode}")]);
+        let mut chart = helm.template(&["--set", &format!("certificate.mode={mode}")]);
+        // doctor's hook Job, test Pod and identity are the chart's alone (helm runs them).
+        chart.retain(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] != "doctor");
         let kust = kustomize(overlay);
 
         // The same objects, by kind and name (the chart's Job carries the release revision,
@@ -768,6 +792,9 @@ async fn lifecycle(major: u8) {
         ),
     ] {
         let mut docs = helm.template(&args);
+        // The `helm test` Pod's ServiceAccount is not created by a dry run, and the API server
+        // refuses a Pod without one: tests/chart/doctor.rs dry-runs it with its ServiceAccount.
+        docs.retain(|d| d["kind"] != "Pod");
         if what == "monitoring" {
             // The ServiceMonitor's CRD is not installed here; its Service is checked.
             docs.retain(|d| d["kind"] != "ServiceMonitor");
@@ -810,7 +837,9 @@ async fn lifecycle(major: u8) {
     }
 
     // Install with the default values.
-    let install = helm.run(&["install", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig]);
+    // No kubelet here runs a Pod, and helm waits for a hook Job: the doctor hook is off in real
+    // installs (tests/chart/doctor.rs proves its Job and Pod against the API server instead).
+    let install = helm.run(&["install", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig, "--set", NO_HOOK]);
     assert!(install.success, "helm {major} install: {}\n{}", install.stderr, install.stdout);
     assert!(install.stdout.contains(OPEN), "helm {major}: NOTES warn of the open port:\n{}", install.stdout);
     assert!(!install.stderr.contains("PodSecurity"), "{}", install.stderr);
@@ -833,7 +862,8 @@ async fn lifecycle(major: u8) {
 
     // Upgrade to several policies: their Roles appear, the policy file changes in place (the pods
     // reload it), a new certgen Job runs.
-    let upgrade = helm.run(&["upgrade", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig, "-f", &multi]);
+    let upgrade =
+        helm.run(&["upgrade", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig, "-f", &multi, "--set", NO_HOOK]);
     assert!(upgrade.success, "helm {major} upgrade: {}\n{}", upgrade.stderr, upgrade.stdout);
     let roles = kubectl_ok(
         &cluster,
@@ -870,6 +900,8 @@ async fn lifecycle(major: u8) {
         NAMESPACE,
         &kubeconfig,
         "--set",
+        NO_HOOK,
+        "--set",
         "policy.publishStatusAddress=203.0.113.10",
         "--set",
         "policy.mode=enforce",
@@ -900,6 +932,8 @@ async fn lifecycle(major: u8) {
         "--namespace",
         NAMESPACE,
         &kubeconfig,
+        "--set",
+        NO_HOOK,
         "--set",
         "certificate.mode=certManager",
     ]);

@@ -1,18 +1,55 @@
 {{/* Names and labels shared by every template. */}}
 
+{{/* The chart's name in object names and the app.kubernetes.io/name label (nameOverride). */}}
+{{- define "isg.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* The name of every object: the release name, with the chart name appended unless it is in it. */}}
 {{- define "isg.fullname" -}}
+{{- $name := include "isg.name" . -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
-{{- else if contains .Chart.Name .Release.Name -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 52 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The namespace of every namespaced object of the release (namespaceOverride), which is also
+the guard's own namespace: its Lease, Events' reporter and webhook Service live there. */}}
+{{- define "isg.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* The webhook pods' ServiceAccount: the chart's (serviceAccount.create) or one of yours. */}}
+{{- define "isg.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "isg.fullname" .) -}}
+{{- else -}}
+{{- required "serviceAccount.name: with serviceAccount.create=false, name the existing ServiceAccount the webhook pods run as (the chart binds its RBAC to it)" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* imagePullSecrets of every pod: global.imagePullSecrets (names or {name}) and imagePullSecrets. */}}
+{{- define "isg.imagePullSecrets" -}}
+{{- $secrets := list -}}
+{{- range concat (.Values.global.imagePullSecrets | default list) (.Values.imagePullSecrets | default list) -}}
+{{- if kindIs "string" . -}}
+{{- $secrets = append $secrets (dict "name" .) -}}
+{{- else -}}
+{{- $secrets = append $secrets . -}}
+{{- end -}}
+{{- end -}}
+{{- with ($secrets | uniq) }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
 {{- end -}}
 {{- end -}}
 
 {{- define "isg.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "isg.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -22,10 +59,25 @@ app.kubernetes.io/part-of: ingress-status-guard
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
+{{/* [registry/]repository then @digest, or :tag (default appVersion); global.imageRegistry
+wins over image.registry, as in the charts that share a `global` block. */}}
 {{- define "isg.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $image := .Values.image -}}
+{{- $registry := .Values.global.imageRegistry | default $image.registry -}}
+{{- $repository := $image.repository -}}
+{{- if $registry -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" $registry) $repository -}}
+{{- end -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository ($image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* "true" when the NetworkPolicy is on and admits to the webhook port less than any source. */}}
@@ -184,10 +236,7 @@ metadata:
 spec:
   serviceAccountName: {{ $fullname }}-certgen
   restartPolicy: OnFailure
-  {{- with .Values.imagePullSecrets }}
-  imagePullSecrets:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+  {{- with include "isg.imagePullSecrets" . }}{{ . | nindent 2 }}{{ end }}
   securityContext:
     runAsNonRoot: true
     runAsUser: 65532
@@ -252,7 +301,7 @@ name, and the guard refuses such a name too rather than widen the grant. */}}
 binary computes it from its Lease: <namespace>.<fullname>, or h-<adler32> of that when it is
 not a label value. */}}
 {{- define "isg.ownerLabel" -}}
-{{- $full := printf "%s.%s" .Release.Namespace (include "isg.fullname" .) -}}
+{{- $full := printf "%s.%s" (include "isg.namespace" .) (include "isg.fullname" .) -}}
 {{- if and (le (len $full) 63) (regexMatch "^[A-Za-z0-9._-]+$" $full) -}}
 {{- $full -}}
 {{- else -}}
@@ -280,4 +329,66 @@ renamed policy's, which the guard may then delete. Once deleted, the next upgrad
 {{- end -}}
 {{- end -}}
 {{- toYaml ($names | uniq | sortAlpha) -}}
+{{- end -}}
+
+{{/* The pod of the doctor hook Job and the `helm test` Pod: `doctor --wait` as the doctor
+ServiceAccount, with the release's policy file, under the restricted Pod Security profile.
+Takes a dict: root (the chart's context), wait, restartPolicy. */}}
+{{- define "isg.doctorPod" -}}
+{{- $root := .root -}}
+{{- $fullname := include "isg.fullname" $root -}}
+metadata:
+  labels:
+    {{- include "isg.selectorLabels" $root | nindent 4 }}
+    app.kubernetes.io/component: doctor
+    {{- with $root.Values.commonLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ $fullname }}-doctor
+  restartPolicy: {{ .restartPolicy }}
+  {{- with include "isg.imagePullSecrets" $root }}{{ . | nindent 2 }}{{ end }}
+  {{- with $root.Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $root.Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 65532
+    runAsGroup: 65532
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+    - name: doctor
+      image: {{ include "isg.image" $root }}
+      imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+      args:
+        - doctor
+        - --config=/etc/ingress-status-guard/config/config.yaml
+        - --webhook-configuration={{ $fullname }}
+        - --wait={{ .wait }}
+        {{- with $root.Values.doctor.probe }}
+        - --probe={{ . }}
+        {{- end }}
+      resources:
+        requests: {cpu: 10m, memory: 16Mi}
+        limits: {memory: 64Mi}
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        runAsNonRoot: true
+        capabilities:
+          drop: [ALL]
+      volumeMounts:
+        - name: config
+          mountPath: /etc/ingress-status-guard/config
+          readOnly: true
+  volumes:
+    - name: config
+      configMap:
+        name: {{ $fullname }}-config
 {{- end -}}
