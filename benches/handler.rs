@@ -24,8 +24,7 @@ use axum::{
 };
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ingress_status_guard::{
-    AppState, Mode, OnUnresolved, Policies, PolicySpec, SourceCache, Sources, read_review, read_review_serde_json,
-    render, webhook_router,
+    AppState, Mode, OnUnresolved, Policies, PolicySpec, SourceCache, Sources, read_review, render, webhook_router,
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -165,8 +164,7 @@ fn allocations(n: u64, mut f: impl FnMut()) -> (f64, f64) {
 }
 
 /// The candidates for reading a review, compared in `read/<size>/<reader>`: the shipped reader
-/// (`skim`, a validating block-at-a-time skipper with serde_json as the error path), serde_json
-/// alone (the reader before issue 14), and two SIMD libraries extracting the same fields: sonic-rs
+/// (`serde_json`, with the bounded visitors), and two SIMD libraries extracting the same fields: sonic-rs
 /// (`get_many`, which skips unrequested subtrees lazily) and simd-json (a tape of the whole
 /// document, then lookups). Each decodes the small sub-objects (`userInfo`, `status`) the same way.
 mod candidates {
@@ -350,14 +348,8 @@ mod candidates {
 
 /// The shipped reader, for callgrind's `--toggle-collect='*read_with_*'`.
 #[inline(never)]
-fn read_with_skim(body: &[u8]) -> Option<ingress_status_guard::Review<'_>> {
-    read_review(body).ok()
-}
-
-/// The reader before issue 14 (serde_json alone), likewise.
-#[inline(never)]
 fn read_with_serde_json(body: &[u8]) -> Option<ingress_status_guard::Review<'_>> {
-    read_review_serde_json(body).ok()
+    read_review(body).ok()
 }
 
 /// Reading alone, each candidate: the numbers behind the choice of parser (BENCHMARKS.md).
@@ -375,7 +367,6 @@ fn readers(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("read/{size}"));
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function("serde_json", |b| b.iter(|| read_with_serde_json(black_box(&body))));
-        group.bench_function("skim", |b| b.iter(|| read_with_skim(black_box(&body))));
         group.bench_function("sonic_rs", |b| b.iter(|| candidates::read_with_sonic_rs(black_box(&body), &tree)));
         group.bench_function("simd_json", |b| {
             b.iter(|| candidates::read_with_simd_json(black_box(&body), &mut scratch, &mut buffers));
@@ -525,15 +516,12 @@ fn gateway(c: &mut Criterion) {
         );
     }
     group.finish();
-    // Reading alone, in the same run: the shipped reader (one pass of the fast reader) against
-    // serde_json's reading of the same review, which was the second pass before the fast
-    // reader knew Gateways.
+    // Reading alone, in the same run.
     let body = gateway_body(&json!([{"type": "IPAddress", "value": "10.7.7.7"}]));
-    assert!(read_with_skim(&body).is_some(), "a Gateway review reads");
+    assert!(read_with_serde_json(&body).is_some(), "a Gateway review reads");
     let mut read = c.benchmark_group("read/gateway");
     read.throughput(Throughput::Bytes(body.len() as u64));
     read.bench_function("serde_json", |b| b.iter(|| read_with_serde_json(black_box(&body))));
-    read.bench_function("skim", |b| b.iter(|| read_with_skim(black_box(&body))));
     read.finish();
 }
 
@@ -585,12 +573,11 @@ fn read_loop(rules: usize, reader: &str, n: u64) {
     for _ in 0..n {
         match reader {
             "serde_json" => drop(black_box(read_with_serde_json(black_box(&body)))),
-            "skim" => drop(black_box(read_with_skim(black_box(&body)))),
             "sonic_rs" => drop(black_box(candidates::read_with_sonic_rs(black_box(&body), &tree))),
             "simd_json" => {
                 drop(black_box(candidates::read_with_simd_json(black_box(&body), &mut scratch, &mut buffers)));
             }
-            _ => panic!("reader: serde_json, skim, sonic_rs or simd_json"),
+            _ => panic!("reader: serde_json, sonic_rs or simd_json"),
         }
     }
 }

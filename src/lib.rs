@@ -46,9 +46,6 @@ pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
     start_requiring as watch_certificates_requiring,
 };
-/// The serde_json reader alone (the fast reader's error path), for the benchmarks' comparison.
-#[doc(hidden)]
-pub use review::read_slow as read_review_serde_json;
 pub use review::{Review, read as read_review, render};
 pub use server::{AppState, Limits, Listeners, Tasks, admin_router, serve, webhook_router, webhook_router_with};
 /// What the node-IP source keeps of a Node, for the memory benchmark of its cache.

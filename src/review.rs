@@ -1,5 +1,5 @@
-//! The AdmissionReview on the wire: read from the request body ([`read`](read()), with its fast
-//! reader), and answered ([`render`](render())) with the JSON patch of [`patch`]. What happens
+//! The AdmissionReview on the wire: read from the request body ([`read`](read()), by
+//! serde_json), and answered ([`render`](render())) with the JSON patch of [`patch`]. What happens
 //! in between is the decision's ([`crate::decision`]).
 
 mod patch;
@@ -11,5 +11,5 @@ mod gateway_tests;
 
 pub(crate) use read::bounds;
 pub(crate) use read::{ApiVersion, Status, Target, User, on_status};
-pub use read::{Review, read, read_slow};
+pub use read::{Review, read};
 pub use render::render;

@@ -1,8 +1,7 @@
 //! The one reader of an Ingress: which class it has (`spec.ingressClassName`, else the legacy
 //! annotation), how much of `status.loadBalancer.ingress` it has, and the [`StatusWrite`] the
 //! decision takes. An Ingress arrives three ways, and each ends in [`class`] here: as a review's
-//! object (read by [`crate::review`], whose fast reader keeps its own walk of the body but takes
-//! [`CLASS_ANNOTATION`] from here), as a stored k8s-openapi Ingress ([`Stored::of`], for `check`
+//! object (read by [`crate::review`], which takes [`CLASS_ANNOTATION`] from here), as a stored k8s-openapi Ingress ([`Stored::of`], for `check`
 //! and `explain`), and as the lean projection the reconciler's watch caches ([`LeanIngress`]).
 
 use std::{borrow::Cow, fmt};

@@ -1,5 +1,5 @@
-//! A Gateway status review through the production path: read (fast reader, then the Gateway
-//! reader), decide, render; the patch applied with the `json-patch` crate to the object as
+//! A Gateway status review through the production path: read (as a Gateway's, found from the
+//! request's group and kind), decide, render; the patch applied with the `json-patch` crate to the object as
 //! sent, touching only `status.addresses`.
 
 use base64::Engine as _;

@@ -1,10 +1,12 @@
 //! The AdmissionReview on the wire, going in: the fields the decision needs, read from the
-//! request body in one pass (everything else is skipped unparsed; of `oldObject`, only the
+//! request body by serde_json (everything else is skipped unparsed; of `oldObject`, only the
 //! fields a status write cannot change, [`StoredIn`], and the metadata it is compared with,
-//! [`metadata`]), and errors that name the field when a body is not a review we can answer.
+//! [`metadata`]), the request's kind found once over the kind list, and errors that name the
+//! field when a body is not a review we can answer.
 
 use std::borrow::Cow;
 
+use kube::Resource;
 use serde::{Deserialize, de};
 use serde_json::value::RawValue;
 
@@ -12,17 +14,14 @@ pub(crate) mod bounds;
 mod gateway;
 mod ingress;
 pub(crate) mod metadata;
-mod skim;
 
 pub(crate) use bounds::OutOfBounds;
 pub(crate) use metadata::Metadata;
 use metadata::{MetaIn, MetadataError};
 
-use ingress::IngressIn;
-
 use crate::{
     decision::{Action, Verdict, decide},
-    kind::{Governed, Kind, Write, ingress::Ingresses},
+    kind::{Governed, Kind, Write, with_kind},
     names::truncate,
     policy::{Policies, Policy},
     sources::Sources,
@@ -65,8 +64,8 @@ impl ReviewError {
 /// Longest text of a body quoted in an error (serde_json quotes whole strings).
 const MAX_QUOTED: usize = 1024;
 
-/// `O` is how `request.object` is read: an [`IngressIn`] in one pass, or `&RawValue` to parse it
-/// on its own afterwards.
+/// `O` is how `request.object` is read: as its kind's object in one pass, `&RawValue` to parse it
+/// on its own afterwards, or skipped (`IgnoredAny`) when the request is not a governed status write.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", expecting = "an AdmissionReview object", bound(deserialize = "O: Deserialize<'de>"))]
 struct ReviewIn<'a, O> {
@@ -103,26 +102,6 @@ struct RequestIn<'a, O> {
     dry_run: Option<bool>,
 }
 
-impl<'a, O> RequestIn<'a, O> {
-    /// The same request with `object` for its object: the fast reader learns what the object is
-    /// from the request's other fields.
-    fn with_object<P>(self, object: Option<P>) -> RequestIn<'a, P> {
-        let RequestIn {
-            uid,
-            kind,
-            sub_resource,
-            operation,
-            name,
-            namespace,
-            user_info,
-            object: _,
-            old_object,
-            dry_run,
-        } = self;
-        RequestIn { uid, kind, sub_resource, operation, name, namespace, user_info, object, old_object, dry_run }
-    }
-}
-
 #[derive(Deserialize, Default)]
 #[serde(expecting = "a GroupVersionKind object")]
 struct GroupVersionKind<'a> {
@@ -133,7 +112,7 @@ struct GroupVersionKind<'a> {
 }
 
 /// The parts of an object the decision reads: its metadata as every kind's is read
-/// ([`MetaIn`]), its spec and status each of its kind's own type (an Ingress is [`IngressIn`],
+/// ([`MetaIn`]), its spec and status each of its kind's own type (an Ingress is [`ingress::IngressIn`],
 /// a Gateway [`gateway::GatewayIn`]); everything else is skipped unparsed.
 #[derive(Deserialize)]
 #[serde(
@@ -155,9 +134,8 @@ struct ObjectIn<'a, S, T> {
 /// each kind's reader takes from here instead of from `request.object` (the rule is written
 /// where each kind is read: `ingress::stored_ingress_class`, [`gateway::stored_class`]), the
 /// `uid` the API server refills, and the metadata a status write must not change, to compare
-/// the written one with. Read alike for every kind (a field of another kind is absent), so
-/// that the fast reader need not know the kind when it meets `oldObject`; everything else in
-/// it is skipped unparsed.
+/// the written one with. Read alike for every kind (a field of another kind is absent);
+/// everything else in it is skipped unparsed.
 #[derive(Deserialize, Default)]
 #[serde(expecting = "a Kubernetes object")]
 struct StoredIn<'a> {
@@ -372,52 +350,83 @@ impl Review<'_> {
     }
 }
 
-/// Reads an AdmissionReview body: the fast reader when it is sure, else serde_json. Every
-/// string a caller chooses is bounded here (`bounds`), and the written status list is read with
-/// a bounded visitor (`address::Entries`): what a review holds does not grow with what was sent.
+/// Reads an AdmissionReview body with serde_json. Every string a caller chooses is bounded here
+/// (`bounds`), and the written status list is read with a bounded visitor (`address::Entries`):
+/// what a review holds does not grow with what was sent.
 pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
-    match skim::review(body) {
-        Some(skim::Skimmed::Ingress(review)) => convert(review, Ok),
-        Some(skim::Skimmed::Gateway(review)) => gateway::convert(review, Ok),
-        None => read_slow(body),
-    }
-}
-
-/// The serde_json reader: the reference for what a review means, and the only one that words
-/// errors.
-pub fn read_slow<'a>(body: &'a [u8]) -> Result<Review<'a>, ReviewError> {
     // serde reads a struct from a JSON array too, which would make the errors below confusing.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
         && serde_json::from_slice::<de::IgnoredAny>(body).is_ok()
     {
         return Err(ReviewError::NotObject);
     }
-    // A well-formed review is read in one pass. Anything else is read again with the object
-    // kept raw and parsed on its own, so that the error names the right document and field.
-    if let Ok(review) = serde_json::from_slice::<ReviewIn<IngressIn>>(body) {
-        if gateway::is_gateway_status(&review) {
-            return gateway::read(body);
-        }
-        return convert(review, Ok);
+    // Which kind's object `request.object` is, read first with everything else skipped: serde
+    // cannot choose a field's type from a sibling field. A body this fails on fails below too,
+    // where the error is worded.
+    let kind = serde_json::from_slice::<Probe>(body).ok().and_then(|p| p.request?.status_of());
+    match kind {
+        Some(kind) => with_kind!(kind, K => read_status::<K>(body)),
+        None => read_other(body),
     }
-    // A Gateway's object is a Gateway's, whatever an Ingress reading of it refuses (a key of an
-    // annotation that is no UTF-8, which the Gateway reading skips unread).
-    if let Ok(review) = serde_json::from_slice::<ReviewIn<gateway::GatewayIn>>(body)
-        && gateway::is_gateway_status(&review)
-    {
-        return gateway::convert(review, Ok);
+}
+
+/// The request fields that say what a review is about; the rest is skipped unparsed. Read as
+/// [`ReviewIn`] reads them, so that it refuses no body that [`ReviewIn`] accepts.
+#[derive(Deserialize)]
+struct Probe<'a> {
+    #[serde(default, borrow, deserialize_with = "crate::strict::optional_object")]
+    request: Option<ProbeRequest<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProbeRequest<'a> {
+    #[serde(default, borrow, deserialize_with = "crate::strict::object")]
+    kind: GroupVersionKind<'a>,
+    #[serde(default, borrow)]
+    sub_resource: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    operation: Option<Cow<'a, str>>,
+}
+
+impl ProbeRequest<'_> {
+    /// The governed kind this request is a status UPDATE of, if any: each kind of the list
+    /// compared, once, by its own group and kind ([`Reviewed::is_of`]).
+    fn status_of(&self) -> Option<Kind> {
+        if self.sub_resource.as_deref() != Some("status") || self.operation.as_deref() != Some("UPDATE") {
+            return None;
+        }
+        Kind::ALL.into_iter().find(|&kind| with_kind!(kind, K => K::is_of(&self.kind)))
+    }
+}
+
+/// A status UPDATE of kind `K`, read in one pass, or again with the object raw to word the
+/// error.
+fn read_status<'a, K: Reviewed>(body: &'a [u8]) -> Result<Review<'a>, ReviewError> {
+    if let Ok(review) = serde_json::from_slice::<ReviewIn<K::In<'a>>>(body) {
+        let (api_version, request) = header(review)?;
+        return convert_status::<K, _>(api_version, request, Ok);
     }
     let review: ReviewIn<&'a RawValue> =
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
-    if gateway::is_gateway_status(&review) {
-        return gateway::read(body);
-    }
-    convert(review, parse::<Ingresses>)
+    let (api_version, request) = header(review)?;
+    convert_status::<K, _>(api_version, request, parse::<K>)
 }
 
-/// What reading a status review needs of one kind: the parts of its object the decision reads,
-/// and the write they make (the Ingress's below, the Gateway's in `gateway.rs`).
+/// What reading a status review needs of one kind: which requests are its, the parts of its
+/// object the decision reads, and the write they make (the Ingress's in `ingress.rs`, the
+/// Gateway's in `gateway.rs`).
 trait Reviewed: Governed {
+    /// Groups the kind was also served under that API servers may still send, besides its
+    /// lean projection's (`Governed::Lean`).
+    const OLD_GROUPS: &'static [&'static str] = &[];
+
+    /// Whether a request's group and kind are this kind's (of any version).
+    fn is_of(request: &GroupVersionKind<'_>) -> bool {
+        let group = request.group.as_ref();
+        request.kind == Self::Lean::kind(&()) && (group == Self::Lean::group(&()) || Self::OLD_GROUPS.contains(&group))
+    }
+
     /// The parts of the object the decision reads; everything else is skipped unparsed.
     type In<'a>: Deserialize<'a>;
 
@@ -493,26 +502,19 @@ fn header<O>(review: ReviewIn<'_, O>) -> Result<(ApiVersion, RequestIn<'_, O>), 
     Ok((api_version, request))
 }
 
-/// A review read as an Ingress's (by serde_json or the fast reader) into a [`Review`]: an
-/// Ingress status UPDATE, or any other request the webhook's rules let through.
-fn convert<'a, O>(
-    review: ReviewIn<'a, O>,
-    read_object: impl FnOnce(O) -> Result<IngressIn<'a>, ReviewError>,
-) -> Result<Review<'a>, ReviewError> {
+/// A review that is not a status write of a governed kind (its object skipped unread): any
+/// other request the webhook's rules let through.
+fn read_other(body: &[u8]) -> Result<Review<'_>, ReviewError> {
+    let review: ReviewIn<de::IgnoredAny> =
+        serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
     let (api_version, request) = header(review)?;
-    let is_ingress =
-        matches!(request.kind.group.as_ref(), "networking.k8s.io" | "extensions") && request.kind.kind == "Ingress";
     let sub_resource = request.sub_resource.as_deref().unwrap_or("");
-    let operation = request.operation.as_deref().unwrap_or("");
-    if is_ingress && sub_resource == "status" && operation == "UPDATE" {
-        return convert_status::<Ingresses, O>(api_version, request, read_object);
-    }
     let target = {
         // Every part is the caller's: each is cut, then the whole.
         let part = |text: &str| truncate(text, usize::MAX, 253);
         let what = format!(
             "{} of {}/{}{}{} ({}/{}) is not an Ingress status UPDATE; check the webhook's rules",
-            part(operation),
+            part(request.operation.as_deref().unwrap_or("")),
             part(&request.kind.group),
             part(&request.kind.kind),
             if sub_resource.is_empty() { "" } else { "/" },
@@ -557,7 +559,7 @@ fn finish<'a>(
     }
 }
 
-/// Parses again, off the fast path, to name the field that failed (`request.uid: missing ...`).
+/// Parses again, off the common path, to name the field that failed (`request.uid: missing ...`).
 /// Cut to [`MAX_QUOTED`] bytes: serde_json quotes a string of the body whole.
 fn explain<'a, T: Deserialize<'a>>(body: &'a [u8]) -> String {
     let text = match crate::strict::path_to_error::<T>(body) {

@@ -1,4 +1,4 @@
-//! A bounded, structure-aware fuzz run of the review reader (`wire::read`) on stable Rust: reviews
+//! A bounded, structure-aware fuzz run of the review reader (`review::read`) on stable Rust: reviews
 //! with any member replaced by arbitrary JSON, plus byte mutations of the real fixture. The
 //! reader must answer every input with a review or an error that names no internal type, and
 //! never panic. `cargo test` runs a short pass (ISG_FUZZ_CASES, default 2,000 per strategy);

@@ -23,9 +23,9 @@ fn review_of(object: &Value) -> Vec<u8> {
     .unwrap()
 }
 
-/// The three readers of one Ingress: the review's (fast reader and serde_json reader alike),
-/// the stored k8s-openapi Ingress's and the reconciler's lean projection.
-fn read_all(object: &Value) -> [(StatusWrite, Option<ClassFrom>, Option<StatusShape>); 4] {
+/// The three readers of one Ingress: the review's, the stored k8s-openapi Ingress's and the
+/// reconciler's lean projection.
+fn read_all(object: &Value) -> [(StatusWrite, Option<ClassFrom>, Option<StatusShape>); 3] {
     let body = review_of(object);
     let written = |review: review::Review<'_>| {
         let Target::Ingress(crate::review::Status { write, shape, object_uid, .. }) = review.target else {
@@ -34,14 +34,13 @@ fn read_all(object: &Value) -> [(StatusWrite, Option<ClassFrom>, Option<StatusSh
         assert_eq!(object_uid.as_deref(), object["metadata"]["uid"].as_str(), "{object}");
         (write, None, Some(shape))
     };
-    let fast = written(review::read(&body).unwrap_or_else(|e| panic!("{object}: {e}")));
-    let slow = written(review::read_slow(&body).unwrap_or_else(|e| panic!("{object}: {e}")));
+    let review = written(review::read(&body).unwrap_or_else(|e| panic!("{object}: {e}")));
     let stored = Stored::of(&serde_json::from_value::<Ingress>(object.clone()).unwrap());
     assert_eq!(stored.object_uid.as_deref(), object["metadata"]["uid"].as_str(), "{object}");
     let (lean, resource_version) =
         serde_json::from_value::<LeanIngress>(object.clone()).unwrap().into_write().expect("namespace and name");
     assert_eq!(resource_version.as_deref(), Some("7"), "{object}");
-    [fast, slow, (stored.write, Some(stored.class_from), Some(stored.shape)), (lean, None, None)]
+    [review, (stored.write, Some(stored.class_from), Some(stored.shape)), (lean, None, None)]
 }
 
 #[test]
@@ -53,7 +52,7 @@ fn every_reader_reads_the_same_write() {
         json!({"metadata": {"annotations": annotations}, "spec": spec})
     };
     let status = |status: Value| json!({"status": status});
-    // Skipped by every reader; escapes make the fast reader step over them a block at a time.
+    // Skipped by every reader, escapes and all.
     let big = "x\\\"".repeat(2_000);
     let annotated = |class: &str| json!({"big": big, CLASS_ANNOTATION: class});
     let ports = json!([{"port": 443, "protocol": "TCP", "error": "e"}]);
@@ -102,8 +101,7 @@ fn every_reader_reads_the_same_write() {
             addresses: addresses.to_vec(),
             omitted: 0,
         };
-        for (reader, (write, class_from, read_shape)) in
-            ["review (fast)", "review (serde_json)", "stored", "lean"].into_iter().zip(read_all(&object))
+        for (reader, (write, class_from, read_shape)) in ["review", "stored", "lean"].into_iter().zip(read_all(&object))
         {
             assert_eq!(write, want, "{name}: {reader}");
             assert!(class_from.is_none_or(|f| f == from), "{name}: {reader}: {class_from:?}");

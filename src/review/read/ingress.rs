@@ -1,6 +1,6 @@
 //! A review of an Ingress status write (`networking.k8s.io` or `extensions` `ingresses/status`,
-//! UPDATE): the parts of the object the decision reads ([`IngressIn`], which the fast reader
-//! ([`super::skim`]) reads the same), and the write they make ([`Reviewed`]).
+//! UPDATE): the parts of the object the decision reads ([`IngressIn`]), and the write they make
+//! ([`Reviewed`]).
 
 use serde::Deserialize;
 
@@ -66,6 +66,10 @@ fn stored_ingress_class(
 }
 
 impl Reviewed for Ingresses {
+    /// API servers before 1.22 also serve Ingresses as `extensions/v1beta1`, and send reviews
+    /// of either group.
+    const OLD_GROUPS: &'static [&'static str] = &["extensions"];
+
     type In<'a> = IngressIn<'a>;
 
     fn metadata<'a>(ingress: &mut Self::In<'a>) -> Option<MetaIn<'a>> {
