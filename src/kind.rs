@@ -98,6 +98,10 @@ macro_rules! define_kinds {
     };
 }
 kind_list!(define_kinds, $);
+#[allow(
+    clippy::single_component_path_imports,
+    reason = "the macros come from an expansion: this makes them paths"
+)]
 pub(crate) use {object_event, rogue_event, with_kind};
 
 /// The constants of one kind, each kind's in its own file.

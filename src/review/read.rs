@@ -258,6 +258,7 @@ macro_rules! define_targets {
     };
 }
 crate::kind::kind_list!(define_targets, $);
+#[allow(clippy::single_component_path_imports, reason = "the macro comes from an expansion: this makes it a path")]
 pub(crate) use on_status;
 
 /// A status write of one governed kind (whose entries are `E`, and shapes `S`), as a review
