@@ -57,7 +57,7 @@ use crate::{
         Sources,
         follow::{self, Change, Hold, Projection},
         known::{Known, KnownByKind, KnownObjects, Lookup},
-        owned::{Failures, Owned},
+        owned::{Failures, Tasks},
     },
 };
 use books::{Books, Gauge};
@@ -159,7 +159,7 @@ impl<K: Governed> Hold<Key, Stored<K::Entry>> for Reconciler<K> {
 /// Keeps the reconciler's tasks alive; dropping it stops them.
 pub(crate) struct Running {
     /// Each kind's watch, triggers and work loop; dropping them stops them.
-    tasks: Owned,
+    tasks: Tasks,
 }
 
 impl Running {
@@ -174,7 +174,7 @@ impl Running {
 /// true) the patching. Must be called inside a tokio runtime.
 pub(crate) fn start(common: Common, known: Option<KnownByKind>, failures: Failures) -> Running {
     // Each watch feeds the audit trail's index of its kind.
-    let mut tasks = Owned::new(failures);
+    let mut tasks = Tasks::new(failures);
     for kind in Kind::ALL {
         let known = known.as_ref().map(|k| k[kind.index()].clone());
         with_kind!(kind, K => spawn::<K>(&mut tasks, &common, known));
@@ -203,7 +203,7 @@ pub(crate) struct Common {
 }
 
 /// Starts one kind's watch, triggers, release timer and work loop.
-fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<KnownObjects>>) {
+fn spawn<K: Governed>(tasks: &mut Tasks, common: &Common, known: Option<Arc<KnownObjects>>) {
     let reconciler = Arc::new(Reconciler::<K> {
         state: Mutex::new(State::default()),
         work: Notify::new(),
