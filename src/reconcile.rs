@@ -32,6 +32,7 @@ mod filter;
 mod judge;
 mod kind;
 pub(crate) mod leader;
+#[cfg(feature = "test-support")]
 mod probe;
 pub(crate) mod queue;
 mod release;
@@ -68,6 +69,7 @@ use filter::Filter;
 use judge::Judgement;
 use release::Releases;
 
+#[cfg(feature = "test-support")]
 pub use probe::{Bookkeeping, IngressCache};
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
