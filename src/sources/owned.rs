@@ -44,7 +44,7 @@ pub(crate) async fn or_never<F: Future>(task: Option<F>) -> F::Output {
 }
 
 /// A set of tasks that end with their owner. `Tasks::default()` is a root set, which receives
-/// the failures of its own tasks and of every set made with [`Tasks::new`]`(root.failures())`.
+/// the failures of its own tasks and of every set made with `Tasks::new(root.failures())`.
 #[derive(Debug)]
 pub struct Tasks {
     set: JoinSet<()>,
