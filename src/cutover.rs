@@ -31,7 +31,8 @@ use plan::{Plan, Seen};
 use crate::{
     check::Cluster,
     client::{RequestError, bounded, list_all},
-    policy::{ConfigError, Mode, Policies},
+    kind::Kind,
+    policy::{ConfigError, Mode, Policies, Policy},
     sources::snapshot,
 };
 
@@ -103,6 +104,10 @@ pub(crate) enum CutoverError {
     #[error("--config-map {config_map}: key {key}: {source}")]
     File { config_map: ConfigMapRef, key: String, source: EditError },
     #[error(
+        "--policy {policy}: it governs {kind}s, and cutover moves Ingress policies only (its plan and its follow read Ingresses): edit its source in the policy file", kind = kind.info().name
+    )]
+    NotIngress { policy: String, kind: Kind },
+    #[error(
         "--policy {0}: its mode is audit, and audit policies are measured, never patched: nothing would move; set mode: enforce first"
     )]
     Audit(String),
@@ -168,15 +173,15 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     })?;
     let annotation = edit::previous_annotation(&settings.key)
         .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
-    let (edited, kept) = edited_text(settings, cm_ref, &config_map, current, &annotation)?;
     let shown = format!("{} of ConfigMap {cm_ref}", settings.key);
+    // A policy of another kind is refused before its source is edited (or its kept one
+    // looked for): the edit would be valid, but nothing would follow it.
+    if let Ok(now) = edit::validate(&shown, current) {
+        target(&now, &settings.policy)?;
+    }
+    let (edited, kept) = edited_text(settings, cm_ref, &config_map, current, &annotation)?;
     let policies = edit::validate(&shown, &edited).map_err(CutoverError::Invalid)?;
-    let target = policies.of(crate::kind::Kind::Ingress).find(|p| p.name == settings.policy).ok_or_else(|| {
-        CutoverError::Policy {
-            policy: settings.policy.clone(),
-            source: EditError::NoSuchPolicy { name: settings.policy.clone(), known: policy_names(&policies) },
-        }
-    })?;
+    let target = target(&policies, &settings.policy)?;
     if target.mode == Mode::Audit {
         return Err(CutoverError::Audit(settings.policy.clone()));
     }
@@ -191,21 +196,15 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     if !unchanged {
         check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, &kept)?;
     }
-    let from = before.as_ref().and_then(|p| p.of(crate::kind::Kind::Ingress).find(|p| p.name == settings.policy));
+    let from = before.as_ref().and_then(|p| p.of(Kind::Ingress).find(|p| p.name == settings.policy));
     // The guard's scope, as `check` reads it: the Namespaces' labels are read with the scoped
     // policies, so the plan can tell an Ingress outside it.
     let scope = crate::scope::read(&client, &settings.cluster.webhook_configuration, timeout, &policies).await?;
     let scoped = scope.as_ref().map(|scope| scope.narrow(&policies));
     let sources = snapshot::read(&client, scoped.as_ref().unwrap_or(&policies), timeout).await?;
     let stored = stored(&client, timeout).await?;
-    let plan = Plan::build(
-        &stored,
-        &policies,
-        &sources,
-        &settings.policy,
-        from,
-        scope.as_ref().map(|s| s.of(crate::kind::Kind::Ingress)),
-    );
+    let plan =
+        Plan::build(&stored, &policies, &sources, &settings.policy, from, scope.as_ref().map(|s| s.of(Kind::Ingress)));
     let mut show = show::Show::new(settings.output, std::io::stdout().is_terminal());
     show.plan(&plan);
     if let Some(message) = plan::unresolved_message(&plan) {
@@ -413,13 +412,45 @@ fn known_keys(data: &BTreeMap<String, String>) -> String {
     keys.join(", ")
 }
 
+/// Policy `name` of `policies`, which must govern Ingresses: the plan lists and the follow
+/// watches Ingresses only.
+fn target<'p>(policies: &'p Policies, name: &str) -> Result<&'p Policy, CutoverError> {
+    match policies.iter().find(|p| p.name == name) {
+        Some(policy) if policy.kind == Kind::Ingress => Ok(policy),
+        Some(policy) => Err(CutoverError::NotIngress { policy: name.to_owned(), kind: policy.kind }),
+        None => Err(CutoverError::Policy {
+            policy: name.to_owned(),
+            source: EditError::NoSuchPolicy { name: name.to_owned(), known: policy_names(policies) },
+        }),
+    }
+}
+
 fn policy_names(policies: &Policies) -> String {
-    policies.of(crate::kind::Kind::Ingress).map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ")
+    policies.of(Kind::Ingress).map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use super::{CutoverError, shell_word, target};
+    use crate::kind::Kind;
+
+    /// A Gateway policy is refused by name, with what to do instead, and exits 2 (bad input);
+    /// an Ingress policy of the same file is the target, and an unknown name says which exist.
+    #[test]
+    fn a_gateway_policy_is_refused_by_name() {
+        let file = "policies:\n- name: edge\n  publishStatusAddress: 192.0.2.10\n- name: gw\n  kind: Gateway\n  gatewayClasses: [cilium]\n  publishStatusAddress: 192.0.2.20\n";
+        let policies = super::edit::validate("f", file).unwrap();
+        assert_eq!(target(&policies, "edge").unwrap().kind, Kind::Ingress);
+        let refused = target(&policies, "gw").unwrap_err();
+        assert!(matches!(refused, CutoverError::NotIngress { kind: Kind::Gateway, .. }), "{refused:?}");
+        assert_eq!(
+            refused.to_string(),
+            "--policy gw: it governs Gateways, and cutover moves Ingress policies only (its plan and its follow read Ingresses): edit its source in the policy file"
+        );
+        assert_eq!(refused.exit_code(), 2);
+        let unknown = target(&policies, "nope").unwrap_err().to_string();
+        assert!(unknown.contains("no policy named \"nope\"") && unknown.contains("\"edge\""), "{unknown}");
+    }
 
     #[test]
     fn the_undo_command_quotes_what_a_shell_would_split() {

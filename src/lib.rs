@@ -39,7 +39,9 @@ pub use cli::main;
 pub use kind::Kind;
 pub use policy::{Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
 /// The reconciler's cache of Ingresses and its per-object bookkeeping, for the memory tests
-/// of their bytes per object.
+/// of their bytes per object: test support, built only with the `test-support` feature (which
+/// the tests' own dev-dependency on this crate turns on).
+#[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub use reconcile::{Bookkeeping, IngressCache};
 pub use reload::{

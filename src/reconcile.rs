@@ -32,6 +32,7 @@ mod filter;
 mod judge;
 mod kind;
 pub(crate) mod leader;
+#[cfg(feature = "test-support")]
 mod probe;
 pub(crate) mod queue;
 mod release;
@@ -57,7 +58,7 @@ use crate::{
         Sources,
         follow::{self, Change, Hold, Projection},
         known::{Known, KnownByKind, KnownObjects, Lookup},
-        owned::{Failures, Owned},
+        owned::{Failures, Tasks},
     },
 };
 use books::{Books, Gauge};
@@ -68,6 +69,7 @@ use filter::Filter;
 use judge::Judgement;
 use release::Releases;
 
+#[cfg(feature = "test-support")]
 pub use probe::{Bookkeeping, IngressCache};
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
@@ -159,7 +161,7 @@ impl<K: Governed> Hold<Key, Stored<K::Entry>> for Reconciler<K> {
 /// Keeps the reconciler's tasks alive; dropping it stops them.
 pub(crate) struct Running {
     /// Each kind's watch, triggers and work loop; dropping them stops them.
-    tasks: Owned,
+    tasks: Tasks,
 }
 
 impl Running {
@@ -174,7 +176,7 @@ impl Running {
 /// true) the patching. Must be called inside a tokio runtime.
 pub(crate) fn start(common: Common, known: Option<KnownByKind>, failures: Failures) -> Running {
     // Each watch feeds the audit trail's index of its kind.
-    let mut tasks = Owned::new(failures);
+    let mut tasks = Tasks::new(failures);
     for kind in Kind::ALL {
         let known = known.as_ref().map(|k| k[kind.index()].clone());
         with_kind!(kind, K => spawn::<K>(&mut tasks, &common, known));
@@ -203,7 +205,7 @@ pub(crate) struct Common {
 }
 
 /// Starts one kind's watch, triggers, release timer and work loop.
-fn spawn<K: Governed>(tasks: &mut Owned, common: &Common, known: Option<Arc<KnownObjects>>) {
+fn spawn<K: Governed>(tasks: &mut Tasks, common: &Common, known: Option<Arc<KnownObjects>>) {
     let reconciler = Arc::new(Reconciler::<K> {
         state: Mutex::new(State::default()),
         work: Notify::new(),

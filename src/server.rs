@@ -8,7 +8,7 @@ pub(crate) mod lifecycle;
 pub(crate) mod limits;
 mod plain;
 
-pub use lifecycle::Tasks;
+pub use crate::sources::owned::Tasks;
 pub use limits::Limits;
 
 use std::{
@@ -486,7 +486,7 @@ pub async fn serve(
     let result = loop {
         tokio::select! {
             result = &mut server => break result,
-            () = tasks.watch(&state.readiness) => {}
+            () = lifecycle::watch(&mut tasks, &state.readiness) => {}
             () = ports.ended(&state.readiness) => {}
             () = &mut shutdown, if !shutting_down => {
                 shutting_down = true;

@@ -279,6 +279,22 @@ async fn bad_input_exits_2_naming_the_flag() {
     one_line(&out, &format!("--config-map {}/isg-big: the previous sources kept for --rollback (", t.ns));
     assert!(out.stderr.contains("would not fit in the ConfigMap's annotations"), "{}", out.stderr);
 
+    // A Gateway policy is refused by name: the plan and the follow read Ingresses only.
+    let gateways =
+        "policies:\n- name: gw\n  kind: Gateway\n  gatewayClasses: [cilium]\n  publishStatusAddress: 192.0.2.20\n";
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "isg-gw"}, "data": {"config.yaml": gateways}})).unwrap();
+    Api::<ConfigMap>::namespaced(t.admin.clone(), &t.ns).create(&PostParams::default(), &cm).await.unwrap();
+    let mut args = cutover_args(&t, &kc, &[&to_b]);
+    args[2] = format!("--config-map={}/isg-gw", t.ns);
+    args[3] = "--policy=gw".into();
+    one_line(
+        &run(BINARY, &args, None).await,
+        "--policy gw: it governs Gateways, and cutover moves Ingress policies only (its plan and its follow read Ingresses): edit its source in the policy file",
+    );
+    let cm = Api::<ConfigMap>::namespaced(t.admin.clone(), &t.ns).get("isg-gw").await.unwrap();
+    assert_eq!(cm.data.unwrap()["config.yaml"], gateways, "nothing applied");
+
     // A previous value that the guard would refuse is not restored, with the guard's error.
     let broken = json!({"metadata": {"annotations": {ANNOTATION: "policies:\n  - name: edge\n    publishService: not-a-reference\n"}}});
     Api::<ConfigMap>::namespaced(t.admin.clone(), &t.ns)

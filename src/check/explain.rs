@@ -2,7 +2,7 @@
 //! of its stored status, from values, with the webhook's own [`decide`] and [`render`]; what
 //! differs by kind is said by its [`Explained`] impl.
 
-mod gateway;
+pub(super) mod gateway;
 mod ingress;
 
 use super::{Explained, report::State};

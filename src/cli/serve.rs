@@ -26,10 +26,10 @@ use crate::{
     policy::{ClusterNeeds, Policies, SourceList},
     reload,
     reload::policy::{self as policy_reload, PodEvents},
-    server::lifecycle::Tasks,
     server::{self, AppState, Listeners},
     sources::SourceCache,
     sources::known::KnownByKind,
+    sources::owned::Tasks,
     sources::watches::ServiceWatches,
     tls::{self, ClientNames, certs, scratch},
 };

@@ -175,14 +175,28 @@ impl super::Governed for Gateways {
 }
 
 /// How much of `status.addresses` a Gateway object has: where a patch must go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum GatewayShape {
     /// No `status` (or `null`).
+    #[default]
     NoStatus,
     /// A `status` without `addresses` (or with `null`).
     NoAddresses,
     /// A `status.addresses` list.
     Addresses,
+}
+
+impl GatewayShape {
+    /// The shape of an object whose `status` is `status` (`None`: absent or `null`) with
+    /// `addresses` in it (likewise): one rule for the write a review carries and the object
+    /// `explain` reads.
+    pub(crate) fn of<A>(status: Option<Option<A>>) -> GatewayShape {
+        match status {
+            None => GatewayShape::NoStatus,
+            Some(None) => GatewayShape::NoAddresses,
+            Some(Some(_)) => GatewayShape::Addresses,
+        }
+    }
 }
 
 /// A Gateway as the guard reads it: its identity, class, `status.addresses` (at most
@@ -196,6 +210,8 @@ pub(crate) struct LeanGateway {
     pub(crate) class: Option<String>,
     /// `status.addresses` as stored, bounded.
     pub(crate) addresses: status::Addresses,
+    /// Whether `status` and `status.addresses` are there, as a write of it would patch them.
+    pub(crate) shape: GatewayShape,
     /// The `Programmed` condition of `status.conditions`, judged against `metadata.generation`
     /// (a `True` for an older generation is [`Programmed::Stale`]).
     pub(crate) programmed: Programmed,
@@ -229,6 +245,7 @@ impl<'de> Deserialize<'de> for LeanGateway {
         }
         let wire = Wire::deserialize(d)?;
         let status = wire.status;
+        let shape = GatewayShape::of(status.as_ref().map(|s| s.addresses.as_ref()));
         let (addresses, condition) = match status {
             Some(s) => (s.addresses.unwrap_or_default(), s.conditions.unwrap_or_default()),
             None => Default::default(),
@@ -243,6 +260,7 @@ impl<'de> Deserialize<'de> for LeanGateway {
             status_managers,
             class: wire.spec.and_then(|s| s.gateway_class_name),
             addresses,
+            shape,
             programmed,
         })
     }

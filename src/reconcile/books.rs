@@ -3,7 +3,7 @@
 //! the one rule that moves a judged object between them ([`Books::judged`]). Pure: time comes
 //! in as a value, and what the async glue is to do (wake a worker, re-arm the release timer,
 //! report a fight) goes out as [`Effects`]; the memory test drives it through
-//! [`super::probe::Bookkeeping`]. Everything but the queue's line and the release schedule is
+//! the test-support `Bookkeeping`. Everything but the queue's line and the release schedule is
 //! keyed by the key's [`fingerprint`](crate::sources::follow::fingerprint), not a copy of it.
 
 use std::{hash::Hash, time::Instant};

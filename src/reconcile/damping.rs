@@ -474,6 +474,7 @@ impl<K: Eq + Hash + Clone> Damping<K> {
     }
 
     /// Keys with a record.
+    #[cfg(any(test, feature = "test-support"))]
     pub(crate) fn len(&self) -> usize {
         self.records.len()
     }

@@ -1,5 +1,5 @@
 //! The reconciler's cache of Ingresses and its per-object bookkeeping outside a reconciler,
-//! for the memory tests: [`IngressCache`] (`tests/cache_memory.rs`) reads objects
+//! for the memory tests (built only with the `test-support` feature): [`IngressCache`] (`tests/cache_memory.rs`) reads objects
 //! from JSON by the watch's own reader, projected by the watch's own projection and filter
 //! into the same map, as one list delivers them; [`Bookkeeping`] (`tests/books_memory.rs`)
 //! books judgements, patches and releases as the reconciler's glue does, in the same order.

@@ -256,6 +256,7 @@ impl<K: Eq + Hash + Clone> Queue<K> {
     }
 
     /// Keys with a slot (waiting, in flight, backing off, or with failures).
+    #[cfg(any(test, feature = "test-support"))]
     pub(crate) fn tracked(&self) -> usize {
         self.slots.len()
     }

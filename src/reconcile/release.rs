@@ -66,6 +66,7 @@ impl<K: Ord + Hash + Clone> Releases<K> {
     }
 
     /// Pending releases.
+    #[cfg(any(test, feature = "test-support"))]
     pub(crate) fn len(&self) -> usize {
         self.pending.len()
     }

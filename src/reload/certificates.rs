@@ -316,11 +316,11 @@ mod tests {
                 let mut tasks = crate::server::Tasks::default();
                 let watch = reloader(async { panic!("deliberately") });
                 tasks.spawn_until_shutdown("serving certificate reload", watch.supervise());
-                tasks.watch(&readiness).await;
+                crate::server::lifecycle::watch(&mut tasks, &readiness).await;
                 assert_eq!(readiness.failed().as_deref(), Some("serving certificate reload"));
             });
         });
-        assert!(log.contains("background task ended; not ready") && log.contains("deliberately"), "{log}");
+        assert!(log.contains("task panicked; not ready") && log.contains("deliberately"), "{log}");
     }
 
     #[tokio::test]

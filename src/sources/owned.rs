@@ -1,19 +1,22 @@
-//! Background tasks owned by the component that starts them (the watches of the policies in
-//! force, the reconciler's scope follower, the admission policy keeper): [`Owned`] holds them
-//! in a `JoinSet`, so dropping it stops them all, and logs each one's end. A task that ends
-//! without being stopped (a panic, or a loop that returned) is reported to [`Failures`], which
-//! `serve` turns into `/readyz` false, naming it.
+//! Every background task has one owner, a [`Tasks`]: `serve`'s root set (the watches, the
+//! Event publisher, the leader's work) and the sets the components it starts keep (the watches
+//! of the policies in force, the reconciler's watch and loops, the scope follower, the
+//! admission policy keeper). A set holds its tasks in a `JoinSet`, so dropping it stops them
+//! all, and logs each one's end. A task that ends without being stopped (a panic, or a loop
+//! that returned) is reported to [`Failures`]: the root set's own, which [`Tasks::failed`]
+//! hands to `serve` to turn `/readyz` false, naming it.
 
-use std::{collections::HashMap, future::Future};
+use std::{collections::HashMap, future::Future, time::Duration};
 
 use tokio::{
     sync::mpsc,
     task::{AbortHandle, Id, JoinError, JoinSet},
 };
+use tokio_util::sync::CancellationToken;
 
-/// Where the unexpected end of an owned task is reported: `serve`'s background tasks
-/// (`server::lifecycle::Tasks`), which mark the process not ready. Without a receiver (tests,
-/// one-shot commands) an end is only logged.
+/// Where the unexpected end of an owned task is reported: the root set's channel, which
+/// [`Tasks::failed`] reads. Without a receiver (tests, one-shot commands) an end is only
+/// logged.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Failures(Option<mpsc::UnboundedSender<String>>);
 
@@ -40,39 +43,105 @@ pub(crate) async fn or_never<F: Future>(task: Option<F>) -> F::Output {
     }
 }
 
-/// A set of tasks that end with their owner.
-#[derive(Debug, Default)]
-pub(crate) struct Owned {
+/// A set of tasks that end with their owner. `Tasks::default()` is a root set, which receives
+/// the failures of its own tasks and of every set made with `Tasks::new(root.failures())`.
+#[derive(Debug)]
+pub struct Tasks {
     set: JoinSet<()>,
     names: HashMap<Id, String>,
     failures: Failures,
+    /// A root set's end of `failures`: what [`Tasks::failed`] waits on.
+    reported: Option<mpsc::UnboundedReceiver<String>>,
+    /// What every task that stops gracefully watches; cancelled by [`Tasks::stop`].
+    shutdown: CancellationToken,
 }
 
-impl Owned {
+impl Default for Tasks {
+    fn default() -> Self {
+        let (to, reported) = mpsc::unbounded_channel();
+        Tasks { reported: Some(reported), ..Tasks::new(Failures::new(to)) }
+    }
+}
+
+impl Tasks {
     /// An empty set whose unexpected ends go to `failures`.
     pub(crate) fn new(failures: Failures) -> Self {
-        Owned { set: JoinSet::new(), names: HashMap::new(), failures }
+        Tasks {
+            set: JoinSet::new(),
+            names: HashMap::new(),
+            failures,
+            reported: None,
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Where the sets the tasks of this one start report their unexpected ends.
+    pub(crate) fn failures(&self) -> Failures {
+        self.failures.clone()
+    }
+
+    /// The token every task that stops gracefully watches; cancelled by [`Tasks::stop`].
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
     }
 
     /// Runs `task` until it ends, is aborted through the returned handle, or the set is
-    /// dropped; `name` says which in logs and in `/readyz`.
-    pub(crate) fn spawn(&mut self, name: String, task: impl Future<Output = ()> + Send + 'static) -> AbortHandle {
+    /// dropped or stopped; `name` says which in logs and in `/readyz`.
+    pub fn spawn(&mut self, name: impl Into<String>, task: impl Future<Output = ()> + Send + 'static) -> AbortHandle {
         // Tasks that ended meanwhile are reaped here too, so an owner that never waits on
         // `ended` keeps no finished task.
         while let Some(end) = self.set.try_join_next_with_id() {
             self.log(end);
         }
         let handle = self.set.spawn(task);
-        self.names.insert(handle.id(), name);
+        self.names.insert(handle.id(), name.into());
         handle
+    }
+
+    /// [`Tasks::spawn`] for a `task` that ignores the shutdown token: dropped when it is
+    /// cancelled.
+    pub(crate) fn spawn_until_shutdown(
+        &mut self,
+        name: impl Into<String>,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) {
+        let token = self.shutdown.clone();
+        self.spawn(name, async move {
+            tokio::select! {
+                () = task => {}
+                () = token.cancelled() => {}
+            }
+        });
     }
 
     /// Waits for the next task to end (never, while none does), and logs it; an end that was
     /// not an abort is reported as a failure. Cancel-safe: an end is taken only when returned.
     pub(crate) async fn ended(&mut self) {
-        match self.set.join_next_with_id().await {
-            Some(end) => self.log(end),
-            None => std::future::pending().await,
+        let end = next_end(&mut self.set).await;
+        self.log(end);
+    }
+
+    /// Waits for a task of this set, or of a set reporting here, to end unexpectedly (never,
+    /// while they all run, or in a set that is not a root), and returns its name; the end is
+    /// logged already. Cancel-safe.
+    pub async fn failed(&mut self) -> String {
+        loop {
+            tokio::select! {
+                // The sender is in `self`: never closed while this waits.
+                Some(name) = or_never(self.reported.as_mut().map(mpsc::UnboundedReceiver::recv)) => return name,
+                end = next_end(&mut self.set) => self.log(end),
+            }
+        }
+    }
+
+    /// Cancels the shutdown token and waits up to `grace` for every task to finish (the Event
+    /// publisher flushes its queue meanwhile); the rest are aborted.
+    pub async fn stop(mut self, grace: Duration) {
+        self.shutdown.cancel();
+        let all = async { while self.set.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, all).await.is_err() {
+            tracing::warn!(grace_seconds = grace.as_secs(), "background tasks did not stop in time; aborted");
+            self.set.abort_all();
         }
     }
 
@@ -93,6 +162,14 @@ impl Owned {
     }
 }
 
+/// The next end in `set`, or never while it is empty.
+async fn next_end(set: &mut JoinSet<()>) -> Result<(Id, ()), JoinError> {
+    match set.join_next_with_id().await {
+        Some(end) => end,
+        None => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,15 +177,15 @@ mod tests {
     #[tokio::test]
     async fn aborted_tasks_are_no_failure_but_a_panic_is() {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut owned = Owned::new(Failures::new(tx));
-        let stopped = owned.spawn("stopped".to_owned(), std::future::pending());
+        let mut owned = Tasks::new(Failures::new(tx));
+        let stopped = owned.spawn("stopped", std::future::pending());
         stopped.abort();
         owned.ended().await;
         assert!(rx.try_recv().is_err(), "an abort is the owner's doing");
-        owned.spawn("returns".to_owned(), async {});
+        owned.spawn("returns", async {});
         owned.ended().await;
         assert_eq!(rx.try_recv().as_deref(), Ok("returns"));
-        owned.spawn("boom".to_owned(), async { panic!("deliberately") });
+        owned.spawn("boom", async { panic!("deliberately") });
         owned.ended().await;
         assert_eq!(rx.try_recv().as_deref(), Ok("boom"));
     }
@@ -116,12 +193,54 @@ mod tests {
     #[tokio::test]
     async fn dropping_the_set_stops_its_tasks() {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let mut owned = Owned::default();
-        owned.spawn("holder".to_owned(), async move {
+        let mut owned = Tasks::new(Failures::default());
+        owned.spawn("holder", async move {
             let _tx = tx;
             std::future::pending::<()>().await;
         });
         drop(owned);
         assert!(rx.await.is_err(), "the task was dropped, and its sender with it");
+    }
+
+    /// A root set names the first task to end, its own or one a set below it owns, and not
+    /// one that still runs.
+    #[tokio::test]
+    async fn a_root_set_names_its_own_and_its_owned_tasks_that_end() {
+        let mut root = Tasks::default();
+        let token = root.shutdown_token();
+        root.spawn("forever", async move { token.cancelled().await });
+        root.spawn("short-lived", async {});
+        assert_eq!(root.failed().await, "short-lived");
+        let mut below = Tasks::new(root.failures());
+        below.spawn("owned boom", async { panic!("deliberately") });
+        below.ended().await;
+        assert_eq!(root.failed().await, "owned boom");
+        root.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn stop_cancels_and_waits() {
+        let mut tasks = Tasks::default();
+        let token = tasks.shutdown_token();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tasks.spawn("flusher", async move {
+            token.cancelled().await;
+            let _ = tx.send("flushed");
+        });
+        tasks.stop(Duration::from_secs(5)).await;
+        assert_eq!(rx.await.unwrap(), "flushed");
+    }
+
+    #[tokio::test]
+    async fn stop_aborts_a_task_that_outlives_the_grace() {
+        let mut tasks = Tasks::default();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tasks.spawn_until_shutdown("stubborn", async move {
+            let _tx = tx;
+            std::future::pending::<()>().await;
+        });
+        tasks.spawn("ignores the token", std::future::pending());
+        tasks.stop(Duration::from_millis(50)).await;
+        assert!(rx.await.is_err(), "a task that ignores the token is stopped by spawn_until_shutdown");
     }
 }

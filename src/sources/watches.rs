@@ -1,6 +1,6 @@
 //! The watch tasks that follow the policies in force: one per publish source (Service,
 //! Gateway), and one for the inventory's collections, started and stopped as a reload changes
-//! what the policies need. They are [`Owned`]: their owner waits on [`ServiceWatches::ended`],
+//! what the policies need. They are owned [`Tasks`]: their owner waits on [`ServiceWatches::ended`],
 //! which logs each end and reports a panic, and dropping the owner stops them all.
 
 use std::{collections::HashMap, sync::Arc};
@@ -13,7 +13,7 @@ use crate::{
     sources::{
         SourceCache,
         gateway::PublishGateway,
-        owned::{Failures, Owned},
+        owned::{Failures, Tasks},
         published::{News, Publish, Published},
         service::PublishService,
     },
@@ -28,7 +28,7 @@ struct Watched<P: Publish> {
 
 impl<P: Publish> Watched<P> {
     /// Makes the watches exactly those of `refs`.
-    fn sync(&mut self, owned: &mut Owned, client: &Client, cache: &Arc<SourceCache>, refs: &[P::Ref]) {
+    fn sync(&mut self, owned: &mut Tasks, client: &Client, cache: &Arc<SourceCache>, refs: &[P::Ref]) {
         (self.cache)(cache).track(refs);
         self.tasks.retain(|r, task| {
             let keep = refs.contains(r);
@@ -57,7 +57,7 @@ impl<P: Publish> Watched<P> {
 pub(crate) struct ServiceWatches {
     client: Client,
     cache: Arc<SourceCache>,
-    owned: Owned,
+    owned: Tasks,
     services: Watched<PublishService>,
     gateways: Watched<PublishGateway>,
     /// The watches of the cache's inventory (IngressClasses, GatewayClasses, Namespaces, Pods,
@@ -72,7 +72,7 @@ impl ServiceWatches {
         let mut watches = ServiceWatches {
             client,
             cache,
-            owned: Owned::new(failures),
+            owned: Tasks::new(failures),
             services: Watched { tasks: HashMap::new(), cache: |cache| &cache.services },
             gateways: Watched { tasks: HashMap::new(), cache: |cache| &cache.gateways },
             inventory: None,

@@ -1,5 +1,6 @@
 //! What `check` and `explain` say of a Gateway ([`Explained`]): it is read as its lean
-//! projection, its class shown with its GatewayClass's controller, its policies' class fields.
+//! projection with the shape of its status (where a write's patch goes), its class shown with
+//! its GatewayClass's controller, its policies' class fields.
 
 use crate::kind::gateway::{GatewayShape, GatewayWrite, Gateways, LeanGateway};
 use crate::{
@@ -10,32 +11,39 @@ use crate::{
     sources::Sources,
 };
 
+/// A stored Gateway: its write, and the shape of its status, read by the review reader's rule
+/// ([`GatewayShape::of`]), so that `explain` shows the patch the webhook would send.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredGateway {
+    pub(crate) write: GatewayWrite,
+    pub(crate) shape: GatewayShape,
+}
+
 impl Explained for Gateways {
     type Read = LeanGateway;
-    type Stored = GatewayWrite;
+    type Stored = StoredGateway;
     const LISTED: &'static str = "Gateways";
 
-    fn stored(gateway: LeanGateway) -> GatewayWrite {
+    fn stored(gateway: LeanGateway) -> StoredGateway {
+        let shape = gateway.shape;
         // The API server names every object it returns: `leaned` always has a write.
-        <Self as crate::kind::Governed>::leaned(gateway).map(|lean| lean.write).unwrap_or_default()
+        let write = <Self as crate::kind::Governed>::leaned(gateway).map(|lean| lean.write).unwrap_or_default();
+        StoredGateway { write, shape }
     }
 
-    fn stored_write(stored: &GatewayWrite) -> &GatewayWrite {
-        stored
+    fn stored_write(stored: &StoredGateway) -> &GatewayWrite {
+        &stored.write
     }
 
-    fn review_target(write: &GatewayWrite) -> review::Target<'static> {
-        let shape = if write.addresses.is_empty() && write.omitted == 0 {
-            GatewayShape::NoAddresses
-        } else {
-            GatewayShape::Addresses
-        };
-        let status = review::Status { write: write.clone(), object_uid: None, shape, forged: None, metadata: None };
+    fn review_target(stored: &StoredGateway) -> review::Target<'static> {
+        let write = stored.write.clone();
+        let status = review::Status { write, object_uid: None, shape: stored.shape, forged: None, metadata: None };
         review::Target::Gateway(status)
     }
 
     /// The class, and its GatewayClass's controller when the sources read it.
-    fn class_shown(write: &GatewayWrite, sources: &dyn Sources) -> String {
+    fn class_shown(stored: &StoredGateway, sources: &dyn Sources) -> String {
+        let write = &stored.write;
         let class = write
             .class
             .as_deref()

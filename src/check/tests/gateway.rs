@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::{lb_service, list, policy, snapshot, svc_ref, write};
 use crate::{
-    check::report::Report,
-    kind::gateway::{GatewayWrite, status::GatewayAddress},
+    check::{Explained as _, explain::gateway::StoredGateway, report::Report},
+    kind::gateway::{GatewayShape, GatewayWrite, Gateways, LeanGateway, status::GatewayAddress},
     policy::{Mode, Policies, Source},
     sources::snapshot::Fetched,
 };
@@ -138,10 +138,10 @@ fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
     let policies = policies();
     let sources = snapshot(Fetched::of(Some(&lb_service())));
     let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
-    let mut explanation = crate::check::explain::explain::<crate::kind::gateway::Gateways>(&write, &policies, &sources);
-    let governing =
-        explain::governing(&crate::decision::decide::<crate::kind::gateway::Gateways>(&write, &policies, &sources))
-            .map(|p| (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, p).unwrap()));
+    let stored = StoredGateway { write: write.clone(), shape: GatewayShape::Addresses };
+    let mut explanation = crate::check::explain::explain::<Gateways>(&stored, &policies, &sources);
+    let governing = explain::governing(&crate::decision::decide::<Gateways>(&write, &policies, &sources))
+        .map(|p| (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, p).unwrap()));
     let owner = crate::admission_policy::desired::Owner::new("isg", crate::admission_policy::DEFAULT_LEASE);
     explain::add_admission(&mut explanation, governing, &policies, &owner, &sources, &Default::default());
     let text = explanation.text();
@@ -149,4 +149,84 @@ fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
     let admission = "\nAdmission: no admission policy ingress-status-guard-gateway-gw in the cluster: the webhook enforces (--admission=webhook)\nWebhook:";
     assert!(text.contains(admission), "{text}");
     assert_eq!(explanation.exit_code, 1, "drift");
+}
+
+/// `explain` of a stored Gateway shows the patch the webhook sends for a write of it: the same
+/// operation at the same path, for each shape of `status`, where guessing from an empty list
+/// would say `add /status/addresses` both for a Gateway without `status` (the webhook adds
+/// `/status`) and for one with `addresses: []` (the webhook replaces the list).
+#[test]
+fn a_gateway_explanation_shows_the_patch_the_webhook_sends() {
+    let policies = policies();
+    let sources = snapshot(Fetched::of(Some(&lb_service())));
+    let object = |status: Option<serde_json::Value>| {
+        let mut object = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": "infra", "uid": "7d0c5a0e-2b59-4c49-a2c6-0d7e1c1f5c1a", "generation": 1},
+            "spec": {"gatewayClassName": "eg"},
+        });
+        if let Some(status) = status {
+            object["status"] = status;
+        }
+        object
+    };
+    let patch_of = |response: &serde_json::Value| -> String {
+        use base64::Engine as _;
+        let b64 = response["response"]["patch"].as_str().expect("a patch");
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap()
+    };
+    let webhook = |object: &serde_json::Value| {
+        let body = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "0a1b2c3d-0000-4000-8000-000000000001",
+                "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "Gateway"},
+                "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "gateways"},
+                "subResource": "status", "name": "edge", "namespace": "infra", "operation": "UPDATE",
+                "userInfo": {"username": "controller"}, "object": object, "oldObject": object,
+            }
+        });
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let review = crate::review::read(&bytes).expect("a Gateway review reads");
+        let verdict = review.decide(&policies, &sources);
+        patch_of(&serde_json::from_slice(&crate::review::render(&review, &verdict)).unwrap())
+    };
+    let canonical = r#"[{"type":"IPAddress","value":"192.0.2.40"},{"type":"Hostname","value":"gw.example.test"}]"#;
+    let cases = [
+        ("no status", None, format!(r#"[{{"op":"add","path":"/status","value":{{"addresses":{canonical}}}}}]"#)),
+        (
+            "status: null",
+            Some(json!(null)),
+            format!(r#"[{{"op":"add","path":"/status","value":{{"addresses":{canonical}}}}}]"#),
+        ),
+        (
+            "status without addresses",
+            Some(json!({"conditions": []})),
+            format!(r#"[{{"op":"add","path":"/status/addresses","value":{canonical}}}]"#),
+        ),
+        (
+            "addresses: []",
+            Some(json!({"addresses": []})),
+            format!(r#"[{{"op":"replace","path":"/status/addresses","value":{canonical}}}]"#),
+        ),
+        (
+            "an address",
+            Some(json!({"addresses": [{"type": "IPAddress", "value": "10.0.0.9"}]})),
+            format!(r#"[{{"op":"replace","path":"/status/addresses","value":{canonical}}}]"#),
+        ),
+    ];
+    for (case, status, want) in cases {
+        let object = object(status);
+        let stored = Gateways::stored(serde_json::from_value::<LeanGateway>(object.clone()).unwrap());
+        let text = crate::check::explain::explain::<Gateways>(&stored, &policies, &sources).text();
+        let shown = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("Webhook:   a write of the stored value: rewrite it (patched) with JSON patch ")
+            })
+            .unwrap_or_else(|| panic!("{case}: {text}"));
+        let shown = shown.split("; warning").next().unwrap();
+        assert_eq!(shown, want, "{case}: {text}");
+        assert_eq!(webhook(&object), want, "{case}: the webhook sends what explain shows");
+    }
 }

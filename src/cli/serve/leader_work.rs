@@ -11,10 +11,9 @@ use crate::{
     policy::store::PolicyStore,
     reconcile::{self, leader},
     scope,
-    server::lifecycle::Tasks,
     sources::SourceCache,
     sources::known::KnownByKind,
-    sources::owned::{Owned, or_never},
+    sources::owned::{Tasks, or_never},
 };
 
 /// What the leader does, and the election that picks it: the reconciler, the admission
@@ -54,13 +53,13 @@ pub(super) fn start_leader_work(
     };
     // The scope follower and the keeper are owned by the leader task below: a panic of either
     // is logged and makes the process not ready.
-    let mut owned = Owned::new(tasks.failures());
+    let mut owned = Tasks::new(tasks.failures());
     // In admission policy mode there is no webhook configuration: the policies scope it.
     let scope = match (&reconcile, &keeper) {
         (Some(_), None) if !webhook_configuration.is_empty() => {
             tracing::info!(webhook_configuration = %webhook_configuration, "the reconciler patches only in the Namespaces this MutatingWebhookConfiguration selects");
             let (scope, follow) = scope::follow::Scope::start(client.clone(), webhook_configuration, metrics.clone());
-            owned.spawn("watch of the reconciler's scope (webhook configuration, Namespaces)".to_owned(), follow);
+            owned.spawn("watch of the reconciler's scope (webhook configuration, Namespaces)", follow);
             scope
         }
         _ => scope::follow::Scope::everywhere(),
@@ -84,7 +83,7 @@ pub(super) fn start_leader_work(
     }
     if let Some(keeper) = keeper {
         tracing::info!(lease = %lease, identity = %identity, api_version = keeper.api.group_version(), "admission policy mode: the leader keeps the admission policies current; /mutate is not served");
-        owned.spawn("admission policy keeper".to_owned(), keeper.run(leadership.subscribe()));
+        owned.spawn("admission policy keeper", keeper.run(leadership.subscribe()));
     }
     // At SIGTERM (not only when tasks stop, after the drain): stop patching, then hand the
     // Lease over at once. The admission policies stay: they enforce while no guard runs.

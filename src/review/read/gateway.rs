@@ -55,11 +55,7 @@ impl super::Reviewed for Gateways {
         old: Option<&StoredIn<'_>>,
         write: GatewayWrite,
     ) -> Result<(GatewayWrite, GatewayShape, Option<Forged>), ReviewError> {
-        let shape = match &gateway.status {
-            None => GatewayShape::NoStatus,
-            Some(StatusIn { addresses: None }) => GatewayShape::NoAddresses,
-            Some(_) => GatewayShape::Addresses,
-        };
+        let shape = GatewayShape::of(gateway.status.as_ref().map(|s| s.addresses.as_ref()));
         let addresses = gateway.status.and_then(|s| s.addresses).unwrap_or_default();
         let (class, forged) = stored_class(gateway.spec, old);
         Ok((GatewayWrite { class, addresses: addresses.kept, omitted: addresses.omitted, ..write }, shape, forged))
