@@ -12,16 +12,10 @@
 //! `ISG_DASHBOARD_SNAPSHOT=FILE` also writes every query's range over the run to FILE (JSON),
 //! which `scripts/dashboard-png.py` draws into docs/dashboard.png.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
-#[path = "dashboard/panels.rs"]
 mod panels;
-#[path = "dashboard/prometheus.rs"]
 mod prometheus;
-#[path = "support/prometheus_build.rs"]
-mod prometheus_build;
-#[path = "dashboard/scenario.rs"]
 mod scenario;
 
 use std::collections::BTreeMap;

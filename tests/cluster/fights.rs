@@ -5,8 +5,7 @@
 //! never patched. Isolation as in `tests/reconcile.rs`: each test governs only its own class
 //! (named after its namespace) and holds its own Lease(s).
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::{
     sync::{Arc, Mutex},

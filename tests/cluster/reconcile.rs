@@ -7,8 +7,7 @@
 //! parallel tests never touch each other's Ingresses. Waits are bounded ("until the state is
 //! reached, or fail after N s"); the issue's 10 s bounds are those N.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::{path::Path, time::Duration};
 

@@ -3,8 +3,7 @@
 //! its status writes, and a configuration whose `matchConditions` the guard cannot evaluate is
 //! refused for reconciling, fail closed, with one line that says why.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

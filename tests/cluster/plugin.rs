@@ -3,8 +3,7 @@
 //! answers exactly as `ingress-status-guard ...` does, against the test API server, with
 //! kubectl's `--kubeconfig`, `--context` and `-n`.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
