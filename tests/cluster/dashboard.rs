@@ -35,8 +35,7 @@ const CANONICAL: &str = "203.0.113.10";
 const SHADOW: &str = "192.0.2.40";
 const STALE: &str = "198.51.100.1";
 const POD: &str = "ingress-status-guard-0";
-const LEASE_FLAGS: [&str; 3] =
-    ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
+use support::guard::LEASE_FLAGS;
 /// How long Prometheus may take to show what the guard counted: a few scrapes, under load.
 const SCRAPED: Duration = Duration::from_secs(60);
 /// The scenario's bodies stay far below it; the oversized one is above.

@@ -26,8 +26,7 @@ use support::{
 const HEAL: Duration = Duration::from_secs(10);
 /// Lease timing for tests (client-go's flags, shortened).
 const LEASE_DURATION: Duration = Duration::from_secs(4);
-const LEASE_FLAGS: [&str; 3] =
-    ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
+use support::guard::LEASE_FLAGS;
 
 /// `--reconcile=true`, this test's Lease, and `extra`.
 fn reconciler_args(t: &TestEnv, extra: &[&str]) -> Vec<String> {

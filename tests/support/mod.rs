@@ -9,6 +9,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod gateway;
+pub(crate) mod guard;
 pub(crate) mod kubeconfig;
 pub(crate) mod pki;
 pub(crate) mod process;
