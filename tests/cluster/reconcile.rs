@@ -483,7 +483,10 @@ async fn an_unresolved_source_never_clears_a_status() {
 #[tokio::test]
 async fn migration_cutover_from_controller_a_to_b_and_back() {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-    let cluster = support::Cluster::shared().await;
+    // Fixed names, as in the guide, in a control plane of its own: the deploy and cutover
+    // guide tests use some of them.
+    let own = support::TestEnv::private("migration").await;
+    let cluster = own.cluster;
     let admin = cluster.admin().await;
     let kubeconfig = cluster.admin_kubeconfig();
     let transcript = std::cell::RefCell::new(String::new());
@@ -493,7 +496,6 @@ async fn migration_cutover_from_controller_a_to_b_and_back() {
         transcript.borrow_mut().push_str(&format!("$ kubectl {}\n{}{}\n", args.join(" "), out.stderr, out.stdout));
         out
     };
-    // Fixed names, as in the guide: this test is the only one in this binary using them.
     for (ns, label) in [
         ("ingress-nginx", "migration-a"),
         ("traefik", "migration-b"),
