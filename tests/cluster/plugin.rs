@@ -59,7 +59,9 @@ fn kubectl() -> String {
 
 #[tokio::test]
 async fn kubectl_isg_answers_as_the_binary_with_kubectl_flags() {
-    let t = TestEnv::new("plugin").await;
+    // A control plane of its own: the two runs it compares count every namespace's Ingresses,
+    // which other tests create in between.
+    let t = TestEnv::private("plugin").await;
     let bin = plugin_dir(&t);
     let class = format!("cls-{}", t.ns);
     let other_ns = t.cluster.namespace(&t.admin, "plugin-b").await;
