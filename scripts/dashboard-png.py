@@ -3,8 +3,8 @@
 
     scripts/dashboard-png.py SNAPSHOT.json OUT.png
 
-SNAPSHOT.json is what `ISG_DASHBOARD_SNAPSHOT=SNAPSHOT.json cargo test --test dashboard` writes
-(tests/dashboard.rs): every panel of charts/ingress-status-guard/dashboards/ingress-status-guard.json,
+SNAPSHOT.json is what `ISG_DASHBOARD_SNAPSHOT=SNAPSHOT.json cargo test --test cluster -- dashboard::` writes
+(tests/cluster/dashboard.rs): every panel of charts/ingress-status-guard/dashboards/ingress-status-guard.json,
 each query's series as Prometheus answered /api/v1/query_range over the run. Nothing is made up
 here: each line is one series of that answer, labelled by the panel's legendFormat, in panel
 order, laid out in Grafana's dark colours. scripts/dashboard-png.sh runs both steps.

@@ -75,6 +75,17 @@ impl Cluster {
         start(Setup::Fresh, None).await.unwrap_or_else(|e| panic!("a fresh control plane did not start: {e}"))
     }
 
+    /// A control plane of its own, prepared as the shared one is (the rogue writer's RBAC), for a
+    /// test that would disturb the others: one that stops the API server, or creates what every
+    /// namespace sees (a default IngressClass). Leaked so that a `TestEnv` can hold it as it holds
+    /// the shared one; [`Cluster::stop`] (through `TestEnv`'s drop) ends its processes.
+    #[allow(dead_code)] // Only tests/cluster needs one.
+    pub(crate) async fn private() -> &'static Cluster {
+        let cluster =
+            start(Setup::Private, None).await.unwrap_or_else(|e| panic!("a private control plane did not start: {e}"));
+        Box::leak(Box::new(cluster))
+    }
+
     /// As [`Cluster::fresh`], of Kubernetes `version` (as `ISG_K8S_VERSION` takes it, e.g.
     /// `v1.31`) whatever the suite runs on: for what another version must refuse or allow.
     #[allow(dead_code)] // Only tests/admission_policy.rs needs another version.
@@ -225,7 +236,8 @@ impl Cluster {
         procs.iter().map(|p| p.log_tail(30)).collect::<Vec<_>>().join("\n")
     }
 
-    fn stop(&self) {
+    /// Kills etcd and kube-apiserver and deletes etcd's data.
+    pub(crate) fn stop(&self) {
         if let Ok(mut procs) = self.procs.try_lock() {
             for p in procs.iter_mut().rev() {
                 p.kill();
@@ -248,6 +260,8 @@ enum Setup {
     Shared,
     /// Nothing is created.
     Fresh,
+    /// As `Shared`, for one test only; stopped by its `TestEnv`.
+    Private,
 }
 
 pub(crate) struct KubectlOutput {
@@ -365,7 +379,7 @@ async fn start(setup: Setup, version: Option<&str>) -> Result<Cluster, String> {
     let bin = binaries(version)?;
     let dir = match setup {
         Setup::Shared => run_dir().join("shared"),
-        Setup::Fresh => {
+        Setup::Fresh | Setup::Private => {
             static FRESH: AtomicU32 = AtomicU32::new(0);
             run_dir().join(format!("fresh-{}", FRESH.fetch_add(1, Ordering::Relaxed)))
         }

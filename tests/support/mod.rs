@@ -1,4 +1,5 @@
-//! Support for the end-to-end tests (`tests/e2e.rs`): a real kube-apiserver + etcd on
+//! Support for the tests that need a control plane (`tests/cluster/`, the binaries that measure
+//! allocations against one, the soak, and the benches): a real kube-apiserver + etcd on
 //! loopback (`cluster`), the webhook binary as a child process and its registration
 //! (`webhook`), certificates (`pki`), child-process lifetime (`process`), and small helpers
 //! for Ingresses and their status.
@@ -8,6 +9,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod gateway;
+pub(crate) mod guard;
 pub(crate) mod kubeconfig;
 pub(crate) mod pki;
 pub(crate) mod process;
@@ -160,11 +162,35 @@ pub(crate) struct TestEnv {
     pub ingresses: Api<Ingress>,
     /// Ingresses in `ns`, as `rogue-controller` (may only read them and write their status).
     pub rogue: Api<Ingress>,
+    /// Stops a private control plane when the test ends; `None` for the shared one.
+    _private: Option<Private>,
+}
+
+/// Stops a control plane started by [`TestEnv::private`] when dropped.
+struct Private(&'static Cluster);
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 impl TestEnv {
+    /// A namespace `<prefix>-<n>` in the shared control plane.
     pub(crate) async fn new(prefix: &str) -> TestEnv {
-        let cluster = Cluster::shared().await;
+        TestEnv::on(Cluster::shared().await, prefix, None).await
+    }
+
+    /// As [`TestEnv::new`], on a control plane of the test's own (stopped when the `TestEnv`
+    /// is dropped): for a test that stops the API server, lists cluster-scoped objects expecting
+    /// only its own, or creates what every namespace sees (a default IngressClass).
+    #[allow(dead_code)] // Only tests/cluster needs one.
+    pub(crate) async fn private(prefix: &str) -> TestEnv {
+        let cluster = Cluster::private().await;
+        TestEnv::on(cluster, prefix, Some(Private(cluster))).await
+    }
+
+    async fn on(cluster: &'static Cluster, prefix: &str, private: Option<Private>) -> TestEnv {
         let admin = cluster.admin().await;
         let ns = cluster.namespace(&admin, prefix).await;
         TestEnv {
@@ -173,6 +199,7 @@ impl TestEnv {
             cluster,
             admin,
             ns,
+            _private: private,
         }
     }
 

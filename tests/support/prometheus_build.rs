@@ -1,7 +1,7 @@
 //! The `prometheus` and `promtool` binaries the alert and dashboard tests run: `$PROMETHEUS` or
 //! `$PROMTOOL` when set, else the ones `tests/prometheus/build.sh` builds from the pinned Go
 //! module (once, cached, under a flock), so `cargo test` needs no Prometheus installed.
-//! Included with `#[path]` by `tests/alerts.rs` and `tests/dashboard/prometheus.rs`.
+//! Included with `#[path]` by `tests/cluster/main.rs` (for `alerts` and `dashboard`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -7,19 +7,14 @@
 //! the key changes, writes the new text into the guard's `--config` directory with the
 //! kubelet's `..data` symlink swap (an atomic rename), which `serve` reloads.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
-#[path = "cutover/harness.rs"]
 mod harness;
 
-#[path = "cutover/guide.rs"]
 mod guide;
 
-#[path = "cutover/gateway.rs"]
 mod gateway;
 
-#[path = "cutover/rollback.rs"]
 mod rollback;
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! What the tests of `cutover` share: running the binary, the policy ConfigMap and the
-//! kubelet's part in it (the module docs of `tests/cutover.rs`), the guard, and waits.
+//! kubelet's part in it (the module docs of `cutover`), the guard, and waits.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,6 +10,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+pub(crate) use super::support::guard::{LEASE_FLAGS, lb_service};
 use super::support::{TestEnv, Webhook, addresses, eventually};
 
 pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ingress-status-guard");
@@ -17,9 +18,6 @@ pub(crate) const A: &str = "203.0.113.1";
 pub(crate) const B: &str = "203.0.113.2";
 pub(crate) const CONFIG_MAP: &str = "isg-config";
 pub(crate) const ANNOTATION: &str = "cutover.ingress-status-guard/previous.config.yaml";
-/// Lease timing for tests (client-go's flags, shortened), as in tests/reconcile.rs.
-pub(crate) const LEASE_FLAGS: [&str; 3] =
-    ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
 
 #[derive(Debug, PartialEq)]
 pub(crate) struct Run {
@@ -72,18 +70,6 @@ pub(crate) fn policy_file(class: &str, service: &str) -> String {
     format!(
         "policies:\n  # the edge controller\n  - name: edge\n    ingressClasses: [{class}]\n    publishService: {service}\n"
     )
-}
-
-/// A LoadBalancer Service whose status publishes `ip`.
-pub(crate) async fn lb_service(api: &Api<Service>, name: &str, ip: &str) {
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &service).await.unwrap_or_else(|e| panic!("create Service {name}: {e}"));
-    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
 }
 
 pub(crate) async fn create_config_map(t: &TestEnv, text: &str) {

@@ -13,6 +13,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::harness::*;
+use super::support::guard::scoping_webhook;
 use super::support::{Class, TestEnv, create_ingress, write_status};
 
 fn two_policies(ns: &str) -> String {
@@ -146,16 +147,11 @@ async fn out_of_scope_ingresses_are_not_waited_for_and_hostnames_are_escaped() {
     let name = format!("isg-{}", t.ns);
     let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
         "metadata": {"name": name},
-        "webhooks": [{
-            "name": "scope.cutover.ingress-status-guard.test",
-            "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
-            // Called (and ignored, unreachable) for the status writes in the Namespace it selects.
-            "rules": [super::support::webhook::status_rule("ingresses")],
-            "namespaceSelector": {"matchLabels": {key.as_str(): "in"}},
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Ignore",
-        }]
+        "webhooks": [scoping_webhook(
+            "scope.cutover.ingress-status-guard.test",
+            "ingresses",
+            json!({"matchLabels": {key.as_str(): "in"}}),
+        )]
     }))
     .unwrap();
     let configs: Api<MutatingWebhookConfiguration> = Api::all(t.admin.clone());

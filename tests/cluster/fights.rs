@@ -5,8 +5,7 @@
 //! never patched. Isolation as in `tests/reconcile.rs`: each test governs only its own class
 //! (named after its namespace) and holds its own Lease(s).
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::{
     sync::{Arc, Mutex},
@@ -14,10 +13,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use k8s_openapi::api::{
-    core::v1::{Namespace, Service},
-    networking::v1::Ingress,
-};
+use k8s_openapi::api::{core::v1::Namespace, networking::v1::Ingress};
 use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
@@ -25,28 +21,10 @@ use kube::{
 };
 use serde_json::{Value, json};
 
+use support::guard::{await_synced_leader, guard_patches, lb_service, reconciler_args, start};
 use support::{Class, TestEnv, Webhook, addresses, create_ingress, eventually, stored, write_status};
 
-const LEASE_FLAGS: [&str; 3] =
-    ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
 const HEAL: Duration = Duration::from_secs(15);
-
-/// `--reconcile=true`, a Lease `lease` in the test's namespace, and `extra`.
-fn args(t: &TestEnv, lease: &str, extra: &[String]) -> Vec<String> {
-    let mut args = vec![
-        "--reconcile=true".to_owned(),
-        format!("--leader-election-namespace={}", t.ns),
-        format!("--leader-election-lease-name={lease}"),
-    ];
-    args.extend(LEASE_FLAGS.iter().map(ToString::to_string));
-    args.extend(extra.iter().cloned());
-    args
-}
-
-async fn start(t: &TestEnv, args: &[String]) -> Webhook {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Webhook::start(t.cluster, &t.ns, t.cluster.admin_kubeconfig(), &args).await
-}
 
 /// As [`start`], with the binary `ISG_COMPARE_BINARY` names if set: how the before/after
 /// figures of the fat-Ingress test are measured (an older build, same machine, same run).
@@ -55,14 +33,6 @@ async fn start_compared(t: &TestEnv, args: &[String]) -> Webhook {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Webhook::start_binary(t.cluster, &t.ns, std::path::Path::new(&binary), t.cluster.admin_kubeconfig(), &args, &[])
         .await
-}
-
-async fn await_synced_leader(webhook: &Webhook) {
-    eventually(&format!("leads with a synced cache ({})", webhook.log_path().display()), HEAL, || async {
-        let leading = webhook.metric("ingress_status_guard_leader") == 1.0;
-        if leading && webhook.log().contains("Ingress cache synced") { Ok(()) } else { Err("not yet".into()) }
-    })
-    .await;
 }
 
 /// Every change of the stored addresses of Ingress `name` in `ns`, with when it was seen.
@@ -105,12 +75,20 @@ async fn two_disagreeing_guards_back_off_and_say_so() {
     let (changes, watch) = watch_status(&t, &t.ns, "web");
     let a = start(
         &t,
-        &args(&t, "guard-a", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]),
+        &reconciler_args(
+            &t,
+            Some("guard-a"),
+            &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")],
+        ),
     )
     .await;
     let b = start(
         &t,
-        &args(&t, "guard-b", &["--publish-status-address=192.0.2.20".into(), format!("--ingress-class={class}")]),
+        &reconciler_args(
+            &t,
+            Some("guard-b"),
+            &["--publish-status-address=192.0.2.20".into(), format!("--ingress-class={class}")],
+        ),
     )
     .await;
     let first = eventually("a guard writes the status", HEAL, || async {
@@ -168,10 +146,14 @@ async fn a_writer_every_few_seconds_is_not_joined_and_is_counted() {
     write_status(&t.rogue, "web", &["192.0.2.10"], false).await.unwrap();
     let webhook = start(
         &t,
-        &args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]),
+        &reconciler_args(
+            &t,
+            Some("isg"),
+            &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")],
+        ),
     )
     .await;
-    await_synced_leader(&webhook).await;
+    await_synced_leader(&webhook, HEAL).await;
     // Every 3 s, alternating two values, so that every write changes what is stored.
     let rogue = t.rogue.clone();
     let writer = tokio::spawn(async move {
@@ -187,10 +169,10 @@ async fn a_writer_every_few_seconds_is_not_joined_and_is_counted() {
     })
     .await;
     // The writer goes on for 30 s more; the guard stays out of it.
-    let before = guard_patches(&t, &t.ns, "web").len();
+    let before = guard_patches(t.cluster, &t.ns, "web").len();
     tokio::time::sleep(Duration::from_secs(30)).await;
     writer.abort();
-    let during = guard_patches(&t, &t.ns, "web").len() - before;
+    let during = guard_patches(t.cluster, &t.ns, "web").len() - before;
     let fights = webhook.metric(FIGHTS);
     eprintln!("guard patches before the contest was seen: {before}, in the 30 s after: {during}; fights {fights}");
     assert!(before <= 2, "{before} patches before the contest was recognised");
@@ -224,10 +206,14 @@ async fn a_lone_rogue_write_is_healed_promptly_without_a_fight() {
     write_status(&t.rogue, "web", &["192.0.2.10"], false).await.unwrap();
     let webhook = start(
         &t,
-        &args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]),
+        &reconciler_args(
+            &t,
+            Some("isg"),
+            &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")],
+        ),
     )
     .await;
-    await_synced_leader(&webhook).await;
+    await_synced_leader(&webhook, HEAL).await;
     let (changes, watch) = watch_status(&t, &t.ns, "web");
     let written = Instant::now();
     write_status(&t.rogue, "web", &["198.51.100.9"], false).await.unwrap();
@@ -244,7 +230,7 @@ async fn a_lone_rogue_write_is_healed_promptly_without_a_fight() {
     let seen: Vec<Vec<String>> = changes.lock().unwrap().iter().map(|c| c.1.clone()).collect();
     assert!(seen.len() <= 2 && seen.last().is_some_and(|l| l == &["192.0.2.10"]), "rogue, then healed once: {seen:?}");
     let patches = eventually("the heal is in the audit log", HEAL, || async {
-        let n = guard_patches(&t, &t.ns, "web").len();
+        let n = guard_patches(t.cluster, &t.ns, "web").len();
         if n > 0 { Ok(n) } else { Err("none yet".to_owned()) }
     })
     .await;
@@ -276,12 +262,15 @@ fn peak_rss(pid: u32) -> u64 {
 async fn fat_ingresses_do_not_take_the_reconcilers_memory() {
     let t = TestEnv::new("fight-fat").await;
     let class = t.ns.clone();
-    let guard_args =
-        args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]);
+    let guard_args = reconciler_args(
+        &t,
+        Some("isg"),
+        &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")],
+    );
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     // The same guard before any fat Ingress exists: the reference.
     let watching = start_compared(&t, &guard_args).await;
-    await_synced_leader(&watching).await;
+    await_synced_leader(&watching, HEAL).await;
     let reference = peak_rss(watching.pid());
     let fat = "x".repeat(200 * 1024);
     let long: Vec<String> = (0..300).map(|i| format!("10.21.{}.{}", i / 250, i % 250 + 1)).collect();
@@ -301,10 +290,14 @@ async fn fat_ingresses_do_not_take_the_reconcilers_memory() {
     // One guard saw them arrive through its watch, a second one lists them at start-up.
     let listing = start_compared(
         &t,
-        &args(&t, "isg-2", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]),
+        &reconciler_args(
+            &t,
+            Some("isg-2"),
+            &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")],
+        ),
     )
     .await;
-    await_synced_leader(&listing).await;
+    await_synced_leader(&listing, HEAL).await;
     // (An older build compared through ISG_COMPARE_BINARY has no such counter.)
     let counted = if std::env::var_os("ISG_COMPARE_BINARY").is_some() { vec![] } else { vec![&watching, &listing] };
     for webhook in counted {
@@ -340,34 +333,11 @@ async fn fat_ingresses_do_not_take_the_reconcilers_memory() {
     assert_eq!(stored(&t.ingresses, "fat-0").await.len(), 300);
 }
 
-/// A LoadBalancer Service `name` in `ns` publishing `ip`.
-async fn lb_service(t: &TestEnv, name: &str, ip: &str) {
-    let api: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": name}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &service).await.unwrap();
-    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-}
-
 fn config_file(t: &TestEnv, name: &str, text: &str) -> std::path::PathBuf {
     let path = t.cluster.scratch_dir(&t.ns).join(name);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// The reconciler's patches of Ingresses in `ns` recorded in the audit log.
-fn guard_patches(t: &TestEnv, ns: &str, name: &str) -> Vec<Value> {
-    t.cluster
-        .ingress_status_audit(ns, name)
-        .into_iter()
-        .filter(|e| {
-            e["verb"] == "patch" && e["requestURI"].as_str().unwrap_or("").contains("fieldManager=ingress-status-guard")
-        })
-        .collect()
 }
 
 /// Issue 21, item 4: a leader that starts before its Service source has synced used to judge
@@ -377,7 +347,7 @@ fn guard_patches(t: &TestEnv, ns: &str, name: &str) -> Vec<Value> {
 async fn restarts_never_rewrite_a_canonical_union() {
     let t = TestEnv::new("fight-restart").await;
     let class = t.ns.clone();
-    lb_service(&t, "edge", "203.0.113.40").await;
+    lb_service(&Api::namespaced(t.admin.clone(), &t.ns), "edge", "203.0.113.40").await;
     let canonical = ["192.0.2.1", "203.0.113.40"];
     let names = ["u1", "u2", "u3"];
     for name in names {
@@ -394,8 +364,9 @@ async fn restarts_never_rewrite_a_canonical_union() {
         ),
     );
     for round in 0..3 {
-        let mut webhook = start(&t, &args(&t, "isg", &[format!("--config={}", config.display())])).await;
-        await_synced_leader(&webhook).await;
+        let mut webhook =
+            start(&t, &reconciler_args(&t, Some("isg"), &[format!("--config={}", config.display())])).await;
+        await_synced_leader(&webhook, HEAL).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(webhook.metric("ingress_status_guard_drift_ingresses{policy=\"union\"}"), 0.0, "round {round}");
         let status = webhook.terminate(Duration::from_secs(20));
@@ -404,7 +375,7 @@ async fn restarts_never_rewrite_a_canonical_union() {
     for ((seen, task), name) in watches.iter().zip(names) {
         task.abort();
         assert_eq!(*seen.lock().unwrap(), [], "{name}: never rewritten");
-        assert_eq!(guard_patches(&t, &t.ns, name), Vec::<Value>::new(), "{name}: no patch by the guard");
+        assert_eq!(guard_patches(t.cluster, &t.ns, name), Vec::<Value>::new(), "{name}: no patch by the guard");
         assert_eq!(stored(&t.ingresses, name).await, canonical);
     }
 }
@@ -435,8 +406,8 @@ async fn an_excluded_namespace_is_never_patched() {
             "policies:\n  - name: scoped\n    ingressClasses: [{class}]\n    namespaceSelector: isg-scope=in\n    publishStatusAddress: 192.0.2.10\n"
         ),
     );
-    let webhook = start(&t, &args(&t, "isg", &[format!("--config={}", config.display())])).await;
-    await_synced_leader(&webhook).await;
+    let webhook = start(&t, &reconciler_args(&t, Some("isg"), &[format!("--config={}", config.display())])).await;
+    await_synced_leader(&webhook, HEAL).await;
     eventually("the selected namespace is healed", HEAL, || async {
         let got = stored(&t.ingresses, "web").await;
         if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
@@ -445,7 +416,7 @@ async fn an_excluded_namespace_is_never_patched() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let outside: Api<Ingress> = Api::namespaced(t.admin.clone(), &excluded);
     assert_eq!(stored(&outside, "web").await, ["198.51.100.7"], "excluded: kept as written");
-    assert_eq!(guard_patches(&t, &excluded, "web"), Vec::<Value>::new(), "excluded: never patched");
+    assert_eq!(guard_patches(t.cluster, &excluded, "web"), Vec::<Value>::new(), "excluded: never patched");
 }
 
 /// Issue 21, item 5, the one scope: with the policies scoping nothing (flags, no
@@ -494,8 +465,8 @@ async fn a_namespace_labelled_into_the_webhooks_scope_is_healed_without_restart(
         format!("--ingress-class={class}"),
         format!("--webhook-configuration={name}"),
     ];
-    let webhook = start(&t, &args(&t, "isg", &flags)).await;
-    await_synced_leader(&webhook).await;
+    let webhook = start(&t, &reconciler_args(&t, Some("isg"), &flags)).await;
+    await_synced_leader(&webhook, HEAL).await;
     eventually("the selected namespace is healed", HEAL, || async {
         let got = stored(&t.ingresses, "web").await;
         if got == ["192.0.2.10"] { Ok(()) } else { Err(format!("{got:?}")) }
@@ -504,7 +475,7 @@ async fn a_namespace_labelled_into_the_webhooks_scope_is_healed_without_restart(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let outside: Api<Ingress> = Api::namespaced(t.admin.clone(), &excluded);
     assert_eq!(stored(&outside, "web").await, ["198.51.100.7"], "outside the webhook's scope: kept as written");
-    assert_eq!(guard_patches(&t, &excluded, "web"), Vec::<Value>::new(), "outside: never patched");
+    assert_eq!(guard_patches(t.cluster, &excluded, "web"), Vec::<Value>::new(), "outside: never patched");
     label(excluded.clone()).await;
     eventually("the namespace labelled into the scope is healed", HEAL, || async {
         let got = stored(&outside, "web").await;
@@ -534,11 +505,14 @@ async fn a_stalled_leader_steps_down_and_the_other_takes_over_without_overlap() 
     let proxied = direct.with_extension("proxied.yaml");
     let text = std::fs::read_to_string(&direct).unwrap().replace(&server, &format!("https://127.0.0.1:{port}"));
     std::fs::write(&proxied, text).unwrap();
-    let guard_args =
-        args(&t, "isg", &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")]);
+    let guard_args = reconciler_args(
+        &t,
+        Some("isg"),
+        &["--publish-status-address=192.0.2.10".into(), format!("--ingress-class={class}")],
+    );
     let guard_args: Vec<&str> = guard_args.iter().map(String::as_str).collect();
     let a = Webhook::start_with_env(t.cluster, &t.ns, &proxied, &guard_args, &[("POD_NAME", users[0])]).await;
-    await_synced_leader(&a).await;
+    await_synced_leader(&a, HEAL).await;
     let b_config = t.cluster.kubeconfig_for(users[1], Some("system:masters"));
     let b = Webhook::start_with_env(t.cluster, &t.ns, &b_config, &guard_args, &[("POD_NAME", users[1])]).await;
     eventually("b follows with a synced cache", HEAL, || async {
@@ -571,7 +545,7 @@ async fn a_stalled_leader_steps_down_and_the_other_takes_over_without_overlap() 
     })
     .await;
     let patchers: Vec<String> = eventually("the patch is in the audit log", HEAL, || async {
-        let p: Vec<String> = guard_patches(&t, &t.ns, "after")
+        let p: Vec<String> = guard_patches(t.cluster, &t.ns, "after")
             .iter()
             .map(|e| e["user"]["username"].as_str().unwrap_or("").to_owned())
             .collect();

@@ -19,7 +19,7 @@ use super::{SETTLE, run_cli};
 async fn migration_cutover_from_an_ingress_controller_to_a_gateway_and_back() {
     use k8s_openapi::api::core::v1::{Namespace, Service};
     use kube::api::{Patch, PatchParams, PostParams};
-    let t = TestEnv::new("gw-migration-guard").await;
+    let t = TestEnv::private("gw-migration-guard").await;
     t.cluster.install_gateway_crds().await;
     let (cluster, admin) = (t.cluster, t.admin.clone());
     let kubeconfig = cluster.admin_kubeconfig();
@@ -38,7 +38,8 @@ async fn migration_cutover_from_an_ingress_controller_to_a_gateway_and_back() {
         ));
         code
     };
-    // Fixed names, as in the guide: only this test of this binary uses them.
+    // Fixed names, as in the guide, in a control plane of its own: the deploy and cutover
+    // guide tests use some of them.
     for (ns, label) in [("ingress-nginx", "gw-migration-a"), ("gateway", "gw-migration-gw"), ("shop", "gw-migration")] {
         let namespace: Namespace = serde_json::from_value(
             json!({"metadata": {"name": ns, "labels": {support::cluster::NAMESPACE_LABEL: label}}}),

@@ -7,8 +7,7 @@
 //! `DefaultIngressClass` admission applies to every class-less Ingress created afterwards, so
 //! every other Ingress here names its class.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -198,7 +197,7 @@ async fn controller_class_governs_by_the_ingress_class_controller() {
 /// policy's.
 #[tokio::test]
 async fn default_ingress_class_governs_class_less_ingresses() {
-    let t = TestEnv::new("defaultclass").await;
+    let t = TestEnv::private("defaultclass").await;
     // Created before the default class exists, so the API server leaves it class-less.
     create_ingress(&t.ingresses, "web", Class::None).await;
     let class = format!("{}-default", t.ns);

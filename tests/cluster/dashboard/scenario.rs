@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::support::{Class, SENTINEL, SENTINEL_2, Webhook, addresses, create_ingress, eventually, write_status};
 
 /// The AdmissionReview an API server 1.24 sent for an Ingress status update.
-const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
+const FIXTURE: &str = include_str!("../../fixtures/ingress-status-update.apiserver-1.24.json");
 
 /// A LoadBalancer Service whose status publishes `ip`.
 pub(crate) async fn lb_service(api: &Api<Service>, name: &str, ip: &str) {

@@ -3,8 +3,7 @@
 //! API server returns: a Service change made afterwards is what the next write gets. Its own
 //! test binary, so stopping the API server disturbs no other test.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::{sync::Arc, time::Duration};
 
@@ -16,7 +15,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::{Class, FailurePolicy, TestEnv, addresses, create_ingress, eventually, write_status};
 
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 
 /// Posts the fixture review (a write of 10.7.7.7) straight to the webhook, as the API server
 /// would; the canonical addresses in its patch.
@@ -51,7 +50,7 @@ async fn ask_directly(webhook: &support::Webhook) -> Vec<String> {
 
 #[tokio::test]
 async fn webhook_rides_out_an_api_server_outage() {
-    let t = TestEnv::new("outage").await;
+    let t = TestEnv::private("outage").await;
     let services: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
     let service: Service = serde_json::from_value(json!({
         "metadata": {"name": "edge"},

@@ -4,8 +4,7 @@
 //! watch knows, stay small whatever the caller sent, and a flood of forged writers neither
 //! suppresses a real writer's Event nor keeps its metric label from it.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use support::{Class, FailurePolicy, TestEnv, Webhook, create_ingress, events_about, eventually};
 
 /// The AdmissionReview an API server 1.24 sent for an Ingress status update.
-const FIXTURE: &str = include_str!("fixtures/ingress-status-update.apiserver-1.24.json");
+const FIXTURE: &str = include_str!("../fixtures/ingress-status-update.apiserver-1.24.json");
 const CANONICAL: [&str; 1] = ["192.0.2.10"];
 
 /// A review of a status write of `10.66.66.66` by `username` to Ingress `namespace/name` whose

@@ -5,20 +5,13 @@
 //! MutatingAdmissionPolicies are cluster-scoped and match every namespace, so each test names
 //! its own ingress class (its namespace's name) and its own policy.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
-#[path = "admission_policy/equivalence.rs"]
 mod equivalence;
-#[path = "admission_policy/forged.rs"]
 mod forged;
-#[path = "admission_policy/gateway.rs"]
 mod gateway;
-#[path = "admission_policy/guard.rs"]
 mod guard;
-#[path = "admission_policy/hybrid.rs"]
 mod hybrid;
-#[path = "admission_policy/kept.rs"]
 mod kept;
 
 use std::path::{Path, PathBuf};
@@ -126,7 +119,7 @@ fn an_unresolved_source_is_refused_naming_the_policy() {
 /// value, through the field and the annotation; an Ingress of another class keeps its write.
 #[tokio::test]
 async fn a_rendered_mutating_policy_rewrites_rogue_writes_with_no_guard_running() {
-    let t = TestEnv::new("map-enforce").await;
+    let t = TestEnv::private("map-enforce").await;
     let dir = t.cluster.scratch_dir("map-enforce");
     render_and_apply(&t, &dir, &config(&t.ns, &t.ns, &t.ns, "enforce"));
     // No guard: nothing is registered as a webhook.
@@ -252,7 +245,7 @@ fn addresses_of(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<Strin
 /// governs every class-less Ingress it matches.
 #[tokio::test]
 async fn controller_and_default_classes_resolve_from_the_manifests() {
-    let t = TestEnv::new("map-ctl").await;
+    let t = TestEnv::private("map-ctl").await;
     let dir = t.cluster.scratch_dir("map-ctl");
     let controller = format!("example.com/{}", t.ns);
     let (cfg, manifests, out) = (dir.join("p.yaml"), dir.join("objects.yaml"), dir.join("rendered.yaml"));

@@ -3,8 +3,7 @@
 //! its status writes, and a configuration whose `matchConditions` the guard cannot evaluate is
 //! refused for reconciling, fail closed, with one line that says why.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -15,56 +14,22 @@ use kube::{
 };
 use serde_json::{Value, json};
 
+use support::guard::{await_synced_leader, guard_patches, reconciler_args, scoping_webhook, start};
 use support::{Class, TestEnv, Webhook, create_ingress, eventually, stored, write_status};
 
 const HEAL: Duration = Duration::from_secs(20);
 
-/// The reconciler's patches of Ingress `name` in `ns` in the audit log.
-fn guard_patches(t: &TestEnv, ns: &str, name: &str) -> Vec<Value> {
-    t.cluster
-        .ingress_status_audit(ns, name)
-        .into_iter()
-        .filter(|e| {
-            e["verb"] == "patch" && e["requestURI"].as_str().unwrap_or("").contains("fieldManager=ingress-status-guard")
-        })
-        .collect()
-}
-
 /// The guard with its reconciler on, scoped by configuration `name`, governing class `class`,
 /// once it leads with a synced cache.
 async fn start_reconciler(t: &TestEnv, class: &str, name: &str) -> Webhook {
-    let args = [
-        "--reconcile=true".to_owned(),
-        format!("--leader-election-namespace={}", t.ns),
-        "--leader-election-lease-duration=4s".to_owned(),
-        "--leader-election-renew-deadline=3s".to_owned(),
-        "--leader-election-retry-period=1s".to_owned(),
+    let extra = [
         "--publish-status-address=192.0.2.10".to_owned(),
         format!("--ingress-class={class}"),
         format!("--webhook-configuration={name}"),
     ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let webhook = Webhook::start(t.cluster, &t.ns, t.cluster.admin_kubeconfig(), &args).await;
-    eventually(&format!("leads with a synced cache ({})", webhook.log_path().display()), HEAL, || async {
-        let leading = webhook.metric("ingress_status_guard_leader") == 1.0;
-        if leading && webhook.log().contains("Ingress cache synced") { Ok(()) } else { Err("not yet".into()) }
-    })
-    .await;
+    let webhook = start(t, &reconciler_args(t, None, &extra)).await;
+    await_synced_leader(&webhook, HEAL).await;
     webhook
-}
-
-/// An unreachable webhook (`failurePolicy: Ignore`) named `name`, for the status writes of
-/// `resource` in the Namespaces `selector` selects.
-fn scoping_webhook(name: &str, resource: &str, selector: Value) -> Value {
-    json!({
-        "name": name,
-        "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
-        "rules": [support::webhook::status_rule(resource)],
-        "namespaceSelector": selector,
-        "admissionReviewVersions": ["v1"],
-        "sideEffects": "None",
-        "failurePolicy": "Ignore",
-    })
 }
 
 /// Issue 33, item 8: the scope is per kind, per webhook rule, as the API server calls the
@@ -105,7 +70,7 @@ async fn each_kind_is_scoped_by_the_webhooks_whose_rules_review_it() {
     // Both were judged in the same pass: by now the other would have been patched too.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(stored(&b, "web").await, ["198.51.100.7"], "B: only Gateways are reviewed there");
-    assert_eq!(guard_patches(&t, &b_ns, "web"), Vec::<Value>::new(), "B: never patched");
+    assert_eq!(guard_patches(t.cluster, &b_ns, "web"), Vec::<Value>::new(), "B: never patched");
     assert_eq!(webhook.metric("ingress_status_guard_reconcile_scope_known"), 1.0);
 
     // Only the Gateway webhook left: admission never runs for an Ingress.
@@ -241,7 +206,11 @@ async fn match_conditions_the_guard_cannot_evaluate_fail_closed() {
     assert_eq!(webhook.metric("ingress_status_guard_reconcile_scope_known"), 0.0);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(stored(&system, &system_name).await, ["198.51.100.7"], "kube-system: kept as written");
-    assert_eq!(guard_patches(&t, "kube-system", &system_name), Vec::<Value>::new(), "kube-system: never patched");
+    assert_eq!(
+        guard_patches(t.cluster, "kube-system", &system_name),
+        Vec::<Value>::new(),
+        "kube-system: never patched"
+    );
     assert_eq!(stored(&t.ingresses, "web").await, ["198.51.100.7"], "fail closed: not patched anywhere");
 
     // Without the condition the scope is the namespaceSelector's.

@@ -89,7 +89,7 @@ async fn webhook_answer(
     object: &Value,
 ) -> Value {
     let mut review: Value =
-        serde_json::from_str(include_str!("../fixtures/ingress-status-update.apiserver-1.24.json")).unwrap();
+        serde_json::from_str(include_str!("../../fixtures/ingress-status-update.apiserver-1.24.json")).unwrap();
     let request = &mut review["request"];
     request["name"] = json!(old.metadata.name);
     request["namespace"] = json!(old.metadata.namespace);

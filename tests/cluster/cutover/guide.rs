@@ -14,13 +14,14 @@ use super::support::{Class, TestEnv, addresses, create_ingress, eventually};
 /// API" section (`--to-publish-gateway`, [`gateway_cutover`]): the guide's names (controller A is
 /// ingress-nginx publishing 203.0.113.10, B is Traefik publishing 203.0.113.20, the Ingresses
 /// shop/web, shop/api and blog/www of class nginx) and its commands, off a terminal. The
-/// output goes to `target/tmp/e2e/run-*/shared/cutover-guide-*/transcript.md`, which is where
+/// output goes to `target/tmp/e2e/run-*/fresh-*/cutover-guide-*/transcript.md`, which is where
 /// the guide's output comes from.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_migration_guide_cuts_over_with_cutover() {
     use k8s_openapi::api::core::v1::Namespace;
-    let t = TestEnv::new("cutover-guide").await;
-    // Fixed names, as in the guide: this test is the only one in this binary using them.
+    let t = TestEnv::private("cutover-guide").await;
+    // Fixed names, as in the guide, in a control plane of its own: the deploy and Gateway
+    // migration tests use some of them.
     for ns in ["ingress-nginx", "traefik", "shop", "blog", "ingress-status-guard"] {
         let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
         Api::<Namespace>::all(t.admin.clone()).create(&PostParams::default(), &namespace).await.unwrap();

@@ -4,8 +4,7 @@
 //! series that fire it and series that must not. promtool is `$PROMTOOL`, else the one
 //! tests/prometheus/build.sh builds from its pinned Go module (once, cached).
 
-#[path = "support/prometheus_build.rs"]
-mod prometheus_build;
+use crate::prometheus_build;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -26,7 +26,7 @@ async fn check_lists_ingresses_and_gateways_and_filters_by_kind() {
     std::fs::write(
         &file,
         format!(
-            "policies:\n  - {{name: ing, ingressClasses: [{ns}], publishStatusAddress: 192.0.2.80}}\n  - {{name: gw, gatewayClasses: [{ns}], publishStatusAddress: '192.0.2.81, gw.example.test'}}\n"
+            "policies:\n  - {{name: ing, ingressClasses: [{ns}], publishStatusAddress: 192.0.2.80}}\n  - {{name: gw, kind: Gateway, gatewayClasses: [{ns}], publishStatusAddress: '192.0.2.81, gw.example.test'}}\n"
         ),
     )
     .expect("write the policy file");

@@ -5,7 +5,7 @@
 //! that namespace, so tests run in parallel against the one shared API server. Status writes
 //! are made by another identity (`rogue-controller`), as a competing controller would.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -7,22 +7,14 @@
 //! Isolation in the shared API server: each test has its own namespace, ingress class (named
 //! after the namespace), Gateway and Lease, so parallel tests never touch each other's objects.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
-#[path = "gateway/checked.rs"]
 mod checked;
-#[path = "gateway/counted.rs"]
 mod counted;
-#[path = "gateway/followed.rs"]
 mod followed;
-#[path = "gateway/forged.rs"]
 mod forged;
-#[path = "gateway/governed.rs"]
 mod governed;
-#[path = "gateway/migration.rs"]
 mod migration;
-#[path = "gateway/reconciled.rs"]
 mod reconciled;
 
 use std::time::Duration;

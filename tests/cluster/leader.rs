@@ -5,8 +5,7 @@
 //! no admission policy either. Each test governs only its own classes (named after its
 //! namespace) and holds its own Lease.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::{
     path::Path,

@@ -6,8 +6,7 @@
 //! `forged_spec_writes_total`. The admission-policy mode is in `tests/admission_policy/forged.rs`,
 //! Gateways in `tests/gateway/forged.rs`.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;

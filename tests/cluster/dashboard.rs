@@ -12,16 +12,10 @@
 //! `ISG_DASHBOARD_SNAPSHOT=FILE` also writes every query's range over the run to FILE (JSON),
 //! which `scripts/dashboard-png.py` draws into docs/dashboard.png.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
-#[path = "dashboard/panels.rs"]
 mod panels;
-#[path = "dashboard/prometheus.rs"]
 mod prometheus;
-#[path = "support/prometheus_build.rs"]
-mod prometheus_build;
-#[path = "dashboard/scenario.rs"]
 mod scenario;
 
 use std::collections::BTreeMap;
@@ -41,8 +35,7 @@ const CANONICAL: &str = "203.0.113.10";
 const SHADOW: &str = "192.0.2.40";
 const STALE: &str = "198.51.100.1";
 const POD: &str = "ingress-status-guard-0";
-const LEASE_FLAGS: [&str; 3] =
-    ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
+use support::guard::LEASE_FLAGS;
 /// How long Prometheus may take to show what the guard counted: a few scrapes, under load.
 const SCRAPED: Duration = Duration::from_secs(60);
 /// The scenario's bodies stay far below it; the oversized one is above.

@@ -3,8 +3,7 @@
 //! answers exactly as `ingress-status-guard ...` does, against the test API server, with
 //! kubectl's `--kubeconfig`, `--context` and `-n`.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,7 +59,9 @@ fn kubectl() -> String {
 
 #[tokio::test]
 async fn kubectl_isg_answers_as_the_binary_with_kubectl_flags() {
-    let t = TestEnv::new("plugin").await;
+    // A control plane of its own: the two runs it compares count every namespace's Ingresses,
+    // which other tests create in between.
+    let t = TestEnv::private("plugin").await;
     let bin = plugin_dir(&t);
     let class = format!("cls-{}", t.ns);
     let other_ns = t.cluster.namespace(&t.admin, "plugin-b").await;

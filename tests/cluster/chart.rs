@@ -15,17 +15,11 @@
 //! - the chart says what the kustomize tree says: RBAC rules, webhook registration,
 //!   securityContexts, probes, args, policies (one is checked against the other).
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
-#[path = "chart/policy_mode.rs"]
-mod policy_mode;
-
-#[path = "chart/toolbox.rs"]
-mod toolbox;
-
-#[path = "chart/doctor.rs"]
 mod doctor;
+mod policy_mode;
+mod toolbox;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -636,7 +630,7 @@ fn mtls_in_the_chart_and_the_kustomize_component_agree() {
 /// Service, enforces its address and writes Events, with no forbidden error in its log.
 #[tokio::test]
 async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
-    let t = TestEnv::new("chart-rbac").await;
+    let t = TestEnv::private("chart-rbac").await;
     let helm = Helm::new(3, &t.cluster.scratch_dir("chart-rbac-helm"));
     let docs = helm.template(&[
         "--set",

@@ -2,10 +2,8 @@
 //! black box, run as a read-only identity; stored statuses are written with the admin client.
 //! Exit codes: 0 all canonical, 1 drift, 2 any error.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
-#[path = "check/doctor.rs"]
 mod doctor;
 
 use std::path::Path;

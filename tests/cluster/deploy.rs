@@ -19,10 +19,8 @@
 //! - with the Gateway API components and the real CRDs, their RBAC is all a `publishGateway`
 //!   source and Gateway policies need (`deploy/gateway.rs`).
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
-#[path = "deploy/gateway.rs"]
 mod gateway;
 
 use std::{collections::BTreeMap, path::Path, process::Command};

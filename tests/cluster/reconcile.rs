@@ -7,8 +7,7 @@
 //! parallel tests never touch each other's Ingresses. Waits are bounded ("until the state is
 //! reached, or fail after N s"); the issue's 10 s bounds are those N.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::{path::Path, time::Duration};
 
@@ -27,8 +26,7 @@ use support::{
 const HEAL: Duration = Duration::from_secs(10);
 /// Lease timing for tests (client-go's flags, shortened).
 const LEASE_DURATION: Duration = Duration::from_secs(4);
-const LEASE_FLAGS: [&str; 3] =
-    ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
+use support::guard::LEASE_FLAGS;
 
 /// `--reconcile=true`, this test's Lease, and `extra`.
 fn reconciler_args(t: &TestEnv, extra: &[&str]) -> Vec<String> {
@@ -485,7 +483,10 @@ async fn an_unresolved_source_never_clears_a_status() {
 #[tokio::test]
 async fn migration_cutover_from_controller_a_to_b_and_back() {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-    let cluster = support::Cluster::shared().await;
+    // Fixed names, as in the guide, in a control plane of its own: the deploy and cutover
+    // guide tests use some of them.
+    let own = support::TestEnv::private("migration").await;
+    let cluster = own.cluster;
     let admin = cluster.admin().await;
     let kubeconfig = cluster.admin_kubeconfig();
     let transcript = std::cell::RefCell::new(String::new());
@@ -495,7 +496,6 @@ async fn migration_cutover_from_controller_a_to_b_and_back() {
         transcript.borrow_mut().push_str(&format!("$ kubectl {}\n{}{}\n", args.join(" "), out.stderr, out.stdout));
         out
     };
-    // Fixed names, as in the guide: this test is the only one in this binary using them.
     for (ns, label) in [
         ("ingress-nginx", "migration-a"),
         ("traefik", "migration-b"),
