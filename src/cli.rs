@@ -19,6 +19,7 @@ mod reconcile;
 mod render;
 mod resolve;
 mod serve;
+mod version;
 
 use std::{net::SocketAddr, process::ExitCode};
 
@@ -91,6 +92,9 @@ pub(crate) enum Command {
     /// The admission policies of `--admission=policy`: `remove` deletes one guard's, and nobody
     /// else's.
     AdmissionPolicy(admission::AdmissionPolicyArgs),
+    /// Print this binary's version and revision and the guard versions running in the cluster
+    /// (its Deployments' images, its leader's Lease), warning when they differ by a minor version.
+    Version(version::VersionArgs),
 }
 
 /// Everything that can stop a command, each saying what to fix.
@@ -163,18 +167,22 @@ pub fn main() -> ExitCode {
     // `check` and `explain` report on stdout and their errors in one line on stderr; kube's
     // own log lines would only repeat those errors.
     let default_level = match cli.command {
-        Command::Check { .. } | Command::Explain { .. } | Command::Doctor { .. } | Command::Cutover(_) => {
-            "warn,kube_client=off"
-        }
+        Command::Check { .. }
+        | Command::Explain { .. }
+        | Command::Doctor { .. }
+        | Command::Cutover(_)
+        | Command::Version(_) => "warn,kube_client=off",
         _ => "info",
     };
     logging::init_logging(cli.log_format, cli.log_level.as_deref(), default_level);
     // `check` and `explain` tell what they found by their exit code (0 canonical, 1 drift) and
     // print their own errors; any error of theirs is 2, as clap's usage errors are.
     let failure = match cli.command {
-        Command::Check { .. } | Command::Explain { .. } | Command::Doctor { .. } | Command::Cutover(_) => {
-            ExitCode::from(2)
-        }
+        Command::Check { .. }
+        | Command::Explain { .. }
+        | Command::Doctor { .. }
+        | Command::Cutover(_)
+        | Command::Version(_) => ExitCode::from(2),
         _ => ExitCode::FAILURE,
     };
     // One runtime for every command; `resolve` and `certs generate` simply do not await. Its
@@ -206,6 +214,7 @@ pub fn main() -> ExitCode {
                 },
                 Command::Cutover(args) => Ok(cutover::cutover(*args).await),
                 Command::AdmissionPolicy(args) => admission::run(args).await.map(done),
+                Command::Version(args) => Ok(version::version(args).await),
             }
         }),
     };

@@ -7,6 +7,8 @@ mod support;
 
 #[path = "check/doctor.rs"]
 mod doctor;
+#[path = "check/version.rs"]
+mod version;
 
 use std::path::Path;
 use std::process::{Command, Output};
