@@ -7,6 +7,7 @@ mod admission;
 mod certs;
 mod check;
 mod client;
+mod completion;
 mod cutover;
 mod doctor;
 mod duration;
@@ -95,6 +96,12 @@ pub(crate) enum Command {
     /// Print this binary's version and revision and the guard versions running in the cluster
     /// (its Deployments' images, its leader's Lease), warning when they differ by a minor version.
     Version(version::VersionArgs),
+    /// Print a shell completion script: bash, zsh, fish, powershell, or `kubectl` for the
+    /// `kubectl_complete-isg` helper that completes `kubectl isg`.
+    Completion(completion::CompletionArgs),
+    /// The candidates for the last of the words given (what the completion scripts call).
+    #[command(name = "__complete", hide = true)]
+    Complete(completion::CompleteArgs),
 }
 
 /// Everything that can stop a command, each saying what to fix.
@@ -172,6 +179,8 @@ pub fn main() -> ExitCode {
         | Command::Doctor { .. }
         | Command::Cutover(_)
         | Command::Version(_) => "warn,kube_client=off",
+        // A log line would land among the shell's completions.
+        Command::Complete(_) => "off",
         _ => "info",
     };
     logging::init_logging(cli.log_format, cli.log_level.as_deref(), default_level);
@@ -215,6 +224,14 @@ pub fn main() -> ExitCode {
                 Command::Cutover(args) => Ok(cutover::cutover(*args).await),
                 Command::AdmissionPolicy(args) => admission::run(args).await.map(done),
                 Command::Version(args) => Ok(version::version(args).await),
+                Command::Completion(args) => {
+                    print!("{}", completion::script(args.shell));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::Complete(args) => {
+                    completion::complete(args).await;
+                    Ok(ExitCode::SUCCESS)
+                }
             }
         }),
     };

@@ -5,6 +5,8 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "check/completion.rs"]
+mod completion;
 #[path = "check/doctor.rs"]
 mod doctor;
 #[path = "check/version.rs"]
