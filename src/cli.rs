@@ -205,7 +205,9 @@ pub fn main() -> ExitCode {
         Ok(runtime) => runtime.block_on(async {
             let done = |()| ExitCode::SUCCESS;
             match cli.command {
-                Command::Resolve(args) => resolve::resolve(&args).map(|json| println!("{json}")).map(done),
+                Command::Resolve(args) => {
+                    resolve::resolve(&args).map(|json| print!("{}", resolve::shown(&json, args.output))).map(done)
+                }
                 Command::RenderAdmissionPolicy(args) => render::render(&args).map(|yaml| print!("{yaml}")).map(done),
                 Command::Certs(args) => certs::run(args).await.map_err(CliError::from).map(done),
                 Command::Serve(args) => serve::serve(*args).await.map(done),

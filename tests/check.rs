@@ -9,6 +9,8 @@ mod support;
 mod completion;
 #[path = "check/doctor.rs"]
 mod doctor;
+#[path = "check/output.rs"]
+mod output;
 #[path = "check/version.rs"]
 mod version;
 
@@ -323,11 +325,7 @@ async fn errors_exit_2_with_a_message_naming_what_to_fix() {
             vec!["check", &admin, "--publish-status-address=192.0.2.1", "--publish-service=a/b"],
             "cannot be used with",
         ),
-        (
-            "bad output",
-            vec!["check", &admin, "--publish-status-address=192.0.2.1", "-o", "yaml"],
-            "invalid value 'yaml'",
-        ),
+        ("bad output", vec!["check", &admin, "--publish-status-address=192.0.2.1", "-o", "xml"], "invalid value 'xml'"),
         (
             "bad namespace",
             vec!["check", &admin, "--publish-status-address=192.0.2.1", "-n", "Bad"],

@@ -92,7 +92,7 @@ async fn completion_scripts_parse_and_complete_names_from_the_cluster() {
     // splits into words of its own).
     assert_eq!(bash_complete(&script, &dir, "ingress-status-guard expl"), ["explain"]);
     assert_eq!(bash_complete(&script, &dir, "ingress-status-guard doctor --wai"), ["--wait"]);
-    assert_eq!(bash_complete(&script, &dir, "ingress-status-guard doctor -o "), ["table", "json", "yaml"]);
+    assert_eq!(bash_complete(&script, &dir, "ingress-status-guard check -o "), ["table", "json", "yaml"]);
     assert_eq!(bash_complete(&script, &dir, "ingress-status-guard version --output=ya"), ["yaml"]);
     assert_eq!(bash_complete(&script, &dir, "kubectl-isg completion k"), ["kubectl"]);
 
