@@ -89,11 +89,28 @@ pub(crate) struct Cluster {
     pub owner: crate::admission_policy::desired::Owner,
 }
 
-/// How `check` prints its report.
+/// How `check` and `explain` print: `table` (`text` is the same: aligned lines for people),
+/// or one JSON or YAML document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Output {
+    #[value(alias = "text")]
     Table,
     Json,
+    Yaml,
+}
+
+impl Output {
+    /// The report as this format: `table()`, or its JSON (`json()`), as YAML for `yaml`.
+    pub(crate) fn render(self, json: impl FnOnce() -> String, table: impl FnOnce() -> String) -> String {
+        match self {
+            Output::Table => table(),
+            Output::Json => json(),
+            Output::Yaml => serde_json::from_str::<serde_json::Value>(&json())
+                .map_err(|e| e.to_string())
+                .and_then(|value| serde_norway::to_string(&value).map_err(|e| e.to_string()))
+                .unwrap_or_else(|e| format!("error: {e}\n")),
+        }
+    }
 }
 
 /// What `check` reads: a namespace (default: all), a kind (default: both).
@@ -151,7 +168,7 @@ pub(crate) async fn check(
     policies: &Policies,
 ) -> Result<u8, CheckError> {
     let report = report(cluster, scope, policies).await?;
-    print!("{}", if output == Output::Json { report.json() } else { report.table() });
+    print!("{}", output.render(|| report.json(), || report.table()));
     Ok(report.exit_code())
 }
 
@@ -195,12 +212,22 @@ impl Cluster {
 
 /// Runs `explain`: prints the explanation, returns 0, 1 (drift or unresolved) or an error (2).
 /// Without a namespace, the object is looked up in the context's namespace, as kubectl does.
-pub(crate) async fn explain_one(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
-    with_kind!(object.kind, K => explain_of::<K>(cluster, object, policies).await)
+pub(crate) async fn explain_one(
+    cluster: &Cluster,
+    object: ObjectRef,
+    policies: &Policies,
+    output: Output,
+) -> Result<u8, CheckError> {
+    with_kind!(object.kind, K => explain_of::<K>(cluster, object, policies, output).await)
 }
 
 /// [`explain_one`] of an object of kind `K`.
-async fn explain_of<K: Explained>(cluster: &Cluster, object: ObjectRef, policies: &Policies) -> Result<u8, CheckError> {
+async fn explain_of<K: Explained>(
+    cluster: &Cluster,
+    object: ObjectRef,
+    policies: &Policies,
+    output: Output,
+) -> Result<u8, CheckError> {
     let ObjectRef { kind, namespace, name } = object;
     let timeout = cluster.request_timeout;
     let client = cluster.connect().await?;
@@ -218,7 +245,7 @@ async fn explain_of<K: Explained>(cluster: &Cluster, object: ObjectRef, policies
     let governing = explain::governing(&crate::decision::decide::<K>(write, policies, &sources))
         .and_then(|p| Some((p, crate::admission_policy::object_name_in(&cluster.owner.lease, p).ok()?)));
     explain::add_admission(&mut explanation, governing, policies, &cluster.owner, &sources, &found);
-    print!("{}", explanation.text());
+    print!("{}", output.render(|| explanation.json(), || explanation.text()));
     Ok(explanation.exit_code)
 }
 

@@ -7,6 +7,7 @@ mod admission;
 mod certs;
 mod check;
 mod client;
+mod completion;
 mod cutover;
 mod doctor;
 mod duration;
@@ -19,6 +20,7 @@ mod reconcile;
 mod render;
 mod resolve;
 mod serve;
+mod version;
 
 use std::{net::SocketAddr, process::ExitCode};
 
@@ -91,6 +93,15 @@ pub(crate) enum Command {
     /// The admission policies of `--admission=policy`: `remove` deletes one guard's, and nobody
     /// else's.
     AdmissionPolicy(admission::AdmissionPolicyArgs),
+    /// Print this binary's version and revision and the guard versions running in the cluster
+    /// (its Deployments' images, its leader's Lease), warning when they differ by a minor version.
+    Version(version::VersionArgs),
+    /// Print a shell completion script: bash, zsh, fish, powershell, or `kubectl` for the
+    /// `kubectl_complete-isg` helper that completes `kubectl isg`.
+    Completion(completion::CompletionArgs),
+    /// The candidates for the last of the words given (what the completion scripts call).
+    #[command(name = "__complete", hide = true)]
+    Complete(completion::CompleteArgs),
 }
 
 /// Everything that can stop a command, each saying what to fix.
@@ -163,18 +174,24 @@ pub fn main() -> ExitCode {
     // `check` and `explain` report on stdout and their errors in one line on stderr; kube's
     // own log lines would only repeat those errors.
     let default_level = match cli.command {
-        Command::Check { .. } | Command::Explain { .. } | Command::Doctor { .. } | Command::Cutover(_) => {
-            "warn,kube_client=off"
-        }
+        Command::Check { .. }
+        | Command::Explain { .. }
+        | Command::Doctor { .. }
+        | Command::Cutover(_)
+        | Command::Version(_) => "warn,kube_client=off",
+        // A log line would land among the shell's completions.
+        Command::Complete(_) => "off",
         _ => "info",
     };
     logging::init_logging(cli.log_format, cli.log_level.as_deref(), default_level);
     // `check` and `explain` tell what they found by their exit code (0 canonical, 1 drift) and
     // print their own errors; any error of theirs is 2, as clap's usage errors are.
     let failure = match cli.command {
-        Command::Check { .. } | Command::Explain { .. } | Command::Doctor { .. } | Command::Cutover(_) => {
-            ExitCode::from(2)
-        }
+        Command::Check { .. }
+        | Command::Explain { .. }
+        | Command::Doctor { .. }
+        | Command::Cutover(_)
+        | Command::Version(_) => ExitCode::from(2),
         _ => ExitCode::FAILURE,
     };
     // One runtime for every command; `resolve` and `certs generate` simply do not await. Its
@@ -188,7 +205,9 @@ pub fn main() -> ExitCode {
         Ok(runtime) => runtime.block_on(async {
             let done = |()| ExitCode::SUCCESS;
             match cli.command {
-                Command::Resolve(args) => resolve::resolve(&args).map(|json| println!("{json}")).map(done),
+                Command::Resolve(args) => {
+                    resolve::resolve(&args).map(|json| print!("{}", resolve::shown(&json, args.output))).map(done)
+                }
                 Command::RenderAdmissionPolicy(args) => render::render(&args).map(|yaml| print!("{yaml}")).map(done),
                 Command::Certs(args) => certs::run(args).await.map_err(CliError::from).map(done),
                 Command::Serve(args) => serve::serve(*args).await.map(done),
@@ -206,6 +225,15 @@ pub fn main() -> ExitCode {
                 },
                 Command::Cutover(args) => Ok(cutover::cutover(*args).await),
                 Command::AdmissionPolicy(args) => admission::run(args).await.map(done),
+                Command::Version(args) => Ok(version::version(args).await),
+                Command::Completion(args) => {
+                    print!("{}", completion::script(args.shell));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::Complete(args) => {
+                    completion::complete(args).await;
+                    Ok(ExitCode::SUCCESS)
+                }
             }
         }),
     };

@@ -29,6 +29,16 @@ impl Explanation {
         let width = "Canonical:".len();
         self.lines.iter().map(|(label, value)| format!("{:<width$} {value}\n", format!("{label}:"))).collect()
     }
+
+    /// `{"lines": [{"label", "value"}], "exitCode"}`: the same lines, for programs.
+    pub(crate) fn json(&self) -> String {
+        let lines: Vec<_> =
+            self.lines.iter().map(|(label, value)| serde_json::json!({"label": label, "value": value})).collect();
+        let mut text = serde_json::to_string_pretty(&serde_json::json!({"lines": lines, "exitCode": self.exit_code}))
+            .expect("strings always serialize");
+        text.push('\n');
+        text
+    }
 }
 
 pub(super) fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn Sources) -> String {

@@ -163,7 +163,7 @@ pub(crate) async fn check_fleet(
         .collect()
         .await;
     let fleet = Fleet(outcomes);
-    print!("{}", if output == Output::Json { fleet.json() } else { fleet.table() });
+    print!("{}", output.render(|| fleet.json(), || fleet.table()));
     fleet.exit_code()
 }
 

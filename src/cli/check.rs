@@ -75,7 +75,7 @@ pub(crate) struct CheckArgs {
     /// when a policy governs Gateways.
     #[arg(long, env = "ISG_KIND", value_enum)]
     pub kind: Option<Kind>,
-    /// Output format: an aligned table, or one JSON document.
+    /// Output format: an aligned table (`text` is the same), or one JSON or YAML document.
     #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
@@ -104,6 +104,10 @@ pub(crate) struct ExplainArgs {
     pub namespace: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Output format: labelled lines (`table` or `text`), or one JSON or YAML document
+    /// (`{"lines": [{"label", "value"}], "exitCode"}`).
+    #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
 }
 
 fn parse_namespace(text: &str) -> Result<String, String> {
@@ -166,14 +170,14 @@ pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process:
 
 /// Runs `explain` with its validated policies; the exit code is the explanation's (or 2).
 pub(crate) async fn explain(args: ExplainArgs, policies: &Policies) -> std::process::ExitCode {
-    let ExplainArgs { object: ObjectRef { kind, namespace: in_ref, name }, namespace, cluster } = args;
+    let ExplainArgs { object: ObjectRef { kind, namespace: in_ref, name }, namespace, cluster, output } = args;
     let namespace = match (in_ref, namespace) {
         (Some(a), Some(b)) if a != b => {
             return check::exit(Err(CheckError::TwoNamespaces { flag: b, namespace: a, name }));
         }
         (a, b) => a.or(b),
     };
-    check::exit(check::explain_one(&cluster.cluster(), ObjectRef { kind, namespace, name }, policies).await)
+    check::exit(check::explain_one(&cluster.cluster(), ObjectRef { kind, namespace, name }, policies, output).await)
 }
 
 #[cfg(test)]

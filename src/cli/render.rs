@@ -40,6 +40,9 @@ pub(crate) struct RenderArgs {
     /// the ClusterRole's resourceNames must list. Reads no manifest.
     #[arg(long)]
     pub names: bool,
+    /// Output format: YAML documents (for `kubectl apply -f`), or one JSON `List` of them.
+    #[arg(short = 'o', long, env = "ISG_RENDER_OUTPUT", value_enum, default_value_t = RenderOutput::Yaml)]
+    pub output: RenderOutput,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }
@@ -76,6 +79,13 @@ impl Sources for Offline {
     }
 }
 
+/// `render-admission-policy`'s formats: the objects are manifests, not a report, so no table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum RenderOutput {
+    Yaml,
+    Json,
+}
+
 /// Runs `render-admission-policy`: every policy's admission policy and binding, as YAML.
 pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
     let policies = args.policy.policies()?;
@@ -100,7 +110,13 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
             objects.extend(rendered);
         }
     }
-    Ok(admission_policy::to_yaml(&objects))
+    Ok(match args.output {
+        RenderOutput::Yaml => admission_policy::to_yaml(&objects),
+        RenderOutput::Json => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            serde_json::to_string_pretty(&list).expect("JSON values always serialize") + "\n"
+        }
+    })
 }
 
 /// Reads one manifest's objects into `offline`; other kinds (Namespaces, Ingresses, ...) are

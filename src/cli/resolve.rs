@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use k8s_openapi::api::core::v1::Service;
 
-use super::{CliError, policy::PolicyFlagsArgs};
+use super::{CliError, output::Format, policy::PolicyFlagsArgs};
 use crate::{
     address::{self, Address},
     policy,
@@ -34,6 +34,25 @@ pub(crate) struct ResolveArgs {
     /// Keep the `ports` of load-balancer entries.
     #[arg(long)]
     pub keep_ports: bool,
+    /// Output format: one JSON array (the default), the same as YAML, or a table (one address a
+    /// line).
+    #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Format::Json)]
+    pub output: Format,
+}
+
+/// `addresses` (a JSON array of load-balancer entries) as `format`.
+pub(crate) fn shown(addresses: &str, format: Format) -> String {
+    let value: serde_json::Value = serde_json::from_str(addresses).expect("resolve prints valid JSON");
+    format.document(&value, || {
+        let entries = value.as_array().cloned().unwrap_or_default();
+        let mut table = String::from("ADDRESS\n");
+        for entry in &entries {
+            let address = entry["ip"].as_str().or(entry["hostname"].as_str()).unwrap_or_default();
+            table.push_str(address);
+            table.push('\n');
+        }
+        table
+    })
 }
 
 /// Runs `resolve`: the canonical addresses as a JSON array.

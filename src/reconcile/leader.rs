@@ -35,6 +35,10 @@ use crate::{
     names,
 };
 
+/// The annotation on the Lease in which its holder says which version of the guard it runs
+/// (`version` reads it to warn of skew between this client and the running guard).
+pub(crate) const VERSION_ANNOTATION: &str = "ingress-status-guard/version";
+
 /// Longest wait for the Lease's release at shutdown.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -210,7 +214,10 @@ fn params() -> PostParams {
 /// (a 409 if it changed meanwhile): the RBAC grants `patch` on the one Lease, not `update`.
 async fn write(leases: &Api<Lease>, s: &Settings, lease: &Lease) -> kube::Result<Lease> {
     let patch = serde_json::json!({
-        "metadata": {"resourceVersion": lease.metadata.resource_version},
+        "metadata": {
+            "resourceVersion": lease.metadata.resource_version,
+            "annotations": {VERSION_ANNOTATION: crate::metrics::VERSION},
+        },
         "spec": lease.spec,
     });
     let params = PatchParams { field_manager: Some(super::FIELD_MANAGER.to_owned()), ..PatchParams::default() };
@@ -305,8 +312,13 @@ async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
     loop {
         let result = match within(CALL_TIMEOUT.min(s.retry_period), leases.get_opt(&s.lease_name)).await {
             Ok(None) => {
+                let version = [(VERSION_ANNOTATION.to_owned(), crate::metrics::VERSION.to_owned())];
                 let lease = Lease {
-                    metadata: ObjectMeta { name: Some(s.lease_name.clone()), ..ObjectMeta::default() },
+                    metadata: ObjectMeta {
+                        name: Some(s.lease_name.clone()),
+                        annotations: Some(version.into_iter().collect()),
+                        ..ObjectMeta::default()
+                    },
                     spec: None,
                 };
                 within(CALL_TIMEOUT, leases.create(&params(), &held(lease, s))).await.map(Some)

@@ -4,7 +4,10 @@
 
 use crate::support;
 
+mod completion;
 mod doctor;
+mod output;
+mod version;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -317,11 +320,7 @@ async fn errors_exit_2_with_a_message_naming_what_to_fix() {
             vec!["check", &admin, "--publish-status-address=192.0.2.1", "--publish-service=a/b"],
             "cannot be used with",
         ),
-        (
-            "bad output",
-            vec!["check", &admin, "--publish-status-address=192.0.2.1", "-o", "yaml"],
-            "invalid value 'yaml'",
-        ),
+        ("bad output", vec!["check", &admin, "--publish-status-address=192.0.2.1", "-o", "xml"], "invalid value 'xml'"),
         (
             "bad namespace",
             vec!["check", &admin, "--publish-status-address=192.0.2.1", "-n", "Bad"],
