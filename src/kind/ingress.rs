@@ -193,11 +193,15 @@ pub(crate) enum ClassFrom {
 }
 
 /// The class precedence of ingress-nginx's store: `spec.ingressClassName`, else the
-/// [`CLASS_ANNOTATION`]; and which of the two it was.
+/// [`CLASS_ANNOTATION`]; and which of the two it was. Every reader of an Ingress's class comes
+/// here, so the webhook, the reconciler and `check` agree on the one rule that a value which is
+/// not a class name ([`bounded::valid_class`]) is no class: an annotation's value is not
+/// validated by the API server, and a class the webhook enforced but the reconciler did not
+/// know would never be healed.
 pub(crate) fn class(field: Option<String>, annotation: Option<String>) -> (Option<String>, ClassFrom) {
     match (field, annotation) {
-        (Some(field), _) => (Some(field), ClassFrom::Field),
-        (None, Some(annotation)) => (Some(annotation), ClassFrom::Annotation),
+        (Some(field), _) => (Some(bounded::valid_class(field)), ClassFrom::Field),
+        (None, Some(annotation)) => (Some(bounded::valid_class(annotation)), ClassFrom::Annotation),
         (None, None) => (None, ClassFrom::Neither),
     }
 }

@@ -175,6 +175,12 @@ pub enum SpecError {
     #[error("{0} is a field of {1} policies; this policy has kind: {2}")]
     /// A class field of another kind than the policy's `kind` (the field, its kind, the policy's).
     OtherKindsField(&'static str, Kind, Kind),
+    #[error(
+        "{1:?} is not a class name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'), so no {2} can be of this class"
+    )]
+    /// An `ingressClasses` or `gatewayClasses` item that no object's class can equal: the
+    /// guard reads such a class as none (the field, the name, the policy's kind).
+    InvalidClass(&'static str, String, Kind),
     #[error("{1:?}: names must not be empty")]
     /// An empty `gatewayClasses` or `gatewayControllers` item (the field).
     EmptyGatewayName(&'static str, String),
@@ -228,7 +234,7 @@ impl SpecError {
             SpecError::EmptyName => "name".into(),
             SpecError::MixedKinds(_, gateway) => (*gateway).into(),
             SpecError::OtherKindsField(field, ..) => (*field).into(),
-            SpecError::EmptyGatewayName(field, _) => (*field).into(),
+            SpecError::EmptyGatewayName(field, _) | SpecError::InvalidClass(field, ..) => (*field).into(),
             SpecError::EmptyClass(_) => "ingressClasses".into(),
             SpecError::EmptyController(_) => "controllerClasses".into(),
             SpecError::NoSource | SpecError::Service(_) => "publishService".into(),
@@ -334,6 +340,16 @@ impl PolicySpec {
                     return Err(SpecError::EmptyGatewayName(field, empty.clone()));
                 }
             }
+        }
+        let classes = if kind == Kind::Gateway {
+            ("gatewayClasses", &self.gateway_classes)
+        } else {
+            ("ingressClasses", &self.ingress_classes)
+        };
+        if let Some(bad) = classes.1.iter().find(|c| !c.is_empty() && !names::is_dns1123_subdomain(c)) {
+            return Err(SpecError::InvalidClass(classes.0, bad.clone(), kind));
+        }
+        if kind == Kind::Gateway {
             // Matching is the same as for Ingresses, on the Gateway's class and its controller.
             self.ingress_classes = std::mem::take(&mut self.gateway_classes);
             self.controller_classes = std::mem::take(&mut self.gateway_controllers);

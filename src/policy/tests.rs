@@ -303,6 +303,10 @@ fn file_errors_name_the_field() {
             "policies[0].sources[0].reportNodeInternalIp: applies only",
         ),
         (
+            "policies: [{name: a, ingressClasses: [Nginx], publishService: a/b}]",
+            "policies[0].ingressClasses: \"Nginx\" is not a class name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'), so no Ingress can be of this class",
+        ),
+        (
             "policies: [{name: a, controllerClasses: [''], publishService: a/b}]",
             "policies[0].controllerClasses: \"\": controller names must not be empty",
         ),
@@ -441,6 +445,10 @@ fn gateway_policies_are_apart_and_never_mix_kinds() {
         (
             "policies: [{name: a, watchIngressWithoutClass: true, gatewayControllers: [a/b], publishStatusAddress: 1.1.1.1}]",
             "policies[0].gatewayControllers: watchIngressWithoutClass governs Ingresses and gatewayControllers Gateways",
+        ),
+        (
+            "policies: [{name: a, kind: Gateway, gatewayClasses: [eg, 'e g'], publishStatusAddress: 1.1.1.1}]",
+            "policies[0].gatewayClasses: \"e g\" is not a class name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'), so no Gateway can be of this class",
         ),
         (
             "policies: [{name: a, gatewayClasses: [''], publishStatusAddress: 1.1.1.1}]",

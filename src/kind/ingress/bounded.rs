@@ -18,12 +18,9 @@ pub(crate) const MAX_MANAGER_BYTES: usize = 128;
 
 /// `class` if it is a valid class name, else [`INVALID_CLASS`]. An empty class is kept as the
 /// other readers keep it: it is small, and names no class either.
-pub(crate) fn valid_class(class: &str) -> String {
-    if class.is_empty() || crate::names::is_dns1123_subdomain(class) {
-        class.to_owned()
-    } else {
-        INVALID_CLASS.to_owned()
-    }
+pub(crate) fn valid_class(class: impl AsRef<str> + Into<String>) -> String {
+    let name = class.as_ref();
+    if name.is_empty() || crate::names::is_dns1123_subdomain(name) { class.into() } else { INVALID_CLASS.to_owned() }
 }
 
 /// A class read from the wire, validated without keeping an invalid value (which may be large).

@@ -372,3 +372,39 @@ fn metadata_forging_reviews_are_found() {
 
 mod gateway;
 mod stored;
+
+/// Every reader of an Ingress's class follows one rule (a class that is not a class name is
+/// no class): the review, the reconciler's lean cache and `check`'s stored Ingress agree, so a
+/// class the webhook enforces is one the reconciler heals.
+#[test]
+fn every_reader_reads_a_class_by_one_rule() {
+    use k8s_openapi::api::networking::v1::Ingress;
+
+    use crate::kind::ingress::{LeanIngress, Stored};
+    let long = "a".repeat(254);
+    for (annotation, field) in [
+        ("nginx", None),
+        ("Nginx", None),
+        ("nginx ", None),
+        (long.as_str(), None),
+        ("x", Some("Nginx")),
+        ("x", Some("ok")),
+    ] {
+        let mut review = fixture();
+        for key in ["object", "oldObject"] {
+            review["request"][key]["metadata"]["annotations"] = json!({CLASS_ANNOTATION: annotation});
+            if let Some(field) = field {
+                review["request"][key]["spec"]["ingressClassName"] = json!(field);
+            }
+        }
+        let Target::Ingress(Status { write, .. }) = read(&serde_json::to_vec(&review).unwrap()).unwrap().target else {
+            panic!()
+        };
+        let object = review["request"]["oldObject"].clone();
+        let lean: LeanIngress = serde_json::from_value(object.clone()).unwrap();
+        let stored = Stored::of(&serde_json::from_value::<Ingress>(object).unwrap());
+        let case = format!("annotation {annotation:.20}, field {field:?}");
+        assert_eq!(write.class, lean.class, "review and reconciler, {case}");
+        assert_eq!(stored.write.class, lean.class, "check and reconciler, {case}");
+    }
+}
