@@ -315,12 +315,6 @@ impl Policies {
         Ok(policies)
     }
 
-    /// Ingress policies and Gateway policies, each marked with its kind.
-    pub fn with_gateways(ingresses: Vec<Policy>, gateways: Vec<Policy>) -> Result<Self, OverlapError> {
-        let ingresses = ingresses.into_iter().map(|p| Policy { kind: Kind::Ingress, ..p });
-        Self::new(ingresses.chain(gateways.into_iter().map(|p| Policy { kind: Kind::Gateway, ..p })).collect())
-    }
-
     /// Every policy, of every kind, in file order ([`Policies::of`] for one kind's).
     pub fn iter(&self) -> impl Iterator<Item = &Policy> + Clone {
         self.0.iter()

@@ -343,6 +343,7 @@ fn a_hostile_class_annotation_is_quoted_and_cut() {
     let text = explain::<Ingresses>(&stored, &policies(), &Snapshot::default()).text();
     let line = text.lines().find(|l| l.starts_with("Class:")).unwrap();
     assert!(line.contains("\"evil\\n\\u{1b}[31m"), "{line}");
+    assert!(line.ends_with("not a class name, so no class)"), "{line}");
     assert!(line.chars().count() < 200, "{line}");
     // Ingress, Class, Policy, Stored, State (NOT GOVERNED) and Webhook.
     assert_eq!(text.lines().count(), 6, "one line per label, none injected:\n{text}");

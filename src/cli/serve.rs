@@ -280,14 +280,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
 fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
     let policies = policy.policies()?;
     policies.iter().for_each(crate::policy::Policy::warn_if_kind_inferred);
-    for p in policies.of(crate::kind::Kind::Ingress) {
+    for p in policies.iter() {
         let classes = if p.scope.classes.is_empty() { "*".to_owned() } else { p.scope.classes.join(",") };
         let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
-        tracing::info!(policy = %p.name, classes = %classes, controllers = %p.scope.controllers.join(","), without_class = p.scope.without_class, namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "policy loaded");
-    }
-    for p in policies.of(crate::kind::Kind::Gateway) {
-        let namespaces = p.namespace_selector.as_ref().map_or_else(|| "*".to_owned(), ToString::to_string);
-        tracing::info!(policy = %p.name, gateway_classes = %p.scope.classes.join(","), gateway_controllers = %p.scope.controllers.join(","), namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "Gateway policy loaded");
+        tracing::info!(policy = %p.name, kind = %p.kind, classes = %classes, controllers = %p.scope.controllers.join(","), without_class = p.scope.without_class, namespaces = %namespaces, sources = %SourceList(&p.sources), mode = %p.mode, "{} policy loaded", p.kind);
     }
     for (first, second) in policies.possible_overlaps() {
         tracing::warn!(

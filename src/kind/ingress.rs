@@ -250,6 +250,9 @@ pub(crate) fn class_annotation_as<'de, D: Deserializer<'de>, T: Deserialize<'de>
 pub(crate) struct Stored {
     pub write: StatusWrite,
     pub class_from: ClassFrom,
+    /// The class as written when it is not a class name (the write's class is then
+    /// [`bounded::INVALID_CLASS`]), for `explain` to show what it read.
+    pub not_a_class: Option<String>,
     pub object_uid: Option<String>,
     pub shape: StatusShape,
 }
@@ -259,7 +262,9 @@ impl Stored {
     pub(crate) fn of(ingress: &Ingress) -> Stored {
         let field = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.clone());
         let annotation = ingress.metadata.annotations.as_ref().and_then(|a| a.get(CLASS_ANNOTATION)).cloned();
+        let written = field.clone().or_else(|| annotation.clone());
         let (class, class_from) = class(field, annotation);
+        let not_a_class = written.filter(|_| class.as_deref() == Some(bounded::INVALID_CLASS));
         let lb = ingress.status.as_ref().map(|s| s.load_balancer.as_ref());
         let shape = match lb {
             None => StatusShape::NoStatus,
@@ -295,6 +300,7 @@ impl Stored {
                 omitted: 0,
             },
             class_from,
+            not_a_class,
             object_uid: ingress.metadata.uid.clone(),
             shape,
         }

@@ -30,12 +30,14 @@ impl Explained for Ingresses {
     }
 
     /// The class and which of the two fields it was read from; an annotation value can be
-    /// anything, so it is cut and quoted.
+    /// anything, so it is cut and quoted, and one that is no class name is said to be none.
     fn class_shown(stored: &Stored, _: &dyn Sources) -> String {
         let class = |c: &str| format!("{:?}", names::truncate(c, MAX_CLASS_CHARS, usize::MAX));
-        match (&stored.write.class, stored.class_from) {
-            (Some(c), ClassFrom::Field) => format!("{} (from spec.ingressClassName)", class(c)),
-            (Some(c), _) => format!("{} (from annotation {CLASS_ANNOTATION})", class(c)),
+        let shown = stored.not_a_class.as_ref().or(stored.write.class.as_ref());
+        let none = if stored.not_a_class.is_some() { "; not a class name, so no class" } else { "" };
+        match (shown, stored.class_from) {
+            (Some(c), ClassFrom::Field) => format!("{} (from spec.ingressClassName{none})", class(c)),
+            (Some(c), _) => format!("{} (from annotation {CLASS_ANNOTATION}{none})", class(c)),
             (None, _) => format!("none (neither spec.ingressClassName nor annotation {CLASS_ANNOTATION} is set)"),
         }
     }

@@ -6,17 +6,19 @@ use serde_json::json;
 use super::{lb_service, list, policy, snapshot, svc_ref, write};
 use crate::{
     check::{Explained as _, explain::gateway::StoredGateway, report::Report},
+    kind::Kind,
     kind::gateway::{GatewayShape, GatewayWrite, Gateways, LeanGateway, status::GatewayAddress},
-    policy::{Mode, Policies, Source},
+    policy::{Mode, Policies, Policy, Source},
     sources::snapshot::Fetched,
 };
 
 /// `nginx` Ingresses follow Service edge/lb; Gateways of class `eg` a fixed list.
 fn policies() -> Policies {
-    Policies::with_gateways(
-        vec![policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce)],
-        vec![policy("gw", &["eg"], Source::Static(list("192.0.2.40,gw.example.test")), Mode::Enforce)],
-    )
+    let gateways = policy("gw", &["eg"], Source::Static(list("192.0.2.40,gw.example.test")), Mode::Enforce);
+    Policies::new(vec![
+        policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce),
+        Policy { kind: Kind::Gateway, ..gateways },
+    ])
     .unwrap()
 }
 
