@@ -370,7 +370,10 @@ impl Report {
 /// Lines of cells in columns two spaces apart, each padded to its widest cell but the last
 /// (free text such as a reason or an error), one line each, trailing spaces trimmed.
 pub(crate) fn align(lines: impl IntoIterator<Item = Vec<String>>) -> String {
-    let lines: Vec<Vec<String>> = lines.into_iter().collect();
+    // A cell may hold text a tenant chose (a hostname annotation, a writer's name): a control
+    // character in it is written as an escape, so a line break cannot print a row of its own.
+    let escaped = |line: Vec<String>| line.into_iter().map(|c| crate::names::escape_control(&c).into_owned()).collect();
+    let lines: Vec<Vec<String>> = lines.into_iter().map(escaped).collect();
     let columns = lines.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|i| lines.iter().filter_map(|l| l.get(i)).map(|c| c.chars().count()).max().unwrap_or(0))

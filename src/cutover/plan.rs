@@ -361,6 +361,31 @@ mod tests {
         assert!(plan.table().contains("(UNRESOLVED: Service n/b not found)"), "{}", plan.table());
     }
 
+    /// A tenant's hostname annotation is free text: a line break in it stays in its cell, as
+    /// an escape, instead of printing a row of its own into the plan.
+    #[test]
+    fn a_line_break_in_a_tenant_hostname_stays_in_its_cell() {
+        let policies = crate::policy::parse_file("f", FILE).unwrap();
+        let sources = Snapshot(
+            BTreeMap::from([(
+                crate::policy::ServiceRef::service("n/b").unwrap(),
+                Fetched::of(Some(&lb("203.0.113.20"))),
+            )]),
+            crate::sources::snapshot::Facts::default(),
+        );
+        let forged: Ingress = serde_json::from_value(json!({
+            "metadata": {"namespace": "shop", "name": "web",
+                "annotations": {HOSTNAME_ANNOTATION: "a.example.test\nshop/fake  203.0.113.10  x"}},
+            "spec": {"ingressClassName": "nginx"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}}
+        }))
+        .unwrap();
+        let plan = Plan::build(&[Seen::of(&forged)], &policies, &sources, "edge", None, None);
+        let table = plan.table();
+        assert_eq!(table.lines().count(), 3, "the header, one row and the summary:\n{table}");
+        assert!(table.contains("a.example.test\\nshop/fake"), "{table}");
+    }
+
     #[test]
     fn hostnames_are_bounded() {
         let rules: Vec<_> = (0..50).map(|i| json!({"host": format!("h{i}.example.test")})).collect();
