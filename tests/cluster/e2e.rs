@@ -590,6 +590,83 @@ async fn rogue_writes_are_reported_everywhere_operators_look() {
     assert_eq!(finding["action"], "patched");
 }
 
+/// An Event whose series cannot be counted up (here an admission policy refuses every update
+/// of an Event in the namespace; a 403 or a conflict in a real cluster) is forgotten: the next
+/// write of the same writer makes a new Event instead of retrying the failing patch until the
+/// series' TTL (6 minutes) ends, with no Event about the object meanwhile.
+#[tokio::test]
+async fn an_event_series_that_cannot_be_counted_up_starts_anew() {
+    let t = TestEnv::new("series-refused").await;
+    let webhook = t.start_webhook(&["--publish-status-address=192.0.2.10,lb.example.com"]).await;
+    t.register(&webhook, FailurePolicy::Fail, Class::None, &STATIC_CANONICAL).await;
+    create_ingress(&t.ingresses, "web", Class::Field("nginx")).await;
+    assert!(rogue_kubectl_patch(&t, "web", "198.51.100.99").success);
+    let first = t.await_event(&webhook, "web").await;
+
+    let name = format!("refuse-event-updates-{}", t.ns);
+    let manifest = std::env::temp_dir().join(format!("{name}.json"));
+    let policy = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": name},
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{"apiGroups": ["", "events.k8s.io"], "apiVersions": ["*"],
+                                                          "operations": ["UPDATE"], "resources": ["events"]}]},
+                  "validations": [{"expression": "false", "message": "this test refuses updates of Events"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": {"name": name},
+         "spec": {"policyName": name, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.ns}}}}}
+    ]});
+    std::fs::write(&manifest, policy.to_string()).unwrap();
+    let admin = t.cluster.admin_kubeconfig();
+    let applied = t.cluster.kubectl(admin, &["apply", "-f", &manifest.display().to_string()]);
+    assert!(applied.success, "{}{}", applied.stdout, applied.stderr);
+    // The policy is in force once an update of the first Event is refused.
+    eventually("updates of Events are refused", Duration::from_secs(30), || async {
+        let out = t.cluster.kubectl(
+            admin,
+            &[
+                "label",
+                "events.events.k8s.io",
+                "-n",
+                &t.ns,
+                first.metadata.name.as_deref().unwrap_or_default(),
+                "--overwrite",
+                "probe=1",
+            ],
+        );
+        if out.stderr.contains("this test refuses updates of Events") {
+            Ok(())
+        } else {
+            Err(format!("{}{}", out.stdout, out.stderr))
+        }
+    })
+    .await;
+
+    // The second write's Event would count the series up: refused, so it is forgotten.
+    assert!(rogue_kubectl_patch(&t, "web", "198.51.100.98").success);
+    eventually("the refused series patch is counted as an error", Duration::from_secs(15), || async {
+        let errors = webhook.metric("ingress_status_guard_kubernetes_events_total{result=\"failed\"}");
+        if errors >= 1.0 { Ok(()) } else { Err(webhook.metrics()) }
+    })
+    .await;
+    // The third write makes a new Event, which creating still may.
+    assert!(rogue_kubectl_patch(&t, "web", "198.51.100.97").success);
+    eventually("a new Event about the Ingress", Duration::from_secs(15), || async {
+        let events = events_about(&t.admin, &t.ns, "web").await;
+        match events.as_slice() {
+            [_, _] => Ok(()),
+            other => {
+                Err(format!("{} Events: {:?}", other.len(), other.iter().map(|e| &e.metadata.name).collect::<Vec<_>>()))
+            }
+        }
+    })
+    .await;
+    let deleted = t.cluster.kubectl(admin, &["delete", "-f", &manifest.display().to_string()]);
+    assert!(deleted.success, "{}", deleted.stderr);
+    let _ = std::fs::remove_file(manifest);
+}
+
 /// `--mode=deny`: the rogue write is refused with the canonical value in the message, nothing
 /// is stored, and it is still reported.
 #[tokio::test]

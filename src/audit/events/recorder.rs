@@ -128,11 +128,15 @@ impl Recorder {
                     w.last = now;
                     return Ok(());
                 }
-                // Deleted meanwhile (the API server's Event TTL, or by hand): start anew.
-                Err(kube::Error::Api(e)) if e.code == 404 => {
+                // Deleted meanwhile (the API server's Event TTL, or by hand): start anew. Any
+                // other refusal forgets the series too, so that the next Event is created
+                // rather than patched again (and refused) until the series' TTL ends.
+                Err(e) => {
                     self.series.remove(&key);
+                    if !matches!(&e, kube::Error::Api(status) if status.code == 404) {
+                        return Err(e);
+                    }
                 }
-                Err(e) => return Err(e),
             }
         }
         let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".to_owned());
