@@ -683,6 +683,13 @@ async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
     t.register(&webhook, FailurePolicy::Fail, Class::Field("nginx"), &["203.0.113.61"]).await;
     let event = t.await_event(&webhook, "probe").await;
     assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("probe"));
+    // Events are written through events.k8s.io alone: the chart grants no core Events.
+    let as_guard = "--as=system:serviceaccount:ingress-status-guard:ingress-status-guard";
+    for (resource, want) in [("events.events.k8s.io", "yes"), ("events", "no")] {
+        let can =
+            t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["auth", "can-i", "create", resource, "-A", as_guard]);
+        assert_eq!(can.stdout.trim(), want, "can-i create {resource}: {}", can.stderr);
+    }
     let log = webhook.log();
     let forbidden = webhook.forbidden_lines();
     assert!(forbidden.is_empty(), "forbidden in the webhook's log: {forbidden:#?}\n{log}");
