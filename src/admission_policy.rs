@@ -147,9 +147,6 @@ pub(crate) const SEPARATORS: [char; 3] = ['|', ';', '/'];
 /// What a governed kind's admission objects are: the kind's part of them, said per kind in
 /// `admission_policy/<kind>.rs`; the objects around it are written once here.
 pub(crate) trait Admitted: crate::kind::Governed {
-    /// What precedes a policy's name in the name of its admission objects.
-    const ADMISSION_PREFIX: &'static str;
-
     /// The kind's part of a policy's admission objects (`--admission=policy`) for a non-empty
     /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
     /// compares the status list; or why the list cannot be rendered.
@@ -287,12 +284,12 @@ pub(crate) const DEFAULT_LEASE: &str = "ingress-status-guard";
 /// The one naming rule of the admission objects a guard keeps: `<lease>-<kind prefix><policy>`,
 /// where `lease` is the guard's leader Lease (the chart's release fullname), so two guards of
 /// one cluster never share an object by sharing a policy name, and an Ingress and a Gateway
-/// policy of one name never share objects ([`Admitted::ADMISSION_PREFIX`]). A name that is not a
+/// policy of one name never share objects ([`Policy::object_stem`]). A name that is not a
 /// DNS-1123 label of at most 63 characters is refused, never hashed: the chart computes its
 /// RBAC resourceNames by this rule (`isg.admissionObjectNames`) and refuses such names at
 /// render, and a hash it cannot compute would have to widen the grant to every name.
 pub(crate) fn object_name_in(lease: &str, policy: &Policy) -> Result<String, RenderError> {
-    let name = crate::kind::with_kind!(policy.kind, K => format!("{lease}-{}{}", K::ADMISSION_PREFIX, policy.name));
+    let name = format!("{lease}-{}", policy.object_stem());
     if crate::names::is_dns1123_label(&name) {
         Ok(name)
     } else {

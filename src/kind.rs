@@ -121,6 +121,9 @@ pub(crate) struct Info {
     pub(crate) field_of: &'static str,
     /// The message of the WARN line of a rogue status write of this kind.
     pub(crate) rogue: &'static str,
+    /// What precedes a policy's name in the names of its admission objects, so that policies of
+    /// two kinds never share them (`gateway-`); unique per kind, checked at load.
+    pub(crate) admission_prefix: &'static str,
     /// The spec field naming the object's class, which a status write cannot change.
     pub(crate) class_field: &'static str,
     /// Whether the API server stores the metadata a status write carries (its status strategy

@@ -14,8 +14,6 @@ use crate::{
 };
 
 impl Admitted for crate::kind::gateway::Gateways {
-    const ADMISSION_PREFIX: &'static str = "gateway-";
-
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         shape(policy, canonical, governed)
     }

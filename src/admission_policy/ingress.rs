@@ -15,8 +15,6 @@ use crate::{
 };
 
 impl Admitted for crate::kind::ingress::Ingresses {
-    const ADMISSION_PREFIX: &'static str = "";
-
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         shape(policy, canonical, governed)
     }

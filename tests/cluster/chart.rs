@@ -1049,6 +1049,16 @@ policies:
     );
     let out = helm.run(&["template", RELEASE, CHART, "-f", &text]);
     assert!(!out.success && out.stderr.contains("policies[0] (t): namespaceSelector is text"), "{}", out.stderr);
+    // Two policies that would name their admission objects alike are refused, in every mode,
+    // as the guard refuses the file; kind: is accepted on each policy.
+    let alike = write(
+        &dir,
+        "alike.yaml",
+        "policies: [{name: gateway-web, ingressClasses: [x], publishStatusAddress: 192.0.2.1}, {name: web, kind: Gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}]\n",
+    );
+    let out = helm.run(&["template", RELEASE, CHART, "-f", &alike]);
+    let why = "the Gateway policy \"web\" and the Ingress policy \"gateway-web\" would name their admission objects alike (<release>-gateway-web); rename one";
+    assert!(!out.success && out.stderr.contains(why), "{}", out.stderr);
     // Without a scope, policies render as written.
     let defaults = helm.template(&[]);
     let config = find(&defaults, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();

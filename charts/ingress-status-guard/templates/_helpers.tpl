@@ -282,6 +282,23 @@ one rule (`render-admission-policy --names`): <fullname>-<policy> for an Ingress
 <fullname>-gateway-<policy> for a Gateway policy, the fullname being the guard's leader Lease. A
 name that is not a DNS-1123 label of at most 63 characters fails the render: RBAC grants by
 name, and the guard refuses such a name too rather than widen the grant. */}}
+{{/* Fails when two policies would name their admission objects alike (<release>-<kind
+  prefix><name>: an Ingress policy gateway-web and a Gateway policy web), as the guard refuses
+  such a file at load in every mode. */}}
+{{- define "isg.checkObjectStems" -}}
+{{- $seen := dict -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- $kind := "Ingress" -}}
+{{- if or .gatewayClasses .gatewayControllers (eq (toString (.kind | default "")) "Gateway") -}}{{- $kind = "Gateway" -}}{{- end -}}
+{{- $name := .name | toString -}}
+{{- $stem := printf "%s%s" (ternary "gateway-" "" (eq $kind "Gateway")) $name -}}
+{{- with get $seen $stem -}}
+{{- fail (printf "policies: the %s policy %q and the %s policy %q would name their admission objects alike (<release>-%s); rename one" $kind $name .kind .name $stem) -}}
+{{- end -}}
+{{- $_ := set $seen $stem (dict "kind" $kind "name" $name) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "isg.admissionObjectNames" -}}
 {{- $fullname := include "isg.fullname" . -}}
 {{- $names := list -}}
