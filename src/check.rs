@@ -19,11 +19,9 @@ use kube::Api;
 
 use crate::{
     client::{RequestError, Target, bounded},
-    kind::gateway::Gateways,
-    kind::ingress::Ingresses,
     kind::with_kind,
     policy::Policies,
-    sources::snapshot,
+    sources::{Sources, snapshot},
 };
 use explain::explain;
 use fetch::stored;
@@ -176,20 +174,23 @@ pub(crate) async fn check(
 async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Result<Report, CheckError> {
     let timeout = cluster.request_timeout;
     let client = cluster.connect().await?;
-    // The Ingress list comes first: its errors (unreachable, forbidden) are the ones to show.
-    let ingresses = match scope.reads(Kind::Ingress, policies) {
-        true => stored::<Ingresses>(&client, scope.namespace, timeout).await?,
-        false => None,
-    };
+    // The lists come first, in the kind list's order: their errors (unreachable, forbidden)
+    // are the ones to show. Each is judged once the policies are scoped.
+    type Judge = Box<dyn FnOnce(&mut Report, &Policies, &dyn Sources) + Send>;
+    let mut lists: Vec<Judge> = Vec::new();
+    for kind in Kind::ALL.into_iter().filter(|kind| scope.reads(*kind, policies)) {
+        lists.push(with_kind!(kind, K => {
+            let stored = stored::<K>(&client, scope.namespace, timeout).await?;
+            Box::new(move |report: &mut Report, policies: &Policies, sources: &dyn Sources| {
+                report.add::<K>(stored.as_deref(), policies, sources);
+            })
+        }));
+    }
     let policies = &scoped(&client, cluster, policies).await?;
     let sources = snapshot::read(&client, policies, timeout).await?;
     let mut report = Report::empty();
-    if let Some(stored) = &ingresses {
-        report.add::<Ingresses>(Some(stored), policies, &sources);
-    }
-    if scope.reads(Kind::Gateway, policies) {
-        let stored = stored::<Gateways>(&client, scope.namespace, timeout).await?;
-        report.add::<Gateways>(stored.as_deref(), policies, &sources);
+    for judge in lists {
+        judge(&mut report, policies, &sources);
     }
     let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
     report.admission_policies = admission::compare(policies, &cluster.owner, &sources, &found);
