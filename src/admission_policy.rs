@@ -303,16 +303,6 @@ pub(crate) fn object_names(policies: &Policies, lease: &str) -> Result<Vec<(Stri
     policies.iter().map(|p| object_name_in(lease, p).map(|name| (p.name.clone(), name))).collect()
 }
 
-/// Adler-32 of `bytes`: a stable hash (std's hasher may change between releases, and these
-/// values live in clusters) that the chart computes too (`adler32sum`), for the owner label.
-fn adler32(bytes: &[u8]) -> u32 {
-    let (a, b) = bytes.iter().fold((1u32, 0u32), |(a, b), &c| {
-        let a = (a + u32::from(c)) % 65_521;
-        (a, (b + a) % 65_521)
-    });
-    (b << 16) | a
-}
-
 /// The objects as YAML documents, each opened by `---`.
 pub(crate) fn to_yaml(objects: &[Value]) -> String {
     let mut out = String::new();

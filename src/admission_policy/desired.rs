@@ -60,16 +60,20 @@ pub(crate) struct Owner {
     pub(crate) label: String,
     /// The Lease's name, which the object names start with.
     pub(crate) lease: String,
-    /// The label earlier versions gave a Lease whose `namespace.name` is no label value (a
-    /// hash the chart could not compute): read as this owner's, and replaced on the next write.
-    pub(crate) legacy: Option<String>,
+    /// The labels earlier versions gave a Lease whose `namespace.name` is no label value (a
+    /// 32-bit FNV-1a, which the chart could not compute; then an Adler-32, which transposed
+    /// digits collide in): read as this owner's, and replaced on the next write.
+    pub(crate) legacy: Vec<String>,
 }
 
 impl Owner {
     pub(crate) fn new(namespace: &str, lease: &str) -> Self {
         let label = owner(namespace, lease);
         let full = format!("{namespace}.{lease}");
-        let legacy = (label != full).then(|| format!("h-{:08x}", fnv1a(full.as_bytes())));
+        let legacy = match label == full {
+            true => Vec::new(),
+            false => vec![format!("h-{:08x}", fnv1a(full.as_bytes())), format!("h-{}", adler32(full.as_bytes()))],
+        };
         Owner { label, lease: lease.to_owned(), legacy }
     }
 
@@ -82,7 +86,7 @@ impl Owner {
     /// owner's, or carries no owner label (rendered by hand with `render-admission-policy`, or
     /// by a guard before owner labels: adopted); else the other owner's label.
     pub(crate) fn other<'a>(&self, label: Option<&'a str>) -> Option<&'a str> {
-        label.filter(|l| *l != self.label && Some(*l) != self.legacy.as_deref())
+        label.filter(|l| *l != self.label && !self.legacy.iter().any(|old| old == l))
     }
 }
 
@@ -91,13 +95,28 @@ fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
+/// Adler-32 of `bytes`: the hash of the owner labels of the version before SHA-256.
+fn adler32(bytes: &[u8]) -> u32 {
+    let (a, b) = bytes.iter().fold((1u32, 0u32), |(a, b), &c| {
+        let a = (a + u32::from(c)) % 65_521;
+        (a, (b + a) % 65_521)
+    });
+    (b << 16) | a
+}
+
 /// The label value for the Lease `namespace/name`: `namespace.name` when that is a valid label
-/// value, else `h-` and the decimal Adler-32 of it (a Lease name may be 253 characters, a label
-/// value 63): the chart computes the same (`isg.ownerLabel`) to find its objects.
+/// value, else `h-` and the first 60 hex digits of its SHA-256 (a Lease name may be 253
+/// characters, a label value 63), which no two Leases share by accident or by a chosen name:
+/// the chart computes the same (`isg.ownerLabel`, `sha256sum`) to find its objects.
 pub(crate) fn owner(namespace: &str, lease: &str) -> String {
     let full = format!("{namespace}.{lease}");
     let valid = full.len() <= 63 && full.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if valid { full } else { format!("h-{}", super::adler32(full.as_bytes())) }
+    if valid {
+        return full;
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, full.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("h-{}", &hex[..60])
 }
 
 /// Why `policy`'s value is not known yet: a source of it not read yet (the reconciler's rule,
@@ -235,7 +254,7 @@ mod tests {
     }
 
     fn o() -> Owner {
-        Owner { label: "o".into(), lease: "ingress-status-guard".into(), legacy: None }
+        Owner { label: "o".into(), lease: "ingress-status-guard".into(), legacy: Vec::new() }
     }
 
     fn ip(s: &str) -> Address {
@@ -260,7 +279,7 @@ mod tests {
             &policies,
             &sources,
             ApiVersion::V1,
-            &Owner { label: "ns.lease".into(), lease: "ingress-status-guard".into(), legacy: None },
+            &Owner { label: "ns.lease".into(), lease: "ingress-status-guard".into(), legacy: Vec::new() },
         );
         let kinds: Vec<(&str, &str)> = plan
             .objects
@@ -372,9 +391,20 @@ mod tests {
         assert!(long.len() <= 63 && long.starts_with("h-"), "{long}");
         assert_eq!(long, owner("isg", &"x".repeat(200)), "stable");
         let long_owner = Owner::new("isg", &"x".repeat(200));
-        let legacy = long_owner.legacy.clone().expect("a hashed label had another hash before");
-        assert_eq!(long_owner.other(Some(&legacy)), None, "an earlier version's label is its own");
+        assert_eq!(long_owner.legacy.len(), 2, "a hashed label had two other hashes before");
+        for legacy in &long_owner.legacy {
+            assert_eq!(long_owner.other(Some(legacy)), None, "an earlier version's label is its own");
+        }
         assert_eq!(long_owner.other(Some("isg.other")), Some("isg.other"));
-        assert_eq!(Owner::new("isg", "ingress-status-guard").legacy, None);
+        assert!(Owner::new("isg", "ingress-status-guard").legacy.is_empty());
+        // Transposed digit pairs: the same Adler-32, other labels.
+        let region = |a: &str, b: &str| format!("tenant-platform-europe-west-production-cluster-a-region-{a}-zone-{b}");
+        let (first, second) = (region("12", "21"), region("21", "12"));
+        assert_eq!(adler32(format!("{first}.isg").as_bytes()), adler32(format!("{second}.isg").as_bytes()));
+        assert_ne!(owner(&first, "isg"), owner(&second, "isg"));
+        // The earlier Adler-32 was Go's hash/adler32 (helm's `adler32sum`), and is still read.
+        assert_eq!((adler32(b"Wikipedia"), adler32(b"")), (300_286_872, 1));
+        // The chart's sha256sum | trunc 60 of the same text.
+        assert_eq!(owner("isg", &"x".repeat(60)), "h-1790bbe21a324cc53ee75b984dd73a2173ca6c0ed753e38aa2d138b34d35");
     }
 }

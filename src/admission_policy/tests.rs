@@ -275,13 +275,6 @@ fn names_carry_the_lease_and_kind_and_are_refused_when_not_a_label() {
 }
 
 #[test]
-fn the_owner_hash_is_the_charts_adler32sum() {
-    // Go's hash/adler32 (helm's `adler32sum`) of these bytes.
-    assert_eq!(adler32(b"Wikipedia"), 300_286_872);
-    assert_eq!(adler32(b""), 1);
-}
-
-#[test]
 fn an_earlier_policy_keeps_what_it_governs_as_the_webhook_lets_it() {
     // `public` names class `edge`; `internal` governs by controller, whose class is `edge` too
     // (a run-time overlap the file check cannot see), and class-less Ingresses by the default

@@ -53,7 +53,7 @@ impl ClusterArgs {
                 None => crate::admission_policy::desired::Owner {
                     label: String::new(),
                     lease: self.leader_election_lease_name.clone(),
-                    legacy: None,
+                    legacy: Vec::new(),
                 },
             },
         }

@@ -315,14 +315,14 @@ name, and the guard refuses such a name too rather than widen the grant. */}}
 {{- end -}}
 
 {{/* The ingress-status-guard/lease label the guard puts on its admission objects, as the
-binary computes it from its Lease: <namespace>.<fullname>, or h-<adler32> of that when it is
+binary computes it from its Lease: <namespace>.<fullname>, or h-<60 hex digits of its sha256> when it is
 not a label value. */}}
 {{- define "isg.ownerLabel" -}}
 {{- $full := printf "%s.%s" (include "isg.namespace" .) (include "isg.fullname" .) -}}
 {{- if and (le (len $full) 63) (regexMatch "^[A-Za-z0-9._-]+$" $full) -}}
 {{- $full -}}
 {{- else -}}
-h-{{ adler32sum $full }}
+h-{{ sha256sum $full | trunc 60 }}
 {{- end -}}
 {{- end -}}
 
