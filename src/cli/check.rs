@@ -96,7 +96,8 @@ impl clap::ValueEnum for Kind {
 #[derive(Args, Debug)]
 pub(crate) struct ExplainArgs {
     /// The Ingress to explain: NAMESPACE/NAME, or NAME in --namespace (default: the context's
-    /// namespace, as kubectl does); or a Gateway: gateway/NAMESPACE/NAME.
+    /// namespace, as kubectl does); or an object of a kind: KIND/NAMESPACE/NAME, with KIND
+    /// `gateway` or `ingress`.
     #[arg(value_name = "[gateway/][NAMESPACE/]NAME", value_parser = parse_explain_ref)]
     pub object: ObjectRef,
     /// Namespace of the Ingress, when it is given as NAME.
@@ -118,12 +119,14 @@ fn parse_namespace(text: &str) -> Result<String, String> {
     }
 }
 
-/// `gateway/NAMESPACE/NAME` (two slashes: `gateway/NAME` stays Ingress NAME in namespace
-/// `gateway`) is a Gateway; anything else an Ingress reference.
+/// `<kind>/NAMESPACE/NAME` with a kind's label (`gateway/edge/gw`, `ingress/shop/web`) is an
+/// object of that kind; anything else an Ingress reference, the first kind's (two slashes are
+/// needed: `gateway/NAME` stays Ingress NAME in namespace `gateway`, as before Gateways).
 fn parse_explain_ref(text: &str) -> Result<ObjectRef, String> {
-    let (kind, text) = match text.strip_prefix("gateway/").filter(|rest| rest.contains('/')) {
-        Some(rest) => (Kind::Gateway, rest),
-        None => (Kind::Ingress, text),
+    let of_kind = |kind: &Kind| Some((*kind, text.strip_prefix(kind.label())?.strip_prefix('/')?));
+    let (kind, text) = match Kind::ALL.iter().find_map(of_kind).filter(|(_, rest)| rest.contains('/')) {
+        Some(found) => found,
+        None => (Kind::ALL[0], text),
     };
     parse_ingress_ref(text).map(|(namespace, name)| ObjectRef { kind, namespace, name })
 }
@@ -216,6 +219,7 @@ mod tests {
         };
         assert_eq!(parse_explain_ref("gateway/edge/gw"), Ok(object(Kind::Gateway, Some("edge"), "gw")));
         assert_eq!(parse_explain_ref("default/web"), Ok(object(Kind::Ingress, Some("default"), "web")));
+        assert_eq!(parse_explain_ref("ingress/shop/web"), Ok(object(Kind::Ingress, Some("shop"), "web")));
         // One slash: Ingress `web` in namespace `gateway`, as before Gateways.
         assert_eq!(parse_explain_ref("gateway/web"), Ok(object(Kind::Ingress, Some("gateway"), "web")));
     }
