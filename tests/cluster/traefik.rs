@@ -96,17 +96,20 @@ async fn guarded(t: &TestEnv) -> (Webhook, Kubelet) {
     (guard, kubelet)
 }
 
-/// Traefik's write count once it stays the same over one sweep of the legacy writer, or after
-/// 10 sweeps (without the guard it never does: every sweep makes it write again).
+/// Traefik's write count once it stays the same over two sweeps of the legacy writer (a round
+/// of its writes is spaced by its client's rate limit, 5 a second), or after 12 sweeps (without
+/// the guard it never does: every sweep makes it write again).
 async fn settled(t: &TestEnv, traefik: &Traefik, legacy: &LegacyWriter) -> usize {
     let mut last = status_writes(t, &traefik.user).len();
-    for _ in 0..10 {
+    let mut stable = 0;
+    for _ in 0..12 {
         legacy.await_sweeps(1).await;
         let now = status_writes(t, &traefik.user).len();
-        if now == last {
+        stable = if now == last { stable + 1 } else { 0 };
+        last = now;
+        if stable == 2 {
             break;
         }
-        last = now;
     }
     last
 }
