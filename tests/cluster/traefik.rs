@@ -246,6 +246,10 @@ async fn coexistence_every_status_stays_ingress_nginxs_and_traefik_does_not_loop
         assert_eq!(write["responseStatus"]["code"], 200, "allowed, rewritten: {write}");
         assert_eq!(written(write), [TRAEFIK_IP], "Traefik asked for its own address: {write}");
         assert!(patched_by_webhook(write), "the webhook rewrote it: {write}");
+        // The guard's own audit annotations, which the API server prefixes with its name.
+        assert_eq!(guard_annotation(write, "action").as_deref(), Some("patched"), "{write}");
+        assert_eq!(guard_annotation(write, "attempted").as_deref(), Some(TRAEFIK_IP), "{write}");
+        assert_eq!(guard_annotation(write, "canonical").as_deref(), Some(LEGACY_IP), "{write}");
     }
     await_all(&t, &names(), LEGACY_IP, "after the run").await;
 
@@ -310,6 +314,13 @@ async fn without_the_guard_the_two_controllers_flip_every_status() {
     assert!(run.quiet_writes > 0, "Traefik wrote back in the quiet phase");
     assert!(run.changes.len() > 2 * INGRESSES, "the statuses flipped: {} changes", run.changes.len());
     assert_no_loop(&run);
+}
+
+/// The guard's audit annotation `key` on an audit event (`<webhook name>/<key>`).
+fn guard_annotation(event: &Value, key: &str) -> Option<String> {
+    let suffix = format!(".e2e.ingress-status-guard.test/{key}");
+    let (_, value) = event["annotations"].as_object()?.iter().find(|(k, _)| k.ends_with(&suffix))?;
+    value.as_str().map(str::to_owned)
 }
 
 /// An audit event's timestamp.
