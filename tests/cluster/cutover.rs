@@ -9,7 +9,7 @@
 
 use crate::support;
 
-mod harness;
+pub(crate) mod harness;
 
 mod guide;
 

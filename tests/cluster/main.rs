@@ -36,3 +36,4 @@ mod outage;
 mod plugin;
 mod reconcile;
 mod scope;
+mod traefik;

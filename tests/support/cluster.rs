@@ -95,6 +95,13 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("a fresh {version} control plane did not start: {e}"))
     }
 
+    /// The CA that signed the API server's serving certificate (PEM file), for a client that
+    /// takes a CA file and a bearer token instead of a kubeconfig (Traefik).
+    #[allow(dead_code)] // Only tests/cluster/traefik.rs needs it.
+    pub(crate) fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
     /// The CA of the client certificate the API server presents to webhooks.
     pub(crate) fn webhook_client_ca(&self) -> PathBuf {
         self.dir.join("webhook-client-ca.crt")

@@ -148,7 +148,12 @@ impl Drop for Kubelet {
 /// The guard of one test: its ConfigMap (with `service` as the source), the volume the test's
 /// kubelet keeps, and `serve` with the reconciler on and this test's Lease.
 pub(crate) async fn start_guard(t: &TestEnv, service: &str, unresolve: Option<&str>) -> (Webhook, Kubelet) {
-    create_config_map(t, &policy_file(&t.ns, &format!("{}/{service}", t.ns))).await;
+    start_guard_with(t, &policy_file(&t.ns, &format!("{}/{service}", t.ns)), unresolve).await
+}
+
+/// As [`start_guard`], with the policy file `text` in the ConfigMap.
+pub(crate) async fn start_guard_with(t: &TestEnv, text: &str, unresolve: Option<&str>) -> (Webhook, Kubelet) {
+    create_config_map(t, text).await;
     let dir = t.cluster.scratch_dir(&format!("volume-{}", t.ns));
     let kubelet = Kubelet::start(t, dir.clone(), unresolve);
     eventually("the kubelet lays out the volume", Duration::from_secs(30), || async {
