@@ -509,6 +509,9 @@ mod tests {
         }
         assert!(script(Shell::Zsh).starts_with("#compdef ingress-status-guard kubectl-isg\n"));
         assert!(script(Shell::Fish).contains("complete -c kubectl-isg -f -a '(___ingress_status_guard_complete)'"));
-        assert!(script(Shell::Powershell).contains("Register-ArgumentCompleter -Native -CommandName 'ingress-status-guard', 'kubectl-isg'"));
+        assert!(
+            script(Shell::Powershell)
+                .contains("Register-ArgumentCompleter -Native -CommandName 'ingress-status-guard', 'kubectl-isg'")
+        );
     }
 }
