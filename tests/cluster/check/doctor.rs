@@ -188,7 +188,8 @@ async fn doctor_probes_with_its_own_ingress_and_checks_the_guards_grants_and_lea
     let kubeconfig = format!("--kubeconfig={}", t.cluster.admin_kubeconfig().display());
     let sa = format!("--service-account={}/guard", t.ns);
     let probe_ns = format!("--probe-namespace={}", t.ns);
-    let args = ["doctor", &kubeconfig, &configuration, &policy[0], &policy[1], &lease_ns, &sa, &probe_ns];
+    let base = ["doctor", &kubeconfig, &configuration, &policy[0], &policy[1], &lease_ns, &sa];
+    let args = [&base[..], &[probe_ns.as_str()]].concat();
     let sa_object: k8s_openapi::api::core::v1::ServiceAccount =
         serde_json::from_value(json!({"metadata": {"name": "guard"}})).unwrap();
     Api::namespaced(t.admin.clone(), &t.ns).create(&PostParams::default(), &sa_object).await.unwrap();
@@ -261,11 +262,11 @@ async fn doctor_probes_with_its_own_ingress_and_checks_the_guards_grants_and_lea
     assert!(line(&out, "permissions").contains(&format!("ServiceAccount {}/guard may do the", t.ns)), "{}", out.stdout);
 
     // A probe namespace the webhook does not review: said, not failed.
-    let out = run(&[&args[..], &["--probe-namespace=default"]].concat());
+    let out = run(&[&base[..], &["--probe-namespace=default"]].concat());
     let write = line(&out, "dry-run-write");
     assert!(write.starts_with("SKIP") && write.contains("outside the webhook's namespaceSelector"), "{write}");
     assert!(probe_gone(&t, "default").await, "nothing created there");
-    let out = run(&[&args[..], &["--probe-namespace=No_Such"]].concat());
+    let out = run(&[&base[..], &["--probe-namespace=No_Such"]].concat());
     assert_eq!(out.code, Some(2));
     assert!(
         out.stderr.contains("--probe-namespace") && out.stderr.contains("is not a namespace name"),
