@@ -172,7 +172,8 @@ async fn probe_gone(t: &TestEnv, ns: &str) -> bool {
 /// `--probe-namespace`, writes to it (a dry run) and deletes it; it says plainly when that
 /// namespace is one the webhook does not review. `--service-account` names each grant the
 /// guard's ServiceAccount lacks (SubjectAccessReviews); `--leader-election-namespace` judges
-/// the Lease: live while the guard runs, expired once it is stopped.
+/// the Lease: live while the guard runs, expired once it is stopped. Interrupted while its write
+/// hangs, doctor deletes its probe before it exits.
 #[tokio::test]
 async fn doctor_probes_with_its_own_ingress_and_checks_the_guards_grants_and_lease() {
     let t = TestEnv::new("doctor-own").await;
@@ -284,6 +285,32 @@ async fn doctor_probes_with_its_own_ingress_and_checks_the_guards_grants_and_lea
     assert_eq!(out.code, Some(1));
     assert!(line(&out, "lease").contains("the leader is gone or stalled"), "{}", out.stdout);
     assert!(probe_gone(&t, &t.ns).await, "doctor deletes its probe when the write fails too");
+
+    // Interrupted mid-write (SIGTERM, as when the hook Job's Pod is deleted): the webhook's
+    // address accepts and never answers, so the write hangs for the webhook's timeout; doctor
+    // deletes its probe before it exits with 130.
+    let blackhole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://127.0.0.1:{}/mutate", blackhole.local_addr().unwrap().port());
+    edit(&t, &config, |c| c["webhooks"][0]["clientConfig"]["url"] = json!(url)).await;
+    // Each request (and the certificate check, three of them) waits 4 s: the write then hangs
+    // 4 s of the webhook's 5 s timeout, long enough to see the probe and interrupt doctor.
+    let doctor = Command::new(crate::support::webhook::BINARY)
+        .args([&args[..], &["--request-timeout=4"]].concat())
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start doctor");
+    eventually("doctor creates its probe", Duration::from_secs(60), || async {
+        if probe_gone(&t, &t.ns).await { Err("no probe yet".to_owned()) } else { Ok(()) }
+    })
+    .await;
+    let killed = Command::new("kill").args(["-TERM", &doctor.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let ended = doctor.wait_with_output().expect("doctor ends");
+    assert_eq!(ended.status.code(), Some(130), "{}", String::from_utf8_lossy(&ended.stderr));
+    assert!(probe_gone(&t, &t.ns).await, "doctor deletes its probe when interrupted");
+    drop(blackhole);
     let _ = Api::<MutatingWebhookConfiguration>::all(t.admin.clone()).delete(&config, &Default::default()).await;
     let _ = Api::<ClusterRole>::all(t.admin.clone()).delete(&format!("isg-guard-{}", t.ns), &Default::default()).await;
     let _ = Api::<ClusterRoleBinding>::all(t.admin.clone())
