@@ -82,7 +82,12 @@ pub(crate) fn needs(policies: &Policies, guard: &Guard<'_>) -> Vec<Need> {
         Need::new("patch", "coordination.k8s.io", "leases").within(guard.lease_namespace).named(guard.lease),
     ];
     if guard.policy_mode {
-        for resource in ["mutatingadmissionpolicies", "validatingadmissionpolicies"] {
+        for resource in [
+            "mutatingadmissionpolicies",
+            "mutatingadmissionpolicybindings",
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicybindings",
+        ] {
             out.push(Need::new("create", "admissionregistration.k8s.io", resource));
             out.push(Need::new("list", "admissionregistration.k8s.io", resource));
         }
