@@ -60,7 +60,8 @@ fn judge(plan: &desired::Desired, rows: &[Row], found: &BTreeMap<String, Found>,
     // Current and owned: `check`'s comparison, and the owner label where it is known.
     for row in rows {
         match row.state {
-            State::Stale | State::Foreign => wrong.push(row.shown()),
+            State::Stale => wrong.push(stale(plan, row, found)),
+            State::Foreign => wrong.push(row.shown()),
             State::Current | State::Unknown => {}
         }
         let label = found.get(&row.name).and_then(|f| f.owner.as_deref());
@@ -100,6 +101,21 @@ fn judge(plan: &desired::Desired, rows: &[Row], found: &BTreeMap<String, Found>,
         );
     }
     Finding::pass(CHECK, said)
+}
+
+/// A stale object's line: the field that differs from the guard's rendering now, when the plan
+/// has one to compare with (an edit by hand shows there), else `check`'s reason.
+fn stale(plan: &desired::Desired, row: &Row, found: &BTreeMap<String, Found>) -> String {
+    let rendered =
+        plan.objects.iter().find(|o| o["kind"] == row.kind.as_str() && o["metadata"]["name"] == row.name.as_str());
+    let path = rendered.zip(found.get(&row.name)).and_then(|(o, f)| admission::drift(&o["spec"], &f.spec, "spec"));
+    match path {
+        Some(path) => format!(
+            "{} {} of policy {:?}: STALE: its {path} is not what the guard renders now (edited by hand?)",
+            row.kind, row.name, row.policy
+        ),
+        None => row.shown(),
+    }
 }
 
 #[cfg(test)]
@@ -158,6 +174,17 @@ mod tests {
         let unowned = BTreeMap::from([("g-p".to_owned(), found(None))]);
         let adopted = judge(&plan(), &[row(State::Current)], &unowned, &owner());
         assert!(adopted.found.contains("carries no ingress-status-guard/lease label"), "{adopted:?}");
+        let mut edited = found(Some(&label));
+        edited.spec = json!({"matchConditions": [{"name": "by-hand", "expression": "true"}]});
+        let mut rendered = plan();
+        rendered.objects[0]["spec"] = json!({"matchConditions": []});
+        let by_hand = judge(&rendered, &[row(State::Stale)], &BTreeMap::from([("g-p".to_owned(), edited)]), &owner());
+        assert!(
+            by_hand
+                .found
+                .contains("g-p of policy \"p\": STALE: its spec.matchConditions is not what the guard renders now"),
+            "{by_hand:?}"
+        );
         let foreign = judge(&plan(), &[row(State::Foreign)], &ok, &owner());
         assert!(foreign.found.contains("FOREIGN"), "{foreign:?}");
     }

@@ -371,7 +371,10 @@ async fn doctor_in_policy_mode_names_a_hand_edited_admission_policy() {
     let found = line(&out, "admission-policies");
     assert!(
         found.starts_with("FAIL")
-            && found.contains(&format!("MutatingAdmissionPolicy {name} of policy \"{}\": STALE", t.ns)),
+            && found.contains(&format!(
+                "MutatingAdmissionPolicy {name} of policy \"{}\": STALE: its spec.matchConditions is not what the guard renders now (edited by hand?)",
+                t.ns
+            )),
         "{found}"
     );
 
