@@ -5,7 +5,7 @@
 //! (`report`, `explain`); the async functions here only read and print. Nothing is written to
 //! the cluster.
 
-mod admission;
+pub(crate) mod admission;
 mod explain;
 mod fetch;
 mod fleet;

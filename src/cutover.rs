@@ -43,11 +43,15 @@ pub(crate) const DEFAULT_KEY: &str = "config.yaml";
 /// Ingresses per list request, as `check` reads them.
 const PAGE_SIZE: u32 = 500;
 
-/// How `cutover` prints: text (a table, then a bar or lines) or one JSON event per line.
+/// How `cutover` prints: text (a table, then a bar or lines), one JSON event per line, or one
+/// YAML document per event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Output {
+    /// `table` too: the same flag value every other command takes.
+    #[value(alias = "table")]
     Text,
     Json,
+    Yaml,
 }
 
 /// `NAMESPACE/NAME` of the policy ConfigMap.

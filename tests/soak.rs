@@ -124,7 +124,8 @@ async fn install(t: &TestEnv, home: &Path, name: &str, base: &'static str, perio
     set_edge(&t.admin, &ns, &first).await;
     let values = home.join(format!("{name}.yaml"));
     let text = format!(
-        "admission: {{mode: policy}}\npolicies:\n- {{name: default, ingressClasses: [{class}], publishService: {ns}/edge, mode: enforce}}\n"
+        // No kubelet runs the doctor hook Job, which helm would wait for.
+        "admission: {{mode: policy}}\ndoctor: {{hook: {{enabled: false}}}}\npolicies:\n- {{name: default, ingressClasses: [{class}], publishService: {ns}/edge, mode: enforce}}\n"
     );
     std::fs::write(&values, text).unwrap();
     let kubeconfig = format!("--kubeconfig={}", t.cluster.admin_kubeconfig().display());

@@ -1,10 +1,11 @@
-//! Shell completion. `completion SHELL` prints a script: for bash and for kubectl's plugin
-//! completion (`kubectl_complete-isg`) one that asks the hidden `__complete` for every word, so
-//! namespaces, Ingress and Gateway names, contexts and cutover's policy names come from the
-//! cluster; for zsh, fish and PowerShell clap_complete's static scripts (subcommands, flags and
-//! the values of enumerated flags). `__complete WORDS...` prints the candidates for the last
-//! word, one a line, then cobra's directive line (`:4` no file names, `:0` file names too),
-//! the format kubectl reads from a plugin's helper.
+//! Shell completion. `completion SHELL` prints a script that asks the hidden `__complete` for
+//! every word, for bash, zsh, fish, PowerShell and kubectl's plugin completion
+//! (`kubectl_complete-isg`), so namespaces, Ingress and Gateway names, contexts and cutover's
+//! policy names come from the cluster, and subcommands, flags and enumerated values from the
+//! one clap definition. `__complete WORDS...` prints the candidates for the last word, one a
+//! line, then cobra's directive line (`:4` no file names, `:0` file names too), the format
+//! kubectl reads from a plugin's helper; each script is a thin reader of it (cobra's design:
+//! one completion engine in the binary, so the shells never disagree).
 
 use std::{io::Write as _, time::Duration};
 
@@ -59,21 +60,102 @@ pub(crate) struct CompleteArgs {
 
 /// The completion script for `shell`.
 pub(crate) fn script(shell: Shell) -> String {
-    match shell {
-        Shell::Bash => BASH.replace("@BINARY@", BINARY).replace("@FUNCTION@", "_ingress_status_guard"),
-        Shell::Kubectl => KUBECTL.replace("@PLUGIN@", PLUGIN_EXECUTABLE).replace("@BINARY@", BINARY),
-        Shell::Zsh | Shell::Fish | Shell::Powershell => {
-            let generator = match shell {
-                Shell::Zsh => clap_complete::Shell::Zsh,
-                Shell::Fish => clap_complete::Shell::Fish,
-                _ => clap_complete::Shell::PowerShell,
-            };
-            let mut out = Vec::new();
-            clap_complete::generate(generator, &mut Cli::command(), BINARY, &mut out);
-            String::from_utf8_lossy(&out).into_owned()
-        }
+    let template = match shell {
+        Shell::Bash => BASH,
+        Shell::Zsh => ZSH,
+        Shell::Fish => FISH,
+        Shell::Powershell => POWERSHELL,
+        Shell::Kubectl => return KUBECTL.replace("@PLUGIN@", PLUGIN_EXECUTABLE).replace("@BINARY@", BINARY),
+    };
+    template.replace("@BINARY@", BINARY).replace("@FUNCTION@", "_ingress_status_guard")
+}
+
+/// zsh: `words[2,CURRENT]` are the words after the program up to the completed one (zsh does
+/// not split on `=`, so the candidates, which carry the whole word, match it as typed).
+/// Autoloaded from `fpath` (the `#compdef` line) or sourced (then `compdef` registers it).
+const ZSH: &str = r#"#compdef @BINARY@ kubectl-isg
+# zsh completion for @BINARY@ (and kubectl-isg): save as _@BINARY@ in a directory of $fpath,
+# or source it after compinit. Every word is completed by `@BINARY@ __complete`.
+@FUNCTION@() {
+    local out entry directive=4
+    local -a candidates
+    out=$("${words[1]}" __complete -- "${(@)words[2,CURRENT]}" 2>/dev/null) || return 1
+    for entry in "${(@f)out}"; do
+        case $entry in
+            :*) directive=${entry#:} ;;
+            *) candidates+=("$entry") ;;
+        esac
+    done
+    if (( ${#candidates} )); then
+        compadd -- "${candidates[@]}"
+    elif [[ $directive == 0 ]]; then
+        _files
+    fi
+}
+if [[ ${funcstack[1]} == @FUNCTION@ ]]; then
+    @FUNCTION@ "$@"
+else
+    compdef @FUNCTION@ @BINARY@ kubectl-isg
+fi
+"#;
+
+/// fish: `commandline -opc` are the words before the cursor, `commandline -ct` the one being
+/// completed.
+const FISH: &str = r#"# fish completion for @BINARY@ (and kubectl-isg): save as
+# ~/.config/fish/completions/@BINARY@.fish. Every word is completed by `@BINARY@ __complete`.
+function __@FUNCTION@_complete
+    set -l words (commandline -opc)
+    set -l current (commandline -ct)
+    set -l program $words[1]
+    set -e words[1]
+    set -l out ($program __complete -- $words "$current" 2>/dev/null)
+    or return
+    set -l directive 4
+    set -l found 0
+    for entry in $out
+        if string match -q -- ':*' $entry
+            set directive (string sub -s 2 -- $entry)
+        else
+            set found 1
+            echo $entry
+        end
+    end
+    if test $found = 0 -a "$directive" = 0
+        __fish_complete_path $current
+    end
+end
+complete -c @BINARY@ -f -a '(__@FUNCTION@_complete)'
+complete -c kubectl-isg -f -a '(__@FUNCTION@_complete)'
+"#;
+
+/// PowerShell: the command's elements before the cursor, and an empty word when the cursor
+/// follows a space. Before 7.3 PowerShell drops an empty argument to a native command, so it is
+/// passed as `""` there, which `__complete` reads as empty (cobra's workaround).
+const POWERSHELL: &str = r#"# PowerShell completion for @BINARY@ (and kubectl-isg): add it to your $PROFILE.
+# Every word is completed by `@BINARY@ __complete`.
+Register-ArgumentCompleter -Native -CommandName '@BINARY@', 'kubectl-isg' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+    $words = @($commandAst.CommandElements |
+        Where-Object { $_.Extent.StartOffset -lt $cursorPosition } |
+        ForEach-Object { $_.Extent.Text })
+    if ($wordToComplete -eq '') {
+        if ($PSVersionTable.PSVersion -lt [version]'7.3') { $words += '""' } else { $words += '' }
+    }
+    $program = $words[0]
+    $rest = @()
+    if ($words.Count -gt 1) { $rest = $words[1..($words.Count - 1)] }
+    $out = & $program __complete -- @rest 2>$null
+    $directive = 4
+    $candidates = @()
+    foreach ($entry in $out) {
+        if ($entry.StartsWith(':')) { $directive = [int]$entry.Substring(1) } else { $candidates += $entry }
+    }
+    if ($candidates.Count -eq 0 -and $directive -eq 0) { return }
+    foreach ($c in $candidates) {
+        [System.Management.Automation.CompletionResult]::new($c, $c, 'ParameterValue', $c)
     }
 }
+"#;
 
 /// Bash: the words up to the cursor split on blanks (not on `=` and `:` as `COMP_WORDS` is),
 /// and the candidates cut back to the part bash replaces.
@@ -116,7 +198,12 @@ exec @BINARY@ __complete -- "$@"
 /// Prints the candidates for `words` and the directive line; never fails (a shell waiting on
 /// a Tab wants nothing rather than an error).
 pub(crate) async fn complete(args: CompleteArgs) {
-    let (candidates, directive) = candidates(&Cli::command(), &args.words).await;
+    let mut words = args.words;
+    // PowerShell before 7.3 drops an empty argument: its script sends `""` for one.
+    if let Some(last) = words.last_mut().filter(|w| *w == "\"\"") {
+        last.clear();
+    }
+    let (candidates, directive) = candidates(&Cli::command(), &words).await;
     let mut out = String::new();
     for c in candidates {
         out.push_str(&c);
@@ -260,7 +347,9 @@ async fn values(arg: &Arg, parsed: &Parsed, typed: &str) -> (Vec<String>, u8) {
     }
     let id = arg.get_id().as_str();
     let found = match id {
-        "namespace" | "leader_election_namespace" | "publish_pods_namespace" => namespaces(parsed).await,
+        "namespace" | "leader_election_namespace" | "publish_pods_namespace" | "probe_namespace" => {
+            namespaces(parsed).await
+        }
         "probe" => Ingresses::names(parsed, true).await,
         "context" => contexts(parsed),
         "policy" => policies(parsed).await,
@@ -412,8 +501,17 @@ mod tests {
         let bash = script(Shell::Bash);
         assert!(bash.contains("complete -F _ingress_status_guard ingress-status-guard kubectl-isg"), "{bash}");
         assert!(script(Shell::Kubectl).contains("exec kubectl-isg __complete -- \"$@\""));
-        assert!(script(Shell::Zsh).starts_with("#compdef ingress-status-guard"));
-        assert!(script(Shell::Fish).contains("complete -c ingress-status-guard"));
-        assert!(script(Shell::Powershell).contains("Register-ArgumentCompleter"));
+        // Each shell asks `__complete`, so each completes from the cluster as bash does.
+        for shell in [Shell::Zsh, Shell::Fish, Shell::Powershell] {
+            let text = script(shell);
+            assert!(text.contains("__complete --"), "{shell:?}: {text}");
+            assert!(!text.contains("@BINARY@") && !text.contains("@FUNCTION@"), "{shell:?}: a placeholder left");
+        }
+        assert!(script(Shell::Zsh).starts_with("#compdef ingress-status-guard kubectl-isg\n"));
+        assert!(script(Shell::Fish).contains("complete -c kubectl-isg -f -a '(___ingress_status_guard_complete)'"));
+        assert!(
+            script(Shell::Powershell)
+                .contains("Register-ArgumentCompleter -Native -CommandName 'ingress-status-guard', 'kubectl-isg'")
+        );
     }
 }

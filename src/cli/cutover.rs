@@ -54,8 +54,10 @@ pub(crate) struct CutoverArgs {
     /// How long to follow the Ingresses after the apply before giving up (exit 1).
     #[arg(long, env = "ISG_CUTOVER_TIMEOUT", default_value = "10m", value_parser = Seconds::UP_TO_AN_HOUR)]
     pub timeout: Duration,
-    /// Output: a table and a progress bar (or lines off a terminal), or one JSON event per line.
-    // Its own env: `check`'s `ISG_OUTPUT` takes `table`, which is not one of these.
+    /// Output: a table and a progress bar (or lines off a terminal; `table` is the same), one
+    /// JSON event per line, or one YAML document per event.
+    // Its own env: a shared `ISG_OUTPUT=table` would fit, but a cutover's JSON stream is not
+    // the one document `check -o json` prints, and a pipeline set up for one must not get the other.
     #[arg(short = 'o', long, env = "ISG_CUTOVER_OUTPUT", value_enum, default_value_t = Output::Text)]
     pub output: Output,
     #[command(flatten)]

@@ -1,6 +1,7 @@
 //! How `cutover` shows its work: the plan as a table and then, while it follows, an
 //! `indicatif` progress bar on a terminal, one plain line every few seconds off one, or one
-//! JSON event per line (`-o json`) for pipelines. Only output; the state is `track`'s.
+//! JSON event per line (`-o json`) or one YAML document per event (`-o yaml`) for pipelines.
+//! Only output; the state is `track`'s.
 
 use std::{
     fmt::Write as _,
@@ -22,8 +23,14 @@ const BAR_TEMPLATE: &str = "{spinner} {elapsed} [{bar:24}] {pos}/{len} moved, {r
 
 enum Mode {
     Bar(ProgressBar),
-    Lines { last: Option<Instant> },
-    Json { last: Option<Instant> },
+    Lines {
+        last: Option<Instant>,
+    },
+    /// One event each: a JSON line, or a YAML document when `yaml`.
+    Json {
+        last: Option<Instant>,
+        yaml: bool,
+    },
 }
 
 /// Where the plan and the progress go: stdout, in the shape `-o` and the terminal ask for.
@@ -31,11 +38,18 @@ pub(crate) struct Show {
     mode: Mode,
 }
 
-/// One JSON event, on one line.
-fn emit(event: &str, mut body: Value) {
+/// One event: a JSON value on one line, or a YAML document (`---` first, so a stream of them
+/// reads as one multi-document file). YAML escapes control characters in its quoted scalars.
+fn emit(yaml: bool, event: &str, mut body: Value) {
     body["event"] = json!(event);
+    let text = if yaml {
+        let doc = serde_norway::to_string(&body).unwrap_or_else(|e| format!("error: {:?}\n", e.to_string()));
+        format!("---\n{doc}")
+    } else {
+        format!("{}\n", json_line(&body))
+    };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", json_line(&body));
+    let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
 }
 
@@ -82,7 +96,8 @@ impl Show {
     /// `terminal`: whether stdout is one (then text output draws a bar).
     pub(crate) fn new(output: Output, terminal: bool) -> Show {
         let mode = match output {
-            Output::Json => Mode::Json { last: None },
+            Output::Json => Mode::Json { last: None, yaml: false },
+            Output::Yaml => Mode::Json { last: None, yaml: true },
             Output::Text if terminal => Mode::Bar(ProgressBar::hidden()),
             Output::Text => Mode::Lines { last: None },
         };
@@ -91,7 +106,7 @@ impl Show {
 
     pub(crate) fn plan(&self, plan: &Plan) {
         match self.mode {
-            Mode::Json { .. } => emit("plan", serde_json::to_value(plan).unwrap_or_default()),
+            Mode::Json { yaml, .. } => emit(yaml, "plan", serde_json::to_value(plan).unwrap_or_default()),
             _ => say(&plan.table()),
         }
     }
@@ -99,7 +114,8 @@ impl Show {
     /// The ConfigMap was written.
     pub(crate) fn applied(&self, config_map: &str, key: &str, annotation: &str, resource_version: &str) {
         match self.mode {
-            Mode::Json { .. } => emit(
+            Mode::Json { yaml, .. } => emit(
+                yaml,
                 "applied",
                 json!({"configMap": config_map, "key": key, "previousAnnotation": annotation, "resourceVersion": resource_version}),
             ),
@@ -112,7 +128,7 @@ impl Show {
     /// SIGINT while following: what stays applied, and the command that undoes it.
     pub(crate) fn interrupted(&mut self, applied: Option<&str>, rollback: &str) {
         match &mut self.mode {
-            Mode::Json { .. } => emit("interrupted", json!({"applied": applied, "rollback": rollback})),
+            Mode::Json { yaml, .. } => emit(*yaml, "interrupted", json!({"applied": applied, "rollback": rollback})),
             mode => {
                 if let Mode::Bar(bar) = mode {
                     bar.abandon();
@@ -130,7 +146,7 @@ impl Show {
     /// The ConfigMap already says what was asked: nothing written, the Ingresses followed.
     pub(crate) fn unchanged(&self, config_map: &str, key: &str) {
         match self.mode {
-            Mode::Json { .. } => emit("unchanged", json!({"configMap": config_map, "key": key})),
+            Mode::Json { yaml, .. } => emit(yaml, "unchanged", json!({"configMap": config_map, "key": key})),
             _ => say(&format!(
                 "unchanged: ConfigMap {config_map} key {key} already says this; nothing written, following\n"
             )),
@@ -169,9 +185,9 @@ impl Show {
                     bar.set_message(for_terminal(&format!("newest: {ingress}")));
                 }
             }
-            Mode::Json { .. } => {
+            Mode::Json { yaml, .. } => {
                 let event = if undone { "undone" } else { "moved" };
-                emit(event, json!({"ingress": ingress, "moved": tracker.moved(), "total": tracker.total()}));
+                emit(*yaml, event, json!({"ingress": ingress, "moved": tracker.moved(), "total": tracker.total()}));
             }
             Mode::Lines { .. } => {}
         }
@@ -194,12 +210,13 @@ impl Show {
                     say(&format!("{}\n", line(tracker, elapsed)));
                 }
             }
-            Mode::Json { last } => {
+            Mode::Json { last, yaml } => {
                 if !due(last) {
                     return;
                 }
                 let (rate, eta) = rate(tracker, elapsed);
                 emit(
+                    *yaml,
                     "progress",
                     json!({"moved": tracker.moved(), "total": tracker.total(), "perSecond": (rate * 10.0).round() / 10.0,
                         "etaSeconds": eta, "newest": tracker.newest(), "elapsedSeconds": elapsed.as_secs()}),
@@ -219,7 +236,8 @@ impl Show {
                 say(&format!("\n{summary}\n"));
             }
             Mode::Lines { .. } => say(&format!("{}\n{summary}\n", line(tracker, elapsed))),
-            Mode::Json { .. } => emit(
+            Mode::Json { yaml, .. } => emit(
+                *yaml,
                 "done",
                 json!({"moved": tracker.moved(), "total": tracker.total(), "elapsedSeconds": elapsed.as_secs_f64()}),
             ),
@@ -230,7 +248,8 @@ impl Show {
     pub(crate) fn timed_out(&mut self, tracker: &Tracker, elapsed: Duration) {
         let not_moved = tracker.not_moved();
         match &mut self.mode {
-            Mode::Json { .. } => emit(
+            Mode::Json { yaml, .. } => emit(
+                *yaml,
                 "timeout",
                 json!({"moved": tracker.moved(), "total": tracker.total(), "elapsedSeconds": elapsed.as_secs_f64(),
                     "notMoved": not_moved}),

@@ -65,6 +65,18 @@ async fn two_hundred_ingresses_move_to_service_b_and_back() {
     );
     assert_eq!(plan["ingresses"][7]["hosts"], json!(["web-007.example.test"]));
     assert_eq!(plan["summary"]["moving"], 200);
+    // The same plan as a YAML document (`-o yaml`: one document per event).
+    let yaml = run(BINARY, &cutover_args(&t, kc, &[&to_b, "--dry-run", "-o", "yaml"]), None).await;
+    assert_eq!(yaml.code, Some(0), "{}", yaml.stderr);
+    assert!(yaml.stdout.starts_with("---\n"), "{}", yaml.stdout);
+    let docs: Vec<serde_json::Value> = serde_norway::Deserializer::from_str(&yaml.stdout)
+        .map(|d| serde::Deserialize::deserialize(d).expect("-o yaml: YAML documents"))
+        .collect();
+    assert_eq!(&docs[0], plan, "-o yaml and -o json print the same plan");
+    // A format it does not print: refused, naming the ones it does.
+    let xml = run(BINARY, &cutover_args(&t, kc, &[&to_b, "--dry-run", "-o", "xml"]), None).await;
+    assert_eq!(xml.code, Some(2), "{}", xml.stderr);
+    assert!(xml.stderr.contains("[possible values: text, json, yaml]"), "{}", xml.stderr);
     // The text plan, the same through `kubectl isg` (kubectl's plugin lookup on PATH).
     let text = run(BINARY, &cutover_args(&t, kc, &[&to_b, "--dry-run"]), None).await;
     assert_eq!(text.code, Some(0), "{}", text.stderr);

@@ -386,10 +386,20 @@ spec:
       args:
         - doctor
         - --config=/etc/ingress-status-guard/config/config.yaml
+        - --admission={{ $root.Values.admission.mode }}
+        {{- if ne $root.Values.admission.mode "policy" }}
         - --webhook-configuration={{ $fullname }}
+        {{- end }}
+        - --leader-election-namespace={{ include "isg.namespace" $root }}
+        - --leader-election-lease-name={{ $fullname }}
         - --wait={{ .wait }}
         {{- with $root.Values.doctor.probe }}
         - --probe={{ . }}
+        {{- else }}
+        - --probe-namespace={{ $root.Values.doctor.probeNamespace | default (include "isg.namespace" $root) }}
+        {{- end }}
+        {{- if $root.Values.doctor.checkPermissions }}
+        - --service-account={{ include "isg.namespace" $root }}/{{ include "isg.serviceAccountName" $root }}
         {{- end }}
       resources:
         requests: {cpu: 10m, memory: 16Mi}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::{
     Api,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
     core::Request,
 };
 use serde_json::json;
@@ -22,8 +22,6 @@ use crate::{
 };
 
 const CHECK: &str = "dry-run-write";
-/// Ingresses looked through for one to probe, at most (one page).
-const MAX_CANDIDATES: u32 = 500;
 /// Bytes of the API server's answer read, at most: an Ingress is far smaller.
 const MAX_BODY: usize = 4 << 20;
 /// Addresses of one status read, at most (the API server stores no more than that sensibly).
@@ -32,7 +30,7 @@ const MAX_ADDRESSES: usize = 64;
 const MAX_WARNINGS: usize = 8;
 const MAX_WARNING_CHARS: usize = 240;
 /// The field manager of the dry-run write, as the audit log and the webhook's finding name it.
-const FIELD_MANAGER: &str = "ingress-status-guard-doctor";
+pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard-doctor";
 /// Addresses from TEST-NET-1 (RFC 5737) that no real load balancer hands out.
 const PROBES: [&str; 2] = ["192.0.2.77", "192.0.2.78"];
 
@@ -63,68 +61,49 @@ fn addresses(ingress: &Ingress) -> Vec<String> {
         .collect()
 }
 
-/// The Ingress to write to: `probe` (NAMESPACE, NAME) if given, else the first of the cluster
-/// (or of `namespace`) that a policy governs by its class.
-async fn pick(
+/// The Ingress `--probe` names, and the mode of the policy that governs it by its class.
+pub(crate) async fn named(
     client: &kube::Client,
-    probe: Option<&(String, String)>,
+    probe: &(String, String),
     policies: &Policies,
     timeout: Duration,
-) -> Result<Option<(Ingress, Mode)>, Finding> {
-    let fail = |e: crate::client::RequestError| {
-        Finding::fail(CHECK, e.to_string(), "give doctor an identity that may read Ingresses")
-    };
-    if let Some((namespace, name)) = probe {
-        let api = Api::<Ingress>::namespaced(client.clone(), namespace);
-        let found =
-            bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(name)).await.map_err(fail)?;
-        let Some(found) = found else {
-            return Err(Finding::fail(
-                CHECK,
-                format!("Ingress {namespace}/{name} (--probe) not found"),
-                "name an existing Ingress",
-            ));
-        };
-        return match governing(policies, class_of(&found).as_deref()) {
-            Some(policy) => Ok(Some((found, policy.mode))),
-            None => Err(Finding::fail(
-                CHECK,
-                format!("no policy governs Ingress {namespace}/{name} by its class"),
-                "name an Ingress of a governed class with --probe",
-            )),
-        };
-    }
-    let api = Api::<Ingress>::all(client.clone());
-    let listed = bounded(|| "list Ingresses".into(), timeout, api.list(&ListParams::default().limit(MAX_CANDIDATES)))
+) -> Result<(Ingress, Mode), Finding> {
+    let (namespace, name) = probe;
+    let api = Api::<Ingress>::namespaced(client.clone(), namespace);
+    let found = bounded(|| format!("get Ingress {namespace}/{name}"), timeout, api.get_opt(name))
         .await
-        .map_err(fail)?;
-    Ok(listed.items.into_iter().find_map(|i| governing(policies, class_of(&i).as_deref()).map(|p| (i, p.mode))))
+        .map_err(|e| Finding::fail(CHECK, e.to_string(), "give doctor an identity that may get that Ingress"))?;
+    let Some(found) = found else {
+        return Err(Finding::fail(
+            CHECK,
+            format!("Ingress {namespace}/{name} (--probe) not found"),
+            "name an existing Ingress",
+        ));
+    };
+    match governing(policies, class_of(&found).as_deref()) {
+        Some(policy) => Ok((found, policy.mode)),
+        None => Err(Finding::fail(
+            CHECK,
+            format!("no policy governs Ingress {namespace}/{name} by its class"),
+            "name an Ingress of a governed class with --probe",
+        )),
+    }
 }
 
-/// The dry-run write and what it proves.
-pub(crate) async fn dry_run(
-    client: &kube::Client,
-    probe: Option<&(String, String)>,
-    policies: &Policies,
-    timeout: Duration,
-) -> Finding {
-    if policies.of(Kind::Ingress).next().is_none() {
-        return Finding::skip(CHECK, "no Ingress policy: the dry-run write probes Ingresses only", "");
-    }
-    let (ingress, mode) = match pick(client, probe, policies, timeout).await {
-        Ok(Some(found)) => found,
-        Ok(None) => {
-            return Finding::skip(
-                CHECK,
-                "no Ingress of a governed class to write to: the API server → webhook path is not proven",
-                "create an Ingress of a governed class, or name one with --probe NAMESPACE/NAME",
-            );
-        }
-        Err(finding) => return finding,
-    };
+/// Whether any policy governs Ingresses: the dry-run write probes Ingresses only.
+pub(crate) fn skipped(policies: &Policies) -> Option<Finding> {
+    policies
+        .of(Kind::Ingress)
+        .next()
+        .is_none()
+        .then(|| Finding::skip(CHECK, "no Ingress policy: the dry-run write probes Ingresses only", ""))
+}
+
+/// The dry-run write to `ingress`, governed in `mode`, and what it proves.
+pub(crate) async fn dry_run(client: &kube::Client, ingress: &Ingress, mode: Mode, timeout: Duration) -> Finding {
     let namespace = ingress.metadata.namespace.clone().unwrap_or_default();
     let name = ingress.metadata.name.clone().unwrap_or_default();
-    let stored = addresses(&ingress);
+    let stored = addresses(ingress);
     let written = if stored == [PROBES[0]] { PROBES[1] } else { PROBES[0] };
     let answer = match write(client, &namespace, &name, written, timeout).await {
         Ok(answer) => answer,
@@ -189,13 +168,15 @@ async fn write(
 /// What the answer proves for an object governed in `mode` (pure).
 fn judge(object: &str, written: &str, mode: Mode, answer: &Answer) -> Finding {
     let wrote = format!("dry-run status write of {written} to Ingress {object}");
-    let by_webhook = answer.message.contains("admission webhook");
+    // The webhook's refusal, or (policy mode) the ValidatingAdmissionPolicy's.
+    let by_webhook = answer.message.contains("admission webhook") && answer.message.contains("denied the request");
+    let by_policy = answer.message.contains("ValidatingAdmissionPolicy") && answer.message.contains("denied request");
     let outcome = match (answer.code, answer.addresses.as_slice()) {
         (200..=299, [only]) if only == written && answer.warnings.is_empty() => {
             return Finding::fail(
                 CHECK,
                 format!(
-                    "{wrote} came back unchanged, with no warning: the webhook was not called, failed open (failurePolicy: Ignore) or does not govern it"
+                    "{wrote} came back unchanged, with no warning: the webhook was not called, failed open (failurePolicy: Ignore) or does not govern it (policy mode: no admission policy matched it)"
                 ),
                 "see the checks above; the API server's log names the failed call (`failed calling webhook`)",
             );
@@ -204,9 +185,7 @@ fn judge(object: &str, written: &str, mode: Mode, answer: &Answer) -> Finding {
             (Mode::Audit, format!("let through with the webhook's warning: {}", answer.warnings.join("; ")))
         }
         (200..=299, stored) => (Mode::Enforce, format!("came back rewritten to [{}]", stored.join(","))),
-        (_, _) if by_webhook && answer.message.contains("denied the request") => {
-            (Mode::Deny, format!("refused: {}", answer.message))
-        }
+        (_, _) if by_webhook || by_policy => (Mode::Deny, format!("refused: {}", answer.message)),
         (code, _) => {
             return Finding::fail(
                 CHECK,
@@ -223,7 +202,7 @@ fn judge(object: &str, written: &str, mode: Mode, answer: &Answer) -> Finding {
             "give doctor the guard's policies (--config or the same policy flags)",
         );
     }
-    Finding::pass(CHECK, format!("{wrote} {what} ({mode}): the API server calls the webhook"))
+    Finding::pass(CHECK, format!("{wrote} {what} ({mode}): admission enforces the policy end to end"))
 }
 
 #[cfg(test)]
@@ -251,6 +230,13 @@ mod tests {
         assert_eq!(judged(Mode::Enforce, &rewritten).state, State::Pass);
         assert_eq!(judged(Mode::Audit, &warned).state, State::Pass);
         assert_eq!(judged(Mode::Deny, &refused).state, State::Pass);
+        let refused_by_policy = answer(
+            422,
+            &[],
+            "ingresses.networking.k8s.io \"web\" is forbidden: ValidatingAdmissionPolicy 'g-p' with binding 'g-p' denied request: canonical is ...",
+            &[],
+        );
+        assert_eq!(judged(Mode::Deny, &refused_by_policy).state, State::Pass);
         let wrong_mode = judged(Mode::Deny, &rewritten);
         assert!(wrong_mode.found.contains("as enforce does; the policy governing it is in deny"), "{wrong_mode:?}");
         let silent = judged(Mode::Enforce, &unchanged);

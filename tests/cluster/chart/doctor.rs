@@ -47,8 +47,13 @@ fn the_doctor_hook_and_test_render_as_documented() {
             json!([
                 "doctor",
                 "--config=/etc/ingress-status-guard/config/config.yaml",
+                "--admission=webhook",
                 "--webhook-configuration=g-ingress-status-guard",
-                wait
+                "--leader-election-namespace=isg",
+                "--leader-election-lease-name=g-ingress-status-guard",
+                wait,
+                "--probe-namespace=isg",
+                "--service-account=isg/g-ingress-status-guard",
             ])
         );
         assert_eq!(spec["volumes"][0]["configMap"]["name"], "g-ingress-status-guard-config");
@@ -59,15 +64,31 @@ fn the_doctor_hook_and_test_render_as_documented() {
     find(&docs, "Pod", "g-ingress-status-guard-doctor-test");
     let docs = render(&helm, "g", "isg", &["doctor.enabled=false"]);
     assert!(!docs.iter().any(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "doctor"));
-    // admission.mode=policy has no webhook to prove.
-    let docs = render(&helm, "g", "isg", &["admission.mode=policy"]);
-    assert!(!docs.iter().any(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "doctor"));
-    // A probe is passed on, and its grants name it.
+    // admission.mode=policy: doctor checks the guard's admission policies instead of a webhook.
+    let docs = render(&helm, "g", "isg", &["admission.mode=policy", "doctor.checkPermissions=false"]);
+    let args =
+        &find(&docs, "Job", "g-ingress-status-guard-doctor")["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(args.as_array().unwrap().contains(&json!("--admission=policy")), "{args}");
+    assert!(
+        !args.to_string().contains("--webhook-configuration") && !args.to_string().contains("--service-account"),
+        "{args}"
+    );
+    let role = find(&docs, "ClusterRole", "g-ingress-status-guard-doctor");
+    assert!(
+        role.to_string().contains("mutatingadmissionpolicies") && !role.to_string().contains("subjectaccessreviews"),
+        "{role}"
+    );
+    // A probe is passed on, and its grants name it; a probe namespace elsewhere gets the Role.
     let docs = render(&helm, "g", "isg", &["doctor.probe=web/front", "doctor.hook.wait=90s"]);
     let args =
         &find(&docs, "Job", "g-ingress-status-guard-doctor")["spec"]["template"]["spec"]["containers"][0]["args"];
-    assert!(args.as_array().unwrap().ends_with(&[json!("--wait=90s"), json!("--probe=web/front")]), "{args}");
+    assert!(args.as_array().unwrap().contains(&json!("--probe=web/front")), "{args}");
+    assert!(args.as_array().unwrap().contains(&json!("--wait=90s")), "{args}");
     assert_eq!(find(&docs, "Role", "g-ingress-status-guard-doctor-probe")["metadata"]["namespace"], "web");
+    let docs = render(&helm, "g", "isg", &["doctor.probeNamespace=probes"]);
+    assert_eq!(find(&docs, "Role", "g-ingress-status-guard-doctor-probe")["metadata"]["namespace"], "probes");
+    let out = helm.run(&["template", "g", CHART, "--set", "doctor.probeNamespace=Not_One"]);
+    assert!(!out.success && out.stderr.contains("probeNamespace"), "{}", out.stderr);
 }
 
 /// Applies `docs` with the administrator; returns the output.
@@ -84,9 +105,11 @@ fn apply(
 }
 
 /// The hook Job and the test Pod pass the restricted profile; the doctor identity may read the
-/// release's webhook configuration and Service, its namespace's EndpointSlices and Ingresses,
-/// and patch ingresses/status, and nothing else: not the Ingress itself, not another name, not
-/// another namespace's EndpointSlices; with `doctor.probe`, only that Ingress.
+/// release's webhook configuration and Service, its namespace's EndpointSlices and its Lease,
+/// create its probe Ingress in its namespace and get, delete and patch the status of that one
+/// name, read that Namespace and the IngressClasses, and ask SubjectAccessReviews; nothing else:
+/// not another Ingress, not another name, not another namespace; with `doctor.probe`, only that
+/// Ingress; in policy mode, the release's admission policies and the policies' sources.
 #[tokio::test]
 async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
     let t = TestEnv::new("chart-doctor").await;
@@ -115,7 +138,11 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
                 && !["Job", "Pod"].contains(&d["kind"].as_str().unwrap())
         })
         .collect();
-    assert_eq!(identity.len(), 5, "ServiceAccount, ClusterRole and binding, Role and binding");
+    assert_eq!(
+        identity.len(),
+        7,
+        "ServiceAccount, ClusterRole and binding, Role and binding, the probe's Role and binding"
+    );
     let out = apply(&t, &dir, &identity, &[]);
     assert!(out.success, "{}", out.stderr);
     // The ServiceAccount admission plugin refuses a Pod whose ServiceAccount does not exist yet.
@@ -143,6 +170,8 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
     };
     let mwc = format!("mutatingwebhookconfigurations.admissionregistration.k8s.io/{fullname}");
     let service = format!("services/{fullname}");
+    let probe = format!("ingresses.networking.k8s.io/{fullname}-doctor-probe");
+    let lease = format!("leases.coordination.k8s.io/{fullname}");
     for (args, want) in [
         (vec!["get", mwc.as_str()], true),
         (vec!["get", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other"], false),
@@ -152,12 +181,25 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
         (vec!["get", "services/other", "-n", namespace], false),
         (vec!["list", "endpointslices.discovery.k8s.io", "-n", namespace], true),
         (vec!["list", "endpointslices.discovery.k8s.io", "-n", "chart-doctor-web"], false),
-        (vec!["list", "ingresses.networking.k8s.io", "-A"], true),
-        (vec!["get", "ingresses.networking.k8s.io/front", "-n", "chart-doctor-web"], true),
-        (vec!["patch", "ingresses.networking.k8s.io/front", "--subresource=status", "-n", "chart-doctor-web"], true),
-        (vec!["patch", "ingresses.networking.k8s.io/front", "-n", "chart-doctor-web"], false),
-        (vec!["update", "ingresses.networking.k8s.io/front", "--subresource=status", "-n", "chart-doctor-web"], false),
+        (vec!["get", lease.as_str(), "-n", namespace], true),
+        (vec!["patch", lease.as_str(), "-n", namespace], false),
+        (vec!["get", "leases.coordination.k8s.io/other", "-n", namespace], false),
+        // Its probe: created in its namespace, and by its one name written to and deleted.
+        (vec!["create", "ingresses.networking.k8s.io", "-n", namespace], true),
+        (vec!["get", probe.as_str(), "-n", namespace], true),
+        (vec!["delete", probe.as_str(), "-n", namespace], true),
+        (vec!["patch", probe.as_str(), "--subresource=status", "-n", namespace], true),
+        (vec!["patch", probe.as_str(), "-n", namespace], false),
+        (vec!["update", probe.as_str(), "--subresource=status", "-n", namespace], false),
+        (vec!["delete", "ingresses.networking.k8s.io/other", "-n", namespace], false),
+        (vec!["patch", "ingresses.networking.k8s.io/other", "--subresource=status", "-n", namespace], false),
+        (vec!["list", "ingresses.networking.k8s.io", "-A"], false),
         (vec!["create", "ingresses.networking.k8s.io", "-n", "chart-doctor-web"], false),
+        (vec!["patch", "ingresses.networking.k8s.io/front", "--subresource=status", "-n", "chart-doctor-web"], false),
+        (vec!["get", &format!("namespaces/{namespace}")], true),
+        (vec!["get", "namespaces/chart-doctor-web"], false),
+        (vec!["list", "ingressclasses.networking.k8s.io"], true),
+        (vec!["create", "subjectaccessreviews.authorization.k8s.io"], true),
         (vec!["get", "secrets", "-n", namespace], false),
         (vec!["create", "pods", "-n", namespace], false),
     ] {
@@ -173,7 +215,7 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
                 && !["Job", "Pod"].contains(&d["kind"].as_str().unwrap())
         })
         .collect();
-    assert_eq!(identity.len(), 7, "and the probe's Role and binding");
+    assert_eq!(identity.len(), 7, "the probe's Role and binding in its namespace instead");
     let out = apply(&t, &dir, &identity, &["--force-conflicts"]);
     assert!(out.success, "{}", out.stderr);
     for (args, want) in [
@@ -181,12 +223,62 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
         (vec!["get", "ingresses.networking.k8s.io/front", "-n", "chart-doctor-web"], true),
         (vec!["patch", "ingresses.networking.k8s.io/front", "--subresource=status", "-n", "chart-doctor-web"], true),
         (vec!["patch", "ingresses.networking.k8s.io/other", "--subresource=status", "-n", "chart-doctor-web"], false),
+        (vec!["delete", "ingresses.networking.k8s.io/front", "-n", "chart-doctor-web"], false),
+        (vec!["create", "ingresses.networking.k8s.io", "-n", "chart-doctor-web"], false),
         (vec!["get", "ingresses.networking.k8s.io/front", "-n", namespace], false),
         (vec!["list", "ingresses.networking.k8s.io", "-A"], false),
         (vec!["patch", "ingresses.networking.k8s.io/front", "-n", "chart-doctor-web"], false),
     ] {
         assert_eq!(can(&args), want, "with a probe: can-i {args:?}");
     }
+
+    // Policy mode: the release's admission policies by name and the policies' sources (a
+    // publish Service by name), no webhook configuration.
+    let edge = "policies[0].publishService=chart-doctor-web/edge";
+    let docs = render(
+        &helm,
+        release,
+        namespace,
+        &["admission.mode=policy", "policies[0].name=web", "policies[0].ingressClasses[0]=web", edge],
+    );
+    let identity: Vec<&Value> = docs
+        .iter()
+        .filter(|d| {
+            d["metadata"]["labels"]["app.kubernetes.io/component"] == "doctor"
+                && !["Job", "Pod"].contains(&d["kind"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(identity.len(), 9, "and the publish Service's Role and binding");
+    let out = apply(&t, &dir, &identity, &["--force-conflicts"]);
+    assert!(out.success, "{}", out.stderr);
+    let map = format!("mutatingadmissionpolicies.admissionregistration.k8s.io/{fullname}-web");
+    let binding = format!("mutatingadmissionpolicybindings.admissionregistration.k8s.io/{fullname}-web");
+    // kubectl resolves a resource by discovery: where MutatingAdmissionPolicies are not served
+    // (1.31, which .ci/run runs this module on too) it cannot ask about them.
+    let served = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    let maps = served.stdout.contains("mutatingadmissionpolicies");
+    if maps {
+        for (args, want) in [
+            (vec!["get", map.as_str()], true),
+            (vec!["get", binding.as_str()], true),
+            (vec!["update", map.as_str()], false),
+            (vec!["get", "mutatingadmissionpolicies.admissionregistration.k8s.io/other"], false),
+        ] {
+            assert_eq!(can(&args), want, "policy mode: can-i {args:?}");
+        }
+    }
+    for (args, want) in [
+        (vec!["get", "services/edge", "-n", "chart-doctor-web"], true),
+        (vec!["get", "services/other", "-n", "chart-doctor-web"], false),
+        (vec!["list", "ingressclasses.networking.k8s.io"], true),
+        (vec!["get", lease.as_str(), "-n", namespace], true),
+        (vec!["create", "ingresses.networking.k8s.io", "-n", namespace], true),
+    ] {
+        assert_eq!(can(&args), want, "policy mode: can-i {args:?}");
+    }
+    // Server-side apply leaves the webhook mode's rules of the same objects to its owner; the
+    // ClusterRole's rules are replaced whole, so the webhook configuration is no longer granted.
+    assert!(!can(&["get", mwc.as_str()]), "policy mode grants no webhook configuration");
 
     let out = t.cluster.kubectl(admin, &["delete", "namespace", namespace, "chart-doctor-web", "--wait=false"]);
     assert!(out.success, "{}", out.stderr);
@@ -261,4 +353,108 @@ async fn helm_runs_the_doctor_hook_after_an_upgrade_and_the_test_pod() {
     assert!(out.success, "{}", out.stderr);
     let out = t.cluster.kubectl(admin, &["delete", "namespace", namespace, "--wait=false"]);
     assert!(out.success, "{}", out.stderr);
+}
+
+/// doctor's `permissions` check against the chart's own RBAC for the guard: in each mode, the
+/// rendered Roles and ClusterRoles (for a policy with a publish Service) grant everything doctor
+/// asks the API server about, and without them doctor names what is missing.
+#[tokio::test]
+async fn the_charts_guard_rbac_passes_doctors_permissions_check() {
+    let t = TestEnv::new("chart-doctor-perm").await;
+    let dir = t.cluster.scratch_dir("chart-doctor-perm");
+    let helm = Helm::new(3, &dir);
+    let admin = t.cluster.admin_kubeconfig();
+    let kubeconfig = format!("--kubeconfig={}", admin.display());
+    let (release, namespace) = ("perm", "chart-doctor-perm");
+    let fullname = "perm-ingress-status-guard";
+    let setup = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "chart-doctor-perm-edge"}},
+    ]});
+    let out =
+        t.cluster.kubectl(admin, &["apply", "--server-side", "-f", &write(&dir, "setup.json", &setup.to_string())]);
+    assert!(out.success, "{}", out.stderr);
+    let policy = [
+        "policies[0].name=web",
+        "policies[0].ingressClasses[0]=web",
+        "policies[0].publishService=chart-doctor-perm-edge/lb",
+    ];
+    for mode in ["webhook", "policy"] {
+        let mut set = policy.to_vec();
+        let admission = format!("admission.mode={mode}");
+        set.push(&admission);
+        let docs = render(&helm, release, namespace, &set);
+        let config = write(
+            &dir,
+            &format!("{mode}.yaml"),
+            docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap()["data"]["config.yaml"].as_str().unwrap(),
+        );
+        let doctor = |extra: &[&str]| {
+            let mut args = vec![
+                "doctor".to_owned(),
+                kubeconfig.clone(),
+                format!("--config={config}"),
+                format!("--admission={mode}"),
+                format!("--webhook-configuration={fullname}"),
+                format!("--leader-election-namespace={namespace}"),
+                format!("--leader-election-lease-name={fullname}"),
+                format!("--service-account={namespace}/{fullname}"),
+                format!("--probe-namespace={namespace}"),
+            ];
+            args.extend(extra.iter().map(ToString::to_string));
+            let out = std::process::Command::new(crate::support::webhook::BINARY)
+                .args(&args)
+                .env_remove("KUBECONFIG")
+                .output()
+                .expect("run doctor");
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            println!("$ doctor ({mode})\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
+            stdout.lines().find(|l| l.split_whitespace().nth(1) == Some("permissions")).unwrap_or_default().to_owned()
+        };
+        let before = doctor(&[]);
+        assert!(
+            before.starts_with("FAIL") && before.contains(&format!("ServiceAccount {namespace}/{fullname} may not:")),
+            "{mode}: {before}"
+        );
+        // The guard's identity and grants, as the chart renders them (not doctor's own).
+        let grants: Vec<&Value> = docs
+            .iter()
+            .filter(|d| {
+                ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                    .contains(&d["kind"].as_str().unwrap_or_default())
+                    && d["metadata"]["labels"]["app.kubernetes.io/component"] != "doctor"
+                    && d["metadata"]["labels"]["app.kubernetes.io/component"] != "certgen"
+            })
+            .collect();
+        let out = apply(&t, &dir, &grants, &["--force-conflicts"]);
+        assert!(out.success, "{}", out.stderr);
+        let after = eventually_line(|| doctor(&[]));
+        assert!(after.starts_with("PASS"), "{mode}: the chart's RBAC is all the mode needs: {after}");
+        // Gone again for the next mode: its rules differ.
+        let names: Vec<String> = grants
+            .iter()
+            .filter(|d| d["kind"].as_str().unwrap().starts_with("Cluster"))
+            .map(|d| {
+                format!("{}/{}", d["kind"].as_str().unwrap().to_lowercase(), d["metadata"]["name"].as_str().unwrap())
+            })
+            .collect();
+        let mut args = vec!["delete", "--ignore-not-found"];
+        args.extend(names.iter().map(String::as_str));
+        let out = t.cluster.kubectl(admin, &args);
+        assert!(out.success, "{}", out.stderr);
+    }
+    let out = t.cluster.kubectl(admin, &["delete", "namespace", namespace, "chart-doctor-perm-edge", "--wait=false"]);
+    assert!(out.success, "{}", out.stderr);
+}
+
+/// `line()` once the API server's authorizer has seen new grants (RBAC is read from a cache).
+fn eventually_line(line: impl Fn() -> String) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let found = line();
+        if found.starts_with("PASS") || std::time::Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 }

@@ -78,7 +78,7 @@ async fn completion_scripts_parse_and_complete_names_from_the_cluster() {
     ] {
         let out = run(&["completion", shell]);
         assert_eq!(out.code, Some(0), "{}", out.stderr);
-        assert!(out.stdout.contains(marker) && out.stdout.contains("doctor"), "{shell}:\n{}", out.stdout);
+        assert!(out.stdout.contains(marker) && out.stdout.contains("__complete"), "{shell}:\n{}", out.stdout);
     }
     let out = run(&["completion", "tcsh"]);
     assert_eq!(out.code, Some(2));
@@ -127,4 +127,107 @@ async fn completion_scripts_parse_and_complete_names_from_the_cluster() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.first(), Some(&"web-frontend"), "{stdout}");
     assert_eq!(lines.last(), Some(&":4"), "no file names: {stdout}");
+}
+
+/// Whether `shell` is on PATH: the zsh and fish runs need them (Debian's `zsh` and `fish`).
+fn have(shell: &str) -> bool {
+    Command::new(shell).arg("-c").arg("exit 0").output().is_ok_and(|o| o.status.success())
+}
+
+/// What zsh offers for `line`: the script sourced with `compadd` and `_files` as stubs that
+/// print, `words` and `CURRENT` set as zsh's completion system sets them.
+fn zsh_complete(script: &Path, dir: &Path, line: &str) -> Vec<String> {
+    let driver = r#"
+compdef() { : }
+compadd() { [[ $1 == -- ]] && shift; print -rl -- "$@" }
+_files() { print -r -- '<files>' }
+source "$1"
+words=(${(z)2})
+[[ $2 == *' ' ]] && words+=('')
+CURRENT=${#words}
+_ingress_status_guard
+"#;
+    let out = Command::new("zsh")
+        .args(["-f", "-c", driver, "zsh"])
+        .arg(script)
+        .arg(line)
+        .env("PATH", path_with(dir))
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run zsh");
+    assert!(out.status.success(), "zsh: {}", String::from_utf8_lossy(&out.stderr));
+    let offered: Vec<String> =
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect();
+    println!("zsh: {line:?} -> {offered:?}");
+    offered
+}
+
+/// What fish offers for `line`: `complete -C`, fish's own way to ask its completions.
+fn fish_complete(script: &Path, dir: &Path, line: &str) -> Vec<String> {
+    let out = Command::new("fish")
+        .args(["--no-config", "-c", "source $argv[1]; complete -C $argv[2]"])
+        .arg(script)
+        .arg(line)
+        .env("PATH", path_with(dir))
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run fish");
+    assert!(out.status.success(), "fish: {}", String::from_utf8_lossy(&out.stderr));
+    let offered: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
+        .collect();
+    println!("fish: {line:?} -> {offered:?}");
+    offered
+}
+
+/// zsh, fish and PowerShell complete from the cluster as bash does: each script asks
+/// `__complete`. zsh and fish parse (`zsh -n`, `fish --no-execute`) and run where they are
+/// installed; PowerShell's script is generated and read for its parts (no pwsh here).
+#[tokio::test]
+async fn zsh_fish_and_powershell_scripts_complete_from_the_cluster_too() {
+    let t = TestEnv::new("completion-shells").await;
+    create_ingress(&t.ingresses, "web-backend", Class::Field("nobody")).await;
+    let dir = t.cluster.scratch_dir(&format!("completion-shells-{}", t.ns));
+    install(&dir);
+    let kubeconfig = t.cluster.admin_kubeconfig().display().to_string();
+    let write = |shell: &str| {
+        let out = run(&["completion", shell]);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        assert!(out.stdout.contains("ingress-status-guard __complete") || out.stdout.contains("__complete --"));
+        let path = dir.join(format!("isg.{shell}"));
+        std::fs::write(&path, &out.stdout).unwrap();
+        path
+    };
+    let powershell = std::fs::read_to_string(write("powershell")).unwrap();
+    assert!(powershell.contains("& $program __complete -- @rest"), "{powershell}");
+
+    let explain = format!("ingress-status-guard explain --kubeconfig {kubeconfig} -n {} web", t.ns);
+    let namespaces = format!("ingress-status-guard check --kubeconfig {kubeconfig} -n {}", &t.ns[..t.ns.len() - 1]);
+    if have("zsh") {
+        let script = write("zsh");
+        let parsed = Command::new("zsh").arg("-n").arg(&script).output().unwrap();
+        assert!(parsed.status.success(), "zsh -n: {}", String::from_utf8_lossy(&parsed.stderr));
+        assert_eq!(zsh_complete(&script, &dir, "ingress-status-guard expl"), ["explain"]);
+        assert_eq!(zsh_complete(&script, &dir, "ingress-status-guard check -o "), ["table", "json", "yaml"]);
+        assert_eq!(zsh_complete(&script, &dir, "ingress-status-guard version --output=ya"), ["--output=yaml"]);
+        assert_eq!(zsh_complete(&script, &dir, "ingress-status-guard check --kubeconfig "), ["<files>"]);
+        assert_eq!(zsh_complete(&script, &dir, &explain), ["web-backend"]);
+        assert!(zsh_complete(&script, &dir, &namespaces).contains(&t.ns));
+    } else {
+        println!("zsh is not installed: its script is generated only");
+    }
+    if have("fish") {
+        let script = write("fish");
+        let parsed = Command::new("fish").arg("--no-execute").arg(&script).output().unwrap();
+        assert!(parsed.status.success(), "fish --no-execute: {}", String::from_utf8_lossy(&parsed.stderr));
+        assert_eq!(fish_complete(&script, &dir, "ingress-status-guard expl"), ["explain"]);
+        // fish sorts what it offers.
+        assert_eq!(fish_complete(&script, &dir, "kubectl-isg check -o "), ["json", "table", "yaml"]);
+        assert_eq!(fish_complete(&script, &dir, &explain), ["web-backend"]);
+        assert!(fish_complete(&script, &dir, &namespaces).contains(&t.ns));
+    } else {
+        println!("fish is not installed: its script is generated only");
+    }
 }

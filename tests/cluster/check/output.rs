@@ -77,7 +77,7 @@ async fn every_command_takes_one_output_flag() {
         (&render[..], "yaml, json"),
         (&["version", "--client"][..], "table, json, yaml"),
         (&["doctor"][..], "table, json, yaml"),
-        (&["cutover", "--config-map=a", "--policy=p", "--rollback"][..], "text, json"),
+        (&["cutover", "--config-map=a", "--policy=p", "--rollback"][..], "text, json, yaml"),
     ] {
         let out = run(&[command, &["-o", "xml"]].concat());
         assert_eq!(out.code, Some(2), "{command:?}");
