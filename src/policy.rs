@@ -2,7 +2,7 @@
 //! do about a write that differs. Built and validated once, from flags or a YAML file.
 
 mod selector;
-mod spec;
+pub(crate) mod spec;
 pub(crate) mod store;
 
 pub(crate) use selector::{LabelSelector, MAX_TEXT as MAX_SELECTOR_TEXT, SelectorError};

@@ -1,7 +1,9 @@
 //! `version`: this binary's version and revision and, unless `--client`, the versions of the
 //! guard running in the cluster: its Deployments' images and the version its leader writes on
 //! the Lease; a warning when any of them differs from this client by a minor version (or
-//! more). Exit codes: `0` printed (warnings included), `2` the cluster could not be read.
+//! more), and with `--config` when a policy of the file uses a field the running guard does not
+//! know (its leader lists the fields it knows on the Lease). Exit codes: `0` printed (warnings
+//! included), `2` the cluster or the file could not be read.
 
 use std::{process::ExitCode, time::Duration};
 
@@ -17,7 +19,7 @@ use super::{client::ClientArgs, duration::Seconds, output::Format};
 use crate::{
     client::{RequestError, bounded, connect_within},
     metrics::{REVISION, VERSION},
-    reconcile::leader::VERSION_ANNOTATION,
+    reconcile::leader::{POLICY_FIELDS_ANNOTATION, VERSION_ANNOTATION},
 };
 
 /// The label the chart puts on the guard's Deployment.
@@ -44,6 +46,10 @@ pub(crate) struct VersionArgs {
     /// Label selector of the guard's Deployments.
     #[arg(long, env = "ISG_VERSION_SELECTOR", default_value = DEFAULT_SELECTOR)]
     pub selector: String,
+    /// A policy file about to be rolled out: a warning names each field of its policies that a
+    /// running guard does not know (and would refuse the file for).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(short = 'o', long, env = "ISG_OUTPUT", value_enum, default_value_t = Format::Table)]
     pub output: Format,
@@ -91,6 +97,7 @@ pub(crate) struct Deployed {
 
 /// One guard Lease and what its holder reports.
 #[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Leased {
     pub namespace: String,
     pub name: String,
@@ -99,6 +106,9 @@ pub(crate) struct Leased {
     /// The holder's version annotation; absent when it writes none (a guard that predates it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The policy fields the holder knows; absent when it lists none (a guard that predates it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_fields: Option<Vec<String>>,
 }
 
 /// Runs `version`: prints the report; 2 when the cluster could not be read.
@@ -115,7 +125,17 @@ pub(crate) async fn version(args: VersionArgs) -> ExitCode {
             }
         }
     };
-    let warnings = cluster.as_ref().map(|c| skew(VERSION, c, &args)).unwrap_or_default();
+    let used = match args.config.as_deref().map(fields_used).transpose() {
+        Ok(used) => used,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut warnings = cluster.as_ref().map(|c| skew(VERSION, c, &args)).unwrap_or_default();
+    if let (Some(found), Some(used)) = (&cluster, &used) {
+        warnings.extend(unknown_fields(found, used, args.config.as_deref().unwrap_or(std::path::Path::new(""))));
+    }
     let report = Report { client, cluster, warnings };
     print!("{}", args.output.document(&report, || report.table()));
     ExitCode::SUCCESS
@@ -160,11 +180,15 @@ async fn read(args: &VersionArgs) -> Result<InCluster, RequestError> {
         }
     }
     for l in leases {
+        let mut annotations = l.metadata.annotations.unwrap_or_default();
         found.leases.push(Leased {
             namespace: l.metadata.namespace.unwrap_or_default(),
             name: l.metadata.name.unwrap_or_default(),
             holder: l.spec.and_then(|s| s.holder_identity).unwrap_or_default(),
-            version: l.metadata.annotations.and_then(|mut a| a.remove(VERSION_ANNOTATION)),
+            version: annotations.remove(VERSION_ANNOTATION),
+            policy_fields: annotations
+                .remove(POLICY_FIELDS_ANNOTATION)
+                .map(|list| list.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect()),
         });
     }
     Ok(found)
@@ -225,6 +249,51 @@ fn skew(client: &str, found: &InCluster, args: &VersionArgs) -> Vec<String> {
         ));
     }
     warnings
+}
+
+/// The fields the policies of the file `path` use, and those of their `sources` entries, in
+/// the order first used.
+fn fields_used(path: &std::path::Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read --config {}: {e}", path.display()))?;
+    let file: serde_json::Value =
+        serde_norway::from_str(&text).map_err(|e| format!("--config {}: not YAML: {e}", path.display()))?;
+    let mut used: Vec<String> = Vec::new();
+    let mut add = |object: &serde_json::Value| {
+        for key in object.as_object().into_iter().flat_map(|o| o.keys()) {
+            if !used.contains(key) {
+                used.push(key.clone());
+            }
+        }
+    };
+    for policy in file["policies"].as_array().into_iter().flatten() {
+        add(policy);
+        policy["sources"].as_array().into_iter().flatten().for_each(&mut add);
+    }
+    Ok(used)
+}
+
+/// A warning for each held Lease whose leader does not know a field the file uses, or lists no
+/// fields at all (a guard that predates the list: the file cannot be checked against it).
+fn unknown_fields(found: &InCluster, used: &[String], path: &std::path::Path) -> Vec<String> {
+    let held = found.leases.iter().filter(|l| !l.holder.is_empty());
+    held.filter_map(|l| {
+        let leader = format!("the leader {:?} of Lease {}/{}", l.holder, l.namespace, l.name);
+        let Some(known) = &l.policy_fields else {
+            return Some(format!(
+                "{leader} lists no policy fields ({POLICY_FIELDS_ANNOTATION}): it predates the list, so {} cannot be checked against it",
+                path.display()
+            ));
+        };
+        let unknown: Vec<&str> = used.iter().filter(|f| !known.contains(f)).map(String::as_str).collect();
+        (!unknown.is_empty()).then(|| {
+            format!(
+                "{} uses {}, which {leader} does not know: it would refuse the file; upgrade the guard before the file",
+                path.display(),
+                unknown.join(", ")
+            )
+        })
+    })
+    .collect()
 }
 
 impl Report {
@@ -310,6 +379,7 @@ mod tests {
             name: "ingress-status-guard".into(),
             holder: holder.into(),
             version: version.map(Into::into),
+            policy_fields: None,
         };
         let image = |image: &str| Deployed {
             namespace: "isg".into(),
@@ -333,5 +403,31 @@ mod tests {
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("reports no version"), "{warnings:?}");
         assert!(skew("0.3.0", &InCluster::default(), &args())[0].starts_with("no guard found"));
+    }
+
+    #[test]
+    fn a_policy_field_the_leader_does_not_know_is_named() {
+        let lease = |holder: &str, fields: Option<&[&str]>| Leased {
+            namespace: "isg".into(),
+            name: "l".into(),
+            holder: holder.into(),
+            version: Some("0.1.0".into()),
+            policy_fields: fields.map(|f| f.iter().map(|f| (*f).to_owned()).collect()),
+        };
+        let used: Vec<String> = ["name", "kind", "publishService"].map(String::from).to_vec();
+        let path = std::path::Path::new("p.yaml");
+        let knows_all = InCluster { leases: vec![lease("a", Some(crate::policy::spec::FIELDS))], ..Default::default() };
+        assert_eq!(unknown_fields(&knows_all, &used, path), Vec::<String>::new());
+        let older = InCluster {
+            leases: vec![lease("a", Some(&["name", "publishService"])), lease("b", None), lease("", None)],
+            ..Default::default()
+        };
+        let warnings = unknown_fields(&older, &used, path);
+        assert_eq!(warnings.len(), 2, "a released Lease is nobody's: {warnings:?}");
+        assert!(
+            warnings[0].starts_with("p.yaml uses kind, which the leader \"a\" of Lease isg/l does not know"),
+            "{warnings:?}"
+        );
+        assert!(warnings[1].contains("\"b\" of Lease isg/l lists no policy fields"), "{warnings:?}");
     }
 }

@@ -64,6 +64,29 @@ pub struct PodsSpec {
     pub selector: String,
 }
 
+/// Every field a policy of a policy file may have, and those of its `sources` entries: the
+/// leader publishes them on its Lease, so that `version --config` can tell a file that this
+/// guard would refuse (a field a newer client knows) before it is rolled out.
+pub(crate) const FIELDS: &[&str] = &[
+    "name",
+    "kind",
+    "ingressClasses",
+    "controllerClasses",
+    "watchIngressWithoutClass",
+    "gatewayClasses",
+    "gatewayControllers",
+    "namespaceSelector",
+    "publishService",
+    "publishStatusAddress",
+    "publishPods",
+    "publishGateway",
+    "reportNodeInternalIp",
+    "sources",
+    "mode",
+    "keepPorts",
+    "onUnresolved",
+];
+
 /// One entry of `sources:`: exactly one of its source fields.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

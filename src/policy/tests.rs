@@ -524,3 +524,22 @@ fn a_policy_names_its_kind_and_class_fields_of_another_kind_are_refused() {
         assert!(err.contains(want), "{text}: {err}");
     }
 }
+
+/// The fields the leader publishes are every field serde accepts in a policy and in a
+/// `sources` entry (read from serde's own list of expected fields), no more, no less.
+#[test]
+fn the_published_fields_are_every_field_a_policy_accepts() {
+    let expected = |yaml: &str| -> Vec<String> {
+        let err = parse_file("p.yaml", yaml).unwrap_err().to_string();
+        let list = err.split_once("expected one of ").unwrap_or_else(|| panic!("{err}")).1;
+        let list = list.split(" at line ").next().unwrap_or(list);
+        list.split(", ").map(|f| f.trim_matches(|c: char| c == '`' || c.is_whitespace()).to_owned()).collect()
+    };
+    let mut accepted = expected("policies: [{name: a, zzz: 1}]");
+    accepted.extend(expected("policies: [{name: a, sources: [{zzz: 1}]}]"));
+    accepted.sort();
+    accepted.dedup();
+    let mut published: Vec<String> = super::spec::FIELDS.iter().map(|f| (*f).to_owned()).collect();
+    published.sort();
+    assert_eq!(published, accepted);
+}

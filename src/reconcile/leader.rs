@@ -38,6 +38,17 @@ use crate::{
 /// The annotation on the Lease in which its holder says which version of the guard it runs
 /// (`version` reads it to warn of skew between this client and the running guard).
 pub(crate) const VERSION_ANNOTATION: &str = "ingress-status-guard/version";
+/// The annotation in which the holder lists the policy fields it knows
+/// ([`crate::policy::spec::FIELDS`], comma-separated).
+pub(crate) const POLICY_FIELDS_ANNOTATION: &str = "ingress-status-guard/policy-fields";
+
+/// What the holder says of itself on the Lease.
+fn published() -> [(String, String); 2] {
+    [
+        (VERSION_ANNOTATION.to_owned(), crate::metrics::VERSION.to_owned()),
+        (POLICY_FIELDS_ANNOTATION.to_owned(), crate::policy::spec::FIELDS.join(",")),
+    ]
+}
 
 /// Longest wait for the Lease's release at shutdown.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -216,7 +227,7 @@ async fn write(leases: &Api<Lease>, s: &Settings, lease: &Lease) -> kube::Result
     let patch = serde_json::json!({
         "metadata": {
             "resourceVersion": lease.metadata.resource_version,
-            "annotations": {VERSION_ANNOTATION: crate::metrics::VERSION},
+            "annotations": serde_json::Map::from_iter(published().map(|(k, v)| (k, v.into()))),
         },
         "spec": lease.spec,
     });
@@ -312,11 +323,10 @@ async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
     loop {
         let result = match within(CALL_TIMEOUT.min(s.retry_period), leases.get_opt(&s.lease_name)).await {
             Ok(None) => {
-                let version = [(VERSION_ANNOTATION.to_owned(), crate::metrics::VERSION.to_owned())];
                 let lease = Lease {
                     metadata: ObjectMeta {
                         name: Some(s.lease_name.clone()),
-                        annotations: Some(version.into_iter().collect()),
+                        annotations: Some(published().into_iter().collect()),
                         ..ObjectMeta::default()
                     },
                     spec: None,

@@ -104,6 +104,41 @@ async fn version_reports_the_running_guard_and_warns_of_a_skewed_one() {
     );
     assert!(!out.stdout.contains("warning:"), "{}", out.stdout);
 
+    // --config: the running guard lists the fields it knows, every one a file of this client
+    // may use; one that lists fewer gets the file's unknown field named.
+    let file = t.cluster.scratch_dir("version-config").join("policies.yaml");
+    std::fs::write(
+        &file,
+        "policies:\n  - {name: gw, kind: Gateway, gatewayClasses: [eg], sources: [{publishStatusAddress: 192.0.2.1}]}\n",
+    )
+    .unwrap();
+    let config = format!("--config={}", file.display());
+    let out = run(&[&args[..], &[&config, "-o", "json"]].concat());
+    let report: Value = serde_json::from_str(&out.stdout).expect("-o json is one JSON document");
+    assert_eq!(report["warnings"], json!([]), "the running guard knows every field: {report}");
+    assert!(report["cluster"]["leases"][0]["policyFields"].as_array().unwrap().contains(&json!("kind")), "{report}");
+    let lacking: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "isg-lacking", "annotations": {ANNOTATION: VERSION,
+            "ingress-status-guard/policy-fields": "name,gatewayClasses,sources,publishStatusAddress"}},
+        "spec": {"holderIdentity": "lacking-guard", "leaseDurationSeconds": 15}
+    }))
+    .unwrap();
+    leases.create(&PostParams::default(), &lacking).await.expect("create the lacking guard's Lease");
+    let out = run(&["version", &kubeconfig, &namespace, "--leader-election-lease-name=isg-lacking", &config]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!(
+            "warning: {} uses kind, which the leader \"lacking-guard\" of Lease {}/isg-lacking does not know",
+            file.display(),
+            t.ns
+        )),
+        "{}",
+        out.stdout
+    );
+    let out = run(&["version", &kubeconfig, &namespace, "--config=/nonexistent/p.yaml"]);
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert!(out.stderr.contains("cannot read --config /nonexistent/p.yaml"), "{}", out.stderr);
+
     // A guard one minor older: a Lease its leader annotated, and a Deployment of its image.
     let old = older();
     let lease: Lease = serde_json::from_value(json!({
