@@ -347,7 +347,7 @@ impl PodIdentity {
 
 /// Whether an API server of this version stores `status.loadBalancer.ingress[].ports` of
 /// Ingresses: the field arrived in Kubernetes 1.20 (k8s.io/api v0.20), and 1.23 stores it
-/// (`tests/matching.rs` on `ISG_K8S_VERSION=v1.23`). An older one drops the field from every
+/// (`tests/cluster/matching.rs` on `ISG_K8S_VERSION=v1.23`). An older one drops the field from every
 /// write, so a policy that keeps ports would find every write off canonical and patch it
 /// forever. `minor` may carry a suffix (`"19+"` on some distributions); unparsable versions count as
 /// new, the common case.

@@ -281,7 +281,7 @@ fn values_render_what_they_say() {
         find(&docs, "Role", "ingress-status-guard-publish-service")["rules"][0]["resourceNames"],
         json!(["blue", "green"])
     );
-    // The same rules as the kustomize extras, which tests/deploy.rs proves sufficient against
+    // The same rules as the kustomize extras, which tests/cluster/deploy.rs proves sufficient against
     // a real API server.
     let extras = std::fs::read_to_string("manifests/extras/rbac-node-ips-and-namespaces.yaml").unwrap();
     let extras = documents(&extras);
@@ -794,7 +794,7 @@ async fn lifecycle(major: u8) {
     ] {
         let mut docs = helm.template(&args);
         // The `helm test` Pod's ServiceAccount is not created by a dry run, and the API server
-        // refuses a Pod without one: tests/chart/doctor.rs dry-runs it with its ServiceAccount.
+        // refuses a Pod without one: tests/cluster/chart/doctor.rs dry-runs it with its ServiceAccount.
         docs.retain(|d| d["kind"] != "Pod");
         if what == "monitoring" {
             // The ServiceMonitor's CRD is not installed here; its Service is checked.
@@ -839,7 +839,7 @@ async fn lifecycle(major: u8) {
 
     // Install with the default values.
     // No kubelet here runs a Pod, and helm waits for a hook Job: the doctor hook is off in real
-    // installs (tests/chart/doctor.rs proves its Job and Pod against the API server instead).
+    // installs (tests/cluster/chart/doctor.rs proves its Job and Pod against the API server instead).
     let install = helm.run(&["install", RELEASE, CHART, "--namespace", NAMESPACE, &kubeconfig, "--set", NO_HOOK]);
     assert!(install.success, "helm {major} install: {}\n{}", install.stderr, install.stdout);
     assert!(install.stdout.contains(OPEN), "helm {major}: NOTES warn of the open port:\n{}", install.stdout);
@@ -1068,7 +1068,7 @@ policies:
 /// The Grafana dashboard: off by default; when on, one ConfigMap with the sidecar's label (key
 /// and value as set), in the namespace and with the annotations asked for, holding the chart's
 /// dashboard file verbatim. manifests/monitoring generates the same ConfigMap from a copy of that
-/// file, which must stay identical (tests/dashboard.rs proves the file's queries).
+/// file, which must stay identical (tests/cluster/dashboard.rs proves the file's queries).
 #[test]
 fn the_grafana_dashboard_configmap_in_the_chart_and_kustomize_agree() {
     const DASHBOARD: &str = "ingress-status-guard-dashboard";

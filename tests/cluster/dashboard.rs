@@ -467,7 +467,7 @@ fn snapshot(prom: &Prometheus, queries: &[Query], namespace: &str, start: f64, e
         }
     }
     json!({
-        "made_by": "cargo test --test dashboard (tests/dashboard.rs) with ISG_DASHBOARD_SNAPSHOT",
+        "made_by": "cargo test --test dashboard (tests/cluster/dashboard.rs) with ISG_DASHBOARD_SNAPSHOT",
         "kubernetes": std::env::var("ISG_K8S_VERSION").unwrap_or_else(|_| "v1.37".into()),
         "seconds": end - start,
         "rate_interval": RATE_INTERVAL,

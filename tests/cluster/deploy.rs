@@ -149,7 +149,7 @@ async fn every_kustomization_renders_and_the_api_server_accepts_it() {
     // A dry-run apply of an object another test has created is a patch of it, not a create.
     let _configuration = WEBHOOK_CONFIGURATION.lock().await;
     // overlays/admission-policy has no webhook to check below, only objects to accept (and
-    // tests/chart.rs compares it with the chart's admission.mode=policy).
+    // tests/cluster/chart.rs compares it with the chart's admission.mode=policy).
     for dir in KUSTOMIZATIONS.into_iter().chain(["overlays/admission-policy"]) {
         let objects = render(dir).len();
         // What an operator types: kubectl runs kustomize itself.

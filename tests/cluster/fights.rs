@@ -2,7 +2,7 @@
 //! `support`: two guards that disagree back off instead of fighting, a writer that keeps
 //! rewriting is not joined while a lone rogue write is healed promptly, a tenant's fat Ingresses
 //! cannot take its memory, restarts never shrink a union's status, and an excluded namespace is
-//! never patched. Isolation as in `tests/reconcile.rs`: each test governs only its own class
+//! never patched. Isolation as in `tests/cluster/reconcile.rs`: each test governs only its own class
 //! (named after its namespace) and holds its own Lease(s).
 
 use crate::support;
@@ -384,7 +384,7 @@ async fn restarts_never_rewrite_a_canonical_union() {
 /// honoured by the reconciler (an Ingress in an excluded namespace keeps its status, one in a
 /// selected namespace is healed). The webhook configuration's part, the one scope setting of
 /// the manifests and the chart, is the test after this one, and with the manifests themselves
-/// in `tests/deploy.rs` (`the_manifests_rbac_is_all_the_webhook_needs`).
+/// in `tests/cluster/deploy.rs` (`the_manifests_rbac_is_all_the_webhook_needs`).
 #[tokio::test]
 async fn an_excluded_namespace_is_never_patched() {
     let t = TestEnv::new("fight-scope").await;
@@ -423,7 +423,7 @@ async fn an_excluded_namespace_is_never_patched() {
 /// `namespaceSelector`), the namespaceSelector of the webhook configuration named by
 /// `--webhook-configuration` scopes the reconciler. A rogue status in a namespace it does not
 /// select is never patched; labelling that namespace into the selector gets it healed, without
-/// a restart (the Namespace watch; `tests/deploy.rs` changes the selector itself).
+/// a restart (the Namespace watch; `tests/cluster/deploy.rs` changes the selector itself).
 #[tokio::test]
 async fn a_namespace_labelled_into_the_webhooks_scope_is_healed_without_restart() {
     use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;

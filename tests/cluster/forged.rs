@@ -3,8 +3,8 @@
 //! puts the stored spec back, so the guard judges the write by what will be stored (the class
 //! field from `oldObject`, the annotation from the object: metadata is stored as written) and
 //! names the forged field, `forged_spec`, in the audit log, its log line, the Event and
-//! `forged_spec_writes_total`. The admission-policy mode is in `tests/admission_policy/forged.rs`,
-//! Gateways in `tests/gateway/forged.rs`.
+//! `forged_spec_writes_total`. The admission-policy mode is in `tests/cluster/admission_policy/forged.rs`,
+//! Gateways in `tests/cluster/gateway/forged.rs`.
 
 use crate::support;
 

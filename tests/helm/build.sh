@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Provides the helm command line the chart tests run (tests/chart.rs), and prints its path on the
+# Provides the helm command line the chart tests run (tests/cluster/chart.rs), and prints its path on the
 # last line of stdout (everything else goes to stderr). Usage: build.sh 3|4.
 #
 # - ISG_HELM<major> (e.g. ISG_HELM3=/usr/local/bin/helm) naming an executable: use it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Provides the `prometheus` server and `promtool` the alert tests (tests/alerts.rs) and the
-# dashboard test (tests/dashboard.rs) run, and prints the directory holding both on the last
+# Provides the `prometheus` server and `promtool` the alert tests (tests/cluster/alerts.rs) and the
+# dashboard test (tests/cluster/dashboard.rs) run, and prints the directory holding both on the last
 # line of stdout (everything else goes to stderr).
 #
 # - $PROMETHEUS (the dashboard test) or $PROMTOOL (the alert tests) naming an executable, e.g.

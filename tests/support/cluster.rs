@@ -51,7 +51,7 @@ pub(crate) struct Cluster {
     procs: Mutex<Vec<Proc>>,
     counter: AtomicU32,
     /// How kube-apiserver was started (program and arguments), to start it again.
-    #[allow(dead_code)] // only tests/outage.rs restarts the API server
+    #[allow(dead_code)] // only tests/cluster/outage.rs restarts the API server
     apiserver: Vec<String>,
 }
 
@@ -88,7 +88,7 @@ impl Cluster {
 
     /// As [`Cluster::fresh`], of Kubernetes `version` (as `ISG_K8S_VERSION` takes it, e.g.
     /// `v1.31`) whatever the suite runs on: for what another version must refuse or allow.
-    #[allow(dead_code)] // Only tests/admission_policy.rs needs another version.
+    #[allow(dead_code)] // Only tests/cluster/admission_policy.rs needs another version.
     pub(crate) async fn fresh_version(version: &str) -> Cluster {
         start(Setup::Fresh, Some(version))
             .await
@@ -108,13 +108,13 @@ impl Cluster {
     }
 
     /// Stops kube-apiserver (SIGKILL, as a crash would); etcd keeps its data.
-    #[allow(dead_code)] // only tests/outage.rs stops the API server
+    #[allow(dead_code)] // only tests/cluster/outage.rs stops the API server
     pub(crate) fn stop_apiserver(&self) {
         self.procs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[1].kill();
     }
 
     /// Starts kube-apiserver again, as it was started, and waits until it answers.
-    #[allow(dead_code)] // only tests/outage.rs restarts the API server
+    #[allow(dead_code)] // only tests/cluster/outage.rs restarts the API server
     pub(crate) async fn restart_apiserver(&self) {
         let mut command = Command::new(&self.apiserver[0]);
         command.args(&self.apiserver[1..]);
@@ -431,7 +431,7 @@ async fn start(setup: Setup, version: Option<&str>) -> Result<Cluster, String> {
         ),
     );
     // Ingress status writes are audited, with their request bodies and annotations; writes of
-    // admission policies and their bindings by who and when only (tests/leader.rs: a deposed
+    // admission policies and their bindings by who and when only (tests/cluster/leader.rs: a deposed
     // leader writes none).
     write(
         &dir.join("audit-policy.yaml"),

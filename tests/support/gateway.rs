@@ -3,7 +3,7 @@
 //! hand-written schema) applied with `kubectl apply --server-side`, the rogue writer's rights
 //! on Gateway statuses, and small helpers to create GatewayClasses and Gateways and write their
 //! status as a controller would.
-#![allow(dead_code)] // only tests/gateway.rs uses these; every test binary compiles them
+#![allow(dead_code)] // only tests/cluster/gateway.rs uses these; every test binary compiles them
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@ use kube::config::Kubeconfig;
 
 /// Writes `path`: one context per `(name, kubeconfig)`, its cluster, user and context all
 /// called `name`; the first is the current-context. A `namespace` sets the context's namespace.
-#[allow(dead_code)] // only tests/check.rs and tests/plugin.rs use kubeconfigs of several contexts
+#[allow(dead_code)] // only tests/cluster/check.rs and tests/cluster/plugin.rs use kubeconfigs of several contexts
 pub(crate) fn with_contexts(path: &Path, contexts: &[(&str, &Path, Option<&str>)]) -> PathBuf {
     let mut merged = Kubeconfig::default();
     for (name, file, namespace) in contexts {
@@ -37,7 +37,7 @@ pub(crate) fn with_contexts(path: &Path, contexts: &[(&str, &Path, Option<&str>)
 
 /// A copy of `kubeconfig` whose server is a port on 127.0.0.1 nothing listens on: a cluster
 /// that is down.
-#[allow(dead_code)] // only tests/check.rs and tests/plugin.rs
+#[allow(dead_code)] // only tests/cluster/check.rs and tests/cluster/plugin.rs
 pub(crate) fn unreachable(kubeconfig: &Path, server: &str, path: &Path) -> PathBuf {
     let text = std::fs::read_to_string(kubeconfig).expect("read the kubeconfig");
     let dead = format!("https://127.0.0.1:{}", super::cluster::free_port());

@@ -1,5 +1,5 @@
-//! A TCP proxy in front of the API server that a test stalls at will (`tests/fights.rs`,
-//! `tests/leader.rs`): a leader behind it loses its connection without its process dying.
+//! A TCP proxy in front of the API server that a test stalls at will (`tests/cluster/fights.rs`,
+//! `tests/cluster/leader.rs`): a leader behind it loses its connection without its process dying.
 
 use std::sync::Arc;
 

@@ -146,7 +146,7 @@ impl Webhook {
     }
 
     /// `127.0.0.1:<port>` of the admin listener (`/metrics`), for a scraper.
-    #[allow(dead_code)] // only tests/dashboard.rs has Prometheus scrape it
+    #[allow(dead_code)] // only tests/cluster/dashboard.rs has Prometheus scrape it
     pub(crate) fn admin_addr(&self) -> String {
         format!("127.0.0.1:{}", self.admin_port)
     }

@@ -31,7 +31,7 @@ pub(super) struct StatusIn {
 /// (`apiextensions-apiserver` `pkg/registry/customresource/strategy.go`,
 /// `statusStrategy.PrepareForUpdate`) replaces the written object with the stored one and puts
 /// back only its `status` (and `managedFields`). So everything outside `status` is
-/// `oldObject`'s (measured on 1.31 and 1.37: `tests/gateway/forged.rs`), and of that the
+/// `oldObject`'s (measured on 1.31 and 1.37: `tests/cluster/gateway/forged.rs`), and of that the
 /// decision reads `spec.gatewayClassName` and `metadata.uid`; written metadata is never
 /// stored, so it is no finding. Without an `oldObject` the object is all there is.
 pub(super) fn stored_class(spec: SpecIn, old: Option<&StoredIn<'_>>) -> (Option<String>, Option<Forged>) {

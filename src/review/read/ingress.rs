@@ -43,7 +43,7 @@ pub(super) struct LoadBalancerIn {
 /// `ingressStatusStrategy.PrepareForUpdate` (`pkg/registry/networking/ingress/strategy.go`:
 /// `newIngress.Spec = oldIngress.Spec`; `GetResetFields` is `spec` alone) copies the stored
 /// spec back. So `spec.ingressClassName` is `oldObject`'s. Metadata is not reset by a status
-/// write (measured on 1.23 and 1.37: `tests/forged.rs`), but a governed write's metadata is
+/// write (measured on 1.23 and 1.37: `tests/cluster/forged.rs`), but a governed write's metadata is
 /// put back to the stored one (or the write refused), so the legacy class annotation is read
 /// from `metadata`, the stored metadata the caller judges by. Without an `oldObject` (no API
 /// server sends an UPDATE without one) the object is all there is.

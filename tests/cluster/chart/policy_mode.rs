@@ -243,7 +243,7 @@ const FULLNAME: &str = "isg-map-ingress-status-guard";
 async fn the_charts_rbac_is_all_policy_mode_needs() {
     let t = TestEnv::new("chart-map").await;
     // .ci/run runs this binary on v1.31 too, which has no MutatingAdmissionPolicy: there the
-    // guard exits 2 at start (tests/admission_policy.rs checks that), so there is nothing to run.
+    // guard exits 2 at start (tests/cluster/admission_policy.rs checks that), so there is nothing to run.
     let admin = t.cluster.admin_kubeconfig();
     let resources = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);
     if !resources.stdout.contains("mutatingadmissionpolicies") {

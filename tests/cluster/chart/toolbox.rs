@@ -275,7 +275,7 @@ async fn the_toolbox_values_install_on_the_api_server() {
         assert!(out.success, "{what}: {}", out.stderr);
         let mut docs = super::documents(&out.stdout);
         // The test Pod's ServiceAccount is not created by a dry run, and the API server refuses a
-        // Pod without one; tests/chart/doctor.rs dry-runs it with its ServiceAccount in place.
+        // Pod without one; tests/cluster/chart/doctor.rs dry-runs it with its ServiceAccount in place.
         docs.retain(|d| d["kind"] != "Pod");
         let file = write(&dir, "dry-run.json", &json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string());
         let out = t.cluster.kubectl(admin, &["apply", "--dry-run=server", "--validate=strict", "-f", &file]);

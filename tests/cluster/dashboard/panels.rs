@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 /// The chart's dashboard file, the one source of truth (manifests/monitoring holds a copy that
-/// tests/chart.rs keeps identical).
+/// tests/cluster/chart.rs keeps identical).
 pub(crate) const DASHBOARD: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/charts/ingress-status-guard/dashboards/ingress-status-guard.json"
