@@ -262,6 +262,29 @@ fn every_relative_link_and_anchor_of_the_docs_resolves() {
     assert!(broken.is_empty(), "{} broken link(s) in the docs:\n{}", broken.len(), broken.join("\n"));
 }
 
+/// A test file a page names (`tests/cluster/cutover/guide.rs`) exists: tests move, and a page
+/// that says which test runs its commands must follow them.
+#[test]
+fn every_test_file_the_docs_name_exists() {
+    let mut missing = Vec::new();
+    for page in pages() {
+        let text = read(&page);
+        for (at, _) in text.match_indices("tests/") {
+            let before = text[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || "_-./".contains(c)) {
+                continue;
+            }
+            let path: String =
+                text[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || "_-./".contains(*c)).collect();
+            let path = path.trim_end_matches('.');
+            if (path.ends_with(".rs") || path.ends_with(".sh")) && !root().join(path).exists() {
+                missing.push(format!("{}: {path}", page.display()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "test files named by the docs that do not exist:\n{}", missing.join("\n"));
+}
+
 #[test]
 fn the_readme_is_a_front_page_of_at_most_300_lines() {
     let lines = read(Path::new("README.md")).lines().count();
