@@ -84,7 +84,7 @@ impl KeeperMetrics {
         );
         metrics.register(
             "admission_policy_lag_seconds",
-            "Seconds since a source or policy changed that the admission policies in the cluster do not show yet (0 when current)",
+            "Seconds since a source or policy changed that the admission policies in the cluster do not show yet, or since an object of this guard's names was found held by another guard (0 when current)",
             this.lag.clone(),
         );
         this
@@ -201,7 +201,12 @@ impl Keeper {
                 // Fenced: a pass stops at its next write, or mid-write, once leadership is lost,
                 // so a deposed leader never overwrites or deletes what its successor wrote.
                 match fenced(&leader, self.pass(&mut memory, &leader)).await {
-                    Some(true) => behind_since = None,
+                    // A name another guard holds leaves its policy unenforced by this one: that
+                    // is lag too, and the alert on it names the cause.
+                    Some(true) if memory.foreign.is_empty() => behind_since = None,
+                    Some(true) => {
+                        behind_since.get_or_insert_with(Instant::now);
+                    }
                     Some(false) => wait = Some(RETRY),
                     None => continue,
                 }

@@ -62,7 +62,7 @@ fn the_alerts_are_valid_and_fire_exactly_when_their_tests_say() {
     let groups = yaml(&chart_rules());
     let alerts: Vec<&str> =
         groups["groups"][0]["rules"].as_array().unwrap().iter().map(|r| r["alert"].as_str().unwrap()).collect();
-    assert_eq!(alerts.len(), 9, "{alerts:?}");
+    assert_eq!(alerts.len(), 10, "{alerts:?}");
     for alert in alerts {
         assert!(tests.contains(&format!("alertname: {alert}")), "no promtool test for {alert}");
         assert!(runbooks.contains(&format!("## {alert}")), "no runbook for {alert} in docs/alerts.md");

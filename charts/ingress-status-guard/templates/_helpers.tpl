@@ -333,10 +333,7 @@ renamed policy's, which the guard may then delete. Once deleted, the next upgrad
 {{- $root := . -}}
 {{- $owner := include "isg.ownerLabel" . -}}
 {{- $names := list -}}
-{{- $kinds := list (list "admissionregistration.k8s.io/v1" "MutatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1beta1" "MutatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1" "MutatingAdmissionPolicyBinding") (list "admissionregistration.k8s.io/v1beta1" "MutatingAdmissionPolicyBinding") (list "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicyBinding") -}}
-{{- range $kinds -}}
-{{- /* Only what the cluster serves: a lookup of a version it does not serve fails the render. */ -}}
-{{- if $root.Capabilities.APIVersions.Has (printf "%s/%s" (index . 0) (index . 1)) -}}
+{{- range (include "isg.servedAdmissionKinds" . | fromYamlArray) -}}
 {{- $found := lookup (index . 0) (index . 1) "" "" -}}
 {{- range ($found.items | default list) -}}
 {{- if eq (dig "metadata" "labels" "ingress-status-guard/lease" "" .) $owner -}}
@@ -344,8 +341,47 @@ renamed policy's, which the guard may then delete. Once deleted, the next upgrad
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- end -}}
 {{- toYaml ($names | uniq | sortAlpha) -}}
+{{- end -}}
+
+{{/* The four kinds of admission objects as [apiVersion, kind] pairs, in the versions the cluster
+serves: a lookup of a version it does not serve fails the render. */}}
+{{- define "isg.servedAdmissionKinds" -}}
+{{- $root := . -}}
+{{- $served := list -}}
+{{- $kinds := list (list "admissionregistration.k8s.io/v1" "MutatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1beta1" "MutatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1" "MutatingAdmissionPolicyBinding") (list "admissionregistration.k8s.io/v1beta1" "MutatingAdmissionPolicyBinding") (list "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicy") (list "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicyBinding") -}}
+{{- range $kinds -}}
+{{- if $root.Capabilities.APIVersions.Has (printf "%s/%s" (index . 0) (index . 1)) -}}
+{{- $served = append $served . -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $served -}}
+{{- end -}}
+
+{{/* Fails an install or upgrade in policy mode when an admission object of a name this release
+would own carries another guard's owner label: the guard would leave it alone, and the policy
+would enforce the other guard's value (a release reinstalled in another namespace after
+`helm uninstall --no-hooks`). helm lookup: nothing is seen under `helm template`, where the
+IngressStatusGuardAdmissionPolicyForeign alert tells instead. The labels earlier versions gave
+this release are its own: h- and the Adler-32 in decimal, and h- and 8 hex digits of a 32-bit
+FNV-1a, which a template cannot compute and so lets pass (the guard itself tells). */}}
+{{- define "isg.checkObjectOwners" -}}
+{{- if eq (toString .Values.admission.mode) "policy" -}}
+{{- $root := . -}}
+{{- $owner := include "isg.ownerLabel" . -}}
+{{- $full := printf "%s.%s" (include "isg.namespace" .) (include "isg.fullname" .) -}}
+{{- $own := list $owner (printf "h-%s" (adler32sum $full)) -}}
+{{- $kinds := include "isg.servedAdmissionKinds" . | fromYamlArray -}}
+{{- range $name := (include "isg.admissionObjectNames" . | fromYamlArray) -}}
+{{- range $kinds -}}
+{{- $label := dig "metadata" "labels" "ingress-status-guard/lease" "" (lookup (index . 0) (index . 1) "" $name) -}}
+{{- $legacy := and (ne $owner $full) (regexMatch "^h-[0-9a-f]{8}$" $label) -}}
+{{- if and $label (not (has $label $own)) (not $legacy) -}}
+{{- fail (printf "admission.mode=policy: the %s %q, a name this release would own, carries ingress-status-guard/lease=%s, another guard's (this release's is %s). If that guard is gone, delete its objects (kubectl delete mutatingadmissionpolicies,mutatingadmissionpolicybindings,validatingadmissionpolicies,validatingadmissionpolicybindings -l ingress-status-guard/lease=%s); else give this release another name" (index . 1) $name $label $owner $label) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The pod of the doctor hook Job and the `helm test` Pod: `doctor --wait` as the doctor

@@ -352,7 +352,7 @@ async fn a_second_replica_takes_over_keeping_the_policy() {
 /// Two guards whose Leases share a name in two namespaces, both with a policy `default` of
 /// another address each, both reconciling: their objects' names are one. The second finds the
 /// first's owner label on them and writes nothing (a reload and more passes later still), says
-/// so once per object, counts them, and `check` as the second shows FOREIGN; its reconciler
+/// so once per object, counts them and its lag grows, and `check` as the second shows FOREIGN; its reconciler
 /// never patches an Ingress of that policy (a rogue write, a new Ingress with no status: the
 /// API server's audit log holds no write of the second's value); the first's value stays
 /// enforced.
@@ -390,6 +390,16 @@ async fn a_guard_leaves_another_guards_objects_of_its_names_alone() {
     .await;
     eventually("the second guard leads", WAIT, || async {
         if second.metric("ingress_status_guard_leader") == 1.0 { Ok(()) } else { Err(second.log_tail()) }
+    })
+    .await;
+    // Its policy is not enforced by its own objects: that counts as lag, which grows.
+    let lag = "ingress_status_guard_admission_policy_lag_seconds";
+    eventually("the second guard's lag grows", WAIT, || async {
+        if second.metric(lag) >= 1.0 {
+            Ok(())
+        } else {
+            Err(format!("lag {}: {}", second.metric(lag), second.log_tail()))
+        }
     })
     .await;
     // Statuses the second guard's value (.82) is not: a rogue write (stored as the first's

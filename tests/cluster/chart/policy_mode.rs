@@ -491,3 +491,71 @@ async fn the_overlays_rbac_runs_a_namespace_selector_policy() {
     let forbidden = guard.forbidden_lines();
     assert!(forbidden.is_empty(), "forbidden in the guard's log: {forbidden:#?}\n{log}");
 }
+
+/// A release reinstalled in another namespace after `helm uninstall --no-hooks` finds its old
+/// objects under its names, labelled for the old namespace: the install fails and names the
+/// object and its owner, rather than install a guard that leaves its policy to the old
+/// objects. Once they are deleted the same install succeeds; an object of the release's own
+/// label (an earlier install in this namespace) does not stop it either.
+#[tokio::test]
+async fn an_install_whose_names_another_guard_holds_fails_naming_them() {
+    const MOVED: &str = "isg-moved";
+    const MOVED_FULL: &str = "isg-moved-ingress-status-guard";
+    let t = TestEnv::new("chart-moved").await;
+    let admin = t.cluster.admin_kubeconfig();
+    let resources = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);
+    if !resources.stdout.contains("mutatingadmissionpolicies") {
+        eprintln!("the API server serves no MutatingAdmissionPolicy: policy mode cannot run here");
+        return;
+    }
+    let scratch_dir = t.cluster.scratch_dir("chart-moved-helm");
+    let helm = Helm::new(3, &scratch_dir);
+    let values = scratch_dir.join("values.yaml");
+    std::fs::write(
+        &values,
+        "admission: {mode: policy}\ndoctor: {hook: {enabled: false}}\npolicies:\n\
+         - {name: web, ingressClasses: [moved], publishStatusAddress: 192.0.2.90, mode: enforce}\n",
+    )
+    .unwrap();
+    let kubeconfig_arg = format!("--kubeconfig={}", admin.display());
+    let install = || {
+        helm.run(&[
+            "install",
+            MOVED,
+            CHART,
+            "--namespace",
+            MOVED,
+            "--create-namespace",
+            "-f",
+            values.to_str().unwrap(),
+            &kubeconfig_arg,
+        ])
+    };
+    let name = format!("{MOVED_FULL}-web");
+    let binding = |owner: &str| {
+        let object = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": name, "labels": {"ingress-status-guard/lease": owner}},
+            "spec": {"policyName": "nothing"},
+        });
+        let file = scratch_dir.join("binding.json");
+        std::fs::write(&file, object.to_string()).unwrap();
+        let applied = t.cluster.kubectl(admin, &["apply", "-f", file.to_str().unwrap()]);
+        assert!(applied.success, "{}", applied.stderr);
+    };
+    let old_owner = format!("gone.{MOVED_FULL}");
+    binding(&old_owner);
+    let out = install();
+    assert!(!out.success, "installed over another guard's object: {}", out.stdout);
+    for part in [name.as_str(), "MutatingAdmissionPolicyBinding", old_owner.as_str(), "kubectl delete"] {
+        assert!(out.stderr.contains(part), "the failure names {part}: {}", out.stderr);
+    }
+    // The release's own label (an earlier install here) is no obstacle.
+    binding(&format!("{MOVED}.{MOVED_FULL}"));
+    let out = install();
+    assert!(out.success, "helm install: {}", out.stderr);
+    let out = helm.run(&["uninstall", MOVED, "--namespace", MOVED, "--no-hooks", &kubeconfig_arg]);
+    assert!(out.success, "{}", out.stderr);
+    let deleted = t.cluster.kubectl(admin, &["delete", "mutatingadmissionpolicybinding", &name]);
+    assert!(deleted.success, "{}", deleted.stderr);
+}
