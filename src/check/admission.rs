@@ -201,13 +201,19 @@ fn judge(
 ) -> Row {
     match rendered {
         Ok((objects, canonical)) => match objects.iter().find(|o| o["kind"] == found.kind) {
-            Some(object) if ours(&object["spec"]) != ours(&found.spec) => row(
-                State::Stale,
-                Some(format!(
-                    "the sources give {} now; re-render it, or run the guard with --admission=policy",
-                    crate::address::Addresses(&canonical)
-                )),
-            ),
+            Some(object) if ours(&object["spec"]) != ours(&found.spec) => {
+                let (want, got) = (ours(&object["spec"]), ours(&found.spec));
+                // The value is the same: only the class conditions differ, which a class change
+                // or another writer's edit explains, not the sources' addresses.
+                let reason = match want[..2] == got[..2] {
+                    true => "its spec.matchConditions are not the rendering's (the governed classes changed, or another writer edited them); re-render it, or run the guard with --admission=policy".to_owned(),
+                    false => format!(
+                        "the sources give {} now; re-render it, or run the guard with --admission=policy",
+                        crate::address::Addresses(&canonical)
+                    ),
+                };
+                row(State::Stale, Some(reason))
+            }
             Some(object) => {
                 let binding = objects.iter().find(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")));
                 let field = drift(&object["spec"], &found.spec, "spec");
@@ -383,6 +389,14 @@ mod tests {
         );
         let added = with(&|f| f.spec["variables"] = serde_json::json!([{"name": "x", "expression": "1"}]));
         assert!(added.shown().contains("its spec.variables is not the rendering's"), "{}", added.shown());
+        let conditions = with(&|f| f.spec["matchConditions"][0]["expression"] = "true".into());
+        assert_eq!(conditions.state, State::Stale);
+        assert!(
+            conditions.shown().contains("its spec.matchConditions are not the rendering's"),
+            "{}",
+            conditions.shown()
+        );
+        assert!(!conditions.shown().contains("the sources give"), "the value is current: {}", conditions.shown());
         let unbound = with(&|f| f.binding = None);
         assert!(unbound.shown().contains("its binding is missing"), "{}", unbound.shown());
         let held = with(&|f| f.owner = Some("other.ingress-status-guard".into()));
