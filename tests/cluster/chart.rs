@@ -503,10 +503,18 @@ fn the_chart_and_the_kustomize_tree_agree() {
         };
         assert_eq!(names(&chart), names(&kust), "{overlay}: the same objects");
 
+        // The one difference: the base grants Namespaces to every install (it cannot depend on
+        // whether a namespaceSelector is set: docs/deploy.md), the chart only with a selector.
+        let namespaces = json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]});
         for kind in ["ClusterRole", "Role"] {
             for k in kust.iter().filter(|d| d["kind"] == kind) {
                 let name = k["metadata"]["name"].as_str().unwrap();
-                assert_eq!(find(&chart, kind, name)["rules"], k["rules"], "{overlay}: {kind} {name}");
+                let mut rules = find(&chart, kind, name)["rules"].clone();
+                if name == "ingress-status-guard-scope" {
+                    assert!(!rules.as_array().unwrap().contains(&namespaces), "{overlay}: {rules}");
+                    rules.as_array_mut().unwrap().push(namespaces.clone());
+                }
+                assert_eq!(rules, k["rules"], "{overlay}: {kind} {name}");
             }
         }
         for kind in ["ClusterRoleBinding", "RoleBinding"] {
@@ -690,9 +698,39 @@ async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
             t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["auth", "can-i", "create", resource, "-A", as_guard]);
         assert_eq!(can.stdout.trim(), want, "can-i create {resource}: {}", can.stderr);
     }
+    // No namespaceSelector: the guard reads no Namespace, and may not. With one on the webhook
+    // configuration, the scope's ClusterRole grants list and watch of them.
+    let can_namespaces = |verb: &str| {
+        let can = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["auth", "can-i", verb, "namespaces", as_guard]);
+        can.stdout.trim().to_owned()
+    };
+    assert_eq!((can_namespaces("list").as_str(), can_namespaces("watch").as_str()), ("no", "no"));
+    let selecting = helm.template(&[
+        "--set",
+        "policy.publishStatusAddress=",
+        "--set",
+        "policy.publishService=chart-edge/lb",
+        "--set",
+        "webhook.namespaceSelector.matchLabels.team=edge",
+    ]);
+    let scope = find(&selecting, "ClusterRole", "ingress-status-guard-scope");
+    let file = t.cluster.scratch_dir("chart-rbac").join("scope.json");
+    std::fs::write(&file, scope.to_string()).unwrap();
+    kubectl_ok(t.cluster, &["apply", "--server-side", "-f", &file.display().to_string()]);
+    eventually_can(|| (can_namespaces("list"), can_namespaces("watch")), ("yes".to_owned(), "yes".to_owned())).await;
     let log = webhook.log();
     let forbidden = webhook.forbidden_lines();
     assert!(forbidden.is_empty(), "forbidden in the webhook's log: {forbidden:#?}\n{log}");
+}
+
+/// Waits until `ask` answers `want` (the authorizer's cache follows a new grant within moments).
+async fn eventually_can(ask: impl Fn() -> (String, String), want: (String, String)) {
+    support::eventually("the grant is in force", std::time::Duration::from_secs(10), || {
+        let got = ask();
+        let want = want.clone();
+        async move { if got == want { Ok(()) } else { Err(format!("{got:?}")) } }
+    })
+    .await;
 }
 
 /// Applies with `kubectl apply --dry-run=server --validate=strict`; returns kubectl's output.
@@ -1014,6 +1052,11 @@ policies:
         serde_json::json!([RELEASE]),
         "the reconciler may read its own webhook configuration, by name"
     );
+    assert_eq!(
+        find(&docs, "ClusterRole", "ingress-status-guard-scope")["rules"][1],
+        serde_json::json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}),
+        "the reconciler watches the Namespaces the selector selects"
+    );
     assert!(!args_of(&docs).iter().any(|a| a.starts_with("--webhook-configuration")), "the default name");
     let other = helm.template(&["-f", &values, "--set", "fullnameOverride=isg-edge"]);
     assert!(args_of(&other).contains(&"--webhook-configuration=isg-edge".to_owned()), "{:?}", args_of(&other));
@@ -1059,8 +1102,15 @@ policies:
     let out = helm.run(&["template", RELEASE, CHART, "-f", &alike]);
     let why = "the Gateway policy \"web\" and the Ingress policy \"gateway-web\" would name their admission objects alike (<release>-gateway-web); rename one";
     assert!(!out.success && out.stderr.contains(why), "{}", out.stderr);
-    // Without a scope, policies render as written.
+    // Without a scope, policies render as written, and no Namespace is read or granted.
     let defaults = helm.template(&[]);
+    assert_eq!(
+        find(&defaults, "ClusterRole", "ingress-status-guard-scope")["rules"].as_array().map(Vec::len),
+        Some(1),
+        "the webhook configuration only"
+    );
+    let mut guards = defaults.iter().filter(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook");
+    assert!(!guards.any(|d| d["rules"].to_string().contains("namespaces")), "no grant of Namespaces");
     let config = find(&defaults, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
     assert!(!config.contains("namespaceSelector"), "{config}");
 }

@@ -177,6 +177,15 @@ true
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when webhook.namespaceSelector selects by something (matchLabels or
+matchExpressions): the guard then watches the Namespaces it selects. An empty selector reviews
+every namespace, and the guard reads no Namespace for it. */}}
+{{- define "isg.webhookSelectsNamespaces" -}}
+{{- with .Values.webhook.namespaceSelector -}}
+{{- if or .matchLabels .matchExpressions -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* namespace -> list of Service names: every publishService of the policies. */}}
 {{- define "isg.publishServices" -}}
 {{- $byNamespace := dict -}}
