@@ -18,6 +18,7 @@
 use crate::support;
 
 mod doctor;
+mod mode_switch;
 mod policy_mode;
 mod toolbox;
 
@@ -345,8 +346,10 @@ fn values_render_what_they_say() {
         find(&existing, "MutatingWebhookConfiguration", RELEASE)["webhooks"][0]["clientConfig"]["caBundle"],
         "QUJD"
     );
-    assert_eq!(kinds(&existing).iter().filter(|k| ["Job", "CronJob", "Certificate"].contains(&k.as_str())).count(), 1);
+    // No certgen: the Jobs are hooks, doctor's and the uninstall's removal of admission objects.
+    assert_eq!(kinds(&existing).iter().filter(|k| ["Job", "CronJob", "Certificate"].contains(&k.as_str())).count(), 2);
     find(&existing, "Job", "ingress-status-guard-doctor");
+    find(&existing, "Job", "ingress-status-guard-remove");
     let volumes = &find(&existing, "Deployment", RELEASE)["spec"]["template"]["spec"]["volumes"];
     assert_eq!(volumes[1]["secret"]["secretName"], "mine");
 
@@ -472,8 +475,12 @@ fn the_chart_and_the_kustomize_tree_agree() {
     let helm = Helm::new(3, &scratch("agree"));
     for (overlay, mode) in [("overlays/self-signed", "selfSigned"), ("overlays/cert-manager", "certManager")] {
         let mut chart = helm.template(&["--set", &format!("certificate.mode={mode}")]);
-        // doctor's hook Job, test Pod and identity are the chart's alone (helm runs them).
-        chart.retain(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] != "doctor");
+        // doctor's hook Job, test Pod and identity, and the uninstall's removal of admission
+        // objects, are the chart's alone (helm runs them).
+        chart.retain(|d| {
+            !["doctor", "remove"]
+                .contains(&d["metadata"]["labels"]["app.kubernetes.io/component"].as_str().unwrap_or_default())
+        });
         let kust = kustomize(overlay);
 
         // The same objects, by kind and name (the chart's Job carries the release revision,
@@ -957,8 +964,10 @@ async fn lifecycle(major: u8) {
     );
     assert!(config.contains("mode: enforce") && config.contains("203.0.113.10"), "{config}");
 
-    // Uninstall: nothing left, the webhook configuration first of all.
-    let uninstall = helm.run(&["uninstall", RELEASE, "--namespace", NAMESPACE, &kubeconfig]);
+    // Uninstall: nothing left, the webhook configuration first of all. --no-hooks: no kubelet
+    // here runs the post-delete Job that removes admission objects, which helm would wait for
+    // (tests/cluster/chart/mode_switch.rs runs it).
+    let uninstall = helm.run(&["uninstall", RELEASE, "--namespace", NAMESPACE, &kubeconfig, "--no-hooks"]);
     assert!(uninstall.success, "helm {major} uninstall: {}", uninstall.stderr);
     assert_eq!(leftovers(&cluster, RELEASE), Vec::<String>::new(), "helm {major}: left behind by uninstall");
 
@@ -990,7 +999,7 @@ async fn lifecycle(major: u8) {
         ],
     );
     assert_eq!(webhook, "ingress-status-guard/guard-ingress-status-guard-serving");
-    let uninstall = helm.run(&["uninstall", release, "--namespace", NAMESPACE, &kubeconfig]);
+    let uninstall = helm.run(&["uninstall", release, "--namespace", NAMESPACE, &kubeconfig, "--no-hooks"]);
     assert!(uninstall.success, "helm {major} uninstall (cert-manager): {}", uninstall.stderr);
     assert_eq!(leftovers(&cluster, release), Vec::<String>::new(), "helm {major}: left behind by uninstall");
 }
