@@ -156,6 +156,7 @@ async fn examine(client: &kube::Client, args: &DoctorArgs, policies: &Policies, 
     let policy_mode = args.admission == Admission::Policy;
     let mut checks = Vec::new();
     let mut reach = None;
+    let mut scope_selects_namespaces = false;
     if policy_mode {
         checks.push(policies::admission_policies(client, policies, &cluster.owner, timeout).await);
     } else {
@@ -167,6 +168,7 @@ async fn examine(client: &kube::Client, args: &DoctorArgs, policies: &Policies, 
             checks.push(webhook::endpoints(client, reviewing, timeout).await);
         }
         reach = probe::reach(name, &webhooks);
+        scope_selects_namespaces = access::scope_selects_namespaces(name, &webhooks);
     }
     checks.push(dry_run(client, args, policies, reach.as_ref(), leftover).await);
     let lease = &args.cluster.leader_election_lease_name;
@@ -178,6 +180,7 @@ async fn examine(client: &kube::Client, args: &DoctorArgs, policies: &Policies, 
                 lease_namespace,
                 lease,
                 webhook_configuration: &args.cluster.webhook_configuration,
+                scope_selects_namespaces,
             };
             let needs = access::needs(policies, &guard);
             access::permissions(client, &(sa.namespace.clone(), sa.name.clone()), &needs, timeout).await

@@ -18,6 +18,7 @@
 use crate::support;
 
 mod doctor;
+mod mode_switch;
 mod policy_mode;
 mod toolbox;
 
@@ -345,8 +346,10 @@ fn values_render_what_they_say() {
         find(&existing, "MutatingWebhookConfiguration", RELEASE)["webhooks"][0]["clientConfig"]["caBundle"],
         "QUJD"
     );
-    assert_eq!(kinds(&existing).iter().filter(|k| ["Job", "CronJob", "Certificate"].contains(&k.as_str())).count(), 1);
+    // No certgen: the Jobs are hooks, doctor's and the uninstall's removal of admission objects.
+    assert_eq!(kinds(&existing).iter().filter(|k| ["Job", "CronJob", "Certificate"].contains(&k.as_str())).count(), 2);
     find(&existing, "Job", "ingress-status-guard-doctor");
+    find(&existing, "Job", "ingress-status-guard-remove");
     let volumes = &find(&existing, "Deployment", RELEASE)["spec"]["template"]["spec"]["volumes"];
     assert_eq!(volumes[1]["secret"]["secretName"], "mine");
 
@@ -472,8 +475,12 @@ fn the_chart_and_the_kustomize_tree_agree() {
     let helm = Helm::new(3, &scratch("agree"));
     for (overlay, mode) in [("overlays/self-signed", "selfSigned"), ("overlays/cert-manager", "certManager")] {
         let mut chart = helm.template(&["--set", &format!("certificate.mode={mode}")]);
-        // doctor's hook Job, test Pod and identity are the chart's alone (helm runs them).
-        chart.retain(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] != "doctor");
+        // doctor's hook Job, test Pod and identity, and the uninstall's removal of admission
+        // objects, are the chart's alone (helm runs them).
+        chart.retain(|d| {
+            !["doctor", "remove"]
+                .contains(&d["metadata"]["labels"]["app.kubernetes.io/component"].as_str().unwrap_or_default())
+        });
         let kust = kustomize(overlay);
 
         // The same objects, by kind and name (the chart's Job carries the release revision,
@@ -503,10 +510,18 @@ fn the_chart_and_the_kustomize_tree_agree() {
         };
         assert_eq!(names(&chart), names(&kust), "{overlay}: the same objects");
 
+        // The one difference: the base grants Namespaces to every install (it cannot depend on
+        // whether a namespaceSelector is set: docs/deploy.md), the chart only with a selector.
+        let namespaces = json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]});
         for kind in ["ClusterRole", "Role"] {
             for k in kust.iter().filter(|d| d["kind"] == kind) {
                 let name = k["metadata"]["name"].as_str().unwrap();
-                assert_eq!(find(&chart, kind, name)["rules"], k["rules"], "{overlay}: {kind} {name}");
+                let mut rules = find(&chart, kind, name)["rules"].clone();
+                if name == "ingress-status-guard-scope" {
+                    assert!(!rules.as_array().unwrap().contains(&namespaces), "{overlay}: {rules}");
+                    rules.as_array_mut().unwrap().push(namespaces.clone());
+                }
+                assert_eq!(rules, k["rules"], "{overlay}: {kind} {name}");
             }
         }
         for kind in ["ClusterRoleBinding", "RoleBinding"] {
@@ -690,9 +705,39 @@ async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
             t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["auth", "can-i", "create", resource, "-A", as_guard]);
         assert_eq!(can.stdout.trim(), want, "can-i create {resource}: {}", can.stderr);
     }
+    // No namespaceSelector: the guard reads no Namespace, and may not. With one on the webhook
+    // configuration, the scope's ClusterRole grants list and watch of them.
+    let can_namespaces = |verb: &str| {
+        let can = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["auth", "can-i", verb, "namespaces", as_guard]);
+        can.stdout.trim().to_owned()
+    };
+    assert_eq!((can_namespaces("list").as_str(), can_namespaces("watch").as_str()), ("no", "no"));
+    let selecting = helm.template(&[
+        "--set",
+        "policy.publishStatusAddress=",
+        "--set",
+        "policy.publishService=chart-edge/lb",
+        "--set",
+        "webhook.namespaceSelector.matchLabels.team=edge",
+    ]);
+    let scope = find(&selecting, "ClusterRole", "ingress-status-guard-scope");
+    let file = t.cluster.scratch_dir("chart-rbac").join("scope.json");
+    std::fs::write(&file, scope.to_string()).unwrap();
+    kubectl_ok(t.cluster, &["apply", "--server-side", "-f", &file.display().to_string()]);
+    eventually_can(|| (can_namespaces("list"), can_namespaces("watch")), ("yes".to_owned(), "yes".to_owned())).await;
     let log = webhook.log();
     let forbidden = webhook.forbidden_lines();
     assert!(forbidden.is_empty(), "forbidden in the webhook's log: {forbidden:#?}\n{log}");
+}
+
+/// Waits until `ask` answers `want` (the authorizer's cache follows a new grant within moments).
+async fn eventually_can(ask: impl Fn() -> (String, String), want: (String, String)) {
+    support::eventually("the grant is in force", std::time::Duration::from_secs(10), || {
+        let got = ask();
+        let want = want.clone();
+        async move { if got == want { Ok(()) } else { Err(format!("{got:?}")) } }
+    })
+    .await;
 }
 
 /// Applies with `kubectl apply --dry-run=server --validate=strict`; returns kubectl's output.
@@ -919,8 +964,10 @@ async fn lifecycle(major: u8) {
     );
     assert!(config.contains("mode: enforce") && config.contains("203.0.113.10"), "{config}");
 
-    // Uninstall: nothing left, the webhook configuration first of all.
-    let uninstall = helm.run(&["uninstall", RELEASE, "--namespace", NAMESPACE, &kubeconfig]);
+    // Uninstall: nothing left, the webhook configuration first of all. --no-hooks: no kubelet
+    // here runs the post-delete Job that removes admission objects, which helm would wait for
+    // (tests/cluster/chart/mode_switch.rs runs it).
+    let uninstall = helm.run(&["uninstall", RELEASE, "--namespace", NAMESPACE, &kubeconfig, "--no-hooks"]);
     assert!(uninstall.success, "helm {major} uninstall: {}", uninstall.stderr);
     assert_eq!(leftovers(&cluster, RELEASE), Vec::<String>::new(), "helm {major}: left behind by uninstall");
 
@@ -952,7 +999,7 @@ async fn lifecycle(major: u8) {
         ],
     );
     assert_eq!(webhook, "ingress-status-guard/guard-ingress-status-guard-serving");
-    let uninstall = helm.run(&["uninstall", release, "--namespace", NAMESPACE, &kubeconfig]);
+    let uninstall = helm.run(&["uninstall", release, "--namespace", NAMESPACE, &kubeconfig, "--no-hooks"]);
     assert!(uninstall.success, "helm {major} uninstall (cert-manager): {}", uninstall.stderr);
     assert_eq!(leftovers(&cluster, release), Vec::<String>::new(), "helm {major}: left behind by uninstall");
 }
@@ -1014,6 +1061,11 @@ policies:
         serde_json::json!([RELEASE]),
         "the reconciler may read its own webhook configuration, by name"
     );
+    assert_eq!(
+        find(&docs, "ClusterRole", "ingress-status-guard-scope")["rules"][1],
+        serde_json::json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}),
+        "the reconciler watches the Namespaces the selector selects"
+    );
     assert!(!args_of(&docs).iter().any(|a| a.starts_with("--webhook-configuration")), "the default name");
     let other = helm.template(&["-f", &values, "--set", "fullnameOverride=isg-edge"]);
     assert!(args_of(&other).contains(&"--webhook-configuration=isg-edge".to_owned()), "{:?}", args_of(&other));
@@ -1059,8 +1111,15 @@ policies:
     let out = helm.run(&["template", RELEASE, CHART, "-f", &alike]);
     let why = "the Gateway policy \"web\" and the Ingress policy \"gateway-web\" would name their admission objects alike (<release>-gateway-web); rename one";
     assert!(!out.success && out.stderr.contains(why), "{}", out.stderr);
-    // Without a scope, policies render as written.
+    // Without a scope, policies render as written, and no Namespace is read or granted.
     let defaults = helm.template(&[]);
+    assert_eq!(
+        find(&defaults, "ClusterRole", "ingress-status-guard-scope")["rules"].as_array().map(Vec::len),
+        Some(1),
+        "the webhook configuration only"
+    );
+    let mut guards = defaults.iter().filter(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook");
+    assert!(!guards.any(|d| d["rules"].to_string().contains("namespaces")), "no grant of Namespaces");
     let config = find(&defaults, "ConfigMap", "ingress-status-guard-config")["data"]["config.yaml"].as_str().unwrap();
     assert!(!config.contains("namespaceSelector"), "{config}");
 }

@@ -177,6 +177,15 @@ true
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when webhook.namespaceSelector selects by something (matchLabels or
+matchExpressions): the guard then watches the Namespaces it selects. An empty selector reviews
+every namespace, and the guard reads no Namespace for it. */}}
+{{- define "isg.webhookSelectsNamespaces" -}}
+{{- with .Values.webhook.namespaceSelector -}}
+{{- if or .matchLabels .matchExpressions -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* namespace -> list of Service names: every publishService of the policies. */}}
 {{- define "isg.publishServices" -}}
 {{- $byNamespace := dict -}}
@@ -299,17 +308,41 @@ name, and the guard refuses such a name too rather than widen the grant. */}}
 {{- end -}}
 {{- end -}}
 
-{{- define "isg.admissionObjectNames" -}}
+{{/* Each policy and the name of its admission objects, valid or not: [{policy, name}]. */}}
+{{- define "isg.admissionObjectNameCandidates" -}}
 {{- $fullname := include "isg.fullname" . -}}
 {{- $names := list -}}
 {{- range (include "isg.policies" . | fromYamlArray) -}}
 {{- $prefix := "" -}}
 {{- if or .gatewayClasses .gatewayControllers (eq (toString (.kind | default "")) "Gateway") -}}{{- $prefix = "gateway-" -}}{{- end -}}
-{{- $name := printf "%s-%s%s" $fullname $prefix (.name | toString) -}}
-{{- if not (and (le (len $name) 63) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $name)) -}}
-{{- fail (printf "policy %q: its admission objects would be named %q, which is not a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'); shorten the policy name or the release name (fullnameOverride)" (.name | toString) $name) -}}
+{{- $names = append $names (dict "policy" (.name | toString) "name" (printf "%s-%s%s" $fullname $prefix (.name | toString))) -}}
 {{- end -}}
-{{- $names = append $names $name -}}
+{{- toYaml $names -}}
+{{- end -}}
+
+{{- define "isg.validAdmissionObjectName" -}}
+{{- if and (le (len .) 63) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "isg.admissionObjectNames" -}}
+{{- $names := list -}}
+{{- range (include "isg.admissionObjectNameCandidates" . | fromYamlArray) -}}
+{{- if not (include "isg.validAdmissionObjectName" .name) -}}
+{{- fail (printf "policy %q: its admission objects would be named %q, which is not a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'); shorten the policy name or the release name (fullnameOverride)" .policy .name) -}}
+{{- end -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- toYaml $names -}}
+{{- end -}}
+
+{{/* The names of isg.admissionObjectNames that the rule can give, without failing: in webhook
+mode, which keeps no admission object and so accepts any policy name. */}}
+{{- define "isg.admissionObjectNamesIfValid" -}}
+{{- $names := list -}}
+{{- range (include "isg.admissionObjectNameCandidates" . | fromYamlArray) -}}
+{{- if include "isg.validAdmissionObjectName" .name -}}
+{{- $names = append $names .name -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $names -}}
 {{- end -}}

@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use k8s_openapi::api::{
+    admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration},
+    authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
+};
 use kube::{Api, api::PostParams};
 
 use super::report::Finding;
@@ -66,6 +69,21 @@ pub(crate) struct Guard<'a> {
     pub lease_namespace: &'a str,
     pub lease: &'a str,
     pub webhook_configuration: &'a str,
+    /// Webhook mode: the webhook configuration selects namespaces by label, so the guard
+    /// watches the Namespaces it selects ([`scope_selects_namespaces`]).
+    pub scope_selects_namespaces: bool,
+}
+
+/// Whether the guard watches Namespaces to follow `webhooks`' scope: only when one of them
+/// selects by label. An empty or absent selector reviews every namespace and reads none; an
+/// unreadable configuration leaves the guard's scope unknown, with no watch either.
+pub(crate) fn scope_selects_namespaces(configuration: &str, webhooks: &[MutatingWebhook]) -> bool {
+    let config = MutatingWebhookConfiguration {
+        metadata: kube::api::ObjectMeta { name: Some(configuration.to_owned()), ..Default::default() },
+        webhooks: Some(webhooks.to_vec()),
+    };
+    crate::scope::reaches_of(&config)
+        .is_ok_and(|reaches| Kind::ALL.iter().any(|kind| reaches.of(*kind).selectors().is_some_and(|s| !s.is_empty())))
 }
 
 /// What the guard does with `policies` in its mode: the chart's RBAC, rule by rule.
@@ -107,7 +125,10 @@ pub(crate) fn needs(policies: &Policies, guard: &Guard<'_>) -> Vec<Need> {
         let config = guard.webhook_configuration;
         out.push(Need::new("create", "events.k8s.io", "events"));
         out.push(Need::new("watch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations").named(config));
-        out.push(Need::new("list", "", "namespaces"));
+        if guard.scope_selects_namespaces {
+            out.push(Need::new("list", "", "namespaces"));
+            out.push(Need::new("watch", "", "namespaces"));
+        }
     }
     if policies.of(Kind::Gateway).next().is_some() {
         out.push(Need::new("list", GW, "gateways"));
@@ -211,7 +232,13 @@ mod tests {
     use crate::policy::parse_file;
 
     fn guard(policy_mode: bool) -> Guard<'static> {
-        Guard { policy_mode, lease_namespace: "isg", lease: "g", webhook_configuration: "g" }
+        Guard {
+            policy_mode,
+            lease_namespace: "isg",
+            lease: "g",
+            webhook_configuration: "g",
+            scope_selects_namespaces: false,
+        }
     }
 
     #[test]
@@ -234,6 +261,32 @@ mod tests {
         let policy: Vec<String> = needs(&policies, &guard(true)).iter().map(Need::shown).collect();
         assert!(policy.contains(&"update mutatingadmissionpolicies.admissionregistration.k8s.io/g-a".to_owned()));
         assert!(!policy.iter().any(|n| n.contains("events")), "{policy:?}");
+    }
+
+    /// Namespaces are a need only where the guard reads them: a policy's selector, or a webhook
+    /// configuration that selects by label; never for an empty selector.
+    #[test]
+    fn namespaces_are_needed_only_for_a_selector() {
+        let policies =
+            parse_file("p.yaml", "policies:\n- {name: a, ingressClasses: [a], publishStatusAddress: 192.0.2.1}\n")
+                .unwrap();
+        let shown = |guard: &Guard<'_>| -> Vec<String> { needs(&policies, guard).iter().map(Need::shown).collect() };
+        assert!(!shown(&guard(false)).iter().any(|n| n.contains("namespaces")), "{:?}", shown(&guard(false)));
+        let selecting = Guard { scope_selects_namespaces: true, ..guard(false) };
+        for want in ["list namespaces", "watch namespaces"] {
+            assert!(shown(&selecting).contains(&want.to_owned()), "{want}: {:?}", shown(&selecting));
+        }
+        let webhook = |selector: serde_json::Value| -> MutatingWebhook {
+            serde_json::from_value(serde_json::json!({
+                "name": "status.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "clientConfig": {"url": "https://127.0.0.1/mutate"}, "namespaceSelector": selector,
+                "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["ingresses/status"]}],
+            }))
+            .unwrap()
+        };
+        assert!(!scope_selects_namespaces("g", &[webhook(serde_json::json!({}))]));
+        assert!(!scope_selects_namespaces("g", &[]));
+        assert!(scope_selects_namespaces("g", &[webhook(serde_json::json!({"matchLabels": {"team": "edge"}}))]));
     }
 
     #[test]

@@ -349,7 +349,8 @@ async fn helm_runs_the_doctor_hook_after_an_upgrade_and_the_test_pod() {
     let _ = test();
     assert_ne!(uid("pod", &pod), first, "the next helm test replaces the Pod");
 
-    let out = helm.run(&["uninstall", release, "--namespace", namespace, &kubeconfig]);
+    // --no-hooks: the post-delete Job that removes admission objects would wait for a kubelet.
+    let out = helm.run(&["uninstall", release, "--namespace", namespace, &kubeconfig, "--no-hooks"]);
     assert!(out.success, "{}", out.stderr);
     let out = t.cluster.kubectl(admin, &["delete", "namespace", namespace, "--wait=false"]);
     assert!(out.success, "{}", out.stderr);

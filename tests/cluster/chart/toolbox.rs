@@ -40,7 +40,11 @@ fn the_toolbox_values_render_what_they_say() {
     let helm = Helm::new(3, &dir);
     let defaults = helm.template(&[]);
     let pods = pod_specs(&defaults);
-    assert_eq!(pods.len(), 5, "Deployment, certgen Job and CronJob, doctor Job and test Pod: {pods:?}");
+    assert_eq!(
+        pods.len(),
+        6,
+        "Deployment, certgen Job and CronJob, doctor Job, the uninstall's remove Job and test Pod: {pods:?}"
+    );
     assert!(
         images(&defaults).iter().all(|(_, image)| image == "ingress-status-guard:0.1.0"),
         "{:?}",
@@ -321,7 +325,8 @@ async fn the_toolbox_values_install_on_the_api_server() {
     kubectl_ok(&["auth", "can-i", "patch", "ingresses.networking.k8s.io", "--subresource=status", "-A", &me]);
     kubectl_ok(&["auth", "can-i", "get", &format!("mutatingwebhookconfigurations/{fullname}"), &me]);
 
-    let out = helm.run(&["uninstall", release, "--namespace", namespace, &kubeconfig]);
+    // --no-hooks: the post-delete Job that removes admission objects would wait for a kubelet.
+    let out = helm.run(&["uninstall", release, "--namespace", namespace, &kubeconfig, "--no-hooks"]);
     assert!(out.success, "helm uninstall: {}", out.stderr);
     kubectl_ok(&["delete", "namespace", namespace, "--wait=false"]);
 }
