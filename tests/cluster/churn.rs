@@ -1,5 +1,5 @@
-//! Namespace churn against the reconciler, on a control plane of its own so that the API
-//! server's audit log holds this guard's lists alone: 2,000 governed Ingresses, then a new
+//! Namespace churn against the reconciler, on a control plane of its own (its Ingresses and
+//! their patches would reach every other test's guard): 2,000 governed Ingresses, then a new
 //! Namespace entering the webhook's `namespaceSelector` every 2 s for a minute. Each one used
 //! to restart the cluster-wide list of every Ingress; now each costs a list of its own
 //! Namespace, the watch goes on, and a stale status written meanwhile (a write the unreachable
