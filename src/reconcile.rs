@@ -27,6 +27,7 @@ mod bounds;
 mod cache;
 mod damping;
 mod drift;
+mod entering;
 mod fights;
 mod filter;
 mod judge;
@@ -65,7 +66,7 @@ use books::{Books, Gauge};
 pub(crate) use bounds::Bounds;
 use cache::{Interner, Key, Stored};
 use damping::Fight;
-use filter::Filter;
+use filter::{Filter, Widening};
 use judge::Judgement;
 use release::Releases;
 
@@ -128,8 +129,11 @@ struct Reconciler<K: Governed> {
     interner: Mutex<Interner<K::Entry>>,
     /// Which objects the watch keeps ([`filter`]).
     filter: Mutex<Filter>,
-    /// Notified when the filter widens: the watch lists again, for what it did not keep.
+    /// Notified when the filter widens beyond Namespaces entering the scope: the watch lists
+    /// again, for what it did not keep.
     relist: Notify,
+    /// Namespaces entered the scope whose objects are to be listed ([`entering`]).
+    entering: entering::Entering,
     /// The scope says no webhook reviews the kind (warned once, until that changes).
     unreviewed: AtomicBool,
     common: Common,
@@ -214,6 +218,7 @@ fn spawn<K: Governed>(tasks: &mut Tasks, common: &Common, known: Option<Arc<Know
         interner: Mutex::default(),
         filter: Mutex::default(),
         relist: Notify::new(),
+        entering: entering::Entering::default(),
         unreviewed: AtomicBool::new(false),
         common: common.clone(),
     });
@@ -229,6 +234,7 @@ fn spawn<K: Governed>(tasks: &mut Tasks, common: &Common, known: Option<Arc<Know
     tasks.spawn(format!("reconciler's {kind} watch"), reconciler.clone().watch());
     tasks.spawn(format!("reconciler's {kind} triggers"), triggers);
     tasks.spawn(format!("reconciler's {kind} releases"), reconciler.clone().releases());
+    tasks.spawn(format!("reconciler's {kind} Namespace lists"), reconciler.clone().list_entering());
     tasks.spawn(format!("reconciler's {kind} work loop"), reconciler.work_loop());
 }
 
@@ -282,8 +288,8 @@ impl<K: Governed> Reconciler<K> {
     }
 
     /// Keeps the [`Filter`] current with the policies, the kind's classes and the scope: what
-    /// a narrower one rejects is forgotten at once; a wider one lists again, since what it
-    /// admits now was never kept.
+    /// a narrower one rejects is forgotten at once; what a wider one admits now was never kept,
+    /// so the Namespaces entering the scope are listed, or, if it admits more, every object.
     fn refilter(&self, state: &mut State<K>, policies: &Policies) {
         let unreviewed = !self.common.scope.reviews(K::KIND);
         let warned = self.unreviewed.swap(unreviewed, Ordering::Relaxed);
@@ -296,12 +302,16 @@ impl<K: Governed> Reconciler<K> {
         if old == new {
             return;
         }
-        if new.widens(&old) {
-            tracing::info!(
-                kind = K::KIND.name(),
-                "the objects kept widened (policies, classes or scope changed): listing them again"
-            );
-            self.relist.notify_one();
+        match new.widening(&old) {
+            Widening::None => {}
+            Widening::Namespaces(names) => self.entering.add(names),
+            Widening::Everywhere => {
+                tracing::info!(
+                    kind = K::KIND.name(),
+                    "the objects kept widened (policies, classes or scope changed): listing them again"
+                );
+                self.relist.notify_one();
+            }
         }
         let rejected: Vec<Key> =
             state.ingresses.iter().filter(|(k, v)| !new.admits(&k.0, v.class())).map(|(k, _)| k.clone()).collect();

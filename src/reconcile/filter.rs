@@ -1,9 +1,10 @@
 //! Which watched objects the reconciler keeps: those some policy of their kind could
 //! govern by class, in the webhook's scope. Nothing is kept of the rest, so a cluster's other
 //! controllers' objects cost nothing here. Pure: [`Filter::of`] takes the policies, the
-//! kind's classes and the scope's Namespaces, and [`Filter::widens`] says when a new filter
-//! admits something the old one did not, which only a re-list can bring back (a narrower one
-//! is applied by dropping what it rejects).
+//! kind's classes and the scope's Namespaces, and [`Filter::widening`] says what a new filter
+//! admits that the old one did not: objects of Namespaces entering the scope, which a list of
+//! each of those Namespaces brings back, or more (classes), which only a re-list of every
+//! object can (a narrower one is applied by dropping what it rejects).
 //!
 //! The filter is a superset of what [`crate::decision::decide`] governs: a policy's
 //! `namespaceSelector` is not applied here (an object it leaves out is kept and judged fine),
@@ -23,6 +24,17 @@ struct ByClass {
     names: HashSet<String>,
     /// Objects naming no class.
     classless: bool,
+}
+
+/// What a new filter admits that the old one did not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Widening {
+    /// Nothing.
+    None,
+    /// The objects of these Namespaces (sorted), entering the scope; by class, nothing more.
+    Namespaces(Vec<String>),
+    /// Objects anywhere (classes, or a scope of every Namespace): a re-list of every object.
+    Everywhere,
 }
 
 /// Which objects of one kind to keep.
@@ -61,19 +73,34 @@ impl Filter {
         in_scope && by_class
     }
 
+    /// Whether the scope holds `namespace` (every one when not known).
+    pub(crate) fn in_scope(&self, namespace: &str) -> bool {
+        self.namespaces.as_ref().is_none_or(|n| n.contains(namespace))
+    }
+
     /// Whether this filter admits some object that `old` rejects.
+    #[cfg(test)]
     pub(crate) fn widens(&self, old: &Filter) -> bool {
-        let namespaces = match (&self.namespaces, &old.namespaces) {
-            (_, None) => false,
-            (None, Some(_)) => true,
-            (Some(new), Some(old)) => !new.is_subset(old),
-        };
+        self.widening(old) != Widening::None
+    }
+
+    /// What this filter admits that `old` rejects.
+    pub(crate) fn widening(&self, old: &Filter) -> Widening {
         let classes = match (&self.classes, &old.classes) {
             (_, None) => false,
             (None, Some(_)) => true,
             (Some(new), Some(old)) => (new.classless && !old.classless) || !new.names.is_subset(&old.names),
         };
-        namespaces || classes
+        match (&self.namespaces, &old.namespaces) {
+            _ if classes => Widening::Everywhere,
+            (_, None) => Widening::None,
+            (None, Some(_)) => Widening::Everywhere,
+            (Some(new), Some(old)) => {
+                let mut entering: Vec<String> = new.difference(old).cloned().collect();
+                entering.sort_unstable();
+                if entering.is_empty() { Widening::None } else { Widening::Namespaces(entering) }
+            }
+        }
     }
 }
 
@@ -184,6 +211,13 @@ mod tests {
         assert!(Filter::default().widens(&one) && !one.widens(&Filter::default()));
         let (narrow, wide) = (f("nginx", ns(&["a"])), f("nginx", ns(&["a", "b"])));
         assert!(wide.widens(&narrow) && !narrow.widens(&wide));
+        assert_eq!(wide.widening(&narrow), Widening::Namespaces(vec!["b".into()]), "b's list alone");
+        assert_eq!(f("nginx", ns(&["c", "b"])).widening(&narrow), Widening::Namespaces(vec!["b".into(), "c".into()]));
+        let (other, both) = (f("nginx", ns(&["b"])), f("nginx, public", ns(&["a", "b"])));
+        assert_eq!(other.widening(&narrow), Widening::Namespaces(vec!["b".into()]), "a leaving changes nothing");
+        assert_eq!(both.widening(&narrow), Widening::Everywhere, "a class too: every object");
+        assert_eq!(one.widening(&narrow), Widening::Everywhere, "every Namespace");
+        assert!(narrow.in_scope("a") && !narrow.in_scope("b") && one.in_scope("b"));
         assert!(one.widens(&narrow), "a scope no longer known keeps every Namespace");
         let without = "policies: [{name: p, ingressClasses: [nginx], watchIngressWithoutClass: true, publishStatusAddress: 192.0.2.1}]";
         assert!(Filter::of::<Ingresses>(&policies(without), Some(&none), None).widens(&one), "class-less objects too");

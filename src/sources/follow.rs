@@ -13,6 +13,8 @@
 
 pub(crate) mod fingerprint;
 mod lists;
+mod namespaced;
+mod relist;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -29,6 +31,9 @@ use serde::de::DeserializeOwned;
 
 use lists::Lists;
 pub(crate) use lists::Strategy;
+pub(crate) use namespaced::list_namespace;
+pub(crate) use relist::RELIST_EVERY;
+use relist::relist_due;
 
 use self::fingerprint::{Fingerprints, Print};
 use crate::{kind::Governed, policy::Policies};
@@ -156,6 +161,20 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
         Change::Deleted { key, old }
     }
 
+    /// Stores what a list of one part of the collection returned ([`list_namespace`]) if `key`
+    /// holds nothing (the watch delivers what follows anyway), as listed by a re-list in
+    /// progress, which went by it before the owner kept it. `None` if held already.
+    pub(crate) fn adopt(&mut self, key: K, value: V) -> Option<Change<K, V>> {
+        if self.values.contains_key(&key) {
+            return None;
+        }
+        if let Some(listing) = &mut self.listing {
+            listing.insert(self.prints.of(&key));
+        }
+        self.values.insert(key.clone(), value);
+        Some(Change::Applied { key, old: None })
+    }
+
     /// Stores what the owner learnt outside the watch (a response to its own write). It does
     /// not count as listed: a re-list that does not return the key still drops it.
     pub(crate) fn insert(&mut self, key: K, value: V) {
@@ -244,9 +263,9 @@ pub(crate) const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs
 
 /// [`follow`] of every object of a governed kind (`R`, its lean projection): by streaming
 /// lists where the API server serves them, else in list pages ([`Lists`]), started over when
-/// `relist` is notified (the owner keeps more than before), when the pages are to change size
-/// or when streaming lists are given up; `strategy` is told which one each start uses. Returns
-/// only if the watch ends.
+/// `relist` is notified (the owner keeps more than before; at most once per [`RELIST_EVERY`]),
+/// when the pages are to change size or when streaming lists are given up; `strategy` is told
+/// which one each start uses. Returns only if the watch ends.
 pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
     client: &kube::Client,
     cap: Option<std::time::Duration>,
@@ -260,7 +279,7 @@ pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
     K: Eq + Hash + Clone,
 {
     // Only this task touches it; a lock keeps the future `Send`.
-    let lists = std::sync::Mutex::new(Lists::default());
+    let (lists, mut relisted) = (std::sync::Mutex::new(Lists::default()), None);
     let lock = || lists.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     loop {
         let restart = tokio::sync::Notify::new();
@@ -298,7 +317,7 @@ pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
         };
         tokio::select! {
             () = follow_kept(api, config, cap, keep, &project, held, &mut hook) => return,
-            () = relist.notified() => {}
+            () = relist_due(relist, relisted, RELIST_EVERY) => relisted = Some(tokio::time::Instant::now()),
             () = restart.notified() => {}
         }
     }
@@ -486,6 +505,21 @@ mod tests {
         dropped.sort_unstable();
         assert_eq!(dropped, ["a", "b"]);
         assert_eq!(sorted(&p), [], "a re-list that returns nothing drops even what the owner wrote");
+    }
+
+    #[test]
+    fn adopted_objects_keep_what_the_watch_delivered_and_count_as_listed() {
+        let mut p = Projection::default();
+        p.apply(Init);
+        p.apply(InitApply(("a", 1)));
+        p.apply(InitDone);
+        assert_eq!(p.adopt("a", 9), None, "the watch's copy stays");
+        // A re-list in progress, which left "n" out (not kept when it went by).
+        p.apply(Init);
+        p.apply(InitApply(("a", 1)));
+        assert_eq!(p.adopt("n", 2), Some(applied("n", None)));
+        assert_eq!(p.apply(InitDone), Change::Listed { first: false, dropped: vec![] }, "n is not dropped");
+        assert_eq!(sorted(&p), [("a", 1), ("n", 2)]);
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod alerts;
 mod audit;
 mod chart;
 mod check;
+mod churn;
 mod cutover;
 mod dashboard;
 mod deploy;

@@ -221,7 +221,8 @@ impl Cluster {
     }
 
     /// Every audit event of stage ResponseComplete, oldest first: Ingress status writes (level
-    /// Request) and writes of admission policies and their bindings (level Metadata).
+    /// Request), lists and watches of Ingresses and writes of admission policies and their
+    /// bindings (level Metadata).
     pub(crate) fn audit_events(&self) -> Vec<Value> {
         let log = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
         log.lines()
@@ -230,8 +231,8 @@ impl Cluster {
             .collect()
     }
 
-    /// The API server's audit log (Ingress status writes, level Request; admission policy
-    /// writes, level Metadata).
+    /// The API server's audit log (Ingress status writes, level Request; Ingress lists and
+    /// watches and admission policy writes, level Metadata).
     #[allow(dead_code)] // used by benches/reconcile.rs
     pub(crate) fn audit_log(&self) -> &Path {
         &self.audit_log
@@ -430,13 +431,15 @@ async fn start(setup: Setup, version: Option<&str>) -> Result<Cluster, String> {
             dir.join("webhook-client-kubeconfig.yaml").display()
         ),
     );
-    // Ingress status writes are audited, with their request bodies and annotations; writes of
-    // admission policies and their bindings by who and when only (tests/cluster/leader.rs: a deposed
-    // leader writes none).
+    // Ingress status writes are audited, with their request bodies and annotations; lists and
+    // watches of Ingresses by who and when only (tests/cluster/churn.rs: how often the reconciler
+    // lists them all); writes of admission policies and their bindings by who and when only
+    // (tests/cluster/leader.rs: a deposed leader writes none).
     write(
         &dir.join("audit-policy.yaml"),
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
          - level: Request\n  resources:\n  - group: networking.k8s.io\n    resources: [ingresses/status]\n\
+         - level: Metadata\n  verbs: [list, watch]\n  resources:\n  - group: networking.k8s.io\n    resources: [ingresses]\n\
          - level: Metadata\n  verbs: [create, update, patch, delete]\n  resources:\n  - group: admissionregistration.k8s.io\n\
          \x20   resources: [mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies, validatingadmissionpolicybindings]\n\
          - level: None\n",
