@@ -209,13 +209,7 @@ impl ByKind {
 
 impl Serialize for ByKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let read: Vec<(Kind, &Summary)> = Kind::ALL.into_iter().filter_map(|k| Some((k, self.of(k)?))).collect();
-        let mut map = s.serialize_map(Some(read.len()))?;
-        for (kind, summary) in read {
-            map.serialize_entry(kind.label(), summary)?;
-        }
-        map.end()
+        s.collect_map(Kind::ALL.into_iter().filter_map(|k| Some((k.label(), self.of(k)?))))
     }
 }
 
