@@ -127,14 +127,14 @@ pub(crate) fn capped_lists(client: &kube::Client, bytes: usize) -> kube::Client 
 
 /// Whether `error` is a list response cut off by [`capped_lists`].
 pub(crate) fn over_cap(error: &kube::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if e.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        source = e.source();
-    }
-    false
+    causes(error).any(<dyn std::error::Error>::is::<http_body_util::LengthLimitError>)
+}
+
+/// `error`, then its sources, outermost first.
+fn causes<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| e.source())
 }
 
 /// The service behind [`capped_lists`].
@@ -268,16 +268,10 @@ pub(crate) fn describe(e: &kube::Error) -> String {
     if let kube::Error::Api(status) = e {
         return format!("{} (HTTP {} {})", status.message, status.code, status.reason);
     }
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let more = c.to_string();
-        if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        cause = c.source();
-    }
-    text
+    causes(e)
+        .skip(1)
+        .map(ToString::to_string)
+        .fold(e.to_string(), |text, more| if text.contains(&more) { text } else { format!("{text}: {more}") })
 }
 
 /// Lists every object of `api` page by page (`params` sets the page size), keeping only what

@@ -388,44 +388,34 @@ impl Policies {
 
     /// Every distinct publish Service, each to be watched once.
     pub fn services(&self) -> Vec<ServiceRef> {
-        let mut refs: Vec<ServiceRef> = self
-            .sources()
-            .filter_map(|s| match s {
-                Source::Service(svc) => Some(svc.clone()),
-                _ => None,
-            })
-            .collect();
-        refs.sort();
-        refs.dedup();
-        refs
+        self.distinct(|s| match s {
+            Source::Service(svc) => Some(svc.clone()),
+            _ => None,
+        })
     }
 
     /// Every distinct publish Gateway, each to be watched once.
     pub fn gateways(&self) -> Vec<GatewayRef> {
-        let mut refs: Vec<GatewayRef> = self
-            .sources()
-            .filter_map(|s| match s {
-                Source::Gateway(gw) => Some(gw.clone()),
-                _ => None,
-            })
-            .collect();
-        refs.sort();
-        refs.dedup();
-        refs
+        self.distinct(|s| match s {
+            Source::Gateway(gw) => Some(gw.clone()),
+            _ => None,
+        })
     }
 
     /// Every distinct node-IP source's Pod watch (namespace, selector).
     pub fn pod_watches(&self) -> Vec<(String, String)> {
-        let mut keys: Vec<_> = self
-            .sources()
-            .filter_map(|s| match s {
-                Source::Pods(pods) => Some(pods.watch_key()),
-                _ => None,
-            })
-            .collect();
-        keys.sort();
-        keys.dedup();
-        keys
+        self.distinct(|s| match s {
+            Source::Pods(pods) => Some(pods.watch_key()),
+            _ => None,
+        })
+    }
+
+    /// What `pick` takes from the sources of every policy, sorted, each once.
+    fn distinct<T: Ord>(&self, pick: impl FnMut(&Source) -> Option<T>) -> Vec<T> {
+        let mut picked: Vec<T> = self.sources().filter_map(pick).collect();
+        picked.sort();
+        picked.dedup();
+        picked
     }
 
     fn sources(&self) -> impl Iterator<Item = &Source> {

@@ -14,59 +14,55 @@ use crate::{
 };
 
 impl Admitted for crate::kind::gateway::Gateways {
+    /// The Gateway's part of `policy`'s admission objects for `canonical`. `governed` holds the
+    /// GatewayClass names it governs (CEL sees only the Gateway, so controller names become class
+    /// names, and the keeper renders again when the GatewayClasses change); none renders a policy
+    /// that matches nothing.
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
-        shape(policy, canonical, governed)
+        let entries = GatewayAddress::from_addresses(canonical);
+        if entries.is_empty() {
+            return Err(RenderError::Empty(policy.name.clone()));
+        }
+        if let Err(too_many) = <crate::kind::gateway::Gateways as crate::kind::Governed>::entries(canonical) {
+            return Err(RenderError::TooMany { policy: policy.name.clone(), too_many });
+        }
+        let classes = match governed {
+            Governed::Classes { names, .. } => names.as_slice(),
+            Governed::Everything => &[],
+        };
+        let list = cel::string_list(classes.iter().map(String::as_str));
+        // From `oldObject`, as the webhook reads it (`review::read::gateway::stored_class`): the
+        // CRD status strategy keeps everything but `status` from the stored object.
+        let match_conditions = json!([{
+            "name": "governed-class",
+            "expression": format!("has(oldObject.spec.gatewayClassName) && oldObject.spec.gatewayClassName in {list}"),
+        }]);
+        // `Equivalent` (the default, written out): a write through v1beta1 is matched as v1.
+        let match_constraints = json!({
+            "matchPolicy": "Equivalent",
+            "resourceRules": [{
+                "apiGroups": [crate::kind::gateway::GROUP],
+                "apiVersions": ["v1"],
+                "operations": ["UPDATE"],
+                "resources": ["gateways/status"],
+            }],
+        });
+        let shown: Vec<String> = entries.iter().map(ToString::to_string).collect();
+        Ok(Shape {
+            match_constraints,
+            match_conditions,
+            patch: patch(&entries),
+            written: WRITTEN_KEYS,
+            same_set: same_set(&entries),
+            // A custom resource's status write stores none of the metadata it carries.
+            metadata_unchanged: None,
+            message: format!(
+                "ingress-status-guard policy {:?} requires status.addresses [{}]",
+                policy.name,
+                shown.join(",")
+            ),
+        })
     }
-}
-
-/// The Gateway's part of `policy`'s admission objects for `canonical`. `governed` holds the
-/// GatewayClass names it governs (CEL sees only the Gateway, so controller names become class
-/// names, and the keeper renders again when the GatewayClasses change); none renders a policy
-/// that matches nothing.
-fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
-    let entries = GatewayAddress::from_addresses(canonical);
-    if entries.is_empty() {
-        return Err(RenderError::Empty(policy.name.clone()));
-    }
-    if let Err(too_many) = <crate::kind::gateway::Gateways as crate::kind::Governed>::entries(canonical) {
-        return Err(RenderError::TooMany { policy: policy.name.clone(), too_many });
-    }
-    let classes = match governed {
-        Governed::Classes { names, .. } => names.as_slice(),
-        Governed::Everything => &[],
-    };
-    let list = cel::string_list(classes.iter().map(String::as_str));
-    // From `oldObject`, as the webhook reads it (`review::read::gateway::stored_class`): the
-    // CRD status strategy keeps everything but `status` from the stored object.
-    let match_conditions = json!([{
-        "name": "governed-class",
-        "expression": format!("has(oldObject.spec.gatewayClassName) && oldObject.spec.gatewayClassName in {list}"),
-    }]);
-    // `Equivalent` (the default, written out): a write through v1beta1 is matched as v1.
-    let match_constraints = json!({
-        "matchPolicy": "Equivalent",
-        "resourceRules": [{
-            "apiGroups": [crate::kind::gateway::GROUP],
-            "apiVersions": ["v1"],
-            "operations": ["UPDATE"],
-            "resources": ["gateways/status"],
-        }],
-    });
-    let shown: Vec<String> = entries.iter().map(ToString::to_string).collect();
-    Ok(Shape {
-        match_constraints,
-        match_conditions,
-        patch: patch(&entries),
-        written: WRITTEN_KEYS,
-        same_set: same_set(&entries),
-        // A custom resource's status write stores none of the metadata it carries.
-        metadata_unchanged: None,
-        message: format!(
-            "ingress-status-guard policy {:?} requires status.addresses [{}]",
-            policy.name,
-            shown.join(",")
-        ),
-    })
 }
 
 /// The canonical entries as a CEL list of `{type, value}` maps: untyped maps, because `type`

@@ -15,43 +15,39 @@ use crate::{
 };
 
 impl Admitted for crate::kind::ingress::Ingresses {
+    /// The Ingress's part of `policy`'s admission objects for `canonical`, over the class rules
+    /// `governed`.
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
-        shape(policy, canonical, governed)
-    }
-}
-
-/// The Ingress's part of `policy`'s admission objects for `canonical`, over the class rules
-/// `governed`.
-fn shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
-    if let Some(a) = canonical.iter().find(|a| {
-        let fields = a.ports.iter().flat_map(|p| [Some(&p.protocol), p.error.as_ref()]).flatten();
-        a.ip.iter().chain(&a.hostname).chain(fields).any(|s| s.contains(SEPARATORS))
-    }) {
-        return Err(RenderError::Separator { policy: policy.name.clone(), entry: a.to_string() });
-    }
-    let match_conditions = match governed {
-        Governed::Everything => Vec::new(),
-        Governed::Classes { names, without_class } => {
-            vec![json!({"name": "governed-class", "expression": class_condition(names, *without_class)})]
+        if let Some(a) = canonical.iter().find(|a| {
+            let fields = a.ports.iter().flat_map(|p| [Some(&p.protocol), p.error.as_ref()]).flatten();
+            a.ip.iter().chain(&a.hostname).chain(fields).any(|s| s.contains(SEPARATORS))
+        }) {
+            return Err(RenderError::Separator { policy: policy.name.clone(), entry: a.to_string() });
         }
-    };
-    let match_constraints = json!({
-        "resourceRules": [{
-            "apiGroups": ["networking.k8s.io"],
-            "apiVersions": ["v1"],
-            "operations": ["UPDATE"],
-            "resources": ["ingresses/status"],
-        }],
-    });
-    Ok(Shape {
-        match_constraints,
-        match_conditions: json!(match_conditions),
-        patch: patch(canonical),
-        written: WRITTEN_KEYS,
-        same_set: same_set(canonical),
-        message: message(&policy.name, canonical),
-        metadata_unchanged: Some(METADATA_UNCHANGED),
-    })
+        let match_conditions = match governed {
+            Governed::Everything => Vec::new(),
+            Governed::Classes { names, without_class } => {
+                vec![json!({"name": "governed-class", "expression": class_condition(names, *without_class)})]
+            }
+        };
+        let match_constraints = json!({
+            "resourceRules": [{
+                "apiGroups": ["networking.k8s.io"],
+                "apiVersions": ["v1"],
+                "operations": ["UPDATE"],
+                "resources": ["ingresses/status"],
+            }],
+        });
+        Ok(Shape {
+            match_constraints,
+            match_conditions: json!(match_conditions),
+            patch: patch(canonical),
+            written: WRITTEN_KEYS,
+            same_set: same_set(canonical),
+            message: message(&policy.name, canonical),
+            metadata_unchanged: Some(METADATA_UNCHANGED),
+        })
+    }
 }
 
 /// True when a status write leaves the four metadata fields as stored.

@@ -113,8 +113,8 @@ pub(crate) struct Keeper {
     pub(crate) resync: Duration,
 }
 
-/// The four kinds, for applying and sweeping.
-fn resource(kind: &str, api: ApiVersion) -> Option<ApiResource> {
+/// The four kinds, for applying and sweeping (and for `check`, reading them).
+pub(crate) fn resource(kind: &str, api: ApiVersion) -> Option<ApiResource> {
     let (version, plural) = match kind {
         "MutatingAdmissionPolicy" => (api, "mutatingadmissionpolicies"),
         "MutatingAdmissionPolicyBinding" => (api, "mutatingadmissionpolicybindings"),

@@ -187,11 +187,7 @@ pub(crate) fn start(
     .run(rx, bytes, shutdown);
     // The publisher ends when the reporter has ended and dropped its queue's sender.
     let task = async move {
-        tokio::join!(report, async {
-            if let Some(publish) = publish {
-                publish.await;
-            }
-        });
+        tokio::join!(report, futures::future::OptionFuture::from(publish));
     };
     (sink, task)
 }

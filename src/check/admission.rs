@@ -9,14 +9,14 @@ use std::{collections::BTreeMap, time::Duration};
 
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind},
+    api::{ApiResource, DynamicObject},
 };
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::{
     address::Address,
-    admission_policy::{self, ApiVersion, desired::Owner},
+    admission_policy::{self, ApiVersion, desired::Owner, keeper::resource},
     client::{RequestError, bounded},
     kind::{Kind, with_kind},
     policy::{Policies, Policy},
@@ -149,30 +149,17 @@ pub(crate) fn compare(
         for (policy, governed) in policies.of(kind).zip(&governed) {
             let Ok(name) = admission_policy::object_name_in(&owner.lease, policy) else { continue };
             let Some(found) = found.get(&name) else { continue };
-            if let Some(other) = owner.other(found.owner.as_deref()).filter(|_| !owner.label.is_empty()) {
-                let reason = format!(
-                    "held by another guard: its ingress-status-guard/lease label is {other:?}, this guard's {:?}",
-                    owner.label
-                );
-                rows.push(Row {
-                    policy: policy.name.clone(),
-                    kind: found.kind.to_owned(),
-                    name,
-                    state: State::Foreign,
-                    reason: Some(reason),
-                });
-                continue;
-            }
             let render = |canonical: &[Address]| with_kind!(kind, K => admission_policy::render_named::<K>(policy, canonical, governed, found.api, &name));
-            rows.push(row_of(policy, name.clone(), found, snapshot, render));
+            rows.push(row_of(policy, name.clone(), found, owner, snapshot, render));
         }
     }
     rows
 }
 
 /// The row of one policy's object `name` found in the cluster, whatever the policy's kind:
-/// `render` renders it from a canonical value.
-fn row_of<R>(policy: &Policy, name: String, found: &Found, snapshot: &Snapshot, render: R) -> Row
+/// another guard's (`owner` is this one), or judged against what `render` renders from a
+/// canonical value.
+fn row_of<R>(policy: &Policy, name: String, found: &Found, owner: &Owner, snapshot: &Snapshot, render: R) -> Row
 where
     R: FnOnce(&[Address]) -> Result<Vec<Value>, admission_policy::RenderError>,
 {
@@ -183,6 +170,13 @@ where
         state,
         reason,
     };
+    if let Some(other) = owner.other(found.owner.as_deref()).filter(|_| !owner.label.is_empty()) {
+        let reason = format!(
+            "held by another guard: its ingress-status-guard/lease label is {other:?}, this guard's {:?}",
+            owner.label
+        );
+        return row(State::Foreign, Some(reason));
+    }
     match snapshot.canonical(policy) {
         Ok(canonical) => {
             let rendered = render(&canonical).map(|objects| (objects, canonical.into_owned()));
@@ -238,11 +232,6 @@ fn judge(
     }
 }
 
-fn resource(kind: &str, api: ApiVersion, plural: &str) -> ApiResource {
-    let version = api.group_version().trim_start_matches("admissionregistration.k8s.io/");
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("admissionregistration.k8s.io", version, kind), plural)
-}
-
 /// Reads each policy's object by name (`owner`'s name of it): a MutatingAdmissionPolicy (v1,
 /// else v1beta1), else a ValidatingAdmissionPolicy, and its binding. Not found, a version not
 /// served and no permission to read all count as not there: the cluster may simply run the
@@ -253,27 +242,18 @@ pub(crate) async fn fetch(
     owner: &Owner,
     timeout: Duration,
 ) -> Result<BTreeMap<String, Found>, RequestError> {
-    let (mutating, validating) = (
-        (
-            "MutatingAdmissionPolicy",
-            "mutatingadmissionpolicies",
-            "MutatingAdmissionPolicyBinding",
-            "mutatingadmissionpolicybindings",
-        ),
-        (
-            "ValidatingAdmissionPolicy",
-            "validatingadmissionpolicies",
-            "ValidatingAdmissionPolicyBinding",
-            "validatingadmissionpolicybindings",
-        ),
-    );
-    let kinds = [(mutating, ApiVersion::V1), (mutating, ApiVersion::V1beta1), (validating, ApiVersion::V1)];
+    let kinds = [
+        ("MutatingAdmissionPolicy", ApiVersion::V1),
+        ("MutatingAdmissionPolicy", ApiVersion::V1beta1),
+        ("ValidatingAdmissionPolicy", ApiVersion::V1),
+    ];
     let mut found = BTreeMap::new();
     for policy in policies.iter() {
         let Ok(name) = admission_policy::object_name_in(&owner.lease, policy) else { continue };
-        for ((kind, plural, binding_kind, binding_plural), api) in kinds {
-            let Some(object) = get(client, &resource(kind, api, plural), &name, timeout).await? else { continue };
-            let binding = get(client, &resource(binding_kind, api, binding_plural), &name, timeout).await?;
+        for (kind, api) in kinds {
+            let of = |kind: &str| resource(kind, api).expect("one of the four admission policy kinds");
+            let Some(object) = get(client, &of(kind), &name, timeout).await? else { continue };
+            let binding = get(client, &of(&format!("{kind}Binding")), &name, timeout).await?;
             let owner =
                 object.metadata.labels.as_ref().and_then(|l| l.get(admission_policy::desired::OWNER_LABEL)).cloned();
             let spec = object.data.get("spec").cloned().unwrap_or_default();

@@ -35,9 +35,11 @@ impl State {
 
 /// A status list in its kind's own shape: JSON shows each entry as the API stores it (an
 /// Ingress's `{ip, hostname, ports}`, a Gateway's `{type, value}`), the table as logs do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
 pub(crate) struct Entries {
     json: serde_json::Value,
+    #[serde(skip)]
     shown: String,
 }
 
@@ -45,12 +47,6 @@ impl Entries {
     pub(crate) fn of<E: Entry>(list: &[E]) -> Entries {
         // Plain data with string keys: serializing it cannot fail.
         Entries { json: serde_json::to_value(list).unwrap_or_default(), shown: Addresses(list).to_string() }
-    }
-}
-
-impl Serialize for Entries {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.json.serialize(s)
     }
 }
 
@@ -209,13 +205,7 @@ impl ByKind {
 
 impl Serialize for ByKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let read: Vec<(Kind, &Summary)> = Kind::ALL.into_iter().filter_map(|k| Some((k, self.of(k)?))).collect();
-        let mut map = s.serialize_map(Some(read.len()))?;
-        for (kind, summary) in read {
-            map.serialize_entry(kind.label(), summary)?;
-        }
-        map.end()
+        s.collect_map(Kind::ALL.into_iter().filter_map(|k| Some((k.label(), self.of(k)?))))
     }
 }
 

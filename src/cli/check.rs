@@ -111,7 +111,8 @@ pub(crate) struct ExplainArgs {
     pub output: Output,
 }
 
-fn parse_namespace(text: &str) -> Result<String, String> {
+/// A `--namespace` value (also `cutover`'s).
+pub(super) fn parse_namespace(text: &str) -> Result<String, String> {
     if crate::names::is_dns1123_label(text) {
         Ok(text.to_owned())
     } else {

@@ -5,7 +5,10 @@ use std::{process::ExitCode, time::Duration};
 
 use clap::Args;
 
-use super::{check::ClusterArgs, duration::Seconds};
+use super::{
+    check::{ClusterArgs, parse_namespace},
+    duration::Seconds,
+};
 use crate::{
     cutover::{self, Change, NewSource, Output, Settings},
     names,
@@ -87,14 +90,6 @@ fn invoked_as() -> String {
     let argv0 = std::env::args_os().next().unwrap_or_default();
     if super::plugin::is_plugin(std::path::Path::new(&argv0)) { "kubectl isg" } else { "ingress-status-guard" }
         .to_owned()
-}
-
-fn parse_namespace(text: &str) -> Result<String, String> {
-    if names::is_dns1123_label(text) {
-        Ok(text.to_owned())
-    } else {
-        Err(format!("{text:?} is not a valid namespace name (lowercase letters, digits and '-', at most 63)"))
-    }
 }
 
 fn parse_policy(text: &str) -> Result<String, String> {

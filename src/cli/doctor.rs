@@ -103,7 +103,7 @@ pub(crate) async fn doctor(args: DoctorArgs, policies: &Policies) -> ExitCode {
         // Interrupted (Ctrl-C, or the Job's Pod deleted): the probe is deleted before exiting.
         let report = tokio::select! {
             report = examine(&client, &args, policies, &leftover) => report,
-            () = interrupted() => {
+            () = crate::server::shutdown_signal() => {
                 if let Some(e) = probe::clean(&client, &leftover, timeout).await {
                     eprintln!("error: {e}");
                 }
@@ -123,29 +123,6 @@ pub(crate) async fn doctor(args: DoctorArgs, policies: &Policies) -> ExitCode {
             }
         }
         tokio::time::sleep(RETRY.min(deadline - now)).await;
-    }
-}
-
-/// SIGINT or SIGTERM.
-async fn interrupted() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

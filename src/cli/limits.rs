@@ -67,22 +67,6 @@ pub(crate) struct LimitArgs {
     pub(crate) decide_timeout_seconds: Duration,
 }
 
-#[cfg(test)]
-impl Default for LimitArgs {
-    /// The flags' defaults, whatever the environment says.
-    fn default() -> Self {
-        use clap::{CommandFactory, FromArgMatches, Parser};
-        #[derive(Parser)]
-        struct Defaults {
-            #[command(flatten)]
-            flags: LimitArgs,
-        }
-        let command = Defaults::command().mut_args(|arg| arg.env(None));
-        let matches = command.get_matches_from(["defaults"]);
-        Defaults::from_arg_matches(&matches).expect("the defaults parse").flags
-    }
-}
-
 impl LimitArgs {
     /// The typed bounds; `max_body_bytes` is `serve`'s own flag (it is also the router's).
     pub(crate) fn limits(&self, max_body_bytes: usize) -> Limits {
@@ -110,6 +94,21 @@ impl LimitArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Default for LimitArgs {
+        /// The flags' defaults, whatever the environment says.
+        fn default() -> Self {
+            use clap::{CommandFactory, FromArgMatches, Parser};
+            #[derive(Parser)]
+            struct Defaults {
+                #[command(flatten)]
+                flags: LimitArgs,
+            }
+            let command = Defaults::command().mut_args(|arg| arg.env(None));
+            let matches = command.get_matches_from(["defaults"]);
+            Defaults::from_arg_matches(&matches).expect("the defaults parse").flags
+        }
+    }
 
     #[test]
     fn the_flags_defaults_are_the_library_defaults() {

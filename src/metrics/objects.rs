@@ -11,7 +11,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use super::{Escaped, registered};
+use super::{Escaped, register, registered};
 use crate::kind::Kind;
 
 /// The watches whose failures are counted, as the `watch` label names them.
@@ -66,11 +66,10 @@ pub(super) struct Objects {
 
 impl Objects {
     pub(super) fn register(registry: &mut Registry) -> Objects {
-        let drift: Family<KindPolicyLabels, Gauge> = registered(
-            registry,
-            "drift_objects",
-            "Governed objects whose stored status differs from the canonical addresses now, by policy and kind (ingress: status.loadBalancer.ingress, gateway: status.addresses)",
-        );
+        register! { registry;
+            drift: Family<KindPolicyLabels, Gauge> = "drift_objects",
+                "Governed objects whose stored status differs from the canonical addresses now, by policy and kind (ingress: status.loadBalancer.ingress, gateway: status.addresses)";
+        }
         let watch_errors = WatchErrors::default();
         registry.register(
             "watch_errors",
@@ -81,21 +80,14 @@ impl Objects {
         for watch in WATCHES {
             let _ = watch_errors.0.get_or_create(&WatchLabel { watch });
         }
-        let forged: Family<ForgedLabels, Counter> = registered(
-            registry,
-            "forged_spec_writes",
-            "Status writes that also changed a field the API server resets from the stored object (field: spec.ingressClassName, spec.gatewayClassName), by the result of the review (judged under the stored value; dry_run for dry runs)",
-        );
-        let forged_metadata: Family<ForgedLabels, Counter> = registered(
-            registry,
-            "forged_metadata_writes",
-            "Status writes that also changed metadata a status write stores as written (field: metadata.annotations, metadata.labels, metadata.ownerReferences, metadata.finalizers), one per field, by the result of the review (patched: put back, denied, audited, not_governed: stored as written; dry_run for dry runs)",
-        );
-        let streaming: Family<WatchLabel, Gauge> = registered(
-            registry,
-            "watch_streaming_lists",
-            "Whether the reconciler's watch of a governed kind (watch: ingresses, gateways) gets its state by streaming lists (1: WatchList) or in list pages (0: the API server does not serve streaming lists); no series before the watch starts",
-        );
+        register! { registry;
+            forged: Family<ForgedLabels, Counter> = "forged_spec_writes",
+                "Status writes that also changed a field the API server resets from the stored object (field: spec.ingressClassName, spec.gatewayClassName), by the result of the review (judged under the stored value; dry_run for dry runs)";
+            forged_metadata: Family<ForgedLabels, Counter> = "forged_metadata_writes",
+                "Status writes that also changed metadata a status write stores as written (field: metadata.annotations, metadata.labels, metadata.ownerReferences, metadata.finalizers), one per field, by the result of the review (patched: put back, denied, audited, not_governed: stored as written; dry_run for dry runs)";
+            streaming: Family<WatchLabel, Gauge> = "watch_streaming_lists",
+                "Whether the reconciler's watch of a governed kind (watch: ingresses, gateways) gets its state by streaming lists (1: WatchList) or in list pages (0: the API server does not serve streaming lists); no series before the watch starts";
+        }
         Objects { drift, watch_errors, forged, forged_metadata, streaming }
     }
 

@@ -52,24 +52,18 @@ struct Contents {
 impl CertFiles {
     /// Reads the files without blocking the runtime's workers.
     async fn read(&self) -> Result<Contents, TlsError> {
-        let show = |p: &Path| p.display().to_string();
+        let read = async |file, path: &Path| {
+            tokio::fs::read(path).await.map_err(|source| TlsError::Read {
+                file,
+                path: path.display().to_string(),
+                source,
+            })
+        };
         Ok(Contents {
-            cert: tokio::fs::read(&self.cert).await.map_err(|source| TlsError::Read {
-                file: TlsFile::Cert,
-                path: show(&self.cert),
-                source,
-            })?,
-            key: tokio::fs::read(&self.key).await.map_err(|source| TlsError::Read {
-                file: TlsFile::Key,
-                path: show(&self.key),
-                source,
-            })?,
+            cert: read(TlsFile::Cert, &self.cert).await?,
+            key: read(TlsFile::Key, &self.key).await?,
             client_ca: match &self.client_ca {
-                Some(path) => Some(tokio::fs::read(path).await.map_err(|source| TlsError::Read {
-                    file: TlsFile::ClientCa,
-                    path: show(path),
-                    source,
-                })?),
+                Some(path) => Some(read(TlsFile::ClientCa, path).await?),
                 None => None,
             },
         })

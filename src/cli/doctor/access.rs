@@ -196,10 +196,8 @@ pub(crate) async fn permissions(
             },
             ..SubjectAccessReview::default()
         };
-        let asked = bounded(|| format!("create a SubjectAccessReview ({})", need.shown()), timeout, async {
-            api.create(&PostParams::default(), &review).await
-        })
-        .await;
+        let what = || format!("create a SubjectAccessReview ({})", need.shown());
+        let asked = bounded(what, timeout, api.create(&PostParams::default(), &review)).await;
         match asked {
             Ok(answer) if answer.status.as_ref().is_some_and(|s| s.allowed) => {}
             Ok(_) => denied.push(need.shown()),

@@ -104,14 +104,12 @@ async fn ensure_secret(
     let names = service_names(&args.service, &args.namespace);
     let shown = format!("Secret {}/{}", args.namespace, args.secret);
     let validity = days(args.validity_days);
+    let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
     for _ in 0..5 {
         let existing = api.get_opt(&args.secret).await.map_err(kube_error(format!("get {shown}")))?;
         let Some(existing) = existing else {
             let (secret, ca_pem) = new_secret(args, &names, validity, None)?;
-            match api
-                .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &secret)
-                .await
-            {
+            match api.create(&params, &secret).await {
                 Ok(_) => return Ok((SecretAction::Created, ca_pem, None)),
                 Err(e) if is_status(&e, 409) => continue, // another bootstrap created it first
                 Err(e) => return Err(kube_error(format!("create {shown}"))(e)),
@@ -134,14 +132,7 @@ async fn ensure_secret(
         });
         let (mut secret, ca_pem) = new_secret(args, &names, validity, Some(&existing))?;
         secret.metadata.resource_version = existing.metadata.resource_version.clone();
-        match api
-            .replace(
-                &args.secret,
-                &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() },
-                &secret,
-            )
-            .await
-        {
+        match api.replace(&args.secret, &params, &secret).await {
             Ok(_) => return Ok((SecretAction::Renewed { reason }, ca_pem, previous_ca)),
             Err(e) if is_status(&e, 409) => continue, // changed since read: look again
             Err(e) => return Err(kube_error(format!("update {shown}"))(e)),
