@@ -152,6 +152,11 @@ pub(crate) enum CliError {
     Manifest { path: String, message: String },
     #[error("{flag} {addr}: cannot listen: {source}; pass another address with {flag} or {env}")]
     Bind { flag: &'static str, env: &'static str, addr: SocketAddr, source: std::io::Error },
+    /// A webhook port's flag with `--admission=policy`, which opens none: a usage error.
+    #[error(
+        "{flag}: --admission=policy opens no webhook port (no review reaches the guard; the API server enforces the admission policies): remove {flag}, or its variable"
+    )]
+    NoWebhookPort { flag: &'static str },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -242,7 +247,8 @@ pub fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             // A mode the cluster cannot run is the operator's to change, like a usage error.
-            if matches!(e, CliError::AdmissionPolicy(_)) { ExitCode::from(2) } else { failure }
+            let usage = matches!(e, CliError::AdmissionPolicy(_) | CliError::NoWebhookPort { .. });
+            if usage { ExitCode::from(2) } else { failure }
         }
     }
 }

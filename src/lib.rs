@@ -49,7 +49,9 @@ pub use reload::{
     start_requiring as watch_certificates_requiring,
 };
 pub use review::{Review, read as read_review, render};
-pub use server::{AppState, Limits, Listeners, Tasks, admin_router, serve, webhook_router, webhook_router_with};
+pub use server::{
+    AppState, Limits, Listeners, Tasks, WebhookPort, admin_router, serve, webhook_router, webhook_router_with,
+};
 /// What the node-IP source keeps of a Node, for the memory benchmark of its cache.
 #[doc(hidden)]
 pub use sources::NodeAddrs;

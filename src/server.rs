@@ -54,9 +54,6 @@ pub struct AppState {
     /// Draining on SIGTERM so load balancers stop sending before the listener closes; failed
     /// when a background task ends.
     pub readiness: Readiness,
-    /// Set in `--admission=policy`: the API server enforces admission policies, and the
-    /// webhook port answers every request with [`policy_mode_router`]'s 404.
-    pub(crate) policy_mode: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -72,14 +69,7 @@ impl AppState {
         metrics: Arc<Metrics>,
         events: Option<EventSink>,
     ) -> Arc<Self> {
-        Arc::new(AppState {
-            policies,
-            sources,
-            metrics,
-            events,
-            readiness: Readiness::default(),
-            policy_mode: std::sync::atomic::AtomicBool::new(false),
-        })
+        Arc::new(AppState { policies, sources, metrics, events, readiness: Readiness::default() })
     }
 
     /// What `/readyz` says: not draining, no background task failed, and the sources synced.
@@ -99,17 +89,6 @@ pub fn webhook_router_with(state: Arc<AppState>, limits: Limits) -> Router {
         .route("/mutate", post(mutate).fallback(method_not_allowed))
         .fallback(not_found)
         .with_state(Arc::new(Webhook { state, intake: Intake::new(limits) }))
-}
-
-/// The webhook port's router in `--admission=policy`: every request is answered 404, with a
-/// line saying why, so that a MutatingWebhookConfiguration left behind is easy to diagnose.
-pub(crate) fn policy_mode_router() -> Router {
-    Router::new().fallback(|| async {
-        (
-            StatusCode::NOT_FOUND,
-            "ingress-status-guard runs in admission policy mode (--admission=policy): the API server enforces its MutatingAdmissionPolicies; /mutate is not served\n",
-        )
-    })
 }
 
 /// What the webhook port's handler reads. The intake is router state rather than a request
@@ -404,24 +383,32 @@ fn report_finding(state: &AppState, review: review::Review, verdict: Verdict<'_>
     }
 }
 
+/// The HTTPS webhook port (`--listen`) and what its handshakes need.
+pub struct WebhookPort {
+    /// The bound socket.
+    pub listener: std::net::TcpListener,
+    /// Shared with the certificate reloader, which swaps the configuration in place.
+    pub tls: RustlsConfig,
+    /// With `--client-ca`: the required client names, whose refusal counters also count the
+    /// handshakes that present no certificate at all (`reason="missing"`).
+    pub client_names: Option<crate::tls::ClientNames>,
+}
+
 /// How `serve` listens. The sockets are bound by the caller, so tests can use port 0.
 pub struct Listeners {
-    /// The HTTPS webhook port (`--listen`).
-    pub webhook: std::net::TcpListener,
+    /// The webhook port; `None` in `--admission=policy`, where no review reaches the guard and
+    /// the process that holds the admission-policy rights answers nothing but probes and
+    /// metrics.
+    pub webhook: Option<WebhookPort>,
     /// The plain-HTTP admin port (`--admin-listen`).
     pub admin: std::net::TcpListener,
     /// The plain-HTTP probe port (`--probe-listen`): `/livez` and `/readyz` only, with a table
     /// of its own, so that whatever fills the admin port cannot fail the kubelet's probes.
     pub probe: std::net::TcpListener,
-    /// Shared with the certificate reloader, which swaps the configuration in place.
-    pub tls: RustlsConfig,
     /// Every bound on connections and requests, for every port.
     pub limits: Limits,
     /// Longest wait for in-flight reviews once shutdown starts.
     pub drain: Duration,
-    /// With `--client-ca`: the required client names, whose refusal counters also count the
-    /// handshakes that present no certificate at all (`reason="missing"`).
-    pub client_names: Option<crate::tls::ClientNames>,
 }
 
 /// Serves until `shutdown` completes, then stops being ready, lets in-flight reviews finish
@@ -434,15 +421,18 @@ pub async fn serve(
     mut tasks: Tasks,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    listeners.webhook.set_nonblocking(true)?;
     listeners.admin.set_nonblocking(true)?;
     listeners.probe.set_nonblocking(true)?;
     tracing::info!(address = %listeners.admin.local_addr()?, "admin server listening (/livez, /readyz, /metrics)");
     tracing::info!(address = %listeners.probe.local_addr()?, "probe server listening (/livez, /readyz)");
-    if state.policy_mode.load(std::sync::atomic::Ordering::Relaxed) {
-        tracing::info!(address = %listeners.webhook.local_addr()?, "webhook port listening (HTTPS), answering 404: admission policy mode");
-    } else {
-        tracing::info!(address = %listeners.webhook.local_addr()?, "webhook listening (HTTPS, POST /mutate)");
+    match &listeners.webhook {
+        Some(port) => {
+            port.listener.set_nonblocking(true)?;
+            tracing::info!(address = %port.listener.local_addr()?, "webhook listening (HTTPS, POST /mutate)");
+        }
+        None => {
+            tracing::info!("no webhook port: admission policy mode, the API server enforces the admission policies")
+        }
     }
     let limits = listeners.limits;
 
@@ -466,21 +456,28 @@ pub async fn serve(
     let shutdown_handle = handle.clone();
     let drain = listeners.drain;
 
-    let app = if state.policy_mode.load(std::sync::atomic::Ordering::Relaxed) {
-        policy_mode_router()
-    } else {
-        webhook_router_with(state.clone(), limits.clone())
+    let server = match listeners.webhook {
+        Some(port) => {
+            let guard = bounded(limits.max_connections, "webhook");
+            let mut server = axum_server::from_tcp_rustls(port.listener, port.tls)?
+                .map(|tls| handshake::CountMissing {
+                    inner: tls.handshake_timeout(limits.tls_handshake_timeout).acceptor(guard),
+                    names: port.client_names,
+                })
+                .first_request_timeout(limits.header_read_timeout)
+                .handle(handle);
+            limits.configure(server.http_builder());
+            Some(server.serve(webhook_router_with(state.clone(), limits.clone()).into_make_service()))
+        }
+        None => None,
     };
-    let guard = bounded(limits.max_connections, "webhook");
-    let mut server = axum_server::from_tcp_rustls(listeners.webhook, listeners.tls)?
-        .map(|tls| handshake::CountMissing {
-            inner: tls.handshake_timeout(limits.tls_handshake_timeout).acceptor(guard),
-            names: listeners.client_names.clone(),
-        })
-        .first_request_timeout(limits.header_read_timeout)
-        .handle(handle);
-    limits.configure(server.http_builder());
-    let server = server.serve(app.into_make_service());
+    let serves_reviews = server.is_some();
+    let server = async move {
+        match server {
+            Some(server) => server.await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::pin!(server, shutdown);
     let mut shutting_down = false;
     let result = loop {
@@ -492,6 +489,9 @@ pub async fn serve(
                 shutting_down = true;
                 tracing::info!(drain_seconds = drain.as_secs(), "shutting down: not ready, draining in-flight reviews");
                 state.readiness.drain();
+                if !serves_reviews {
+                    break Ok(());
+                }
                 shutdown_handle.graceful_shutdown(Some(drain));
             }
         }

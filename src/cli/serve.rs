@@ -26,7 +26,7 @@ use crate::{
     policy::{ClusterNeeds, Policies, SourceList},
     reload,
     reload::policy::{self as policy_reload, PodEvents},
-    server::{self, AppState, Listeners},
+    server::{self, AppState, Listeners, WebhookPort},
     sources::SourceCache,
     sources::known::KnownByKind,
     sources::owned::Tasks,
@@ -48,9 +48,10 @@ pub(crate) enum Admission {
 #[derive(Args, Debug)]
 #[command(mut_arg("kubeconfig", |a| a.help(KUBECONFIG_HELP)))]
 pub(crate) struct ServeArgs {
-    /// Address of the HTTPS webhook listener.
-    #[arg(long, env = "ISG_LISTEN", default_value = "0.0.0.0:8443")]
-    pub listen: SocketAddr,
+    /// Address of the HTTPS webhook listener [default: 0.0.0.0:8443]. Not with
+    /// `--admission=policy`, which opens no webhook port.
+    #[arg(long, env = "ISG_LISTEN")]
+    pub listen: Option<SocketAddr>,
     /// Address of the plain-HTTP admin listener (/livez, /readyz, /metrics).
     #[arg(long, env = "ISG_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
     pub admin_listen: SocketAddr,
@@ -98,7 +99,8 @@ pub(crate) struct ServeArgs {
     /// How writes are enforced at admission: `webhook` (the API server calls POST /mutate) or
     /// `policy` (the leader keeps one MutatingAdmissionPolicy, or ValidatingAdmissionPolicy for
     /// audit and deny, per policy current with the canonical value; the API server enforces it
-    /// in process, even while the guard is down, and /mutate answers 404). `policy` needs
+    /// in process, even while the guard is down; the guard then opens no webhook port, only
+    /// the admin and probe ports, and refuses --listen, --tls-cert and --client-ca). `policy` needs
     /// Kubernetes 1.36, or 1.34-1.35 with the MutatingAdmissionPolicy feature gate.
     #[arg(long, env = "ISG_ADMISSION", value_enum, default_value_t = Admission::Webhook)]
     pub admission: Admission,
@@ -174,14 +176,24 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let counted_names = client_ca.is_some().then(|| client_names.clone());
     let pod = PodIdentity::from(pod);
     let (reconcile_settings, leader_settings) = reconcile.settings(&pod)?;
-    let policies = load_policies(&policy)?;
     let policy_mode = admission == Admission::Policy;
-    if !policy_mode {
-        warn_if_open(client_ca.is_some(), network_policy_narrowed);
+    if policy_mode {
+        let flags =
+            [("--listen", listen.is_some()), ("--tls-cert", tls_cert.is_some()), ("--client-ca", client_ca.is_some())];
+        refuse_webhook_flags(&flags)?;
     }
-    // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
+    let policies = load_policies(&policy)?;
     let client_ca_set = client_ca.is_some();
-    let (tls, reloader, _ca_dir) = build_tls(tls_cert, tls_key, client_ca, client_names, policy_mode).await?;
+    // The process that holds the admission-policy rights answers no network caller: no
+    // review reaches it, so it opens no webhook port (docs/security.md, "Rights by mode").
+    // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
+    let (tls, reloader, _ca_dir) = if policy_mode {
+        (None, None, None)
+    } else {
+        warn_if_open(client_ca_set, network_policy_narrowed);
+        let (tls, reloader, dir) = build_tls(tls_cert, tls_key, client_ca, client_names).await?;
+        (Some(tls), reloader, dir)
+    };
     let cache = SourceCache::new(&policies);
     // No review reaches the guard in policy mode, so there is nothing to make Events of.
     let no_events = no_events || policy_mode;
@@ -259,18 +271,17 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         events::start(publisher, pod.instance(), metrics.clone(), settings, tasks.shutdown_token());
     tasks.spawn("finding reporter (log, Kubernetes Events)", reporter);
     let state = AppState::with(store, cache, metrics, Some(events));
-    if policy_mode {
-        state.policy_mode.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
     let probe_listen = probe::address(probe_listen, admin_listen, probe::in_pod());
+    let webhook = tls.map(|tls| {
+        let listener = bind(listen.unwrap_or(DEFAULT_LISTEN), "--listen", "ISG_LISTEN")?;
+        Ok::<_, CliError>(WebhookPort { listener, tls, client_names: counted_names })
+    });
     let listeners = Listeners {
-        webhook: bind(listen, "--listen", "ISG_LISTEN")?,
+        webhook: webhook.transpose()?,
         admin: bind(admin_listen, "--admin-listen", "ISG_ADMIN_LISTEN")?,
         probe: bind(probe_listen, "--probe-listen", "ISG_PROBE_LISTEN")?,
-        tls,
         limits: limits.limits(max_body_bytes),
         drain: drain_seconds,
-        client_names: counted_names,
     };
     let shutdown = shutdown(first_signal, state.clone(), stop_reconciler, shutdown_delay_seconds);
     Ok(server::serve(state, listeners, tasks, shutdown).await?)
@@ -295,16 +306,25 @@ fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
     Ok(policies)
 }
 
+/// `--listen`'s default.
+const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 8443));
+
+/// `--admission=policy` opens no webhook port: a flag (or its variable) that configures one is
+/// a mistake to name, not to ignore (the operator expects a port that is not there).
+fn refuse_webhook_flags(flags: &[(&'static str, bool)]) -> Result<(), CliError> {
+    match flags.iter().find(|(_, given)| *given) {
+        Some(&(flag, _)) => Err(CliError::NoWebhookPort { flag }),
+        None => Ok(()),
+    }
+}
+
 /// The serving configuration: from the given files, watched and reloaded, or else an ephemeral
-/// certificate whose CA is kept in a private directory (removed when dropped). In admission
-/// policy mode the port only answers 404: its ephemeral CA is not written anywhere (the chart's
-/// root filesystem is read-only) and not worth a warning.
+/// certificate whose CA is kept in a private directory (removed when dropped).
 async fn build_tls(
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
     client_names: ClientNames,
-    policy_mode: bool,
 ) -> Result<(RustlsConfig, Option<reload::Reloader>, Option<scratch::CaDir>), CliError> {
     if let (Some(cert), Some(key)) = (cert, key) {
         if !client_names.is_empty() {
@@ -316,16 +336,11 @@ async fn build_tls(
     }
     let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
     let bundle = certs::generate("ingress-status-guard ephemeral CA", &names)?;
-    let dir = if policy_mode {
-        None
-    } else {
-        let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
-        tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
-        Some(dir)
-    };
+    let dir = scratch::CaDir::create(&std::env::temp_dir(), &bundle.ca_pem)?;
+    tracing::warn!(ca_bundle = %dir.ca().display(), "no --tls-cert/--tls-key: serving an ephemeral self-signed certificate for localhost; trust it with curl --cacert");
     let config =
         tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?;
-    Ok((RustlsConfig::from_config(Arc::new(config)), None, dir))
+    Ok((RustlsConfig::from_config(Arc::new(config)), None, Some(dir)))
 }
 
 /// Without mTLS or a NetworkPolicy, any pod can post reviews: bounded, but worth knowing.

@@ -700,10 +700,16 @@ async fn the_charts_rbac_and_policy_file_are_all_the_webhook_needs() {
     assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("probe"));
     // Events are written through events.k8s.io alone: the chart grants no core Events.
     let as_guard = "--as=system:serviceaccount:ingress-status-guard:ingress-status-guard";
-    for (resource, want) in [("events.events.k8s.io", "yes"), ("events", "no")] {
-        let can =
-            t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["auth", "can-i", "create", resource, "-A", as_guard]);
-        assert_eq!(can.stdout.trim(), want, "can-i create {resource}: {}", can.stderr);
+    // And the pods that answer the network hold no admissionregistration write (the keeper of
+    // admission.mode=policy is the pod that opens no webhook port).
+    let admission = ["mutatingadmissionpolicies", "validatingadmissionpolicies", "mutatingwebhookconfigurations"]
+        .map(|r| format!("{r}.admissionregistration.k8s.io"));
+    let cases = [("create", "events.events.k8s.io", "yes"), ("create", "events", "no")].into_iter().chain(
+        admission.iter().flat_map(|r| ["create", "update", "patch", "delete"].map(|verb| (verb, r.as_str(), "no"))),
+    );
+    for (verb, resource, want) in cases {
+        let can = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["auth", "can-i", verb, resource, "-A", as_guard]);
+        assert_eq!(can.stdout.trim(), want, "can-i {verb} {resource}: {}", can.stderr);
     }
     // No namespaceSelector: the guard reads no Namespace, and may not. With one on the webhook
     // configuration, the scope's ClusterRole grants list and watch of them.

@@ -228,6 +228,27 @@ fn serve_refuses_bad_tls_and_config_files() {
     }
 }
 
+/// `--admission=policy` opens no webhook port: a flag or variable that would configure one is
+/// refused (exit 2) naming it, before any cluster is needed, instead of being ignored.
+#[test]
+fn policy_mode_refuses_the_webhook_ports_flags() {
+    let cert = "/nonexistent/tls.crt";
+    let cases: [(Vec<&str>, &[(&str, &str)], &str); 4] = [
+        (vec!["--listen", "127.0.0.1:0"], &[], "--listen"),
+        (vec!["--tls-cert", cert, "--tls-key", cert], &[], "--tls-cert"),
+        (vec!["--tls-cert", cert, "--tls-key", cert, "--client-ca", cert], &[], "--tls-cert"),
+        (vec![], &[("ISG_LISTEN", "0.0.0.0:8443")], "--listen"),
+    ];
+    for (args, env, flag) in cases {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"));
+        command.args(["serve", "--admission=policy", "--publish-status-address", "192.0.2.1"]).args(&args);
+        let out = command.envs(env.iter().copied()).env_remove("KUBECONFIG").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {}", stderr(&out));
+        let want = format!("error: {flag}: --admission=policy opens no webhook port");
+        assert!(stderr(&out).contains(&want), "{args:?} {env:?}\n  got:  {}\n  want: {want}", stderr(&out));
+    }
+}
+
 #[test]
 fn serve_starts_with_no_setup_and_stops_cleanly_on_sigterm() {
     use std::io::{BufRead, BufReader};

@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use axum_server::tls_rustls::RustlsConfig;
-use ingress_status_guard::{AppState, Limits, Listeners, PolicySpec, SourceCache, Tasks, serve};
+use ingress_status_guard::{AppState, Limits, Listeners, PolicySpec, SourceCache, Tasks, WebhookPort, serve};
 
 /// A running `serve`; stops when told to, or when the test's runtime ends.
 pub(crate) struct LocalServer {
@@ -43,7 +43,8 @@ impl LocalServer {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (webhook_addr, admin_addr) = (webhook.local_addr().unwrap(), admin.local_addr().unwrap());
         let probe_addr = probe.local_addr().unwrap();
-        let listeners = Listeners { webhook, admin, probe, tls, limits, drain: Duration::from_secs(5), client_names };
+        let webhook = Some(WebhookPort { listener: webhook, tls, client_names });
+        let listeners = Listeners { webhook, admin, probe, limits, drain: Duration::from_secs(5) };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(serve(state, listeners, Tasks::default(), async {
             let _ = stopped.await;

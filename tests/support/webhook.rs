@@ -73,13 +73,15 @@ impl Webhook {
         for attempt in 1..=3 {
             let (port, admin_port) = (free_port(), free_port());
             let mut command = Command::new(binary);
+            command.arg("serve");
+            // Admission policy mode opens no webhook port, and refuses its flags.
+            if !args.contains(&"--admission=policy") {
+                command.arg(format!("--listen=127.0.0.1:{port}"));
+                command.arg(format!("--tls-cert={}", cert.display())).arg(format!("--tls-key={}", key.display()));
+            }
             command
-                .arg("serve")
-                .arg(format!("--listen=127.0.0.1:{port}"))
                 .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
                 .arg("--probe-listen=127.0.0.1:0")
-                .arg(format!("--tls-cert={}", cert.display()))
-                .arg(format!("--tls-key={}", key.display()))
                 .arg(format!("--kubeconfig={}", kubeconfig.display()))
                 .arg("--log-format=json")
                 .args(args)

@@ -93,10 +93,13 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
     );
     let mut guard = start_guard(&t, &cfg).await;
 
-    // The webhook port says why it serves no reviews.
-    let answer = post_mutate(&guard).await;
-    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
-    assert!(answer.contains("admission policy mode (--admission=policy)"), "{answer}");
+    // The process that holds the admission-policy rights listens on the admin and probe ports
+    // alone: no webhook port, so no network caller reaches more than probes and /metrics.
+    let listening = listening_ports(guard.pid());
+    assert_eq!(listening.len(), 2, "admin and probe ports only: {listening:?}\n{}", guard.log_tail());
+    let admin_port: u16 = guard.admin_addr().rsplit(':').next().unwrap().parse().unwrap();
+    assert!(listening.contains(&admin_port), "{listening:?}");
+    assert!(guard.log().contains("no webhook port: admission policy mode"), "{}", guard.log_tail());
 
     create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
     create_ingress(&t.ingresses, "quiet", Class::Field(&t.ns)).await;
@@ -289,25 +292,28 @@ async fn a_server_without_mutating_admission_policies_refuses_policy_mode() {
     assert_eq!(code, None, "webhook mode runs on 1.31 until killed: {stderr}");
 }
 
-/// POSTs an empty body to the guard's `/mutate` over TLS (trusting its CA); the whole answer.
-async fn post_mutate(guard: &Webhook) -> String {
-    use std::sync::Arc;
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(guard.ca_pem().as_bytes()) {
-        roots.add(cert.expect("CA PEM")).expect("CA");
+/// The TCP ports process `pid` listens on: its socket inodes (`/proc/<pid>/fd`) found among the
+/// LISTEN rows of its network namespace's tables.
+fn listening_ports(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read the guard's file descriptors")
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| Some(link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned()))
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for row in text.lines().skip(1) {
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            // local_address is HEXIP:HEXPORT; st 0A is LISTEN; the inode is the tenth column.
+            if cols.len() > 9 && cols[3] == "0A" && inodes.iter().any(|i| i == cols[9]) {
+                let port = cols[1].rsplit(':').next().unwrap();
+                ports.push(u16::from_str_radix(port, 16).unwrap());
+            }
+        }
     }
-    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    let addr = guard.url().trim_start_matches("https://").trim_end_matches("/mutate").to_owned();
-    let tcp = tokio::net::TcpStream::connect(&addr).await.expect("connect to the guard");
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS handshake");
-    let head = format!("POST /mutate HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-    tls.write_all(head.as_bytes()).await.expect("send the request");
-    let mut response = Vec::new();
-    let _ = tls.read_to_end(&mut response).await;
-    String::from_utf8_lossy(&response).into_owned()
+    ports.sort_unstable();
+    ports
 }
 
 /// Two replicas: only the leader applies; SIGKILL it, and the other takes the Lease and follows

@@ -31,6 +31,11 @@ fn binary_names(dir: &std::path::Path, config: &str, lease: &str) -> Vec<String>
     String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
 }
 
+/// The names of the first container's ports in the pod spec `pod`.
+fn port_names(pod: &Value) -> Vec<&str> {
+    pod["containers"][0]["ports"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect()
+}
+
 fn config_of(docs: &[Value]) -> String {
     let map = docs.iter().find(|d| d["kind"] == "ConfigMap").expect("the policy ConfigMap");
     map["data"]["config.yaml"].as_str().unwrap().to_owned()
@@ -140,10 +145,17 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
         }
         let args = args_of(&docs);
         assert!(args.contains(&"--admission=policy".to_owned()), "{args:?}");
-        assert!(!args.iter().any(|a| a.starts_with("--tls-")), "{args:?}");
+        assert!(!args.iter().any(|a| a.starts_with("--tls-") || a.starts_with("--listen=")), "{args:?}");
         let pod = &find(&docs, "Deployment", RELEASE)["spec"]["template"]["spec"];
         assert!(!pod.to_string().contains("\"tls\""), "no serving certificate volume: {pod}");
+        // The pods hold the admission-policy rights and open no webhook port: probes and metrics.
+        assert_eq!(port_names(pod), ["admin", "probes"]);
     }
+    // Its NetworkPolicy admits the probes and the admin peers, and names no webhook port.
+    let docs = helm.template(&["--set", "admission.mode=policy", "--set", "networkPolicy.enabled=true"]);
+    let rules = &find(&docs, "NetworkPolicy", RELEASE)["spec"]["ingress"];
+    let ports: Vec<&Value> = rules.as_array().unwrap().iter().map(|r| &r["ports"][0]["port"]).collect();
+    assert_eq!(ports, [&json!(8081)], "{rules}");
     let out = helm.run(&["template", RELEASE, CHART, "--set", "admission.mode=both"]);
     assert!(!out.success && out.stderr.contains("/admission/mode"), "{}", out.stderr);
 
@@ -225,8 +237,10 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     let overlay_args = args_of(&overlay);
     assert!(overlay_args.contains(&"--admission=policy".to_owned()), "{overlay_args:?}");
     assert!(!overlay_args.iter().any(|a| a.starts_with("--tls-")), "{overlay_args:?}");
+    assert!(!overlay_args.iter().any(|a| a.starts_with("--listen=")), "{overlay_args:?}");
     let pod = &find(&overlay, "Deployment", RELEASE)["spec"]["template"]["spec"];
     assert_eq!(pod["volumes"].as_array().unwrap().len(), 1, "the config volume only: {pod}");
+    assert_eq!(port_names(pod), ["admin", "probes"]);
 }
 
 /// The release of the policy-mode install test, in a namespace of its own (the webhook-mode
