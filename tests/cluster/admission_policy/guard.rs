@@ -250,7 +250,9 @@ fn serve_until_exit(args: &[&str]) -> (Option<i32>, String) {
 /// As [`serve_until_exit`], killed after `seconds` (then the code is `None`).
 fn serve_until_exit_after(args: &[&str], seconds: u64) -> (Option<i32>, String) {
     let mut child = std::process::Command::new(crate::support::webhook::BINARY)
-        .args(["serve", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--probe-listen=127.0.0.1:0"])
+        .args(["serve", "--admin-listen=127.0.0.1:0", "--probe-listen=127.0.0.1:0"])
+        // Admission policy mode opens no webhook port, and refuses its flag.
+        .args(if args.contains(&"--admission=policy") { None } else { Some("--listen=127.0.0.1:0") })
         .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
