@@ -431,7 +431,7 @@ pub async fn serve(
             tracing::info!(address = %port.listener.local_addr()?, "webhook listening (HTTPS, POST /mutate)");
         }
         None => {
-            tracing::info!("no webhook port: admission policy mode, the API server enforces the admission policies")
+            tracing::info!("no webhook port: admission policy mode, the API server enforces the admission policies");
         }
     }
     let limits = listeners.limits;
