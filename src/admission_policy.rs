@@ -134,9 +134,15 @@ pub(crate) enum RenderError {
     )]
     TooMany { policy: String, too_many: crate::kind::TooMany },
     #[error(
-        "policy {policy:?}: its admission objects would be named {name:?}, which is not a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'); shorten the policy name or the Lease name (the chart's release fullname)"
+        "policy {policy:?}: the Lease name {lease:?} cannot start its admission objects' names (<lease>-<kind>-<n>, up to <lease>-gateway-15, must be DNS-1123 labels of at most 63 characters: lowercase letters, digits and '-'); give a Lease name (the chart's release fullname) of at most {} such characters",
+        MAX_LEASE
     )]
-    Name { policy: String, name: String },
+    Name { policy: String, lease: String },
+    #[error(
+        "policy {policy:?}: it is {kind} policy number {number} of the file, and admission policy mode keeps at most {SLOTS} policies of a kind (their objects are named <lease>-{label}-0 to <lease>-{label}-{}); merge policies, or run another release for the rest",
+        SLOTS - 1
+    )]
+    Slots { policy: String, kind: crate::kind::Kind, label: &'static str, number: usize },
 }
 
 /// Separators of an Ingress entry's comparison key (`kind/ingress/admission`'s `key`); a
@@ -154,7 +160,7 @@ pub(crate) trait Admitted: crate::kind::Governed {
 }
 
 /// The objects for one policy of kind `K`: the admission policy, then its binding, named as
-/// the guard of the default Lease names them ([`object_name_in`] of [`DEFAULT_LEASE`]).
+/// the guard of the default Lease names its kind's first slot.
 #[cfg(test)]
 pub(crate) fn render<K: Admitted>(
     policy: &Policy,
@@ -162,8 +168,7 @@ pub(crate) fn render<K: Admitted>(
     governed: &Governed,
     api: ApiVersion,
 ) -> Result<Vec<Value>, RenderError> {
-    let name = object_name_in(DEFAULT_LEASE, policy)?;
-    render_named::<K>(policy, canonical, governed, api, &name)
+    render_named::<K>(policy, canonical, governed, api, &slot_name(DEFAULT_LEASE, K::KIND.info().label, 0))
 }
 
 /// The objects for one policy of kind `K`, named `name` (their owner's name of them,
@@ -222,7 +227,12 @@ pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape
             "reason": "Forbidden",
         }));
     }
-    let metadata = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "ingress-status-guard"}});
+    // The name is a slot's (`<lease>-<kind>-<n>`): the annotation says whose policy it holds.
+    let metadata = json!({
+        "name": name,
+        "labels": {"app.kubernetes.io/managed-by": "ingress-status-guard"},
+        "annotations": {POLICY_ANNOTATION: policy.name},
+    });
     let (policy_object, mut binding) = match policy.mode {
         Mode::Enforce => (
             json!({
@@ -281,26 +291,57 @@ pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape
 /// the chart's release `ingress-status-guard`.
 pub(crate) const DEFAULT_LEASE: &str = "ingress-status-guard";
 
-/// The one naming rule of the admission objects a guard keeps: `<lease>-<kind prefix><policy>`,
-/// where `lease` is the guard's leader Lease (the chart's release fullname), so two guards of
-/// one cluster never share an object by sharing a policy name, and an Ingress and a Gateway
-/// policy of one name never share objects ([`Policy::object_stem`]). A name that is not a
-/// DNS-1123 label of at most 63 characters is refused, never hashed: the chart computes its
-/// RBAC resourceNames by this rule (`isg.admissionObjectNames`) and refuses such names at
-/// render, and a hash it cannot compute would have to widen the grant to every name.
-pub(crate) fn object_name_in(lease: &str, policy: &Policy) -> Result<String, RenderError> {
-    let name = format!("{lease}-{}", policy.object_stem());
-    if crate::names::is_dns1123_label(&name) {
+/// Admission objects a guard keeps per kind: named `<lease>-<kind>-0` to `<lease>-<kind>-15`
+/// whatever its policies are called, so the chart and the kustomize overlay grant a fixed set
+/// of names, and renaming a policy never changes a name (under `helm template` there is no
+/// lookup to find the old one).
+pub(crate) const SLOTS: usize = 16;
+
+/// The annotation that names the policy an admission object holds.
+pub(crate) const POLICY_ANNOTATION: &str = "ingress-status-guard/policy";
+
+/// The longest Lease name whose objects are still DNS-1123 labels: `<lease>-gateway-15`.
+pub(crate) const MAX_LEASE: usize = 63 - "-gateway-15".len();
+
+/// The one naming rule of the admission objects a guard keeps: `<lease>-<kind label>-<slot>`,
+/// where `lease` is the guard's leader Lease (the chart's release fullname) and the slot is the
+/// policy's place among the file's policies of its kind. Read from the right (digits, then a
+/// kind label that holds no `-`), a name gives back its Lease, kind and slot, so no two
+/// (Lease, kind, slot) share a name: not an Ingress and a Gateway policy, not two releases.
+/// A name that is not a DNS-1123 label of at most 63 characters is refused, never hashed: the
+/// chart grants these names (`isg.admissionObjectNames`), and a hash it cannot compute would
+/// have to widen the grant to every name.
+pub(crate) fn object_name_in(lease: &str, policies: &Policies, policy: &Policy) -> Result<String, RenderError> {
+    let label = policy.kind.info().label;
+    let slot = policies.of(policy.kind).position(|p| p.name == policy.name);
+    let slot = slot.unwrap_or_else(|| policies.of(policy.kind).count());
+    if slot >= SLOTS {
+        return Err(RenderError::Slots { policy: policy.name.clone(), kind: policy.kind, label, number: slot + 1 });
+    }
+    let name = slot_name(lease, label, slot);
+    // Every slot's name fits, not only this one's: the chart grants them all.
+    if lease.len() <= MAX_LEASE && crate::names::is_dns1123_label(&name) {
         Ok(name)
     } else {
-        Err(RenderError::Name { policy: policy.name.clone(), name })
+        Err(RenderError::Name { policy: policy.name.clone(), lease: lease.to_owned() })
     }
 }
 
-/// Every policy's object name under the Lease `lease`, in file order (Ingress policies, then
-/// Gateway policies), or the first that cannot be named.
+/// The name of slot `slot` of the kind labelled `label` under the Lease `lease`.
+pub(crate) fn slot_name(lease: &str, label: &str, slot: usize) -> String {
+    format!("{lease}-{label}-{slot}")
+}
+
+/// Every name the guard of `lease` may give an admission object, whatever its policies: what
+/// the chart and the overlay grant by name.
+pub(crate) fn all_slot_names(lease: &str) -> Vec<String> {
+    Kind::ALL.iter().flat_map(|kind| (0..SLOTS).map(move |slot| slot_name(lease, kind.info().label, slot))).collect()
+}
+
+/// Every policy's object name under the Lease `lease`, in file order, or the first that cannot
+/// be named.
 pub(crate) fn object_names(policies: &Policies, lease: &str) -> Result<Vec<(String, String)>, RenderError> {
-    policies.iter().map(|p| object_name_in(lease, p).map(|name| (p.name.clone(), name))).collect()
+    policies.iter().map(|p| object_name_in(lease, policies, p).map(|name| (p.name.clone(), name))).collect()
 }
 
 /// The objects as YAML documents, each opened by `---`.

@@ -244,7 +244,7 @@ async fn explain_of<K: Explained>(
     let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
     let mut explanation = explain::<K>(&stored, policies, &sources);
     let governing = explain::governing(&crate::decision::decide::<K>(write, policies, &sources))
-        .and_then(|p| Some((p, crate::admission_policy::object_name_in(&cluster.owner.lease, p).ok()?)));
+        .and_then(|p| Some((p, crate::admission_policy::object_name_in(&cluster.owner.lease, policies, p).ok()?)));
     explain::add_admission(&mut explanation, governing, policies, &cluster.owner, &sources, &found);
     print!("{}", output.render(|| explanation.json(), || explanation.text()));
     Ok(explanation.exit_code)

@@ -111,7 +111,9 @@ pub(crate) struct Info {
     pub(crate) name: &'static str,
     /// The name with its indefinite article, as an error's sentence says it.
     pub(crate) with_article: &'static str,
-    /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
+    /// The kind as the `kind` label of metrics, `check`'s KIND column and the admission
+    /// objects' names (`<lease>-<label>-<slot>`) name it: lowercase letters only, so a name
+    /// read from the right gives back its Lease (a unit test holds every kind to it).
     pub(crate) label: &'static str,
     /// The object's `apiVersion`, as an Event's `regarding` names it.
     pub(crate) api_version: &'static str,
@@ -121,9 +123,6 @@ pub(crate) struct Info {
     pub(crate) field_of: &'static str,
     /// The message of the WARN line of a rogue status write of this kind.
     pub(crate) rogue: &'static str,
-    /// What precedes a policy's name in the names of its admission objects, so that policies of
-    /// two kinds never share them (`gateway-`); unique per kind, checked at load.
-    pub(crate) admission_prefix: &'static str,
     /// The spec field naming the object's class, which a status write cannot change.
     pub(crate) class_field: &'static str,
     /// Whether the API server stores the metadata a status write carries (its status strategy

@@ -280,13 +280,6 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// What follows `<lease>-` in the names of the policy's admission objects: its kind's
-    /// prefix and its name. Unique among the policies of a file (checked at load), so two
-    /// policies never render the same objects.
-    pub(crate) fn object_stem(&self) -> String {
-        format!("{}{}", self.kind.info().admission_prefix, self.name)
-    }
-
     /// Warns, once per load, that the policy's kind was inferred from its Gateway class fields.
     pub(crate) fn warn_if_kind_inferred(&self) {
         if self.kind_inferred {

@@ -67,8 +67,9 @@ impl Release {
     fn owner(&self) -> String {
         format!("{}.{}", self.ns, self.fullname)
     }
+    /// The objects of policy `default`, the release's one Ingress policy: its kind's slot 0.
     fn object(&self) -> String {
-        format!("{}-default", self.fullname)
+        format!("{}-ingress-0", self.fullname)
     }
     fn current(&self) -> &str {
         self.history.last().expect("an address")

@@ -157,7 +157,7 @@ impl Desired {
         owner: &Owner,
     ) {
         for (at, policy) in policies.of(K::KIND).enumerate() {
-            let name = match object_name_in(&owner.lease, policy) {
+            let name = match object_name_in(&owner.lease, policies, policy) {
                 Ok(name) => name,
                 // A name the chart's RBAC cannot grant: refused, never hashed into a wider grant.
                 // Nothing is deleted for it either: its old objects, if any, are not this name's.
@@ -289,25 +289,22 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                ("MutatingAdmissionPolicy", "ingress-status-guard-ok"),
-                ("MutatingAdmissionPolicyBinding", "ingress-status-guard-ok"),
-                ("ValidatingAdmissionPolicy", "ingress-status-guard-audit"),
-                ("ValidatingAdmissionPolicyBinding", "ingress-status-guard-audit"),
+                ("MutatingAdmissionPolicy", "ingress-status-guard-ingress-0"),
+                ("MutatingAdmissionPolicyBinding", "ingress-status-guard-ingress-0"),
+                ("ValidatingAdmissionPolicy", "ingress-status-guard-ingress-4"),
+                ("ValidatingAdmissionPolicyBinding", "ingress-status-guard-ingress-4"),
             ]
         );
         assert!(plan.objects.iter().all(|o| o["metadata"]["labels"][OWNER_LABEL] == "ns.lease"));
         let kept: Vec<&str> = plan.kept.iter().map(String::as_str).collect();
-        assert_eq!(kept, ["ingress-status-guard-gone-deny", "ingress-status-guard-pending"]);
+        assert_eq!(kept, ["ingress-status-guard-ingress-1", "ingress-status-guard-ingress-3"]);
+        assert!(!plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ingress-2"), "allow removes the mutation");
+        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ingress-0"));
         assert!(
-            !plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-gone-allow"),
-            "allow removes the mutation"
-        );
-        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ok"));
-        assert!(
-            !plan.keeps("ValidatingAdmissionPolicy", "ingress-status-guard-ok"),
+            !plan.keeps("ValidatingAdmissionPolicy", "ingress-status-guard-ingress-0"),
             "another kind of the same name goes"
         );
-        assert!(plan.keeps("ValidatingAdmissionPolicy", "ingress-status-guard-pending"));
+        assert!(plan.keeps("ValidatingAdmissionPolicy", "ingress-status-guard-ingress-1"));
         assert_eq!(plan.skipped.len(), 3);
     }
 
@@ -318,7 +315,7 @@ mod tests {
         let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
         let plan = desired(&policies, &unread, ApiVersion::V1, &o());
         assert!(plan.objects.is_empty());
-        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ctl"));
+        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ingress-0"));
         let x = Class { controller: Some("example.com/x".into()), default: true };
         let read = Fixed(HashMap::new(), [Some(Classes::from([("x".to_owned(), x)])), Some(Classes::new())]);
         let plan = desired(&policies, &read, ApiVersion::V1beta1, &o());
@@ -342,7 +339,9 @@ mod tests {
         // `Fixed` answers every Gateway as not in the cache yet (the trait's default).
         let plan = desired(&policies, &fixed(HashMap::new()), ApiVersion::V1, &o());
         assert!(plan.objects.is_empty(), "nothing rendered from a Gateway not read: {:?}", plan.objects);
-        for name in ["ingress-status-guard-ing", "ingress-status-guard-two", "ingress-status-guard-gateway-gw"] {
+        for name in
+            ["ingress-status-guard-ingress-0", "ingress-status-guard-ingress-1", "ingress-status-guard-gateway-0"]
+        {
             assert!(plan.keeps("MutatingAdmissionPolicy", name), "{name} is swept: {plan:?}");
         }
         assert_eq!(plan.skipped.len(), 3, "{:?}", plan.skipped);
@@ -359,10 +358,10 @@ mod tests {
         let policies = parse_file("t", file).unwrap();
         let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
         let plan = desired(&policies, &unread, ApiVersion::V1, &o());
-        assert!(plan.kept.contains("ingress-status-guard-ing"), "{plan:?}");
+        assert!(plan.kept.contains("ingress-status-guard-ingress-0"), "{plan:?}");
         let names: Vec<&str> = plan.objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["ingress-status-guard-gateway-gw"; 2], "the Gateway policy renders: {plan:?}");
-        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-gateway-gw"));
+        assert_eq!(names, ["ingress-status-guard-gateway-0"; 2], "the Gateway policy renders: {plan:?}");
+        assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-gateway-0"));
     }
 
     /// Regression: the Gateway reconciler judged by the live value while the Ingress one

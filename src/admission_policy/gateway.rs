@@ -161,8 +161,8 @@ mod tests {
         let canonical = [addr(Some("192.0.2.1"), None), addr(None, Some("lb.example.test"))];
         let out = render(&p, &canonical, &["eg".to_owned()], ApiVersion::V1).unwrap();
         assert_eq!(out[0]["kind"], "MutatingAdmissionPolicy");
-        assert_eq!(out[0]["metadata"]["name"], "ingress-status-guard-gateway-eg");
-        assert_eq!(out[1]["spec"]["policyName"], "ingress-status-guard-gateway-eg");
+        assert_eq!(out[0]["metadata"]["name"], "ingress-status-guard-gateway-0");
+        assert_eq!(out[1]["spec"]["policyName"], "ingress-status-guard-gateway-0");
         let rule = &out[0]["spec"]["matchConstraints"]["resourceRules"][0];
         assert_eq!(rule["apiGroups"], json!([GROUP]));
         assert_eq!(rule["resources"], json!(["gateways/status"]));

@@ -113,7 +113,8 @@ fn enforce_renders_a_mutating_policy_and_binding() {
     let [map, binding] = &objects[..] else { panic!("two objects: {objects:?}") };
     assert_eq!(map["apiVersion"], "admissionregistration.k8s.io/v1");
     assert_eq!(map["kind"], "MutatingAdmissionPolicy");
-    assert_eq!(map["metadata"]["name"], "ingress-status-guard-edge");
+    assert_eq!(map["metadata"]["name"], "ingress-status-guard-ingress-0");
+    assert_eq!(map["metadata"]["annotations"][POLICY_ANNOTATION], "edge", "the slot says whose policy it holds");
     assert_eq!(map["spec"]["failurePolicy"], "Fail");
     assert_eq!(map["spec"]["reinvocationPolicy"], "Never");
     assert_eq!(
@@ -126,7 +127,7 @@ fn enforce_renders_a_mutating_policy_and_binding() {
     assert_eq!(mutations[0]["patchType"], "JSONPatch");
     assert_eq!(mutations[0]["jsonPatch"]["expression"], ingress_cel::patch(&canonical()));
     assert_eq!(binding["kind"], "MutatingAdmissionPolicyBinding");
-    assert_eq!(binding["spec"], json!({"policyName": "ingress-status-guard-edge"}));
+    assert_eq!(binding["spec"], json!({"policyName": "ingress-status-guard-ingress-0"}));
 
     let beta = render::<Ingresses>(
         &policy("edge", Mode::Enforce),
@@ -253,24 +254,48 @@ fn nothing_is_rendered_for_no_addresses_or_an_ambiguous_one() {
 }
 
 #[test]
-fn names_carry_the_lease_and_kind_and_are_refused_when_not_a_label() {
+fn names_are_the_lease_the_kind_and_a_slot_whatever_the_policies_are_called() {
     let file = "policies:\n\
         - {name: edge, ingressClasses: [a], publishStatusAddress: 192.0.2.1}\n\
-        - {name: eg, gatewayClasses: [eg], publishStatusAddress: 192.0.2.1}\n";
+        - {name: gateway-web, ingressClasses: [b], publishStatusAddress: 192.0.2.1}\n\
+        - {name: web, kind: Gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.1}\n\
+        - {name: Not_A_Label, ingressClasses: [c], publishStatusAddress: 192.0.2.1}\n";
     let policies = crate::policy::parse_file("t", file).unwrap();
     let names = |lease: &str| object_names(&policies, lease).map(|n| n.into_iter().map(|(_, n)| n).collect::<Vec<_>>());
-    // The default Lease keeps the names of the releases before owners were in them.
-    assert_eq!(names(DEFAULT_LEASE).unwrap(), ["ingress-status-guard-edge", "ingress-status-guard-gateway-eg"]);
-    assert_eq!(names("team-a").unwrap(), ["team-a-edge", "team-a-gateway-eg"]);
-    // 52 + 1 + 8 + 2 = 63 fits; a longer Lease does not, and is refused naming the policy.
-    assert!(names(&"l".repeat(52)).is_ok());
-    let e = names(&"l".repeat(53)).unwrap_err();
-    assert!(matches!(&e, RenderError::Name { policy, .. } if policy == "eg"), "{e}");
-    assert!(e.to_string().contains("shorten the policy name or the Lease name"), "{e}");
-    for bad in ["Edge", "edge_public", "edge.public", "edge-"] {
-        let file = format!("policies:\n- {{name: {bad:?}, ingressClasses: [a], publishStatusAddress: 192.0.2.1}}\n");
-        let Ok(policies) = crate::policy::parse_file("t", &file) else { continue };
-        assert!(object_names(&policies, "isg").is_err(), "{bad:?} is named");
+    // The Ingress policy gateway-web and the Gateway policy web cannot share objects, and a
+    // policy name that is no DNS label names no object.
+    assert_eq!(names("isg").unwrap(), ["isg-ingress-0", "isg-ingress-1", "isg-gateway-0", "isg-ingress-2"]);
+    // Releases isg and isg-team, which per-policy names let collide (isg + team-web and
+    // isg-team + web), name disjoint sets; every name is one the chart grants.
+    let (isg, team) = (all_slot_names("isg"), all_slot_names("isg-team"));
+    assert_eq!(isg.len(), 2 * SLOTS);
+    assert!(isg.iter().all(|n| !team.contains(n)), "{isg:?} {team:?}");
+    assert!(names("isg").unwrap().iter().all(|n| isg.contains(n)));
+    // A Lease of MAX_LEASE characters fits every slot of every kind; a longer one is refused.
+    assert!(all_slot_names(&"l".repeat(MAX_LEASE)).iter().all(|n| crate::names::is_dns1123_label(n)));
+    let e = names(&"l".repeat(MAX_LEASE + 1)).unwrap_err();
+    assert!(matches!(&e, RenderError::Name { policy, .. } if policy == "edge"), "the first policy: {e}");
+    assert!(e.to_string().contains(&format!("of at most {MAX_LEASE} such characters")), "{e}");
+    assert!(names("team.a").is_err(), "a Lease name with a dot names no label");
+    // More policies of a kind than slots: refused, naming the policy, the count and the names.
+    let many: String = (0..=SLOTS)
+        .map(|i| format!("- {{name: p{i}, ingressClasses: [c{i}], publishStatusAddress: 192.0.2.1}}\n"))
+        .collect();
+    let policies = crate::policy::parse_file("t", &format!("policies:\n{many}")).unwrap();
+    let e = object_names(&policies, "isg").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "policy \"p16\": it is Ingress policy number 17 of the file, and admission policy mode keeps at most 16 policies of a kind (their objects are named <lease>-ingress-0 to <lease>-ingress-15); merge policies, or run another release for the rest"
+    );
+}
+
+/// A kind's label is the middle of its objects' names: lowercase letters only, so that a name
+/// read from the right gives back its Lease.
+#[test]
+fn kind_labels_hold_no_separator() {
+    for kind in Kind::ALL {
+        let label = kind.info().label;
+        assert!(!label.is_empty() && label.bytes().all(|b| b.is_ascii_lowercase()), "{label:?}");
     }
 }
 

@@ -147,7 +147,7 @@ pub(crate) fn compare(
         let classes = snapshot.classes(kind).unwrap_or_default();
         let governed = admission_policy::governed_in_order(policies, kind, &classes);
         for (policy, governed) in policies.of(kind).zip(&governed) {
-            let Ok(name) = admission_policy::object_name_in(&owner.lease, policy) else { continue };
+            let Ok(name) = admission_policy::object_name_in(&owner.lease, policies, policy) else { continue };
             let Some(found) = found.get(&name) else { continue };
             let render = |canonical: &[Address]| with_kind!(kind, K => admission_policy::render_named::<K>(policy, canonical, governed, found.api, &name));
             rows.push(row_of(policy, name.clone(), found, owner, snapshot, render));
@@ -249,7 +249,7 @@ pub(crate) async fn fetch(
     ];
     let mut found = BTreeMap::new();
     for policy in policies.iter() {
-        let Ok(name) = admission_policy::object_name_in(&owner.lease, policy) else { continue };
+        let Ok(name) = admission_policy::object_name_in(&owner.lease, policies, policy) else { continue };
         for (kind, api) in kinds {
             let of = |kind: &str| resource(kind, api).expect("one of the four admission policy kinds");
             let Some(object) = get(client, &of(kind), &name, timeout).await? else { continue };
@@ -327,7 +327,7 @@ mod tests {
         let mut spec = rendered[0]["spec"].clone();
         spec["matchPolicy"] = "Equivalent".into();
         let found = BTreeMap::from([(
-            "ingress-status-guard-lb".to_owned(),
+            "ingress-status-guard-ingress-0".to_owned(),
             Found {
                 kind: "MutatingAdmissionPolicy",
                 api: ApiVersion::V1,
@@ -351,7 +351,7 @@ mod tests {
         // Another writer's field, a missing binding, another guard's object.
         let with = |change: &dyn Fn(&mut Found)| {
             let mut found = found.clone();
-            change(found.get_mut("ingress-status-guard-lb").unwrap());
+            change(found.get_mut("ingress-status-guard-ingress-0").unwrap());
             compare(&policies, &owner(), &snapshot(Some("192.0.2.1")), &found).remove(0)
         };
         let defaulted = with(&|f| {
@@ -404,7 +404,7 @@ mod tests {
         .unwrap();
         let spec = rendered[0]["spec"].clone();
         let found = BTreeMap::from([(
-            "ingress-status-guard-gateway-gw".to_owned(),
+            "ingress-status-guard-gateway-0".to_owned(),
             Found {
                 kind: "MutatingAdmissionPolicy",
                 api: ApiVersion::V1,
@@ -423,6 +423,6 @@ mod tests {
         more.insert("eg2".to_owned(), class("example.test/gw"));
         assert_eq!(state("192.0.2.1", more), [State::Stale], "a new class of the controller");
         let rows = compare(&policies, &owner(), &with_gateway_classes(Some("192.0.2.2"), classes), &found);
-        assert_eq!(rows[0].name, "ingress-status-guard-gateway-gw");
+        assert_eq!(rows[0].name, "ingress-status-guard-gateway-0");
     }
 }

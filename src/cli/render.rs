@@ -1,7 +1,7 @@
 //! `render-admission-policy`: the admission policies that enforce the current config without a
 //! running guard, computed offline from the policy flags (or `--config`) and the Services, Pods,
-//! Nodes and classes of `-f` manifests, printed as YAML; or, with `--names`, only the objects'
-//! names, which RBAC grants by.
+//! Nodes and classes of `-f` manifests, printed as YAML; or, with `--names`, only the names
+//! a guard of the Lease may give its objects, which RBAC grants by.
 
 use std::{collections::HashMap, path::PathBuf};
 
@@ -32,12 +32,15 @@ pub(crate) struct RenderArgs {
     #[arg(long, env = "ISG_ADMISSION_POLICY_API_VERSION", value_enum, default_value_t = ApiVersion::V1)]
     pub api_version: ApiVersion,
     /// The leader Lease of the guard the objects are for (`serve --leader-election-lease-name`;
-    /// the chart's release fullname): the objects are named `<lease>-<policy>` (Gateway
-    /// policies `<lease>-gateway-<policy>`).
+    /// the chart's release fullname): the objects are named `<lease>-<kind>-<n>`, n the policy's
+    /// place among the file's policies of its kind (`<lease>-ingress-0`, `<lease>-gateway-0`).
     #[arg(long, env = "ISG_LEADER_ELECTION_LEASE_NAME", default_value = admission_policy::DEFAULT_LEASE)]
     pub leader_election_lease_name: String,
-    /// Print only the objects' names, one a line (each names a policy and its binding): what
-    /// the ClusterRole's resourceNames must list. Reads no manifest.
+    /// Print only the names the guard of the Lease may give its objects, one a line: every
+    /// slot of every kind (`<lease>-ingress-0` to `<lease>-gateway-15`), whatever the policies
+    /// are called, so a rename never changes them. What the ClusterRole's resourceNames must
+    /// list. Reads no manifest; still refuses a policy file with more policies of a kind than
+    /// slots.
     #[arg(long)]
     pub names: bool,
     /// Output format: YAML documents (for `kubectl apply -f`), or one JSON `List` of them.
@@ -90,9 +93,9 @@ pub(crate) enum RenderOutput {
 pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
     let policies = args.policy.policies()?;
     let lease = &args.leader_election_lease_name;
-    let names = admission_policy::object_names(&policies, lease)?;
+    admission_policy::object_names(&policies, lease)?;
     if args.names {
-        return Ok(names.into_iter().map(|(_, name)| name + "\n").collect());
+        return Ok(admission_policy::all_slot_names(lease).into_iter().map(|name| name + "\n").collect());
     }
     let mut offline = Offline::default();
     for path in &args.file {
@@ -104,7 +107,7 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
         for (policy, governed) in policies.of(kind).zip(&governed) {
             let unresolved = |reason| CliError::Unresolved { policy: policy.name.clone(), reason };
             let canonical = offline.canonical(policy).map_err(unresolved)?;
-            let (api, name) = (args.api_version, admission_policy::object_name_in(lease, policy)?);
+            let (api, name) = (args.api_version, admission_policy::object_name_in(lease, &policies, policy)?);
             let rendered =
                 with_kind!(kind, K => admission_policy::render_named::<K>(policy, &canonical, governed, api, &name))?;
             objects.extend(rendered);

@@ -183,6 +183,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         refuse_webhook_flags(&flags)?;
     }
     let policies = load_policies(&policy)?;
+    if policy_mode {
+        // Every policy takes one of its kind's fixed object names, or the guard does not start.
+        crate::admission_policy::object_names(&policies, &leader_settings.lease_name)?;
+    }
     let client_ca_set = client_ca.is_some();
     // The process that holds the admission-policy rights answers no network caller: no
     // review reaches it, so it opens no webhook port (docs/security.md, "Rights by mode").

@@ -30,7 +30,6 @@ pub(crate) const INFO: super::Info = super::Info {
     field: "status.addresses",
     field_of: "a Gateway's status.addresses",
     rogue: "rogue Gateway status write",
-    admission_prefix: "gateway-",
     class_field: "spec.gatewayClassName",
     status_keeps_metadata: false,
     plural: "gateways",

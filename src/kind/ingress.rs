@@ -33,7 +33,6 @@ pub(crate) const INFO: super::Info = super::Info {
     field: "status.loadBalancer.ingress",
     field_of: "an Ingress's status.loadBalancer.ingress",
     rogue: "rogue status write",
-    admission_prefix: "",
     class_field: "spec.ingressClassName",
     status_keeps_metadata: true,
     plural: "ingresses",

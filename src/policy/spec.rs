@@ -29,18 +29,6 @@ pub enum ConfigError {
     Policy { path: String, index: usize, source: SpecError },
     #[error("config file {path}: policies[{index}].name: {name:?} is used by an earlier policy; names must be unique")]
     DuplicateName { path: String, index: usize, name: String },
-    #[error(
-        "config file {path}: policies[{index}].name: the {kind} policy {name:?} and the {first_kind} policy {first:?} would name their admission objects alike (<release>-{stem}); rename one"
-    )]
-    SameObjectNames {
-        path: String,
-        index: usize,
-        name: String,
-        kind: Kind,
-        first: String,
-        first_kind: Kind,
-        stem: String,
-    },
     #[error(transparent)]
     Overlap(#[from] OverlapError),
 }
@@ -491,18 +479,6 @@ pub fn parse_file(path: &str, text: &str) -> Result<Policies, ConfigError> {
             return Err(ConfigError::DuplicateName { path: path.to_owned(), index, name: spec.name });
         }
         let policy = spec.build().map_err(|source| ConfigError::Policy { path: path.to_owned(), index, source })?;
-        let stem = policy.object_stem();
-        if let Some(first) = policies.iter().find(|q| q.object_stem() == stem) {
-            return Err(ConfigError::SameObjectNames {
-                path: path.to_owned(),
-                index,
-                name: policy.name,
-                kind: policy.kind,
-                first: first.name.clone(),
-                first_kind: first.kind,
-                stem,
-            });
-        }
         policies.push(policy);
     }
     Ok(Policies::new(policies)?)

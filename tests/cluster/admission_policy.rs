@@ -3,7 +3,8 @@
 //! enforces the policy, with no guard process and no webhook registered at all.
 //!
 //! MutatingAdmissionPolicies are cluster-scoped and match every namespace, so each test names
-//! its own ingress class (its namespace's name) and its own policy.
+//! its own ingress class (its namespace's name) and renders for a Lease of its own
+//! ([`lease_flag`]): the objects are named `<lease>-<kind>-<n>`, whatever the policy is called.
 
 use crate::support;
 
@@ -44,6 +45,17 @@ fn service_manifest(ns: &str) -> String {
     )
 }
 
+/// The Lease a test's admission objects are rendered and kept for, so that no two tests of the
+/// shared API server share an object name (`<lease>-ingress-0`, ...): `isg-<namespace>`.
+fn lease_of(ns: &str) -> String {
+    format!("isg-{ns}")
+}
+
+/// `--leader-election-lease-name` of [`lease_of`] `ns`.
+fn lease_flag(ns: &str) -> String {
+    format!("--leader-election-lease-name={}", lease_of(ns))
+}
+
 /// Runs `render-admission-policy` with `args`; returns (exit code, stdout, stderr).
 fn run_render(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(BINARY).arg("render-admission-policy").args(args).output().expect("run the binary");
@@ -60,7 +72,8 @@ fn render_and_apply(t: &TestEnv, dir: &Path, config_text: &str) -> PathBuf {
     let (cfg, svc, out) = (dir.join("policies.yaml"), dir.join("svc.yaml"), dir.join("rendered.yaml"));
     std::fs::write(&cfg, config_text).unwrap();
     std::fs::write(&svc, service_manifest(&t.ns)).unwrap();
-    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", svc.to_str().unwrap()]);
+    let lease = lease_flag(&t.ns);
+    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", svc.to_str().unwrap(), &lease]);
     assert_eq!(code, Some(0), "render failed: {stderr}");
     std::fs::write(&out, &yaml).unwrap();
     let admin = t.cluster.admin_kubeconfig();
@@ -232,7 +245,7 @@ async fn a_rendered_audit_policy_warns_and_stores_the_write() {
     .await;
     assert_eq!(audited["user"]["username"], support::ROGUE_USER);
     let failure = audited["annotations"]["validation.policy.admission.k8s.io/validation_failure"].as_str().unwrap();
-    assert!(failure.contains(&format!("ingress-status-guard-{}", t.ns)), "{failure}");
+    assert!(failure.contains(&format!("isg-{}-ingress-0", t.ns)), "{failure}");
 }
 
 fn addresses_of(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
@@ -268,7 +281,9 @@ async fn controller_and_default_classes_resolve_from_the_manifests() {
         ),
     )
     .unwrap();
-    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", manifests.to_str().unwrap()]);
+    let lease = lease_flag(&t.ns);
+    let (code, yaml, stderr) =
+        run_render(&["--config", cfg.to_str().unwrap(), "-f", manifests.to_str().unwrap(), &lease]);
     assert_eq!(code, Some(0), "{stderr}");
     std::fs::write(&out, &yaml).unwrap();
     let applied = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", out.to_str().unwrap()]);
@@ -314,7 +329,8 @@ async fn kept_ports_are_written_by_the_mutating_policy() {
         ),
     )
     .unwrap();
-    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", svc.to_str().unwrap()]);
+    let lease = lease_flag(&t.ns);
+    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", svc.to_str().unwrap(), &lease]);
     assert_eq!(code, Some(0), "{stderr}");
     std::fs::write(&out, &yaml).unwrap();
     let applied = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", out.to_str().unwrap()]);
@@ -357,11 +373,19 @@ async fn the_first_policy_in_file_order_governs_an_overlap() {
         ),
     )
     .unwrap();
-    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", classes.to_str().unwrap()]);
+    let lease = lease_flag(&t.ns);
+    let (code, yaml, stderr) =
+        run_render(&["--config", cfg.to_str().unwrap(), "-f", classes.to_str().unwrap(), &lease]);
     assert_eq!(code, Some(0), "{stderr}");
     std::fs::write(&out, &yaml).unwrap();
     let applied = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", out.to_str().unwrap()]);
     assert!(applied.success, "{}", applied.stderr);
+    // Named by their places in the file, each annotated with its policy's name.
+    for (slot, policy) in [(0, format!("{}-a-first", t.ns)), (1, format!("{}-z-second", t.ns))] {
+        let name = format!("{}-ingress-{slot}", lease_of(&t.ns));
+        let map = guard::get_object(&t, "mutatingadmissionpolicy", &name).unwrap_or_else(|| panic!("no MAP {name}"));
+        assert_eq!(map["metadata"]["annotations"]["ingress-status-guard/policy"], policy.as_str(), "{name}");
+    }
     create_ingress(&t.ingresses, "web", Class::Field(&class)).await;
     eventually("the first policy's MAP rewrites the write", WAIT, || async {
         let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
@@ -397,7 +421,9 @@ async fn a_canonical_value_of_256_entries_is_accepted_by_the_api_server() {
         );
         let cfg = dir.join(format!("{mode}.yaml"));
         std::fs::write(&cfg, file).unwrap();
-        let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap()]);
+        // Each file's one policy takes slot 0: a Lease per mode, so the three objects are three.
+        let lease = format!("--leader-election-lease-name={}-{mode}", lease_of(&t.ns));
+        let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), &lease]);
         assert_eq!(code, Some(0), "{stderr}");
         let out = dir.join(format!("{mode}-rendered.yaml"));
         std::fs::write(&out, &yaml).unwrap();

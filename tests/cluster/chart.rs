@@ -1107,15 +1107,23 @@ policies:
     );
     let out = helm.run(&["template", RELEASE, CHART, "-f", &text]);
     assert!(!out.success && out.stderr.contains("policies[0] (t): namespaceSelector is text"), "{}", out.stderr);
-    // Two policies that would name their admission objects alike are refused, in every mode,
-    // as the guard refuses the file; kind: is accepted on each policy.
+    // An Ingress policy gateway-web and a Gateway policy web (whose per-policy names were
+    // alike) render in policy mode, as the guard loads them: the objects are named by kind and
+    // slot; kind: is accepted on each policy. 17 policies of a kind are refused, naming the 17th.
     let alike = write(
         &dir,
         "alike.yaml",
-        "policies: [{name: gateway-web, ingressClasses: [x], publishStatusAddress: 192.0.2.1}, {name: web, kind: Gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}]\n",
+        "admission: {mode: policy}\npolicies: [{name: gateway-web, ingressClasses: [x], publishStatusAddress: 192.0.2.1}, {name: web, kind: Gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}]\n",
     );
     let out = helm.run(&["template", RELEASE, CHART, "-f", &alike]);
-    let why = "the Gateway policy \"web\" and the Ingress policy \"gateway-web\" would name their admission objects alike (<release>-gateway-web); rename one";
+    assert!(out.success, "{}", out.stderr);
+    let many: String = (0..17)
+        .map(|i| format!("{{name: p{i}, ingressClasses: [c{i}], publishStatusAddress: 192.0.2.1}}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let many = write(&dir, "many.yaml", &format!("admission: {{mode: policy}}\npolicies: [{many}]\n"));
+    let out = helm.run(&["template", RELEASE, CHART, "-f", &many]);
+    let why = "the Ingress policy \"p16\" is number 17 of its kind, and admission.mode=policy keeps at most 16 policies of a kind";
     assert!(!out.success && out.stderr.contains(why), "{}", out.stderr);
     // Without a scope, policies render as written, and no Namespace is read or granted.
     let defaults = helm.template(&[]);

@@ -219,8 +219,9 @@ async fn a_leader_stalled_during_a_pass_writes_nothing_after_losing_the_lease() 
     assert!(a.log().contains("stepping down"), "a says why:\n{}", a.log_tail());
 }
 
-/// The admission policies and bindings named `<LEASE>-<prefix>…`: (kind, name, JSON).
-fn admission_objects(t: &TestEnv, prefix: &str) -> Vec<(String, String, serde_json::Value)> {
+/// The admission policies and bindings of the Ingress slots of Lease `lease`
+/// (`<lease>-ingress-<n>`): (kind, name, JSON).
+fn admission_objects(t: &TestEnv, lease: &str) -> Vec<(String, String, serde_json::Value)> {
     let kinds = "mutatingadmissionpolicies,mutatingadmissionpolicybindings";
     let out = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["get", kinds, "-o", "json"]);
     assert!(out.success, "{}", out.stderr);
@@ -231,14 +232,14 @@ fn admission_objects(t: &TestEnv, prefix: &str) -> Vec<(String, String, serde_js
         .filter_map(|o| {
             let name = o["metadata"]["name"].as_str()?.to_owned();
             let kind = o["kind"].as_str()?.to_owned();
-            name.starts_with(&format!("{LEASE}-{prefix}")).then_some((kind, name, o))
+            name.starts_with(&format!("{lease}-ingress-")).then_some((kind, name, o))
         })
         .collect()
 }
 
-/// The address each MutatingAdmissionPolicy of `prefix` enforces is `ip`, and every binding is there.
-fn admission_objects_carry(t: &TestEnv, prefix: &str, count: usize, ip: &str) -> Result<(), String> {
-    let objects = admission_objects(t, prefix);
+/// The address each MutatingAdmissionPolicy of Lease `lease` enforces is `ip`, and every binding is there.
+fn admission_objects_carry(t: &TestEnv, lease: &str, count: usize, ip: &str) -> Result<(), String> {
+    let objects = admission_objects(t, lease);
     let maps: Vec<_> = objects.iter().filter(|(kind, ..)| kind == "MutatingAdmissionPolicy").collect();
     let off: Vec<&String> = maps
         .iter()
@@ -272,6 +273,9 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
     }
     const POLICIES: usize = 10;
     let users = ["isg-keeper-a", "isg-keeper-b"];
+    // A Lease of the test's own: the objects are named `<lease>-ingress-<n>`, and the shared
+    // API server holds other tests' objects.
+    let lease_name = format!("isg-{}", t.ns);
     let policies = |ip: &str| {
         let mut text = String::from("policies:\n");
         for i in 0..POLICIES {
@@ -304,6 +308,7 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
             "--reconcile-qps=2".to_owned(),
             config.to_owned(),
             format!("--leader-election-namespace={}", t.ns),
+            format!("--leader-election-lease-name={lease_name}"),
         ];
         let lease = ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s"];
         args.extend(lease.into_iter().chain(["--leader-election-retry-period=1s"]).map(str::to_owned));
@@ -314,8 +319,10 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
     let b_config = t.cluster.kubeconfig_for(users[1], Some("system:masters"));
     let b = replica(&t, &b_config, users[1], &guard_args(&config_b)).await;
     await_synced(&b).await;
-    eventually("a's admission objects", HEAL, || async { admission_objects_carry(&t, &t.ns, POLICIES, "192.0.2.31") })
-        .await;
+    eventually("a's admission objects", HEAL, || async {
+        admission_objects_carry(&t, &lease_name, POLICIES, "192.0.2.31")
+    })
+    .await;
     let filled = || async {
         let mut n = 0;
         for (name, _) in &names {
@@ -353,7 +360,7 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
     };
     let (reloaded, stepped_down) = (at("policy file reloaded"), at("stepping down"));
     assert!(reloaded < stepped_down, "a reloaded at {reloaded}, after it stepped down at {stepped_down}");
-    let lease = Api::<Lease>::namespaced(t.admin.clone(), &t.ns).get(LEASE).await.unwrap();
+    let lease = Api::<Lease>::namespaced(t.admin.clone(), &t.ns).get(&lease_name).await.unwrap();
     let spec = lease.spec.expect("the Lease's spec");
     assert_eq!(spec.holder_identity.as_deref(), Some(users[1]));
     let acquired = spec.acquire_time.expect("b's acquireTime").0;
@@ -361,7 +368,7 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
     stall.store(false, Ordering::SeqCst);
     let unstalled = std::time::Instant::now();
     eventually("b's admission objects", Duration::from_secs(60), || async {
-        admission_objects_carry(&t, &t.ns, POLICIES, "192.0.2.39")
+        admission_objects_carry(&t, &lease_name, POLICIES, "192.0.2.39")
     })
     .await;
     // Past a's call deadline (10 s) since the proxy passes again: a write of a's pass that was
@@ -370,7 +377,7 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
     let ours = |e: &serde_json::Value| {
         let r = &e["objectRef"];
         let admission = r["apiGroup"] == "admissionregistration.k8s.io"
-            && r["name"].as_str().is_some_and(|n| n.starts_with(&format!("{LEASE}-{}", t.ns)));
+            && r["name"].as_str().is_some_and(|n| n.starts_with(&format!("{lease_name}-ingress-")));
         let status = r["resource"] == "ingresses" && r["namespace"] == t.ns.as_str();
         (admission || status) && ["create", "update", "patch", "delete"].contains(&e["verb"].as_str().unwrap_or(""))
     };
@@ -389,7 +396,7 @@ async fn a_leader_stalled_behind_a_proxy_writes_no_admission_object_or_status_af
     }
     assert!(before >= 2 * POLICIES + 3, "a's writes before the stall are in the audit log: {before}");
     assert!(after.is_empty(), "a wrote after b acquired the Lease at {acquired}:\n{}", after.join("\n"));
-    admission_objects_carry(&t, &t.ns, POLICIES, "192.0.2.39").expect("b's value stays enforced");
+    admission_objects_carry(&t, &lease_name, POLICIES, "192.0.2.39").expect("b's value stays enforced");
     eventually("b fills and heals every Ingress", Duration::from_secs(60), || async {
         let mut off = Vec::new();
         for (name, _) in &names {

@@ -486,10 +486,15 @@ async fn in_policy_mode_with_the_guard_killed_every_status_stays_ingress_nginxs(
     publish_services(&t).await;
     let dir = t.cluster.scratch_dir(&format!("traefik-map-{}", t.ns));
     let config = dir.join("config.yaml");
-    // Admission policies are cluster-scoped and named after the policy: the namespace's name.
+    // Admission policies are cluster-scoped and named after the guard's Lease
+    // (`<lease>-ingress-0`): a Lease named after the namespace.
     std::fs::write(&config, policy(&t, &t.ns)).unwrap();
-    let (config, lease) = (format!("--config={}", config.display()), format!("--leader-election-namespace={}", t.ns));
-    let mut args = vec!["--admission=policy", "--reconcile", &config, &lease];
+    let (config, lease_ns, lease) = (
+        format!("--config={}", config.display()),
+        format!("--leader-election-namespace={}", t.ns),
+        format!("--leader-election-lease-name=isg-{}", t.ns),
+    );
+    let mut args = vec!["--admission=policy", "--reconcile", &config, &lease_ns, &lease];
     args.extend(support::guard::LEASE_FLAGS);
     let mut guard = t.start_webhook(&args).await;
     t.await_governed(&guard, &names()[0], class_of(0), &[LEGACY_IP]).await;

@@ -285,66 +285,44 @@ spec:
           drop: [ALL]
 {{- end -}}
 
-{{/* admission.mode=policy: the name of each policy's admission objects (its
-MutatingAdmissionPolicy or ValidatingAdmissionPolicy and its binding share it), by the binary's
-one rule (`render-admission-policy --names`): <fullname>-<policy> for an Ingress policy,
-<fullname>-gateway-<policy> for a Gateway policy, the fullname being the guard's leader Lease. A
-name that is not a DNS-1123 label of at most 63 characters fails the render: RBAC grants by
-name, and the guard refuses such a name too rather than widen the grant. */}}
-{{/* Fails when two policies would name their admission objects alike (<release>-<kind
-  prefix><name>: an Ingress policy gateway-web and a Gateway policy web), as the guard refuses
-  such a file at load in every mode. */}}
-{{- define "isg.checkObjectStems" -}}
-{{- $seen := dict -}}
+{{/* The names the release's guard may give its admission objects (a MutatingAdmissionPolicy or
+ValidatingAdmissionPolicy and its binding share one), by the binary's one rule
+(`render-admission-policy --names`): <fullname>-<kind>-<n> for kinds ingress and gateway and n
+from 0 to 15, the fullname being the guard's leader Lease, and a policy taking the slot of its
+place among the file's policies of its kind. Fixed whatever the policies are called: a rename
+never changes a name, so the RBAC below grants the same names under `helm template` (Argo CD),
+helm install and kustomize. In policy mode a fullname that cannot start a DNS-1123 label of at
+most 63 characters (<fullname>-gateway-15) fails the render, as the guard refuses such a Lease:
+RBAC grants by name, never by a wider rule. */}}
+{{- define "isg.admissionObjectNames" -}}
+{{- $fullname := include "isg.fullname" . -}}
+{{- $label := regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $fullname -}}
+{{- if and (eq (toString .Values.admission.mode) "policy") (or (gt (len $fullname) 52) (not $label)) -}}
+{{- fail (printf "admission.mode=policy: the release fullname %q cannot start its admission objects' names (<fullname>-<kind>-<n>, up to <fullname>-gateway-15, must be DNS-1123 labels of at most 63 characters); give a release name or fullnameOverride of at most 52 lowercase letters, digits and '-'" $fullname) -}}
+{{- end -}}
+{{- $names := list -}}
+{{- range $kind := list "ingress" "gateway" -}}
+{{- range $n := until 16 -}}
+{{- $names = append $names (printf "%s-%s-%d" $fullname $kind $n) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $names -}}
+{{- end -}}
+
+{{/* Fails a policy-mode render with more policies of a kind than the 16 names of that kind, as
+the guard refuses such a file at start. */}}
+{{- define "isg.checkSlots" -}}
+{{- if eq (toString .Values.admission.mode) "policy" -}}
+{{- $counts := dict "Ingress" 0 "Gateway" 0 -}}
 {{- range (include "isg.policies" . | fromYamlArray) -}}
 {{- $kind := "Ingress" -}}
 {{- if or .gatewayClasses .gatewayControllers (eq (toString (.kind | default "")) "Gateway") -}}{{- $kind = "Gateway" -}}{{- end -}}
-{{- $name := .name | toString -}}
-{{- $stem := printf "%s%s" (ternary "gateway-" "" (eq $kind "Gateway")) $name -}}
-{{- with get $seen $stem -}}
-{{- fail (printf "policies: the %s policy %q and the %s policy %q would name their admission objects alike (<release>-%s); rename one" $kind $name .kind .name $stem) -}}
-{{- end -}}
-{{- $_ := set $seen $stem (dict "kind" $kind "name" $name) -}}
+{{- $_ := set $counts $kind (add1 (get $counts $kind)) -}}
+{{- if gt (get $counts $kind) 16 -}}
+{{- fail (printf "policies: the %s policy %q is number %d of its kind, and admission.mode=policy keeps at most 16 policies of a kind (their objects are named <fullname>-%s-0 to -15); merge policies, or install another release for the rest" $kind (.name | toString) (get $counts $kind) (lower $kind)) -}}
 {{- end -}}
 {{- end -}}
-
-{{/* Each policy and the name of its admission objects, valid or not: [{policy, name}]. */}}
-{{- define "isg.admissionObjectNameCandidates" -}}
-{{- $fullname := include "isg.fullname" . -}}
-{{- $names := list -}}
-{{- range (include "isg.policies" . | fromYamlArray) -}}
-{{- $prefix := "" -}}
-{{- if or .gatewayClasses .gatewayControllers (eq (toString (.kind | default "")) "Gateway") -}}{{- $prefix = "gateway-" -}}{{- end -}}
-{{- $names = append $names (dict "policy" (.name | toString) "name" (printf "%s-%s%s" $fullname $prefix (.name | toString))) -}}
 {{- end -}}
-{{- toYaml $names -}}
-{{- end -}}
-
-{{- define "isg.validAdmissionObjectName" -}}
-{{- if and (le (len .) 63) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .) -}}true{{- end -}}
-{{- end -}}
-
-{{- define "isg.admissionObjectNames" -}}
-{{- $names := list -}}
-{{- range (include "isg.admissionObjectNameCandidates" . | fromYamlArray) -}}
-{{- if not (include "isg.validAdmissionObjectName" .name) -}}
-{{- fail (printf "policy %q: its admission objects would be named %q, which is not a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'); shorten the policy name or the release name (fullnameOverride)" .policy .name) -}}
-{{- end -}}
-{{- $names = append $names .name -}}
-{{- end -}}
-{{- toYaml $names -}}
-{{- end -}}
-
-{{/* The names of isg.admissionObjectNames that the rule can give, without failing: in webhook
-mode, which keeps no admission object and so accepts any policy name. */}}
-{{- define "isg.admissionObjectNamesIfValid" -}}
-{{- $names := list -}}
-{{- range (include "isg.admissionObjectNameCandidates" . | fromYamlArray) -}}
-{{- if include "isg.validAdmissionObjectName" .name -}}
-{{- $names = append $names .name -}}
-{{- end -}}
-{{- end -}}
-{{- toYaml $names -}}
 {{- end -}}
 
 {{/* The ingress-status-guard/lease label the guard puts on its admission objects, as the
@@ -360,8 +338,9 @@ h-{{ sha256sum $full | trunc 60 }}
 {{- end -}}
 
 {{/* The names of the admission objects in the cluster that carry this release's owner label
-(helm lookup; empty under `helm template` and other renders without a cluster): a removed or
-renamed policy's, which the guard may then delete. Once deleted, the next upgrade drops them. */}}
+(helm lookup; empty under `helm template` and other renders without a cluster): beyond the
+fixed names, those of a version that named objects per policy (<fullname>-<policy>), which the
+guard may then delete. Once deleted, the next upgrade drops them. */}}
 {{- define "isg.retiredAdmissionObjectNames" -}}
 {{- $root := . -}}
 {{- $owner := include "isg.ownerLabel" . -}}

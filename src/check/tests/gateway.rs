@@ -142,13 +142,14 @@ fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
     let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
     let stored = StoredGateway { write: write.clone(), shape: GatewayShape::Addresses };
     let mut explanation = crate::check::explain::explain::<Gateways>(&stored, &policies, &sources);
-    let governing = explain::governing(&crate::decision::decide::<Gateways>(&write, &policies, &sources))
-        .map(|p| (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, p).unwrap()));
+    let governing = explain::governing(&crate::decision::decide::<Gateways>(&write, &policies, &sources)).map(|p| {
+        (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, &policies, p).unwrap())
+    });
     let owner = crate::admission_policy::desired::Owner::new("isg", crate::admission_policy::DEFAULT_LEASE);
     explain::add_admission(&mut explanation, governing, &policies, &owner, &sources, &Default::default());
     let text = explanation.text();
     assert!(text.contains("\nRule:      governed because its class is in gatewayClasses\n"), "{text}");
-    let admission = "\nAdmission: no admission policy ingress-status-guard-gateway-gw in the cluster: the webhook enforces (--admission=webhook)\nWebhook:";
+    let admission = "\nAdmission: no admission policy ingress-status-guard-gateway-0 in the cluster: the webhook enforces (--admission=webhook)\nWebhook:";
     assert!(text.contains(admission), "{text}");
     assert_eq!(explanation.exit_code, 1, "drift");
 }

@@ -111,7 +111,7 @@ pub(crate) fn needs(policies: &Policies, guard: &Guard<'_>) -> Vec<Need> {
         }
         // Each policy's object and binding by name, of the kind its mode renders.
         for policy in policies.iter() {
-            let Ok(name) = admission_policy::object_name_in(guard.lease, policy) else { continue };
+            let Ok(name) = admission_policy::object_name_in(guard.lease, policies, policy) else { continue };
             let (object, binding) = match policy.mode {
                 Mode::Enforce => ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings"),
                 Mode::Audit | Mode::Deny => ("validatingadmissionpolicies", "validatingadmissionpolicybindings"),
@@ -257,7 +257,9 @@ mod tests {
             assert!(webhook.contains(&want.to_owned()), "{want}: {webhook:?}");
         }
         let policy: Vec<String> = needs(&policies, &guard(true)).iter().map(Need::shown).collect();
-        assert!(policy.contains(&"update mutatingadmissionpolicies.admissionregistration.k8s.io/g-a".to_owned()));
+        assert!(
+            policy.contains(&"update mutatingadmissionpolicies.admissionregistration.k8s.io/g-ingress-0".to_owned())
+        );
         assert!(!policy.iter().any(|n| n.contains("events")), "{policy:?}");
     }
 

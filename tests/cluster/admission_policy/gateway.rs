@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use super::run_render;
 use super::support::gateway::{
     create_gateway, create_gateway_class, gateway_status, gateways, stored_gateway_addresses, write_gateway_status,
 };
 use super::support::{TestEnv, eventually};
+use super::{lease_flag, lease_of, run_render};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -27,7 +27,9 @@ fn render_and_apply(t: &TestEnv, class: &str, controller: &str, mode: &str) -> s
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: {class}}}\nspec: {{controllerName: {controller}}}\n"
     );
     std::fs::write(&classes, manifest).unwrap();
-    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), "-f", classes.to_str().unwrap()]);
+    let lease = lease_flag(&t.ns);
+    let (code, yaml, stderr) =
+        run_render(&["--config", cfg.to_str().unwrap(), "-f", classes.to_str().unwrap(), &lease]);
     assert_eq!(code, Some(0), "render failed: {stderr}");
     assert!(yaml.contains(&format!("oldObject.spec.gatewayClassName in [\"{class}\"]")), "{yaml}");
     std::fs::write(&out, &yaml).unwrap();
@@ -39,11 +41,13 @@ fn render_and_apply(t: &TestEnv, class: &str, controller: &str, mode: &str) -> s
     cfg
 }
 
-/// `check` of `config` in the test's namespace: exit code, and stdout then stderr.
+/// `check` of `config` in the test's namespace, as the guard of the test's Lease: exit code,
+/// and stdout then stderr.
 fn check(t: &TestEnv, config: &std::path::Path) -> (Option<i32>, String) {
     let kubeconfig = t.cluster.admin_kubeconfig().to_str().unwrap();
     let out = std::process::Command::new(super::support::webhook::BINARY)
         .args(["check", "--kubeconfig", kubeconfig, "--config", config.to_str().unwrap(), "-n", &t.ns])
+        .arg(lease_flag(&t.ns))
         .output()
         .expect("run the binary");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -89,7 +93,8 @@ async fn a_rendered_gateway_policy_rewrites_rogue_addresses_and_keeps_the_rest()
 
     // `check` judges the MAP: current against the file it was rendered from, stale against
     // a file whose source gives another address.
-    let name = format!("ingress-status-guard-gateway-{}", t.ns);
+    // The file's one Gateway policy: slot 0 of the Gateway kind.
+    let name = format!("{}-gateway-0", lease_of(&t.ns));
     let (code, out) = check(&t, &cfg);
     assert!(out.contains(&format!("MutatingAdmissionPolicy {name} of policy \"{}\": CURRENT", t.ns)), "{out}");
     assert_eq!(code, Some(0), "{out}");

@@ -11,18 +11,19 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{WAIT, addresses_of};
+use super::{WAIT, addresses_of, lease_flag, lease_of};
 use crate::support::{Class, SENTINEL, SENTINEL_2, TestEnv, Webhook, create_ingress, eventually, stored, write_status};
 
 /// Short Lease timings, so a guard restarted after SIGKILL leads within seconds.
 pub(super) const LEASE: [&str; 3] =
     ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s"];
 
-/// Starts the guard in policy mode with the policy file `config`, leading in `ns`.
+/// Starts the guard in policy mode with the policy file `config`, leading in `ns` with the
+/// test's own Lease ([`lease_of`]), so its objects are named `isg-<ns>-<kind>-<n>`.
 pub(super) async fn start_guard(t: &TestEnv, config: &Path) -> Webhook {
-    let (config, lease_ns) =
-        (format!("--config={}", config.display()), format!("--leader-election-namespace={}", t.ns));
-    let mut args = vec!["--admission=policy", "--reconcile", &config, &lease_ns];
+    let (config, lease_ns, lease) =
+        (format!("--config={}", config.display()), format!("--leader-election-namespace={}", t.ns), lease_flag(&t.ns));
+    let mut args = vec!["--admission=policy", "--reconcile", &config, &lease_ns, &lease];
     args.extend(LEASE);
     t.start_webhook(&args).await
 }
@@ -66,7 +67,8 @@ pub(super) fn get_object(t: &TestEnv, kind: &str, name: &str) -> Option<Value> {
     out.success.then(|| serde_json::from_str(&out.stdout).expect("kubectl JSON"))
 }
 
-/// How soon a reload renaming a policy has swept the old objects.
+/// How soon a reload renaming a policy (and leaving it unresolved under `allow`) has swept its
+/// objects.
 const RENAME_SWEPT: Duration = Duration::from_secs(10);
 
 fn write_config(dir: &Path, text: &str) -> PathBuf {
@@ -105,12 +107,14 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
     create_ingress(&t.ingresses, "quiet", Class::Field(&t.ns)).await;
     rewritten_to(&t.rogue, "web", &["203.0.113.10"], &guard.log_path()).await;
     rewritten_to(&t.rogue, "quiet", &["203.0.113.10"], &guard.log_path()).await;
-    let name = format!("ingress-status-guard-{}", t.ns);
+    let lease = lease_of(&t.ns);
+    let name = format!("{lease}-ingress-0");
     let map = get_object(&t, "mutatingadmissionpolicy", &name).expect("the MAP exists");
-    assert_eq!(map["metadata"]["labels"]["ingress-status-guard/lease"], format!("{}.ingress-status-guard", t.ns));
+    assert_eq!(map["metadata"]["labels"]["ingress-status-guard/lease"], format!("{}.{lease}", t.ns));
+    assert_eq!(map["metadata"]["annotations"]["ingress-status-guard/policy"], t.ns.as_str(), "names its policy");
     let managers: Vec<&str> =
         map["metadata"]["managedFields"].as_array().unwrap().iter().filter_map(|m| m["manager"].as_str()).collect();
-    let manager = format!("ingress-status-guard-admission-policy/{}.ingress-status-guard", t.ns);
+    let manager = format!("ingress-status-guard-admission-policy/{}.{lease}", t.ns);
     assert_eq!(managers, [manager.as_str()], "one manager, the owner's");
     assert!(get_object(&t, "mutatingadmissionpolicybinding", &name).is_some(), "the binding exists");
     assert!(guard.metric("ingress_status_guard_admission_policy_applies_total{result=\"applied\"}") >= 2.0);
@@ -129,7 +133,8 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
     let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.expect("allowed"));
     assert_eq!(got, ["203.0.113.10"], "the MAP left behind enforces its value");
     let (kubeconfig, config) = (t.cluster.admin_kubeconfig().to_str().unwrap(), cfg.to_str().unwrap());
-    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    let lease = lease_flag(&t.ns);
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns, &lease]);
     assert_eq!(code, Some(1), "{out}");
     let stale = format!(
         "admission policy: MutatingAdmissionPolicy {name} of policy \"{}\": STALE (the sources give 203.0.113.20 now",
@@ -137,7 +142,7 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
     );
     assert!(out.contains(&stale), "{out}");
     let web = format!("{}/web", t.ns);
-    let (code, out) = run_cli(&["explain", &web, "--kubeconfig", kubeconfig, "--config", config]);
+    let (code, out) = run_cli(&["explain", &web, "--kubeconfig", kubeconfig, "--config", config, &lease]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains(&format!("Admission: enforced by MutatingAdmissionPolicy {name}")), "{out}");
     assert!(out.contains("STALE"), "{out}");
@@ -163,7 +168,7 @@ async fn the_kept_policy_enforces_while_the_guard_is_down_and_follows_the_servic
         }
     })
     .await;
-    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns, &lease]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains(&format!("MutatingAdmissionPolicy {name} of policy \"{}\": CURRENT", t.ns)), "{out}");
 }
@@ -175,9 +180,10 @@ fn run_cli(args: &[&str]) -> (Option<i32>, String) {
     (out.status.code(), text)
 }
 
-/// A reload that renames the policy: the new objects are applied and the old ones, labelled
-/// as this guard's, deleted; an object of another owner is left alone. `onUnresolved: allow`
-/// with the Service gone removes the mutation; `deny` keeps the last value.
+/// A reload that renames the policy: its objects keep their name (its slot, `<lease>-ingress-0`)
+/// and are swept while it renders nothing, then applied annotated with the new name; an object
+/// of another owner is left alone. `onUnresolved: allow` with the Service gone removes the
+/// mutation; `deny` keeps the last value.
 #[tokio::test]
 async fn reloads_and_unresolved_sources_apply_and_sweep() {
     let t = TestEnv::new("maps").await;
@@ -194,9 +200,12 @@ async fn reloads_and_unresolved_sources_apply_and_sweep() {
     let guard = start_guard(&t, &cfg).await;
     create_ingress(&t.ingresses, "web", Class::Field(&t.ns)).await;
     rewritten_to(&t.rogue, "web", &["203.0.113.30"], &guard.log_path()).await;
-    let (old, new) = (format!("ingress-status-guard-{first}"), format!("ingress-status-guard-{second}"));
+    // Named by its slot, whatever the policy is called: a rename keeps the name.
+    let name = format!("{}-ingress-0", lease_of(&t.ns));
+    let policy_of = |object: &Value| object["metadata"]["annotations"]["ingress-status-guard/policy"].clone();
     // Another owner's object of the same label key: not this guard's to delete.
-    let foreign = get_object(&t, "mutatingadmissionpolicy", &old).unwrap();
+    let foreign = get_object(&t, "mutatingadmissionpolicy", &name).unwrap();
+    assert_eq!(policy_of(&foreign), json!(first), "annotated with its policy's name");
     let mut foreign_copy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
         "metadata": {"name": format!("other-{}", t.ns), "labels": {"ingress-status-guard/lease": "elsewhere.lease"}},
@@ -212,22 +221,23 @@ async fn reloads_and_unresolved_sources_apply_and_sweep() {
     Api::<Service>::namespaced(t.admin.clone(), &t.ns).delete("edge", &Default::default()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     rewritten_to(&t.rogue, "web", &["203.0.113.30"], &guard.log_path()).await;
-    assert!(get_object(&t, "mutatingadmissionpolicy", &old).is_some(), "kept under onUnresolved: deny");
+    let kept = get_object(&t, "mutatingadmissionpolicy", &name).expect("kept under onUnresolved: deny");
+    assert_eq!(policy_of(&kept), json!(first));
 
-    // Renamed, with `allow`: the old objects go, and with the Service still gone no new ones
-    // come; writes are stored as written. Within 10 s of the file's rename (the bound,
+    // Renamed, with `allow`: the objects go, and with the Service still gone none come back;
+    // writes are stored as written. Within 10 s of the file's rename (the bound,
     // asserted as correctness: the file's directory is watched and a reload runs the keeper at
     // once; only a reload left to the 10 s poll, or a pass not run on it, misses it).
     write_config(&dir, &policy(&second, "allow"));
-    eventually("the old objects are swept", RENAME_SWEPT, || async {
+    eventually("the objects are swept", RENAME_SWEPT, || async {
         let left: Vec<&str> = ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"]
             .into_iter()
-            .filter(|kind| get_object(&t, kind, &old).is_some())
+            .filter(|kind| get_object(&t, kind, &name).is_some())
             .collect();
         if left.is_empty() { Ok(()) } else { Err(format!("{left:?} still there; {}", guard.log_tail())) }
     })
     .await;
-    assert!(get_object(&t, "mutatingadmissionpolicy", &new).is_none(), "unresolved under allow: no mutation");
+    assert!(get_object(&t, "mutatingadmissionpolicy", &name).is_none(), "unresolved under allow: no mutation");
     eventually("writes are stored as written", WAIT, || async {
         let got = addresses_of(write_status(&t.rogue, "web", &[SENTINEL], false).await.map_err(|e| e.to_string())?);
         if got == [SENTINEL] { Ok(()) } else { Err(format!("stored {got:?}")) }
@@ -236,7 +246,10 @@ async fn reloads_and_unresolved_sources_apply_and_sweep() {
     // The Service comes back: the renamed policy renders.
     create_edge(&t, "203.0.113.31").await;
     rewritten_to(&t.rogue, "web", &["203.0.113.31"], &guard.log_path()).await;
-    assert!(get_object(&t, "mutatingadmissionpolicybinding", &new).is_some());
+    let binding = get_object(&t, "mutatingadmissionpolicybinding", &name).expect("the binding is back");
+    assert_eq!(policy_of(&binding), json!(second), "annotated with the new name");
+    let map = get_object(&t, "mutatingadmissionpolicy", &name).expect("the MAP is back");
+    assert_eq!(policy_of(&map), json!(second), "annotated with the new name");
     let other = format!("other-{}", t.ns);
     assert!(get_object(&t, "mutatingadmissionpolicy", &other).is_some(), "another owner's object stays");
     let _ = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["delete", "mutatingadmissionpolicy", &other]);
@@ -373,7 +386,7 @@ async fn a_guard_leaves_another_guards_objects_of_its_names_alone() {
         format!("policies:\n  - name: default\n    ingressClasses: [{ns}]\n    publishStatusAddress: {ip}\n", ns = t.ns)
     };
     let lease = format!("--leader-election-lease-name=isg-{}", t.ns);
-    let name = format!("isg-{}-default", t.ns);
+    let name = format!("isg-{}-ingress-0", t.ns);
     let first_cfg = write_config(&dir, &policy("192.0.2.81"));
     let (config, lease_ns) =
         (format!("--config={}", first_cfg.display()), format!("--leader-election-namespace={}", t.ns));
@@ -502,10 +515,12 @@ async fn the_resync_repairs_a_deleted_binding_and_a_foreign_field_under_churn() 
         ),
     );
     let (config, lease_ns) = (format!("--config={}", cfg.display()), format!("--leader-election-namespace={}", t.ns));
-    let mut args = vec!["--admission=policy", &config, &lease_ns, "--admission-policy-resync=4"];
+    let lease = lease_flag(&t.ns);
+    let mut args = vec!["--admission=policy", &config, &lease_ns, &lease, "--admission-policy-resync=4"];
     args.extend(LEASE);
     let guard = t.start_webhook(&args).await;
-    let (name_a, name_b) = (format!("ingress-status-guard-{a}"), format!("ingress-status-guard-{b}"));
+    // Named by their places in the file.
+    let (name_a, name_b) = (format!("{}-ingress-0", lease_of(&t.ns)), format!("{}-ingress-1", lease_of(&t.ns)));
     eventually("both bindings exist", WAIT, || async {
         let both = get_object(&t, "mutatingadmissionpolicybinding", &name_a).is_some()
             && get_object(&t, "mutatingadmissionpolicybinding", &name_b).is_some();
@@ -536,7 +551,7 @@ async fn the_resync_repairs_a_deleted_binding_and_a_foreign_field_under_churn() 
         t.cluster.kubectl(admin, &["patch", "mutatingadmissionpolicybinding", &name_a, "--type=merge", "-p", selector]);
     assert!(patched.success, "{}", patched.stderr);
     let (kubeconfig, config) = (admin.to_str().unwrap(), cfg.to_str().unwrap());
-    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns, &lease]);
     let (stale_a, stale_b) = (
         format!("MutatingAdmissionPolicy {name_a} of policy \"{a}\": STALE (its binding's spec.matchResources"),
         format!("MutatingAdmissionPolicy {name_b} of policy \"{b}\": STALE (its binding is missing"),
@@ -558,7 +573,7 @@ async fn the_resync_repairs_a_deleted_binding_and_a_foreign_field_under_churn() 
     })
     .await;
     churn.abort();
-    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns]);
+    let (code, out) = run_cli(&["check", "--kubeconfig", kubeconfig, "--config", config, "-n", &t.ns, &lease]);
     assert!(out.contains(&format!("{name_a} of policy \"{a}\": CURRENT")), "{code:?} {out}");
     assert!(out.contains(&format!("{name_b} of policy \"{b}\": CURRENT")), "{out}");
 }

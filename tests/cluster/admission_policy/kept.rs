@@ -11,7 +11,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::guard::{LEASE, get_object, rewritten_to, start_guard};
-use super::{WAIT, addresses_of};
+use super::{WAIT, addresses_of, lease_of};
 use crate::support::{Class, Cluster, SENTINEL, TestEnv, Webhook, create_ingress, eventually, stored, write_status};
 
 async fn create_node(admin: &kube::Client, name: &str, external_ip: &str) {
@@ -99,10 +99,12 @@ async fn audit_renders_no_mutation_and_deny_refuses() {
         message.contains(&format!("policy \"{denied}\" requires status.loadBalancer.ingress [192.0.2.52]")),
         "{message}"
     );
-    let name = |p: &str| format!("ingress-status-guard-{p}");
-    assert!(get_object(&t, "validatingadmissionpolicy", &name(&audited)).is_some());
-    assert!(get_object(&t, "mutatingadmissionpolicy", &name(&audited)).is_none(), "audit mutates nothing");
-    let binding = get_object(&t, "validatingadmissionpolicybinding", &name(&audited)).unwrap();
+    // The audit policy is the file's first: slot 0.
+    let name = format!("{}-ingress-0", lease_of(&t.ns));
+    let policy = get_object(&t, "validatingadmissionpolicy", &name).expect("the audit policy's VAP");
+    assert_eq!(policy["metadata"]["annotations"]["ingress-status-guard/policy"], audited.as_str());
+    assert!(get_object(&t, "mutatingadmissionpolicy", &name).is_none(), "audit mutates nothing");
+    let binding = get_object(&t, "validatingadmissionpolicybinding", &name).unwrap();
     assert_eq!(binding["spec"]["validationActions"], json!(["Warn", "Audit"]));
     write_status(&t.rogue, "audited", &[SENTINEL], false).await.expect("audit allows");
     assert_eq!(stored(&t.ingresses, "audited").await, [SENTINEL], "stored as written");
@@ -172,12 +174,13 @@ async fn controller_and_default_classes_follow_the_cluster() {
     rewritten_to(&ingresses, "classless", &["192.0.2.61"], &guard.log_path()).await;
     set_default(&admin, "main", false).await;
     stored_as_written(&ingresses, "classless", &guard).await;
+    // The default Lease's first Ingress slot: the control plane is this test's own.
     let out = cluster.kubectl(
         cluster.admin_kubeconfig(),
         &[
             "get",
             "mutatingadmissionpolicy",
-            "ingress-status-guard-ctl",
+            "ingress-status-guard-ingress-0",
             "-o",
             "jsonpath={.spec.matchConditions[0].expression}",
         ],

@@ -251,8 +251,8 @@ async fn the_doctor_pods_are_restricted_and_its_rbac_is_least() {
     assert_eq!(identity.len(), 9, "and the publish Service's Role and binding");
     let out = apply(&t, &dir, &identity, &["--force-conflicts"]);
     assert!(out.success, "{}", out.stderr);
-    let map = format!("mutatingadmissionpolicies.admissionregistration.k8s.io/{fullname}-web");
-    let binding = format!("mutatingadmissionpolicybindings.admissionregistration.k8s.io/{fullname}-web");
+    let map = format!("mutatingadmissionpolicies.admissionregistration.k8s.io/{fullname}-ingress-0");
+    let binding = format!("mutatingadmissionpolicybindings.admissionregistration.k8s.io/{fullname}-ingress-0");
     // kubectl resolves a resource by discovery: where MutatingAdmissionPolicies are not served
     // (1.31, which .ci/run runs this module on too) it cannot ask about them.
     let served = t.cluster.kubectl(admin, &["api-resources", "--api-group=admissionregistration.k8s.io"]);

@@ -186,10 +186,11 @@ async fn leaving_policy_mode_and_uninstalling_leave_no_admission_object() {
         }
     })
     .await;
-    let other = t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicybinding", &format!("{FULLNAME}-edge-x")]);
+    let other =
+        t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicybinding", &format!("{FULLNAME}-ingress-0-x")]);
     assert!(other.success, "another owner's object stays: {}", other.stderr);
     for kind in ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"] {
-        let _ = t.cluster.kubectl(admin, &["delete", kind, &format!("{FULLNAME}-edge-x")]);
+        let _ = t.cluster.kubectl(admin, &["delete", kind, &format!("{FULLNAME}-ingress-0-x")]);
     }
     let _ = t.cluster.kubectl(admin, &["delete", "namespace", RELEASE, "--wait=false"]);
 }

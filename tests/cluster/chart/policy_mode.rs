@@ -47,67 +47,63 @@ fn granted(docs: &[Value], fullname: &str) -> Vec<String> {
     names.iter().map(|n| n.as_str().unwrap().to_owned()).collect()
 }
 
-/// The chart and the overlay grant exactly the names the binary gives the objects, for
-/// Ingress and Gateway policies and under another release name; a name the rule cannot give
-/// fails the render, naming the policy.
+/// The chart and the overlay grant exactly the names the binary may give the objects: 16 per
+/// kind, `<lease>-<kind>-<n>`, the same whatever the policies are called (so a rename changes
+/// no grant and `helm template` needs no lookup), under another release name too; more
+/// policies of a kind than names fail the render and the binary alike, naming the policy.
 #[test]
 fn the_granted_names_are_the_binarys() {
     let dir = scratch("policy-names");
     let helm = Helm::new(3, &dir);
-    let values = dir.join("values.yaml");
-    std::fs::write(
-        &values,
-        "admission: {mode: policy}
-policies:
-         - {name: web, ingressClasses: [nginx], publishStatusAddress: 192.0.2.1}
-         - {name: edge, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}
-",
-    )
-    .unwrap();
-    let docs = helm.template(&["-f", values.to_str().unwrap()]);
-    let want = binary_names(&dir, &config_of(&docs), RELEASE);
-    assert_eq!(
-        want,
-        ["ingress-status-guard-web", "ingress-status-guard-gateway-edge"],
-        "the default Lease keeps today's names"
+    let values = |name: &str, policies: &str| {
+        let file = dir.join(name);
+        std::fs::write(&file, format!("admission: {{mode: policy}}\npolicies:\n{policies}")).unwrap();
+        file.display().to_string()
+    };
+    let two = values(
+        "two.yaml",
+        "- {name: web, ingressClasses: [nginx], publishStatusAddress: 192.0.2.1}\n\
+         - {name: edge, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n",
     );
+    let docs = helm.template(&["-f", &two]);
+    let want = binary_names(&dir, &config_of(&docs), RELEASE);
+    let slots = |lease: &str| -> Vec<String> {
+        ["ingress", "gateway"].iter().flat_map(|kind| (0..16).map(move |n| format!("{lease}-{kind}-{n}"))).collect()
+    };
+    assert_eq!(want, slots(RELEASE));
     assert_eq!(granted(&docs, RELEASE), want);
+    // Renamed, reordered, or other policies altogether: the same grant.
+    let renamed = values(
+        "renamed.yaml",
+        "- {name: gw, kind: Gateway, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n\
+         - {name: Not_A_Label, ingressClasses: [nginx], publishStatusAddress: 192.0.2.1}\n",
+    );
+    assert_eq!(granted(&helm.template(&["-f", &renamed]), RELEASE), want);
     // Another release: its fullname is its Lease, and its objects' names start with it.
-    let out = helm.run(&["template", "team-a", CHART, "--namespace", "team-a", "-f", values.to_str().unwrap()]);
+    let out = helm.run(&["template", "team-a", CHART, "--namespace", "team-a", "-f", &two]);
     assert!(out.success, "{}", out.stderr);
     let other = super::documents(&out.stdout);
     let fullname = "team-a-ingress-status-guard";
     let args = args_of_release(&other, fullname);
     assert!(args.contains(&format!("--leader-election-lease-name={fullname}")), "{args:?}");
     let want = binary_names(&dir, &config_of(&other), fullname);
-    assert_eq!(want, [format!("{fullname}-web"), format!("{fullname}-gateway-edge")]);
+    assert_eq!(want, slots(fullname));
     assert_eq!(granted(&other, fullname), want);
-    // 21 + 42 = 63 characters is a name; 64 fails the render, naming the policy, as the binary
-    // refuses it.
-    let fits = "p".repeat(42);
-    let docs = helm.template(&["--set", "admission.mode=policy", "--set", &format!("policy.name={fits}")]);
-    assert_eq!(granted(&docs, RELEASE), [format!("ingress-status-guard-{fits}")]);
-    let long = "p".repeat(43);
-    let out = helm.run(&[
-        "template",
-        RELEASE,
-        CHART,
-        "--set",
-        "admission.mode=policy",
-        "--set",
-        &format!("policy.name={long}"),
-    ]);
-    assert!(!out.success, "rendered a name of 64 characters");
-    assert!(out.stderr.contains(&format!("policy \"{long}\": its admission objects would be named")), "{}", out.stderr);
-    let config = format!("policies:\n- {{name: {long}, ingressClasses: [a], publishStatusAddress: 192.0.2.1}}\n");
-    let file = dir.join("long.yaml");
-    std::fs::write(&file, config).unwrap();
+    // 17 Gateway policies: the chart refuses the render and the binary the file, both naming
+    // the 17th.
+    let many: String = (0..17)
+        .map(|i| format!("- {{name: g{i}, kind: Gateway, gatewayClasses: [c{i}], publishStatusAddress: 192.0.2.1}}\n"))
+        .collect();
+    let out = helm.run(&["template", RELEASE, CHART, "-f", &values("many.yaml", &many)]);
+    assert!(!out.success && out.stderr.contains("the Gateway policy \"g16\" is number 17"), "{}", out.stderr);
+    let file = dir.join("many-config.yaml");
+    std::fs::write(&file, format!("policies:\n{many}")).unwrap();
     let out = std::process::Command::new(crate::support::webhook::BINARY)
         .args(["render-admission-policy", "--names", "--config", file.to_str().unwrap()])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains(&format!("policy \"{long}\"")), "{stderr}");
+    assert!(!out.status.success() && stderr.contains("policy \"g16\": it is Gateway policy number 17"), "{stderr}");
     // The overlay grants what the binary names for its own policy file.
     let overlay = kustomize("overlays/admission-policy");
     assert_eq!(granted(&overlay, RELEASE), binary_names(&dir, &config_of(&overlay), RELEASE));
@@ -178,7 +174,9 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     let remover = find(&all, "ClusterRole", &format!("{RELEASE}-remove"));
     assert_eq!(remover["rules"][0]["verbs"], json!(["list"]));
     assert_eq!(remover["rules"][1]["verbs"], json!(["delete"]));
-    assert_eq!(remover["rules"][1]["resourceNames"], json!(["ingress-status-guard-default"]));
+    let slots: Vec<String> =
+        ["ingress", "gateway"].iter().flat_map(|kind| (0..16).map(move |n| format!("{RELEASE}-{kind}-{n}"))).collect();
+    assert_eq!(remover["rules"][1]["resourceNames"], json!(slots));
     let mut docs = without_hooks(&all);
     // doctor's identity is the chart's alone (helm runs its hook and test), as in webhook mode.
     docs.retain(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] != "doctor");
@@ -194,20 +192,17 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
         json!([
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": resources, "verbs": ["create", "list"]},
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": resources,
-             "resourceNames": ["ingress-status-guard-default"], "verbs": ["get", "update", "delete"]},
+             "resourceNames": slots, "verbs": ["get", "update", "delete"]},
         ])
     );
-    // A policy name that is no part of a DNS label: refused at render, never a grant of every name.
-    let out = helm.run(&[
-        "template",
-        RELEASE,
-        CHART,
+    // A policy name that is no part of a DNS label names no object: the same fixed grant.
+    let odd = helm.template(&[
         "--set",
         "admission.mode=policy",
         "--set",
         "policies[0].name=Not_A_Label,policies[0].publishStatusAddress=192.0.2.1",
     ]);
-    assert!(!out.success && out.stderr.contains("policy \"Not_A_Label\""), "{}", out.stderr);
+    assert_eq!(find(&odd, "ClusterRole", &format!("{RELEASE}-admission-policies"))["rules"], role["rules"]);
     // No Events in this mode: no grant of them.
     assert!(!names(&docs).iter().any(|n| n.contains("-events")), "{:?}", names(&docs));
     // The webhook mode has none of it.
@@ -305,7 +300,15 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     assert!(edge.success, "{}", edge.stderr);
     let notes = helm_ok("install", &values("chart-map"));
     assert!(notes.contains(&format!("-l ingress-status-guard/lease={INSTALL}.{FULLNAME}")), "{notes}");
-    assert_eq!(granted(), json!([format!("{FULLNAME}-chart-map"), format!("{FULLNAME}-gateway-chart-gw")]));
+    let slots: Vec<String> =
+        ["ingress", "gateway"].iter().flat_map(|kind| (0..16).map(move |n| format!("{FULLNAME}-{kind}-{n}"))).collect();
+    assert_eq!(granted(), json!(slots));
+    // `helm template`, as Argo CD renders, grants the same names: no lookup is needed for them.
+    let rendered = helm.run(&["template", INSTALL, CHART, "--namespace", INSTALL, "-f", &values("chart-map")]);
+    assert!(rendered.success, "{}", rendered.stderr);
+    let rendered = super::documents(&rendered.stdout);
+    let role = find(&rendered, "ClusterRole", &format!("{FULLNAME}-admission-policies"));
+    assert_eq!(role["rules"][1]["resourceNames"], json!(slots));
 
     let services: Api<Service> = Api::namespaced(t.admin.clone(), "chart-map-edge");
     let service: Service = serde_json::from_value(json!({
@@ -345,42 +348,73 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     })
     .await;
     let exists = |kind: &str, name: &str| t.cluster.kubectl(admin, &["get", kind, name]).success;
+    let (ingress_slot, gateway_slot) = (format!("{FULLNAME}-ingress-0"), format!("{FULLNAME}-gateway-0"));
     eventually("the Gateway policy's MAP and binding are created", WAIT, || async {
-        let name = format!("{FULLNAME}-gateway-chart-gw");
-        match exists("mutatingadmissionpolicy", &name) && exists("mutatingadmissionpolicybinding", &name) {
+        match exists("mutatingadmissionpolicy", &gateway_slot)
+            && exists("mutatingadmissionpolicybinding", &gateway_slot)
+        {
             true => Ok(()),
             false => Err(guard.log_tail()),
         }
     })
     .await;
-
-    // Renamed by an upgrade: its lookup grants the old objects' names too, and the guard deletes them.
-    helm_ok("upgrade", &values("chart-map-two"));
-    let names = granted();
-    for name in ["chart-map-two", "gateway-chart-gw", "chart-map"] {
-        assert!(
-            names.as_array().unwrap().contains(&json!(format!("{FULLNAME}-{name}"))),
-            "{name} not granted: {names}"
+    // The release's objects, by its owner label: (name, the policy it holds).
+    let owned = || -> Vec<(String, String)> {
+        let selector = format!("ingress-status-guard/lease={INSTALL}.{FULLNAME}");
+        let out = t.cluster.kubectl(
+            admin,
+            &["get", "mutatingadmissionpolicies,mutatingadmissionpolicybindings", "-l", &selector, "-o", "json"],
         );
-    }
+        assert!(out.success, "{}", out.stderr);
+        let list: Value = serde_json::from_str(&out.stdout).unwrap();
+        let mut items: Vec<(String, String)> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let annotation = &o["metadata"]["annotations"]["ingress-status-guard/policy"];
+                (o["metadata"]["name"].as_str().unwrap().to_owned(), annotation.as_str().unwrap_or("").to_owned())
+            })
+            .collect();
+        items.sort();
+        items
+    };
+    let held = |ingress_policy: &str| {
+        let mut want = vec![
+            (gateway_slot.clone(), "chart-gw".to_owned()),
+            (gateway_slot.clone(), "chart-gw".to_owned()),
+            (ingress_slot.clone(), ingress_policy.to_owned()),
+            (ingress_slot.clone(), ingress_policy.to_owned()),
+        ];
+        want.sort();
+        want
+    };
+    assert_eq!(owned(), held("chart-map"));
+
+    // Renamed by an upgrade: the same names are granted, and the guard replaces the objects of
+    // the policy's slot in place; no name is left behind to delete, under any install path.
+    helm_ok("upgrade", &values("chart-map-two"));
+    assert_eq!(granted(), json!(slots));
     write_config(&values("chart-map-two"));
     // Within 10 s of the file's rename: the issue's bound, asserted as correctness (a reload
     // runs the keeper at once; the file's 10 s poll alone would miss it).
-    eventually("the renamed policy's old objects go", std::time::Duration::from_secs(10), || async {
-        let old = format!("{FULLNAME}-chart-map");
-        let left: Vec<&str> = ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"]
-            .into_iter()
-            .filter(|kind| exists(kind, &old))
-            .collect();
-        match left.is_empty() && exists("mutatingadmissionpolicy", &format!("{FULLNAME}-chart-map-two")) {
-            true => Ok(()),
-            false => Err(format!("{left:?} still there; {}", guard.log_tail())),
-        }
+    eventually(
+        "the renamed policy holds its slot, and nothing else is left",
+        std::time::Duration::from_secs(10),
+        || async {
+            match owned() {
+                got if got == held("chart-map-two") => Ok(()),
+                got => Err(format!("{got:?}; {}", guard.log_tail())),
+            }
+        },
+    )
+    .await;
+    eventually("the renamed policy's MAP still enforces", WAIT, || async {
+        let got =
+            support_addresses(write_status(&t.rogue, "web", &["192.0.2.253"], false).await.map_err(|e| e.to_string())?);
+        if got == ["203.0.113.71"] { Ok(()) } else { Err(format!("stored {got:?}; {}", guard.log_tail())) }
     })
     .await;
-    // The next upgrade no longer grants the deleted names.
-    helm_ok("upgrade", &values("chart-map-two"));
-    assert_eq!(granted(), json!([format!("{FULLNAME}-chart-map-two"), format!("{FULLNAME}-gateway-chart-gw")]));
     let log = guard.log();
     let forbidden = guard.forbidden_lines();
     assert!(forbidden.is_empty(), "forbidden in the guard's log: {forbidden:#?}\n{log}");
@@ -392,7 +426,7 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     drop(guard);
     let other = json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": format!("{FULLNAME}-chart-map-two-x"), "labels": {"ingress-status-guard/lease": "elsewhere.isg-map-ingress-status-guard"}},
+        "metadata": {"name": format!("{FULLNAME}-gateway-5"), "labels": {"ingress-status-guard/lease": "elsewhere.isg-map-ingress-status-guard"}},
         "spec": {"policyName": "nothing"},
     });
     let other_file = config_dir.join("other.json");
@@ -402,7 +436,7 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     let out = helm.run(&["uninstall", INSTALL, "--namespace", INSTALL, "--no-hooks", &kubeconfig_arg]);
     assert!(out.success, "{}", out.stderr);
     assert!(!exists("clusterrole", &format!("{FULLNAME}-admission-policies")), "the release's RBAC is gone");
-    assert!(exists("mutatingadmissionpolicy", &format!("{FULLNAME}-chart-map-two")), "left enforcing");
+    assert!(exists("mutatingadmissionpolicy", &ingress_slot), "left enforcing");
     let rendered = helm.run(&["template", INSTALL, CHART, "--namespace", INSTALL, "-f", &values("chart-map-two")]);
     assert!(rendered.success, "{}", rendered.stderr);
     let hooks: Vec<Value> = super::documents(&rendered.stdout)
@@ -429,11 +463,12 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     assert!(out.status.success(), "{args:?}: {stdout}{stderr}");
     assert!(stdout.contains("deleted 4 admission policies and bindings"), "{stdout}{stderr}");
     for kind in ["mutatingadmissionpolicy", "mutatingadmissionpolicybinding"] {
-        for name in ["chart-map-two", "gateway-chart-gw"] {
-            assert!(!exists(kind, &format!("{FULLNAME}-{name}")), "{kind} {name} left");
+        for name in [&ingress_slot, &gateway_slot] {
+            assert!(!exists(kind, name), "{kind} {name} left");
         }
     }
-    assert!(exists("mutatingadmissionpolicybinding", &format!("{FULLNAME}-chart-map-two-x")), "another owner's stays");
+    // A granted name under another owner's label stays.
+    assert!(exists("mutatingadmissionpolicybinding", &format!("{FULLNAME}-gateway-5")), "another owner's stays");
 }
 
 fn support_addresses(ingress: k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
@@ -500,7 +535,7 @@ async fn the_overlays_rbac_runs_a_namespace_selector_policy() {
         if guard.metric("ingress_status_guard_ready") == 1.0 { Ok(()) } else { Err(guard.log_tail()) }
     })
     .await;
-    assert!(t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicy", "ovl-map-default"]).success);
+    assert!(t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicy", "ovl-map-ingress-0"]).success);
     let log = guard.log();
     let forbidden = guard.forbidden_lines();
     assert!(forbidden.is_empty(), "forbidden in the guard's log: {forbidden:#?}\n{log}");
@@ -545,7 +580,7 @@ async fn an_install_whose_names_another_guard_holds_fails_naming_them() {
             &kubeconfig_arg,
         ])
     };
-    let name = format!("{MOVED_FULL}-web");
+    let name = format!("{MOVED_FULL}-ingress-0");
     let binding = |owner: &str| {
         let object = json!({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",

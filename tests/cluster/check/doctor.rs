@@ -164,8 +164,13 @@ const PROBE: &str = "ingress-status-guard-doctor-probe";
 
 /// Whether doctor's probe Ingress is gone from `ns` (it deletes it on every path).
 async fn probe_gone(t: &TestEnv, ns: &str) -> bool {
+    probe_named_gone(t, ns, PROBE).await
+}
+
+/// As [`probe_gone`], for the probe `name` (`<lease>-doctor-probe`).
+async fn probe_named_gone(t: &TestEnv, ns: &str, name: &str) -> bool {
     let api = Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(t.admin.clone(), ns);
-    api.get_opt(PROBE).await.expect("get the probe").is_none()
+    api.get_opt(name).await.expect("get the probe").is_none()
 }
 
 /// Without `--probe` doctor creates its own probe Ingress of a governed class in
@@ -333,13 +338,17 @@ async fn doctor_in_policy_mode_names_a_hand_edited_admission_policy() {
     std::fs::write(&file, policies).unwrap();
     let config = format!("--config={}", file.display());
     let lease_ns = format!("--leader-election-namespace={}", t.ns);
-    let mut serve = vec!["--admission=policy", "--reconcile=true", &config, &lease_ns];
+    // A Lease of the test's own: the objects are named `<lease>-ingress-0`, and the shared API
+    // server holds other tests' objects.
+    let lease_name = format!("isg-{}", t.ns);
+    let lease = format!("--leader-election-lease-name={lease_name}");
+    let mut serve = vec!["--admission=policy", "--reconcile=true", &config, &lease_ns, &lease];
     serve.extend(LEASE_TIMINGS);
     let _guard = t.start_webhook(&serve).await;
     let kubeconfig = format!("--kubeconfig={}", t.cluster.admin_kubeconfig().display());
     let probe_ns = format!("--probe-namespace={}", t.ns);
-    let args = ["doctor", "--admission=policy", &kubeconfig, &config, &lease_ns, &probe_ns];
-    let name = format!("ingress-status-guard-{}", t.ns);
+    let args = ["doctor", "--admission=policy", &kubeconfig, &config, &lease_ns, &lease, &probe_ns];
+    let name = format!("{lease_name}-ingress-0");
 
     let out = eventually("the guard's admission policy enforces", Duration::from_secs(60), || async {
         let out = run(&args);
@@ -348,14 +357,14 @@ async fn doctor_in_policy_mode_names_a_hand_edited_admission_policy() {
     .await;
     let policies_line = line(&out, "admission-policies");
     assert!(
-        policies_line.contains(&format!("1 admission policies and their bindings present and current (labelled ingress-status-guard/lease={}.ingress-status-guard)", t.ns)),
+        policies_line.contains(&format!("1 admission policies and their bindings present and current (labelled ingress-status-guard/lease={}.{lease_name})", t.ns)),
         "{policies_line}"
     );
     let write = line(&out, "dry-run-write");
     assert!(write.contains(&format!("came back rewritten to [{CANONICAL}]")), "{write}");
     assert!(line(&out, "lease").starts_with("PASS"), "{}", out.stdout);
     assert!(!out.stdout.contains(" configuration "), "no webhook checks in policy mode: {}", out.stdout);
-    assert!(probe_gone(&t, &t.ns).await);
+    assert!(probe_named_gone(&t, &t.ns, &format!("{lease_name}-doctor-probe")).await);
 
     // (d) Edited by hand: another matchCondition (the keeper replaces it only at its resync).
     let admin = t.cluster.admin_kubeconfig();

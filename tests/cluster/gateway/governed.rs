@@ -130,7 +130,8 @@ async fn rogue_gateway_status_writes_are_rewritten_audited_or_denied() {
         "Rule:      governed because its class is in gatewayClasses".to_owned(),
         "Stored:    192.0.2.60,gw.example.test".to_owned(),
         "State:     OK".to_owned(),
-        "Admission: no admission policy ingress-status-guard-gateway-enforce in the cluster: the webhook enforces (--admission=webhook)".to_owned(),
+        // Policy "enforce" is the file's first Gateway policy: slot 0, under the default Lease.
+        "Admission: no admission policy ingress-status-guard-gateway-0 in the cluster: the webhook enforces (--admission=webhook)".to_owned(),
     ] {
         assert!(text.contains(&line), "{line:?} in:\n{text}");
     }
