@@ -101,8 +101,8 @@ fn keep_objects(t: &TestEnv, config: &str, owner: &str, suffix: &str) {
 
 /// `helm upgrade --set admission.mode=webhook` of a policy-mode release removes its admission
 /// objects (a post-upgrade hook, once the policy-mode grants are gone), and an uninstall in
-/// webhook mode removes any that came back (the post-delete hook runs in every mode); another
-/// owner's object stays.
+/// webhook mode removes any that came back (the post-delete hook runs in every mode); so does
+/// the post-upgrade hook of a `helm template` render (Argo CD); another owner's object stays.
 #[tokio::test]
 async fn leaving_policy_mode_and_uninstalling_leave_no_admission_object() {
     let t = TestEnv::new("chart-switch").await;
@@ -186,6 +186,33 @@ async fn leaving_policy_mode_and_uninstalling_leave_no_admission_object() {
         }
     })
     .await;
+    let other =
+        t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicybinding", &format!("{FULLNAME}-ingress-0-x")]);
+    assert!(other.success, "another owner's object stays: {}", other.stderr);
+
+    // The same switch under a GitOps render (`helm template`, as Argo CD renders, which runs
+    // post-install and post-upgrade hooks as PostSync): no lookup can see the objects, so the
+    // webhook-mode render carries the removal after every sync, and it removes them.
+    keep_objects(&t, &file, OWNER, "");
+    assert_eq!(labelled(&t).len(), 2);
+    let out = helm.run(&["template", RELEASE, CHART, "--namespace", RELEASE, "-f", values, "--set", NO_HOOK]);
+    assert!(out.success, "{}", out.stderr);
+    let rendered = super::documents(&out.stdout);
+    let printed = run_hooks(&t, &rendered, "post-upgrade");
+    eventually("no admission object of the release after a GitOps switch", Duration::from_secs(60), || async {
+        match labelled(&t) {
+            left if left.is_empty() => Ok(()),
+            left => Err(format!("{left:?} left; the hook printed {printed:?}")),
+        }
+    })
+    .await;
+    // Installed by helm, which can look: with nothing labelled as the release's, the removal
+    // runs at uninstall only, not after every upgrade.
+    helm_ok(&["install", RELEASE, CHART, "-f", values, "--set", NO_HOOK, "--no-hooks"]);
+    let remove =
+        hooks().into_iter().find(|d| d["kind"] == "Job" && d["metadata"]["name"] == format!("{FULLNAME}-remove"));
+    assert_eq!(remove.expect("the removal Job")["metadata"]["annotations"]["helm.sh/hook"], "post-delete");
+    helm_ok(&["uninstall", RELEASE, "--no-hooks"]);
     let other =
         t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicybinding", &format!("{FULLNAME}-ingress-0-x")]);
     assert!(other.success, "another owner's object stays: {}", other.stderr);
