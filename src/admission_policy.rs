@@ -140,9 +140,10 @@ pub(crate) enum RenderError {
     Name { policy: String, lease: String },
     #[error(
         "policy {policy:?}: it is {kind} policy number {number} of the file, and admission policy mode keeps at most {SLOTS} policies of a kind (their objects are named <lease>-{label}-0 to <lease>-{label}-{}); merge policies, or run another release for the rest",
-        SLOTS - 1
+        SLOTS - 1,
+        label = .kind.info().label
     )]
-    Slots { policy: String, kind: crate::kind::Kind, label: &'static str, number: usize },
+    Slots { policy: String, kind: crate::kind::Kind, number: usize },
 }
 
 /// Separators of an Ingress entry's comparison key (`kind/ingress/admission`'s `key`); a
@@ -316,7 +317,7 @@ pub(crate) fn object_name_in(lease: &str, policies: &Policies, policy: &Policy) 
     let slot = policies.of(policy.kind).position(|p| p.name == policy.name);
     let slot = slot.unwrap_or_else(|| policies.of(policy.kind).count());
     if slot >= SLOTS {
-        return Err(RenderError::Slots { policy: policy.name.clone(), kind: policy.kind, label, number: slot + 1 });
+        return Err(RenderError::Slots { policy: policy.name.clone(), kind: policy.kind, number: slot + 1 });
     }
     let name = slot_name(lease, label, slot);
     // Every slot's name fits, not only this one's: the chart grants them all.
