@@ -61,6 +61,18 @@ fn run_hooks(t: &TestEnv, hooks: &[Value], event: &str) -> String {
     printed
 }
 
+/// Waits up to 60 s for no admission object to carry the release's owner label; `printed` is
+/// what the hooks that should have removed them printed.
+async fn none_left(t: &TestEnv, what: &str, printed: &str) {
+    eventually(what, Duration::from_secs(60), || async {
+        match labelled(t) {
+            left if left.is_empty() => Ok(()),
+            left => Err(format!("{left:?} left; the hook printed {printed:?}")),
+        }
+    })
+    .await;
+}
+
 /// The admission objects carrying the release's owner label.
 fn labelled(t: &TestEnv) -> Vec<String> {
     let out = t.cluster.kubectl(
@@ -164,13 +176,7 @@ async fn leaving_policy_mode_and_uninstalling_leave_no_admission_object() {
         "--no-hooks",
     ]);
     let printed = run_hooks(&t, &hooks(), "post-upgrade");
-    eventually("no admission object of the release after the switch", Duration::from_secs(60), || async {
-        match labelled(&t) {
-            left if left.is_empty() => Ok(()),
-            left => Err(format!("{left:?} left; the hook printed {printed:?}")),
-        }
-    })
-    .await;
+    none_left(&t, "no admission object of the release after the switch", &printed).await;
 
     // One comes back (an old policy-mode pod during the rollout, or a hand-applied render):
     // the uninstall in webhook mode removes it too.
@@ -179,13 +185,7 @@ async fn leaving_policy_mode_and_uninstalling_leave_no_admission_object() {
     let stored = hooks();
     helm_ok(&["uninstall", RELEASE, "--no-hooks"]);
     let printed = run_hooks(&t, &stored, "post-delete");
-    eventually("no admission object of the release after the uninstall", Duration::from_secs(60), || async {
-        match labelled(&t) {
-            left if left.is_empty() => Ok(()),
-            left => Err(format!("{left:?} left; the hook printed {printed:?}")),
-        }
-    })
-    .await;
+    none_left(&t, "no admission object of the release after the uninstall", &printed).await;
     let other =
         t.cluster.kubectl(admin, &["get", "mutatingadmissionpolicybinding", &format!("{FULLNAME}-ingress-0-x")]);
     assert!(other.success, "another owner's object stays: {}", other.stderr);
@@ -199,13 +199,7 @@ async fn leaving_policy_mode_and_uninstalling_leave_no_admission_object() {
     assert!(out.success, "{}", out.stderr);
     let rendered = super::documents(&out.stdout);
     let printed = run_hooks(&t, &rendered, "post-upgrade");
-    eventually("no admission object of the release after a GitOps switch", Duration::from_secs(60), || async {
-        match labelled(&t) {
-            left if left.is_empty() => Ok(()),
-            left => Err(format!("{left:?} left; the hook printed {printed:?}")),
-        }
-    })
-    .await;
+    none_left(&t, "no admission object of the release after a GitOps switch", &printed).await;
     // Installed by helm, which can look: with nothing labelled as the release's, the removal
     // runs at uninstall only, not after every upgrade.
     helm_ok(&["install", RELEASE, CHART, "-f", values, "--set", NO_HOOK, "--no-hooks"]);

@@ -31,6 +31,11 @@ fn binary_names(dir: &std::path::Path, config: &str, lease: &str) -> Vec<String>
     String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
 }
 
+/// The 32 fixed names the guard of the Lease `lease` may give its admission objects.
+fn slots(lease: &str) -> Vec<String> {
+    ["ingress", "gateway"].iter().flat_map(|kind| (0..16).map(move |n| format!("{lease}-{kind}-{n}"))).collect()
+}
+
 /// The names of the first container's ports in the pod spec `pod`.
 fn port_names(pod: &Value) -> Vec<&str> {
     pod["containers"][0]["ports"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect()
@@ -67,9 +72,6 @@ fn the_granted_names_are_the_binarys() {
     );
     let docs = helm.template(&["-f", &two]);
     let want = binary_names(&dir, &config_of(&docs), RELEASE);
-    let slots = |lease: &str| -> Vec<String> {
-        ["ingress", "gateway"].iter().flat_map(|kind| (0..16).map(move |n| format!("{lease}-{kind}-{n}"))).collect()
-    };
     assert_eq!(want, slots(RELEASE));
     assert_eq!(granted(&docs, RELEASE), want);
     // Renamed, reordered, or other policies altogether: the same grant.
@@ -174,8 +176,7 @@ fn policy_mode_renders_no_webhook_machinery_and_agrees_with_the_overlay() {
     let remover = find(&all, "ClusterRole", &format!("{RELEASE}-remove"));
     assert_eq!(remover["rules"][0]["verbs"], json!(["list"]));
     assert_eq!(remover["rules"][1]["verbs"], json!(["delete"]));
-    let slots: Vec<String> =
-        ["ingress", "gateway"].iter().flat_map(|kind| (0..16).map(move |n| format!("{RELEASE}-{kind}-{n}"))).collect();
+    let slots = slots(RELEASE);
     assert_eq!(remover["rules"][1]["resourceNames"], json!(slots));
     let mut docs = without_hooks(&all);
     // doctor's identity is the chart's alone (helm runs its hook and test), as in webhook mode.
@@ -300,8 +301,7 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     assert!(edge.success, "{}", edge.stderr);
     let notes = helm_ok("install", &values("chart-map"));
     assert!(notes.contains(&format!("-l ingress-status-guard/lease={INSTALL}.{FULLNAME}")), "{notes}");
-    let slots: Vec<String> =
-        ["ingress", "gateway"].iter().flat_map(|kind| (0..16).map(move |n| format!("{FULLNAME}-{kind}-{n}"))).collect();
+    let slots = slots(FULLNAME);
     assert_eq!(granted(), json!(slots));
     // `helm template`, as Argo CD renders, grants the same names: no lookup is needed for them.
     let rendered = helm.run(&["template", INSTALL, CHART, "--namespace", INSTALL, "-f", &values("chart-map")]);
