@@ -1,9 +1,11 @@
 //! The sum of the bounds fits the pod (issue 20): the built binary, started with its default
 //! bounds, is flooded at once with more connections than its tables hold, full HTTP/2 stream
 //! tables of near-limit header lists with bodies that stall, stalled request heads on the
-//! webhook and admin ports, and maximum-size reviews, for two rounds of its read timeouts. Its
-//! peak RSS (`VmHWM`) must stay under the shipped memory limit, 64 Mi. The flood is bounded in
-//! count and time; nothing asserts how long anything took.
+//! webhook and admin ports, and maximum-size reviews, for two rounds of its read timeouts and until
+//! the request bounds refuse (on a busy machine the flooding clients are slow to get there). Its
+//! peak RSS (`VmHWM`) growth over idle, plus a release build's idle, must stay under the shipped
+//! memory limit, 64 Mi: the debug build under test idles about 15 MiB higher than the image's
+//! release build. The flood is bounded in count and time; nothing asserts how long anything took.
 
 use std::{
     io::{BufRead, BufReader},
@@ -25,8 +27,15 @@ use crate::{
 
 /// The memory limit of the shipped Deployment and chart (`resources.limits.memory: 64Mi`).
 const POD_LIMIT_KIB: u64 = 64 * 1024;
-/// How long the flood lasts: two rounds of the 5 s header and body read timeouts.
+/// The release build's idle RSS, as docs/security.md's table counts it. The test runs the debug
+/// build, whose code and debug sections idle about 15 MiB higher, so what it asserts is the
+/// flood's growth over its own idle: that growth plus the release build's idle fits the pod.
+const RELEASE_IDLE_KIB: u64 = 15 * 1024;
+/// How long the flood lasts at least: two rounds of the 5 s header and body read timeouts.
 const FLOOD: Duration = Duration::from_secs(12);
+/// How long it may go on, on a machine so busy that the flooding clients (not the guard) are
+/// slow to reach the request bounds: the flood lasts until they are reached, within this.
+const FLOOD_AT_MOST: Duration = Duration::from_secs(60);
 /// Longest any setup step may take.
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -212,7 +221,8 @@ async fn the_shipped_defaults_fit_the_pod_under_a_flood() {
     assert!(review.len() <= 3 * 1024 * 1024, "within the default --max-body-bytes");
     let review = Bytes::from(review);
 
-    let end = Instant::now() + FLOOD;
+    let start = Instant::now();
+    let end = start + FLOOD_AT_MOST;
     let mut flood = tokio::task::JoinSet::new();
     // More HTTP/2 connections than the webhook's 64 slots, each with a full stream table.
     for _ in 0..200 {
@@ -226,32 +236,62 @@ async fn the_shipped_defaults_fit_the_pod_under_a_flood() {
         flood.spawn(full_reviews(guard.webhook, h1.clone(), review.clone(), end));
     }
     let mut peak_kib = idle_kib;
-    while Instant::now() < end {
+    let mut counted = Vec::new();
+    let mut reached = false;
+    while Instant::now() < end && !(reached && start.elapsed() >= FLOOD) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         peak_kib = guard.peak_rss_kib();
         eprintln!("guard VmHWM {peak_kib} KiB");
+        if !reached && start.elapsed() >= FLOOD {
+            // The admin port is flooded too: a scrape that does not get through is tried again.
+            if let Some(metrics) = scrape(guard.admin).await {
+                counted = refusals(&metrics);
+                reached = counted
+                    .iter()
+                    .any(|l| l.contains("reason=\"in_flight\"") || l.contains("reason=\"buffered_bytes\""));
+            }
+        }
     }
+    let flooded_for = start.elapsed();
     flood.abort_all();
     while flood.join_next().await.is_some() {}
     // Still serving, and still itself.
-    let mut tcp = tokio::net::TcpStream::connect(guard.admin).await.unwrap();
-    tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
-    let mut metrics = String::new();
-    tokio::time::timeout(BOUND, tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut metrics))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
-    let counted: Vec<&str> = metrics
+    let metrics = scrape(guard.admin).await.expect("the admin port answers once the flood ends");
+    if !reached {
+        counted = refusals(&metrics);
+    }
+    let peak_kib = peak_kib.max(guard.peak_rss_kib());
+    let growth_kib = peak_kib.saturating_sub(idle_kib);
+    eprintln!(
+        "guard peak RSS: idle {idle_kib} KiB, flooded {peak_kib} KiB (+{growth_kib} KiB) over {flooded_for:?}; {counted:#?}"
+    );
+    assert!(reached, "the flood reached the request bounds within {FLOOD_AT_MOST:?}: {counted:#?}");
+    assert!(
+        RELEASE_IDLE_KIB + growth_kib < POD_LIMIT_KIB,
+        "the flood grew the RSS by {growth_kib} KiB (idle {idle_kib}, peak {peak_kib}); with a release build's \
+         {RELEASE_IDLE_KIB} KiB idle that is over the pod's 64 MiB limit"
+    );
+}
+
+/// `GET /metrics` on a connection of its own, or `None` if the answer is not a 200 in time.
+async fn scrape(admin: SocketAddr) -> Option<String> {
+    let read = async {
+        let mut tcp = tokio::net::TcpStream::connect(admin).await.ok()?;
+        tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.ok()?;
+        let mut metrics = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut metrics).await.ok()?;
+        Some(metrics)
+    };
+    let metrics = tokio::time::timeout(BOUND, read).await.ok()??;
+    metrics.starts_with("HTTP/1.1 200").then_some(metrics)
+}
+
+/// The non-zero refusal, eviction and result counters of a scrape.
+fn refusals(metrics: &str) -> Vec<String> {
+    metrics
         .lines()
         .filter(|l| l.contains("refused_total{") || l.contains("evicted_total{") || l.contains("requests_total{result"))
         .filter(|l| !l.ends_with(" 0"))
-        .collect();
-    let peak_kib = peak_kib.max(guard.peak_rss_kib());
-    eprintln!("guard peak RSS: idle {idle_kib} KiB, flooded {peak_kib} KiB; {counted:#?}");
-    assert!(
-        counted.iter().any(|l| l.contains("reason=\"in_flight\"") || l.contains("reason=\"buffered_bytes\"")),
-        "the flood reached the request bounds: {counted:#?}"
-    );
-    assert!(peak_kib < POD_LIMIT_KIB, "peak RSS {peak_kib} KiB is over the pod's 64 MiB limit");
+        .map(str::to_owned)
+        .collect()
 }

@@ -97,8 +97,8 @@ async fn sigterm_under_http2_load_answers_every_review_sent_before_it() {
             (true, Ok(200)) => before += 1,
             (false, Ok(200)) => after_ok += 1,
             (_, Err(Outcome::NotAccepted)) => not_accepted += 1,
-            (_, Err(Outcome::Failed(e))) => lost.push(e),
-            (_, Ok(status)) => lost.push(format!("status {status}")),
+            (_, Err(Outcome::Failed(e))) => lost.push(format!("sent before SIGTERM: {before_term}: {e}")),
+            (_, Ok(status)) => lost.push(format!("sent before SIGTERM: {before_term}: status {status}")),
         }
     }
     println!(
