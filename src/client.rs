@@ -117,60 +117,6 @@ fn read_kubeconfig(path: Option<&Path>) -> Result<kube::config::Kubeconfig, Clie
     })
 }
 
-/// A client like `client` whose list responses (a GET with `limit=`, not a watch) are cut off
-/// past `bytes`: a page of a list is read whole before it is parsed, and tenants choose the size
-/// of their objects, so this bounds what one page can take. A page cut off fails its list with
-/// an error [`over_cap`] recognises.
-pub(crate) fn capped_lists(client: &kube::Client, bytes: usize) -> kube::Client {
-    kube::Client::new(CappedLists { client: client.clone(), bytes }, client.default_namespace())
-}
-
-/// Whether `error` is a list response cut off by [`capped_lists`].
-pub(crate) fn over_cap(error: &kube::Error) -> bool {
-    causes(error).any(<dyn std::error::Error>::is::<http_body_util::LengthLimitError>)
-}
-
-/// `error`, then its sources, outermost first.
-fn causes<'e>(
-    error: &'e (dyn std::error::Error + 'static),
-) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
-    std::iter::successors(Some(error), |e| e.source())
-}
-
-/// The service behind [`capped_lists`].
-#[derive(Clone)]
-struct CappedLists {
-    client: kube::Client,
-    bytes: usize,
-}
-
-type CappedBody = http_body_util::Either<http_body_util::Limited<kube::client::Body>, kube::client::Body>;
-
-impl tower_service::Service<axum::http::Request<kube::client::Body>> for CappedLists {
-    type Response = axum::http::Response<CappedBody>;
-    type Error = kube::Error;
-    type Future = futures::future::BoxFuture<'static, Result<Self::Response, kube::Error>>;
-
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), kube::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: axum::http::Request<kube::client::Body>) -> Self::Future {
-        let query: Vec<&str> = request.uri().query().unwrap_or_default().split('&').collect();
-        let list = request.method() == axum::http::Method::GET
-            && query.iter().any(|p| p.starts_with("limit="))
-            && !query.contains(&"watch=true");
-        let (client, bytes) = (self.client.clone(), self.bytes);
-        Box::pin(async move {
-            let response = client.send(request).await?;
-            Ok(response.map(|body| match list {
-                true => http_body_util::Either::Left(http_body_util::Limited::new(body, bytes)),
-                false => http_body_util::Either::Right(body),
-            }))
-        })
-    }
-}
-
 /// An API call that did not answer within its deadline.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CallError {
@@ -272,6 +218,13 @@ pub(crate) fn describe(e: &kube::Error) -> String {
         .skip(1)
         .map(ToString::to_string)
         .fold(e.to_string(), |text, more| if text.contains(&more) { text } else { format!("{text}: {more}") })
+}
+
+/// `error`, then its sources, outermost first.
+fn causes<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| e.source())
 }
 
 /// Lists every object of `api` page by page (`params` sets the page size), keeping only what

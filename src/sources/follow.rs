@@ -4,7 +4,8 @@
 //! tells its owner what changed. Every watch of the crate (publish Services, the inventory's
 //! collections, the reconciler's Ingresses) is one of these, so the list, re-list and delete
 //! rules live once, tested without a cluster; the watch of every object of a governed kind
-//! ([`follow_all`]) streams its lists or pages them as [`lists`] decides.
+//! ([`follow_all`]) streams its lists or pages them as [`lists`] decides, and every list of a
+//! kind bounds its pages in bytes as [`pages`] does.
 //!
 //! A re-list is applied as it arrives: objects it returns replace what is held at once, and
 //! what it did not return is dropped when it ends. So a re-list never holds two copies of a
@@ -14,6 +15,7 @@
 pub(crate) mod fingerprint;
 mod lists;
 mod namespaced;
+mod pages;
 mod relist;
 
 use std::{
@@ -264,7 +266,8 @@ pub(crate) const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs
 /// [`follow`] of every object of a governed kind (`R`, its lean projection): by streaming
 /// lists where the API server serves them, else in list pages ([`Lists`]), started over when
 /// `relist` is notified (the owner keeps more than before; at most once per [`RELIST_EVERY`]),
-/// when the pages are to change size or when streaming lists are given up; `strategy` is told
+/// when the pages are to grow back or when streaming lists are given up (a page over its bytes
+/// does not start the list over: it goes on in smaller pages, [`pages`]); `strategy` is told
 /// which one each start uses. Returns only if the watch ends.
 pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
     client: &kube::Client,
@@ -291,16 +294,6 @@ pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
         };
         let keep = |event: &Result<watcher::Event<R>, watcher::Error>| match lock().saw(event) {
             lists::Next::Pass => true,
-            lists::Next::Shrunk { from, to } => {
-                tracing::info!(
-                    page = from,
-                    bytes = lists::LIST_PAGE_BYTES,
-                    next = to,
-                    "a list page was over its bytes: listing again in smaller pages"
-                );
-                restart.notify_one();
-                true
-            }
             lists::Next::Restart => {
                 restart.notify_one();
                 false

@@ -38,24 +38,27 @@ const HEAL: Duration = Duration::from_secs(30);
 /// The guard's user, so the audit log tells its requests from the test's.
 const USER: &str = "isg-churn";
 
-/// The guard's requests on Ingresses in the audit log, each once (by audit ID).
-struct Requests(Vec<Value>);
+/// The guard's list and watch requests on Ingresses in the audit log, each once (by audit ID).
+pub(crate) struct Requests(pub(crate) Vec<Value>);
 
 impl Requests {
-    fn read(t: &TestEnv) -> Requests {
+    /// Those of `user`, in the order the API server received them.
+    pub(crate) fn read(t: &TestEnv, user: &str) -> Requests {
         let log = std::fs::read_to_string(t.cluster.audit_log()).unwrap_or_default();
         let mut seen = HashSet::new();
-        let events = log
+        let mut events: Vec<Value> = log
             .lines()
             .filter_map(|line| serde_json::from_str::<Value>(line).ok())
             .filter(|e| {
-                e["user"]["username"] == USER
+                e["user"]["username"] == user
                     && e["objectRef"]["resource"] == "ingresses"
                     && e["objectRef"]["subresource"].is_null()
                     && ["list", "watch"].contains(&e["verb"].as_str().unwrap_or(""))
             })
             .filter(|e| seen.insert(e["auditID"].as_str().unwrap_or("").to_owned()))
             .collect();
+        // RFC 3339 with microseconds, all in UTC: text order is time order.
+        events.sort_by(|a, b| a["requestReceivedTimestamp"].as_str().cmp(&b["requestReceivedTimestamp"].as_str()));
         Requests(events)
     }
 
@@ -69,11 +72,11 @@ impl Requests {
     }
 }
 
-fn uri(e: &Value) -> &str {
+pub(crate) fn uri(e: &Value) -> &str {
     e["requestURI"].as_str().unwrap_or("")
 }
 
-fn cluster_wide(e: &Value) -> bool {
+pub(crate) fn cluster_wide(e: &Value) -> bool {
     e["objectRef"]["namespace"].is_null()
 }
 
@@ -161,7 +164,7 @@ async fn namespaces_entering_the_scope_are_listed_alone() {
         }
     })
     .await;
-    let before = Requests::read(&t).ids();
+    let before = Requests::read(&t, USER).ids();
 
     let rogue = t.cluster.rogue().await;
     let mut held_stale = Vec::new();
@@ -194,7 +197,7 @@ async fn namespaces_entering_the_scope_are_listed_alone() {
         healed(&api, "pre", &format!("the stale Ingress {ns} held before it entered is healed")).await;
     }
 
-    let requests = Requests::read(&t);
+    let requests = Requests::read(&t, USER);
     let during: Vec<&Value> = requests.since(&before).collect();
     let lists = during.iter().filter(|e| starts_a_list(e)).count();
     let wide = during.iter().filter(|e| cluster_wide(e)).count();

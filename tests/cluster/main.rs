@@ -34,6 +34,7 @@ mod gateway;
 mod leader;
 mod matching;
 mod outage;
+mod pages;
 mod plugin;
 mod reconcile;
 mod scope;

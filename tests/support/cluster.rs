@@ -86,6 +86,17 @@ impl Cluster {
         Box::leak(Box::new(cluster))
     }
 
+    /// As [`Cluster::private`], with streaming lists off where the API server serves them (the
+    /// WatchList feature gate, 1.27 on): every list of every object is in pages, as on 1.23 and
+    /// 1.31, whatever version the suite runs on.
+    #[allow(dead_code)] // Only tests/cluster needs one.
+    pub(crate) async fn private_in_pages() -> &'static Cluster {
+        let cluster = start(Setup::PrivateInPages, None)
+            .await
+            .unwrap_or_else(|e| panic!("a private control plane in pages did not start: {e}"));
+        Box::leak(Box::new(cluster))
+    }
+
     /// As [`Cluster::fresh`], of Kubernetes `version` (as `ISG_K8S_VERSION` takes it, e.g.
     /// `v1.31`) whatever the suite runs on: for what another version must refuse or allow.
     #[allow(dead_code)] // Only tests/cluster/admission_policy.rs needs another version.
@@ -270,6 +281,8 @@ enum Setup {
     Fresh,
     /// As `Shared`, for one test only; stopped by its `TestEnv`.
     Private,
+    /// As `Private`, the WatchList feature gate off where there is one.
+    PrivateInPages,
 }
 
 pub(crate) struct KubectlOutput {
@@ -387,7 +400,7 @@ async fn start(setup: Setup, version: Option<&str>) -> Result<Cluster, String> {
     let bin = binaries(version)?;
     let dir = match setup {
         Setup::Shared => run_dir().join("shared"),
-        Setup::Fresh | Setup::Private => {
+        Setup::Fresh | Setup::Private | Setup::PrivateInPages => {
             static FRESH: AtomicU32 = AtomicU32::new(0);
             run_dir().join(format!("fresh-{}", FRESH.fetch_add(1, Ordering::Relaxed)))
         }
@@ -447,9 +460,13 @@ async fn start(setup: Setup, version: Option<&str>) -> Result<Cluster, String> {
     let audit_log = dir.join("audit.log");
     let admin_kubeconfig = dir.join("kubeconfig-admin.yaml");
 
+    let extra = match setup {
+        Setup::PrivateInPages if has_watch_list(&bin)? => vec!["--feature-gates=WatchList=false".to_owned()],
+        _ => vec![],
+    };
     let mut last_error = String::new();
     for attempt in 1..=3 {
-        match start_processes(&bin, &dir, &ca, &admin_cert, &admin_kubeconfig, &audit_log).await {
+        match start_processes(&bin, &dir, &ca, &admin_cert, &admin_kubeconfig, &audit_log, &extra).await {
             Ok((server, procs, apiserver)) => {
                 let cluster = Cluster {
                     server,
@@ -477,6 +494,19 @@ async fn start(setup: Setup, version: Option<&str>) -> Result<Cluster, String> {
     Err(last_error)
 }
 
+/// Whether the kube-apiserver in `bin` has the WatchList feature gate (1.27 on; an older one
+/// refuses to start with a gate it does not know), from its version.
+fn has_watch_list(bin: &Path) -> Result<bool, String> {
+    let out = Command::new(bin.join("kube-apiserver"))
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("kube-apiserver --version: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "Kubernetes v1.37.2"
+    let minor = text.split_whitespace().last().and_then(|v| v.split('.').nth(1)).and_then(|m| m.parse::<u32>().ok());
+    minor.map(|minor| minor >= 27).ok_or_else(|| format!("kube-apiserver --version: {text:?}"))
+}
+
 async fn start_processes(
     bin: &Path,
     dir: &Path,
@@ -484,6 +514,7 @@ async fn start_processes(
     admin_cert: &pki::Issued,
     admin_kubeconfig: &Path,
     audit_log: &Path,
+    extra: &[String],
 ) -> Result<(String, Vec<Proc>, Vec<String>), String> {
     let etcd_port = free_port();
     let api_port = free_port();
@@ -529,6 +560,7 @@ async fn start_processes(
         format!("--admission-control-config-file={}", file("admission-config.yaml")),
         "--profiling=false".into(),
     ];
+    let apiserver_args: Vec<String> = apiserver_args.into_iter().chain(extra.iter().cloned()).collect();
     let mut apiserver = Command::new(bin.join("kube-apiserver"));
     apiserver.args(&apiserver_args);
     let apiserver_command =

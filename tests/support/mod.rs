@@ -190,6 +190,14 @@ impl TestEnv {
         TestEnv::on(cluster, prefix, Some(Private(cluster))).await
     }
 
+    /// As [`TestEnv::private`], on a control plane without streaming lists
+    /// ([`Cluster::private_in_pages`]).
+    #[allow(dead_code)] // Only tests/cluster needs one.
+    pub(crate) async fn private_in_pages(prefix: &str) -> TestEnv {
+        let cluster = Cluster::private_in_pages().await;
+        TestEnv::on(cluster, prefix, Some(Private(cluster))).await
+    }
+
     async fn on(cluster: &'static Cluster, prefix: &str, private: Option<Private>) -> TestEnv {
         let admin = cluster.admin().await;
         let ns = cluster.namespace(&admin, prefix).await;

@@ -2,7 +2,8 @@
 //! decisions over the watcher's events: a streaming list (WatchList: a watch that sends the
 //! current objects first, one an event, then a bookmark marking their end) where the API
 //! server serves one, else list pages bounded in objects and in bytes, whose size shrinks on a
-//! page over its bytes and grows back after lists that ended.
+//! page over its bytes, the list going on ([`super::pages`]), and grows back after lists that
+//! ended.
 //!
 //! A streaming list holds one object at a time on top of what the projection keeps, where a
 //! page holds up to [`LIST_PAGE_BYTES`] (twice while it is parsed); and it is served from the
@@ -12,6 +13,8 @@
 //! parameter, and the watch then lists in pages until the process restarts.
 
 use kube::runtime::watcher;
+
+use super::pages::PageSize;
 
 /// Objects a list page asks for, as client-go's informers do.
 pub(crate) const LIST_PAGE: u32 = 500;
@@ -85,8 +88,6 @@ pub(crate) fn shrunk(page: u32) -> u32 {
 pub(crate) enum Next {
     /// Hand it on.
     Pass,
-    /// Hand it on (a page over its bytes), and start the watch over in pages of `to` objects.
-    Shrunk { from: u32, to: u32 },
     /// Drop it, and start the watch over: a re-list begins, and pages are to be larger.
     Restart,
     /// Drop it, and start the watch over in pages for good, for this reason.
@@ -99,14 +100,16 @@ pub(crate) struct Lists {
     streaming: bool,
     /// Streaming lists begun since the last one ended.
     unended: u32,
-    page: u32,
-    /// A list at `page` has ended since the watch (re)started.
-    listed: bool,
+    /// Shared with the client the watch lists through, which shrinks it on a page over its
+    /// bytes ([`super::pages::paging`]).
+    page: PageSize,
+    /// The page size the last list ended at, since the watch (re)started.
+    listed: Option<u32>,
 }
 
 impl Default for Lists {
     fn default() -> Self {
-        Lists { streaming: true, unended: 0, page: LIST_PAGE, listed: false }
+        Lists { streaming: true, unended: 0, page: PageSize::new(LIST_PAGE), listed: None }
     }
 }
 
@@ -124,15 +127,17 @@ impl Lists {
     /// Objects a page asks for now.
     #[cfg(test)]
     fn page(&self) -> u32 {
-        self.page
+        self.page.get()
     }
 
-    /// The watch (re)starts: pages grow back a step if a list ended at the size of now.
+    /// The watch (re)starts: pages grow back a step if a list ended at the size of now (not if
+    /// one has shrunk them since).
     pub(crate) fn start(&mut self) {
-        if self.listed {
-            self.page = grown(self.page);
+        let page = self.page.get();
+        if self.listed == Some(page) {
+            self.page.set(grown(page));
         }
-        self.listed = false;
+        self.listed = None;
         self.unended = 0;
     }
 
@@ -141,16 +146,19 @@ impl Lists {
     pub(crate) fn config(&self) -> watcher::Config {
         match self.streaming {
             true => watcher::Config::default().streaming_lists(),
-            false => watcher::Config::default().page_size(self.page).list_semantic(watcher::ListSemantic::MostRecent),
+            false => {
+                watcher::Config::default().page_size(self.page.get()).list_semantic(watcher::ListSemantic::MostRecent)
+            }
         }
     }
 
-    /// The client to watch with: list pages capped at [`LIST_PAGE_BYTES`], but for pages of
-    /// one (bounded by the API server alone); a streaming list reads one object an event.
+    /// The client to watch with: list pages of at most the page size and [`LIST_PAGE_BYTES`],
+    /// continued in smaller pages past them ([`super::pages::paging`]); a streaming list reads
+    /// one object an event.
     pub(crate) fn client(&self, client: &kube::Client) -> kube::Client {
-        match self.streaming || self.page == 1 {
+        match self.streaming {
             true => client.clone(),
-            false => crate::client::capped_lists(client, LIST_PAGE_BYTES),
+            false => super::pages::paging(client, &self.page),
         }
     }
 
@@ -170,17 +178,11 @@ impl Lists {
                 self.unended = 0;
                 Next::Pass
             }
-            (false, Err(watcher::Error::InitialListFailed(e))) if crate::client::over_cap(e) && self.page > 1 => {
-                let from = self.page;
-                self.page = shrunk(from);
-                self.listed = false;
-                Next::Shrunk { from, to: self.page }
-            }
             (false, Ok(InitDone)) => {
-                self.listed = true;
+                self.listed = Some(self.page.get());
                 Next::Pass
             }
-            (false, Ok(Init)) if self.listed && grown(self.page) != self.page => Next::Restart,
+            (false, Ok(Init)) if self.listed.is_some_and(|page| grown(page) != page) => Next::Restart,
             _ => Next::Pass,
         }
     }
@@ -288,29 +290,20 @@ mod tests {
         assert_eq!(lists.strategy(), Strategy::Pages);
     }
 
-    /// The error of a list response cut off by the cap, as the watcher reports it.
-    async fn cut() -> Seen {
-        use http_body_util::BodyExt as _;
-        let body = http_body_util::Limited::new(http_body_util::Full::new(&b"0123456789"[..]), 4);
-        let error = body.collect().await.expect_err("over the limit");
-        Err(watcher::Error::InitialListFailed(kube::Error::Service(error)))
-    }
-
-    #[tokio::test]
-    async fn a_page_over_its_bytes_makes_the_pages_smaller_down_to_one() {
+    #[test]
+    fn pages_share_their_size_with_the_client_that_shrinks_them() {
         let mut lists = Lists::paged();
+        lists.start();
         assert_eq!(lists.page(), LIST_PAGE);
-        let other: Seen = Err(watcher::Error::InitialListFailed(kube::Error::Service("connection refused".into())));
-        assert_eq!(lists.saw(&other), Next::Pass, "another failure is retried as it is");
-        let mut sizes = Vec::new();
-        while let Next::Shrunk { from, to } = lists.saw(&cut().await) {
-            assert_eq!(from, sizes.last().copied().unwrap_or(LIST_PAGE));
-            assert_eq!(to, lists.page());
-            lists.start();
-            sizes.push(lists.page());
-        }
-        assert_eq!(sizes, [125, 31, 7, 1], "a quarter each time, down to one object");
-        assert_eq!(lists.saw(&cut().await), Next::Pass, "pages of one are not cut off");
+        assert_eq!(lists.saw(&init()), Next::Pass);
+        // A page over its bytes, as the client continues the list ([`super::super::pages`]).
+        assert_eq!(lists.page.shrink(), 125);
+        assert_eq!(lists.saw(&item()), Next::Pass, "the list goes on: no restart");
+        assert_eq!(lists.saw(&done()), Next::Pass);
+        assert_eq!(lists.page(), 125, "and ended at the smaller size");
+        lists.start();
+        assert_eq!(lists.config().page_size, Some(LIST_PAGE), "a step larger at the next start");
+        assert_eq!(lists.page.get(), LIST_PAGE, "for the client too");
     }
 
     #[test]
@@ -320,15 +313,15 @@ mod tests {
         assert_eq!([2, 6, 8, 30, 100, 499, 1000].map(grown), [7, 7, 31, 31, 125, 500, 1000]);
     }
 
-    #[tokio::test]
-    async fn pages_grow_back_a_step_at_the_re_list_after_one_that_ended() {
+    #[test]
+    fn pages_grow_back_a_step_at_the_re_list_after_one_that_ended() {
         let mut lists = Lists::paged();
         lists.start();
-        assert_eq!(lists.saw(&cut().await), Next::Shrunk { from: 500, to: 125 });
+        lists.saw(&init());
+        lists.page.shrink();
+        lists.page.shrink();
         lists.start();
-        assert_eq!(lists.saw(&cut().await), Next::Shrunk { from: 125, to: 31 });
-        lists.start();
-        assert_eq!(lists.page(), 31);
+        assert_eq!(lists.page(), 31, "no growth after a list that did not end");
         assert_eq!(lists.saw(&init()), Next::Pass, "the list at 31 begins");
         assert_eq!(lists.saw(&done()), Next::Pass, "and ends: no restart while watching");
         assert_eq!(lists.page(), 31);
@@ -336,9 +329,18 @@ mod tests {
         lists.start();
         assert_eq!(lists.page(), 125);
         assert_eq!(lists.saw(&init()), Next::Pass, "the list at 125 is not restarted");
-        assert_eq!(lists.saw(&cut().await), Next::Shrunk { from: 125, to: 31 }, "still too big: a step down again");
+        lists.page.shrink();
+        assert_eq!(lists.saw(&done()), Next::Pass, "still too big: it ended a step down again");
+        assert_eq!(lists.page(), 31);
+        assert_eq!(lists.saw(&init()), Next::Restart);
         lists.start();
-        assert_eq!(lists.page(), 31, "no growth after a page cut off");
+        assert_eq!(lists.page(), 125);
+        lists.saw(&init());
+        lists.saw(&done());
+        lists.saw(&init());
+        lists.page.shrink();
+        lists.start();
+        assert_eq!(lists.page(), 31, "no growth when shrunk since the last list ended");
         lists.saw(&init());
         lists.saw(&done());
         lists.start();

@@ -4,8 +4,8 @@
 //! delivers every later change in that Namespace; only the objects it went by before they were
 //! kept need reading, and a list of that Namespace costs its objects, not the cluster's.
 //!
-//! Pages are bounded as the watch's are ([`super::lists`]); a page over its bytes is asked
-//! again with a quarter of the objects, continuing the same list (the continue token is kept)
+//! Pages are bounded as the watch's are, through the same client ([`super::pages`]): a page
+//! over its bytes is asked again with a quarter of the objects, continuing the same list
 //! instead of starting it over.
 
 use std::{fmt::Debug, hash::Hash};
@@ -16,9 +16,10 @@ use serde::de::DeserializeOwned;
 
 use super::{
     Change, Hold, Projected,
-    lists::{LIST_PAGE, LIST_PAGE_BYTES, shrunk},
+    lists::LIST_PAGE,
+    pages::{PageSize, paging},
 };
-use crate::client::{CALL_TIMEOUT, CallError, over_cap, within};
+use crate::client::{CALL_TIMEOUT, CallError, within};
 
 /// Lists `namespace`'s objects of `R` into `held`, each projected by `project` as the watch's
 /// are, and adopted ([`super::Projection::adopt`]) unless the watch holds it already; `hook` is
@@ -35,31 +36,15 @@ where
     R: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
     K: Eq + Hash + Clone,
 {
-    let capped: Api<R> = Api::namespaced(crate::client::capped_lists(client, LIST_PAGE_BYTES), namespace);
-    // A page of one is bounded by the API server alone, as the watch's are.
-    let whole: Api<R> = Api::namespaced(client.clone(), namespace);
-    let (mut page, mut token, mut adopted) = (LIST_PAGE, None::<String>, 0);
+    // The page size is this list's own: it shrinks within it, and the next list starts afresh.
+    let api: Api<R> = Api::namespaced(paging(client, &PageSize::new(LIST_PAGE)), namespace);
+    let (mut token, mut adopted) = (None::<String>, 0);
     loop {
-        let mut params = ListParams::default().limit(page);
+        let mut params = ListParams::default().limit(LIST_PAGE);
         if let Some(token) = &token {
             params = params.continue_token(token);
         }
-        let api = if page > 1 { &capped } else { &whole };
-        let list = match within(CALL_TIMEOUT, api.list(&params)).await {
-            Ok(list) => list,
-            Err(CallError::Api(e)) if page > 1 && over_cap(&e) => {
-                tracing::info!(
-                    namespace,
-                    page,
-                    bytes = LIST_PAGE_BYTES,
-                    next = shrunk(page),
-                    "a list page was over its bytes: continuing the list in smaller pages"
-                );
-                page = shrunk(page);
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
+        let list = within(CALL_TIMEOUT, api.list(&params)).await?;
         token = list.metadata.continue_.filter(|t| !t.is_empty());
         for obj in list.items {
             let Projected::Keep(key, value) = project(obj).into() else { continue };
