@@ -4,7 +4,7 @@
 //! over, as the API server's audit log shows; every governed Ingress, before and after the big
 //! ones, is still seen and healed.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use futures::StreamExt;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -71,7 +71,9 @@ async fn a_page_over_its_bytes_continues_the_list() {
     let args = reconciler_args(&t, None, &extra);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let kubeconfig = t.cluster.kubeconfig_for(USER, Some("system:masters"));
-    let webhook = Webhook::start(t.cluster, &t.ns, &kubeconfig, &args).await;
+    // An older build named by ISG_COMPARE_BINARY gives the "before" figures (it fails the test).
+    let binary = std::env::var_os("ISG_COMPARE_BINARY").map_or_else(|| support::webhook::BINARY.into(), PathBuf::from);
+    let webhook = Webhook::start_binary(t.cluster, &t.ns, &binary, &kubeconfig, &args, &[]).await;
     await_synced_leader(&webhook, Duration::from_secs(120)).await;
     let governed = BEFORE + BIG + AFTER;
     eventually("every governed Ingress healed", Duration::from_secs(120), || async {
@@ -90,34 +92,32 @@ async fn a_page_over_its_bytes_continues_the_list() {
     }
 
     let log = webhook.log();
-    assert!(
-        log.contains("a list page was over its bytes: continuing the list in smaller pages"),
-        "a page was over its bytes: {}",
-        webhook.log_tail()
-    );
+    assert!(log.contains("a list page was over its bytes"), "a page was over its bytes: {}", webhook.log_tail());
     // The guard's cluster-wide list calls, split where a watch call comes between.
     let requests = Requests::read(&t, USER);
     let wide: Vec<&Value> = requests.0.iter().filter(|e| cluster_wide(e)).collect();
     let lists: Vec<Vec<&Value>> =
         wide.split(|e| e["verb"] != "list").filter(|calls| !calls.is_empty()).map(<[_]>::to_vec).collect();
-    let show = |calls: &[&Value]| calls.iter().map(|e| uri(e).to_owned()).collect::<Vec<_>>();
-    let mut continued = 0;
-    for calls in &lists {
-        for pair in calls.windows(2) {
-            let (limit, next_limit) = (param(pair[0], "limit"), param(pair[1], "limit"));
-            let (limit, next_limit): (u32, u32) =
-                (limit.unwrap().parse().unwrap(), next_limit.unwrap().parse().unwrap());
-            let (token, next_token) = (param(pair[0], "continue"), param(pair[1], "continue"));
-            if next_limit < limit {
-                // Before, a page over its bytes started the list over: no continue token.
-                assert_eq!(next_token, token, "a smaller page is the same position asked again: {:#?}", show(calls));
-                continued += usize::from(token.is_some());
+    let limit = |e: &Value| -> u32 { param(e, "limit").and_then(|l| l.parse().ok()).expect("a list call's limit") };
+    // Each smaller page after a larger one, by whether it asked the same position again.
+    let (mut continued, mut started_over) = (0, 0);
+    for pair in lists.iter().flat_map(|calls| calls.windows(2)) {
+        if limit(pair[1]) < limit(pair[0]) {
+            match param(pair[1], "continue") == param(pair[0], "continue") {
+                true => continued += usize::from(param(pair[0], "continue").is_some()),
+                false => started_over += 1,
             }
         }
     }
+    let show = |calls: &[&Value]| calls.iter().map(|e| uri(e).to_owned()).collect::<Vec<_>>();
     let first = lists.first().map(Vec::as_slice).unwrap_or_default();
     let starts = first.iter().filter(|e| param(e, "continue").is_none()).count();
-    eprintln!("the guard's first cluster-wide list: {} calls, {starts} without a continue token", first.len());
+    eprintln!(
+        "the guard's first cluster-wide list: {} calls, {starts} without a continue token; smaller pages: {continued} continuing a page past the first, {started_over} starting the list over",
+        first.len()
+    );
+    // Before, a page over its bytes started the list over: a first page again, no token.
+    assert_eq!(started_over, 0, "a smaller page is the same position asked again: {:#?}", show(first));
+    assert_eq!(starts, 1, "the first list began once: {:#?}", show(first));
     assert!(continued >= 1, "a page past the first was over its bytes and continued: {:#?}", show(first));
-    assert!(first.len() > 2, "the first list went on in smaller pages: {:#?}", show(first));
 }
