@@ -442,3 +442,63 @@ async fn a_canonical_value_of_256_entries_is_accepted_by_the_api_server() {
     got.sort();
     assert_eq!(got, want);
 }
+
+/// Two releases whose objects had one name under the old naming (`<lease>-<policy>`: Lease
+/// `isg-<ns>` with policy `team-web`, Lease `isg-<ns>-team` with policy `web`) render disjoint
+/// names, apply side by side, and each one's policy is enforced on its own class.
+#[tokio::test]
+async fn two_releases_whose_old_names_collided_are_both_enforced() {
+    let t = TestEnv::new("map-two").await;
+    let dir = t.cluster.scratch_dir("map-two");
+    let admin = t.cluster.admin_kubeconfig();
+    let releases = [
+        (lease_of(&t.ns), "team-web", format!("{}-a", t.ns), "203.0.113.21"),
+        (format!("{}-team", lease_of(&t.ns)), "web", format!("{}-b", t.ns), "203.0.113.22"),
+    ];
+    let mut names = Vec::new();
+    for (i, (lease, policy, class, address)) in releases.iter().enumerate() {
+        let cfg = dir.join(format!("policies-{i}.yaml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "policies:\n  - name: {policy}\n    ingressClasses: [{class}]\n    publishStatusAddress: {address}\n    mode: enforce\n"
+            ),
+        )
+        .unwrap();
+        let lease_arg = format!("--leader-election-lease-name={lease}");
+        let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), &lease_arg]);
+        assert_eq!(code, Some(0), "render failed: {stderr}");
+        let rendered: Vec<serde_json::Value> =
+            serde_norway::Deserializer::from_str(&yaml).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+        names.extend(
+            rendered
+                .iter()
+                .filter_map(|o| Some(format!("{}/{}", o["kind"].as_str()?, o["metadata"]["name"].as_str()?))),
+        );
+        let out = dir.join(format!("rendered-{i}.yaml"));
+        std::fs::write(&out, &yaml).unwrap();
+        let applied = t.cluster.kubectl(admin, &["apply", "-f", out.to_str().unwrap()]);
+        assert!(applied.success, "apply failed: {}", applied.stderr);
+    }
+    let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(distinct.len(), names.len(), "the two releases share an object name: {names:?}");
+    for (lease, ..) in &releases {
+        assert!(names.contains(&format!("MutatingAdmissionPolicy/{lease}-ingress-0")), "{names:?}");
+    }
+
+    for (i, (_, _, class, address)) in releases.iter().enumerate() {
+        let name = format!("web-{i}");
+        create_ingress(&t.ingresses, &name, Class::Field(class)).await;
+        eventually(&format!("release {i}'s policy rewrites {name}"), WAIT, || async {
+            let got = addresses_of(write_status(&t.rogue, &name, &[SENTINEL], false).await.map_err(|e| e.to_string())?);
+            if got == [*address] { Ok(()) } else { Err(format!("stored {got:?}")) }
+        })
+        .await;
+    }
+    // Both stay in force: neither release's objects replaced the other's.
+    for (i, (_, _, _, address)) in releases.iter().enumerate() {
+        let name = format!("web-{i}");
+        write_status(&t.rogue, &name, &[SENTINEL_2], false).await.expect("the write is allowed");
+        assert_eq!(stored(&t.ingresses, &name).await, [*address], "{name}");
+    }
+}
