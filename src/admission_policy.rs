@@ -16,6 +16,7 @@ mod gateway;
 mod ingress;
 pub(crate) mod keeper;
 pub(crate) mod served;
+mod trusted;
 
 use serde_json::{Value, json};
 
@@ -23,6 +24,7 @@ use crate::{
     address::Address,
     kind::{Class, Classes, Kind},
     policy::{ClassScope, Mode, Policies, Policy},
+    sources::{Sources, Unresolved},
 };
 
 /// Which `admissionregistration.k8s.io` version the MutatingAdmissionPolicy is written in:
@@ -181,11 +183,26 @@ pub(crate) fn render_named<K: Admitted>(
     api: ApiVersion,
     name: &str,
 ) -> Result<Vec<Value>, RenderError> {
+    if let Some(writers) = policy.trusted_writers() {
+        return Ok(objects(policy, name, api, trusted::shape::<K>(policy, writers, governed)?));
+    }
     if canonical.is_empty() {
         return Err(RenderError::Empty(policy.name.clone()));
     }
     let shape = K::admission_shape(policy, canonical, governed)?;
     Ok(objects(policy, name, api, shape))
+}
+
+/// The value `policy`'s admission objects carry: its canonical addresses, or none for a
+/// trusted-writer policy, whose objects put the stored status back and so carry no value.
+pub(crate) fn value<'p>(
+    policy: &'p Policy,
+    sources: &dyn Sources,
+) -> Result<std::borrow::Cow<'p, [Address]>, Unresolved> {
+    match policy.trusted_writers() {
+        Some(_) => Ok(std::borrow::Cow::Borrowed(&[])),
+        None => sources.canonical(policy),
+    }
 }
 
 /// What one kind's admission objects say of its status ([`Admitted::admission_shape`]).

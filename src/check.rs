@@ -237,12 +237,13 @@ async fn explain_of<K: Explained>(
     let object = bounded(|| format!("get {kind} {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
         .ok_or_else(|| CheckError::NotFound { kind, namespace: namespace.clone(), name: name.clone() })?;
+    let last_writer = explain::last_status_writer(kube::Resource::meta(&object));
     let stored = K::stored(object);
     let write = K::stored_write(&stored);
     let policies = &scoped(&client, cluster, policies).await?;
     let sources = snapshot::read(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
-    let mut explanation = explain::<K>(&stored, policies, &sources);
+    let mut explanation = explain::<K>(&stored, last_writer.as_deref(), policies, &sources);
     let governing = explain::governing(&crate::decision::decide::<K>(write, policies, &sources))
         .and_then(|p| Some((p, crate::admission_policy::object_name_in(&cluster.owner.lease, policies, p).ok()?)));
     explain::add_admission(&mut explanation, governing, policies, &cluster.owner, &sources, &found);

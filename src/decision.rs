@@ -49,10 +49,17 @@ pub enum Verdict<'p> {
     Ignored(String),
     /// No policy governs the object.
     NotGoverned,
-    /// The written addresses are already canonical.
+    /// The written addresses are already canonical; under a trusted-writer policy, a write by
+    /// anyone else that leaves the stored status as it is.
     Canonical { policy: &'p Policy },
+    /// The policy's source is its trusted writers (`trustedWriters`) and the status stands as
+    /// written: a trusted identity wrote it (a review), or it is stored (the reconciler,
+    /// `check`, `explain`), which no source can recompute.
+    Trusted { policy: &'p Policy },
     /// The written addresses differ from the canonical ones.
-    /// `canonical` is borrowed from the policy when its static list is the answer.
+    /// `canonical` is borrowed from the policy when its static list is the answer; under a
+    /// trusted-writer policy it is the stored status, shown as addresses (the rewrite restores
+    /// the stored entries themselves).
     Mismatch { policy: &'p Policy, action: Action, canonical: Cow<'p, [Address]> },
     /// The policy's source has no addresses now; `deny` refuses the write until it has.
     Unresolved { policy: &'p Policy, deny: bool, reason: Unresolved },
@@ -62,9 +69,10 @@ impl<'p> Verdict<'p> {
     /// The policy that governs the write, if one does.
     pub fn policy(&self) -> Option<&'p Policy> {
         match self {
-            Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
-                Some(policy)
-            }
+            Verdict::Canonical { policy }
+            | Verdict::Trusted { policy }
+            | Verdict::Mismatch { policy, .. }
+            | Verdict::Unresolved { policy, .. } => Some(policy),
             Verdict::Ignored(_) | Verdict::NotGoverned => None,
         }
     }
@@ -75,6 +83,7 @@ impl<'p> Verdict<'p> {
             Verdict::Ignored(_) => "ignored",
             Verdict::NotGoverned => "not_governed",
             Verdict::Canonical { .. } => "unchanged",
+            Verdict::Trusted { .. } => "trusted",
             Verdict::Mismatch { action, .. } => action.result(),
             Verdict::Unresolved { deny: false, .. } => "unresolved",
             Verdict::Unresolved { deny: true, .. } => "unresolved_denied",
@@ -121,15 +130,39 @@ pub(crate) fn overlap<'p, K: Governed>(
     }
 }
 
-/// Decides one status write of any governed kind.
+/// Who sent a reviewed status write, and the stored status it would replace: what a
+/// trusted-writer policy judges by. A stored object (the reconciler, `check`) has none.
+pub(crate) struct Author<'a, E> {
+    /// `request.userInfo.username`, bounded by the reader.
+    pub(crate) username: &'a str,
+    /// The stored status list (`request.oldObject`'s), read only when a write by an
+    /// identity that is not trusted must be compared with it; an error says why it cannot be.
+    pub(crate) stored: &'a dyn Fn() -> Result<Write<E>, String>,
+}
+
+/// Decides one stored status of any governed kind (no writer: the reconciler, `check`,
+/// `explain`).
 pub(crate) fn decide<'p, K: Governed>(
     write: &Write<K::Entry>,
+    policies: &'p Policies,
+    sources: &dyn Sources,
+) -> Verdict<'p> {
+    decide_by::<K>(write, None, policies, sources)
+}
+
+/// Decides one status write of any governed kind, by `author` when it comes from a review.
+pub(crate) fn decide_by<'p, K: Governed>(
+    write: &Write<K::Entry>,
+    author: Option<&Author<'_, K::Entry>>,
     policies: &'p Policies,
     sources: &dyn Sources,
 ) -> Verdict<'p> {
     let Some(policy) = policies.governing(K::KIND, &subject::<K>(write, policies, sources)) else {
         return Verdict::NotGoverned;
     };
+    if let Some(writers) = policy.trusted_writers() {
+        return trusted::<K>(write, author, policy, writers);
+    }
     let unresolved = |reason| Verdict::Unresolved { policy, deny: policy.on_unresolved == OnUnresolved::Deny, reason };
     let canonical = match sources.canonical(policy) {
         Err(reason) => return unresolved(reason),
@@ -145,6 +178,37 @@ pub(crate) fn decide<'p, K: Governed>(
     } else {
         Verdict::Mismatch { policy, action: policy.mode.into(), canonical }
     }
+}
+
+/// The verdict of a trusted-writer policy: a trusted identity's write, and a stored status,
+/// stand as written; anyone else's write is compared with the stored status, which is what
+/// `enforce` restores. Only the governed list is compared, entry by entry and in order (what
+/// the API server would store differs otherwise), as the admission policy compares it.
+fn trusted<'p, K: Governed>(
+    write: &Write<K::Entry>,
+    author: Option<&Author<'_, K::Entry>>,
+    policy: &'p Policy,
+    writers: &crate::policy::TrustedWriters,
+) -> Verdict<'p> {
+    let Some(author) = author.filter(|a| !writers.contains(a.username)) else {
+        return Verdict::Trusted { policy };
+    };
+    let stored = match (author.stored)() {
+        Ok(stored) => stored,
+        Err(why) => {
+            let deny = policy.mode == crate::policy::Mode::Deny;
+            return Verdict::Unresolved { policy, deny, reason: Unresolved::StoredStatus(why) };
+        }
+    };
+    if write.omitted == 0 && stored.omitted == 0 && write.addresses == stored.addresses {
+        return Verdict::Canonical { policy };
+    }
+    // A stored list longer than the reader keeps cannot be put back whole: refused instead.
+    let action = match Action::from(policy.mode) {
+        Action::Rewrite if stored.omitted > 0 => Action::Deny,
+        action => action,
+    };
+    Verdict::Mismatch { policy, action, canonical: Cow::Owned(K::shown(stored.addresses)) }
 }
 
 #[cfg(test)]

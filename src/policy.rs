@@ -4,11 +4,13 @@
 mod selector;
 pub(crate) mod spec;
 pub(crate) mod store;
+mod trusted;
 
 pub(crate) use selector::{LabelSelector, MAX_TEXT as MAX_SELECTOR_TEXT, SelectorError};
 pub(crate) use spec::load_file;
 pub(crate) use spec::{ConfigError, OverlapError};
 pub use spec::{PodsSpec, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
+pub(crate) use trusted::{MAX_IDENTITY, TrustedError, TrustedWriters};
 
 use std::{collections::BTreeMap, fmt};
 
@@ -151,6 +153,10 @@ pub enum Source {
     Pods(PodsRef),
     /// A Gateway's `status.addresses`, read from a watch-fed cache.
     Gateway(GatewayRef),
+    /// No address at all: the identities whose status writes define the status
+    /// (`trustedWriters`), always a policy's only source. Its value is whatever they wrote
+    /// last, which no source can compute, so it resolves to none.
+    Trusted(TrustedWriters),
 }
 
 impl fmt::Display for Source {
@@ -160,6 +166,7 @@ impl fmt::Display for Source {
             Source::Service(svc) => write!(f, "service {svc}"),
             Source::Pods(pods) => pods.fmt(f),
             Source::Gateway(gw) => write!(f, "gateway {gw}"),
+            Source::Trusted(writers) => writers.fmt(f),
         }
     }
 }
@@ -272,7 +279,8 @@ pub struct Policy {
     pub scope: ClassScope,
     /// Only Ingresses in Namespaces whose labels match (config only).
     pub namespace_selector: Option<LabelSelector>,
-    /// Never empty; the canonical set is the union of what they resolve to.
+    /// Never empty; the canonical set is the union of what they resolve to. A
+    /// [`Source::Trusted`] is always alone ([`Policy::trusted_writers`]).
     pub sources: Vec<Source>,
     pub mode: Mode,
     pub keep_ports: bool,
@@ -280,6 +288,15 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// The identities whose writes define the status, when that is the policy's source: then
+    /// there is no canonical value, only the stored status and who may change it.
+    pub fn trusted_writers(&self) -> Option<&TrustedWriters> {
+        match &self.sources[..] {
+            [Source::Trusted(writers)] => Some(writers),
+            _ => None,
+        }
+    }
+
     /// Warns, once per load, that the policy's kind was inferred from its Gateway class fields.
     pub(crate) fn warn_if_kind_inferred(&self) {
         if self.kind_inferred {

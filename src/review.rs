@@ -8,6 +8,8 @@ mod render;
 
 #[cfg(test)]
 mod gateway_tests;
+#[cfg(test)]
+mod trusted_tests;
 
 pub(crate) use read::bounds;
 pub(crate) use read::{ApiVersion, Status, Target, User, on_status};

@@ -361,7 +361,7 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
             state.metrics.unresolved(&policy.name);
             tracing::warn!(uid = %review.uid, policy = %policy.name, reason = %reason, result = verdict.result(), "canonical address unresolved");
         }
-        Verdict::NotGoverned | Verdict::Canonical { .. } => {
+        Verdict::NotGoverned | Verdict::Canonical { .. } | Verdict::Trusted { .. } => {
             tracing::debug!(uid = %review.uid, result = verdict.result(), "reviewed");
         }
         Verdict::Mismatch { .. } => {}

@@ -71,6 +71,14 @@ pub enum Unresolved {
         "its admission policy is held by another guard (ingress-status-guard/lease={0}): this guard leaves the policy's objects alone; give one of the two guards another --leader-election-lease-name (chart: another release name)"
     )]
     HeldByAnotherGuard(String),
+    /// The policy's source is its trusted writers (`trustedWriters`): the status is what they
+    /// wrote, which nothing computes, so there is no canonical value to publish or heal to.
+    #[error("its trusted writers define the status: there is no canonical value to compute")]
+    Trusted,
+    /// The stored status (`request.oldObject`) a write under a trusted-writer policy is
+    /// compared with could not be read as its kind's (no API server sends such a review).
+    #[error("the stored status (request.oldObject) cannot be read: {0}")]
+    StoredStatus(String),
     /// Every source of a policy with several is unresolved.
     #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     All(Vec<Unresolved>),
@@ -161,6 +169,7 @@ pub trait Sources: Send + Sync {
             Source::Service(svc) => self.service(svc),
             Source::Pods(pods) => self.pods(pods),
             Source::Gateway(gw) => self.gateway(gw),
+            Source::Trusted(_) => Err(Unresolved::Trusted),
         }
     }
 

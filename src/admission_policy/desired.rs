@@ -199,7 +199,7 @@ impl Desired {
         if let Some(why) = not_read_yet(policy, sources) {
             return self.keep(policy, name, why);
         }
-        let canonical = match sources.canonical(policy) {
+        let canonical = match super::value(policy, sources) {
             Ok(canonical) => canonical,
             // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation),
             // and `deny` holds the line with the last value rendered, the strictest thing a
@@ -215,7 +215,10 @@ impl Desired {
                     o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
                     o
                 }));
-                self.values.push((policy.name.clone(), canonical.into_owned()));
+                // A trusted-writer policy's objects carry no value for the reconciler to judge by.
+                if policy.trusted_writers().is_none() {
+                    self.values.push((policy.name.clone(), canonical.into_owned()));
+                }
             }
             // A value the comparison cannot carry: the last rendered one stays.
             Err(e) => self.keep(policy, name, e.to_string()),

@@ -177,7 +177,7 @@ where
         );
         return row(State::Foreign, Some(reason));
     }
-    match snapshot.canonical(policy) {
+    match admission_policy::value(policy, snapshot) {
         Ok(canonical) => {
             let rendered = render(&canonical).map(|objects| (objects, canonical.into_owned()));
             judge(policy, found, rendered, row)

@@ -54,6 +54,7 @@ pub(super) fn resolved_shown(policy: &Policy, snapshot: &Snapshot, sources: &dyn
             },
             Source::Pods(_) => "node IPs of the Running and Ready controller Pods".to_owned(),
             Source::Gateway(_) => "the Gateway's status.addresses (IPAddress as ip, Hostname as hostname)".to_owned(),
+            Source::Trusted(_) => "the status as its trusted writers wrote it".to_owned(),
         })
         .collect();
     let rule = rules.join("; ");
@@ -73,6 +74,7 @@ fn webhook_shown<K: Explained>(stored: &K::Stored, verdict: &Verdict<'_>) -> Str
         dry_run: true,
         user: User::default(),
         target: K::review_target(stored),
+        stored_status: None,
     };
     let answer: serde_json::Value =
         serde_json::from_slice(&render(&review, verdict)).expect("render always writes JSON");
@@ -95,8 +97,35 @@ fn webhook_shown<K: Explained>(stored: &K::Stored, verdict: &Verdict<'_>) -> Str
     }
 }
 
-/// Explains how the webhook judges `stored`, an object of kind `K`.
-pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, snapshot: &Snapshot) -> Explanation {
+/// The field manager that wrote the stored status last, as `managedFields` says (the entry of
+/// the `status` subresource that owns `f:status`, the latest by time), with its operation and
+/// time. A manager is what the writing client calls itself (its user agent by default), not
+/// the authenticated user: the API server records no user in an object.
+pub(crate) fn last_status_writer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+    let owns_status = |entry: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
+        entry.subresource.as_deref() == Some("status")
+            && entry.fields_v1.as_ref().is_some_and(|fields| fields.0.get("f:status").is_some())
+    };
+    let entries = meta.managed_fields.as_deref().unwrap_or_default();
+    // The latest by time; of equal times, the later entry.
+    let last = entries.iter().filter(owns_status).enumerate().max_by(|a, b| (&a.1.time, a.0).cmp(&(&b.1.time, b.0)))?.1;
+    let cut = |text: &str| crate::names::escape_control(&crate::names::truncate(text, usize::MAX, 128)).into_owned();
+    let manager = cut(last.manager.as_deref().unwrap_or(""));
+    let operation = cut(last.operation.as_deref().unwrap_or("?"));
+    let time = last.time.as_ref().map_or_else(|| "no time".to_owned(), |t| t.0.to_string());
+    Some(format!(
+        "field manager {manager:?} ({operation} at {time}; a manager names the writing client, its user agent by default, not the user)"
+    ))
+}
+
+/// Explains how the webhook judges `stored`, an object of kind `K`; `last_writer` is
+/// [`last_status_writer`] of it, shown when a trusted-writer policy governs it.
+pub(crate) fn explain<K: Explained>(
+    stored: &K::Stored,
+    last_writer: Option<&str>,
+    policies: &Policies,
+    snapshot: &Snapshot,
+) -> Explanation {
     let write = K::stored_write(stored);
     let verdict = decide::<K>(write, policies, snapshot);
     let mut lines = vec![
@@ -128,6 +157,12 @@ pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, sna
                 snapshot.canonical(policy).map_or_else(|_| Addresses(&write.addresses).to_string(), |c| shown(&c));
             Some((canonical, State::Ok.as_str()))
         }
+        Verdict::Trusted { .. } => {
+            let writer =
+                last_writer.unwrap_or("unknown (no managedFields entry of the status subresource owns status)");
+            lines.push(("Written by", writer.to_owned()));
+            Some(("none: its trusted writers define the status".to_owned(), State::Trusted.as_str()))
+        }
         Verdict::Mismatch { canonical, .. } => Some((shown(canonical), State::Drift.as_str())),
         Verdict::Unresolved { .. } => Some(("unknown (source unresolved)".to_owned(), State::Unresolved.as_str())),
         Verdict::Ignored(_) | Verdict::NotGoverned => None,
@@ -146,12 +181,7 @@ pub(crate) fn explain<K: Explained>(stored: &K::Stored, policies: &Policies, sna
 
 /// The policy a verdict names, if one governs.
 pub(crate) fn governing<'p>(verdict: &Verdict<'p>) -> Option<&'p Policy> {
-    match verdict {
-        Verdict::Canonical { policy } | Verdict::Mismatch { policy, .. } | Verdict::Unresolved { policy, .. } => {
-            Some(*policy)
-        }
-        Verdict::Ignored(_) | Verdict::NotGoverned => None,
-    }
+    verdict.policy()
 }
 
 /// The `Admission` line: which admission policy in the cluster (`found`:

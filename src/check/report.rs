@@ -19,6 +19,9 @@ use crate::{
 #[serde(rename_all = "UPPERCASE")]
 pub(crate) enum State {
     Ok,
+    /// Governed by a trusted-writer policy: the stored status stands as its writer wrote it,
+    /// with nothing to compare it with.
+    Trusted,
     Drift,
     Unresolved,
 }
@@ -27,6 +30,7 @@ impl State {
     pub(super) fn as_str(self) -> &'static str {
         match self {
             State::Ok => "OK",
+            State::Trusted => "TRUSTED",
             State::Drift => "DRIFT",
             State::Unresolved => "UNRESOLVED",
         }
@@ -108,6 +112,7 @@ fn judged<'p>(
         Verdict::Canonical { policy } => {
             (*policy, State::Ok, Some(sources.canonical(policy).map_or_else(|_| stored.clone(), |c| shape(&c))), None)
         }
+        Verdict::Trusted { policy } => (*policy, State::Trusted, None, None),
         Verdict::Mismatch { policy, canonical, .. } => (*policy, State::Drift, Some(shape(canonical)), None),
         Verdict::Unresolved { policy, reason, .. } => (*policy, State::Unresolved, None, Some(reason.to_string())),
     })
@@ -176,7 +181,8 @@ impl Summary {
     fn count(&mut self, state: State) {
         self.governed += 1;
         match state {
-            State::Ok => self.ok += 1,
+            // Nothing to be off from: the stored status is what its trusted writer wrote.
+            State::Ok | State::Trusted => self.ok += 1,
             State::Drift => self.drift += 1,
             State::Unresolved => self.unresolved += 1,
         }

@@ -318,7 +318,7 @@ fn explanations() {
         ),
     ];
     for (name, value, sources, exit_code, want) in cases {
-        let explanation = explain::<Ingresses>(&stored(value), &policies(), &sources);
+        let explanation = explain::<Ingresses>(&stored(value), None, &policies(), &sources);
         let text = explanation.text();
         assert_eq!(explanation.exit_code, exit_code, "case {name}:\n{text}");
         for line in want {
@@ -327,7 +327,7 @@ fn explanations() {
     }
 
     let deny = Policies::new(vec![policy("strict", &["nginx"], Source::Service(svc_ref()), Mode::Deny)]).unwrap();
-    let text = explain::<Ingresses>(&stored(drifted), &deny, &found()).text();
+    let text = explain::<Ingresses>(&stored(drifted), None, &deny, &found()).text();
     assert!(
         text.contains("Webhook:   a write of the stored value: refuse it (denied): ingress-status-guard policy \"strict\" requires status.loadBalancer.ingress [203.0.113.10,203.0.113.20], not [10.0.0.1]"),
         "{text}"
@@ -340,7 +340,7 @@ fn a_hostile_class_annotation_is_quoted_and_cut() {
     let stored = Stored::of(&ingress(
         json!({"metadata": {"name": "a", "namespace": "n", "annotations": {CLASS_ANNOTATION: class}}}),
     ));
-    let text = explain::<Ingresses>(&stored, &policies(), &Snapshot::default()).text();
+    let text = explain::<Ingresses>(&stored, None, &policies(), &Snapshot::default()).text();
     let line = text.lines().find(|l| l.starts_with("Class:")).unwrap();
     assert!(line.contains("\"evil\\n\\u{1b}[31m"), "{line}");
     assert!(line.ends_with("not a class name, so no class)"), "{line}");

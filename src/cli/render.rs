@@ -106,7 +106,7 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
         let governed = admission_policy::governed_in_order(&policies, kind, &offline.classes[kind.index()]);
         for (policy, governed) in policies.of(kind).zip(&governed) {
             let unresolved = |reason| CliError::Unresolved { policy: policy.name.clone(), reason };
-            let canonical = offline.canonical(policy).map_err(unresolved)?;
+            let canonical = admission_policy::value(policy, &offline).map_err(unresolved)?;
             let (api, name) = (args.api_version, admission_policy::object_name_in(lease, &policies, policy)?);
             let rendered =
                 with_kind!(kind, K => admission_policy::render_named::<K>(policy, &canonical, governed, api, &name))?;

@@ -145,3 +145,93 @@ fn verdicts() {
         }
     }
 }
+
+#[test]
+fn trusted_writers_judge_by_who_wrote_and_what_is_stored() {
+    let writers = crate::policy::TrustedWriters::new(vec!["system:serviceaccount:lb:ctl".into()]).unwrap();
+    let trusted = |mode| policies(mode, OnUnresolved::Allow, Source::Trusted(writers.clone()));
+    // A source that would panic the test if read: no trusted-writer verdict reads one.
+    let sources = Fixed(Err(Unresolved::Trusted));
+    let stored = |list: &'static str| move || Ok(write(Some("nginx"), list));
+    let unreadable = || Err("status: expected an object".to_owned());
+    type Stored = Box<dyn Fn() -> Result<StatusWrite, String>>;
+    let cases: Vec<(&str, &str, Mode, Stored, &str, &str)> = vec![
+        (
+            "trusted, changed",
+            "system:serviceaccount:lb:ctl",
+            Mode::Deny,
+            Box::new(stored("10.0.0.1")),
+            "10.0.0.2",
+            "trusted",
+        ),
+        ("other, changed, enforce", "bob", Mode::Enforce, Box::new(stored("10.0.0.1")), "10.0.0.2", "patched"),
+        ("other, changed, deny", "bob", Mode::Deny, Box::new(stored("10.0.0.1")), "10.0.0.2", "denied"),
+        ("other, changed, audit", "bob", Mode::Audit, Box::new(stored("10.0.0.1")), "10.0.0.2", "audited"),
+        ("other, cleared", "bob", Mode::Enforce, Box::new(stored("10.0.0.1")), "", "patched"),
+        (
+            "other, unchanged",
+            "bob",
+            Mode::Deny,
+            Box::new(stored("10.0.0.1,lb.example")),
+            "10.0.0.1,lb.example",
+            "unchanged",
+        ),
+        ("other, nothing stored or written", "bob", Mode::Deny, Box::new(stored("")), "", "unchanged"),
+        ("other, unreadable stored status", "bob", Mode::Deny, Box::new(unreadable), "10.0.0.2", "unresolved_denied"),
+        ("other, unreadable, enforce", "bob", Mode::Enforce, Box::new(unreadable), "10.0.0.2", "unresolved"),
+        (
+            "a prefix of a trusted name",
+            "system:serviceaccount:lb:c",
+            Mode::Deny,
+            Box::new(stored("10.0.0.1")),
+            "10.0.0.2",
+            "denied",
+        ),
+    ];
+    for (name, username, mode, stored, written, want) in cases {
+        let policies = trusted(mode);
+        let author = Author { username, stored: &*stored };
+        let verdict = decide_by::<crate::kind::ingress::Ingresses>(
+            &write(Some("nginx"), written),
+            Some(&author),
+            &policies,
+            &sources,
+        );
+        assert_eq!(verdict.result(), want, "case {name}");
+        if let Verdict::Mismatch { canonical, .. } = verdict {
+            assert_eq!(
+                canonical.into_owned(),
+                stored().unwrap().addresses,
+                "case {name}: the stored list is the answer"
+            );
+        }
+    }
+    // A stored object has no writer: it stands (the reconciler heals nothing, `check` says so).
+    let policies = trusted(Mode::Enforce);
+    let verdict = decide::<crate::kind::ingress::Ingresses>(&write(Some("nginx"), "10.0.0.9"), &policies, &sources);
+    assert_eq!(verdict.result(), "trusted");
+    // Another class is not governed, whoever writes.
+    let author = Author { username: "bob", stored: &stored("10.0.0.1") };
+    let verdict = decide_by::<crate::kind::ingress::Ingresses>(
+        &write(Some("other"), "1.1.1.1"),
+        Some(&author),
+        &policies,
+        &sources,
+    );
+    assert_eq!(verdict, Verdict::NotGoverned);
+}
+
+#[test]
+fn a_stored_list_longer_than_the_reader_keeps_is_refused_not_cut() {
+    let writers = crate::policy::TrustedWriters::new(vec!["ctl".into()]).unwrap();
+    let policies = policies(Mode::Enforce, OnUnresolved::Allow, Source::Trusted(writers));
+    let long = || Ok(StatusWrite { omitted: 3, ..write(Some("nginx"), "10.0.0.1") });
+    let author = Author { username: "bob", stored: &long };
+    let verdict = decide_by::<crate::kind::ingress::Ingresses>(
+        &write(Some("nginx"), "10.0.0.2"),
+        Some(&author),
+        &policies,
+        &Fixed(Err(Unresolved::Trusted)),
+    );
+    assert!(matches!(verdict, Verdict::Mismatch { action: Action::Deny, .. }), "{verdict:?}");
+}

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{
     ClassScope, LabelSelector, Mode, NamespacedName, OnUnresolved, PodsRef, Policies, Policy, RefError, SelectorError,
-    Source,
+    Source, TrustedError, TrustedWriters,
 };
 use crate::{
     address::{self, AddressError},
@@ -70,6 +70,7 @@ pub(crate) const FIELDS: &[&str] = &[
     "publishGateway",
     "reportNodeInternalIp",
     "sources",
+    "trustedWriters",
     "mode",
     "keepPorts",
     "onUnresolved",
@@ -144,6 +145,10 @@ pub struct PolicySpec {
     /// `sources`: several sources, whose union is canonical.
     #[serde(default)]
     pub sources: Vec<SourceSpec>,
+    /// `trustedWriters`: the identities whose status writes define the status; the policy's
+    /// only source (`None` when absent, so that `[]` is an error of its own).
+    #[serde(default)]
+    pub trusted_writers: Option<Vec<String>>,
     /// What a differing write gets.
     #[serde(default)]
     pub mode: Mode,
@@ -172,6 +177,7 @@ impl Default for PolicySpec {
             publish_gateway: None,
             report_node_internal_ip: false,
             sources: Vec::new(),
+            trusted_writers: None,
             mode: Mode::default(),
             keep_ports: false,
             on_unresolved: OnUnresolved::default(),
@@ -207,7 +213,9 @@ pub enum SpecError {
     #[error("{1:?}: names must not be empty")]
     /// An empty `gatewayClasses` or `gatewayControllers` item (the field).
     EmptyGatewayName(&'static str, String),
-    #[error("one of publishService, publishStatusAddress, publishPods, publishGateway or sources is required")]
+    #[error(
+        "one of publishService, publishStatusAddress, publishPods, publishGateway, sources or trustedWriters is required"
+    )]
     /// No source at all.
     NoSource,
     #[error("{0} and {1} are mutually exclusive; set one, or list both under sources to use their union")]
@@ -216,6 +224,19 @@ pub enum SpecError {
     #[error("must list at least one source")]
     /// `sources: []`.
     EmptySources,
+    #[error(transparent)]
+    /// A `trustedWriters` list or identity that cannot be used.
+    Trusted(TrustedError),
+    #[error(
+        "trustedWriters and {0} cannot be combined: a trusted writer's write defines the status, while {0} computes it, and no status can be both; keep one of the two fields"
+    )]
+    /// `trustedWriters` beside a source that computes addresses (the field).
+    TrustedWithSource(&'static str),
+    #[error(
+        "has no meaning with trustedWriters: a trusted writer's entries are kept as written, ports included; remove keepPorts"
+    )]
+    /// `keepPorts` on a trusted-writer policy.
+    TrustedKeepPorts,
     #[error(transparent)]
     /// A publish Service reference that is not `NAMESPACE/NAME`.
     Service(RefError),
@@ -263,6 +284,8 @@ impl SpecError {
             SpecError::NoSource | SpecError::Service(_) => "publishService".into(),
             SpecError::BothSources(first, _) => (*first).into(),
             SpecError::EmptySources => "sources".into(),
+            SpecError::Trusted(_) | SpecError::TrustedWithSource(_) => "trustedWriters".into(),
+            SpecError::TrustedKeepPorts => "keepPorts".into(),
             SpecError::Gateway(_) => "publishGateway".into(),
             SpecError::Static(_) => "publishStatusAddress".into(),
             SpecError::PodsNamespace(_) => "publishPods.namespace".into(),
@@ -402,7 +425,24 @@ impl PolicySpec {
             || shorthand.publish_pods.is_some()
             || shorthand.publish_gateway.is_some();
         let internal_ip = self.report_node_internal_ip;
-        let sources = if self.sources.is_empty() {
+        let sources = if let Some(identities) = self.trusted_writers {
+            // What else a source could say of the status: no union with a trusted writer has a meaning.
+            let computed = [
+                ("publishService", shorthand.publish_service.is_some()),
+                ("publishStatusAddress", shorthand.publish_status_address.is_some()),
+                ("publishPods", shorthand.publish_pods.is_some()),
+                ("publishGateway", shorthand.publish_gateway.is_some()),
+                ("sources", !self.sources.is_empty()),
+                ("reportNodeInternalIp", internal_ip),
+            ];
+            if let Some((field, _)) = computed.into_iter().find(|(_, on)| *on) {
+                return Err(SpecError::TrustedWithSource(field));
+            }
+            if self.keep_ports {
+                return Err(SpecError::TrustedKeepPorts);
+            }
+            vec![Source::Trusted(TrustedWriters::new(identities).map_err(SpecError::Trusted)?)]
+        } else if self.sources.is_empty() {
             if internal_ip && shorthand.publish_pods.is_none() {
                 return Err(SpecError::InternalIpWithoutPods);
             }

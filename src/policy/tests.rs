@@ -259,7 +259,7 @@ fn file_errors_name_the_field() {
         ("policies: []", "policies: must list at least one policy"),
         (
             "policies: [{name: a}]",
-            "policies[0].publishService: one of publishService, publishStatusAddress, publishPods, publishGateway or sources is required",
+            "policies[0].publishService: one of publishService, publishStatusAddress, publishPods, publishGateway, sources or trustedWriters is required",
         ),
         (
             "policies: [{name: a, sources: [{publishService: a/b}, {}]}]",
@@ -541,4 +541,49 @@ fn the_published_fields_are_every_field_a_policy_accepts() {
     let mut published: Vec<String> = super::spec::FIELDS.iter().map(|f| (*f).to_owned()).collect();
     published.sort();
     assert_eq!(published, accepted);
+}
+
+#[test]
+fn trusted_writers_are_a_source_of_their_own() {
+    let ok = parse_file(
+        "f",
+        "policies:\n  - {name: a, ingressClasses: [traefik], trustedWriters: [system:serviceaccount:traefik:traefik, admin, admin]}\n",
+    )
+    .unwrap();
+    let policy = ok.iter().next().unwrap();
+    let writers = policy.trusted_writers().expect("a trusted-writer policy");
+    assert!(writers.contains("admin") && writers.contains("system:serviceaccount:traefik:traefik"));
+    assert_eq!(
+        SourceList(&policy.sources).to_string(),
+        "trusted writers [admin, system:serviceaccount:traefik:traefik]"
+    );
+    let needs = ok.cluster_needs();
+    assert!(!needs.services && !needs.gateways && !needs.pods, "no address, no source to watch");
+    let cases = [
+        ("trustedWriters: []", "policies[0].trustedWriters: must list at least one identity"),
+        ("trustedWriters: ['']", "policies[0].trustedWriters: item 0: an identity must not be empty"),
+        (
+            "trustedWriters: ['system:serviceaccount:Traefik:traefik']",
+            "policies[0].trustedWriters: item 0: \"system:serviceaccount:Traefik:traefik\" must be system:serviceaccount:NAMESPACE:NAME",
+        ),
+        (
+            "trustedWriters: [a], publishService: a/b",
+            "policies[0].trustedWriters: trustedWriters and publishService cannot be combined",
+        ),
+        (
+            "trustedWriters: [a], sources: [{publishStatusAddress: 192.0.2.1}]",
+            "policies[0].trustedWriters: trustedWriters and sources cannot be combined",
+        ),
+        ("trustedWriters: [a], keepPorts: true", "policies[0].keepPorts: has no meaning with trustedWriters"),
+        ("trustedWriters: [a, \"b\\tc\"]", "policies[0].trustedWriters: item 1: \"b\\tc\" holds a control character"),
+    ];
+    for (fields, want) in cases {
+        let text = format!("policies:\n  - {{name: a, {fields}}}\n");
+        let error = parse_file("f", &text).unwrap_err().to_string();
+        assert!(error.contains(want), "{fields}: {error}");
+    }
+    let many: Vec<String> = (0..17).map(|i| format!("u{i}")).collect();
+    let text = format!("policies:\n  - {{name: a, trustedWriters: [{}]}}\n", many.join(", "));
+    let error = parse_file("f", &text).unwrap_err().to_string();
+    assert!(error.contains("policies[0].trustedWriters: lists 17 identities, more than the 16"), "{error}");
 }

@@ -14,13 +14,16 @@ pub(crate) mod bounds;
 mod gateway;
 mod ingress;
 pub(crate) mod metadata;
+mod stored;
 
 pub(crate) use bounds::OutOfBounds;
 pub(crate) use metadata::Metadata;
 use metadata::{MetaIn, MetadataError};
+pub(crate) use stored::RawStatus;
+use stored::stored_status;
 
 use crate::{
-    decision::{Action, Verdict, decide},
+    decision::{Action, Author, Verdict, decide_by},
     kind::{Governed, Kind, Write, with_kind},
     names::truncate,
     policy::{Policies, Policy},
@@ -143,6 +146,10 @@ struct StoredIn<'a> {
     metadata: MetaIn<'a>,
     #[serde(default, deserialize_with = "crate::strict::object")]
     spec: StoredSpecIn,
+    /// Kept unparsed, a slice of the body: read as the kind's status only when a
+    /// trusted-writer policy compares a write with it ([`stored_status`]).
+    #[serde(default, borrow)]
+    status: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -197,6 +204,9 @@ pub struct Review<'a> {
     pub user: User<'a>,
     /// What was written, or why the review is not one we judge.
     pub target: Target<'a>,
+    /// `request.oldObject.status`, unparsed (a slice of the body; `None` when absent or
+    /// `null`): the stored status a trusted-writer policy compares a write with and restores.
+    pub stored_status: Option<RawStatus<'a>>,
 }
 
 /// The AdmissionReview versions the API server may send.
@@ -219,8 +229,8 @@ impl ApiVersion {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(expecting = "a UserInfo object")]
 pub struct User<'a> {
-    /// At most [`bounds::MAX_USERNAME`] bytes once read (see [`read`]).
-    #[serde(default, borrow)]
+    /// At most [`bounds::MAX_USERNAME`] bytes, cut as it is read ([`bounds::username`]).
+    #[serde(default, borrow, deserialize_with = "bounds::username")]
     pub username: Cow<'a, str>,
     /// At most [`bounds::MAX_GROUPS`] of [`bounds::MAX_GROUP`] bytes each.
     #[serde(default, deserialize_with = "bounds::groups")]
@@ -291,8 +301,22 @@ impl Review<'_> {
             Target::Other(what) => Verdict::Ignored(what.clone()),
             Target::OutOfBounds(bound) => Verdict::Ignored(bound.to_string()),
             // The other targets are matched above.
-            target => on_status!(target, K, s => decide::<K>(&s.write, policies, sources), _ => Verdict::NotGoverned),
+            target => on_status!(target, K, s => {
+                let stored = || stored_status::<K>(self.stored_status.map(|raw| raw.0));
+                let author = Author { username: &self.user.username, stored: &stored };
+                decide_by::<K>(&s.write, Some(&author), policies, sources)
+            }, _ => Verdict::NotGoverned),
         }
+    }
+
+    /// The JSON patch that puts the stored status list (`request.oldObject`'s) back on the
+    /// written object, into `out`: a trusted-writer policy's rewrite. `false` when there is no
+    /// status write, or its stored status cannot be read (`decide` found that unresolved).
+    pub(crate) fn restoring_patch(&self, out: &mut Vec<u8>) -> bool {
+        fn restore<K: Reviewed>(stored: Option<&str>, shape: K::Shape, out: &mut Vec<u8>) -> bool {
+            stored_status::<K>(stored).is_ok_and(|stored| K::patch(shape, &stored.addresses, out).is_ok())
+        }
+        on_status!(&self.target, K, s => restore::<K>(self.stored_status.map(|raw| raw.0), s.shape, out), _ => false)
     }
 
     /// The field the write tried to change that the API server resets, if any.
@@ -474,6 +498,7 @@ fn convert_status<'a, K: Reviewed, O>(
         None => (written.as_ref(), None),
     };
     let uid = judged.and_then(|m| m.uid.clone());
+    let stored_status = old.as_ref().and_then(|old| old.status).map(|raw| RawStatus(raw.get()));
     let (mut namespace, mut name) = (request.namespace.take(), request.name.take());
     let target = match status_target(&mut namespace, &mut name, uid) {
         Ok((write, object_uid)) => {
@@ -482,7 +507,9 @@ fn convert_status<'a, K: Reviewed, O>(
         }
         Err(bound) => Target::OutOfBounds(bound),
     };
-    Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
+    let mut review = finish(api_version, request.uid, request.dry_run, request.user_info, target);
+    review.stored_status = stored_status;
+    Ok(review)
 }
 
 /// The checks every review passes before its object is read: the envelope's kind and
@@ -550,13 +577,7 @@ fn finish<'a>(
     user: User<'a>,
     target: Target<'a>,
 ) -> Review<'a> {
-    Review {
-        api_version,
-        uid,
-        dry_run: dry_run.unwrap_or(false),
-        user: User { username: bounds::username(user.username), groups: user.groups },
-        target,
-    }
+    Review { api_version, uid, dry_run: dry_run.unwrap_or(false), user, target, stored_status: None }
 }
 
 /// Parses again, off the common path, to name the field that failed (`request.uid: missing ...`).

@@ -62,7 +62,7 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
     };
     let metadata_action = metadata.map(|(_, policy, action)| (policy, action));
     match verdict {
-        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } => {
+        Verdict::Ignored(_) | Verdict::NotGoverned | Verdict::Canonical { .. } | Verdict::Trusted { .. } => {
             allowed(&mut out, metadata_refusal.is_none());
             if let Target::OutOfBounds(bound) = &review.target {
                 warning(&mut out, format!("ingress-status-guard: {bound}; status left as written"));
@@ -119,27 +119,38 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
             let field = kind.field();
             let attempted_text = on_status!(&review.target, s => written(s), _ => String::from("<none>"));
             let refused = *action == Action::Deny || metadata_refusal.is_some();
+            // Under a trusted-writer policy the value to keep is the stored one, and the writer
+            // is told why its own does not count.
+            let trusted = policy.trusted_writers().is_some();
+            let required = if trusted { "keeps the stored" } else { "requires" };
             allowed(&mut out, !refused);
             match action {
                 Action::Rewrite if !refused => {
                     let mut json = Vec::with_capacity(PATCH_CAPACITY);
-                    let patched =
-                        on_status!(&review.target, K, s => patch::<K>(s, canonical, &mut json), _ => Ok(false));
+                    let patched = match trusted {
+                        true => Ok(review.restoring_patch(&mut json)),
+                        false => {
+                            on_status!(&review.target, K, s => patch::<K>(s, canonical, &mut json), _ => Ok(false))
+                        }
+                    };
                     let patched = patched.expect("a patch of strings and numbers always serializes");
                     write_patch(&mut out, patched.then_some(&json[..]), metadata_ops.as_deref());
-                    warning(&mut out, format!("{field} rewritten to [{canonical_text}] by policy {}", policy.name));
+                    let to = if trusted { "put back to the stored" } else { "rewritten to" };
+                    warning(&mut out, format!("{field} {to} [{canonical_text}] by policy {}", policy.name));
                 }
                 Action::Audit => {
+                    let from = if trusted { "changed from the stored" } else { "differs from" };
                     warning(
                         &mut out,
-                        format!("{field} differs from [{canonical_text}] (policy {}, audit mode)", policy.name),
+                        format!("{field} {from} [{canonical_text}] (policy {}, audit mode)", policy.name),
                     );
                 }
                 Action::Deny => status(
                     &mut out,
                     format_args!(
-                        "ingress-status-guard policy {:?} requires {field} [{canonical_text}], not [{attempted_text}]{}",
+                        "ingress-status-guard policy {:?} {required} {field} [{canonical_text}], not [{attempted_text}]{}{}",
                         policy.name,
+                        Untrusted(trusted.then_some(&review.user.username)),
                         Also(metadata_refusal.as_deref())
                     ),
                 ),
@@ -182,6 +193,26 @@ impl fmt::Display for Also<'_> {
         }
     }
 }
+
+/// `: only its trusted writers may change it, and <user> is not one` after a trusted-writer
+/// policy's refusal; the user is cut, as every caller string is.
+struct Untrusted<'a>(Option<&'a str>);
+
+impl fmt::Display for Untrusted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(user) => write!(
+                f,
+                ": only its trusted writers may change it, and {:?} is not one",
+                truncate(user, usize::MAX, MAX_USER_SHOWN)
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Longest username a refusal quotes, in bytes.
+const MAX_USER_SHOWN: usize = 256;
 
 /// `"patchType"` and `"patch"`: the metadata's operations (each ending in a comma) and the
 /// kind's status patch (a JSON array), in one array, base64-encoded; nothing when both are

@@ -141,7 +141,7 @@ fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
     let sources = snapshot(Fetched::of(Some(&lb_service())));
     let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
     let stored = StoredGateway { write: write.clone(), shape: GatewayShape::Addresses };
-    let mut explanation = crate::check::explain::explain::<Gateways>(&stored, &policies, &sources);
+    let mut explanation = crate::check::explain::explain::<Gateways>(&stored, None, &policies, &sources);
     let governing = explain::governing(&crate::decision::decide::<Gateways>(&write, &policies, &sources)).map(|p| {
         (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, &policies, p).unwrap())
     });
@@ -221,7 +221,7 @@ fn a_gateway_explanation_shows_the_patch_the_webhook_sends() {
     for (case, status, want) in cases {
         let object = object(status);
         let stored = Gateways::stored(serde_json::from_value::<LeanGateway>(object.clone()).unwrap());
-        let text = crate::check::explain::explain::<Gateways>(&stored, &policies, &sources).text();
+        let text = crate::check::explain::explain::<Gateways>(&stored, None, &policies, &sources).text();
         let shown = text
             .lines()
             .find_map(|l| {

@@ -137,7 +137,7 @@ pub(crate) fn needs(policies: &Policies, guard: &Guard<'_>) -> Vec<Need> {
     let mut nodes = false;
     for source in policies.iter().flat_map(|p| &p.sources) {
         match source {
-            Source::Static(_) => {}
+            Source::Static(_) | Source::Trusted(_) => {}
             Source::Service(svc) => {
                 out.push(Need::new("watch", "", "services").within(&svc.namespace).named(&svc.name));
             }

@@ -20,6 +20,9 @@ pub(crate) const MAX_OBJECT_UID: usize = 128;
 /// Longest `request.userInfo.username` kept. A ServiceAccount's is at most 339 bytes
 /// (`system:serviceaccount:` + a 63-byte namespace + `:` + a 253-byte name).
 pub(crate) const MAX_USERNAME: usize = 512;
+// A username cut to the bound (ending in `…`) can never equal a trusted identity
+// (`trustedWriters`): every identity is shorter than what is kept whole.
+const _: () = assert!(crate::policy::MAX_IDENTITY < MAX_USERNAME);
 /// Most `request.userInfo.groups` kept: a ServiceAccount has three, and the groups are only
 /// shown (the log line, bounded to 1 KiB itself), never judged.
 pub(crate) const MAX_GROUPS: usize = 64;
@@ -62,10 +65,29 @@ pub(crate) fn uid(uid: &str) -> Result<(), usize> {
     if uid.len() <= MAX_UID { Ok(()) } else { Err(uid.len()) }
 }
 
-/// A username cut to [`MAX_USERNAME`] bytes, ending in `…` when cut (which no username the
-/// API server authenticates as a ServiceAccount ends in).
-pub(crate) fn username(username: Cow<'_, str>) -> Cow<'_, str> {
-    if username.len() <= MAX_USERNAME { username } else { Cow::Owned(truncate(&username, usize::MAX, MAX_USERNAME)) }
+/// `username` read as a string, as `Cow<str>` reads it (so the same documents are errors), cut
+/// to [`MAX_USERNAME`] bytes as it is read, ending in `…` when cut (which no username the API
+/// server authenticates as a ServiceAccount ends in, and no trusted identity can equal): what
+/// a review holds of it does not grow with what was sent. Borrowed from the body when it has no
+/// escapes; an escaped one is copied once, already cut.
+pub(crate) fn username<'de, D: Deserializer<'de>>(d: D) -> Result<Cow<'de, str>, D::Error> {
+    struct Visit;
+    impl<'de> de::Visitor<'de> for Visit {
+        type Value = Cow<'de, str>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Cow<'de, str>, E> {
+            Ok(if text.len() <= MAX_USERNAME { Cow::Borrowed(text) } else { Cow::Owned(cut(text)) })
+        }
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<Cow<'de, str>, E> {
+            Ok(Cow::Owned(if text.len() <= MAX_USERNAME { text.to_owned() } else { cut(text) }))
+        }
+    }
+    fn cut(text: &str) -> String {
+        truncate(text, usize::MAX, MAX_USERNAME)
+    }
+    d.deserialize_str(Visit)
 }
 
 /// `groups` read as a list of strings, as `Vec<String>` reads it (so the same documents are
