@@ -146,6 +146,11 @@ pub(crate) enum RenderError {
         label = .kind.info().label
     )]
     Slots { policy: String, kind: crate::kind::Kind, number: usize },
+    #[error(
+        "policy {policy:?}: admission policy mode cannot put {} back yet (trustedWriters); run this policy with --admission=webhook",
+        .kind.info().field_of
+    )]
+    Trusted { policy: String, kind: crate::kind::Kind },
 }
 
 /// Separators of an Ingress entry's comparison key (`kind/ingress/admission`'s `key`); a
@@ -160,6 +165,16 @@ pub(crate) trait Admitted: crate::kind::Governed {
     /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
     /// compares the status list; or why the list cannot be rendered.
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError>;
+
+    /// CEL that rebuilds the status list `list` (read from `oldObject`) entry by entry as
+    /// values a JSONPatch can carry: the API server does not marshal a list read from an
+    /// object into a patch value (measured on 1.37: "type conversion error from 'list(dyn)'"),
+    /// so a trusted-writer policy's MutatingAdmissionPolicy writes the stored list back this
+    /// way. `None` (the default): the kind's trusted-writer policies are refused in policy
+    /// mode, and the webhook enforces them.
+    fn rebuilt(_list: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The objects for one policy of kind `K`: the admission policy, then its binding, named as

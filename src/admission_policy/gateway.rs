@@ -63,6 +63,14 @@ impl Admitted for crate::kind::gateway::Gateways {
             ),
         })
     }
+
+    /// Each stored entry as a `{type, value}` map of strings, as the canonical literal is
+    /// written (an absent `type` is the CRD's default).
+    fn rebuilt(list: &str) -> Option<String> {
+        Some(format!(
+            "{list}.map(a, {{\"type\": has(a.type) ? string(a.type) : \"IPAddress\", \"value\": string(a.value)}})"
+        ))
+    }
 }
 
 /// The canonical entries as a CEL list of `{type, value}` maps: untyped maps, because `type`

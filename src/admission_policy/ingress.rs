@@ -48,6 +48,25 @@ impl Admitted for crate::kind::ingress::Ingresses {
             metadata_unchanged: Some(METADATA_UNCHANGED),
         })
     }
+
+    /// Each stored entry as a typed `Object.status.loadBalancer.ingress`, its members present
+    /// only where the stored one has them (CEL optionals), strings and numbers converted from
+    /// the object's dynamic values.
+    fn rebuilt(list: &str) -> Option<String> {
+        let opt = |of: &str, member: &str, value: String| {
+            format!("?{member}: has({of}.{member}) ? optional.of({value}) : optional.none()")
+        };
+        let port = format!(
+            "Object.status.loadBalancer.ingress.ports{{port: int(p.port), protocol: string(p.protocol), {}}}",
+            opt("p", "error", "string(p.error)".to_owned())
+        );
+        Some(format!(
+            "{list}.map(e, Object.status.loadBalancer.ingress{{{}, {}, {}}})",
+            opt("e", "ip", "string(e.ip)".to_owned()),
+            opt("e", "hostname", "string(e.hostname)".to_owned()),
+            opt("e", "ports", format!("e.ports.map(p, {port})")),
+        ))
+    }
 }
 
 /// True when a status write leaves the four metadata fields as stored.

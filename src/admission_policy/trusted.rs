@@ -28,10 +28,13 @@ pub(super) fn shape<K: Admitted>(
     conditions.push(json!({"name": "untrusted-writer", "expression": untrusted(writers)}));
     let field = K::KIND.field();
     let path = Path(field.split('.').collect());
+    let Some(rebuilt) = K::rebuilt(&path.at("oldObject", path.0.len())) else {
+        return Err(RenderError::Trusted { policy: policy.name.clone(), kind: K::KIND });
+    };
     Ok(Shape {
         match_constraints: kind.match_constraints,
         match_conditions: Value::Array(conditions),
-        patch: path.restore(),
+        patch: path.restore(&rebuilt),
         // Who wrote: the comparison below reads both objects directly.
         written: "request.userInfo.username",
         same_set: path.unchanged(),
@@ -71,27 +74,25 @@ impl Path<'_> {
     }
 
     /// The value to add at the first `depth` members so that the field is `oldObject`'s: the
-    /// stored field itself, or the typed objects that hold it (`Object.status{loadBalancer:
-    /// ...}`), typed so that the API server checks them against the kind's schema.
-    fn value(&self, depth: usize) -> String {
+    /// stored list `rebuilt` ([`Admitted::rebuilt`]), or the typed objects that hold it
+    /// (`Object.status{loadBalancer: ...}`), typed so that the API server checks them against
+    /// the kind's schema.
+    fn value(&self, depth: usize, rebuilt: &str) -> String {
         if depth == self.0.len() {
-            return self.at("oldObject", depth);
+            return rebuilt.to_owned();
         }
         let typed = self.at("Object", depth);
-        format!("{typed}{{{}: {}}}", self.0[depth], self.value(depth + 1))
+        format!("{typed}{{{}: {}}}", self.0[depth], self.value(depth + 1, rebuilt))
     }
 
     /// The JSONPatch that puts the stored field back: `add` at the deepest member the written
     /// object has (`add` replaces a member that exists); `remove` when the stored object has
     /// no such field and the written one has; nothing when neither has.
-    fn restore(&self) -> String {
+    fn restore(&self, rebuilt: &str) -> String {
         let n = self.0.len();
         let add = |depth: usize| {
-            format!(
-                "[JSONPatch{{op: \"add\", path: {}, value: {}}}]",
-                cel::string(&self.pointer(depth)),
-                self.value(depth)
-            )
+            let (path, value) = (cel::string(&self.pointer(depth)), self.value(depth, rebuilt));
+            format!("[JSONPatch{{op: \"add\", path: {path}, value: {value}}}]")
         };
         let mut put = add(1);
         for depth in 2..=n {
@@ -127,13 +128,13 @@ mod tests {
     fn the_ingress_restore_adds_at_the_deepest_member_the_write_has() {
         let path = Path(vec!["status", "loadBalancer", "ingress"]);
         assert_eq!(
-            path.restore(),
+            path.restore("L"),
             "has(oldObject.status) && has(oldObject.status.loadBalancer) && has(oldObject.status.loadBalancer.ingress) ? \
              (has(object.status) && has(object.status.loadBalancer) ? \
-             [JSONPatch{op: \"add\", path: \"/status/loadBalancer/ingress\", value: oldObject.status.loadBalancer.ingress}] : \
+             [JSONPatch{op: \"add\", path: \"/status/loadBalancer/ingress\", value: L}] : \
              has(object.status) ? \
-             [JSONPatch{op: \"add\", path: \"/status/loadBalancer\", value: Object.status.loadBalancer{ingress: oldObject.status.loadBalancer.ingress}}] : \
-             [JSONPatch{op: \"add\", path: \"/status\", value: Object.status{loadBalancer: Object.status.loadBalancer{ingress: oldObject.status.loadBalancer.ingress}}}]) : \
+             [JSONPatch{op: \"add\", path: \"/status/loadBalancer\", value: Object.status.loadBalancer{ingress: L}}] : \
+             [JSONPatch{op: \"add\", path: \"/status\", value: Object.status{loadBalancer: Object.status.loadBalancer{ingress: L}}}]) : \
              (has(object.status) && has(object.status.loadBalancer) && has(object.status.loadBalancer.ingress) ? \
              [JSONPatch{op: \"remove\", path: \"/status/loadBalancer/ingress\"}] : [])"
         );
@@ -160,7 +161,8 @@ mod tests {
             json!({"name": "untrusted-writer", "expression": "!(request.userInfo.username in [\"a\\\"b\", \"system:serviceaccount:traefik:traefik\"])"})
         );
         let expression = out[0]["spec"]["mutations"][0]["jsonPatch"]["expression"].as_str().unwrap();
-        assert_eq!(expression, Path(vec!["status", "loadBalancer", "ingress"]).restore());
+        let rebuilt = <Ingresses as Admitted>::rebuilt("oldObject.status.loadBalancer.ingress").unwrap();
+        assert_eq!(expression, Path(vec!["status", "loadBalancer", "ingress"]).restore(&rebuilt));
     }
 
     #[test]

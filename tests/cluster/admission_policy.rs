@@ -14,6 +14,7 @@ mod gateway;
 mod guard;
 mod hybrid;
 mod kept;
+mod trusted;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -39,3 +39,4 @@ mod plugin;
 mod reconcile;
 mod scope;
 mod traefik;
+mod trusted;
