@@ -182,7 +182,7 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
         lists.push(with_kind!(kind, K => {
             let stored = stored::<K>(&client, scope.namespace, timeout).await?;
             Box::new(move |report: &mut Report, policies: &Policies, sources: &dyn Sources| {
-                report.add::<K>(stored.as_deref(), policies, sources);
+                report.add_read::<K>(stored.as_deref(), policies, sources);
             })
         }));
     }
@@ -243,7 +243,7 @@ async fn explain_of<K: Explained>(
     let policies = &scoped(&client, cluster, policies).await?;
     let sources = snapshot::read(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
-    let mut explanation = explain::<K>(&stored, last_writer.as_deref(), policies, &sources);
+    let mut explanation = explain::<K>(&stored, last_writer.as_ref(), policies, &sources);
     let governing = explain::governing(&crate::decision::decide::<K>(write, policies, &sources))
         .and_then(|p| Some((p, crate::admission_policy::object_name_in(&cluster.owner.lease, policies, p).ok()?)));
     explain::add_admission(&mut explanation, governing, policies, &cluster.owner, &sources, &found);

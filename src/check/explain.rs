@@ -97,11 +97,38 @@ fn webhook_shown<K: Explained>(stored: &K::Stored, verdict: &Verdict<'_>) -> Str
     }
 }
 
-/// The field manager that wrote the stored status last, as `managedFields` says (the entry of
-/// the `status` subresource that owns `f:status`, the latest by time), with its operation and
-/// time. A manager is what the writing client calls itself (its user agent by default), not
-/// the authenticated user: the API server records no user in an object.
-pub(crate) fn last_status_writer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+/// Who wrote a stored status last, as `managedFields` says: a field manager, with the operation
+/// and time of its write. A manager is what the writing client calls itself (its user agent by
+/// default), not the authenticated user: the API server records no user in an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LastWriter {
+    manager: String,
+    at: String,
+}
+
+impl LastWriter {
+    /// As `check`'s table says it: `last written by field manager "traefik" (Update at <time>)`.
+    pub(crate) fn short(&self) -> String {
+        format!("last written by field manager {:?}{}", self.manager, self.at)
+    }
+}
+
+impl std::fmt::Display for LastWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "field manager {:?}{}; a manager names the writing client, its user agent by default, not the user",
+            self.manager, self.at
+        )
+    }
+}
+
+/// The field manager that wrote the stored status last, as `managedFields` says: the entry of
+/// the `status` subresource that owns `f:status`, the latest by time (of equal times, the later
+/// entry), its strings cut and escaped.
+pub(crate) fn last_status_writer(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<LastWriter> {
     let owns_status = |entry: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
         entry.subresource.as_deref() == Some("status")
             && entry.fields_v1.as_ref().is_some_and(|fields| fields.0.get("f:status").is_some())
@@ -112,17 +139,15 @@ pub(crate) fn last_status_writer(meta: &k8s_openapi::apimachinery::pkg::apis::me
     let cut = |text: &str| crate::names::escape_control(&crate::names::truncate(text, usize::MAX, 128)).into_owned();
     let manager = cut(last.manager.as_deref().unwrap_or(""));
     let operation = cut(last.operation.as_deref().unwrap_or("?"));
-    let time = last.time.as_ref().map_or_else(|| "no time".to_owned(), |t| t.0.to_string());
-    Some(format!(
-        "field manager {manager:?} ({operation} at {time}; a manager names the writing client, its user agent by default, not the user)"
-    ))
+    let at = last.time.as_ref().map_or_else(|| format!(" ({operation})"), |t| format!(" ({operation} at {})", t.0));
+    Some(LastWriter { manager, at })
 }
 
 /// Explains how the webhook judges `stored`, an object of kind `K`; `last_writer` is
 /// [`last_status_writer`] of it, shown when a trusted-writer policy governs it.
 pub(crate) fn explain<K: Explained>(
     stored: &K::Stored,
-    last_writer: Option<&str>,
+    last_writer: Option<&LastWriter>,
     policies: &Policies,
     snapshot: &Snapshot,
 ) -> Explanation {
@@ -158,9 +183,11 @@ pub(crate) fn explain<K: Explained>(
             Some((canonical, State::Ok.as_str()))
         }
         Verdict::Trusted { .. } => {
-            let writer =
-                last_writer.unwrap_or("unknown (no managedFields entry of the status subresource owns status)");
-            lines.push(("Written by", writer.to_owned()));
+            let writer = last_writer.map_or_else(
+                || "unknown (no managedFields entry of the status subresource owns status)".to_owned(),
+                ToString::to_string,
+            );
+            lines.push(("Written by", writer));
             Some(("none: its trusted writers define the status".to_owned(), State::Trusted.as_str()))
         }
         Verdict::Mismatch { canonical, .. } => Some((shown(canonical), State::Drift.as_str())),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use kube::{Api, Client, api::ListParams};
 
+use super::explain::{LastWriter, last_status_writer};
 use super::{Explained, PAGE_SIZE};
 use crate::{
     client::{RequestError, list_all, list_served},
@@ -13,19 +14,23 @@ use crate::{
 };
 
 /// Lists the stored objects of kind `K` page by page, keeping what the decision reads, each
-/// class as it is ([`Explained::stored`]); `None` when the API server does not serve a kind
-/// whose API is optional (a CRD).
+/// class as it is ([`Explained::stored`]), and who wrote its status last (shown for a
+/// trusted-writer policy's objects); `None` when the API server does not serve a kind whose API
+/// is optional (a CRD).
 pub(super) async fn stored<K: Explained>(
     client: &Client,
     namespace: Option<&str>,
     timeout: Duration,
-) -> Result<Option<Vec<Write<K::Entry>>>, RequestError> {
+) -> Result<Option<Vec<(Write<K::Entry>, Option<LastWriter>)>>, RequestError> {
     let api: Api<K::Read> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
     let params = ListParams::default().limit(PAGE_SIZE);
-    let written = |object| K::stored_write(&K::stored(object)).clone();
+    let written = |object: K::Read| {
+        let writer = last_status_writer(kube::Resource::meta(&object));
+        (K::stored_write(&K::stored(object)).clone(), writer)
+    };
     match K::KIND.info().optional_api {
         Some(_) => list_served(&api, params, K::LISTED, timeout, written).await,
         None => list_all(&api, params, K::LISTED, timeout, written).await.map(Some),

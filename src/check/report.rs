@@ -80,6 +80,9 @@ pub(crate) struct Row {
     pub reason: Option<String>,
 }
 
+/// A stored object as `check` read it: its write, and who wrote its status last.
+pub(crate) type Read<E> = (Write<E>, Option<super::explain::LastWriter>);
+
 /// A kind as JSON says it: its label (`ingress`, `gateway`).
 fn label<S: serde::Serializer>(kind: &Kind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(kind.label())
@@ -264,9 +267,22 @@ impl Report {
     /// Adds the stored objects of one kind, each decided as the webhook would decide a write
     /// of its stored status; `None`: the API server does not serve the kind (a CRD), which
     /// makes its configured policies inactive, said in the report.
+    #[cfg(test)]
     pub(crate) fn add<K: Governed>(
         &mut self,
         stored: Option<&[Write<K::Entry>]>,
+        policies: &Policies,
+        sources: &dyn Sources,
+    ) {
+        let read = stored.map(|stored| stored.iter().map(|write| (write.clone(), None)).collect::<Vec<_>>());
+        self.add_read::<K>(read.as_deref(), policies, sources);
+    }
+
+    /// [`Report::add`] of objects as `check` reads them: a trusted-writer policy's rows say
+    /// who wrote the stored status last.
+    pub(crate) fn add_read<K: Governed>(
+        &mut self,
+        stored: Option<&[Read<K::Entry>]>,
         policies: &Policies,
         sources: &dyn Sources,
     ) {
@@ -279,8 +295,13 @@ impl Report {
                 Summary::default()
             }
             Some(stored) => {
-                let rows =
-                    stored.iter().map(|write| Row::of::<K>(write, &decide::<K>(write, policies, sources), sources));
+                let rows = stored.iter().map(|(write, writer)| {
+                    let mut row = Row::of::<K>(write, &decide::<K>(write, policies, sources), sources)?;
+                    if row.state == State::Trusted {
+                        row.reason = writer.as_ref().map(super::explain::LastWriter::short);
+                    }
+                    Some(row)
+                });
                 self.add_rows(rows)
             }
         };

@@ -410,3 +410,24 @@ fn a_missing_object_is_named_by_its_kind() {
 }
 
 mod gateway;
+
+#[test]
+fn the_last_status_writer_is_the_latest_status_manager_that_owns_status() {
+    let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta = serde_json::from_value(serde_json::json!({
+        "managedFields": [
+            {"manager": "kubectl", "operation": "Update", "time": "2026-12-06T20:00:03Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+            {"manager": "traefik", "operation": "Update", "subresource": "status", "time": "2026-12-06T20:00:02Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:loadBalancer": {}}}},
+            {"manager": "nginx-ingress-controller", "operation": "Update", "subresource": "status", "time": "2026-12-06T20:00:01Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+            {"manager": "labeller", "operation": "Apply", "subresource": "status", "time": "2026-12-06T20:00:04Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}
+        ]
+    }))
+    .unwrap();
+    let writer = crate::check::explain::last_status_writer(&meta).expect("a status writer");
+    assert_eq!(writer.short(), "last written by field manager \"traefik\" (Update at 2026-12-06T20:00:02Z)");
+    assert!(writer.to_string().ends_with("not the user"), "{writer}");
+    assert_eq!(crate::check::explain::last_status_writer(&Default::default()), None);
+}

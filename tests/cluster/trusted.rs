@@ -138,4 +138,14 @@ async fn a_trusted_writer_defines_the_status_and_another_is_put_back_refused_or_
     assert!(text.lines().any(|l| l.starts_with("State:") && l.ends_with(" TRUSTED")), "{text}");
     assert!(text.contains("Written by: field manager \"traefik\" (Update at "), "{text}");
     assert!(text.contains("not the user"), "{text}");
+    // `check` lists the policy's Ingresses TRUSTED, with the same last writer, and exits 0.
+    let out = std::process::Command::new(support::webhook::BINARY)
+        .args(["check", "--kubeconfig", &kubeconfig, "--config", config.to_str().unwrap(), "-n", ns])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let row = text.lines().find(|l| l.starts_with(&format!("{ns}/deny "))).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("TRUSTED (last written by field manager \"traefik\" (Update at "), "{row}");
+    assert!(row.contains(&format!("trusted writers [{user}]")), "{row}");
 }
