@@ -237,7 +237,7 @@ async fn explain_of<K: Explained>(
     let object = bounded(|| format!("get {kind} {namespace}/{name}"), timeout, api.get_opt(&name))
         .await?
         .ok_or_else(|| CheckError::NotFound { kind, namespace: namespace.clone(), name: name.clone() })?;
-    let last_writer = explain::last_status_writer(kube::Resource::meta(&object));
+    let last_writer = report::last_status_writer(kube::Resource::meta(&object));
     let stored = K::stored(object);
     let write = K::stored_write(&stored);
     let policies = &scoped(&client, cluster, policies).await?;

@@ -76,8 +76,18 @@ pub struct Metrics {
 pub(crate) const ERROR: &str = "error";
 
 /// Every `result` a review can be counted under (`Verdict::result`, and [`ERROR`]).
-const RESULTS: [&str; 9] =
-    ["patched", "unchanged", "not_governed", "audited", "denied", "unresolved", "unresolved_denied", "ignored", ERROR];
+const RESULTS: [&str; 10] = [
+    "patched",
+    "unchanged",
+    "trusted",
+    "not_governed",
+    "audited",
+    "denied",
+    "unresolved",
+    "unresolved_denied",
+    "ignored",
+    ERROR,
+];
 
 /// A new metric of type `M`, registered under `name`.
 fn registered<M: prometheus_client::registry::Metric + Clone + Default>(

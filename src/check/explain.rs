@@ -5,7 +5,10 @@
 pub(super) mod gateway;
 mod ingress;
 
-use super::{Explained, report::State};
+use super::{
+    Explained,
+    report::{LastWriter, State},
+};
 use crate::{
     address::{Address, Addresses, Written},
     decision::{Verdict, decide, subject},
@@ -95,52 +98,6 @@ fn webhook_shown<K: Explained>(stored: &K::Stored, verdict: &Verdict<'_>) -> Str
         Some(patch) => format!("rewrite it ({}) with JSON patch {patch}{warned}", verdict.result()),
         None => format!("allow it unchanged ({}){warned}", verdict.result()),
     }
-}
-
-/// Who wrote a stored status last, as `managedFields` says: a field manager, with the operation
-/// and time of its write. A manager is what the writing client calls itself (its user agent by
-/// default), not the authenticated user: the API server records no user in an object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LastWriter {
-    manager: String,
-    at: String,
-}
-
-impl LastWriter {
-    /// As `check`'s table says it: `last written by field manager "traefik" (Update at <time>)`.
-    pub(crate) fn short(&self) -> String {
-        format!("last written by field manager {:?}{}", self.manager, self.at)
-    }
-}
-
-impl std::fmt::Display for LastWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "field manager {:?}{}; a manager names the writing client, its user agent by default, not the user",
-            self.manager, self.at
-        )
-    }
-}
-
-/// The field manager that wrote the stored status last, as `managedFields` says: the entry of
-/// the `status` subresource that owns `f:status`, the latest by time (of equal times, the later
-/// entry), its strings cut and escaped.
-pub(crate) fn last_status_writer(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<LastWriter> {
-    let owns_status = |entry: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
-        entry.subresource.as_deref() == Some("status")
-            && entry.fields_v1.as_ref().is_some_and(|fields| fields.0.get("f:status").is_some())
-    };
-    let entries = meta.managed_fields.as_deref().unwrap_or_default();
-    // The latest by time; of equal times, the later entry.
-    let last = entries.iter().filter(owns_status).enumerate().max_by(|a, b| (&a.1.time, a.0).cmp(&(&b.1.time, b.0)))?.1;
-    let cut = |text: &str| crate::names::escape_control(&crate::names::truncate(text, usize::MAX, 128)).into_owned();
-    let manager = cut(last.manager.as_deref().unwrap_or(""));
-    let operation = cut(last.operation.as_deref().unwrap_or("?"));
-    let at = last.time.as_ref().map_or_else(|| format!(" ({operation})"), |t| format!(" ({operation} at {})", t.0));
-    Some(LastWriter { manager, at })
 }
 
 /// Explains how the webhook judges `stored`, an object of kind `K`; `last_writer` is

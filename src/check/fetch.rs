@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kube::{Api, Client, api::ListParams};
 
-use super::explain::{LastWriter, last_status_writer};
+use super::report::{LastWriter, last_status_writer};
 use super::{Explained, PAGE_SIZE};
 use crate::{
     client::{RequestError, list_all, list_served},

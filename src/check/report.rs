@@ -81,7 +81,53 @@ pub(crate) struct Row {
 }
 
 /// A stored object as `check` read it: its write, and who wrote its status last.
-pub(crate) type Read<E> = (Write<E>, Option<super::explain::LastWriter>);
+pub(crate) type Read<E> = (Write<E>, Option<LastWriter>);
+
+/// Who wrote a stored status last, as `managedFields` says: a field manager, with the operation
+/// and time of its write. A manager is what the writing client calls itself (its user agent by
+/// default), not the authenticated user: the API server records no user in an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LastWriter {
+    manager: String,
+    at: String,
+}
+
+impl LastWriter {
+    /// As `check`'s table says it: `last written by field manager "traefik" (Update at <time>)`.
+    pub(crate) fn short(&self) -> String {
+        format!("last written by field manager {:?}{}", self.manager, self.at)
+    }
+}
+
+impl std::fmt::Display for LastWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "field manager {:?}{}; a manager names the writing client, its user agent by default, not the user",
+            self.manager, self.at
+        )
+    }
+}
+
+/// The field manager that wrote the stored status last, as `managedFields` says: the entry of
+/// the `status` subresource that owns `f:status`, the latest by time (of equal times, the later
+/// entry), its strings cut and escaped.
+pub(crate) fn last_status_writer(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<LastWriter> {
+    let owns_status = |entry: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
+        entry.subresource.as_deref() == Some("status")
+            && entry.fields_v1.as_ref().is_some_and(|fields| fields.0.get("f:status").is_some())
+    };
+    let entries = meta.managed_fields.as_deref().unwrap_or_default();
+    // The latest by time; of equal times, the later entry.
+    let last = entries.iter().filter(owns_status).enumerate().max_by(|a, b| (&a.1.time, a.0).cmp(&(&b.1.time, b.0)))?.1;
+    let cut = |text: &str| crate::names::escape_control(&crate::names::truncate(text, usize::MAX, 128)).into_owned();
+    let manager = cut(last.manager.as_deref().unwrap_or(""));
+    let operation = cut(last.operation.as_deref().unwrap_or("?"));
+    let at = last.time.as_ref().map_or_else(|| format!(" ({operation})"), |t| format!(" ({operation} at {})", t.0));
+    Some(LastWriter { manager, at })
+}
 
 /// A kind as JSON says it: its label (`ingress`, `gateway`).
 fn label<S: serde::Serializer>(kind: &Kind, s: S) -> Result<S::Ok, S::Error> {
@@ -298,7 +344,7 @@ impl Report {
                 let rows = stored.iter().map(|(write, writer)| {
                     let mut row = Row::of::<K>(write, &decide::<K>(write, policies, sources), sources)?;
                     if row.state == State::Trusted {
-                        row.reason = writer.as_ref().map(super::explain::LastWriter::short);
+                        row.reason = writer.as_ref().map(LastWriter::short);
                     }
                     Some(row)
                 });

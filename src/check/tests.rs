@@ -426,8 +426,8 @@ fn the_last_status_writer_is_the_latest_status_manager_that_owns_status() {
         ]
     }))
     .unwrap();
-    let writer = crate::check::explain::last_status_writer(&meta).expect("a status writer");
+    let writer = crate::check::report::last_status_writer(&meta).expect("a status writer");
     assert_eq!(writer.short(), "last written by field manager \"traefik\" (Update at 2026-12-06T20:00:02Z)");
     assert!(writer.to_string().ends_with("not the user"), "{writer}");
-    assert_eq!(crate::check::explain::last_status_writer(&Default::default()), None);
+    assert_eq!(crate::check::report::last_status_writer(&Default::default()), None);
 }
