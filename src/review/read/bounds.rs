@@ -177,6 +177,13 @@ mod tests {
         assert_eq!(username("u".repeat(MAX_USERNAME)).len(), MAX_USERNAME);
         let cut = username("u".repeat(MAX_USERNAME + 1));
         assert!(cut.len() <= MAX_USERNAME && cut.ends_with('…'), "{} bytes", cut.len());
+        // One with escapes is decoded by serde_json, then cut alike; one within the bound is
+        // kept whole, and a username is still a string.
+        let escaped = username("\"q".repeat(MAX_USERNAME));
+        assert!(escaped.len() <= MAX_USERNAME && escaped.ends_with('…') && escaped.starts_with("\"q"), "{escaped}");
+        assert_eq!(username("a\"b".to_owned()), "a\"b");
+        let error = read_with(&["request", "userInfo", "username"], json!(7)).unwrap_err();
+        assert!(error.contains("request.userInfo.username: invalid type: integer `7`, expected a string"), "{error}");
 
         let groups =
             |groups: Vec<String>| read_with(&["request", "userInfo", "groups"], json!(groups)).unwrap().user.groups;
