@@ -3,7 +3,8 @@
 //! is not trusted (`request.userInfo.username`); the MutatingAdmissionPolicy (`enforce`) puts
 //! the stored value of the kind's status field (`oldObject`'s) back on the written object, the
 //! ValidatingAdmissionPolicy (`audit`, `deny`) compares the two. Written from the field's path
-//! (`Info::field`), so a new kind needs nothing here.
+//! (`Info::field`) and the kind's rebuild of its entries (`Admitted::rebuilt`; a kind without
+//! one is refused here, and the webhook enforces it), so a new kind needs nothing in this file.
 
 use serde_json::{Value, json};
 
