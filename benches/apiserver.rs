@@ -235,7 +235,7 @@ mod fixed {
         let policies = PolicySpec {
             publish_status_address: Some(CANONICAL.join(",")),
             ingress_classes: vec![CLASS.into()],
-            mode: Mode::Enforce,
+            mode: Some(Mode::Enforce),
             on_unresolved: OnUnresolved::Allow,
             ..PolicySpec::default()
         }

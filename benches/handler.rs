@@ -118,7 +118,7 @@ fn policies() -> Policies {
         publish_status_address: Some(CANONICAL.into()),
         ingress_classes: vec![GOVERNED_CLASS.into()],
         watch_ingress_without_class: false,
-        mode: Mode::Enforce,
+        mode: Some(Mode::Enforce),
         keep_ports: false,
         on_unresolved: OnUnresolved::Allow,
         ..PolicySpec::default()

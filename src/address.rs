@@ -276,7 +276,7 @@ pub(crate) fn same_set(written: &[Address], canonical: &[Address]) -> bool {
 mod entries;
 #[cfg(test)]
 pub(crate) use entries::MAX_PORTS;
-pub(crate) use entries::{Entries, MAX_ENTRIES};
+pub(crate) use entries::{Entries, EntryIn, MAX_ENTRIES};
 
 #[cfg(test)]
 mod props;

@@ -16,6 +16,7 @@ mod gateway;
 mod ingress;
 pub(crate) mod keeper;
 pub(crate) mod served;
+mod service;
 mod trusted;
 
 use serde_json::{Value, json};

@@ -119,13 +119,13 @@ pub(crate) struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    /// Whether objects of `kind` are read: when asked for; else always for a kind every API
-    /// server serves, and for an optional kind (a CRD) when a policy could govern one, so an
-    /// Ingress-only setup needs no right on Gateways and its report stays as it was.
+    /// Whether objects of `kind` are read: when asked for; else always for an `always_watched`
+    /// kind (Ingresses), and for another (Gateways, Services) when a policy could govern one, so
+    /// an Ingress-only setup needs no right on them and its report stays as it was.
     fn reads(&self, kind: Kind, policies: &Policies) -> bool {
         match self.kind {
             Some(asked) => asked == kind,
-            None => kind.info().optional_api.is_none() || policies.of(kind).next().is_some(),
+            None => kind.info().always_watched || policies.of(kind).next().is_some(),
         }
     }
 }

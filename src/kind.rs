@@ -16,6 +16,7 @@ use crate::address::Address;
 pub(crate) mod gateway;
 pub(crate) mod ingress;
 pub(crate) mod packed;
+pub(crate) mod service;
 
 /// The kind list: one line per governed kind (its variant, its module and [`Governed`] type, and
 /// the log fields that name its objects, as docs/audit.md documents them). Everything that
@@ -29,6 +30,8 @@ macro_rules! kind_list {
             Ingress: ingress::Ingresses { ingress_namespace, ingress_name, ingress_class },
             /// `gateway.networking.k8s.io/v1` Gateway: `status.addresses`.
             Gateway: gateway::Gateways { gateway_namespace, gateway_name, gateway_class },
+            /// `v1` Service of `type: LoadBalancer`: `status.loadBalancer.ingress`.
+            Service: service::Services { service_namespace, service_name, load_balancer_class },
         }
     };
 }
@@ -136,6 +139,11 @@ pub(crate) struct Info {
     /// For a kind whose API may not be served (a CRD), why not, as logs say it; the kind is
     /// then watched only while a policy governs it, and its watch retried at a capped pace.
     pub(crate) optional_api: Option<&'static str>,
+    /// Whether every object of the kind is watched (and `check` lists it) even while no policy
+    /// governs the kind; else only while one does, so a guard that governs none needs no right
+    /// on it and holds none of it (Gateways, which may not be served; Services, which every
+    /// cluster has many of).
+    pub(crate) always_watched: bool,
     /// The kind's class objects as logs and failed lists name them (`IngressClasses`).
     pub(crate) classes: &'static str,
     /// The class objects' resource, as the `watch` label of metrics names it.

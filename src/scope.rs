@@ -85,7 +85,7 @@ impl Reach {
 
 /// Each kind's [`Reach`] ([`Kind::index`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reaches([Reach; 2]);
+pub(crate) struct Reaches([Reach; Kind::ALL.len()]);
 
 impl Reaches {
     pub(crate) fn of(&self, kind: Kind) -> &Reach {
@@ -111,7 +111,7 @@ pub(crate) fn reaches_of(config: &MutatingWebhookConfiguration) -> Result<Reache
     if webhooks.len() > MAX_WEBHOOKS {
         return Err(ScopeError::TooManyWebhooks { name, count: webhooks.len() });
     }
-    let mut reaches = Reaches([Reach::Any(Vec::new()), Reach::Any(Vec::new())]);
+    let mut reaches = Reaches(std::array::from_fn(|_| Reach::Any(Vec::new())));
     for (index, webhook) in webhooks.iter().enumerate() {
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|kind| rules::calls(webhook, *kind)).collect();
         if kinds.is_empty() {

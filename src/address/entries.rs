@@ -38,11 +38,11 @@ impl crate::strict::Bound for Address {
 #[serde(expecting = "an IngressLoadBalancerIngress object (ip, hostname, ports)")]
 pub(crate) struct EntryIn {
     #[serde(default)]
-    ip: Option<String>,
+    pub(crate) ip: Option<String>,
     #[serde(default)]
-    hostname: Option<String>,
+    pub(crate) hostname: Option<String>,
     #[serde(default)]
-    ports: crate::strict::Bounded<PortStatus>,
+    pub(crate) ports: crate::strict::Bounded<PortStatus>,
 }
 
 /// `ports` as `crate::strict::objects` reads it, keeping at most [`MAX_PORTS`].

@@ -238,10 +238,10 @@ mod tests {
     };
 
     /// Sources with fixed values, every kind's classes read (none) unless `classes` says.
-    struct Fixed(HashMap<String, Result<Vec<Address>, Unresolved>>, [Option<Classes>; 2]);
+    struct Fixed(HashMap<String, Result<Vec<Address>, Unresolved>>, [Option<Classes>; crate::kind::Kind::ALL.len()]);
 
     fn fixed(values: HashMap<String, Result<Vec<Address>, Unresolved>>) -> Fixed {
-        Fixed(values, [Some(Classes::new()), Some(Classes::new())])
+        Fixed(values, [Some(Classes::new()), Some(Classes::new()), Some(Classes::new())])
     }
 
     impl Sources for Fixed {
@@ -315,12 +315,15 @@ mod tests {
     fn class_rules_wait_for_the_ingress_classes() {
         let file = "policies:\n- {name: ctl, controllerClasses: [example.com/x], publishStatusAddress: 192.0.2.1}\n";
         let policies = parse_file("t", file).unwrap();
-        let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
+        let unread = Fixed(HashMap::new(), [None, Some(Classes::new()), Some(Classes::new())]);
         let plan = desired(&policies, &unread, ApiVersion::V1, &o());
         assert!(plan.objects.is_empty());
         assert!(plan.keeps("MutatingAdmissionPolicy", "ingress-status-guard-ingress-0"));
         let x = Class { controller: Some("example.com/x".into()), default: true };
-        let read = Fixed(HashMap::new(), [Some(Classes::from([("x".to_owned(), x)])), Some(Classes::new())]);
+        let read = Fixed(
+            HashMap::new(),
+            [Some(Classes::from([("x".to_owned(), x)])), Some(Classes::new()), Some(Classes::new())],
+        );
         let plan = desired(&policies, &read, ApiVersion::V1beta1, &o());
         assert_eq!(plan.objects[0]["apiVersion"], "admissionregistration.k8s.io/v1beta1");
         let condition = plan.objects[0]["spec"]["matchConditions"][0]["expression"].as_str().unwrap();
@@ -359,7 +362,7 @@ mod tests {
             - {name: ing, ingressClasses: [a], publishStatusAddress: 192.0.2.1}\n\
             - {name: gw, gatewayClasses: [eg], publishStatusAddress: 192.0.2.2}\n";
         let policies = parse_file("t", file).unwrap();
-        let unread = Fixed(HashMap::new(), [None, Some(Classes::new())]);
+        let unread = Fixed(HashMap::new(), [None, Some(Classes::new()), Some(Classes::new())]);
         let plan = desired(&policies, &unread, ApiVersion::V1, &o());
         assert!(plan.kept.contains("ingress-status-guard-ingress-0"), "{plan:?}");
         let names: Vec<&str> = plan.objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();

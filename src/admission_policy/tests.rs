@@ -268,7 +268,7 @@ fn names_are_the_lease_the_kind_and_a_slot_whatever_the_policies_are_called() {
     // Releases isg and isg-team, which per-policy names let collide (isg + team-web and
     // isg-team + web), name disjoint sets; every name is one the chart grants.
     let (isg, team) = (all_slot_names("isg"), all_slot_names("isg-team"));
-    assert_eq!(isg.len(), 2 * SLOTS);
+    assert_eq!(isg.len(), crate::kind::Kind::ALL.len() * SLOTS);
     assert!(isg.iter().all(|n| !team.contains(n)), "{isg:?} {team:?}");
     assert!(names("isg").unwrap().iter().all(|n| isg.contains(n)));
     // A Lease of MAX_LEASE characters fits every slot of every kind; a longer one is refused.

@@ -4,6 +4,7 @@
 
 pub(super) mod gateway;
 mod ingress;
+mod service;
 
 use super::{
     Explained,

@@ -249,7 +249,7 @@ impl Summary {
 /// The summary of each kind the report covers ([`Kind::index`]); a kind not read is absent.
 /// JSON names each by its label: `{"ingress": {...}, "gateway": {...}}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct ByKind(pub [Option<Summary>; 2]);
+pub(crate) struct ByKind(pub [Option<Summary>; Kind::ALL.len()]);
 
 impl ByKind {
     /// The summary of `kind`, if it was read.

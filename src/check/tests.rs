@@ -374,6 +374,7 @@ policies:
                 crate::kind::Class { controller: Some("k8s.io/ingress-nginx".to_owned()), default: true },
             )]),
             BTreeMap::new(),
+            BTreeMap::new(),
         ],
         namespaces: BTreeMap::from([
             ("team-a".to_owned(), BTreeMap::from([("team".to_owned(), "a".to_owned())])),

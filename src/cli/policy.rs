@@ -96,7 +96,7 @@ impl From<&PolicyFlagsArgs> for PolicySpec {
                 selector: flags.publish_pods_selector.clone().unwrap_or_default(),
             }),
             report_node_internal_ip: flags.report_node_internal_ip_address,
-            mode: flags.mode,
+            mode: Some(flags.mode),
             keep_ports: flags.keep_ports,
             on_unresolved: flags.on_unresolved,
             ..PolicySpec::default()

@@ -57,7 +57,7 @@ struct Offline {
     pods: Vec<Pod>,
     nodes: HashMap<String, nodeip::NodeAddrs>,
     /// Each kind's classes ([`Kind::index`]).
-    classes: [Classes; 2],
+    classes: [Classes; Kind::ALL.len()],
 }
 
 impl Sources for Offline {

@@ -35,6 +35,7 @@ pub(crate) const INFO: super::Info = super::Info {
     plural: "gateways",
     default_class: false,
     optional_api: Some("the Gateway API CRDs are not installed"),
+    always_watched: false,
     classes: "GatewayClasses",
     class_plural: "gatewayclasses",
     classes_needed_by: "GatewayClasses (gatewayControllers)",

@@ -38,6 +38,7 @@ pub(crate) const INFO: super::Info = super::Info {
     plural: "ingresses",
     default_class: true,
     optional_api: None,
+    always_watched: true,
     classes: "IngressClasses",
     class_plural: "ingressclasses",
     classes_needed_by: "IngressClasses (--controller-class, or --ingress-class without --watch-ingress-without-class, \
@@ -127,33 +128,7 @@ impl super::Governed for Ingresses {
     }
 
     fn patch(shape: StatusShape, canonical: &[Address], out: impl std::io::Write) -> serde_json::Result<()> {
-        use super::Op;
-        use serde::Serialize;
-        #[derive(Serialize)]
-        struct LoadBalancer<'a> {
-            ingress: &'a [Address],
-        }
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Status<'a> {
-            load_balancer: LoadBalancer<'a>,
-        }
-        let lb = LoadBalancer { ingress: canonical };
-        match shape {
-            StatusShape::NoStatus => {
-                serde_json::to_writer(out, &[Op { op: "add", path: "/status", value: Status { load_balancer: lb } }])
-            }
-            StatusShape::NoLoadBalancer => {
-                serde_json::to_writer(out, &[Op { op: "add", path: "/status/loadBalancer", value: lb }])
-            }
-            StatusShape::NoIngressList => {
-                serde_json::to_writer(out, &[Op { op: "add", path: "/status/loadBalancer/ingress", value: canonical }])
-            }
-            StatusShape::IngressList => serde_json::to_writer(
-                out,
-                &[Op { op: "replace", path: "/status/loadBalancer/ingress", value: canonical }],
-            ),
-        }
+        load_balancer_patch(shape, canonical, out)
     }
 
     fn status(entries: &[Address]) -> serde_json::Value {
@@ -173,10 +148,46 @@ impl super::Governed for Ingresses {
     }
 }
 
-/// How much of `status.loadBalancer.ingress` an Ingress has: where a patch must go. A member
-/// that is `null` counts as absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The JSON patch that sets `status.loadBalancer.ingress` of an object of `shape` to `entries`:
+/// an Ingress's, and a Service's, whose status has the same path.
+pub(crate) fn load_balancer_patch<E: serde::Serialize>(
+    shape: StatusShape,
+    entries: &[E],
+    out: impl std::io::Write,
+) -> serde_json::Result<()> {
+    use super::Op;
+    use serde::Serialize;
+    #[derive(Serialize)]
+    struct LoadBalancer<'a, E> {
+        ingress: &'a [E],
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Status<'a, E> {
+        load_balancer: LoadBalancer<'a, E>,
+    }
+    let lb = LoadBalancer { ingress: entries };
+    match shape {
+        StatusShape::NoStatus => {
+            serde_json::to_writer(out, &[Op { op: "add", path: "/status", value: Status { load_balancer: lb } }])
+        }
+        StatusShape::NoLoadBalancer => {
+            serde_json::to_writer(out, &[Op { op: "add", path: "/status/loadBalancer", value: lb }])
+        }
+        StatusShape::NoIngressList => {
+            serde_json::to_writer(out, &[Op { op: "add", path: "/status/loadBalancer/ingress", value: entries }])
+        }
+        StatusShape::IngressList => {
+            serde_json::to_writer(out, &[Op { op: "replace", path: "/status/loadBalancer/ingress", value: entries }])
+        }
+    }
+}
+
+/// How much of `status.loadBalancer.ingress` an Ingress (or a Service) has: where a patch must
+/// go. A member that is `null` counts as absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum StatusShape {
+    #[default]
     NoStatus,
     NoLoadBalancer,
     NoIngressList,

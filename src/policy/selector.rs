@@ -252,8 +252,8 @@ fn validate(expr: &Expression) -> Result<(), SelectorError> {
     }
 }
 
-/// Kubernetes' qualified name: `[prefix/]name`.
-fn is_label_key(key: &str) -> bool {
+/// Kubernetes' qualified name: `[prefix/]name` (a label key, a Service's `spec.loadBalancerClass`).
+pub(crate) fn is_label_key(key: &str) -> bool {
     match key.split_once('/') {
         Some((prefix, name)) => crate::names::is_dns1123_subdomain(prefix) && is_label_name(name),
         None => is_label_name(key),

@@ -63,6 +63,8 @@ pub(crate) const FIELDS: &[&str] = &[
     "watchIngressWithoutClass",
     "gatewayClasses",
     "gatewayControllers",
+    "loadBalancerClasses",
+    "acknowledgeKubeProxyImpact",
     "namespaceSelector",
     "publishService",
     "publishStatusAddress",
@@ -129,6 +131,16 @@ pub struct PolicySpec {
     /// `gatewayControllers`: the policy governs Gateways whose GatewayClass has this `controllerName`.
     #[serde(default)]
     pub gateway_controllers: Vec<String>,
+    /// `loadBalancerClasses` (`kind: Service` only): the `spec.loadBalancerClass` values of the
+    /// LoadBalancer Services governed; [`crate::kind::service::NO_CLASS`] (`""`) stands for
+    /// Services without one.
+    #[serde(default)]
+    pub load_balancer_classes: Vec<String>,
+    /// `acknowledgeKubeProxyImpact` (`kind: Service` only): required with a static or node-IP
+    /// source, whose addresses are not the load balancer's, because kube-proxy programs every
+    /// node from a Service's `status.loadBalancer.ingress`.
+    #[serde(default)]
+    pub acknowledge_kube_proxy_impact: bool,
     /// `namespaceSelector`: only Ingresses in Namespaces whose labels match.
     pub namespace_selector: Option<SelectorSpec>,
     /// `publishService`: the one source, shorthand for `sources: [{publishService}]`.
@@ -149,9 +161,9 @@ pub struct PolicySpec {
     /// only source (`None` when absent, so that `[]` is an error of its own).
     #[serde(default)]
     pub trusted_writers: Option<Vec<String>>,
-    /// What a differing write gets.
+    /// What a differing write gets: `enforce` when absent, `audit` for a Service policy.
     #[serde(default)]
-    pub mode: Mode,
+    pub mode: Option<Mode>,
     /// `keepPorts`: keep and compare the entries' `ports`.
     #[serde(default)]
     pub keep_ports: bool,
@@ -170,6 +182,8 @@ impl Default for PolicySpec {
             watch_ingress_without_class: false,
             gateway_classes: Vec::new(),
             gateway_controllers: Vec::new(),
+            load_balancer_classes: Vec::new(),
+            acknowledge_kube_proxy_impact: false,
             namespace_selector: None,
             publish_service: None,
             publish_status_address: None,
@@ -178,7 +192,7 @@ impl Default for PolicySpec {
             report_node_internal_ip: false,
             sources: Vec::new(),
             trusted_writers: None,
-            mode: Mode::default(),
+            mode: None,
             keep_ports: false,
             on_unresolved: OnUnresolved::default(),
         }
@@ -210,6 +224,21 @@ pub enum SpecError {
     /// An `ingressClasses` or `gatewayClasses` item that no object's class can equal: the
     /// guard reads such a class as none (the field, the name, the policy's kind).
     InvalidClass(&'static str, String, Kind),
+    #[error(
+        "is required for kind: Service: list the spec.loadBalancerClass values governed, and \"\" for LoadBalancer Services without one"
+    )]
+    /// A Service policy without `loadBalancerClasses`.
+    NoLoadBalancerClasses,
+    #[error(
+        "{0:?} is not a loadBalancerClass (a qualified name such as example.com/lb or internal-vip; \"\" stands for Services without one), so no Service can be of this class"
+    )]
+    /// A `loadBalancerClasses` item no Service's class can equal.
+    InvalidLoadBalancerClass(String),
+    #[error(
+        "must be true for a Service policy with a {0} source: kube-proxy programs every node from a LoadBalancer Service's status.loadBalancer.ingress (it routes each IP there to the Service's endpoints locally), so addresses that are not the load balancer's change where traffic goes; see docs/services.md"
+    )]
+    /// A Service policy whose source puts addresses that are not its load balancer's, unacknowledged.
+    KubeProxyImpact(&'static str),
     #[error("{1:?}: names must not be empty")]
     /// An empty `gatewayClasses` or `gatewayControllers` item (the field).
     EmptyGatewayName(&'static str, String),
@@ -276,6 +305,8 @@ impl SpecError {
     pub fn field(&self) -> String {
         match self {
             SpecError::EmptyName => "name".into(),
+            SpecError::NoLoadBalancerClasses | SpecError::InvalidLoadBalancerClass(_) => "loadBalancerClasses".into(),
+            SpecError::KubeProxyImpact(_) => "acknowledgeKubeProxyImpact".into(),
             SpecError::MixedKinds(_, gateway) => (*gateway).into(),
             SpecError::OtherKindsField(field, ..) => (*field).into(),
             SpecError::EmptyGatewayName(field, _) | SpecError::InvalidClass(field, ..) => (*field).into(),
@@ -362,6 +393,12 @@ impl PolicySpec {
         ]
         .into_iter()
         .find_map(|(name, on)| on.then_some(name));
+        let service_field = [
+            ("loadBalancerClasses", !self.load_balancer_classes.is_empty()),
+            ("acknowledgeKubeProxyImpact", self.acknowledge_kube_proxy_impact),
+        ]
+        .into_iter()
+        .find_map(|(name, on)| on.then_some(name));
         let kind_inferred = self.kind.is_none() && gateway_field.is_some();
         let kind = match (self.kind, gateway_field) {
             (Some(kind), _) => kind,
@@ -371,9 +408,13 @@ impl PolicySpec {
         if let (Kind::Gateway, Some(ingress), Some(gateway)) = (kind, ingress_field, gateway_field) {
             return Err(SpecError::MixedKinds(ingress, gateway));
         }
+        let service_field = service_field.map(|field| (field, Kind::Service));
         let other = match kind {
-            Kind::Ingress => gateway_field.map(|field| (field, Kind::Gateway)),
-            Kind::Gateway => ingress_field.map(|field| (field, Kind::Ingress)),
+            Kind::Ingress => gateway_field.map(|field| (field, Kind::Gateway)).or(service_field),
+            Kind::Gateway => ingress_field.map(|field| (field, Kind::Ingress)).or(service_field),
+            Kind::Service => {
+                ingress_field.map(|field| (field, Kind::Ingress)).or(gateway_field.map(|field| (field, Kind::Gateway)))
+            }
         };
         if let Some((field, of)) = other {
             return Err(SpecError::OtherKindsField(field, of, kind));
@@ -400,7 +441,43 @@ impl PolicySpec {
             self.ingress_classes = std::mem::take(&mut self.gateway_classes);
             self.controller_classes = std::mem::take(&mut self.gateway_controllers);
         }
-        self.build_one().map(|policy| Policy { kind, kind_inferred, ..policy })
+        if kind == Kind::Service {
+            return self.build_service();
+        }
+        let mode = self.mode.unwrap_or_default();
+        self.build_one().map(|policy| Policy { kind, kind_inferred, mode, ..policy })
+    }
+
+    /// A `kind: Service` policy: its `loadBalancerClasses` are its class names (a Service
+    /// without a class has the class `""`, so that class-less Services are governed only when
+    /// named), `mode` defaults to `audit`, and a source whose addresses are not a load
+    /// balancer's needs `acknowledgeKubeProxyImpact`.
+    fn build_service(mut self) -> Result<Policy, SpecError> {
+        use crate::kind::service::NO_CLASS;
+        let classes = std::mem::take(&mut self.load_balancer_classes);
+        if classes.is_empty() {
+            return Err(SpecError::NoLoadBalancerClasses);
+        }
+        if let Some(bad) = classes.iter().find(|c| c.as_str() != NO_CLASS && !super::is_label_key(c)) {
+            return Err(SpecError::InvalidLoadBalancerClass(bad.clone()));
+        }
+        let mode = self.mode.unwrap_or(Mode::Audit);
+        let acknowledged = self.acknowledge_kube_proxy_impact;
+        let mut policy = self.build_one()?;
+        if !acknowledged {
+            let guards_own = policy.sources.iter().find_map(|source| match source {
+                Source::Static(_) => Some("publishStatusAddress"),
+                Source::Pods(_) => Some("publishPods"),
+                Source::Service(_) | Source::Gateway(_) | Source::Trusted(_) => None,
+            });
+            if let Some(field) = guards_own {
+                return Err(SpecError::KubeProxyImpact(field));
+            }
+        }
+        policy.scope.classes = classes;
+        policy.scope.classes.sort();
+        policy.scope.classes.dedup();
+        Ok(Policy { kind: Kind::Service, kind_inferred: false, mode, ..policy })
     }
 
     fn build_one(self) -> Result<Policy, SpecError> {
@@ -486,7 +563,7 @@ impl PolicySpec {
             },
             namespace_selector,
             sources,
-            mode: self.mode,
+            mode: Mode::default(),
             keep_ports: self.keep_ports,
             on_unresolved: self.on_unresolved,
         })

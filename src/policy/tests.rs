@@ -514,8 +514,8 @@ fn a_policy_names_its_kind_and_class_fields_of_another_kind_are_refused() {
             "policies[0].ingressClasses: ingressClasses is a field of Ingress policies; this policy has kind: Gateway",
         ),
         (
-            "policies: [{name: a, kind: Service, publishStatusAddress: 1.1.1.1}]",
-            "unknown kind \"Service\", expected one of Ingress, Gateway",
+            "policies: [{name: a, kind: Pod, publishStatusAddress: 1.1.1.1}]",
+            "unknown kind \"Pod\", expected one of Ingress, Gateway, Service",
         ),
     ];
     for (text, want) in cases {

@@ -14,6 +14,7 @@ pub(crate) mod bounds;
 mod gateway;
 mod ingress;
 pub(crate) mod metadata;
+mod service;
 mod stored;
 
 pub(crate) use bounds::OutOfBounds;
@@ -153,7 +154,7 @@ struct StoredIn<'a> {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", expecting = "an IngressSpec or GatewaySpec object")]
+#[serde(rename_all = "camelCase", expecting = "an IngressSpec, GatewaySpec or ServiceSpec object")]
 struct StoredSpecIn {
     /// As `ingress::SpecIn` reads it.
     #[serde(default)]
@@ -161,6 +162,12 @@ struct StoredSpecIn {
     /// As [`gateway::SpecIn`] reads it.
     #[serde(default, deserialize_with = "crate::kind::ingress::bounded::class_field")]
     gateway_class_name: Option<String>,
+    /// As [`service::SpecIn`] reads it.
+    #[serde(default, rename = "type")]
+    service_type: Option<String>,
+    /// As [`service::SpecIn`] reads it.
+    #[serde(default)]
+    load_balancer_class: Option<String>,
 }
 
 /// The class field of a kind's object that a status write tried to change, which the API server

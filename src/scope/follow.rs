@@ -39,14 +39,14 @@ enum State {
     /// Each kind's Namespaces ([`Kind::index`]; `None`: every one), and whether a webhook
     /// reviews its status writes at all.
     Known {
-        within: [Option<HashSet<String>>; 2],
-        reviewed: [bool; 2],
+        within: [Option<HashSet<String>>; Kind::ALL.len()],
+        reviewed: [bool; Kind::ALL.len()],
     },
     Unknown(String),
 }
 
 /// Every Namespace, for every kind.
-const EVERYWHERE: State = State::Known { within: [None, None], reviewed: [true, true] };
+const EVERYWHERE: State = State::Known { within: [const { None }; Kind::ALL.len()], reviewed: [true; Kind::ALL.len()] };
 
 /// The scope the reconciler checks each Namespace against.
 pub(crate) struct Scope {
@@ -260,7 +260,7 @@ type Mask = u32;
 struct Selectors {
     all: Vec<LabelSelector>,
     /// Each kind's selectors, as bits of `all`.
-    of_kind: [Mask; 2],
+    of_kind: [Mask; Kind::ALL.len()],
 }
 
 const _: () = assert!(super::MAX_WEBHOOKS <= Mask::BITS as usize);
@@ -268,7 +268,7 @@ const _: () = assert!(super::MAX_WEBHOOKS <= Mask::BITS as usize);
 impl Selectors {
     fn of(reaches: &Reaches) -> Selectors {
         let mut all: Vec<LabelSelector> = Vec::new();
-        let mut of_kind = [0; 2];
+        let mut of_kind = [0; Kind::ALL.len()];
         for kind in Kind::ALL {
             for selector in reaches.of(kind).selectors().unwrap_or_default() {
                 let bit = all.iter().position(|s| s == selector).unwrap_or_else(|| {
@@ -305,7 +305,11 @@ mod tests {
     #[test]
     fn each_kind_keeps_the_namespaces_of_its_own_selectors() {
         let parse = |t: &str| LabelSelector::parse(t).unwrap();
-        let reaches = Reaches([Reach::Any(vec![parse("zone=a"), parse("zone=b")]), Reach::Any(vec![parse("zone=b")])]);
+        let reaches = Reaches([
+            Reach::Any(vec![parse("zone=a"), parse("zone=b")]),
+            Reach::Any(vec![parse("zone=b")]),
+            Reach::Any(Vec::new()),
+        ]);
         let selectors = Selectors::of(&reaches);
         assert_eq!(selectors.all.len(), 2, "zone=b once");
         let labelled = |zone: &str| std::collections::BTreeMap::from([("zone".to_owned(), zone.to_owned())]);
@@ -319,12 +323,15 @@ mod tests {
         };
         assert_eq!(sorted(&within[0]), ["a", "b"]);
         assert_eq!(sorted(&within[1]), ["b"]);
-        assert_eq!(reviewed, [true, true]);
+        assert_eq!(reviewed, [true, true, false]);
 
-        let gateways_only = Reaches([Reach::Any(Vec::new()), Reach::Everywhere]);
+        let gateways_only = Reaches([Reach::Any(Vec::new()), Reach::Everywhere, Reach::Any(Vec::new())]);
         let selectors = Selectors::of(&gateways_only);
         assert!(selectors.all.is_empty(), "nothing to watch");
         let state = selectors.state(&gateways_only, &std::collections::HashMap::new());
-        assert_eq!(state, State::Known { within: [Some(HashSet::new()), None], reviewed: [false, true] });
+        assert_eq!(
+            state,
+            State::Known { within: [Some(HashSet::new()), None, Some(HashSet::new())], reviewed: [false, true, false] }
+        );
     }
 }

@@ -85,14 +85,15 @@ mod tests {
 
     #[test]
     fn rules_match_as_the_api_server_matches_them() {
-        use Kind::{Gateway, Ingress};
+        use Kind::{Gateway, Ingress, Service};
         let net = "networking.k8s.io";
         let gw = "gateway.networking.k8s.io";
-        let cases: [(serde_json::Value, &[Kind], &str); 21] = [
+        let cases: [(serde_json::Value, &[Kind], &str); 22] = [
             (rule(&[net], &["v1"], &["ingresses/status"], &["UPDATE"]), &[Ingress], "the guard's own rule"),
             (rule(&[gw], &["v1"], &["gateways/status"], &["UPDATE"]), &[Gateway], "the Gateway rule"),
-            (rule(&["*"], &["*"], &["*/*"], &["*"]), &[Ingress, Gateway], "everything"),
-            (rule(&["*"], &["*"], &["*/status"], &["UPDATE"]), &[Ingress, Gateway], "every status"),
+            (rule(&["*"], &["*"], &["*/*"], &["*"]), &[Ingress, Gateway, Service], "everything"),
+            (rule(&["*"], &["*"], &["*/status"], &["UPDATE"]), &[Ingress, Gateway, Service], "every status"),
+            (rule(&[""], &["v1"], &["services/status"], &["UPDATE"]), &[Service], "the Service rule"),
             (rule(&[net], &["v1"], &["ingresses/*"], &["UPDATE"]), &[Ingress], "every subresource of ingresses"),
             (rule(&["*"], &["v1"], &["*"], &["*"]), &[], "`*`: every resource, no subresource"),
             (rule(&[net], &["v1"], &["ingresses"], &["UPDATE"]), &[], "the main resource only"),
@@ -100,7 +101,7 @@ mod tests {
             (rule(&[net], &["v1"], &["ingressclasses/status"], &["UPDATE"]), &[], "another resource"),
             (rule(&[net], &["v1beta1"], &["ingresses/status"], &["UPDATE"]), &[], "another version"),
             (rule(&["extensions"], &["v1"], &["ingresses/status"], &["UPDATE"]), &[], "another group"),
-            (rule(&[""], &["*"], &["*/*"], &["*"]), &[], "the core group"),
+            (rule(&[""], &["*"], &["pods/*"], &["*"]), &[], "the core group's other resources"),
             (rule(&[net, gw], &["*"], &["*/status"], &["CREATE", "UPDATE"]), &[Ingress, Gateway], "lists"),
             (rule(&[net], &["v1"], &["ingresses/status"], &["CREATE"]), &[], "another operation"),
             (rule(&[net], &["v1"], &["ingresses/status"], &["PATCH"]), &[], "PATCH is not an admission operation"),
@@ -108,12 +109,12 @@ mod tests {
             (rule(&[], &["v1"], &["ingresses/status"], &["UPDATE"]), &[], "no group"),
             (
                 json!({"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/*"], "operations": ["*"], "scope": "Namespaced"}),
-                &[Ingress, Gateway],
+                &[Ingress, Gateway, Service],
                 "Namespaced",
             ),
             (
                 json!({"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/*"], "operations": ["*"], "scope": "*"}),
-                &[Ingress, Gateway],
+                &[Ingress, Gateway, Service],
                 "all scopes",
             ),
             (

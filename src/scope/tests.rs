@@ -148,7 +148,7 @@ fn the_scope_narrows_every_policy_of_its_kind() {
         "policies:\n  - name: open\n    ingressClasses: [a]\n    publishStatusAddress: 192.0.2.1\n  - name: own\n    ingressClasses: [b]\n    namespaceSelector: tier=web\n    publishStatusAddress: 192.0.2.2\n  - name: gw\n    gatewayClasses: [g]\n    publishStatusAddress: 192.0.2.3\n",
     )
     .unwrap();
-    let reaches = |ingress: Reach, gateway: Reach| Reaches([ingress, gateway]);
+    let reaches = |ingress: Reach, gateway: Reach| Reaches([ingress, gateway, Reach::Any(Vec::new())]);
     let any = |texts: &[&str]| Reach::Any(texts.iter().map(|t| LabelSelector::parse(t).unwrap()).collect());
     let shown = |policies: &Policies| -> Vec<String> {
         Kind::ALL

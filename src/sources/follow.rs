@@ -248,9 +248,9 @@ async fn follow_kept<R, K, V, P: Into<Projected<K, V>>>(
 }
 
 /// Whether the policies need a watch of every object of kind `K`; it starts the first time they
-/// do. A kind whose API is always served is always watched.
+/// do. An `always_watched` kind (Ingresses) is always watched.
 pub(crate) fn wanted<K: Governed>(policies: &Policies) -> bool {
-    K::KIND.info().optional_api.is_none() || policies.of(K::KIND).next().is_some()
+    K::KIND.info().always_watched || policies.of(K::KIND).next().is_some()
 }
 
 /// Longest wait between two attempts of a failing watch of kind `K` (`None`: kube's default

@@ -148,7 +148,7 @@ impl<V: PartialEq> Store<V> {
 #[derive(Debug)]
 pub(crate) struct Inventory {
     /// Each kind's classes ([`Kind::index`]), when a policy of the kind matches by them.
-    classes: [Option<Store<Class>>; 2],
+    classes: [Option<Store<Class>>; Kind::ALL.len()],
     namespaces: Option<Store<BTreeMap<String, String>>>,
     /// One store per (namespace, selector) of a node-IP source.
     pods: HashMap<(String, String), Store<PodFacts>>,

@@ -65,7 +65,7 @@ pub(crate) struct Snapshot(pub BTreeMap<ServiceRef, Fetched>, pub Facts);
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Facts {
     /// Each kind's classes ([`Kind::index`]).
-    pub classes: [Classes; 2],
+    pub classes: [Classes; Kind::ALL.len()],
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// (namespace, selector) of each node-IP source -> its Pods
     pub pods: BTreeMap<(String, String), Vec<PodFacts>>,

@@ -228,6 +228,14 @@ is then also registered for gateways/status. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when a policy governs LoadBalancer Services (kind: Service): the webhook is then also
+registered for services/status, and the reconciler may list/watch Services and patch their status. */}}
+{{- define "isg.governsServices" -}}
+{{- range (include "isg.policies" . | fromYamlArray) -}}
+{{- if or .loadBalancerClasses (eq (toString (.kind | default "")) "Service") -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* "true" when a policy matches Gateways by controller (the webhook watches GatewayClasses). */}}
 {{- define "isg.needsGatewayClasses" -}}
 {{- range (include "isg.policies" . | fromYamlArray) -}}
@@ -287,7 +295,7 @@ spec:
 
 {{/* The names the release's guard may give its admission objects (a MutatingAdmissionPolicy or
 ValidatingAdmissionPolicy and its binding share one), by the binary's one rule
-(`render-admission-policy --names`): <fullname>-<kind>-<n> for kinds ingress and gateway and n
+(`render-admission-policy --names`): <fullname>-<kind>-<n> for kinds ingress, gateway and service and n
 from 0 to 15, the fullname being the guard's leader Lease, and a policy taking the slot of its
 place among the file's policies of its kind. Fixed whatever the policies are called: a rename
 never changes a name, so the RBAC below grants the same names under `helm template` (Argo CD),
@@ -301,7 +309,7 @@ RBAC grants by name, never by a wider rule. */}}
 {{- fail (printf "admission.mode=policy: the release fullname %q cannot start its admission objects' names (<fullname>-<kind>-<n>, up to <fullname>-gateway-15, must be DNS-1123 labels of at most 63 characters); give a release name or fullnameOverride of at most 52 lowercase letters, digits and '-'" $fullname) -}}
 {{- end -}}
 {{- $names := list -}}
-{{- range $kind := list "ingress" "gateway" -}}
+{{- range $kind := list "ingress" "gateway" "service" -}}
 {{- range $n := until 16 -}}
 {{- $names = append $names (printf "%s-%s-%d" $fullname $kind $n) -}}
 {{- end -}}
@@ -313,10 +321,11 @@ RBAC grants by name, never by a wider rule. */}}
 the guard refuses such a file at start. */}}
 {{- define "isg.checkSlots" -}}
 {{- if eq (toString .Values.admission.mode) "policy" -}}
-{{- $counts := dict "Ingress" 0 "Gateway" 0 -}}
+{{- $counts := dict "Ingress" 0 "Gateway" 0 "Service" 0 -}}
 {{- range (include "isg.policies" . | fromYamlArray) -}}
 {{- $kind := "Ingress" -}}
 {{- if or .gatewayClasses .gatewayControllers (eq (toString (.kind | default "")) "Gateway") -}}{{- $kind = "Gateway" -}}{{- end -}}
+{{- if eq (toString (.kind | default "")) "Service" -}}{{- $kind = "Service" -}}{{- end -}}
 {{- $_ := set $counts $kind (add1 (get $counts $kind)) -}}
 {{- if gt (get $counts $kind) 16 -}}
 {{- fail (printf "policies: the %s policy %q is number %d of its kind, and admission.mode=policy keeps at most 16 policies of a kind (their objects are named <fullname>-%s-0 to -15); merge policies, or install another release for the rest" $kind (.name | toString) (get $counts $kind) (lower $kind)) -}}

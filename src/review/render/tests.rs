@@ -353,9 +353,9 @@ fn requests_that_are_not_ingress_status_updates_pass() {
             }),
         ),
         (
-            "service status",
+            "pod status",
             Box::new(|r: &mut Value| {
-                r["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Service"});
+                r["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Pod"});
             }),
         ),
     ];

@@ -31,9 +31,12 @@ fn binary_names(dir: &std::path::Path, config: &str, lease: &str) -> Vec<String>
     String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
 }
 
-/// The 32 fixed names the guard of the Lease `lease` may give its admission objects.
+/// The 48 fixed names the guard of the Lease `lease` may give its admission objects.
 fn slots(lease: &str) -> Vec<String> {
-    ["ingress", "gateway"].iter().flat_map(|kind| (0..16).map(move |n| format!("{lease}-{kind}-{n}"))).collect()
+    ["ingress", "gateway", "service"]
+        .iter()
+        .flat_map(|kind| (0..16).map(move |n| format!("{lease}-{kind}-{n}")))
+        .collect()
 }
 
 /// The names of the first container's ports in the pod spec `pod`.
