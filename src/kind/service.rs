@@ -216,10 +216,13 @@ impl super::Governed for Services {
         tracing::info!(service = %object, from = %from, to = %to, policy = %policy, "reconciled stored status to the canonical addresses");
     }
 
-    /// The canonical addresses without `ipMode`: the API server defaults it to `VIP` for an
-    /// entry with an IP, as kube-proxy reads an entry without it.
+    /// The canonical addresses, an IP's with `ipMode: VIP` as the API server defaults it: said
+    /// in the patch, because the API server defaults it only when the written `spec.type` is
+    /// `LoadBalancer` and then requires it (1.30+), so a write that also forges the spec would
+    /// be refused after the patch; an API server without the field drops it.
     fn entries(canonical: &[Address]) -> Result<Cow<'_, [LoadBalancerIngress]>, super::TooMany> {
-        let entry = |a: &Address| LoadBalancerIngress { address: a.clone(), ip_mode: None };
+        let entry =
+            |a: &Address| LoadBalancerIngress { address: a.clone(), ip_mode: a.ip.as_ref().map(|_| VIP.to_owned()) };
         Ok(Cow::Owned(canonical.iter().map(entry).collect()))
     }
 

@@ -1188,6 +1188,66 @@ fn the_grafana_dashboard_configmap_in_the_chart_and_kustomize_agree() {
 }
 
 #[test]
+fn a_service_policy_registers_services_status_and_grants_services_and_nothing_else_does() {
+    let helm = Helm::new(3, &scratch("values-service"));
+    let dir = scratch("values-service-policies");
+    let rules = |docs: &[Value]| {
+        find(docs, "MutatingWebhookConfiguration", "ingress-status-guard")["webhooks"][0]["rules"].clone()
+    };
+    let cluster_wide_services = |docs: &[Value]| {
+        docs.iter().any(|d| {
+            d["kind"] == "ClusterRole"
+                && d["rules"].as_array().into_iter().flatten().any(|r| {
+                    r["apiGroups"] == json!([""])
+                        && r["resources"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|x| x == "services" || x == "services/status")
+                })
+        })
+    };
+    // An Ingress policy following a publish Service reads that one Service: no services/status
+    // rule, no cluster-wide Service right.
+    let ingress_only = "policies:\n  - {name: a, ingressClasses: [nginx], publishService: edge/lb}\n";
+    let docs = helm.template(&["-f", &write(&dir, "ingress.yaml", ingress_only)]);
+    assert_eq!(rules(&docs).as_array().map(Vec::len), Some(1), "no services/status rule without a Service policy");
+    assert!(!cluster_wide_services(&docs), "no cluster-wide Service right without a Service policy");
+    assert!(!cluster_wide_services(&helm.template(&[])), "none by default");
+
+    let governing = "policies:\n  - {name: metallb, kind: Service, loadBalancerClasses: [''], publishStatusAddress: 192.0.2.7, acknowledgeKubeProxyImpact: true, mode: enforce}\n";
+    let docs = helm.template(&["-f", &write(&dir, "service.yaml", governing)]);
+    assert_eq!(
+        rules(&docs)[1],
+        json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["services/status"], "scope": "Namespaced"})
+    );
+    let policy = policies(&docs);
+    assert_eq!(
+        policy.of(ingress_status_guard::Kind::Service).count(),
+        1,
+        "the chart's file validates as a Service policy"
+    );
+    let reconciler = json!([
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["services/status"], "verbs": ["patch"]}
+    ]);
+    assert_eq!(find(&docs, "ClusterRole", "ingress-status-guard-services")["rules"], reconciler);
+    assert_eq!(
+        find(&docs, "ClusterRoleBinding", "ingress-status-guard-services")["roleRef"]["name"],
+        "ingress-status-guard-services"
+    );
+
+    // The kustomize component grants the same, and only with it.
+    let kust = kustomize("examples/service-policies");
+    assert_eq!(rules(&kust), rules(&docs), "kustomize's service-policies component registers the same rules");
+    assert_eq!(
+        find(&kust, "ClusterRole", "ingress-status-guard-services")["rules"],
+        find(&docs, "ClusterRole", "ingress-status-guard-services")["rules"]
+    );
+    assert!(!cluster_wide_services(&kustomize("examples/ingress-nginx")), "not without the component");
+}
+
+#[test]
 fn a_publish_gateway_gets_gateway_rbac_and_nothing_else_does() {
     let helm = Helm::new(3, &scratch("values-gateway"));
     let no_gateway = |docs: &[Value]| {

@@ -38,5 +38,6 @@ mod pages;
 mod plugin;
 mod reconcile;
 mod scope;
+mod service;
 mod traefik;
 mod trusted;

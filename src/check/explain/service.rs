@@ -64,7 +64,7 @@ impl Explained for Services {
             "the source's load-balancer addresses"
         };
         format!(
-            "; governs {}; kube-proxy: each canonical IP ({whose}) is written without ipMode, which the API server defaults to VIP, so kube-proxy routes traffic to it from inside the cluster straight to this Service's endpoints on every node instead of through the load balancer; an entry with ipMode Proxy would leave it to the load balancer",
+            "; governs {}; kube-proxy: each canonical IP ({whose}) is written with ipMode VIP, so kube-proxy routes traffic to it from inside the cluster straight to this Service's endpoints on every node instead of through the load balancer; an entry with ipMode Proxy would leave it to the load balancer",
             scope_shown(policy)
         )
     }

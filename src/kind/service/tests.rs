@@ -169,7 +169,7 @@ fn a_governed_write_is_rewritten_touching_only_the_list_and_keeping_its_shape() 
         let object = patched(&body, &response);
         assert_eq!(
             object["status"]["loadBalancer"]["ingress"],
-            json!([{"ip": "192.0.2.7"}, {"hostname": "lb.example.test"}]),
+            json!([{"ip": "192.0.2.7", "ipMode": "VIP"}, {"hostname": "lb.example.test"}]),
             "{status:?}"
         );
         assert_eq!(object["spec"], body["request"]["object"]["spec"], "nothing but the status list");
@@ -275,7 +275,7 @@ fn entries_compare_by_the_ip_mode_kube_proxy_acts_on() {
     assert_eq!(host.ip_mode(), None, "a hostname entry has no ipMode to default");
     assert_eq!(
         Services::status(&canonical),
-        json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}),
-        "a merge patch without ipMode, which the API server defaults"
+        json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.7", "ipMode": "VIP"}]}}),
+        "a merge patch says the ipMode the API server would default"
     );
 }

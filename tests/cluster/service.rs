@@ -1,0 +1,197 @@
+//! LoadBalancer Services, end to end: the built binary against the real kube-apiserver + etcd
+//! of `support`. What a `services/status` write can change besides the status (measured, no
+//! guard); an enforce Service policy with an acknowledged static source rewriting a governed
+//! Service's status write and healing a stale one, while a ClusterIP Service and a Service of
+//! another `loadBalancerClass` are never touched.
+//!
+//! Isolation in the shared API server: each Service policy selects its own namespace
+//! (`namespaceSelector` on the namespace's label), so a reconciler never reaches another test's
+//! Services.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::{SENTINEL, SENTINEL_2, TestEnv, Webhook, cluster::NAMESPACE_LABEL, eventually};
+
+/// Generous bound for state that settles asynchronously on a loaded machine.
+const SETTLE: Duration = Duration::from_secs(30);
+const CANONICAL: &str = "192.0.2.70";
+const FIELD_MANAGER: &str = "isg-e2e-lb-controller";
+
+/// Creates Service `name` of `type` (and `loadBalancerClass`, for a LoadBalancer).
+async fn create_service(api: &Api<Service>, name: &str, kind: &str, class: Option<&str>) {
+    let mut spec = json!({"type": kind, "ports": [{"port": 80, "protocol": "TCP"}], "selector": {"app": name}});
+    if kind == "LoadBalancer" {
+        spec["allocateLoadBalancerNodePorts"] = json!(false);
+    }
+    if let Some(class) = class {
+        spec["loadBalancerClass"] = json!(class);
+    }
+    let service: Service =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": name}}, "spec": spec}))
+            .expect("a Service object");
+    api.create(&PostParams::default(), &service).await.unwrap_or_else(|e| panic!("create Service {name}: {e}"));
+}
+
+/// A `services/status` merge patch of `status` (and whatever else `extra` holds), as a load
+/// balancer controller sends it.
+async fn write_status(api: &Api<Service>, name: &str, status: Value, extra: Value) -> kube::Result<Service> {
+    let mut patch = json!({"status": status});
+    for (key, value) in extra.as_object().expect("an object").clone() {
+        patch[key] = value;
+    }
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+    api.patch_status(name, &params, &Patch::Merge(&patch)).await
+}
+
+fn ingress_of(ips: &[&str]) -> Value {
+    json!({"loadBalancer": {"ingress": ips.iter().map(|ip| json!({"ip": ip})).collect::<Vec<_>>()}})
+}
+
+/// The IPs of a stored Service's `status.loadBalancer.ingress`.
+fn stored_ips(service: &Service) -> Vec<String> {
+    let entries = service.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref());
+    entries.into_iter().flatten().filter_map(|e| e.ip.clone()).collect()
+}
+
+#[tokio::test]
+async fn a_service_status_write_stores_its_metadata_and_never_its_spec() {
+    let t = TestEnv::new("svc-forged").await;
+    let api: Api<Service> = Api::namespaced(t.admin.clone(), &t.ns);
+    create_service(&api, "lb", "LoadBalancer", Some("example.com/lb")).await;
+    let extra = json!({
+        "metadata": {"labels": {"forged": "yes"}, "annotations": {"forged": "yes"}},
+        "spec": {"type": "ClusterIP", "loadBalancerClass": "example.com/other"},
+    });
+    // ipMode written: the API server defaults it only when the written spec.type is LoadBalancer.
+    let status = json!({"loadBalancer": {"ingress": [{"ip": SENTINEL, "ipMode": "VIP"}]}});
+    let stored = write_status(&api, "lb", status, extra).await.expect("the status write");
+    assert_eq!(stored_ips(&stored), [SENTINEL]);
+    let spec = stored.spec.as_ref().unwrap();
+    assert_eq!(
+        (spec.type_.as_deref(), spec.load_balancer_class.as_deref()),
+        (Some("LoadBalancer"), Some("example.com/lb")),
+        "the status strategy puts the stored spec back"
+    );
+    let meta = &stored.metadata;
+    assert_eq!(meta.labels.as_ref().unwrap().get("forged").map(String::as_str), Some("yes"), "labels are stored");
+    assert_eq!(meta.annotations.as_ref().unwrap().get("forged").map(String::as_str), Some("yes"), "annotations too");
+}
+
+/// Registers `webhook` for `services/status` UPDATEs in namespace `ns` only.
+async fn register_services(t: &TestEnv, webhook: &Webhook) {
+    use base64::Engine as _;
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    let name = format!("isg-e2e-services-{}", t.ns);
+    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": format!("services.{}.e2e.ingress-status-guard.test", t.ns),
+            "clientConfig": {"url": webhook.url(), "caBundle": base64::engine::general_purpose::STANDARD.encode(webhook.ca_pem())},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["services/status"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: t.ns}},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "NoneOnDryRun",
+            "matchPolicy": "Equivalent",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+        }]
+    }))
+    .expect("MutatingWebhookConfiguration object");
+    Api::<MutatingWebhookConfiguration>::all(t.admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap_or_else(|e| panic!("create MutatingWebhookConfiguration {name}: {e}"));
+}
+
+#[tokio::test]
+async fn an_enforce_service_policy_governs_its_load_balancers_and_no_other_service() {
+    let t = TestEnv::new("svc-enforce").await;
+    let ns = &t.ns;
+    let api: Api<Service> = Api::namespaced(t.admin.clone(), ns);
+    create_service(&api, "lb", "LoadBalancer", None).await;
+    create_service(&api, "other", "LoadBalancer", Some("example.com/other")).await;
+    create_service(&api, "internal", "ClusterIP", None).await;
+    // Stale statuses stored before the guard runs.
+    for name in ["lb", "other"] {
+        let stored = write_status(&api, name, ingress_of(&[SENTINEL]), json!({})).await.expect("a stale status");
+        assert_eq!(stored_ips(&stored), [SENTINEL]);
+    }
+
+    let dir = t.cluster.scratch_dir(&format!("config-{ns}"));
+    let file = dir.join("config.yaml");
+    let policies = format!(
+        "policies:\n  - {{name: metallb, kind: Service, loadBalancerClasses: [''], namespaceSelector: '{NAMESPACE_LABEL}={ns}', publishStatusAddress: {CANONICAL}, acknowledgeKubeProxyImpact: true, mode: enforce}}\n"
+    );
+    std::fs::write(&file, policies).expect("write the policy file");
+    let args = [
+        format!("--config={}", file.display()),
+        "--reconcile=true".to_owned(),
+        format!("--leader-election-namespace={ns}"),
+        "--leader-election-lease-duration=4s".to_owned(),
+        "--leader-election-renew-deadline=3s".to_owned(),
+        "--leader-election-retry-period=1s".to_owned(),
+    ];
+    let webhook = t.start_webhook(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let log = webhook.log_path().display().to_string();
+
+    // The reconciler heals the stale governed Service, through the status subresource.
+    let healed = eventually(&format!("Service {ns}/lb healed by the reconciler (log: {log})"), SETTLE, || async {
+        let got = api.get("lb").await.map_err(|e| e.to_string())?;
+        if stored_ips(&got) == [CANONICAL] { Ok(got) } else { Err(format!("stored {:?}", stored_ips(&got))) }
+    })
+    .await;
+    let entry = &healed.status.as_ref().unwrap().load_balancer.as_ref().unwrap().ingress.as_ref().unwrap()[0];
+    assert_eq!(entry.ip_mode.as_deref(), Some("VIP"), "the patch's ipMode");
+    let managers: Vec<&str> =
+        healed.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.as_deref()).collect();
+    assert!(managers.contains(&"ingress-status-guard"), "the reconciler's field manager: {managers:?}");
+
+    // The webhook rewrites a later write of the governed Service as it is made.
+    register_services(&t, &webhook).await;
+    eventually(&format!("a write of Service {ns}/lb is rewritten (log: {log})"), SETTLE, || async {
+        let stored = write_status(&api, "lb", ingress_of(&[SENTINEL_2]), json!({})).await.map_err(|e| e.to_string())?;
+        if stored_ips(&stored) == [CANONICAL] { Ok(()) } else { Err(format!("stored {:?}", stored_ips(&stored))) }
+    })
+    .await;
+
+    // Another class: written and stored as written, by the webhook and the reconciler alike.
+    let stored = write_status(&api, "other", ingress_of(&[SENTINEL_2]), json!({})).await.expect("another class");
+    assert_eq!(stored_ips(&stored), [SENTINEL_2], "a Service of another loadBalancerClass is never rewritten");
+    // A ClusterIP Service's status write passes unread: a patch adding load-balancer entries
+    // would make the API server refuse it ("may only be used when spec.type is LoadBalancer").
+    let conditions = json!({"conditions": [{"type": "Probe", "status": "True", "reason": "Test", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    let stored = write_status(&api, "internal", conditions.clone(), json!({})).await.expect("a ClusterIP status write");
+    assert!(stored_ips(&stored).is_empty());
+    assert_eq!(stored.status.as_ref().unwrap().conditions.as_ref().map(Vec::len), Some(1));
+
+    // Give the reconciler time to act on what it should not: a later write to the governed
+    // Service is healed again, and by then the others are still as written.
+    write_status(&api, "lb", ingress_of(&[SENTINEL]), json!({})).await.expect("a write of lb");
+    eventually(&format!("Service {ns}/lb canonical (log: {log})"), SETTLE, || async {
+        let got = api.get("lb").await.map_err(|e| e.to_string())?;
+        if stored_ips(&got) == [CANONICAL] { Ok(()) } else { Err(format!("stored {:?}", stored_ips(&got))) }
+    })
+    .await;
+    for name in ["other", "internal"] {
+        let got = api.get(name).await.unwrap();
+        let touched =
+            got.metadata.managed_fields.iter().flatten().any(|m| m.manager.as_deref() == Some("ingress-status-guard"));
+        assert!(!touched, "Service {name} is never patched by the guard");
+    }
+    assert_eq!(stored_ips(&api.get("other").await.unwrap()), [SENTINEL_2]);
+    let patched = webhook.metric("ingress_status_guard_admission_requests_total{result=\"patched\"}");
+    assert!(patched >= 1.0, "the webhook's rewrite is counted (log: {log})");
+    let healed = webhook.metric("ingress_status_guard_reconcile_patches_total{policy=\"metallb\",result=\"patched\"}");
+    assert!(healed >= 1.0, "the reconciler's patch is counted (log: {log})");
+    eventually("no governed Service drifts", SETTLE, || async {
+        let drift = webhook.metric("ingress_status_guard_drift_objects{policy=\"metallb\",kind=\"service\"}");
+        if drift == 0.0 { Ok(()) } else { Err(format!("drift {drift}")) }
+    })
+    .await;
+    assert!(webhook.forbidden_lines().is_empty(), "{:?}", webhook.forbidden_lines());
+}
