@@ -13,6 +13,26 @@ pub(crate) fn is_dns1123_label(name: &str) -> bool {
     name.len() <= 63 && is_label_chars(name)
 }
 
+/// Kubernetes' qualified name: `[prefix/]name`, as a label key and a Service's
+/// `spec.loadBalancerClass` must be.
+pub(crate) fn is_label_key(key: &str) -> bool {
+    match key.split_once('/') {
+        Some((prefix, name)) => is_dns1123_subdomain(prefix) && is_label_name(name),
+        None => is_label_name(key),
+    }
+}
+
+/// At most 63 of `[A-Za-z0-9-_.]`, alphanumeric at both ends: a label value, and the name part
+/// of a qualified name.
+pub(crate) fn is_label_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
 fn is_label_chars(label: &str) -> bool {
     let bytes = label.as_bytes();
     !bytes.is_empty()

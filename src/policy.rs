@@ -6,7 +6,7 @@ pub(crate) mod spec;
 pub(crate) mod store;
 mod trusted;
 
-pub(crate) use selector::{LabelSelector, MAX_TEXT as MAX_SELECTOR_TEXT, SelectorError, is_label_key};
+pub(crate) use selector::{LabelSelector, MAX_TEXT as MAX_SELECTOR_TEXT, SelectorError};
 pub(crate) use spec::load_file;
 pub(crate) use spec::{ConfigError, OverlapError};
 pub use spec::{PodsSpec, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};

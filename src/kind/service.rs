@@ -160,7 +160,7 @@ pub(crate) fn class(load_balancer: bool, class: Option<&str>) -> String {
     match (load_balancer, class) {
         (false, _) => NOT_LOAD_BALANCER.to_owned(),
         (true, None) => NO_CLASS.to_owned(),
-        (true, Some(c)) if crate::policy::is_label_key(c) => c.to_owned(),
+        (true, Some(c)) if crate::names::is_label_key(c) => c.to_owned(),
         (true, Some(_)) => bounded::INVALID_CLASS.to_owned(),
     }
 }

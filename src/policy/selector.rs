@@ -243,31 +243,13 @@ fn validate(expr: &Expression) -> Result<(), SelectorError> {
         Expression::Equal(k, v) | Expression::NotEqual(k, v) => (k, vec![v]),
         Expression::Exists(k) | Expression::DoesNotExist(k) => (k, vec![]),
     };
-    if !is_label_key(key) {
+    if !crate::names::is_label_key(key) {
         return Err(SelectorError::Key(key.clone()));
     }
-    match values.into_iter().find(|v| !v.is_empty() && !is_label_name(v)) {
+    match values.into_iter().find(|v| !v.is_empty() && !crate::names::is_label_name(v)) {
         Some(bad) => Err(SelectorError::Value(bad.clone())),
         None => Ok(()),
     }
-}
-
-/// Kubernetes' qualified name: `[prefix/]name` (a label key, a Service's `spec.loadBalancerClass`).
-pub(crate) fn is_label_key(key: &str) -> bool {
-    match key.split_once('/') {
-        Some((prefix, name)) => crate::names::is_dns1123_subdomain(prefix) && is_label_name(name),
-        None => is_label_name(key),
-    }
-}
-
-/// At most 63 of `[A-Za-z0-9-_.]`, alphanumeric at both ends.
-fn is_label_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
 #[cfg(test)]

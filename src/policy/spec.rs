@@ -16,6 +16,8 @@ use crate::{
     names,
 };
 
+mod service;
+
 /// Why a policy file cannot be used. Errors in one policy name it by its index and field.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -448,39 +450,7 @@ impl PolicySpec {
         self.build_one().map(|policy| Policy { kind, kind_inferred, mode, ..policy })
     }
 
-    /// A `kind: Service` policy: its `loadBalancerClasses` are its class names (a Service
-    /// without a class has the class `""`, so that class-less Services are governed only when
-    /// named), `mode` defaults to `audit`, and a source whose addresses are not a load
-    /// balancer's needs `acknowledgeKubeProxyImpact`.
-    fn build_service(mut self) -> Result<Policy, SpecError> {
-        use crate::kind::service::NO_CLASS;
-        let classes = std::mem::take(&mut self.load_balancer_classes);
-        if classes.is_empty() {
-            return Err(SpecError::NoLoadBalancerClasses);
-        }
-        if let Some(bad) = classes.iter().find(|c| c.as_str() != NO_CLASS && !super::is_label_key(c)) {
-            return Err(SpecError::InvalidLoadBalancerClass(bad.clone()));
-        }
-        let mode = self.mode.unwrap_or(Mode::Audit);
-        let acknowledged = self.acknowledge_kube_proxy_impact;
-        let mut policy = self.build_one()?;
-        if !acknowledged {
-            let guards_own = policy.sources.iter().find_map(|source| match source {
-                Source::Static(_) => Some("publishStatusAddress"),
-                Source::Pods(_) => Some("publishPods"),
-                Source::Service(_) | Source::Gateway(_) | Source::Trusted(_) => None,
-            });
-            if let Some(field) = guards_own {
-                return Err(SpecError::KubeProxyImpact(field));
-            }
-        }
-        policy.scope.classes = classes;
-        policy.scope.classes.sort();
-        policy.scope.classes.dedup();
-        Ok(Policy { kind: Kind::Service, kind_inferred: false, mode, ..policy })
-    }
-
-    fn build_one(self) -> Result<Policy, SpecError> {
+    pub(super) fn build_one(self) -> Result<Policy, SpecError> {
         if self.name.is_empty() {
             return Err(SpecError::EmptyName);
         }
