@@ -82,7 +82,7 @@ pub(crate) struct CheckArgs {
 
 const CONTEXT_HELP: &str = "Context of the kubeconfig to check; repeat it to check several clusters in one table (with a CLUSTER column); default: its current-context";
 
-/// `--kind`'s values: each kind's label (`ingress`, `gateway`).
+/// `--kind`'s values: each kind's label (`ingress`, `gateway`, `service`).
 impl clap::ValueEnum for Kind {
     fn value_variants<'a>() -> &'a [Self] {
         &Kind::ALL
@@ -97,7 +97,7 @@ impl clap::ValueEnum for Kind {
 pub(crate) struct ExplainArgs {
     /// The Ingress to explain: NAMESPACE/NAME, or NAME in --namespace (default: the context's
     /// namespace, as kubectl does); or an object of a kind: KIND/NAMESPACE/NAME, with KIND
-    /// `gateway` or `ingress`.
+    /// `gateway`, `service` or `ingress`.
     #[arg(value_name = "[gateway/][NAMESPACE/]NAME", value_parser = parse_explain_ref)]
     pub object: ObjectRef,
     /// Namespace of the Ingress, when it is given as NAME.
