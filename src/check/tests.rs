@@ -411,6 +411,7 @@ fn a_missing_object_is_named_by_its_kind() {
 }
 
 mod gateway;
+mod service;
 
 #[test]
 fn the_last_status_writer_is_the_latest_status_manager_that_owns_status() {

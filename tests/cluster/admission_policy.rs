@@ -14,6 +14,7 @@ mod gateway;
 mod guard;
 mod hybrid;
 mod kept;
+mod service;
 mod trusted;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,83 @@
+//! Service policies rendered by `render-admission-policy` and enforced by the API server: the
+//! MutatingAdmissionPolicy replaces a LoadBalancer Service's `status.loadBalancer.ingress` of
+//! the governed class (the Ingress's typed literal checked against the Service schema), and
+//! leaves a Service of another class and a ClusterIP Service as written.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::support::{SENTINEL, TestEnv, eventually};
+use super::{lease_flag, run_render};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn create(api: &Api<Service>, name: &str, kind: &str, class: Option<&str>) {
+    let mut spec = json!({"type": kind, "ports": [{"port": 80, "protocol": "TCP"}]});
+    if kind == "LoadBalancer" {
+        spec["allocateLoadBalancerNodePorts"] = json!(false);
+    }
+    if let Some(class) = class {
+        spec["loadBalancerClass"] = json!(class);
+    }
+    let service: Service = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+    api.create(&PostParams::default(), &service).await.unwrap_or_else(|e| panic!("create Service {name}: {e}"));
+}
+
+async fn write(api: &Api<Service>, name: &str, status: Value) -> kube::Result<Service> {
+    let params = PatchParams { field_manager: Some("isg-e2e-lb".into()), ..PatchParams::default() };
+    api.patch_status(name, &params, &Patch::Merge(&json!({"status": status}))).await
+}
+
+fn ips(service: &Service) -> Vec<String> {
+    let entries = service.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref());
+    entries.into_iter().flatten().filter_map(|e| e.ip.clone().or(e.hostname.clone())).collect()
+}
+
+#[tokio::test]
+async fn a_rendered_service_policy_rewrites_its_load_balancers_only() {
+    let t = TestEnv::new("map-svc").await;
+    let ns = &t.ns;
+    let class = format!("isg.test/{ns}");
+    let dir = t.cluster.scratch_dir("map-svc");
+    let (cfg, out) = (dir.join("policies.yaml"), dir.join("rendered.yaml"));
+    let policies = format!(
+        "policies:\n  - {{name: {ns}, kind: Service, loadBalancerClasses: ['{class}'], publishStatusAddress: '192.0.2.50, lb.{ns}.example.test', acknowledgeKubeProxyImpact: true, mode: enforce}}\n"
+    );
+    std::fs::write(&cfg, policies).unwrap();
+    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), &lease_flag(ns)]);
+    assert_eq!(code, Some(0), "render failed: {stderr}");
+    assert!(yaml.contains("services/status") && yaml.contains("MutatingAdmissionPolicy"), "{yaml}");
+    std::fs::write(&out, &yaml).unwrap();
+    let admin = t.cluster.admin_kubeconfig();
+    let dry = t.cluster.kubectl(admin, &["apply", "--dry-run=server", "-f", out.to_str().unwrap()]);
+    assert!(dry.success, "server dry run refused the rendered objects: {}\n{yaml}", dry.stderr);
+    let applied = t.cluster.kubectl(admin, &["apply", "-f", out.to_str().unwrap()]);
+    assert!(applied.success, "apply failed: {}", applied.stderr);
+
+    let api: Api<Service> = Api::namespaced(t.admin.clone(), ns);
+    create(&api, "lb", "LoadBalancer", Some(&class)).await;
+    create(&api, "other", "LoadBalancer", Some("isg.test/other")).await;
+    create(&api, "internal", "ClusterIP", None).await;
+    let rogue = json!({"loadBalancer": {"ingress": [{"ip": SENTINEL}]}});
+    let stored = eventually("the MutatingAdmissionPolicy rewrites the governed Service", WAIT, || async {
+        let stored = write(&api, "lb", rogue.clone()).await.map_err(|e| e.to_string())?;
+        let got = ips(&stored);
+        if got == ["192.0.2.50".to_owned(), format!("lb.{ns}.example.test")] {
+            Ok(stored)
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await;
+    let entry = &stored.status.as_ref().unwrap().load_balancer.as_ref().unwrap().ingress.as_ref().unwrap()[0];
+    assert_eq!(entry.ip_mode.as_deref(), Some("VIP"), "the API server defaults the literal's ipMode");
+    let other = write(&api, "other", rogue.clone()).await.expect("another class is written as sent");
+    assert_eq!(ips(&other), [SENTINEL]);
+    let conditions = json!({"conditions": [{"type": "Probe", "status": "True", "reason": "Test", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    let internal = write(&api, "internal", conditions).await.expect("a ClusterIP Service's status write passes");
+    assert!(ips(&internal).is_empty());
+}
