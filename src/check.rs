@@ -67,6 +67,13 @@ pub(crate) trait Explained: crate::kind::Governed {
 
     /// A class rule as `explain`'s `Rule` line says it, in the kind's policy fields.
     fn rule_shown(rule: &crate::policy::ClassRule) -> String;
+
+    /// Whether `check` lists (or counts as not governed) a stored object of this kind: every
+    /// one, unless the kind is never governed in some of its objects (a Service that is not
+    /// `type: LoadBalancer`).
+    fn listed(_write: &crate::kind::Write<Self::Entry>) -> bool {
+        true
+    }
 }
 
 /// Objects per list request: bounds what one page holds in memory.

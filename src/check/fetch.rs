@@ -31,8 +31,12 @@ pub(super) async fn stored<K: Explained>(
         let writer = last_status_writer(kube::Resource::meta(&object));
         (K::stored_write(&K::stored(object)).clone(), writer)
     };
-    match K::KIND.info().optional_api {
-        Some(_) => list_served(&api, params, K::LISTED, timeout, written).await,
-        None => list_all(&api, params, K::LISTED, timeout, written).await.map(Some),
-    }
+    let listed = match K::KIND.info().optional_api {
+        Some(_) => list_served(&api, params, K::LISTED, timeout, written).await?,
+        None => Some(list_all(&api, params, K::LISTED, timeout, written).await?),
+    };
+    Ok(listed.map(|mut writes| {
+        writes.retain(|(write, _)| K::listed(write));
+        writes
+    }))
 }

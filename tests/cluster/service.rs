@@ -194,4 +194,26 @@ async fn an_enforce_service_policy_governs_its_load_balancers_and_no_other_servi
     })
     .await;
     assert!(webhook.forbidden_lines().is_empty(), "{:?}", webhook.forbidden_lines());
+
+    // `check` lists the governed Service and counts the other class as not governed; a
+    // ClusterIP Service is neither listed nor counted.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ingress-status-guard"))
+        .args([
+            "check",
+            &format!("--kubeconfig={}", t.cluster.admin_kubeconfig().display()),
+            &format!("--config={}", file.display()),
+            "--kind=service",
+            &format!("--namespace={ns}"),
+        ])
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("{ns}/lb")) && stdout.contains(CANONICAL), "{stdout}");
+    assert!(!stdout.contains("internal") && !stdout.contains(&format!("{ns}/other")), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("governed Services: 1 (1 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 1")),
+        "{stdout}"
+    );
 }

@@ -77,6 +77,11 @@ impl Explained for Services {
         if why.is_empty() { "no policy governs Services".to_owned() } else { why.join("; ") }
     }
 
+    /// A Service that is not `type: LoadBalancer` is never governed, so never reported.
+    fn listed(write: &ServiceWrite) -> bool {
+        write.class.as_deref() != Some(NOT_LOAD_BALANCER)
+    }
+
     /// A Service matches by its class alone (every Service policy lists its classes).
     fn rule_shown(rule: &ClassRule) -> String {
         match rule {
