@@ -38,12 +38,12 @@ mod tls;
 pub use cli::main;
 pub use kind::Kind;
 pub use policy::{Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, SelectorSpec, SourceSpec, SpecError, parse_file};
-/// The reconciler's cache of Ingresses and its per-object bookkeeping, for the memory tests
+/// The reconciler's cache of Ingresses (and of Services) and its per-object bookkeeping, for the memory tests
 /// of their bytes per object: test support, built only with the `test-support` feature (which
 /// the tests' own dev-dependency on this crate turns on).
 #[cfg(feature = "test-support")]
 #[doc(hidden)]
-pub use reconcile::{Bookkeeping, IngressCache};
+pub use reconcile::{Bookkeeping, IngressCache, ServiceCache};
 pub use reload::{
     CertFiles, Outcome as ReloadOutcome, POLL_INTERVAL as CERT_POLL_INTERVAL, Reloader, start as watch_certificates,
     start_requiring as watch_certificates_requiring,

@@ -71,7 +71,7 @@ use judge::Judgement;
 use release::Releases;
 
 #[cfg(feature = "test-support")]
-pub use probe::{Bookkeeping, IngressCache};
+pub use probe::{Bookkeeping, IngressCache, ServiceCache};
 
 /// Field manager (and so audit-log identity of the change) of the reconciler's patches.
 pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard";

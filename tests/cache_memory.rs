@@ -5,12 +5,16 @@
 //! governs, of other classes, or both. The bytes it holds after the list, per object, are
 //! bounded. Deterministic: counted bytes, no clock.
 //!
+//! The same for LoadBalancer Services ([`ServiceCache`]): 10,000 Services of a governed
+//! `loadBalancerClass` are held within the same bound, and as many ClusterIP Services (or of
+//! another class) hold nothing.
+//!
 //! A global allocator counts every thread of the process, so this is a binary of its own, with
 //! one test.
 
 use std::sync::atomic::Ordering;
 
-use ingress_status_guard::{IngressCache, parse_file};
+use ingress_status_guard::{IngressCache, ServiceCache, parse_file};
 
 mod counting;
 use counting::{Counting, HELD};
@@ -64,6 +68,56 @@ fn ingress(i: usize, rng: &mut Rng, unique: bool, classes: &[&str]) -> Vec<u8> {
         note = "n".repeat(200),
     )
     .into_bytes()
+}
+
+/// Service `i` as a list serves it: `kind` (`LoadBalancer` of `class`, or `ClusterIP`), with a
+/// 200-byte annotation, managedFields, ports, and one to four load-balancer entries (each IP's
+/// with its `ipMode`) of one of eight load balancers.
+fn service(i: usize, rng: &mut Rng, kind: &str, class: &str) -> Vec<u8> {
+    let namespace = format!("team-{:03}", rng.next(100));
+    let name = format!("svc-{i}-{}", ["web", "api", "grpc-backend", "x"][rng.next(4) as usize]);
+    let lb = rng.next(8);
+    let list = addresses(lb, lb % 4 + 1, None)
+        .replace("\"}", "\",\"ipMode\":\"VIP\"}")
+        .replace(".com\",\"ipMode\":\"VIP\"}", ".com\"}");
+    let (class, status) = match kind {
+        "LoadBalancer" => {
+            (format!(r#","loadBalancerClass":"{class}""#), format!(r#"{{"loadBalancer":{{"ingress":[{list}]}}}}"#))
+        }
+        _ => (String::new(), "{}".to_owned()),
+    };
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"{name}","namespace":"{namespace}","uid":"{i:08x}-0000-4000-8000-{:012x}","resourceVersion":"{rv}","creationTimestamp":"2026-12-02T10:00:00Z","annotations":{{"note":"{note}"}},"managedFields":[{{"manager":"kubectl","operation":"Update","apiVersion":"v1","time":"2026-12-02T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:spec":{{}}}}}},{{"manager":"metallb-controller","operation":"Update","apiVersion":"v1","time":"2026-12-02T10:00:01Z","fieldsType":"FieldsV1","fieldsV1":{{"f:status":{{"f:loadBalancer":{{"f:ingress":{{}}}}}}}},"subresource":"status"}}]}},"spec":{{"type":"{kind}"{class},"clusterIP":"10.96.{}.{}","ports":[{{"name":"http","port":80,"protocol":"TCP","targetPort":8080}}],"selector":{{"app":"{name}"}}}},"status":{status}}}"#,
+        i * 7919,
+        i / 250 % 250,
+        i % 250,
+        rv = 100_000 + i * 3,
+        note = "n".repeat(200),
+    )
+    .into_bytes()
+}
+
+/// Bytes a Service cache (one policy governing class `metallb.io/pool`) holds after one list of
+/// `N` Services of each `(type, class)` of `lists`, interleaved; and the Services held.
+fn services_after_list(lists: &[(&str, &str)]) -> (usize, usize) {
+    let policies = parse_file(
+        "p.yaml",
+        "policies: [{name: p, kind: Service, loadBalancerClasses: [metallb.io/pool], publishService: lb/edge}]",
+    )
+    .expect("a Service policy");
+    let mut cache = ServiceCache::governed_by(&policies);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let objects: Vec<Vec<u8>> = (0..N * lists.len())
+        .map(|i| {
+            let (kind, class) = lists[i % lists.len()];
+            service(i, &mut rng, kind, class)
+        })
+        .collect();
+    let before = HELD.load(Ordering::Relaxed);
+    let held = cache.list(objects.iter().map(Vec::as_slice));
+    let after = HELD.load(Ordering::Relaxed);
+    drop(cache);
+    (after - before, held)
 }
 
 /// The classes the guard's policy governs, and others' (which no policy governs).
@@ -123,4 +177,18 @@ fn a_cached_ingress_costs_at_most_300_bytes_and_an_ungoverned_one_at_most_64() {
         mixed <= N * (GOVERNED_BYTES + UNGOVERNED_BYTES),
         "{mixed} bytes for {N} governed and {N} ungoverned Ingresses"
     );
+
+    // LoadBalancer Services of the governed class, within the Ingress's bound; ClusterIP
+    // Services and those of another class hold nothing.
+    let (governed, held) = services_after_list(&[("LoadBalancer", "metallb.io/pool")]);
+    assert_eq!(held, N, "every governed Service is held");
+    let (others, held) = services_after_list(&[("ClusterIP", ""), ("LoadBalancer", "kube-vip.io/kube-vip-class")]);
+    assert_eq!(held, 0, "no ClusterIP Service and no Service of another class is held");
+    eprintln!(
+        "cache: {:.0} bytes per governed LoadBalancer Service; {:.0} per ClusterIP Service or Service of another class",
+        per(governed),
+        others as f64 / (2 * N) as f64,
+    );
+    assert!(per(governed) <= GOVERNED_BYTES as f64, "{:.0} bytes per governed Service", per(governed));
+    assert!(others <= 2 * N * UNGOVERNED_BYTES, "{others} bytes for {} ungoverned Services", 2 * N);
 }

@@ -1,4 +1,4 @@
-//! The reconciler's cache of Ingresses and its per-object bookkeeping outside a reconciler,
+//! The reconciler's cache of Ingresses (and of Services, [`ServiceCache`]) and its per-object bookkeeping outside a reconciler,
 //! for the memory tests (built only with the `test-support` feature): [`IngressCache`] (`tests/cache_memory.rs`) reads objects
 //! from JSON by the watch's own reader, projected by the watch's own projection and filter
 //! into the same map, as one list delivers them; [`Bookkeeping`] (`tests/books_memory.rs`)
@@ -22,7 +22,11 @@ use super::{
 };
 use crate::{
     address::Address,
-    kind::ingress::{Ingresses, LeanIngress},
+    kind::{
+        Governed,
+        ingress::Ingresses,
+        service::{LoadBalancerIngress, Services},
+    },
     metrics::Metrics,
     policy::Policies,
     sources::follow::{self, Change, Projected, Projection},
@@ -61,18 +65,7 @@ impl IngressCache {
     /// One (re-)list of `objects` (Ingresses as the API server serves them, JSON), as the
     /// watch applies it; the objects held after it.
     pub fn list<'a>(&mut self, objects: impl IntoIterator<Item = &'a [u8]>) -> usize {
-        self.held.apply(Event::Init);
-        for json in objects {
-            let lean: LeanIngress = serde_json::from_slice(json).expect("an Ingress");
-            let admits = |namespace: &str, class: Option<&str>| self.filter.admits(namespace, class);
-            if let Projected::Keep(key, stored) =
-                kind::project_kept::<Ingresses>(lean, &self.metrics, &self.interner, admits)
-            {
-                self.held.apply(Event::InitApply((key, stored)));
-            }
-        }
-        self.held.apply(Event::InitDone);
-        self.held.len()
+        list_kind::<Ingresses>(&mut self.held, &self.interner, &self.metrics, &self.filter, objects)
     }
 
     /// Ingresses held.
@@ -112,6 +105,57 @@ impl IngressCache {
         drop(client);
         let held = held.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         IngressCache { interner, held, metrics, filter, streamed: streamed.into_inner() }
+    }
+}
+
+/// One (re-)list of `objects` (kind `K`'s, JSON) applied to `held` as `K`'s watch applies it,
+/// through its reader, filter and projection; the objects held after it.
+fn list_kind<'a, K: Governed>(
+    held: &mut Projection<Key, Stored<K::Entry>>,
+    interner: &Shared<K::Entry>,
+    metrics: &Metrics,
+    filter: &Filter,
+    objects: impl IntoIterator<Item = &'a [u8]>,
+) -> usize {
+    held.apply(Event::Init);
+    for json in objects {
+        let lean: K::Lean = serde_json::from_slice(json).expect("an object of the kind");
+        let admits = |namespace: &str, class: Option<&str>| filter.admits(namespace, class);
+        if let Projected::Keep(key, stored) = kind::project_kept::<K>(lean, metrics, interner, admits) {
+            held.apply(Event::InitApply((key, stored)));
+        }
+    }
+    held.apply(Event::InitDone);
+    held.len()
+}
+
+/// What one replica's reconciler holds of the Services it has listed: the LoadBalancer
+/// Services of the classes its policies govern, as [`IngressCache`] holds Ingresses.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct ServiceCache {
+    interner: Shared<LoadBalancerIngress>,
+    held: Projection<Key, Stored<LoadBalancerIngress>>,
+    metrics: Metrics,
+    filter: Filter,
+}
+
+impl std::fmt::Debug for ServiceCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceCache").field("objects", &self.held.len()).finish()
+    }
+}
+
+impl ServiceCache {
+    /// An empty cache that keeps the Services `policies` could govern, as the watch does.
+    pub fn governed_by(policies: &Policies) -> Self {
+        ServiceCache { filter: Filter::of::<Services>(policies, None, None), ..Self::default() }
+    }
+
+    /// One (re-)list of `objects` (Services as the API server serves them, JSON), as the
+    /// watch applies it; the objects held after it.
+    pub fn list<'a>(&mut self, objects: impl IntoIterator<Item = &'a [u8]>) -> usize {
+        list_kind::<Services>(&mut self.held, &self.interner, &self.metrics, &self.filter, objects)
     }
 }
 
