@@ -194,6 +194,17 @@ async fn an_enforce_service_policy_governs_its_load_balancers_and_no_other_servi
     })
     .await;
     assert!(webhook.forbidden_lines().is_empty(), "{:?}", webhook.forbidden_lines());
+    // The audit line names the Service by its kind's fields.
+    let log = webhook.log();
+    let line = log.lines().find(|l| l.contains("\"rogue Service status write\"")).expect("a rogue Service line");
+    for field in [
+        format!("\"service_namespace\":\"{ns}\""),
+        "\"service_name\":\"lb\"".to_owned(),
+        "\"load_balancer_class\":\"\"".to_owned(),
+        "\"action\":\"patched\"".to_owned(),
+    ] {
+        assert!(line.contains(&field), "{field} in {line}");
+    }
 
     // `check` lists the governed Service and counts the other class as not governed; a
     // ClusterIP Service is neither listed nor counted.
