@@ -134,6 +134,11 @@ pub(crate) fn needs(policies: &Policies, guard: &Guard<'_>) -> Vec<Need> {
         out.push(Need::new("list", GW, "gateways"));
         out.push(Need::new("patch", GW, "gateways/status"));
     }
+    if policies.of(Kind::Service).next().is_some() {
+        out.push(Need::new("list", "", "services"));
+        out.push(Need::new("watch", "", "services"));
+        out.push(Need::new("patch", "", "services/status"));
+    }
     let mut nodes = false;
     for source in policies.iter().flat_map(|p| &p.sources) {
         match source {
@@ -261,6 +266,16 @@ mod tests {
             policy.contains(&"update mutatingadmissionpolicies.admissionregistration.k8s.io/g-ingress-0".to_owned())
         );
         assert!(!policy.iter().any(|n| n.contains("events")), "{policy:?}");
+        assert!(!webhook.iter().any(|n| n == "list services"), "no Service policy, no list of every Service");
+        let services = parse_file(
+            "p.yaml",
+            "policies:\n- {name: lb, kind: Service, loadBalancerClasses: [''], publishService: edge/lb}\n",
+        )
+        .unwrap();
+        let shown: Vec<String> = needs(&services, &guard(false)).iter().map(Need::shown).collect();
+        for want in ["list services", "watch services", "patch services (subresource status)"] {
+            assert!(shown.contains(&want.to_owned()), "{want}: {shown:?}");
+        }
     }
 
     /// Namespaces are a need only where the guard reads them: a policy's selector, or a webhook
