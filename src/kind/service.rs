@@ -40,8 +40,8 @@ pub(crate) const INFO: super::Info = super::Info {
     field_of: "a Service's status.loadBalancer.ingress",
     rogue: "rogue Service status write",
     class_field: "spec.loadBalancerClass",
-    // `serviceStatusStrategy.PrepareForUpdate` resets only `spec` (measured on 1.23 and 1.37:
-    // `tests/cluster/service.rs`), as for an Ingress.
+    // `serviceStatusStrategy.PrepareForUpdate` resets only `spec` (measured on 1.23, 1.31 and
+    // 1.37: `tests/cluster/service.rs`), as for an Ingress.
     status_keeps_metadata: true,
     plural: "services",
     default_class: false,
