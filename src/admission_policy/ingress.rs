@@ -53,20 +53,28 @@ impl Admitted for crate::kind::ingress::Ingresses {
     /// only where the stored one has them (CEL optionals), strings and numbers converted from
     /// the object's dynamic values.
     fn rebuilt(list: &str) -> Option<String> {
-        let opt = |of: &str, member: &str, value: String| {
-            format!("?{member}: has({of}.{member}) ? optional.of({value}) : optional.none()")
-        };
-        let port = format!(
-            "Object.status.loadBalancer.ingress.ports{{port: int(p.port), protocol: string(p.protocol), {}}}",
-            opt("p", "error", "string(p.error)".to_owned())
-        );
-        Some(format!(
-            "{list}.map(e, Object.status.loadBalancer.ingress{{{}, {}, {}}})",
-            opt("e", "ip", "string(e.ip)".to_owned()),
-            opt("e", "hostname", "string(e.hostname)".to_owned()),
-            opt("e", "ports", format!("e.ports.map(p, {port})")),
-        ))
+        Some(load_balancer_entries(list, &[]))
     }
+}
+
+/// `list`'s entries rebuilt as typed `Object.status.loadBalancer.ingress` values (`ip`,
+/// `hostname`, `ports`, and the string members `extra`), for a kind whose status field is a
+/// load-balancer list ([`Admitted::rebuilt`]).
+pub(super) fn load_balancer_entries(list: &str, extra: &[&str]) -> String {
+    let opt = |of: &str, member: &str, value: String| {
+        format!("?{member}: has({of}.{member}) ? optional.of({value}) : optional.none()")
+    };
+    let port = format!(
+        "Object.status.loadBalancer.ingress.ports{{port: int(p.port), protocol: string(p.protocol), {}}}",
+        opt("p", "error", "string(p.error)".to_owned())
+    );
+    let mut members = vec![
+        opt("e", "ip", "string(e.ip)".to_owned()),
+        opt("e", "hostname", "string(e.hostname)".to_owned()),
+        opt("e", "ports", format!("e.ports.map(p, {port})")),
+    ];
+    members.extend(extra.iter().map(|m| opt("e", m, format!("string(e.{m})"))));
+    format!("{list}.map(e, Object.status.loadBalancer.ingress{{{}}})", members.join(", "))
 }
 
 /// True when a status write leaves the four metadata fields as stored.

@@ -39,6 +39,11 @@ impl Admitted for Services {
             ..shape
         })
     }
+
+    /// The Ingress's rebuild with the Service's `ipMode`, which kube-proxy reads.
+    fn rebuilt(list: &str) -> Option<String> {
+        Some(super::ingress::load_balancer_entries(list, &["ipMode"]))
+    }
 }
 
 /// Whether the Service is `type: LoadBalancer` and its class (`""` without

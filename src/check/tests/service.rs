@@ -19,7 +19,7 @@ fn explained(service: serde_json::Value) -> String {
     .unwrap();
     let sources = snapshot(Fetched::of(None));
     let stored = Services::stored(serde_json::from_value::<LeanService>(service).unwrap());
-    crate::check::explain::explain::<Services>(&stored, &policies, &sources).text()
+    crate::check::explain::explain::<Services>(&stored, None, &policies, &sources).text()
 }
 
 fn service(kind: &str, class: Option<&str>) -> serde_json::Value {
