@@ -241,3 +241,136 @@ async fn an_enforce_service_policy_governs_its_load_balancers_and_no_other_servi
         "{stdout}"
     );
 }
+
+/// Two load-balancer controllers, each its own ServiceAccount identity, in namespace `ns`:
+/// `(metallb, kube-vip)`, with a Role to write Services' status there.
+pub(crate) async fn two_controllers(t: &TestEnv) -> (Api<Service>, Api<Service>, String, String) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let ns = &t.ns;
+    let (first, second) =
+        (format!("system:serviceaccount:{ns}:metallb"), format!("system:serviceaccount:{ns}:kube-vip"));
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "lb-controllers"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["services/status"], "verbs": ["get", "update", "patch"]},
+        ],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(t.admin.clone(), ns).create(&PostParams::default(), &role).await.unwrap();
+    let subjects: Vec<Value> =
+        [&first, &second].map(|u| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u})).to_vec();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "lb-controllers"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "lb-controllers"},
+        "subjects": subjects,
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(t.admin.clone(), ns).create(&PostParams::default(), &binding).await.unwrap();
+    let first_api = Api::namespaced(t.cluster.client_for(&first, None).await, ns);
+    let second_api = Api::namespaced(t.cluster.client_for(&second, None).await, ns);
+    (first_api, second_api, first, second)
+}
+
+/// Two controllers fight over LoadBalancer Services whose policies trust the first: in
+/// `enforce` the stored status is the first's at every change the API server stores (watched
+/// for the whole fight), in `deny` the second is refused naming the policy, in `audit` both
+/// land and the second is reported by name.
+#[tokio::test]
+async fn a_trusted_controller_wins_a_fight_over_a_load_balancer_service() {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    use kube::api::WatchParams;
+    let t = TestEnv::new("svc-trusted").await;
+    let ns = &t.ns;
+    let admin: Api<Service> = Api::namespaced(t.admin.clone(), ns);
+    let (metallb, kube_vip, first, second) = two_controllers(&t).await;
+    let class = |mode: &str| format!("e2e.test/{mode}");
+    let dir = t.cluster.scratch_dir(&format!("config-{ns}"));
+    let file = dir.join("config.yaml");
+    let policy = |mode: &str| {
+        format!(
+            "  - {{name: {ns}-{mode}, kind: Service, loadBalancerClasses: ['{}'], namespaceSelector: '{NAMESPACE_LABEL}={ns}', mode: {mode}, trustedWriters: ['{first}']}}\n",
+            class(mode)
+        )
+    };
+    std::fs::write(&file, format!("policies:\n{}{}{}", policy("enforce"), policy("deny"), policy("audit"))).unwrap();
+    let webhook = t.start_webhook(&[&format!("--config={}", file.display())]).await;
+    register_services(&t, &webhook).await;
+    let log = webhook.log_path().display().to_string();
+    for mode in ["enforce", "deny", "audit"] {
+        create_service(&admin, mode, "LoadBalancer", Some(&class(mode))).await;
+    }
+
+    // Enforce: until the API server calls the webhook, the second's write lands; then it is
+    // put back to the first's.
+    let (ours, theirs) = (ingress_of(&["198.51.100.10"]), ingress_of(&["198.51.100.20"]));
+    eventually(&format!("the second controller's write is put back (log: {log})"), SETTLE, || async {
+        write_status(&metallb, "enforce", ours.clone(), json!({})).await.map_err(|e| e.to_string())?;
+        let got = write_status(&kube_vip, "enforce", theirs.clone(), json!({})).await.map_err(|e| e.to_string())?;
+        if stored_ips(&got) == ["198.51.100.10"] { Ok(()) } else { Err(format!("stored {:?}", stored_ips(&got))) }
+    })
+    .await;
+    // From here on, every version the API server stores is the first controller's.
+    let from = admin.get("enforce").await.unwrap().metadata.resource_version.unwrap();
+    let params = WatchParams::default().fields("metadata.name=enforce");
+    let mut stream = admin.watch(&params, &from).await.unwrap().boxed();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let watched = tokio::spawn({
+        let seen = seen.clone();
+        async move {
+            while let Ok(Some(event)) = stream.try_next().await {
+                if let kube::api::WatchEvent::Added(s) | kube::api::WatchEvent::Modified(s) = event {
+                    seen.lock().unwrap().push(stored_ips(&s));
+                }
+            }
+        }
+    });
+    let moves = ["198.51.100.11", "198.51.100.12", "198.51.100.13"];
+    for round in 0..12 {
+        let own = moves[round % moves.len()];
+        let stored = write_status(&metallb, "enforce", ingress_of(&[own]), json!({})).await.unwrap();
+        assert_eq!(stored_ips(&stored), [own], "the trusted controller's write stands");
+        let fought = write_status(&kube_vip, "enforce", theirs.clone(), json!({})).await.unwrap();
+        assert_eq!(stored_ips(&fought), [own], "round {round}: the second's write is put back");
+    }
+    // Every trusted write is a change the watch delivers; the last one ends the wait.
+    let last = vec![moves[11 % moves.len()].to_owned()];
+    eventually("the watch delivers the fight", SETTLE, || async {
+        let seen = seen.lock().unwrap();
+        if seen.len() >= 12 && seen.last() == Some(&last) { Ok(()) } else { Err(format!("{seen:?}")) }
+    })
+    .await;
+    watched.abort();
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|ips| ips.len() == 1 && moves.contains(&ips[0].as_str())),
+        "the API server stored a status that is not the trusted controller's: {seen:?}"
+    );
+    let patched = format!(
+        "ingress_status_guard_rogue_writes_total{{policy=\"{ns}-enforce\",writer=\"{second}\",action=\"patched\"}}"
+    );
+    assert!(webhook.metric(&patched) >= 12.0, "every put-back counted, by the writer's name (log: {log})");
+
+    // Deny: the first's write lands, the second's is refused naming the policy.
+    write_status(&metallb, "deny", ours.clone(), json!({})).await.expect("the trusted write");
+    let refused = write_status(&kube_vip, "deny", theirs.clone(), json!({})).await.expect_err("refused");
+    let kube::Error::Api(status) = &refused else { panic!("{refused:?}") };
+    assert_eq!(status.code, 403, "{status:?}");
+    assert!(status.message.contains(&format!("policy \"{ns}-deny\"")), "{}", status.message);
+    assert_eq!(stored_ips(&admin.get("deny").await.unwrap()), ["198.51.100.10"]);
+
+    // Audit: both land; the second is reported with its name, the first is no finding.
+    write_status(&metallb, "audit", ours.clone(), json!({})).await.expect("the trusted write");
+    let landed = write_status(&kube_vip, "audit", theirs.clone(), json!({})).await.expect("allowed");
+    assert_eq!(stored_ips(&landed), ["198.51.100.20"], "landed as written");
+    let audited = format!(
+        "ingress_status_guard_rogue_writes_total{{policy=\"{ns}-audit\",writer=\"{second}\",action=\"audited\"}}"
+    );
+    eventually("the second's write is reported", SETTLE, || async {
+        if webhook.metric(&audited) >= 1.0 { Ok(()) } else { Err(webhook.log_tail()) }
+    })
+    .await;
+    let trusted_label = format!("writer=\"{first}\"");
+    assert!(!webhook.metrics().lines().any(|l| l.contains(&trusted_label)), "{}", webhook.metrics());
+    assert!(webhook.forbidden_lines().is_empty(), "{:?}", webhook.forbidden_lines());
+}
