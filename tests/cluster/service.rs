@@ -374,3 +374,105 @@ async fn a_trusted_controller_wins_a_fight_over_a_load_balancer_service() {
     assert!(!webhook.metrics().lines().any(|l| l.contains(&trusted_label)), "{}", webhook.metrics());
     assert!(webhook.forbidden_lines().is_empty(), "{:?}", webhook.forbidden_lines());
 }
+
+/// The publish-Service chain: an Ingress policy follows a LoadBalancer Service whose own policy
+/// trusts one controller. While a second controller fights over the Service, no Ingress that
+/// follows it ever stores another address (every version watched); when the trusted controller
+/// moves the address, the Ingresses follow it.
+#[tokio::test]
+async fn ingresses_that_follow_a_trusted_service_never_flap_while_controllers_fight() {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    use kube::api::WatchParams;
+    let t = TestEnv::new("svc-chain").await;
+    let ns = &t.ns;
+    let admin: Api<Service> = Api::namespaced(t.admin.clone(), ns);
+    let (metallb, kube_vip, first, _) = two_controllers(&t).await;
+    let ingress_class = format!("{ns}-class");
+    create_service(&admin, "edge", "LoadBalancer", Some("e2e.test/chain")).await;
+    write_status(&metallb, "edge", ingress_of(&["198.51.100.10"]), json!({})).await.expect("the trusted write");
+
+    let dir = t.cluster.scratch_dir(&format!("config-{ns}"));
+    let file = dir.join("config.yaml");
+    let policies = format!(
+        "policies:\n\
+         \x20 - {{name: {ns}-edge, kind: Service, loadBalancerClasses: ['e2e.test/chain'], namespaceSelector: '{NAMESPACE_LABEL}={ns}', mode: enforce, trustedWriters: ['{first}']}}\n\
+         \x20 - {{name: {ns}-web, ingressClasses: [{ingress_class}], publishService: {ns}/edge, mode: enforce}}\n"
+    );
+    std::fs::write(&file, policies).unwrap();
+    let args = [
+        format!("--config={}", file.display()),
+        "--reconcile=true".to_owned(),
+        format!("--leader-election-namespace={ns}"),
+        "--leader-election-lease-duration=4s".to_owned(),
+        "--leader-election-renew-deadline=3s".to_owned(),
+        "--leader-election-retry-period=1s".to_owned(),
+    ];
+    let webhook = t.start_webhook(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    webhook.register(&t.admin, ns, crate::support::FailurePolicy::Fail).await;
+    register_services(&t, &webhook).await;
+    let log = webhook.log_path().display().to_string();
+    let names = ["web-0", "web-1", "web-2"];
+    for name in names {
+        crate::support::create_ingress(&t.ingresses, name, crate::support::Class::Field(&ingress_class)).await;
+    }
+    let all_at = |ip: &'static str| {
+        let ingresses = t.ingresses.clone();
+        async move {
+            for name in names {
+                let got = crate::support::stored(&ingresses, name).await;
+                if got != [ip] {
+                    return Err(format!("{name} stored {got:?}"));
+                }
+            }
+            Ok(())
+        }
+    };
+    eventually(&format!("the Ingresses follow the Service (log: {log})"), SETTLE, || all_at("198.51.100.10")).await;
+    eventually(&format!("the second controller's Service write is put back (log: {log})"), SETTLE, || async {
+        let got = write_status(&kube_vip, "edge", ingress_of(&["198.51.100.20"]), json!({}))
+            .await
+            .map_err(|e| e.to_string())?;
+        if stored_ips(&got) == ["198.51.100.10"] { Ok(()) } else { Err(format!("stored {:?}", stored_ips(&got))) }
+    })
+    .await;
+
+    // Every version of every Ingress the API server stores from here on.
+    let from = t.ingresses.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut stream = t.ingresses.watch(&WatchParams::default(), &from).await.unwrap().boxed();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let watched = tokio::spawn({
+        let seen = seen.clone();
+        async move {
+            while let Ok(Some(event)) = stream.try_next().await {
+                if let kube::api::WatchEvent::Added(i) | kube::api::WatchEvent::Modified(i) = event {
+                    seen.lock()
+                        .unwrap()
+                        .push((i.metadata.name.clone().unwrap_or_default(), crate::support::addresses(&i)));
+                }
+            }
+        }
+    });
+    for round in 0..12 {
+        let fought = write_status(&kube_vip, "edge", ingress_of(&["198.51.100.20"]), json!({})).await.unwrap();
+        assert_eq!(stored_ips(&fought), ["198.51.100.10"], "round {round}: put back");
+    }
+    // Time for a reconciler pass that would follow a flapped Service; then a real move, which
+    // the Ingresses follow, and which ends the watch's record.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    write_status(&metallb, "edge", ingress_of(&["198.51.100.11"]), json!({})).await.expect("the trusted move");
+    eventually(&format!("the Ingresses follow the trusted move (log: {log})"), SETTLE, || all_at("198.51.100.11"))
+        .await;
+    eventually("the watch delivers the move", SETTLE, || async {
+        let seen = seen.lock().unwrap();
+        let moved = names.iter().all(|n| seen.iter().any(|(name, ips)| name == n && ips == &["198.51.100.11"]));
+        if moved { Ok(()) } else { Err(format!("{seen:?}")) }
+    })
+    .await;
+    watched.abort();
+    let seen = seen.lock().unwrap().clone();
+    let flapped: Vec<_> =
+        seen.iter().filter(|(_, ips)| ips != &["198.51.100.10"] && ips != &["198.51.100.11"]).collect();
+    assert!(flapped.is_empty(), "an Ingress stored an address the trusted controller never wrote: {flapped:?}");
+    let moves = seen.iter().filter(|(_, ips)| ips == &["198.51.100.11"]).count();
+    assert_eq!(moves, names.len(), "each Ingress moved once, with the Service: {seen:?}");
+}
