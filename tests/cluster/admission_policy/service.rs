@@ -82,37 +82,41 @@ async fn a_rendered_service_policy_rewrites_its_load_balancers_only() {
     assert!(ips(&internal).is_empty());
 }
 
-/// A trusted-writer Service policy rendered and applied with no guard running (as after the
-/// guard is SIGKILLed): the API server puts the stored status, `ipMode` included, back on the
-/// second controller's write, and lets the trusted controller's stand.
+/// A trusted-writer Service policy kept by a policy-mode guard, which is then SIGKILLed: the API
+/// server alone puts the stored status, `ipMode` and `ports` included, back on the second
+/// controller's write, and lets the trusted controller's stand.
 #[tokio::test]
-async fn a_rendered_trusted_writer_service_policy_keeps_the_trusted_controllers_status() {
+async fn the_kept_trusted_writer_service_policy_holds_while_the_guard_is_down() {
     let t = TestEnv::new("map-svc-trusted").await;
     let ns = &t.ns;
     let (metallb, kube_vip, first, _) = crate::service::two_controllers(&t).await;
     let class = format!("isg.test/{ns}");
-    let dir = t.cluster.scratch_dir("map-svc-trusted");
-    let (cfg, out) = (dir.join("policies.yaml"), dir.join("rendered.yaml"));
+    let cfg = t.cluster.scratch_dir("map-svc-trusted").join("policies.yaml");
     let policies = format!(
         "policies:\n  - {{name: {ns}, kind: Service, loadBalancerClasses: ['{class}'], trustedWriters: ['{first}'], mode: enforce}}\n"
     );
     std::fs::write(&cfg, policies).unwrap();
-    let (code, yaml, stderr) = run_render(&["--config", cfg.to_str().unwrap(), &lease_flag(ns)]);
-    assert_eq!(code, Some(0), "render failed: {stderr}");
-    std::fs::write(&out, &yaml).unwrap();
-    let applied = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", out.to_str().unwrap()]);
-    assert!(applied.success, "apply failed: {}\n{yaml}", applied.stderr);
+    let mut guard = super::guard::start_guard(&t, &cfg).await;
 
     let admin: Api<Service> = Api::namespaced(t.admin.clone(), ns);
     create(&admin, "lb", "LoadBalancer", Some(&class)).await;
     let ours = json!({"loadBalancer": {"ingress": [{"ip": "198.51.100.10", "ipMode": "Proxy", "ports": [{"port": 80, "protocol": "TCP"}]}]}});
     let theirs = json!({"loadBalancer": {"ingress": [{"ip": SENTINEL}]}});
-    eventually("the API server puts the trusted controller's status back", WAIT, || async {
+    let log = guard.log_path().display().to_string();
+    eventually(&format!("the kept policy puts the trusted status back (guard log {log})"), WAIT, || async {
         write(&metallb, "lb", ours.clone()).await.map_err(|e| e.to_string())?;
         let got = write(&kube_vip, "lb", theirs.clone()).await.map_err(|e| e.to_string())?;
         if ips(&got) == ["198.51.100.10"] { Ok(()) } else { Err(format!("{:?}", ips(&got))) }
     })
     .await;
+    let name = format!("{}-service-0", super::lease_of(ns));
+    let map = super::guard::get_object(&t, "mutatingadmissionpolicy", &name).expect("the Service slot's MAP");
+    assert!(map["spec"]["matchConditions"].to_string().contains("request.userInfo.username in"), "{map}");
+
+    // SIGKILL: the API server alone keeps the trusted controller's status.
+    guard.stop();
+    let fought = write(&kube_vip, "lb", theirs.clone()).await.expect("allowed, and put back");
+    assert_eq!(ips(&fought), ["198.51.100.10"], "put back with the guard down");
     let stored = admin.get("lb").await.unwrap();
     let entry = &stored.status.as_ref().unwrap().load_balancer.as_ref().unwrap().ingress.as_ref().unwrap()[0];
     assert_eq!(entry.ip_mode.as_deref(), Some("Proxy"), "the stored ipMode is put back, not defaulted");
