@@ -394,9 +394,29 @@ async fn the_charts_rbac_is_all_policy_mode_needs() {
     };
     assert_eq!(owned(), held("chart-map"));
 
-    // Renamed by an upgrade: the same names are granted, and the guard replaces the objects of
-    // the policy's slot in place; no name is left behind to delete, under any install path.
-    helm_ok("upgrade", &values("chart-map-two"));
+    // Renamed by an upgrade as Argo CD makes it: `helm template` (no lookup) applied with
+    // kubectl, hooks left to their own phase. The same names are granted, and the guard
+    // replaces the objects of the policy's slot in place; no name is left behind to delete.
+    let rendered = helm.run(&["template", INSTALL, CHART, "--namespace", INSTALL, "-f", &values("chart-map-two")]);
+    assert!(rendered.success, "{}", rendered.stderr);
+    let synced: Vec<Value> = super::documents(&rendered.stdout)
+        .into_iter()
+        .filter(|d| d["metadata"]["annotations"]["helm.sh/hook"].is_null())
+        .collect();
+    // Objects the chart puts in a namespace of their own keep it; the rest go to the release's
+    // (Argo CD's destination namespace).
+    let (elsewhere, here): (Vec<Value>, Vec<Value>) =
+        synced.into_iter().partition(|d| d["metadata"]["namespace"].as_str().is_some_and(|n| n != INSTALL));
+    for (part, items) in [("here", here), ("elsewhere", elsewhere)] {
+        let file = scratch_dir.join(format!("synced-{part}.json"));
+        std::fs::write(&file, json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()).unwrap();
+        let mut args = vec!["apply", "-f", file.to_str().unwrap()];
+        if part == "here" {
+            args.extend(["-n", INSTALL]);
+        }
+        let applied = t.cluster.kubectl(admin, &args);
+        assert!(applied.success, "kubectl apply of the template: {}", applied.stderr);
+    }
     assert_eq!(granted(), json!(slots));
     write_config(&values("chart-map-two"));
     // Within 10 s of the file's rename: the bound, asserted as correctness (a reload
