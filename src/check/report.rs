@@ -324,7 +324,7 @@ impl Report {
         self.add_read::<K>(read.as_deref(), policies, sources);
     }
 
-    /// [`Report::add`] of objects as `check` reads them: a trusted-writer policy's rows say
+    /// `Report::add` of objects as `check` reads them: a trusted-writer policy's rows say
     /// who wrote the stored status last.
     pub(crate) fn add_read<K: Governed>(
         &mut self,

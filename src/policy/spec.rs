@@ -134,7 +134,7 @@ pub struct PolicySpec {
     #[serde(default)]
     pub gateway_controllers: Vec<String>,
     /// `loadBalancerClasses` (`kind: Service` only): the `spec.loadBalancerClass` values of the
-    /// LoadBalancer Services governed; [`crate::kind::service::NO_CLASS`] (`""`) stands for
+    /// LoadBalancer Services governed; `kind::service::NO_CLASS` (`""`) stands for
     /// Services without one.
     #[serde(default)]
     pub load_balancer_classes: Vec<String>,
