@@ -33,6 +33,7 @@ mod forged;
 mod gateway;
 mod leader;
 mod matching;
+mod metallb;
 mod outage;
 mod pages;
 mod plugin;

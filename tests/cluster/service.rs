@@ -23,7 +23,7 @@ const CANONICAL: &str = "192.0.2.70";
 const FIELD_MANAGER: &str = "isg-e2e-lb-controller";
 
 /// Creates Service `name` of `type` (and `loadBalancerClass`, for a LoadBalancer).
-async fn create_service(api: &Api<Service>, name: &str, kind: &str, class: Option<&str>) {
+pub(crate) async fn create_service(api: &Api<Service>, name: &str, kind: &str, class: Option<&str>) {
     let mut spec = json!({"type": kind, "ports": [{"port": 80, "protocol": "TCP"}], "selector": {"app": name}});
     if kind == "LoadBalancer" {
         spec["allocateLoadBalancerNodePorts"] = json!(false);
@@ -39,7 +39,7 @@ async fn create_service(api: &Api<Service>, name: &str, kind: &str, class: Optio
 
 /// A `services/status` merge patch of `status` (and whatever else `extra` holds), as a load
 /// balancer controller sends it.
-async fn write_status(api: &Api<Service>, name: &str, status: Value, extra: Value) -> kube::Result<Service> {
+pub(crate) async fn write_status(api: &Api<Service>, name: &str, status: Value, extra: Value) -> kube::Result<Service> {
     let mut patch = json!({"status": status});
     for (key, value) in extra.as_object().expect("an object").clone() {
         patch[key] = value;
@@ -48,12 +48,12 @@ async fn write_status(api: &Api<Service>, name: &str, status: Value, extra: Valu
     api.patch_status(name, &params, &Patch::Merge(&patch)).await
 }
 
-fn ingress_of(ips: &[&str]) -> Value {
+pub(crate) fn ingress_of(ips: &[&str]) -> Value {
     json!({"loadBalancer": {"ingress": ips.iter().map(|ip| json!({"ip": ip})).collect::<Vec<_>>()}})
 }
 
 /// The IPs of a stored Service's `status.loadBalancer.ingress`.
-fn stored_ips(service: &Service) -> Vec<String> {
+pub(crate) fn stored_ips(service: &Service) -> Vec<String> {
     let entries = service.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref());
     entries.into_iter().flatten().filter_map(|e| e.ip.clone()).collect()
 }
@@ -91,7 +91,7 @@ async fn a_service_status_write_stores_its_metadata_and_never_its_spec() {
 }
 
 /// Registers `webhook` for `services/status` UPDATEs in namespace `ns` only.
-async fn register_services(t: &TestEnv, webhook: &Webhook) {
+pub(crate) async fn register_services(t: &TestEnv, webhook: &Webhook) {
     use base64::Engine as _;
     use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
     let name = format!("isg-e2e-services-{}", t.ns);
