@@ -103,7 +103,7 @@ async fn metallb_rbac(t: &TestEnv, home: &Path) {
 
 /// MetalLB's CRDs, served; then an `IPAddressPool` of `POOL_IP` alone in the test's namespace
 /// (the namespace MetalLB reads its configuration from).
-fn pool(t: &TestEnv, home: &Path) {
+async fn pool(t: &TestEnv, home: &Path) {
     kubectl(t, &["apply", "--server-side", "--field-manager=isg-e2e", "-f", &home.join("crds").display().to_string()]);
     let file = t.cluster.scratch_dir(&format!("metallb-{}", t.ns)).join("pool.yaml");
     let pool = json!({
@@ -113,16 +113,12 @@ fn pool(t: &TestEnv, home: &Path) {
         "spec": {"addresses": [format!("{POOL_IP}/32")]},
     });
     std::fs::write(&file, pool.to_string()).expect("write the pool");
-    let deadline = std::time::Instant::now() + SETTLE;
-    loop {
-        // The CRD is served a moment after it is created.
+    // The CRD is served a moment after it is created.
+    eventually("the IPAddressPool is created", SETTLE, || async {
         let out = t.cluster.kubectl(t.cluster.admin_kubeconfig(), &["apply", "-f", &file.display().to_string()]);
-        if out.success {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "create the IPAddressPool: {}{}", out.stdout, out.stderr);
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        if out.success { Ok(()) } else { Err(format!("{}{}", out.stdout, out.stderr)) }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -135,7 +131,7 @@ async fn metallb_is_the_trusted_writer_of_a_load_balancer_service() {
     // MetalLB runs as the first of the two controllers; the second is the rogue writer.
     let (_, kube_vip, metallb_user, second) = two_controllers(&t).await;
     metallb_rbac(&t, &home).await;
-    pool(&t, &home);
+    pool(&t, &home).await;
 
     let file = t.cluster.scratch_dir(&format!("config-{ns}")).join("config.yaml");
     std::fs::write(
