@@ -342,9 +342,14 @@ impl Review<'_> {
     }
 
     /// The governing policy's answer to the metadata this write changed: `None` when it
-    /// changed none or no policy governs the object. `enforce` puts it back, unless the stored
-    /// values are too large for a patch (`Metadata::restorable`): then it refuses the write.
+    /// changed none, no policy governs the object, or a trusted writer wrote it (its write
+    /// stands as written, as the admission policy, which such writes never match, lets it:
+    /// MetalLB writes its pool annotation with its status). `enforce` puts it back, unless the
+    /// stored values are too large for a patch (`Metadata::restorable`): then it refuses the write.
     pub fn metadata_verdict<'p>(&self, verdict: &Verdict<'p>) -> Option<(&Metadata<'_>, &'p Policy, Action)> {
+        if matches!(verdict, Verdict::Trusted { .. }) {
+            return None;
+        }
         let metadata = self.forged_metadata()?;
         let policy = verdict.policy()?;
         let action = match Action::from(policy.mode) {

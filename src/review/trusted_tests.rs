@@ -82,6 +82,26 @@ fn a_trusted_writers_write_stands_as_written() {
 }
 
 #[test]
+fn a_trusted_writers_metadata_stands_and_anothers_is_put_back() {
+    let forged = |user: &str| {
+        let mut review = ingress_review(user, Some(ips(&["203.0.113.7"])), Some(ips(&["203.0.113.7"])));
+        review["request"]["object"]["metadata"]["annotations"] = json!({"pool.example/allocated-from": "pool-a"});
+        review
+    };
+    for mode in ["enforce", "deny", "audit"] {
+        let (response, object) = answer(&forged(TRUSTED), &policies(mode));
+        assert_eq!(response["allowed"], true, "{mode}: {response}");
+        assert!(response.get("patch").is_none() && response.get("warnings").is_none(), "{mode}: {response}");
+        assert_eq!(object["metadata"]["annotations"]["pool.example/allocated-from"], "pool-a");
+    }
+    let (response, object) = answer(&forged("rogue-controller"), &policies("enforce"));
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(object["metadata"]["annotations"].get("pool.example/allocated-from").is_none(), "{response}");
+    let (response, _) = answer(&forged("rogue-controller"), &policies("deny"));
+    assert_eq!(response["allowed"], false, "{response}");
+}
+
+#[test]
 fn another_writers_change_is_put_back_refused_or_reported() {
     let stored =
         json!([{"ip": "10.9.9.9", "ports": [{"port": 443, "protocol": "TCP"}]}, {"hostname": "lb.example.test"}]);
