@@ -17,6 +17,7 @@ use crate::{
 };
 
 mod service;
+mod trusted;
 
 /// Why a policy file cannot be used. Errors in one policy name it by its index and field.
 #[derive(Debug, thiserror::Error)]
@@ -467,43 +468,27 @@ impl PolicySpec {
             publish_gateway: self.publish_gateway,
             report_node_internal_ip: None,
         };
-        let has_shorthand = shorthand.publish_service.is_some()
-            || shorthand.publish_status_address.is_some()
-            || shorthand.publish_pods.is_some()
-            || shorthand.publish_gateway.is_some();
+        let first_shorthand = [
+            ("publishService", shorthand.publish_service.is_some()),
+            ("publishStatusAddress", shorthand.publish_status_address.is_some()),
+            ("publishPods", shorthand.publish_pods.is_some()),
+            ("publishGateway", shorthand.publish_gateway.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(name, on)| on.then_some(name));
         let internal_ip = self.report_node_internal_ip;
         let sources = if let Some(identities) = self.trusted_writers {
             // What else a source could say of the status: no union with a trusted writer has a meaning.
-            let computed = [
-                ("publishService", shorthand.publish_service.is_some()),
-                ("publishStatusAddress", shorthand.publish_status_address.is_some()),
-                ("publishPods", shorthand.publish_pods.is_some()),
-                ("publishGateway", shorthand.publish_gateway.is_some()),
-                ("sources", !self.sources.is_empty()),
-                ("reportNodeInternalIp", internal_ip),
-            ];
-            if let Some((field, _)) = computed.into_iter().find(|(_, on)| *on) {
-                return Err(SpecError::TrustedWithSource(field));
-            }
-            if self.keep_ports {
-                return Err(SpecError::TrustedKeepPorts);
-            }
-            vec![Source::Trusted(TrustedWriters::new(identities).map_err(SpecError::Trusted)?)]
+            let computed = first_shorthand
+                .or((!self.sources.is_empty()).then_some("sources"))
+                .or(internal_ip.then_some("reportNodeInternalIp"));
+            vec![trusted::source(identities, computed, self.keep_ports)?]
         } else if self.sources.is_empty() {
             if internal_ip && shorthand.publish_pods.is_none() {
                 return Err(SpecError::InternalIpWithoutPods);
             }
             vec![shorthand.build(internal_ip)?]
-        } else if has_shorthand {
-            let first = [
-                ("publishService", shorthand.publish_service.is_some()),
-                ("publishStatusAddress", shorthand.publish_status_address.is_some()),
-                ("publishPods", shorthand.publish_pods.is_some()),
-                ("publishGateway", shorthand.publish_gateway.is_some()),
-            ]
-            .into_iter()
-            .find_map(|(name, on)| on.then_some(name))
-            .unwrap_or("publishService");
+        } else if let Some(first) = first_shorthand {
             return Err(SpecError::BothSources(first, "sources"));
         } else {
             let mut built = Vec::with_capacity(self.sources.len());

@@ -24,10 +24,10 @@ pub(crate) use stored::RawStatus;
 use stored::stored_status;
 
 use crate::{
-    decision::{Action, Author, Verdict, decide_by},
+    decision::{Author, Verdict, decide_by},
     kind::{Governed, Kind, Write, with_kind},
     names::truncate,
-    policy::{Policies, Policy},
+    policy::Policies,
     sources::Sources,
 };
 
@@ -339,35 +339,6 @@ impl Review<'_> {
     /// The metadata the write changed, which a status write would store as written.
     pub fn forged_metadata(&self) -> Option<&Metadata<'_>> {
         on_status!(&self.target, s => s.metadata.as_ref(), _ => None)
-    }
-
-    /// The governing policy's answer to the metadata this write changed: `None` when it
-    /// changed none, no policy governs the object, or a trusted writer wrote it (its write
-    /// stands as written, as the admission policy, which such writes never match, lets it:
-    /// MetalLB writes its pool annotation with its status). `enforce` puts it back, unless the
-    /// stored values are too large for a patch (`Metadata::restorable`): then it refuses the write.
-    pub fn metadata_verdict<'p>(&self, verdict: &Verdict<'p>) -> Option<(&Metadata<'_>, &'p Policy, Action)> {
-        if matches!(verdict, Verdict::Trusted { .. }) {
-            return None;
-        }
-        let metadata = self.forged_metadata()?;
-        let policy = verdict.policy()?;
-        let action = match Action::from(policy.mode) {
-            Action::Rewrite if !metadata.restorable() => Action::Deny,
-            action => action,
-        };
-        Some((metadata, policy, action))
-    }
-
-    /// What the answer did, as `admission_requests_total{result}` counts it: the verdict's
-    /// result, unless the metadata's answer is the stronger one.
-    pub fn result(&self, verdict: &Verdict<'_>) -> &'static str {
-        let Some((_, _, action)) = self.metadata_verdict(verdict) else { return verdict.result() };
-        match verdict {
-            _ if action == Action::Deny => action.result(),
-            Verdict::Mismatch { .. } | Verdict::Unresolved { deny: true, .. } => verdict.result(),
-            _ => action.result(),
-        }
     }
 
     /// The kind of the object written (`None` for other requests).

@@ -3,7 +3,8 @@
 //! `labels`, `ownerReferences` and `finalizers` a status write sends are stored as sent. Both
 //! objects' fields are kept as raw JSON borrowed from the body, compared with bounded memory
 //! (a keyed digest per entry, at most [`MAX_ITEMS`] per field), and the stored values are what
-//! a patch puts back ([`Metadata`]).
+//! a patch puts back ([`Metadata`]); and the governing policy's answer to a change
+//! (`Review::metadata_verdict`).
 
 use std::{
     borrow::Cow,
@@ -17,6 +18,11 @@ use serde::{
     de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
 };
 use serde_json::value::RawValue;
+
+use crate::{
+    decision::{Action, Verdict},
+    policy::Policy,
+};
 
 use crate::names::{escape_control, truncate};
 
@@ -490,6 +496,37 @@ impl<'de> Visitor<'de> for Names<'_> {
             self.found(&item, digest);
         }
         Ok(())
+    }
+}
+
+impl super::Review<'_> {
+    /// The governing policy's answer to the metadata this write changed: `None` when it
+    /// changed none, no policy governs the object, or a trusted writer wrote it (its write
+    /// stands as written, as the admission policy, which such writes never match, lets it:
+    /// MetalLB writes its pool annotation with its status). `enforce` puts it back, unless the
+    /// stored values are too large for a patch (`Metadata::restorable`): then it refuses the write.
+    pub fn metadata_verdict<'p>(&self, verdict: &Verdict<'p>) -> Option<(&Metadata<'_>, &'p Policy, Action)> {
+        if matches!(verdict, Verdict::Trusted { .. }) {
+            return None;
+        }
+        let metadata = self.forged_metadata()?;
+        let policy = verdict.policy()?;
+        let action = match Action::from(policy.mode) {
+            Action::Rewrite if !metadata.restorable() => Action::Deny,
+            action => action,
+        };
+        Some((metadata, policy, action))
+    }
+
+    /// What the answer did, as `admission_requests_total{result}` counts it: the verdict's
+    /// result, unless the metadata's answer is the stronger one.
+    pub fn result(&self, verdict: &Verdict<'_>) -> &'static str {
+        let Some((_, _, action)) = self.metadata_verdict(verdict) else { return verdict.result() };
+        match verdict {
+            _ if action == Action::Deny => action.result(),
+            Verdict::Mismatch { .. } | Verdict::Unresolved { deny: true, .. } => verdict.result(),
+            _ => action.result(),
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! ended.
 //!
 //! A streaming list holds one object at a time on top of what the projection keeps, where a
-//! page holds up to [`LIST_PAGE_BYTES`] (twice while it is parsed); and it is served from the
+//! page holds up to [`LIST_PAGE_BYTES`](super::pages::LIST_PAGE_BYTES) (twice while it is parsed); and it is served from the
 //! API server's watch cache. Kubernetes 1.23 to 1.26 refuse it (`resourceVersionMatch` is
 //! forbidden on a watch), later versions refuse it while their WatchList feature gate is off
 //! (off by default up to 1.31 at least, on in 1.37): each answers 422 Invalid, naming the
@@ -14,13 +14,10 @@
 
 use kube::runtime::watcher;
 
-use super::pages::PageSize;
+use super::pages::{PageSize, shrunk};
 
 /// Objects a list page asks for, as client-go's informers do.
 pub(crate) const LIST_PAGE: u32 = 500;
-/// The bytes one list page may take (while a page holds more than one object): 500 Ingresses
-/// as ingress-nginx users write them (3 KiB each, managedFields included) take 1.5 MiB.
-pub(crate) const LIST_PAGE_BYTES: usize = 4 << 20;
 /// Streaming lists in a row that may end without their bookmark before the watch lists in
 /// pages: an API server that ignored `sendInitialEvents` would send the objects as a plain
 /// watch does and never the bookmark, so the watch would never sync. Each attempt ends with the
@@ -37,7 +34,7 @@ pub(crate) enum Strategy {
     /// A streaming list: `sendInitialEvents=true`, ended by the `k8s.io/initial-events-end`
     /// bookmark.
     Streaming,
-    /// List pages of at most [`LIST_PAGE`] objects and [`LIST_PAGE_BYTES`] bytes, then a watch.
+    /// List pages of at most [`LIST_PAGE`] objects and [`LIST_PAGE_BYTES`](super::pages::LIST_PAGE_BYTES) bytes, then a watch.
     Pages,
 }
 
@@ -76,11 +73,6 @@ pub(crate) fn grown(page: u32) -> u32 {
         step = shrunk(step);
     }
     step
-}
-
-/// The page size after a page over its bytes: a quarter, down to one object.
-pub(crate) fn shrunk(page: u32) -> u32 {
-    (page / 4).max(1)
 }
 
 /// What the watch is to do with one event of the watcher.
@@ -152,7 +144,7 @@ impl Lists {
         }
     }
 
-    /// The client to watch with: list pages of at most the page size and [`LIST_PAGE_BYTES`],
+    /// The client to watch with: list pages of at most the page size and [`LIST_PAGE_BYTES`](super::pages::LIST_PAGE_BYTES),
     /// continued in smaller pages past them ([`super::pages::paging`]); a streaming list reads
     /// one object an event.
     pub(crate) fn client(&self, client: &kube::Client) -> kube::Client {

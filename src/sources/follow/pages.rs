@@ -16,7 +16,14 @@ use std::sync::{
 use axum::body::Bytes;
 use http_body_util::{BodyExt as _, Either, Full, Limited};
 
-use super::lists::{LIST_PAGE_BYTES, shrunk};
+/// The bytes one list page may take (while a page holds more than one object): 500 Ingresses
+/// as ingress-nginx users write them (3 KiB each, managedFields included) take 1.5 MiB.
+pub(crate) const LIST_PAGE_BYTES: usize = 4 << 20;
+
+/// The page size after a page over its bytes: a quarter, down to one object.
+pub(crate) fn shrunk(page: u32) -> u32 {
+    (page / 4).max(1)
+}
 
 /// The objects a page of one list asks for at most, shared by the client that shrinks it and
 /// the owner that chose it (and may grow it back between lists).
