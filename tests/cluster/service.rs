@@ -90,6 +90,20 @@ async fn a_service_status_write_stores_its_metadata_and_never_its_spec() {
     assert_eq!(meta.annotations.as_ref().unwrap().get("forged").map(String::as_str), Some("yes"), "annotations too");
 }
 
+/// The guard with the policy file `file` and its reconciler, leading its own Lease in the
+/// test's namespace with short terms.
+async fn start_reconciling(t: &TestEnv, file: &std::path::Path) -> Webhook {
+    let args = [
+        format!("--config={}", file.display()),
+        "--reconcile=true".to_owned(),
+        format!("--leader-election-namespace={}", t.ns),
+        "--leader-election-lease-duration=4s".to_owned(),
+        "--leader-election-renew-deadline=3s".to_owned(),
+        "--leader-election-retry-period=1s".to_owned(),
+    ];
+    t.start_webhook(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+}
+
 /// Registers `webhook` for `services/status` UPDATEs in namespace `ns` only.
 pub(crate) async fn register_services(t: &TestEnv, webhook: &Webhook) {
     use base64::Engine as _;
@@ -136,15 +150,7 @@ async fn an_enforce_service_policy_governs_its_load_balancers_and_no_other_servi
         "policies:\n  - {{name: metallb, kind: Service, loadBalancerClasses: [''], namespaceSelector: '{NAMESPACE_LABEL}={ns}', publishStatusAddress: {CANONICAL}, acknowledgeKubeProxyImpact: true, mode: enforce}}\n"
     );
     std::fs::write(&file, policies).expect("write the policy file");
-    let args = [
-        format!("--config={}", file.display()),
-        "--reconcile=true".to_owned(),
-        format!("--leader-election-namespace={ns}"),
-        "--leader-election-lease-duration=4s".to_owned(),
-        "--leader-election-renew-deadline=3s".to_owned(),
-        "--leader-election-retry-period=1s".to_owned(),
-    ];
-    let webhook = t.start_webhook(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let webhook = start_reconciling(&t, &file).await;
     let log = webhook.log_path().display().to_string();
 
     // The reconciler heals the stale governed Service, through the status subresource.
@@ -399,15 +405,7 @@ async fn ingresses_that_follow_a_trusted_service_never_flap_while_controllers_fi
          \x20 - {{name: {ns}-web, ingressClasses: [{ingress_class}], publishService: {ns}/edge, mode: enforce}}\n"
     );
     std::fs::write(&file, policies).unwrap();
-    let args = [
-        format!("--config={}", file.display()),
-        "--reconcile=true".to_owned(),
-        format!("--leader-election-namespace={ns}"),
-        "--leader-election-lease-duration=4s".to_owned(),
-        "--leader-election-renew-deadline=3s".to_owned(),
-        "--leader-election-retry-period=1s".to_owned(),
-    ];
-    let webhook = t.start_webhook(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let webhook = start_reconciling(&t, &file).await;
     webhook.register(&t.admin, ns, crate::support::FailurePolicy::Fail).await;
     register_services(&t, &webhook).await;
     let log = webhook.log_path().display().to_string();
