@@ -42,7 +42,7 @@ pub(super) struct Effects {
 }
 
 /// See the module documentation.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Books<K> {
     pub(super) drift: Drift<Print>,
     /// The keys held back because other writers keep rewriting them, by policy (same
@@ -57,20 +57,6 @@ pub(super) struct Books<K> {
     /// How many fight WARN lines each policy has had lately.
     pub(super) fights: FightLog,
     prints: Fingerprints,
-}
-
-impl<K> Default for Books<K> {
-    fn default() -> Self {
-        Books {
-            drift: Drift::default(),
-            contested: Drift::default(),
-            queue: Queue::default(),
-            damping: Damping::default(),
-            releases: Releases::default(),
-            fights: FightLog::default(),
-            prints: Fingerprints::default(),
-        }
-    }
 }
 
 impl<K: Eq + Hash + Ord + Clone> Books<K> {

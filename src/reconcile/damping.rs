@@ -252,7 +252,7 @@ impl Record {
 
 /// Per-Ingress patch and write history, for the keys the reconciler has patched or seen
 /// written by others within the hour (at most [`MAX_RECORDS`]).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Damping<K> {
     /// Boxed: a hash table with this much churn doubles past its room (an eviction leaves
     /// tombstones, and hashbrown grows rather than rehash a table over half full), and a
@@ -271,12 +271,6 @@ pub(crate) struct Damping<K> {
 
 /// Distinct written lists [`Damping`] shares at most.
 const WROTE_KEPT: usize = 16;
-
-impl<K> Default for Damping<K> {
-    fn default() -> Self {
-        Damping { records: HashMap::new(), policies: HashMap::new(), base: None, wrote: Vec::new() }
-    }
-}
 
 impl<K: Eq + Hash + Clone> Damping<K> {
     /// `now` in the records' milliseconds, the base set (or moved forward) as needed. Rounded

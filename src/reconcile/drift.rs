@@ -12,7 +12,7 @@ use std::{
 use super::shrink::shrink;
 
 /// Off-canonical keys by policy, counted per policy.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Drift<K> {
     /// Each key's policy, as its place in `policies`, and [`PATCH`] if it is to be patched:
     /// 4 bytes a key (a heal of every object has an entry for each), not a shared name's 16.
@@ -31,12 +31,6 @@ struct Tally {
     name: Arc<str>,
     count: i64,
     shown: bool,
-}
-
-impl<K> Default for Drift<K> {
-    fn default() -> Self {
-        Drift { by_key: HashMap::new(), policies: Vec::new(), places: HashMap::new() }
-    }
 }
 
 impl<K: Eq + Hash + Clone> Drift<K> {

@@ -37,19 +37,12 @@ pub(crate) enum Widening {
     Everywhere,
 }
 
-/// Which objects of one kind to keep.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which objects of one kind to keep; the default keeps everything (nothing known yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Filter {
     classes: Option<ByClass>,
     /// `None`: every Namespace (no webhook scope, or not known yet).
     namespaces: Option<HashSet<String>>,
-}
-
-impl Default for Filter {
-    /// Keeps everything: the filter before anything is known.
-    fn default() -> Self {
-        Filter { classes: None, namespaces: None }
-    }
 }
 
 impl Filter {

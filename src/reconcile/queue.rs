@@ -59,7 +59,7 @@ struct Slot {
 
 /// One slot per key however often it is queued; one attempt in flight per key. A key
 /// settled, with no failures, has no slot (and the maps shrink as they empty, [`shrink`]).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Queue<K> {
     order: VecDeque<K>,
     slots: HashMap<Print, Slot>,
@@ -69,18 +69,6 @@ pub(crate) struct Queue<K> {
     overflowed: bool,
     /// Where in the cache the last refill stopped.
     scan_from: usize,
-}
-
-impl<K> Default for Queue<K> {
-    fn default() -> Self {
-        Queue {
-            order: VecDeque::new(),
-            slots: HashMap::new(),
-            prints: Fingerprints::default(),
-            overflowed: false,
-            scan_from: 0,
-        }
-    }
 }
 
 impl<K: Eq + Hash + Clone> Queue<K> {

@@ -17,16 +17,10 @@ use super::shrink::shrink;
 /// At most one pending release per key, the earliest: a key is held until its first release,
 /// which judges it afresh (and may hold it again), so a later instant armed meanwhile is
 /// covered by that judgement.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Releases<K> {
     by_instant: BTreeSet<(Instant, K)>,
     pending: HashMap<K, Instant>,
-}
-
-impl<K> Default for Releases<K> {
-    fn default() -> Self {
-        Releases { by_instant: BTreeSet::new(), pending: HashMap::new() }
-    }
 }
 
 impl<K: Ord + Hash + Clone> Releases<K> {
