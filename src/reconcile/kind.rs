@@ -12,7 +12,7 @@ use super::{
 use crate::{
     address::Address,
     decision::{Action, Verdict, decide},
-    kind::{Governed, Leaned, Write},
+    kind::{Governed, Write},
     metrics::Metrics,
     policy::{Policies, Policy},
     sources::{Sources, follow::Projected},
@@ -32,7 +32,10 @@ pub(super) fn project<K: Governed>(
     metrics: &Metrics,
     interner: &Shared<K::Entry>,
 ) -> Option<(Key, Stored<K::Entry>)> {
-    Some(store::<K>(K::leaned(obj)?, metrics, interner))
+    match project_kept::<K>(obj, metrics, interner, |_, _| true) {
+        Projected::Keep(key, stored) => Some((key, stored)),
+        Projected::Gone(_) | Projected::Skip => None,
+    }
 }
 
 /// The projection of a watched object the watch keeps, if `admits` its namespace and class;
@@ -51,15 +54,6 @@ pub(super) fn project_kept<K: Governed>(
     }
     let (key, stored) = interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned);
     Projected::Keep(key, stored)
-}
-
-fn store<K: Governed>(
-    leaned: Leaned<K::Entry>,
-    metrics: &Metrics,
-    interner: &Shared<K::Entry>,
-) -> (Key, Stored<K::Entry>) {
-    count_trimmed::<K>(&leaned.write, metrics);
-    interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned)
 }
 
 /// Counts what the reader bounded, of every object read (kept or not).

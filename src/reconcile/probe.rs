@@ -51,11 +51,6 @@ impl std::fmt::Debug for IngressCache {
 }
 
 impl IngressCache {
-    /// An empty cache that keeps every Ingress.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// An empty cache that keeps the Ingresses `policies` could govern, as the watch does
     /// (every Namespace in scope; IngressClasses not read, so class-less ones are kept).
     pub fn governed_by(policies: &Policies) -> Self {

@@ -8,31 +8,17 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, RuleWithOpera
 
 use crate::kind::Kind;
 
-/// What the API server matches a rule against, for the reconciler's status write of a kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Request {
-    group: &'static str,
-    version: &'static str,
-    resource: &'static str,
-}
-
 /// Admission sees a PATCH as an UPDATE.
 const OPERATION: &str = "UPDATE";
 /// The subresource the reconciler writes.
 const SUBRESOURCE: &str = "status";
-
-impl Request {
-    fn of(kind: Kind) -> Request {
-        Request { group: kind.group(), version: kind.version(), resource: kind.plural() }
-    }
-}
 
 /// `requested` is one of `items`, or `items` has `*`.
 fn exact_or_wildcard(items: Option<&[String]>, requested: &str) -> bool {
     items.unwrap_or_default().iter().any(|item| item == "*" || item == requested)
 }
 
-/// One rule matches `request`: every field does. `resources` entries are `resource/subresource`
+/// One rule matches the status write of `kind`: every field does. `resources` entries are `resource/subresource`
 /// with `*` on either side; a bare `resource` (and so `*`) names no subresource, never
 /// `status`. A `scope` of `Cluster` excludes a namespaced object; absent is `*`.
 ///
@@ -40,24 +26,23 @@ fn exact_or_wildcard(items: Option<&[String]>, requested: &str) -> bool {
 /// Equivalent` may have the API server call the webhook through it: the API server does so
 /// only while that version is served, which the guard does not know, and a scope narrower
 /// than admission's is the safe side.
-fn matches(rule: &RuleWithOperations, request: Request) -> bool {
+fn matches(rule: &RuleWithOperations, kind: Kind) -> bool {
     let resource = rule.resources.as_deref().unwrap_or_default().iter().any(|entry| {
         let (resource, sub) = entry.split_once('/').unwrap_or((entry, ""));
-        (resource == "*" || resource == request.resource) && (sub == "*" || sub == SUBRESOURCE)
+        (resource == "*" || resource == kind.plural()) && (sub == "*" || sub == SUBRESOURCE)
     });
     let scope = rule.scope.as_deref().is_none_or(|scope| scope != "Cluster");
     scope
         && resource
         && exact_or_wildcard(rule.operations.as_deref(), OPERATION)
-        && exact_or_wildcard(rule.api_groups.as_deref(), request.group)
-        && exact_or_wildcard(rule.api_versions.as_deref(), request.version)
+        && exact_or_wildcard(rule.api_groups.as_deref(), kind.group())
+        && exact_or_wildcard(rule.api_versions.as_deref(), kind.version())
 }
 
 /// Whether the API server calls `webhook` for the reconciler's status write of `kind` (as far
 /// as its rules say; its selectors and conditions are the caller's).
 pub(super) fn calls(webhook: &MutatingWebhook, kind: Kind) -> bool {
-    let request = Request::of(kind);
-    webhook.rules.as_deref().unwrap_or_default().iter().any(|rule| matches(rule, request))
+    webhook.rules.as_deref().unwrap_or_default().iter().any(|rule| matches(rule, kind))
 }
 
 #[cfg(test)]

@@ -217,10 +217,8 @@ impl<S> Tracked<S> {
     }
 
     fn active(&mut self) {
-        let now = Instant::now();
-        self.last = now;
-        let since_epoch = now.saturating_duration_since(self.ticket.shared.epoch).as_millis();
-        self.live.touch(u64::try_from(since_epoch).unwrap_or(u64::MAX));
+        self.last = Instant::now();
+        self.live.touch(self.ticket.shared.now_ms());
     }
 
     /// The next moment something is due: the idle timeout, the age (until it has been acted
