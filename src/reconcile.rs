@@ -1,20 +1,14 @@
-//! The reconciler: keeps the stored `status.loadBalancer.ingress` of governed Ingresses (and
-//! the `status.addresses` of governed Gateways, one loop over [`Governed`]: [`kind`]) canonical
-//! between writes. Every replica watches the Ingresses and measures drift (the `drift_objects`
-//! gauge); only the leader ([`crate::reconcile::leader`]) patches.
+//! The reconciler: keeps the stored status addresses of every governed kind canonical between
+//! writes (one loop over [`Governed`]: [`kind`]). Every replica watches and measures drift (the
+//! `drift_objects` gauge); only the leader ([`crate::reconcile::leader`]) patches.
 //!
-//! The watch keeps, per Ingress, only what [`crate::decision::decide`] reads (namespace, name, class, stored
-//! addresses) plus the resourceVersion, deserialized straight from the watch stream into a
-//! small struct: annotations other than the class, the spec's rules and managedFields are
-//! skipped unparsed.
-//!
-//! Work is queued (one entry per Ingress, however often it changes), rate limited, bounded in
-//! concurrency and backed off per object. A patch carries the resourceVersion it was decided on,
-//! so the API server refuses it (409) if the Ingress changed meanwhile; the Ingress is then read
-//! afresh and decided again. `decide` is the only judge: audit policies and unresolved sources
-//! never patch. The watch is a [`crate::sources::follow`] follower like every other, the queue
-//! the pure [`queue::Queue`]; this module is the async glue between them, and `work` the
-//! leader's loop that patches.
+//! The watch ([`crate::sources::follow`]) keeps per object only what
+//! [`crate::decision::decide`] reads ([`cache`]). Work is queued once per object
+//! ([`queue::Queue`]), rate limited, bounded in concurrency and backed off per object. A patch
+//! carries the resourceVersion it was decided on, so the API server refuses it (409) if the
+//! object changed meanwhile; it is then read afresh and decided again. `decide` is the only
+//! judge: audit policies and unresolved sources never patch. This module is the async glue;
+//! `work` is the leader's loop that patches.
 //!
 //! It is not a `kube::runtime::Controller`, whose one loop ties the watch to the reconcile of
 //! each object: here one watch serves every replica, which all measure drift, while only the
@@ -164,7 +158,6 @@ impl<K: Governed> Hold<Key, Stored<K::Entry>> for Reconciler<K> {
 
 /// Keeps the reconciler's tasks alive; dropping it stops them.
 pub(crate) struct Running {
-    /// Each kind's watch, triggers and work loop; dropping them stops them.
     tasks: Tasks,
 }
 
@@ -179,7 +172,6 @@ impl Running {
 /// Starts every governed kind's watch, the drift measurement and (while `common.leader` is
 /// true) the patching. Must be called inside a tokio runtime.
 pub(crate) fn start(common: Common, known: Option<KnownByKind>, failures: Failures) -> Running {
-    // Each watch feeds the audit trail's index of its kind.
     let mut tasks = Tasks::new(failures);
     for kind in Kind::ALL {
         let known = known.as_ref().map(|k| k[kind.index()].clone());
@@ -388,18 +380,16 @@ impl<K: Governed> Reconciler<K> {
         state.books.forget(key, &mut |g, p, n| self.gauge(g, p, n));
     }
 
-    /// Judges one stored Ingress again, if it is still there; `foreign` when the watch has just
-    /// seen another writer change its addresses.
+    /// Judges one stored object again, if still there; `foreign`: another writer just changed it.
     fn rejudge(&self, state: &mut State<K>, key: &Key, policies: &Policies, foreign: bool) {
         let Some(stored) = state.ingresses.get(key) else { return };
         let judgement = self.judge(key, stored, policies);
         self.apply_judgement(state, key, judgement, foreign);
     }
 
-    /// Stores what a request of ours returned, and judges it, unless the watch has delivered a
-    /// change since `seen` (the resourceVersion the request was based on): that change is at
-    /// least as new, and a response arriving late must not overwrite it. (Resource versions are
-    /// only compared for equality, as the API conventions require.)
+    /// Stores and judges what a request of ours returned, unless the watch has delivered a change
+    /// since `seen` (the resourceVersion the request was based on), which is at least as new.
+    /// (Resource versions are only compared for equality, as the API conventions require.)
     fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<K::Entry>) {
         let policies = self.common.policies.load();
         let judgement = self.judge(&key, &stored, &policies);
@@ -461,8 +451,7 @@ impl<K: Governed> Reconciler<K> {
         }
     }
 
-    /// One count per fight, and its WARN line if `full` ([`fights`]: the rest of a policy's
-    /// fights are summarised by [`Reconciler::summarise_fights`]).
+    /// One count per fight, and its WARN line if `full` (else [`Reconciler::summarise_fights`]).
     fn report_fight(&self, key: &Key, stored: &Stored<K::Entry>, policy: &str, fight: &Fight, full: bool) {
         self.common.metrics.reconcile_fight(policy);
         if !full {
@@ -525,8 +514,7 @@ impl<K: Governed> Reconciler<K> {
         release::run(&self.armed, next, fire).await;
     }
 
-    /// Judges every stored Ingress again: after the first list, and whenever sources,
-    /// policies or leadership change.
+    /// Judges every stored object again: after a list, and on [`Reconciler::triggers`].
     fn resync(&self) {
         let policies = self.common.policies.load();
         let mut state = self.lock();
@@ -544,7 +532,6 @@ impl<K: Governed> Reconciler<K> {
         let now = tokio::time::Instant::now().into_std();
         state.books.damping.prune(now);
         Self::summarise_fights(&mut state, now);
-        // The policies that govern this kind: their gauges are published.
         let in_force: Vec<_> = policies.of(K::KIND).map(|p| p.name.as_str()).collect();
         state.books.drift.publish(
             &in_force,
@@ -562,8 +549,7 @@ impl<K: Governed> Reconciler<K> {
         tracing::debug!(kind = K::KIND.name(), drifted, queued, "reconciler pass");
     }
 
-    /// Judges everything again when a source, the policies or the scope (`changes`), or
-    /// leadership change.
+    /// Judges everything again when a source, the policies, the scope or leadership change.
     async fn triggers(self: Arc<Self>, mut changes: [watch::Receiver<u64>; 3], mut leader: watch::Receiver<bool>) {
         loop {
             let [sources, policies, scope] = &mut changes;

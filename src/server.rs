@@ -253,9 +253,8 @@ fn review(state: &AppState, body: &Bytes, claim: &Claim) -> Result<(Vec<u8>, &'s
     Ok((bytes, result))
 }
 
-/// A decision made after its review was answered without it: the write went through as
-/// written, so a mismatch is logged and counted as `timed_out`, never as what the policy would
-/// have done, and no Event is written for it.
+/// A decision made after its review was answered without it: the write went through as written,
+/// so a mismatch is logged and counted as `timed_out`, and no Event is written for it.
 fn report_late(state: &AppState, review: &review::Review, verdict: &Verdict<'_>) {
     let bounded = |text: &str| crate::names::truncate(text, usize::MAX, 1024);
     if let Verdict::Mismatch { policy, .. } = verdict {
@@ -304,7 +303,7 @@ fn undecided(body: &[u8], limit: u64) -> Result<Vec<u8>, (StatusCode, String)> {
     Ok(response.to_string().into_bytes())
 }
 
-/// The first two policies that both match `status`'s object, when its kind has several.
+/// The first two policies that both match `status`'s object.
 fn overlap<'p, K: crate::kind::Governed>(
     status: &review::Status<'_, K::Entry, K::Shape>,
     policies: &'p Policies,
@@ -396,9 +395,7 @@ pub struct WebhookPort {
 
 /// How `serve` listens. The sockets are bound by the caller, so tests can use port 0.
 pub struct Listeners {
-    /// The webhook port; `None` in `--admission=policy`, where no review reaches the guard and
-    /// the process that holds the admission-policy rights answers nothing but probes and
-    /// metrics.
+    /// The webhook port; `None` in `--admission=policy`, where no review reaches the guard.
     pub webhook: Option<WebhookPort>,
     /// The plain-HTTP admin port (`--admin-listen`).
     pub admin: std::net::TcpListener,
@@ -412,9 +409,8 @@ pub struct Listeners {
 }
 
 /// Serves until `shutdown` completes, then stops being ready, lets in-flight reviews finish
-/// (up to `drain`), stops the background `tasks` (up to `drain` again) and returns. A task that
-/// ends while serving makes the process not ready, and so does an admin or probe server that
-/// ends.
+/// (up to `drain`), stops the background `tasks` (up to `drain` again) and returns. A task or
+/// admin or probe server that ends while serving makes the process not ready.
 pub async fn serve(
     state: Arc<AppState>,
     listeners: Listeners,
@@ -472,12 +468,7 @@ pub async fn serve(
         None => None,
     };
     let serves_reviews = server.is_some();
-    let server = async move {
-        match server {
-            Some(server) => server.await,
-            None => std::future::pending().await,
-        }
-    };
+    let server = crate::sources::owned::or_never(server);
     tokio::pin!(server, shutdown);
     let mut shutting_down = false;
     let result = loop {

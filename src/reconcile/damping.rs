@@ -3,36 +3,26 @@
 //!
 //! - A **fight** is a patch of ours that another writer undoes within [`FIGHT_WINDOW`], the
 //!   [`MAX_PATCHES_PER_HOUR`]th patch of one Ingress in an hour, or [`REWRITES`] foreign writes
-//!   within the window (others keep rewriting before we joined). Each is reported once.
+//!   within the window. Each is reported once.
 //! - An Ingress is **contested** after a rewrite or rate fight, or its second fight within the
-//!   hour: some other writer insists on its value (another guard, a webhook after ours, a
-//!   controller writing while the API server cannot reach the webhook). Every heal the other
-//!   writer undoes costs a watcher up to two extra changes, so joining made the reconciler a
-//!   third fighter (18,828 changes against 13,898 without any guard,
-//!   benches/results/history.md). A contested
-//!   Ingress is left alone until the other writers have been quiet for a quiet time (at least
-//!   [`QUIET_MIN`], twice the longest gap seen between their writes, at most [`HOLD_MAX`]),
-//!   and never sooner than an exponential hold after its last fight.
-//! - Any foreign write is left alone for [`SETTLE`] first (restarted by each further one), so a
-//!   controller rewriting in quick succession is recognised before we join. A lone rogue write
-//!   in a quiet policy is so healed [`SETTLE`] after it is seen (plus the patch rate).
-//! - While some Ingress of the policy is contested, the webhook is evidently not stopping writes
-//!   for that policy, and every foreign write to any of its Ingresses is judged by the contest
-//!   rule at once: it waits for the longer of its own quiet time and the longest quiet time of
-//!   the policy's contested Ingresses (learned per policy, forgotten when its contest ends),
-//!   so at least [`QUIET_MIN`], at most [`HOLD_MAX`]. The writers that contest some of a
-//!   policy's Ingresses are most likely the ones writing the rest (one controller per class),
-//!   so their pace is the better guess; a lone rogue write there is still healed, after at most
-//!   [`HOLD_MAX`]. Waiting [`QUIET_MIN`] instead, or an Ingress's own quiet time once it has two
-//!   writes, was not enough: at 10,000 Ingresses with controllers every 120 s and 60 s falling
-//!   behind (benches/results/history.md), their gaps often exceed a minute, and each Ingress
-//!   was healed (and
-//!   undone) before it was itself contested: 3,755 heals, 94,396 DNS changes against 76,878
-//!   without a guard. The simulation in `damping/tests.rs` (200 Ingresses, 10 minutes, each
-//!   write late by 0–60 s) has 189 patches and 2,263 changes against 1,996 with a flat
-//!   [`QUIET_MIN`], 182 and 2,256 with an Ingress's own quiet time, and 39 and 2,051 with this
-//!   rule, all 39 before the policy's first contest was seen: from a cold start nothing can tell
-//!   those first writes from lone rogue ones, and each heal costs a watcher at least one change.
+//!   hour: another writer insists (another guard, a later webhook, a controller writing while
+//!   the webhook is unreachable). Each heal it undoes costs a watcher up to two extra changes
+//!   (18,828 changes against 13,898 without any guard, benches/results/history.md), so a
+//!   contested Ingress is left alone until its writers have been quiet for twice the longest
+//!   gap between their writes (within [`QUIET_MIN`] and [`HOLD_MAX`]), and never sooner than an
+//!   exponential hold after its last fight.
+//! - Any foreign write is left alone for [`SETTLE`] (restarted by each further one), so a
+//!   controller rewriting in quick succession is recognised before we join.
+//! - While some Ingress of a policy is contested, the webhook is evidently not stopping its
+//!   writes: a foreign write to any of its Ingresses waits for the longer of its own quiet time
+//!   and the longest of the policy's contested ones (their writers are likely this one's).
+//!   Waiting [`QUIET_MIN`], or an Ingress's own quiet time, was not enough: at 10,000 Ingresses
+//!   with controllers every 120 s and 60 s falling behind, each was healed (and undone) before
+//!   it was contested: 3,755 heals, 94,396 DNS changes against 76,878 without a guard. The
+//!   simulation in `damping/tests.rs` (200 Ingresses, 10 minutes, each write late by 0–60 s)
+//!   has 189 patches and 2,263 changes against 1,996 with a flat [`QUIET_MIN`], 182 and 2,256
+//!   with an Ingress's own quiet time, and 39 and 2,051 with this rule, all 39 before the
+//!   policy's first contest was seen (nothing tells those from lone rogue writes).
 
 use std::{
     collections::HashMap,
@@ -107,14 +97,10 @@ pub(crate) enum Step {
     Wait { until: Instant, contested: bool, fight: Option<Fight> },
 }
 
-/// Records kept at most, whatever the number of objects: past it the records written longest
-/// ago are forgotten, an eighth at a time (so eviction costs O(1) per record made). A record
-/// forgotten early only costs what a record pruned after an hour does: its next undo or rate
-/// fight is not recognised, the object is healed once more and recorded afresh. With the
-/// records this compact (120 bytes, boxed, beside a 16-byte slot of their key's fingerprint,
-/// `tests/books_memory.rs`) the cap bounds them to about 4.5 MiB however many objects are
-/// healed or contested at once. That covers the [`FIGHT_WINDOW`] of every patch at 200 a
-/// second (12,000), and 20,000 contested objects.
+/// Records kept at most: past it the eighth written longest ago is forgotten (O(1) per record
+/// made), which only costs one more heal of those objects. At 120 bytes a record, boxed, beside
+/// a 16-byte slot (`tests/books_memory.rs`), that is about 4.5 MiB: the [`FIGHT_WINDOW`] of
+/// every patch at 200 a second (12,000), and 20,000 contested objects.
 pub(crate) const MAX_RECORDS: usize = 28_672;
 
 /// Milliseconds since the damping's base instant: a record's instants in 4 bytes, not 16.
@@ -356,15 +342,14 @@ impl<K: Eq + Hash + Clone> Damping<K> {
         record.judged = false;
     }
 
-    /// The watch saw another writer change the status of `key` to a value off canonical at `now`.
+    /// Another writer changed the status of `key` off canonical at `now`.
     pub(crate) fn foreign_write(&mut self, key: &K, now: Instant) {
         let now = self.ms(now);
         self.record(key).foreign.push(now);
     }
 
-    /// `key` of `policy` is seen off canonical at `now`, storing `stored`; `policy_contested`
-    /// when some Ingress of its policy is contested. Patch it now, or wait (see the module
-    /// documentation).
+    /// `key` of `policy` is off canonical at `now`, storing `stored`; `policy_contested` when some
+    /// Ingress of its policy is. Patch it now, or wait (see the module documentation).
     pub(crate) fn step(
         &mut self,
         key: &K,
@@ -412,9 +397,7 @@ impl<K: Eq + Hash + Clone> Damping<K> {
         }
         if let Some(last) = last_foreign {
             let settle = if contested || policy_contested {
-                // The webhook is evidently not stopping this policy's writes: judge the write by
-                // the contest rule at once, with the longest quiet time the policy's contested
-                // Ingresses have shown (their writers are likely this one's too).
+                // The contest rule at once, with the longest quiet time the policy has shown.
                 let learned = self.policies.get(policy).copied().unwrap_or_default();
                 if contested && quiet > learned {
                     self.policies.insert(policy.to_owned(), quiet);
@@ -455,8 +438,7 @@ impl<K: Eq + Hash + Clone> Damping<K> {
         }
     }
 
-    /// Forgets every key without a patch, a foreign write or a fight within the hour, so the
-    /// map holds only the Ingresses written lately.
+    /// Forgets every key without a patch, a foreign write or a fight within the hour.
     pub(crate) fn prune(&mut self, now: Instant) {
         if self.records.is_empty() {
             return;

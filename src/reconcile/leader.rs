@@ -1,20 +1,16 @@
 //! Leader election among the replicas of `serve`, so exactly one reconciler writes: a
 //! `coordination.k8s.io/v1` Lease, with client-go's rules.
 //!
-//! - Expiry is judged by locally observed time: a non-leader notes when the holder's record (the
-//!   Lease's spec: holder, acquire and renew times, transitions, lease duration) last changed,
-//!   on its own monotonic clock, and takes the Lease over only once it has not changed for the
-//!   holder's `leaseDurationSeconds` (its own `--leader-election-lease-duration` only when the
-//!   holder wrote none). The holder's `renewTime` is never compared with the local clock, so
-//!   clock skew between nodes cannot make two leaders; a write of the metadata alone (another
-//!   controller's annotation, a label) is not a renewal, so it cannot keep a dead leader's
-//!   Lease alive.
+//! - Expiry is judged by locally observed time: a non-leader notes, on its own monotonic clock,
+//!   when the holder's record (the Lease's spec) last changed, and takes the Lease over once it
+//!   has not changed for the holder's `leaseDurationSeconds` (else ours). The holder's
+//!   `renewTime` is never compared with the local clock, so clock skew cannot make two leaders;
+//!   a write of the metadata alone is no renewal, so it cannot keep a dead leader's Lease alive.
 //! - The leader renews every retry period, each attempt bounded by what is left of the renew
 //!   deadline, and **steps down** (stops reconciling) when the deadline passes without a
 //!   successful renewal, which is before any other replica may consider the Lease expired.
-//! - A non-leader reads the Lease every retry period plus a random jitter of up to 1.2 times it
-//!   (client-go's factor), so replicas started together do not contend in lockstep, and a
-//!   successor takes over soon after a leader releases it on shutdown.
+//! - A non-leader reads the Lease every retry period plus a jitter of up to 1.2 times it
+//!   (client-go's factor), so replicas started together do not contend in lockstep.
 
 use std::time::{Duration, Instant};
 
@@ -35,8 +31,7 @@ use crate::{
     names,
 };
 
-/// The annotation on the Lease in which its holder says which version of the guard it runs
-/// (`version` reads it to warn of skew between this client and the running guard).
+/// The Lease annotation with the holder's version (`version` warns of skew against it).
 pub(crate) const VERSION_ANNOTATION: &str = "ingress-status-guard/version";
 /// The annotation in which the holder lists the policy fields it knows
 /// ([`crate::policy::spec::FIELDS`], comma-separated).
@@ -140,8 +135,7 @@ pub(crate) struct Observed {
 }
 
 impl Observed {
-    /// Notes the holder's record as read at `now`: a changed record restarts the clock, a
-    /// change of the Lease's metadata alone (its resourceVersion moves) does not.
+    /// Notes the holder's record as read at `now`: only a changed record restarts the clock.
     pub(crate) fn observe(seen: Option<Self>, record: Option<&LeaseSpec>, now: Instant) -> Self {
         match seen {
             Some(seen) if seen.record.as_ref() == record => seen,
@@ -158,8 +152,7 @@ impl Observed {
         }
     }
 
-    /// Whether the holder has left its record unchanged for its lease duration as seen from
-    /// here (`own` is ours, for a record without one).
+    /// Whether the record stood unchanged for its lease duration (`own` for a record without one).
     pub(crate) fn expired(&self, now: Instant, own: Duration) -> bool {
         now.saturating_duration_since(self.at) >= self.lease_duration(own)
     }
@@ -316,7 +309,7 @@ async fn run(
 }
 
 /// Returns the Lease once this replica holds it: read every (jittered) retry period, taken when
-/// free, ours, or its holder's record unchanged for the holder's lease duration as observed here.
+/// free, ours, or [`Observed::expired`].
 async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
     let mut seen: Option<Observed> = None;
     let mut logged = false;

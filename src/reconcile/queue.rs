@@ -1,13 +1,9 @@
-//! The reconciler's work queue as a pure state machine: which objects wait for a patch, which
-//! are being patched, which changed meanwhile, and which back off after failures. The async
-//! reconciler drives it and owns the timers; time comes in as a value, so the rules are tested
-//! without sleeping.
+//! The reconciler's work queue as a pure state machine (time comes in as a value): which
+//! objects wait for a patch, are being patched, changed meanwhile, or back off after failures.
 //!
-//! Bounded whatever the number of objects waiting: at most [`ORDER_MAX`] keys wait
-//! in line. A key queued past that costs nothing here: the drift already says it wants a
-//! patch, and the line is refilled from the cache when it runs dry ([`Queue::refill`]: every
-//! idle key the caller says wants one), resuming the scan where the last one stopped so every
-//! waiting key gets its turn.
+//! At most [`ORDER_MAX`] keys wait in line, whatever the number of objects waiting: a key queued
+//! past that costs nothing here (the drift says it wants a patch), and the line is refilled from
+//! the cache when it runs dry ([`Queue::refill`]), resuming where the last scan stopped.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -76,8 +72,7 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         self.slots.get(&print).map_or(At::Idle, |slot| slot.at)
     }
 
-    /// Sets where the key of `print` is (and, if given, its failures); a key idle without
-    /// failures leaves.
+    /// Sets where the key of `print` is (and its failures, if given); idle without failures: no slot.
     fn put(&mut self, print: Print, at: At, failures: Option<u32>) {
         let failures = failures.unwrap_or_else(|| self.slots.get(&print).map_or(0, |slot| slot.failures));
         if at == At::Idle && failures == 0 {
@@ -129,10 +124,9 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         self.order.is_empty() && self.overflowed
     }
 
-    /// Puts the idle keys that `waits` says want a patch back in line, up to [`ORDER_MAX`],
-    /// from `keys` (every key the cache holds, in its order, which must not change between
-    /// refills for the scan to resume fairly). A scan that went all the way round has found
-    /// every key waiting.
+    /// Puts the idle keys that `waits` says want a patch back in line, up to [`ORDER_MAX`], from
+    /// `keys` (every key the cache holds, in an order that must not change between refills for
+    /// the scan to resume fairly).
     pub(crate) fn refill<'a>(&mut self, keys: impl ExactSizeIterator<Item = &'a K> + Clone, waits: impl Fn(&K) -> bool)
     where
         K: 'a,
@@ -165,8 +159,7 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         Some(key)
     }
 
-    /// Ends the attempt on `key` without its having been made (leadership lost meanwhile: the
-    /// next leader judges every key anyway).
+    /// Ends the attempt on `key` unmade (leadership lost: the next leader judges every key).
     pub(crate) fn abandon(&mut self, key: &K) {
         let print = self.prints.of(key);
         if matches!(self.at(print), At::InFlight { .. }) {
@@ -190,10 +183,9 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         After::RetryAt(now + delay)
     }
 
-    /// Holds `key` back (a fight, [`super::damping`]): taken out of line and not queued
-    /// again until [`Queue::release`]; `true` if the caller is to arm the release. A key in
-    /// flight is marked dirty instead, so its attempt's end judges it again; one backing off
-    /// already stays as it is.
+    /// Holds `key` back (a fight, [`super::damping`]) until [`Queue::release`]; `true` if the
+    /// caller is to arm the release. A key in flight is marked dirty instead; one backing off
+    /// stays as it is.
     pub(crate) fn hold(&mut self, key: &K) -> bool {
         let print = self.prints.of(key);
         match self.at(print) {
