@@ -1,10 +1,8 @@
 //! The guard's scope, as its own MutatingWebhookConfiguration says: for each kind, the
-//! Namespaces in which the API server calls a webhook of it for the reconciler's status write
-//! of that kind. The reconciler ([`follow`]) and `check`/`explain` ([`read`]) act only there,
-//! so they are never wider than admission, and an operator scopes the guard in one place (the
-//! webhooks' `rules` and `namespaceSelector`), in the chart and in kustomize alike. With
-//! `--admission=policy` there is no webhook configuration: the policies' selectors are the
-//! scope, as they are in both modes too (the effective scope is both, ANDed).
+//! Namespaces in which the API server calls a webhook of it for the reconciler's status write.
+//! The reconciler ([`follow`]) and `check`/`explain` ([`read`]) act only there, so never wider
+//! than admission. The policies' selectors narrow it further (and alone are the scope with
+//! `--admission=policy`, which has no webhook configuration).
 
 pub(crate) mod follow;
 mod rules;
@@ -98,10 +96,8 @@ impl Reaches {
     }
 }
 
-/// Where `config` sends reviews of each kind's status writes: for each kind, the union of the
-/// `namespaceSelector`s of the webhooks whose `rules` match the reconciler's write of it (an
-/// absent or empty one selects every Namespace, as the API server reads it). A webhook that
-/// matches no kind is not read further.
+/// Each kind's [`Reach`] in `config` (an absent or empty `namespaceSelector` selects every
+/// Namespace, as the API server reads it). A webhook that matches no kind is not read further.
 pub(crate) fn reaches_of(config: &MutatingWebhookConfiguration) -> Result<Reaches, ScopeError> {
     let name = config.metadata.name.clone().unwrap_or_default();
     let webhooks = config.webhooks.as_deref().unwrap_or_default();
@@ -161,9 +157,8 @@ pub(crate) enum ReadError {
 }
 
 /// The scope of configuration `name` for a one-shot reader judging `policies`: `None` when
-/// there is none to honour (`name` empty, or no such configuration, as in `--admission=policy`)
-/// or the reader may not see it (said in one warning). A kind of `policies` that no webhook
-/// reviews is said in one warning too: the reconciler governs none of its objects.
+/// there is none to honour (`name` empty, or no such configuration) or the reader may not see
+/// it (warned). A kind of `policies` that no webhook reviews is warned about too.
 pub(crate) async fn read(
     client: &Client,
     name: &str,

@@ -1,10 +1,7 @@
-//! The reconciler's per-object bookkeeping of one kind, beside its cache: drift and contests
-//! by policy, the work queue, damping records, the release schedule and the fight log, and
-//! the one rule that moves a judged object between them ([`Books::judged`]). Pure: time comes
-//! in as a value, and what the async glue is to do (wake a worker, re-arm the release timer,
-//! report a fight) goes out as [`Effects`]; the memory test drives it through
-//! the test-support `Bookkeeping`. Everything but the queue's line and the release schedule is
-//! keyed by the key's [`fingerprint`](crate::sources::follow::fingerprint), not a copy of it.
+//! The reconciler's per-object bookkeeping of one kind, and the one rule that moves a judged
+//! object between its parts ([`Books::judged`]). Pure: time comes in as a value, what the glue
+//! is to do goes out as [`Effects`]. All but the queue's line and the release schedule is keyed
+//! by the key's [`fingerprint`](crate::sources::follow::fingerprint), not a copy of it.
 
 use std::{hash::Hash, time::Instant};
 
@@ -60,10 +57,8 @@ pub(super) struct Books<K> {
 }
 
 impl<K: Eq + Hash + Ord + Clone> Books<K> {
-    /// Books `judgement` of `key`, whose stored addresses (as damping compares them) are
-    /// `seen`; `foreign` when the watch has just seen another writer change them; `leading`
-    /// when this replica patches (only the leader reports fights). `gauge` is told each
-    /// policy count that moved.
+    /// Books `judgement` of `key`, storing `seen`; `foreign`: another writer just changed it;
+    /// `leading`: only the leader reports fights. `gauge` is told each policy count that moved.
     #[allow(clippy::too_many_arguments, reason = "one judgement's inputs, each a value")]
     pub(super) fn judged(
         &mut self,
@@ -119,8 +114,7 @@ impl<K: Eq + Hash + Ord + Clone> Books<K> {
         self.contested.set(print, None, |p, n| gauge(Gauge::Contested, p, n));
     }
 
-    /// Refills the queue's line from `keys` (the cache's, [`super::queue::Queue::refill`]):
-    /// the keys the drift says are to be patched.
+    /// Refills the queue's line from the cache's `keys` that the drift says are to be patched.
     pub(super) fn refill<'a>(&mut self, keys: impl ExactSizeIterator<Item = &'a K> + Clone)
     where
         K: 'a,

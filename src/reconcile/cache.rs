@@ -1,10 +1,7 @@
-//! What the reconciler keeps per watched object, compact: the key once (the
-//! namespace interned, the name boxed); the status list packed to bytes ([`packed`]: IPs as
-//! 4 or 16 bytes) and interned, so every object behind one load balancer shares one list;
-//! the class and the status writers interned together; the resourceVersion as a number and
-//! the uid as 16 bytes when they are spelled so (the API server's), else boxed as written.
-//! The [`Write`] `decide` reads is rebuilt for the moment of a judgement ([`Stored::write`])
-//! and dropped after it.
+//! What the reconciler keeps per watched object, compact: the namespace and the status list
+//! ([`packed`]) interned, so every object behind one load balancer shares one list; the
+//! resourceVersion and uid as numbers when the API server spelled them. The [`Write`] `decide`
+//! reads is rebuilt for each judgement ([`Stored::write`]).
 
 use std::{
     borrow::Cow,

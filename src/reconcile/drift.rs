@@ -1,7 +1,5 @@
 //! The drift measurement: which stored objects of one kind are off canonical, under which
-//! policy and whether the reconciler is to patch them (what refills its queue's line, [`super::queue`]),
-//! and the count per policy that the `drift_objects` gauge shows. Pure; the reconciler passes the
-//! gauge in.
+//! policy, whether to patch them, and the count per policy (`drift_objects`). Pure.
 
 use std::{
     collections::{HashMap, HashSet},

@@ -1,11 +1,7 @@
 //! Namespaces entering the webhook's scope: their objects are listed, one Namespace at a time,
-//! into the reconciler's cache and judged as the watch's are ([`follow::list_namespace`]). The
-//! watch of every object is cluster-wide and keeps what the filter admits as events arrive, so
-//! it delivers every later change there without starting over; a Namespace created with
-//! thousands of objects elsewhere costs the API server a list of that Namespace alone.
-//!
-//! A list that fails (not an API that is not served, which the watch reports) falls back to a
-//! re-list of every object, which the watch spaces out ([`follow::RELIST_EVERY`]).
+//! into the reconciler's cache ([`follow::list_namespace`]), so the API server lists that
+//! Namespace alone. A list that fails falls back to a re-list of every object, which the watch
+//! spaces out ([`follow::RELIST_EVERY`]).
 
 use std::{
     collections::BTreeSet,

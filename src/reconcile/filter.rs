@@ -1,14 +1,9 @@
-//! Which watched objects the reconciler keeps: those some policy of their kind could
-//! govern by class, in the webhook's scope. Nothing is kept of the rest, so a cluster's other
-//! controllers' objects cost nothing here. Pure: [`Filter::of`] takes the policies, the
-//! kind's classes and the scope's Namespaces, and [`Filter::widening`] says what a new filter
-//! admits that the old one did not: objects of Namespaces entering the scope, which a list of
-//! each of those Namespaces brings back, or more (classes), which only a re-list of every
-//! object can (a narrower one is applied by dropping what it rejects).
+//! Which watched objects the reconciler keeps: those some policy of their kind could govern by
+//! class, in the webhook's scope, so other controllers' objects cost nothing. Pure;
+//! [`Filter::widening`] says what a new filter admits that the old one did not.
 //!
-//! The filter is a superset of what [`crate::decision::decide`] governs: a policy's
-//! `namespaceSelector` is not applied here (an object it leaves out is kept and judged fine),
-//! so a Namespace's labels changing never needs a re-list.
+//! A superset of what [`crate::decision::decide`] governs: a policy's `namespaceSelector` is not
+//! applied here, so a Namespace's labels changing never needs a re-list.
 
 use std::collections::HashSet;
 
@@ -46,8 +41,8 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
-    /// The filter of kind `K` under `policies`, with `classes` the kind's class objects
-    /// (`None` until listed) and `namespaces` the webhook's scope (`None`: every Namespace).
+    /// The filter of kind `K` under `policies`, its class objects (`None` until listed) and
+    /// the scope's Namespaces.
     pub(crate) fn of<K: Governed>(
         policies: &Policies,
         classes: Option<&Classes>,

@@ -1,7 +1,5 @@
-//! What the reconciler concludes about one stored object: a [`Judgement`] ("fine" or "off
-//! canonical, to patch or only to measure", drawn from `decide` by [`super::kind::judge`]), and
-//! [`knows_enough`], the rule that keeps it from acting on partial knowledge. Pure; unit-tested
-//! in `../tests.rs`.
+//! What the reconciler concludes about one stored object ([`Judgement`]), and [`knows_enough`],
+//! the rule that keeps it from acting on partial knowledge. Pure.
 
 use crate::{
     address::Address,

@@ -1,7 +1,6 @@
 //! What the reconciler does with one governed kind, written once over [`Governed`]: the kept
-//! projection of a watched object, the judgement of its stored status, the patch, and the
-//! watch's life (wanted, retried, failing). The glue in `reconcile.rs` (watch, queue, damping,
-//! leader, conflicts) is shared by every kind.
+//! projection of a watched object, the judgement of its stored status, the patch, the watch's
+//! failures.
 
 use std::borrow::Cow;
 

@@ -1,8 +1,6 @@
-//! The reconciler's cache of Ingresses (and of Services, [`ServiceCache`]) and its per-object bookkeeping outside a reconciler,
-//! for the memory tests (built only with the `test-support` feature): [`IngressCache`] (`tests/cache_memory.rs`) reads objects
-//! from JSON by the watch's own reader, projected by the watch's own projection and filter
-//! into the same map, as one list delivers them; [`Bookkeeping`] (`tests/books_memory.rs`)
-//! books judgements, patches and releases as the reconciler's glue does, in the same order.
+//! The reconciler's caches ([`IngressCache`], [`ServiceCache`]) and bookkeeping ([`Bookkeeping`])
+//! outside a reconciler, through its own reader, filter and projection, for the memory and list
+//! tests (built only with the `test-support` feature).
 
 use std::{
     net::IpAddr,
@@ -73,10 +71,8 @@ impl IngressCache {
         self.streamed
     }
 
-    /// Lists every Ingress of the cluster `client` talks to through the reconciler's own
-    /// watch (a streaming list, else its pages and their byte cap; its filter under `policies`,
-    /// its projection) until the first list ends; the cache it built. The client is dropped
-    /// before it returns.
+    /// The cache the reconciler's own watch builds of the Ingresses `client` lists under
+    /// `policies`, once its first list ends. The client is dropped before it returns.
     pub async fn listed(client: kube::Client, policies: &Policies) -> IngressCache {
         let filter = Filter::of::<Ingresses>(policies, None, None);
         let (interner, metrics) = (Shared::default(), Metrics::default());

@@ -1,8 +1,6 @@
-//! When the keys held back (a fight's hold, a failure's backoff: [`super::queue::Queue::hold`])
-//! are released: one timer for every held key, run as one more task of the reconciler, so
-//! holding 10,000 Ingresses costs two small entries each, not a task each, and a panic there is
-//! seen like the work loop's. [`Releases`] is the pure schedule; [`run`] the loop that sleeps
-//! until its next instant.
+//! When the keys held back ([`super::queue::Queue::hold`]) are released: one timer for every
+//! held key, so holding 10,000 Ingresses costs two small entries each, not a task each.
+//! [`Releases`] is the pure schedule; [`run`] the loop that sleeps until its next instant.
 
 use std::{
     collections::{BTreeSet, HashMap},

@@ -6,9 +6,7 @@ use std::{
     hash::Hash,
 };
 
-/// Hands back most of `map`'s room once it holds a quarter of what it could (a hash map never
-/// shrinks by itself, so the peak of a heal of every object would stay): to twice what it
-/// holds, so shrinking again takes as many removals, and costs O(1) per removal.
+/// Shrinks `map` to twice its length once under a quarter full: O(1) per removal.
 pub(super) fn shrink<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
     if map.capacity() > SHRINK_FROM && map.len() < map.capacity() / 4 {
         map.shrink_to(map.len() * 2);

@@ -1,7 +1,5 @@
-//! The leader's side of the reconciler: the work loop that takes objects off the queue (rate
-//! limited, bounded in concurrency, stopped the moment leadership is lost) and the conditional
-//! patch of one object, with its conflict handling. Every replica's side (watch, judgement,
-//! damping, drift) is in `reconcile.rs`.
+//! The leader's side of the reconciler: the work loop (rate limited, bounded in concurrency,
+//! stopped the moment leadership is lost) and the conditional patch of one object.
 
 use std::{borrow::Cow, sync::Arc};
 

@@ -1,11 +1,9 @@
 //! The reconciler's view of the scope, kept current by two watches: the guard's own
-//! MutatingWebhookConfiguration (by name, so RBAC can name it), and the Namespaces each kind's
-//! union of selectors selects. With one selector in all, the API server filters the Namespaces
-//! by it, exactly as it does at admission; with more, every Namespace is watched and only its
-//! name and which selectors match it are kept. A change of either applies without restart.
-//! Fail closed: while the scope is unknown (not read yet, forbidden, deleted, unusable, such
-//! as one with `matchConditions`, Namespaces not listed), the reconciler patches nothing;
-//! admission does not depend on it.
+//! MutatingWebhookConfiguration (by name, so RBAC can name it), and the Namespaces the
+//! selectors select (filtered by the API server when there is one selector; with more, every
+//! Namespace is watched and only its name and matching selectors kept). Fail closed: while the
+//! scope is unknown (not read yet, forbidden, deleted, unusable, Namespaces not listed), the
+//! reconciler patches nothing; admission does not depend on it.
 
 use std::{
     collections::HashSet,
@@ -114,8 +112,7 @@ impl Scope {
         self.changed.subscribe()
     }
 
-    /// Sets the state, telling subscribers if it changed, and logging (once) a change between
-    /// known and unknown, or of why it is unknown.
+    /// Sets the state, telling subscribers and logging if it changed.
     fn set(&self, name: &str, new: State) {
         let mut state = self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         if *state == new {
@@ -164,8 +161,7 @@ impl Scope {
                     }
                 }
                 Err(e) if held.synced() => {
-                    // The watch resumes where it failed: the last known scope stands meanwhile,
-                    // as every cache of the guard keeps its last known state.
+                    // The watch resumes where it failed: the last known scope stands meanwhile.
                     if !std::mem::replace(&mut failing, true) {
                         tracing::warn!(webhook_configuration = %name, error = %e, "watch of the webhook configuration failed; retrying, the last known scope stands");
                     }
@@ -184,8 +180,7 @@ impl Scope {
         tokio::join!(configuration, self.follow_namespaces(client, &name, selector_rx));
     }
 
-    /// Keeps the state current with the reaches `reaches` says, watching the Namespaces they
-    /// select (restarted when they change).
+    /// Keeps the state current with `reaches`, watching the Namespaces they select.
     async fn follow_namespaces(
         &self,
         client: Client,
@@ -244,8 +239,7 @@ impl Scope {
         };
         let project = |n: Namespace| {
             let mask = selectors.mask(n.metadata.labels.as_ref().unwrap_or(&std::collections::BTreeMap::new()));
-            // A Namespace no selector selects is not kept (and goes, if it was): only names in
-            // scope are held.
+            // Only names in scope are held.
             if mask == 0 { Projected::Gone(n.name_any()) } else { Projected::Keep(n.name_any(), mask) }
         };
         follow(api, config, None, project, &held, hook).await;

@@ -132,9 +132,8 @@ impl Drop for Ticket {
     }
 }
 
-/// The service of one connection: counts its requests in flight (a connection with none is
-/// idle, and may be evicted), learns how to close it gracefully, and closes it after the
-/// response once it is past its age.
+/// The service of one connection: counts its requests in flight (idle ones may be evicted), and
+/// closes it gracefully after the response once it is past its age.
 #[derive(Clone)]
 pub(crate) struct Counted<S> {
     inner: S,
@@ -181,9 +180,8 @@ where
     }
 }
 
-/// A stream that fails its reads once it is evicted, once nothing was read or written for the
-/// idle timeout, or once it outlived its age and grace; at its age it asks hyper to close the
-/// connection gracefully. Gives its slot back when dropped.
+/// A stream that fails its reads once evicted, idle, or past its age and grace (at its age it
+/// asks hyper to close gracefully). Gives its slot back when dropped.
 pub(crate) struct Tracked<S> {
     inner: S,
     live: Arc<Live>,
@@ -221,8 +219,7 @@ impl<S> Tracked<S> {
         self.live.touch(self.ticket.shared.now_ms());
     }
 
-    /// The next moment something is due: the idle timeout, the age (until it has been acted
-    /// on), the end of the grace.
+    /// The next idle timeout, age (until acted on) or end of grace.
     fn next_due(&self) -> Instant {
         let Lifetimes { idle, max_age, grace } = self.lifetimes();
         let age = if self.aged { self.opened + max_age + grace } else { self.opened + max_age };

@@ -1,8 +1,6 @@
-//! What the webhook listener learns from a failed TLS handshake that no rustls verifier sees:
-//! a client that presents no certificate while `--client-ca` requires one. rustls refuses it
-//! (`NoCertificatesPresented`) before any verifier runs, so [`CountMissing`] wraps the TLS
-//! acceptor and counts it in `client_certificates_refused_total{reason="missing"}`, beside
-//! the verifier's own reasons.
+//! A client that presents no certificate while `--client-ca` requires one: rustls refuses it
+//! before any verifier runs, so [`CountMissing`] wraps the TLS acceptor to count it in
+//! `client_certificates_refused_total{reason="missing"}`.
 
 use std::{future::Future, io, pin::Pin};
 
@@ -10,16 +8,14 @@ use axum_server::accept::Accept;
 
 use crate::tls::ClientNames;
 
-/// An acceptor that counts, in `names`' refusals, each handshake refused for presenting no
-/// client certificate; `names` is `None` without `--client-ca` (no certificate is asked for).
+/// An acceptor that counts the missing certificates in `names` (`None` without `--client-ca`).
 #[derive(Clone, Debug)]
 pub(crate) struct CountMissing<A> {
     pub(crate) inner: A,
     pub(crate) names: Option<ClientNames>,
 }
 
-/// Whether `error`, as tokio-rustls reports a failed handshake, is rustls's refusal of a client
-/// that presented no certificate.
+/// Whether a failed handshake's `error` is rustls's refusal of a client without certificate.
 pub(crate) fn is_missing_certificate(error: &io::Error) -> bool {
     error
         .get_ref()

@@ -1,6 +1,5 @@
-//! What `serve` owns besides its listeners: the [`Readiness`] that `/readyz` reports, which a
-//! background task (one of `serve`'s [`Tasks`], or of a set those own) that ends before
-//! shutdown turns false ([`watch`]).
+//! The [`Readiness`] that `/readyz` reports, which a background task that ends before shutdown
+//! turns false ([`watch`]).
 
 use std::sync::{
     Mutex,

@@ -1,7 +1,5 @@
-//! Every bound on what a caller can make the webhook hold or spend: per connection, per request
-//! and in total, each set by a flag of `serve` (`cli::limits`) with a default (listed in
-//! docs/security.md). The request side lives here too: reading a body within its size,
-//! time and the shared byte budget, before any of it is parsed.
+//! Every bound on what a caller can make the webhook hold or spend, each set by a flag of
+//! `serve` (`cli::limits`, defaults in docs/security.md), and reading a body within them.
 
 use std::{
     sync::{
@@ -177,12 +175,10 @@ impl IntakeError {
     }
 }
 
-/// A body's frames: a body that arrives in one frame is kept as it came, without a copy. That
-/// frame may share its allocation with hyper's read buffer (at most `--max-header-bytes` over
-/// HTTP/1.1, one frame over HTTP/2), held only until the review is answered. Once a second frame
-/// comes, the bytes are copied into one buffer that grows by doubling, never past the declared
-/// `Content-Length` or the limit; the budget pays for the buffer's capacity, not only the bytes
-/// in it, so a caller who declares 3 MB and sends two frames holds what it sent, twice at most.
+/// A body's frames: one frame is kept as it came, without a copy (it may share hyper's read
+/// buffer until the review is answered). From a second frame on, the bytes are copied into one
+/// buffer that doubles, never past the declared `Content-Length` or the limit; the budget pays
+/// for its capacity, so a caller holds at most twice what it sent.
 #[derive(Default)]
 enum Collected {
     #[default]
@@ -266,9 +262,8 @@ impl Intake {
         self.in_flight.clone().try_acquire_owned().ok()
     }
 
-    /// The body, read in full within `--max-body-bytes`, `--body-read-timeout-seconds` and the
-    /// shared byte budget. A declared `Content-Length` over the limit is refused before any byte
-    /// of the body is read.
+    /// The body, read in full within the limits; a declared `Content-Length` over the limit is
+    /// refused before any byte is read.
     pub(crate) async fn read(&self, headers: &HeaderMap, mut body: Body) -> Result<Held, IntakeError> {
         let max = self.limits.max_body_bytes;
         let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
@@ -315,8 +310,7 @@ impl Intake {
 
     /// Runs `work` on `held` inline when the body is at most the threshold, else on the blocking
     /// pool within `--decide-timeout-seconds`: `None` when the answer goes out without it. The
-    /// work keeps `held`, so its bytes count against the budget until the work ends, not until
-    /// the answer; it asks its [`Claim`] before any side effect, to learn which came first.
+    /// work keeps `held` (the budget) until it ends, and asks its [`Claim`] before side effects.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         held: Held,
@@ -354,8 +348,7 @@ const DECIDED: u8 = 1;
 const TIMED_OUT: u8 = 2;
 
 impl Claim {
-    /// Called by the work before its side effects: `true` when it decided in time (and the
-    /// answer will be its own), `false` when the answer already went out without it.
+    /// Called by the work before its side effects: `true` when the answer will be its own.
     pub(crate) fn decided(&self) -> bool {
         match self.0.compare_exchange(PENDING, DECIDED, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => true,

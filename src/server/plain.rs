@@ -1,6 +1,5 @@
-//! The servers of the plain-HTTP ports (admin, probe), owned by `serve` in one [`Ports`]: one
-//! that ends while serving (an accept error, a panic) is logged and makes the process not
-//! ready, instead of leaving `/metrics` or the kubelet's probes silently unanswered.
+//! The servers of the plain-HTTP ports (admin, probe): one that ends while serving is logged
+//! and makes the process not ready, instead of leaving the probes silently unanswered.
 
 use std::{collections::HashMap, future::Future, io};
 

@@ -1,6 +1,4 @@
-//! The connection table of one listener: which peer holds which slot, and, when every slot is
-//! taken, which connection gives its slot up to a newcomer. Bookkeeping only, no I/O: the
-//! acceptor in `conn` acts on its answers.
+//! The connection table of one listener (bookkeeping only, no I/O): which peer holds which slot.
 //!
 //! A full table evicts rather than refuses, so that a flood of idle connections cannot keep the
 //! kubelet's probe or the API server out. The victim is an idle connection (no request in
@@ -44,8 +42,7 @@ impl Live {
         self.last_active.store(now_ms, Ordering::Relaxed);
     }
 
-    /// Milliseconds since the listener started when the connection was last active, if no
-    /// request is in flight on it.
+    /// When the connection was last active, if no request is in flight on it.
     fn idle_since(&self) -> Option<u64> {
         (self.busy.load(Ordering::Acquire) == 0).then(|| self.last_active.load(Ordering::Relaxed))
     }
@@ -135,8 +132,7 @@ impl Table {
         Admission::Admitted { slot, evicted }
     }
 
-    /// Gives a slot back (the connection ended); the connection's shared state, if the slot was
-    /// still held.
+    /// Gives a slot back; the connection's shared state, if the slot was still held.
     pub(crate) fn remove(&mut self, slot: Slot) -> Option<Arc<Live>> {
         let entry = self.entries.remove(&slot)?;
         if let Some(count) = self.per_peer.get_mut(&entry.peer) {
@@ -148,10 +144,8 @@ impl Table {
         Some(entry.live)
     }
 
-    /// The idle connection to evict for a newcomer from `newcomer`: of the peer holding the
-    /// most slots (the newcomer counted as its peer's), the one silent longest; among peers
-    /// holding as many, the one whose idle connection is silent longest. A peer whose
-    /// connections are all busy is passed over.
+    /// The idle connection to evict for `newcomer`: of the peer holding the most slots (the
+    /// newcomer counted as its peer's), then silent longest.
     fn victim(&self, newcomer: IpAddr) -> Option<Slot> {
         // Per peer: its oldest idle connection.
         let mut oldest: HashMap<IpAddr, (u64, Slot)> = HashMap::new();
