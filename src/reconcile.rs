@@ -123,8 +123,7 @@ struct Reconciler<K: Governed> {
     interner: Mutex<Interner<K::Entry>>,
     /// Which objects the watch keeps ([`filter`]).
     filter: Mutex<Filter>,
-    /// Notified when the filter widens beyond Namespaces entering the scope: the watch lists
-    /// again, for what it did not keep.
+    /// Notified when the filter widens beyond Namespaces entering the scope: the watch lists again.
     relist: Notify,
     /// Namespaces entered the scope whose objects are to be listed ([`entering`]).
     entering: entering::Entering,
@@ -162,8 +161,7 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Waits for one of the reconciler's tasks to end (never, while they run), logging it and
-    /// reporting it to the failures `start` was given (`/readyz` false). Cancel-safe.
+    /// Waits for a task to end (never, while they run), reported to `start`'s failures. Cancel-safe.
     pub(crate) async fn ended(&mut self) {
         self.tasks.ended().await;
     }
@@ -186,9 +184,8 @@ pub(crate) struct Common {
     pub(crate) client: Client,
     pub(crate) policies: Arc<PolicyStore>,
     pub(crate) sources: Arc<dyn Sources>,
-    /// Ticks when some source's addresses change (the cache's
-    /// [`crate::sources::SourceCache::subscribe`], or in admission policy mode what the
-    /// admission policies enforce).
+    /// Ticks when some source's addresses change ([`crate::sources::SourceCache::subscribe`], or
+    /// what the admission policies enforce in admission policy mode).
     pub(crate) sources_changed: watch::Receiver<u64>,
     /// Whether this replica leads: only the leader patches and reports fights (every replica
     /// holds back the same Ingresses, so a new leader honours the contests it saw as a follower).
@@ -279,9 +276,8 @@ impl<K: Governed> Reconciler<K> {
         self.filter.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Keeps the [`Filter`] current with the policies, the kind's classes and the scope: what
-    /// a narrower one rejects is forgotten at once; what a wider one admits now was never kept,
-    /// so the Namespaces entering the scope are listed, or, if it admits more, every object.
+    /// Keeps the [`Filter`] current: what a narrower one rejects is forgotten at once; what a wider
+    /// one admits was never kept, so the Namespaces entering the scope, or every object, are listed.
     fn refilter(&self, state: &mut State<K>, policies: &Policies) {
         let unreviewed = !self.common.scope.reviews(K::KIND);
         let warned = self.unreviewed.swap(unreviewed, Ordering::Relaxed);

@@ -57,8 +57,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of a webhook that judges with `policies` over `sources`, with fresh metrics and
-    /// findings logged on the request path (no Event publisher).
+    /// A webhook judging with `policies` over `sources`, fresh metrics and no Event publisher.
     pub fn new(policies: Policies, sources: Arc<dyn Sources>) -> Arc<Self> {
         Self::with(PolicyStore::new(policies), sources, Arc::new(Metrics::new()), None)
     }
@@ -388,8 +387,7 @@ pub struct WebhookPort {
     pub listener: std::net::TcpListener,
     /// Shared with the certificate reloader, which swaps the configuration in place.
     pub tls: RustlsConfig,
-    /// With `--client-ca`: the required client names, whose refusal counters also count the
-    /// handshakes that present no certificate at all (`reason="missing"`).
+    /// With `--client-ca`: the required client names (also counting handshakes without any).
     pub client_names: Option<crate::tls::ClientNames>,
 }
 

@@ -16,9 +16,8 @@ use crate::kind::{Entry, Leaned, Write, packed};
 /// An object's key: its namespace (interned) and name.
 pub(crate) type Key = (Arc<str>, Box<str>);
 
-/// Values shared by every object that holds an equal one. A value no object holds any more is
-/// dropped at the next sweep, which runs when the set has doubled since the last one, so the
-/// set stays within twice what is held and sweeping costs O(1) per insertion.
+/// Values shared by every object that holds an equal one. Unheld ones are swept when the set
+/// has doubled since the last sweep: O(1) per insertion, within twice what is held.
 #[derive(Debug)]
 pub(crate) struct Pool<T: ?Sized> {
     set: HashSet<Arc<T>>,
@@ -70,8 +69,7 @@ struct Meta {
     status_managers: Box<[Box<str>]>,
 }
 
-/// The interned values of one kind's cache: namespaces and classes, packed status lists,
-/// classes with status writers.
+/// The interned values of one kind's cache.
 #[derive(Debug)]
 pub(crate) struct Interner<E> {
     strings: Pool<str>,
@@ -137,8 +135,7 @@ impl Uid {
         Uid::parse(s).map_or_else(|| Uid::Other(s.into()), Uid::Uuid)
     }
 
-    /// The 16 bytes of a canonical (lower-case, hyphenated 8-4-4-4-12) UUID; `None` for any
-    /// other spelling, which is kept as written so that it reads back the same.
+    /// The 16 bytes of a canonical (lower-case, hyphenated 8-4-4-4-12) UUID; `None` otherwise.
     fn parse(s: &str) -> Option<[u8; 16]> {
         let b = s.as_bytes();
         if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
@@ -190,7 +187,6 @@ pub(crate) struct Stored<E> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rare {
     resource_version: Option<Box<str>>,
-    /// `metadata.uid`, for the known-object index the audit trail checks Events against.
     uid: Option<Uid>,
 }
 

@@ -55,8 +55,7 @@ impl IngressCache {
         IngressCache { filter: Filter::of::<Ingresses>(policies, None, None), ..Self::default() }
     }
 
-    /// One (re-)list of `objects` (Ingresses as the API server serves them, JSON), as the
-    /// watch applies it; the objects held after it.
+    /// One (re-)list of `objects` (JSON) as the watch applies it; the objects held after it.
     pub fn list<'a>(&mut self, objects: impl IntoIterator<Item = &'a [u8]>) -> usize {
         list_kind::<Ingresses>(&mut self.held, &self.interner, &self.metrics, &self.filter, objects)
     }
@@ -99,8 +98,7 @@ impl IngressCache {
     }
 }
 
-/// One (re-)list of `objects` (kind `K`'s, JSON) applied to `held` as `K`'s watch applies it,
-/// through its reader, filter and projection; the objects held after it.
+/// One (re-)list of `objects` (kind `K`'s, JSON) applied to `held` as `K`'s watch applies it.
 fn list_kind<'a, K: Governed>(
     held: &mut Projection<Key, Stored<K::Entry>>,
     interner: &Shared<K::Entry>,
@@ -120,8 +118,7 @@ fn list_kind<'a, K: Governed>(
     held.len()
 }
 
-/// What one replica's reconciler holds of the Services it has listed: the LoadBalancer
-/// Services of the classes its policies govern, as [`IngressCache`] holds Ingresses.
+/// What one replica's reconciler holds of the LoadBalancer Services it has listed.
 #[doc(hidden)]
 #[derive(Default)]
 pub struct ServiceCache {
@@ -143,8 +140,7 @@ impl ServiceCache {
         ServiceCache { filter: Filter::of::<Services>(policies, None, None), ..Self::default() }
     }
 
-    /// One (re-)list of `objects` (Services as the API server serves them, JSON), as the
-    /// watch applies it; the objects held after it.
+    /// One (re-)list of `objects` (JSON) as the watch applies it; the objects held after it.
     pub fn list<'a>(&mut self, objects: impl IntoIterator<Item = &'a [u8]>) -> usize {
         list_kind::<Services>(&mut self.held, &self.interner, &self.metrics, &self.filter, objects)
     }
@@ -185,8 +181,7 @@ impl Bookkeeping {
         self.books.judged(key, &judgement, &[Address::ip(stored)], foreign, true, now, &mut |_, _, _| {}).wake
     }
 
-    /// The next key to patch, now in flight; the line is refilled from `cache` (every key
-    /// held, as the reconciler's cache holds them) when it runs dry.
+    /// The next key to patch, now in flight, refilling the line from `cache` when it runs dry.
     pub fn pop(&mut self, cache: &[Key]) -> Option<(Arc<str>, Box<str>)> {
         if self.books.queue.wants_refill() {
             self.books.refill(cache.iter());

@@ -53,15 +53,13 @@ struct Slot {
     failures: u32,
 }
 
-/// One slot per key however often it is queued; one attempt in flight per key. A key
-/// settled, with no failures, has no slot (and the maps shrink as they empty, [`shrink`]).
+/// One slot per key however often it is queued; none for a key settled without failures.
 #[derive(Debug, Default)]
 pub(crate) struct Queue<K> {
     order: VecDeque<K>,
     slots: HashMap<Print, Slot>,
     prints: Fingerprints,
-    /// A key was queued while the line was full, and no refill has since found every key
-    /// waiting.
+    /// A key was queued past a full line, and no refill has since scanned every key.
     overflowed: bool,
     /// Where in the cache the last refill stopped.
     scan_from: usize,
@@ -118,8 +116,7 @@ impl<K: Eq + Hash + Clone> Queue<K> {
         }
     }
 
-    /// Whether the line is empty while keys queued past it may wait: [`Queue::refill`]
-    /// before popping.
+    /// The line is empty while keys queued past it may wait: [`Queue::refill`] first.
     pub(crate) fn wants_refill(&self) -> bool {
         self.order.is_empty() && self.overflowed
     }

@@ -273,11 +273,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if result.is_ready() {
+        Pin::new(&mut this.inner).poll_write(cx, buf).map(|result| {
             this.active();
-        }
-        result
+            result
+        })
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -294,11 +293,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if result.is_ready() {
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs).map(|result| {
             this.active();
-        }
-        result
+            result
+        })
     }
 
     fn is_write_vectored(&self) -> bool {
