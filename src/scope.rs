@@ -46,8 +46,7 @@ pub(crate) enum ScopeError {
 pub(crate) enum Reach {
     /// A matching webhook has no selector (or the API server's default `{}`).
     Everywhere,
-    /// A Namespace any of these selects (each non-empty, none twice); none: no webhook matches,
-    /// so admission never runs for the kind.
+    /// A Namespace any of these selects (each non-empty, none twice); none: admission never runs.
     Any(Vec<LabelSelector>),
 }
 

@@ -42,8 +42,7 @@ pub(super) struct Effects {
 #[derive(Debug, Default)]
 pub(super) struct Books<K> {
     pub(super) drift: Drift<Print>,
-    /// The keys held back because other writers keep rewriting them, by policy (same
-    /// bookkeeping as the drift).
+    /// The keys held back because other writers keep rewriting them, by policy.
     pub(super) contested: Drift<Print>,
     /// The keys to patch.
     pub(super) queue: Queue<K>,

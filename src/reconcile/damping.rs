@@ -92,8 +92,7 @@ pub(crate) struct Fight {
 pub(crate) enum Step {
     /// Patch it now.
     Patch,
-    /// Leave it alone and judge it again at `until`; `contested` if other writers keep
-    /// rewriting it; `fight` to report.
+    /// Judge it again at `until`; `contested` if other writers keep rewriting it; `fight` to report.
     Wait { until: Instant, contested: bool, fight: Option<Fight> },
 }
 
@@ -236,17 +235,15 @@ impl Record {
     }
 }
 
-/// Per-Ingress patch and write history, for the keys the reconciler has patched or seen
-/// written by others within the hour (at most [`MAX_RECORDS`]).
+/// Per-Ingress patch and write history of the last hour (at most [`MAX_RECORDS`]).
 #[derive(Debug, Default)]
 pub(crate) struct Damping<K> {
     /// Boxed: a hash table with this much churn doubles past its room (an eviction leaves
     /// tombstones, and hashbrown grows rather than rehash a table over half full), and a
     /// doubled table of 16-byte slots costs 1 MiB, one of whole records 8 MiB.
     records: HashMap<K, Box<Record>>,
-    /// Per contested policy, the longest quiet time of its contested Ingresses: what every
-    /// foreign write to its other Ingresses waits for. One entry per policy, removed when its
-    /// contest ends.
+    /// Per contested policy, the longest quiet time of its contested Ingresses: what a foreign
+    /// write to its other Ingresses waits for. Removed when its contest ends.
     policies: HashMap<String, Duration>,
     /// The instant the records' milliseconds count from (the first one booked).
     base: Option<Instant>,
@@ -259,9 +256,8 @@ pub(crate) struct Damping<K> {
 const WROTE_KEPT: usize = 16;
 
 impl<K: Eq + Hash + Clone> Damping<K> {
-    /// `now` in the records' milliseconds, the base set (or moved forward) as needed. Rounded
-    /// up, so a hold or settle delay counted from a recorded instant is never shorter than its
-    /// constant (a fight's hold logs as its whole seconds).
+    /// `now` in the records' milliseconds, moving the base as needed. Rounded up, so a hold or
+    /// settle delay counted from a recorded instant is never shorter than its constant.
     fn ms(&mut self, now: Instant) -> Ms {
         let base = *self.base.get_or_insert(now);
         let since = now.saturating_duration_since(base);

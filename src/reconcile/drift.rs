@@ -32,9 +32,8 @@ struct Tally {
 }
 
 impl<K: Eq + Hash + Clone> Drift<K> {
-    /// The place of `policy`, made (counting 0, shown) if it has none; a place of a policy
-    /// that has left, with no key under it, is reused, so the places stay as many as the
-    /// policies in force and those some key is still under.
+    /// The place of `policy`, made if it has none, reusing an empty place of a policy that left:
+    /// the places stay as many as the policies in force and those some key is still under.
     fn place(&mut self, policy: &str) -> u32 {
         if let Some(&at) = self.places.get(policy) {
             // Judged under it now, so it is in force again (its count carried on meanwhile).
@@ -60,8 +59,7 @@ impl<K: Eq + Hash + Clone> Drift<K> {
         at
     }
 
-    /// Records that `key` is off canonical under `policy`, or fine (`None`); `gauge` is told
-    /// the new count of each policy whose count moved.
+    /// Records that `key` is off canonical under `policy`, or fine (`None`); `gauge` is told moves.
     pub(crate) fn set(&mut self, key: &K, policy: Option<&str>, gauge: impl FnMut(&str, i64)) {
         self.mark(key, policy, false, gauge);
     }
@@ -102,8 +100,7 @@ impl<K: Eq + Hash + Clone> Drift<K> {
         }
     }
 
-    /// Every policy in force has a series (0 included), told to `gauge`; those gone lose
-    /// theirs (`remove`).
+    /// Every policy in force has a series (0 included), told to `gauge`; those gone are `remove`d.
     pub(crate) fn publish(
         &mut self,
         in_force: &[&str],

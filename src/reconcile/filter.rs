@@ -41,8 +41,7 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
-    /// The filter of kind `K` under `policies`, its class objects (`None` until listed) and
-    /// the scope's Namespaces.
+    /// The filter of kind `K` under `policies`, its classes (`None` until listed) and scope.
     pub(crate) fn of<K: Governed>(
         policies: &Policies,
         classes: Option<&Classes>,
@@ -92,10 +91,9 @@ impl Filter {
     }
 }
 
-/// The classes `policies` could govern objects of kind `K` by, as
-/// [`crate::policy::ClassScope::matches`] reads them: a listed class, a class whose
-/// controller is listed, and class-less objects (`watchIngressWithoutClass`, or through a
-/// default class the same policy governs).
+/// The classes `policies` could govern objects of kind `K` by, as [`crate::policy::ClassScope::matches`]
+/// reads them: listed classes, classes of listed controllers, and class-less objects
+/// (`watchIngressWithoutClass`, or through a default class the same policy governs).
 fn by_class<K: Governed>(policies: &Policies, classes: Option<&Classes>) -> Option<ByClass> {
     let kind = K::KIND;
     // Matching reads class objects only when this says so (`decision::subject`).

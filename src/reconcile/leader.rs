@@ -33,8 +33,7 @@ use crate::{
 
 /// The Lease annotation with the holder's version (`version` warns of skew against it).
 pub(crate) const VERSION_ANNOTATION: &str = "ingress-status-guard/version";
-/// The annotation in which the holder lists the policy fields it knows
-/// ([`crate::policy::spec::FIELDS`], comma-separated).
+/// The Lease annotation listing the policy fields the holder knows ([`crate::policy::spec::FIELDS`]).
 pub(crate) const POLICY_FIELDS_ANNOTATION: &str = "ingress-status-guard/policy-fields";
 
 /// What the holder says of itself on the Lease.
@@ -158,14 +157,12 @@ impl Observed {
     }
 }
 
-/// How long a non-leader waits before reading the Lease again: the retry period plus up to 1.2
-/// times it (client-go's `JitterFactor`), `unit` in `[0, 1)` drawing the part.
+/// A non-leader's wait: the retry period plus up to 1.2 times it (client-go's `JitterFactor`) by `unit`.
 pub(crate) fn jittered(retry: Duration, unit: f64) -> Duration {
     retry + retry.mul_f64(1.2 * unit.clamp(0.0, 1.0))
 }
 
-/// A number in `[0, 1)` that differs between replicas and between calls: the std hasher's
-/// random keys over a counter. Spreading retries needs no better randomness.
+/// A number in `[0, 1)` differing between replicas and calls: enough randomness to spread retries.
 fn unit_random() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -65,9 +65,8 @@ impl<K: Governed> Reconciler<K> {
         }
     }
 
-    /// Takes keys off the queue and attempts them, each in a task of its own held here: a
-    /// panicking attempt panics the loop (so it is logged and `/readyz` turns false), and
-    /// the attempts stop with it.
+    /// Takes keys off the queue and attempts them, each in a task held here: a panicking attempt
+    /// panics the loop (logged, `/readyz` false), and the attempts stop with it.
     pub(super) async fn work_loop(self: Arc<Self>) {
         let (client, mut leader) = (self.common.client.clone(), self.common.leader.clone());
         let slots = self.common.bounds.slots.clone();
@@ -125,8 +124,7 @@ impl<K: Governed> Reconciler<K> {
         }
     }
 
-    /// Patches one object to its canonical status if `decide` still says so. `Err` means the
-    /// attempt failed and the object is to be retried after a backoff.
+    /// Patches one object to canonical if `decide` still says so; `Err`: retry after a backoff.
     async fn reconcile_one(&self, client: &Client, key: &Key) -> Result<(), ()> {
         let api: Api<K::Lean> = Api::namespaced(client.clone(), &key.0);
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
@@ -146,8 +144,7 @@ impl<K: Governed> Reconciler<K> {
                 };
                 (decided, K::seen(&stored.addresses()).into_owned(), stored.resource_version().map(Cow::into_owned))
             };
-            // The resourceVersion makes the patch conditional: it applies only to the state
-            // it was decided on.
+            // Conditional: the patch applies only to the resourceVersion it was decided on.
             let patch = serde_json::json!({"metadata": {"resourceVersion": resource_version}, "status": status});
             // Fenced: checked as leader right before the write, and dropped if the lead goes.
             let Some(result) = fenced(

@@ -34,8 +34,7 @@ pub(crate) enum Allow {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
-    /// Each kind's Namespaces ([`Kind::index`]; `None`: every one), and whether a webhook
-    /// reviews its status writes at all.
+    /// Each kind's Namespaces ([`Kind::index`]; `None`: every one), and whether a webhook reviews it.
     Known {
         within: [Option<HashSet<String>>; Kind::ALL.len()],
         reviewed: [bool; Kind::ALL.len()],
@@ -55,14 +54,12 @@ pub(crate) struct Scope {
 }
 
 impl Scope {
-    /// No webhook scope (`--webhook-configuration=`, or `--admission=policy`): every Namespace,
-    /// as far as the policies' own selectors go.
+    /// No webhook scope (`--webhook-configuration=`, or `--admission=policy`): every Namespace.
     pub(crate) fn everywhere() -> Arc<Scope> {
         Arc::new(Scope { state: RwLock::new(EVERYWHERE), changed: watch::Sender::new(0), metrics: None })
     }
 
-    /// The scope of configuration `name`, unknown until first read, and the watch that keeps
-    /// it current (for its owner to run until it stops it).
+    /// The scope of configuration `name`, unknown until first read, and the watch keeping it current.
     pub(crate) fn start(
         client: Client,
         name: String,
@@ -90,8 +87,7 @@ impl Scope {
         }
     }
 
-    /// The Namespaces the scope of `kind` selects; `None` for every Namespace, or while the
-    /// scope is unknown (what it selects then is not known either).
+    /// The Namespaces the scope of `kind` selects; `None` for every one, or while unknown.
     pub(crate) fn namespaces(&self, kind: Kind) -> Option<HashSet<String>> {
         match &*self.state() {
             State::Known { within, .. } => within[kind.index()].clone(),

@@ -204,8 +204,7 @@ impl Collected {
         }
     }
 
-    /// The bytes held once `more` is pushed; `declared` (the Content-Length, already checked
-    /// against `max`) caps the growth.
+    /// The bytes held once `more` is pushed, the growth capped by `declared` (checked against `max`).
     fn held_after(&self, more: usize, declared: Option<usize>, max: usize) -> usize {
         let needed = self.len() + more;
         match self {
@@ -256,8 +255,7 @@ impl Intake {
         Intake { limits, buffered: Arc::new(Semaphore::new(budget)), blocking, in_flight }
     }
 
-    /// A review's place among those in flight, held until it is answered; `None` when
-    /// `--max-requests-in-flight` are.
+    /// A review's place among those in flight until answered; `None` at `--max-requests-in-flight`.
     pub(crate) fn admit(&self) -> Option<OwnedSemaphorePermit> {
         self.in_flight.clone().try_acquire_owned().ok()
     }
@@ -321,8 +319,7 @@ impl Intake {
             return Some(work(&held, &claim));
         }
         let deadline = tokio::time::Instant::now() + self.limits.decide_timeout;
-        // Past the deadline before a thread is free: the work never starts, and dropping it
-        // gives the bytes back.
+        // Past the deadline before a thread is free: the work never starts (its bytes go back).
         let permit = tokio::time::timeout_at(deadline, self.blocking.clone().acquire_owned()).await.ok()?.ok()?;
         let late = claim.clone();
         let mut task = tokio::task::spawn_blocking(move || {
