@@ -155,27 +155,16 @@ impl<K: Governed> Hold<Key, Stored<K::Entry>> for Reconciler<K> {
     }
 }
 
-/// Keeps the reconciler's tasks alive; dropping it stops them.
-pub(crate) struct Running {
-    tasks: Tasks,
-}
-
-impl Running {
-    /// Waits for a task to end (never, while they run), reported to `start`'s failures. Cancel-safe.
-    pub(crate) async fn ended(&mut self) {
-        self.tasks.ended().await;
-    }
-}
-
 /// Starts every governed kind's watch, the drift measurement and (while `common.leader` is
-/// true) the patching. Must be called inside a tokio runtime.
-pub(crate) fn start(common: Common, known: Option<KnownByKind>, failures: Failures) -> Running {
+/// true) the patching, in tasks that report to `failures` and stop when dropped. Must be called
+/// inside a tokio runtime.
+pub(crate) fn start(common: Common, known: Option<KnownByKind>, failures: Failures) -> Tasks {
     let mut tasks = Tasks::new(failures);
     for kind in Kind::ALL {
         let known = known.as_ref().map(|k| k[kind.index()].clone());
         with_kind!(kind, K => spawn::<K>(&mut tasks, &common, known));
     }
-    Running { tasks }
+    tasks
 }
 
 /// What every kind's reconciler is started with.
@@ -380,13 +369,14 @@ impl<K: Governed> Reconciler<K> {
     fn rejudge(&self, state: &mut State<K>, key: &Key, policies: &Policies, foreign: bool) {
         let Some(stored) = state.ingresses.get(key) else { return };
         let judgement = self.judge(key, stored, policies);
-        self.apply_judgement(state, key, judgement, foreign);
+        self.book(&state.ingresses, &mut state.books, key, &judgement, foreign);
     }
 
     /// Stores and judges what a request of ours returned, unless the watch has delivered a change
     /// since `seen` (the resourceVersion the request was based on), which is at least as new.
     /// (Resource versions are only compared for equality, as the API conventions require.)
-    fn upsert_unless_newer(&self, key: Key, seen: Option<&str>, stored: Stored<K::Entry>) {
+    fn upsert_unless_newer(&self, obj: K::Lean, seen: Option<&str>) {
+        let Some((key, stored)) = kind::project::<K>(obj, &self.common.metrics, &self.interner) else { return };
         let policies = self.common.policies.load();
         let judgement = self.judge(&key, &stored, &policies);
         let mut state = self.lock();
@@ -400,12 +390,8 @@ impl<K: Governed> Reconciler<K> {
         if !state.ingresses.synced() {
             return;
         }
-        self.apply_judgement(&mut state, &key, judgement, foreign);
-    }
-
-    fn apply_judgement(&self, state: &mut State<K>, key: &Key, judgement: Judgement, foreign: bool) {
-        let State { ingresses, books } = state;
-        self.book(ingresses, books, key, &judgement, foreign);
+        let State { ingresses, books } = &mut *state;
+        self.book(ingresses, books, &key, &judgement, foreign);
     }
 
     /// Books `judgement` of `key` ([`Books::judged`]) and does what it says.

@@ -161,20 +161,13 @@ impl<K: Governed> Reconciler<K> {
                     let now = tokio::time::Instant::now().into_std();
                     self.lock().books.patched(key, &canonical, now);
                     K::healed(&object, &Addresses(&from), &Addresses(&canonical), &policy);
-                    if let Some((key, stored)) = kind::project::<K>(obj, &self.common.metrics, &self.interner) {
-                        self.upsert_unless_newer(key, resource_version.as_deref(), stored);
-                    }
+                    self.upsert_unless_newer(obj, resource_version.as_deref());
                     return Ok(());
                 }
                 Err(CallError::Api(kube::Error::Api(status))) if status.code == 409 => {
                     self.common.metrics.patch(&policy, "conflict");
                     match within(CALL_TIMEOUT, api.get(&key.1)).await {
-                        Ok(fresh) => {
-                            if let Some((key, stored)) = kind::project::<K>(fresh, &self.common.metrics, &self.interner)
-                            {
-                                self.upsert_unless_newer(key, resource_version.as_deref(), stored);
-                            }
-                        }
+                        Ok(fresh) => self.upsert_unless_newer(fresh, resource_version.as_deref()),
                         Err(CallError::Api(kube::Error::Api(status))) if status.code == 404 => return Ok(()),
                         Err(e) => {
                             tracing::warn!(kind = K::KIND.name(), object = %object, error = %e, "cannot re-read the object after a conflict; backing off");

@@ -96,7 +96,7 @@ pub(super) fn start_leader_work(
                 () = token.cancelled() => break,
                 // Logged and reported by `ended`; the others go on.
                 () = owned.ended() => {}
-                () = or_never(running.as_mut().map(reconcile::Running::ended)) => {}
+                () = or_never(running.as_mut().map(Tasks::ended)) => {}
             }
         }
         drop(running);
