@@ -499,19 +499,14 @@ pub async fn serve(
 /// arrives in between is not lost (and does not kill the process with the default action).
 pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     async move {
         let ctrl_c = async {
             let _ = tokio::signal::ctrl_c().await;
         };
         #[cfg(unix)]
         let term = async move {
-            match term {
-                Some(mut s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
+            crate::sources::owned::or_never(term.as_mut().map(tokio::signal::unix::Signal::recv)).await;
         };
         #[cfg(not(unix))]
         let term = std::future::pending::<()>();

@@ -117,11 +117,7 @@ impl Table {
     pub(crate) fn admit(&mut self, peer: IpAddr, live: Arc<Live>) -> Admission {
         let evicted = if self.entries.len() >= self.cap {
             let Some(victim) = self.victim(peer) else { return Admission::Full };
-            let gone = self.remove(victim);
-            if let Some(live) = &gone {
-                live.evicted.cancel();
-            }
-            gone
+            self.remove(victim).inspect(|live| live.evicted.cancel())
         } else {
             None
         };
@@ -151,14 +147,8 @@ impl Table {
         let mut oldest: HashMap<IpAddr, (u64, Slot)> = HashMap::new();
         for (&slot, entry) in &self.entries {
             let Some(since) = entry.live.idle_since() else { continue };
-            oldest
-                .entry(entry.peer)
-                .and_modify(|best| {
-                    if (since, slot) < *best {
-                        *best = (since, slot);
-                    }
-                })
-                .or_insert((since, slot));
+            let best = oldest.entry(entry.peer).or_insert((since, slot));
+            *best = (*best).min((since, slot));
         }
         let held = |peer: IpAddr| self.per_peer.get(&peer).copied().unwrap_or(0) + usize::from(peer == newcomer);
         // Most slots first, then silent longest (the smallest timestamp).
