@@ -1,8 +1,7 @@
-//! How many fight WARN lines the reconciler logs: per policy, the first
-//! [`FULL_PER_WINDOW`] fights of each [`WINDOW`] in full, the rest counted and said in one
-//! summary line per policy when the window ends, as the audit trail summarises repeated
-//! findings. So the log grows with the number of policies, not of contested objects (10,000
-//! contested Ingresses logged 2,259 lines a minute before). Pure: time comes in as a value.
+//! How many fight WARN lines the reconciler logs: per policy, the first [`FULL_PER_WINDOW`]
+//! fights of each [`WINDOW`] in full, the rest counted in one summary line when the window ends.
+//! So the log grows with the number of policies, not of contested objects (10,000 contested
+//! Ingresses logged 2,259 lines a minute before). Pure: time comes in as a value.
 
 use std::{
     collections::HashMap,
@@ -47,8 +46,7 @@ impl FightLog {
         false
     }
 
-    /// The windows ended by `now`, forgotten; those with fights not logged in full are returned
-    /// to be summarised.
+    /// Forgets the windows ended by `now`, returning those with fights not logged in full.
     pub(super) fn due(&mut self, now: Instant) -> Vec<Quiet> {
         let mut quiet = Vec::new();
         self.windows.retain(|policy, w| {

@@ -16,10 +16,9 @@ pub(super) enum Judgement {
     Drift { policy: String, patch: bool },
 }
 
-/// Whether the reconciler knows enough to replace `stored` with `canonical` under `policy`: it
-/// acts only once every source of the policy (and the cluster facts matching needs) has been
-/// read, and while a source is unresolved it may add addresses but never remove one, since
-/// the missing source may hold it (removing waits until every source resolves).
+/// Whether the reconciler knows enough to replace `stored` with `canonical` under `policy`: every
+/// source of the policy (and the cluster facts matching needs) has been read, and while a source
+/// is unresolved it may add addresses but never remove one, which the missing source may hold.
 pub(super) fn knows_enough(policy: &Policy, stored: &[Address], canonical: &[Address], sources: &dyn Sources) -> bool {
     if !every_source_read(policy, sources) {
         return false;

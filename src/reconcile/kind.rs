@@ -17,8 +17,7 @@ use crate::{
     sources::{Sources, follow::Projected},
 };
 
-/// A patch the reconciler is to send: under which policy, the canonical addresses (as the
-/// damping compares them) and the `status` fields to merge.
+/// A patch to send: its policy, the canonical addresses (as damping compares them), the `status`.
 pub(super) struct Decided {
     pub(super) policy: String,
     pub(super) canonical: Vec<Address>,
@@ -37,8 +36,7 @@ pub(super) fn project<K: Governed>(
     }
 }
 
-/// The projection of a watched object the watch keeps, if `admits` its namespace and class;
-/// else its key alone, to hold nothing under ([`Projected::Gone`]).
+/// The projection of a watched object if `admits` its namespace and class, else [`Projected::Gone`].
 pub(super) fn project_kept<K: Governed>(
     obj: K::Lean,
     metrics: &Metrics,

@@ -12,9 +12,8 @@ use tokio::sync::Notify;
 
 use super::shrink::shrink;
 
-/// At most one pending release per key, the earliest: a key is held until its first release,
-/// which judges it afresh (and may hold it again), so a later instant armed meanwhile is
-/// covered by that judgement.
+/// At most one pending release per key, the earliest: it judges the key afresh (and may hold it
+/// again), which covers a later instant armed meanwhile.
 #[derive(Debug, Default)]
 pub(crate) struct Releases<K> {
     by_instant: BTreeSet<(Instant, K)>,
@@ -64,9 +63,8 @@ impl<K: Ord + Hash + Clone> Releases<K> {
     }
 }
 
-/// Sleeps until the `next` release instant (none: until `armed`), then calls `fire` with the
-/// time; woken early by `armed` when an earlier release is armed ([`Releases::arm`]'s `true`).
-/// Never returns.
+/// Sleeps until the `next` release instant, then calls `fire` with the time; woken early by
+/// `armed` ([`Releases::arm`]'s `true`). Never returns.
 pub(crate) async fn run(armed: &Notify, mut next: impl FnMut() -> Option<Instant>, mut fire: impl FnMut(Instant)) {
     loop {
         // A release armed between `next` and the wait below leaves a permit: not missed.

@@ -1,8 +1,6 @@
-//! Whether the API server calls one webhook for the reconciler's write of one kind: its
-//! `rules` matched against that write as k8s.io/apiserver's admission rule matcher
-//! (`predicates/rules`) matches a request. The write is a PATCH of the kind's `status`
-//! subresource in the version the guard writes, which admission sees as an UPDATE of a
-//! namespaced object.
+//! Whether the API server calls one webhook for the reconciler's write of one kind (a PATCH of
+//! its `status` in the version the guard writes, which admission sees as an UPDATE), as
+//! k8s.io/apiserver's admission rule matcher (`predicates/rules`) matches it.
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, RuleWithOperations};
 
@@ -18,14 +16,13 @@ fn exact_or_wildcard(items: Option<&[String]>, requested: &str) -> bool {
     items.unwrap_or_default().iter().any(|item| item == "*" || item == requested)
 }
 
-/// One rule matches the status write of `kind`: every field does. `resources` entries are `resource/subresource`
-/// with `*` on either side; a bare `resource` (and so `*`) names no subresource, never
-/// `status`. A `scope` of `Cluster` excludes a namespaced object; absent is `*`.
+/// One rule matches the status write of `kind`: every field does. `resources` entries are
+/// `resource/subresource` with `*` on either side; a bare `resource` (and so `*`) names no
+/// subresource. A `scope` of `Cluster` excludes a namespaced object; absent is `*`.
 ///
-/// A rule that names another version of the kind is not counted, although `matchPolicy:
-/// Equivalent` may have the API server call the webhook through it: the API server does so
-/// only while that version is served, which the guard does not know, and a scope narrower
-/// than admission's is the safe side.
+/// A rule naming another version of the kind is not counted, although `matchPolicy: Equivalent`
+/// may have the API server call the webhook through it while that version is served, which the
+/// guard does not know: a scope narrower than admission's is the safe side.
 fn matches(rule: &RuleWithOperations, kind: Kind) -> bool {
     let resource = rule.resources.as_deref().unwrap_or_default().iter().any(|entry| {
         let (resource, sub) = entry.split_once('/').unwrap_or((entry, ""));
@@ -39,8 +36,7 @@ fn matches(rule: &RuleWithOperations, kind: Kind) -> bool {
         && exact_or_wildcard(rule.api_versions.as_deref(), kind.version())
 }
 
-/// Whether the API server calls `webhook` for the reconciler's status write of `kind` (as far
-/// as its rules say; its selectors and conditions are the caller's).
+/// Whether `webhook`'s rules match the reconciler's status write of `kind` (selectors aside).
 pub(super) fn calls(webhook: &MutatingWebhook, kind: Kind) -> bool {
     webhook.rules.as_deref().unwrap_or_default().iter().any(|rule| matches(rule, kind))
 }

@@ -1,7 +1,6 @@
-//! Connections: at most N open per listener, a full table evicting an idle connection instead
-//! of refusing the newcomer (`table` says which), each connection closed once it has been silent
-//! for the idle timeout, and none kept past the maximum age however busy it is. Applied below
-//! TLS, so a client stalled before, during or after the handshake is covered alike.
+//! Connections: at most N open per listener (a full `table` evicting an idle one), each closed
+//! once silent for the idle timeout, and none kept past the maximum age. Applied below TLS, so
+//! a client stalled before, during or after the handshake is covered alike.
 
 mod table;
 
@@ -226,8 +225,7 @@ impl<S> Tracked<S> {
         (self.last + idle).min(age)
     }
 
-    /// Pending while the connection may stay open; the timer is re-armed lazily from the last
-    /// activity, not on every read.
+    /// Pending while the connection may stay open; the timer is re-armed lazily, not per read.
     fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         if self.evicted.as_mut().poll(cx).is_ready() {
             return Poll::Ready(io::Error::new(io::ErrorKind::ConnectionAborted, "evicted from a full listener"));

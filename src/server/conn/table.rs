@@ -68,8 +68,7 @@ impl Live {
         }
     }
 
-    /// GOAWAY on HTTP/2, close after the response on HTTP/1.1; `false` when no request has
-    /// come yet, so there is nothing hyper could close gracefully.
+    /// GOAWAY on HTTP/2, close after the response on HTTP/1.1; `false` before any request.
     pub(crate) fn close_gracefully(&self) -> bool {
         self.shutdown.get().map(ConnectionShutdown::graceful_shutdown).is_some()
     }
