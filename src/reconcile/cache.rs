@@ -85,16 +85,12 @@ impl<E> Default for Interner<E> {
 }
 
 impl<E: Entry> Interner<E> {
-    fn string(&mut self, s: &str) -> Arc<str> {
-        self.strings.get(s)
-    }
-
     /// The compact form of a lean object: its key and what is stored under it.
     pub(crate) fn store(&mut self, leaned: Leaned<E>) -> (Key, Stored<E>) {
         let Leaned { write, resource_version, uid, status_managers } = leaned;
-        let key = (self.string(&write.namespace), write.name.into_boxed_str());
+        let key = (self.strings.get(&write.namespace), write.name.into_boxed_str());
         let meta = Meta {
-            class: write.class.as_deref().map(|c| self.string(c)),
+            class: write.class.as_deref().map(|c| self.strings.get(c)),
             status_managers: status_managers.into_iter().map(String::into_boxed_str).collect(),
         };
         let meta = self.metas.shared(&meta).unwrap_or_else(|| self.metas.insert(Arc::new(meta)));

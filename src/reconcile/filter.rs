@@ -52,12 +52,11 @@ impl Filter {
 
     /// Whether an object in `namespace` naming `class` is kept.
     pub(crate) fn admits(&self, namespace: &str, class: Option<&str>) -> bool {
-        let in_scope = self.namespaces.as_ref().is_none_or(|n| n.contains(namespace));
-        let by_class = self.classes.as_ref().is_none_or(|c| match class {
-            Some(class) => c.names.contains(class),
-            None => c.classless,
-        });
-        in_scope && by_class
+        self.in_scope(namespace)
+            && self.classes.as_ref().is_none_or(|c| match class {
+                Some(class) => c.names.contains(class),
+                None => c.classless,
+            })
     }
 
     /// Whether the scope holds `namespace` (every one when not known).

@@ -88,14 +88,9 @@ impl Settings {
             ("--leader-election-namespace", &namespace, names::is_dns1123_label(&namespace)),
             ("--leader-election-lease-name", &lease_name, names::is_dns1123_subdomain(&lease_name)),
         ];
-        for (flag, value, valid) in names {
-            if !valid {
-                return Err(SettingsError::Flag {
-                    flag,
-                    value: value.clone(),
-                    reason: "must be a valid Kubernetes name".to_owned(),
-                });
-            }
+        if let Some((flag, value, _)) = names.into_iter().find(|(_, _, valid)| !valid) {
+            let reason = "must be a valid Kubernetes name".to_owned();
+            return Err(SettingsError::Flag { flag, value: value.clone(), reason });
         }
         Ok(Settings { namespace, lease_name, identity, lease_duration, renew_deadline, retry_period })
     }

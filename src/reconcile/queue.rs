@@ -77,8 +77,6 @@ impl<K: Eq + Hash + Clone> Queue<K> {
             if self.slots.remove(&print).is_some() {
                 shrink(&mut self.slots);
             }
-        } else if let Some(slot) = self.slots.get_mut(&print) {
-            *slot = Slot { at, failures };
         } else {
             self.slots.insert(print, Slot { at, failures });
         }
