@@ -48,11 +48,9 @@ pub struct AppState {
     pub sources: Arc<dyn Sources>,
     /// What `/metrics` serves.
     pub metrics: Arc<Metrics>,
-    /// The queue to the background task that logs findings and makes them Kubernetes Events;
-    /// `None` logs them on the request path (tests and benchmarks without a runtime task).
+    /// The queue to the task that logs findings and makes them Events; `None` logs them inline.
     pub events: Option<EventSink>,
-    /// Draining on SIGTERM so load balancers stop sending before the listener closes; failed
-    /// when a background task ends.
+    /// Draining on SIGTERM (load balancers stop sending first); failed when a background task ends.
     pub readiness: Readiness,
 }
 
@@ -109,8 +107,7 @@ fn probes() -> Router<Arc<AppState>> {
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     state.metrics.set_cache_ages(&state.sources.cache_ages());
-    // Read at the scrape, as /readyz would answer it: a dashboard shows readiness without
-    // probing the probe port.
+    // As /readyz would answer: a dashboard shows readiness without probing the probe port.
     state.metrics.set_ready(state.ready());
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     ([(header::CONTENT_TYPE, content_type)], state.metrics.encode()).into_response()
@@ -171,8 +168,7 @@ async fn mutate(State(webhook): State<Arc<Webhook>>, request: Request) -> Respon
     response
 }
 
-/// Check, read, then review the body (off the async workers when it is large): the response
-/// bytes and the result label, or the HTTP error for a request that is not a review.
+/// Check, read, then review the body: the response bytes and result label, or the HTTP error.
 async fn answer(
     state: &Arc<AppState>,
     intake: &Intake,
@@ -328,9 +324,8 @@ fn report(state: &AppState, policies: &Policies, review: review::Review, verdict
     if let Some(forged) = review.forged() {
         let result = if review.dry_run { "dry_run" } else { verdict.result() };
         state.metrics.forged_spec(forged.field(), result);
-        // A mismatch says it in its finding's line (summarised on repeats); any other verdict at
-        // debug only, so that a flood of forged writes to ungoverned objects floods no log: the
-        // metric and the audit annotation count and name every one.
+        // A mismatch says it in its finding's line; any other verdict at debug only, so a flood of
+        // forged writes floods no log (the metric and the audit annotation count every one).
         if !matches!(verdict, Verdict::Mismatch { .. }) {
             let (namespace, name) = review.object_key();
             tracing::debug!(uid = %review.uid, namespace = %crate::names::truncate(namespace, usize::MAX, 253), name = %crate::names::truncate(name, usize::MAX, 253), writer = %crate::names::truncate(&review.user.username, usize::MAX, 1024), forged_spec = forged.field(), result = verdict.result(), "status write changed a field the API server resets; judged under the stored value");
