@@ -1,8 +1,6 @@
-//! The one reader of an Ingress: which class it has (`spec.ingressClassName`, else the legacy
-//! annotation), how much of `status.loadBalancer.ingress` it has, and the [`StatusWrite`] the
-//! decision takes. An Ingress arrives three ways, and each ends in [`class`] here: as a review's
-//! object (read by [`crate::review`], which takes [`CLASS_ANNOTATION`] from here), as a stored k8s-openapi Ingress ([`Stored::of`], for `check`
-//! and `explain`), and as the lean projection the reconciler's watch caches ([`LeanIngress`]).
+//! The one reader of an Ingress: its class, how much of `status.loadBalancer.ingress` it has, and
+//! the [`StatusWrite`] the decision takes, whether it arrives in a review, as a stored k8s-openapi
+//! Ingress ([`Stored::of`]) or as the reconciler's lean projection ([`LeanIngress`]).
 
 use std::{borrow::Cow, fmt};
 
@@ -115,8 +113,7 @@ impl super::Governed for Ingresses {
 
     fn trimmed(write: &StatusWrite) -> [Option<&'static str>; 2] {
         let class = write.class.as_deref() == Some(bounded::INVALID_CLASS);
-        let overflow = write.omitted > 0;
-        [class.then_some("class"), overflow.then_some("addresses")]
+        [class.then_some("class"), (write.omitted > 0).then_some("addresses")]
     }
 
     fn shown(entries: Vec<Address>) -> Vec<Address> {
@@ -194,6 +191,19 @@ pub(crate) enum StatusShape {
     IngressList,
 }
 
+impl StatusShape {
+    /// The shape of a status whose `loadBalancer` and its `ingress` are as given (`None`: absent
+    /// or `null`): one rule for every reader.
+    pub(crate) fn of<L>(status: Option<Option<Option<L>>>) -> StatusShape {
+        match status {
+            None => StatusShape::NoStatus,
+            Some(None) => StatusShape::NoLoadBalancer,
+            Some(Some(None)) => StatusShape::NoIngressList,
+            Some(Some(Some(_))) => StatusShape::IngressList,
+        }
+    }
+}
+
 /// Where an Ingress's class was read from; `explain` says so, because an annotation that is
 /// overridden by the field is a common surprise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,11 +214,10 @@ pub(crate) enum ClassFrom {
 }
 
 /// The class precedence of ingress-nginx's store: `spec.ingressClassName`, else the
-/// [`CLASS_ANNOTATION`]; and which of the two it was. Every reader of an Ingress's class comes
-/// here, so the webhook, the reconciler and `check` agree on the one rule that a value which is
-/// not a class name ([`bounded::valid_class`]) is no class: an annotation's value is not
-/// validated by the API server, and a class the webhook enforced but the reconciler did not
-/// know would never be healed.
+/// [`CLASS_ANNOTATION`]; and which it was. Every reader comes here, so all agree that a value
+/// which is not a class name ([`bounded::valid_class`]) is no class: the API server does not
+/// validate an annotation, and a class the webhook enforced but the reconciler did not know
+/// would never be healed.
 pub(crate) fn class(field: Option<String>, annotation: Option<String>) -> (Option<String>, ClassFrom) {
     match (field, annotation) {
         (Some(field), _) => (Some(bounded::valid_class(field)), ClassFrom::Field),
@@ -222,16 +231,10 @@ pub(crate) fn is_default_class(class: &IngressClass) -> bool {
     class.metadata.annotations.as_ref().and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION)).is_some_and(|v| v == "true")
 }
 
-/// Reads only the [`CLASS_ANNOTATION`] out of `metadata.annotations` (`null` is none), which
-/// often carries large values such as `kubectl.kubernetes.io/last-applied-configuration`.
-pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    class_annotation_as::<D, String>(d)
-}
-
 /// The [`CLASS_ANNOTATION`] out of `metadata.annotations` read as `T` (`null` is none); every
-/// other annotation is skipped unparsed. The one reader of the annotation map, for the review
-/// (as written) and the reconciler's cache (validated, [`bounded`]).
-pub(crate) fn class_annotation_as<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+/// other annotation (often large, such as `kubectl.kubernetes.io/last-applied-configuration`)
+/// is skipped unparsed. The one reader of the annotation map.
+pub(crate) fn class_annotation<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     struct Visit<T>(std::marker::PhantomData<T>);
     impl<'de, T: Deserialize<'de>> de::Visitor<'de> for Visit<T> {
         type Value = Option<T>;
@@ -277,12 +280,7 @@ impl Stored {
         let (class, class_from) = class(field, annotation);
         let not_a_class = written.filter(|_| class.as_deref() == Some(bounded::INVALID_CLASS));
         let lb = ingress.status.as_ref().map(|s| s.load_balancer.as_ref());
-        let shape = match lb {
-            None => StatusShape::NoStatus,
-            Some(None) => StatusShape::NoLoadBalancer,
-            Some(Some(lb)) if lb.ingress.is_none() => StatusShape::NoIngressList,
-            Some(Some(_)) => StatusShape::IngressList,
-        };
+        let shape = StatusShape::of(lb.map(|lb| lb.map(|lb| lb.ingress.as_ref())));
         let addresses = lb
             .flatten()
             .and_then(|lb| lb.ingress.as_ref())
@@ -318,11 +316,8 @@ impl Stored {
     }
 }
 
-/// An Ingress as the reconciler reads it from the API server: [`StatusWrite`]'s fields and
-/// the resourceVersion, deserialized straight from the watch stream (annotations other than the
-/// class, the spec's rules and managedFields other than the status writers' names are skipped
-/// unparsed), each bounded by [`bounded`]. Implements [`kube::Resource`] so kube's watcher and `Api`
-/// deliver it directly.
+/// An Ingress as the reconciler reads it from the watch stream: [`StatusWrite`]'s fields and the
+/// resourceVersion, each bounded by [`bounded`]; everything else is skipped unparsed.
 #[derive(Clone, Debug)]
 pub(crate) struct LeanIngress {
     pub(crate) meta: ObjectMeta,
@@ -335,8 +330,7 @@ pub(crate) struct LeanIngress {
 }
 
 impl LeanIngress {
-    /// The status write and the resourceVersion it was read at; `None` without a namespace or a
-    /// name, which a namespaced Ingress from the API server always has.
+    /// The status write and the resourceVersion it was read at; `None` without a namespace or name.
     pub(crate) fn into_write(self) -> Option<(StatusWrite, Option<String>)> {
         let namespace = self.meta.namespace?;
         let name = self.meta.name?;

@@ -1,8 +1,6 @@
-//! How a LoadBalancer Service is read, once: its class (`spec.loadBalancerClass`, and `""` for
-//! a Service without one; a Service that is not `type: LoadBalancer` has a class no policy can
-//! name, so it is never governed), its `status.loadBalancer.ingress` entries (an Ingress's
-//! `ip`, `hostname` and `ports`, plus `ipMode`), and the lean projection the reconciler caches.
-//! A Service has no class objects: `loadBalancerClasses` names classes directly.
+//! How a LoadBalancer Service is read, once: its class (`spec.loadBalancerClass`; a Service that
+//! is not `type: LoadBalancer` has a class no policy can name), its `status.loadBalancer.ingress`
+//! entries (an Ingress's plus `ipMode`), and the lean projection the reconciler caches.
 
 use std::{borrow::Cow, collections::HashSet, fmt};
 
@@ -19,9 +17,8 @@ pub(crate) const LOAD_BALANCER: &str = "LoadBalancer";
 /// The class kept for a Service that is not `type: LoadBalancer`: not a qualified name, so no
 /// `loadBalancerClasses` entry can name it.
 pub(crate) const NOT_LOAD_BALANCER: &str = "<not type LoadBalancer>";
-/// The class of a LoadBalancer Service without `spec.loadBalancerClass`, as
-/// `loadBalancerClasses` lists it: the empty string, which no class can be (the API server
-/// refuses an empty `loadBalancerClass`).
+/// The class of a LoadBalancer Service without `spec.loadBalancerClass`: the empty string, which
+/// no class can be (the API server refuses an empty `loadBalancerClass`).
 pub(crate) const NO_CLASS: &str = "";
 /// `ipMode` as the API server defaults it for an entry with an IP (1.30+): kube-proxy routes
 /// the IP to the Service's endpoints on every node.
@@ -91,8 +88,7 @@ impl fmt::Display for LoadBalancerIngress {
     }
 }
 
-/// `status.loadBalancer.ingress` as written or stored: bounded as an Ingress's is
-/// ([`crate::address::Entries`]), each entry with its `ipMode`.
+/// `status.loadBalancer.ingress` as written or stored, bounded as an Ingress's is.
 pub(crate) type Entries = crate::strict::Bounded<LoadBalancerIngress>;
 
 /// An entry as the wire has it: an Ingress's, and `ipMode`.
@@ -236,9 +232,8 @@ impl super::Governed for Services {
     }
 }
 
-/// A Service as the guard reads it: its identity, class ([`class`]), `status.loadBalancer.ingress`
-/// (bounded) and the shape of its status. Its ports, selector and every annotation are skipped
-/// unparsed.
+/// A Service as the guard reads it: its identity, class, bounded status list and its shape;
+/// everything else is skipped unparsed.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LeanService {
     /// Namespace, name, uid and resourceVersion only.
@@ -254,17 +249,6 @@ pub(crate) struct LeanService {
 }
 
 crate::client::lean_resource!(LeanService, NamespaceResourceScope, "", "v1", "Service", "services");
-
-/// The shape of a status whose `loadBalancer` and its `ingress` are as given (`None`: absent or
-/// `null`): one rule for the review's reader and the lean one.
-pub(crate) fn shape<L>(status: Option<Option<Option<L>>>) -> StatusShape {
-    match status {
-        None => StatusShape::NoStatus,
-        Some(None) => StatusShape::NoLoadBalancer,
-        Some(Some(None)) => StatusShape::NoIngressList,
-        Some(Some(Some(_))) => StatusShape::IngressList,
-    }
-}
 
 impl<'de> Deserialize<'de> for LeanService {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -305,7 +289,7 @@ impl<'de> Deserialize<'de> for LeanService {
         let (load_balancer, written_class) =
             wire.spec.map_or((false, None), |s| (s.load_balancer, s.load_balancer_class));
         let lb = wire.status.map(|s| s.load_balancer.map(|lb| lb.ingress));
-        let shape = shape(lb.as_ref().map(|lb| lb.as_ref().map(Option::as_ref)));
+        let shape = StatusShape::of(lb.as_ref().map(|lb| lb.as_ref().map(Option::as_ref)));
         let addresses = lb.flatten().flatten().unwrap_or_default();
         let (meta, status_managers) = match wire.metadata {
             Some(m) => (

@@ -50,7 +50,7 @@ pub(crate) fn class_field<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Stri
 /// The [`super::CLASS_ANNOTATION`] out of `metadata.annotations` (`null` is none), validated; every
 /// other annotation is skipped unparsed.
 pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(super::class_annotation_as::<D, Class>(d)?.map(|c| c.0))
+    Ok(super::class_annotation::<D, Class>(d)?.map(|c| c.0))
 }
 
 /// The field managers whose entry of `metadata.managedFields` owns some of `status` (the

@@ -1,6 +1,5 @@
-//! A review of an Ingress status write (`networking.k8s.io` or `extensions` `ingresses/status`,
-//! UPDATE): the parts of the object the decision reads ([`IngressIn`]), and the write they make
-//! ([`Reviewed`]).
+//! A review of an Ingress status write (`ingresses/status`, UPDATE): the parts of the object the
+//! decision reads ([`IngressIn`]), and the write they make ([`Reviewed`]).
 
 use serde::Deserialize;
 
@@ -82,7 +81,8 @@ impl Reviewed for Ingresses {
         old: Option<&StoredIn<'_>>,
         write: StatusWrite,
     ) -> Result<(StatusWrite, StatusShape, Option<Forged>), ReviewError> {
-        let shape = shape(ingress.status.as_ref());
+        let lb = ingress.status.as_ref().map(|s| s.load_balancer.as_ref().map(|lb| lb.ingress.as_ref()));
+        let shape = StatusShape::of(lb);
         let entries = ingress.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
         let (class, forged) = stored_ingress_class(ingress.spec, metadata, old)?;
         Ok((StatusWrite { class, addresses: entries.kept, omitted: entries.omitted, ..write }, shape, forged))
@@ -90,14 +90,5 @@ impl Reviewed for Ingresses {
 
     fn target<'a>(status: Status<'a, Address, StatusShape>) -> Target<'a> {
         Target::Ingress(status)
-    }
-}
-
-fn shape(status: Option<&StatusIn>) -> StatusShape {
-    match status {
-        None => StatusShape::NoStatus,
-        Some(StatusIn { load_balancer: None }) => StatusShape::NoLoadBalancer,
-        Some(StatusIn { load_balancer: Some(LoadBalancerIn { ingress: None }) }) => StatusShape::NoIngressList,
-        Some(_) => StatusShape::IngressList,
     }
 }

@@ -1,13 +1,12 @@
-//! A review of a Service status write (core `services/status`, UPDATE): the parts of the
-//! object the decision reads ([`ServiceIn`]: `spec.type`, `spec.loadBalancerClass` and
-//! `status.loadBalancer.ingress`, bounded as an Ingress's with `ipMode` beside each entry), and
-//! the write they make ([`super::Reviewed`]).
+//! A review of a Service status write (core `services/status`, UPDATE): the parts of the object
+//! the decision reads ([`ServiceIn`]), and the write they make ([`super::Reviewed`]).
 
 use serde::Deserialize;
 
 use super::{Forged, MetaIn, ReviewError, StoredIn, Target};
 use crate::kind::{
     Kind,
+    ingress::StatusShape,
     service::{self, LoadBalancerIngress, ServiceWrite, Services},
 };
 
@@ -65,9 +64,9 @@ impl super::Reviewed for Services {
         _metadata: Option<&MetaIn<'_>>,
         old: Option<&StoredIn<'_>>,
         write: ServiceWrite,
-    ) -> Result<(ServiceWrite, crate::kind::ingress::StatusShape, Option<Forged>), ReviewError> {
+    ) -> Result<(ServiceWrite, StatusShape, Option<Forged>), ReviewError> {
         let lb = service.status.as_ref().map(|s| s.load_balancer.as_ref().map(|lb| lb.ingress.as_ref()));
-        let shape = service::shape(lb);
+        let shape = StatusShape::of(lb);
         let entries = service.status.and_then(|s| s.load_balancer).and_then(|lb| lb.ingress).unwrap_or_default();
         let (class, forged) = stored_class(service.spec, old);
         Ok((
@@ -77,7 +76,7 @@ impl super::Reviewed for Services {
         ))
     }
 
-    fn target<'a>(status: super::Status<'a, LoadBalancerIngress, crate::kind::ingress::StatusShape>) -> Target<'a> {
+    fn target<'a>(status: super::Status<'a, LoadBalancerIngress, StatusShape>) -> Target<'a> {
         Target::Service(status)
     }
 }
