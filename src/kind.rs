@@ -1,9 +1,5 @@
-//! The governed kinds: what differs between an Ingress and a Gateway on the wire, said once per
-//! kind ([`Governed`], implemented in `kind/ingress.rs` and `kind/gateway.rs`), and the one
-//! [`Kind`] value that names a kind everywhere else (logs, metrics, audit, policies). The review,
-//! the decision, the reconciler, `check`/`explain` and the admission policies are written once
-//! over [`Governed`], as linkerd2's policy-controller admits every resource through one
-//! `admit_spec::<T>` over `Validate<T>`.
+//! The governed kinds: what differs between them on the wire, said once per kind ([`Governed`]),
+//! and the [`Kind`] value that names a kind everywhere else; the rest is written once over it.
 
 use std::{borrow::Cow, collections::BTreeMap, fmt};
 
@@ -18,11 +14,9 @@ pub(crate) mod ingress;
 pub(crate) mod packed;
 pub(crate) mod service;
 
-/// The kind list: one line per governed kind (its variant, its module and [`Governed`] type, and
-/// the log fields that name its objects, as docs/audit.md documents them). Everything that
-/// dispatches on a kind is generated from it: [`Kind`], [`Kind::ALL`] and [`Kind::info`], the
-/// `with_kind!` and log macros here, `review::Target` and `on_status!` in the review. Invoked
-/// as `kind_list!(callback, args…)`, it calls `callback! { args… ; list }`.
+/// The kind list: one line per governed kind (variant, module and [`Governed`] type, and the log
+/// fields docs/audit.md documents); everything that dispatches on a kind is generated from it.
+/// `kind_list!(callback, args…)` calls `callback! { args… ; list }`.
 macro_rules! kind_list {
     ($callback:ident $(, $($args:tt)*)?) => {
         $callback! { $($($args)*)? ;
@@ -37,8 +31,7 @@ macro_rules! kind_list {
 }
 pub(crate) use kind_list;
 
-/// [`Kind`] and the kind-dispatching macros, from the kind list (`$d` is `$`, so that the
-/// macros it defines have metavariables of their own).
+/// [`Kind`] and the kind-dispatching macros (`$d` is `$`, so the macros have metavariables).
 macro_rules! define_kinds {
     ($d:tt ; $( $(#[$doc:meta])* $V:ident : $module:ident :: $T:ident { $ns:ident, $nm:ident, $class:ident } ),* $(,)?) => {
         /// Which kind of object: the one spelling of it outside `kind/<kind>.rs`.
@@ -51,7 +44,7 @@ macro_rules! define_kinds {
             /// Every kind, in the order reports list them.
             pub(crate) const ALL: [Kind; [$(Kind::$V),*].len()] = [$(Kind::$V),*];
 
-            /// The kind's constants: the one place that maps a [`Kind`] value to its file.
+            /// The kind's constants.
             pub(crate) const fn info(self) -> &'static Info {
                 match self {
                     $( Kind::$V => &$module::INFO, )*
@@ -59,8 +52,7 @@ macro_rules! define_kinds {
             }
         }
 
-        /// Runs `$body` with `$K` the [`Governed`] type of kind value `$kind`: the one place
-        /// that maps a [`Kind`] value to its type, for code written once over [`Governed`].
+        /// Runs `$body` with `$K` the [`Governed`] type of kind value `$kind`.
         macro_rules! with_kind {
             ($d kind:expr, $d K:ident => $d body:expr) => {
                 match $d kind {
@@ -72,8 +64,7 @@ macro_rules! define_kinds {
             };
         }
 
-        /// A `tracing` event whose object fields are named by kind, as the documented log lines
-        /// name them (`ingress_namespace`, `ingress_name`; `gateway_namespace`, `gateway_name`):
+        /// A `tracing` event whose object fields are named by kind, as docs/audit.md names them:
         /// `object_event!(warn, kind, {fields before}, namespace, name, fields after and message)`.
         macro_rules! object_event {
             ($d level:ident, $d kind:expr, { $d ($d before:tt)* }, $d namespace:expr, $d name:expr, $d ($d after:tt)*) => {
@@ -85,9 +76,8 @@ macro_rules! define_kinds {
             };
         }
 
-        /// The WARN line of a rogue status write, as docs/audit.md documents it per kind: its
-        /// object and class fields (`ingress_class`, `gateway_class`) and its message
-        /// (`Info::rogue`): `rogue_event!(kind, {fields before}, namespace, name, class, fields after)`.
+        /// The WARN line of a rogue status write, as docs/audit.md documents it per kind:
+        /// `rogue_event!(kind, {fields before}, namespace, name, class, fields after)`.
         macro_rules! rogue_event {
             ($d kind:expr, { $d ($d before:tt)* }, $d namespace:expr, $d name:expr, $d class:expr, $d ($d after:tt)*) => {
                 match $d kind {
@@ -114,35 +104,31 @@ pub(crate) struct Info {
     pub(crate) name: &'static str,
     /// The name with its indefinite article, as an error's sentence says it.
     pub(crate) with_article: &'static str,
-    /// The kind as the `kind` label of metrics, `check`'s KIND column and the admission
-    /// objects' names (`<lease>-<label>-<slot>`) name it: lowercase letters only, so a name
-    /// read from the right gives back its Lease (a unit test holds every kind to it).
+    /// The `kind` label of metrics, `check`'s KIND column and admission objects' names
+    /// (`<lease>-<label>-<slot>`): lowercase letters only, so a name read from the right gives
+    /// back its Lease.
     pub(crate) label: &'static str,
     /// The object's `apiVersion`, as an Event's `regarding` names it.
     pub(crate) api_version: &'static str,
     /// The status field the guard governs on this kind.
     pub(crate) field: &'static str,
-    /// The status field with its kind's possessive, as an error names it (`a Gateway's status.addresses`).
+    /// The status field with its kind's possessive (`a Gateway's status.addresses`).
     pub(crate) field_of: &'static str,
     /// The message of the WARN line of a rogue status write of this kind.
     pub(crate) rogue: &'static str,
     /// The spec field naming the object's class, which a status write cannot change.
     pub(crate) class_field: &'static str,
     /// Whether the API server stores the metadata a status write carries (its status strategy
-    /// resets only `spec`), so that the guard must judge by the stored metadata and put it
-    /// back; a custom resource's status write keeps none of it.
+    /// resets only `spec`), so the guard judges by the stored metadata and puts it back.
     pub(crate) status_keeps_metadata: bool,
     /// The resource, as the API's URLs and the `watch` label of metrics name it.
     pub(crate) plural: &'static str,
     /// Whether a class-less object can be governed through the cluster's default class.
     pub(crate) default_class: bool,
-    /// For a kind whose API may not be served (a CRD), why not, as logs say it; the kind is
-    /// then watched only while a policy governs it, and its watch retried at a capped pace.
+    /// For a kind whose API may not be served (a CRD), why not, as logs say it.
     pub(crate) optional_api: Option<&'static str>,
-    /// Whether every object of the kind is watched (and `check` lists it) even while no policy
-    /// governs the kind; else only while one does, so a guard that governs none needs no right
-    /// on it and holds none of it (Gateways, which may not be served; Services, which every
-    /// cluster has many of).
+    /// Whether the kind is watched (and `check` lists it) even while no policy governs it; else
+    /// a guard that governs none needs no right on it and holds none of it.
     pub(crate) always_watched: bool,
     /// The kind's class objects as logs and failed lists name them (`IngressClasses`).
     pub(crate) classes: &'static str,
@@ -152,28 +138,23 @@ pub(crate) struct Info {
     pub(crate) classes_needed_by: &'static str,
     /// One class object's `kind`, as manifests say it (`IngressClass`).
     pub(crate) class_kind: &'static str,
-    /// For a kind whose classes may not be served, what matching loses while they are not, as
-    /// the log warns it; their watch then retries at a capped pace and reads as empty.
+    /// For a kind whose classes may not be served, what matching loses while they are not.
     pub(crate) classes_absent: Option<&'static str>,
 }
 
 impl Kind {
-    /// The kind as the API, logs and `explain` name it.
     pub(crate) fn name(self) -> &'static str {
         self.info().name
     }
 
-    /// The object's `apiVersion`, as an Event's `regarding` names it.
     pub(crate) fn api_version(self) -> &'static str {
         self.info().api_version
     }
 
-    /// The status field the guard governs on this kind.
     pub(crate) fn field(self) -> &'static str {
         self.info().field
     }
 
-    /// The kind as the `kind` label of metrics and `check`'s KIND column name it.
     pub(crate) fn label(self) -> &'static str {
         self.info().label
     }
@@ -188,7 +169,6 @@ impl Kind {
         self.api_version().rsplit_once('/').map_or(self.api_version(), |(_, version)| version)
     }
 
-    /// The resource, as the API's URLs and admission rules name it (`ingresses`).
     pub(crate) fn plural(self) -> &'static str {
         self.info().plural
     }
@@ -221,8 +201,7 @@ impl fmt::Display for Kind {
     }
 }
 
-/// A write of a governed object's status (from a review, or a stored object), as the decision
-/// sees it: which object, its class, and the entries of its status list, bounded.
+/// A write of a governed object's status (from a review or a stored object), as the decision sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Write<E> {
     /// The object's namespace.
@@ -233,8 +212,7 @@ pub struct Write<E> {
     pub class: Option<String>,
     /// The status entries as written or stored (empty when absent), at most the kind's bound.
     pub addresses: Vec<E>,
-    /// Entries written after `addresses`, counted but not kept: a list past the bound, which is
-    /// never canonical.
+    /// Entries past the bound, counted but not kept (such a list is never canonical).
     pub omitted: usize,
 }
 
@@ -244,8 +222,7 @@ impl<E> Default for Write<E> {
     }
 }
 
-/// A stored object as its lean projection holds it: the write `decide` reads, and what the
-/// reconciler needs beside it.
+/// A stored object as its lean projection holds it: its write, and what the reconciler needs beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Leaned<E> {
     /// The status write the object stands for.
@@ -258,6 +235,10 @@ pub(crate) struct Leaned<E> {
     pub(crate) status_managers: Vec<String>,
 }
 
+/// What a watch or a one-shot read deserializes.
+pub(crate) trait Listed: DeserializeOwned + Clone + fmt::Debug + Send + Sync + 'static {}
+impl<T: DeserializeOwned + Clone + fmt::Debug + Send + Sync + 'static> Listed for T {}
+
 /// One operation of a JSON patch; only `add` and `replace` are ever needed.
 #[derive(Serialize)]
 struct Op<V> {
@@ -266,8 +247,7 @@ struct Op<V> {
     value: V,
 }
 
-/// The entry type of a governed kind's status list, naming its kind, so that a [`Write`] says
-/// which kind it is and generic code is called without turbofish.
+/// The entry type of a governed kind's status list.
 pub(crate) trait Entry:
     Clone + Eq + std::hash::Hash + fmt::Debug + fmt::Display + Serialize + Send + Sync + 'static
 {
@@ -287,41 +267,23 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
     /// How much of the status path an object has: where a patch must go.
     type Shape: Copy + Eq + fmt::Debug + Send + Sync + 'static;
 
-    /// The lean projection that watches and one-shot reads deserialize: bounded, validated
-    /// fields only.
-    type Lean: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + DeserializeOwned
-        + Clone
-        + fmt::Debug
-        + Send
-        + Sync
-        + 'static;
+    /// The lean projection that watches and one-shot reads deserialize: bounded, validated fields only.
+    type Lean: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Listed;
 
-    /// The kind's class objects, as watches and one-shot reads deserialize them. A kind without
-    /// any (a Service names only `spec.loadBalancerClass`) says so with an empty
-    /// `Info::class_plural` ([`Kind::has_class_objects`]): this type is then never listed or read,
-    /// so any cluster-scoped resource type does.
-    type ClassObject: Resource<DynamicType = (), Scope = ClusterResourceScope>
-        + DeserializeOwned
-        + Clone
-        + fmt::Debug
-        + Send
-        + Sync
-        + 'static;
+    /// The kind's class objects. A kind without any says so with an empty `Info::class_plural`
+    /// ([`Kind::has_class_objects`]): this type is then never read, so any cluster-scoped type does.
+    type ClassObject: Resource<DynamicType = (), Scope = ClusterResourceScope> + Listed;
 
     /// What is kept of a class object.
     fn class(object: &Self::ClassObject) -> Class;
 
-    /// What a lean object holds; `None` without a namespace and name, which a namespaced object
-    /// from the API server always has.
+    /// What a lean object holds; `None` without a namespace and name.
     fn leaned(lean: Self::Lean) -> Option<Leaned<Self::Entry>>;
 
-    /// Which bounds of the lean projection `write` hit (`class`, `addresses`), for the kind's
-    /// trimmed counter; a kind without one reports none.
+    /// Which bounds of the lean projection `write` hit (`class`, `addresses`), for the trimmed counter.
     fn trimmed(write: &Write<Self::Entry>) -> [Option<&'static str>; 2];
 
-    /// The entries as the reconciler's damping and foreign-write check compare them: as
-    /// Ingress-style addresses.
+    /// The entries as Ingress-style addresses, as the reconciler compares them.
     fn seen(entries: &[Self::Entry]) -> Cow<'_, [Address]>;
 
     /// The JSON patch (RFC 6902) that sets the status list of an object of `shape` to
@@ -332,30 +294,24 @@ pub(crate) trait Governed: Sized + Send + Sync + 'static {
     /// used when the list is there, so the API server's audit log reads as a replacement.
     fn patch(shape: Self::Shape, entries: &[Self::Entry], out: impl std::io::Write) -> serde_json::Result<()>;
 
-    /// The `status` members of a merge patch that sets the status list to `entries` (and
-    /// nothing else of `status`).
+    /// The `status` members of a merge patch that sets the status list to `entries` alone.
     fn status(entries: &[Self::Entry]) -> serde_json::Value;
 
-    /// The entries as a finding shows them: as Ingress-style addresses, which `audit` cuts
-    /// and shows alike for every kind.
+    /// The entries as a finding shows them: as Ingress-style addresses.
     fn shown(entries: Vec<Self::Entry>) -> Vec<Address>;
 
-    /// Logs that the reconciler healed `object`'s stored status `from` → `to` under `policy`,
-    /// with the kind's documented field (`ingress`, `gateway`) naming the object.
+    /// Logs that the reconciler healed `object`'s stored status `from` → `to` under `policy`.
     fn healed(object: &dyn fmt::Display, from: &dyn fmt::Display, to: &dyn fmt::Display, policy: &str);
 
-    /// The canonical entries of this kind for a policy's canonical addresses, or how many
-    /// entries they make when that is more than the kind's status list holds.
+    /// The canonical entries for a policy's canonical addresses, or [`TooMany`].
     fn entries(canonical: &[Address]) -> Result<Cow<'_, [Self::Entry]>, TooMany>;
 
     /// Whether `written` holds the same entries as `canonical`, ignoring order.
     fn same(written: &[Self::Entry], canonical: &[Self::Entry]) -> bool;
 }
 
-// What names a higher layer is said in that layer, in a trait over `Governed` there
-// (`admission_policy::Admitted`, `check::Explained`), implemented per kind in
-// `<layer>/<kind>.rs` (`admission_policy/ingress.rs`, `check/explain/gateway.rs`): this module
-// imports only the modules above it.
+// What a higher layer names per kind is said there, in a trait over `Governed`
+// (`admission_policy::Admitted`): this module imports only the modules above it.
 
 /// More canonical entries than a kind's status list may hold; the sources call it unresolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

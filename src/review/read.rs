@@ -1,8 +1,5 @@
-//! The AdmissionReview on the wire, going in: the fields the decision needs, read from the
-//! request body by serde_json (everything else is skipped unparsed; of `oldObject`, only the
-//! fields a status write cannot change, [`StoredIn`], and the metadata it is compared with,
-//! [`metadata`]), the request's kind found once over the kind list, and errors that name the
-//! field when a body is not a review we can answer.
+//! The AdmissionReview on the wire, going in: the fields the decision needs (everything else is
+//! skipped unparsed), and errors that name the field when a body is not a review we can answer.
 
 use std::borrow::Cow;
 
@@ -58,8 +55,7 @@ pub enum ReviewError {
 }
 
 impl ReviewError {
-    /// Whether the body broke a bound on what a caller may write (counted apart from malformed
-    /// bodies).
+    /// Whether the body broke a bound on what a caller may write (counted apart from malformed bodies).
     pub fn is_out_of_bounds(&self) -> bool {
         matches!(self, ReviewError::Uid(_))
     }
@@ -115,9 +111,7 @@ struct GroupVersionKind<'a> {
     kind: Cow<'a, str>,
 }
 
-/// The parts of an object the decision reads: its metadata as every kind's is read
-/// ([`MetaIn`]), its spec and status each of its kind's own type (an Ingress is [`ingress::IngressIn`],
-/// a Gateway [`gateway::GatewayIn`]); everything else is skipped unparsed.
+/// The parts of an object the decision reads: its metadata, and its spec and status as its kind reads them.
 #[derive(Deserialize)]
 #[serde(
     rename_all = "camelCase",
@@ -133,13 +127,9 @@ struct ObjectIn<'a, S, T> {
     status: Option<T>,
 }
 
-/// What a status write cannot change, read from `request.oldObject` (the object as stored):
-/// the fields whose written value the API server throws away after mutating admission, which
-/// each kind's reader takes from here instead of from `request.object` (the rule is written
-/// where each kind is read: `ingress::stored_ingress_class`, [`gateway::stored_class`]), the
-/// `uid` the API server refills, and the metadata a status write must not change, to compare
-/// the written one with. Read alike for every kind (a field of another kind is absent);
-/// everything else in it is skipped unparsed.
+/// What a status write cannot change, read from `request.oldObject` alike for every kind: the
+/// fields whose written value the API server throws away after mutating admission (each kind's
+/// reader takes them from here), the `uid` it refills, and the metadata to compare the written one with.
 #[derive(Deserialize, Default)]
 #[serde(expecting = "a Kubernetes object")]
 struct StoredIn<'a> {
@@ -147,8 +137,7 @@ struct StoredIn<'a> {
     metadata: MetaIn<'a>,
     #[serde(default, deserialize_with = "crate::strict::object")]
     spec: StoredSpecIn,
-    /// Kept unparsed, a slice of the body: read as the kind's status only when a
-    /// trusted-writer policy compares a write with it ([`stored_status`]).
+    /// Kept unparsed: read only when a trusted-writer policy compares a write with it ([`stored_status`]).
     #[serde(default, borrow)]
     status: Option<&'a RawValue>,
 }
@@ -170,9 +159,8 @@ struct StoredSpecIn {
     load_balancer_class: Option<String>,
 }
 
-/// The class field of a kind's object that a status write tried to change, which the API server
-/// resets from the stored object: the write is judged without it, and is a finding
-/// (`forged_spec`) of its own.
+/// The class field a status write tried to change, which the API server resets from the stored
+/// object: the write is judged without it, and is a finding (`forged_spec`) of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Forged(pub Kind);
 
@@ -196,9 +184,8 @@ fn stored<T: PartialEq>(written: T, old: Option<T>, forged: Forged) -> (T, Optio
     }
 }
 
-/// A review we can answer: what the response must echo, who wrote, and what was written. The
-/// strings only the response and a finding need are borrowed from the body where it has them
-/// unescaped (as the API server sends them): no allocation per review for them.
+/// A review we can answer: what the response must echo, who wrote, and what was written. Strings
+/// are borrowed from the body where it has them unescaped: no allocation per review for them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Review<'a> {
     /// The request's `apiVersion`, which the response must repeat.
@@ -211,8 +198,7 @@ pub struct Review<'a> {
     pub user: User<'a>,
     /// What was written, or why the review is not one we judge.
     pub target: Target<'a>,
-    /// `request.oldObject.status`, unparsed (a slice of the body; `None` when absent or
-    /// `null`): the stored status a trusted-writer policy compares a write with and restores.
+    /// `request.oldObject.status`, unparsed (`None` when absent or `null`), for a trusted-writer policy.
     pub stored_status: Option<RawStatus<'a>>,
 }
 
@@ -256,15 +242,13 @@ macro_rules! define_targets {
                 /// An UPDATE of the `status` subresource of this kind's object.
                 $V(Status<'a, <crate::kind::$module::$T as Governed>::Entry, <crate::kind::$module::$T as Governed>::Shape>),
             )*
-            /// Anything else, described for the log (at most [`MAX_QUOTED`] bytes): the webhook's
-            /// rules match more than they should.
+            /// Anything else, described for the log (at most [`MAX_QUOTED`] bytes).
             Other(String),
             /// A status review with a field no API server sends: allowed as written.
             OutOfBounds(OutOfBounds),
         }
 
-        /// `$on` applied to the [`Status`] of a status target, whatever its kind (with `$K` its
-        /// [`Governed`] type, when named); `$else` otherwise.
+        /// `$on` applied to the [`Status`] of a status target (`$K` its [`Governed`] type); `$else` otherwise.
         macro_rules! on_status {
             ($d target:expr, $d K:ident, $d s:ident => $d on:expr, _ => $d else:expr) => {
                 match $d target {
@@ -285,8 +269,7 @@ crate::kind::kind_list!(define_targets, $);
 #[allow(clippy::single_component_path_imports, reason = "the macro comes from an expansion: this makes it a path")]
 pub(crate) use on_status;
 
-/// A status write of one governed kind (whose entries are `E`, and shapes `S`), as a review
-/// carries it.
+/// A status write of one governed kind, as a review carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status<'a, E, S> {
     /// With the class the object will be stored with (its reader's `stored_*class`).
@@ -316,9 +299,8 @@ impl Review<'_> {
         }
     }
 
-    /// The JSON patch that puts the stored status list (`request.oldObject`'s) back on the
-    /// written object, into `out`: a trusted-writer policy's rewrite. `false` when there is no
-    /// status write, or its stored status cannot be read (`decide` found that unresolved).
+    /// The JSON patch that puts the stored status list back on the written object, into `out`: a
+    /// trusted-writer policy's rewrite. `false` when there is none or it cannot be read.
     pub(crate) fn restoring_patch(&self, out: &mut Vec<u8>) -> bool {
         fn restore<K: Reviewed>(stored: Option<&str>, shape: K::Shape, out: &mut Vec<u8>) -> bool {
             stored_status::<K>(stored).is_ok_and(|stored| K::patch(shape, &stored.addresses, out).is_ok())
@@ -357,9 +339,8 @@ impl Review<'_> {
     }
 }
 
-/// Reads an AdmissionReview body with serde_json. Every string a caller chooses is bounded here
-/// (`bounds`), and the written status list is read with a bounded visitor (`address::Entries`):
-/// what a review holds does not grow with what was sent.
+/// Reads an AdmissionReview body. Every string a caller chooses is bounded (`bounds`), and the
+/// status list is read with a bounded visitor: what a review holds does not grow with what was sent.
 pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     // serde reads a struct from a JSON array too, which would make the errors below confusing.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
@@ -377,8 +358,8 @@ pub fn read(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     }
 }
 
-/// The request fields that say what a review is about; the rest is skipped unparsed. Read as
-/// [`ReviewIn`] reads them, so that it refuses no body that [`ReviewIn`] accepts.
+/// The request fields that say what a review is about, read as [`ReviewIn`] reads them, so that
+/// it refuses no body that [`ReviewIn`] accepts.
 #[derive(Deserialize)]
 struct Probe<'a> {
     #[serde(default, borrow, deserialize_with = "crate::strict::optional_object")]
@@ -397,8 +378,7 @@ struct ProbeRequest<'a> {
 }
 
 impl ProbeRequest<'_> {
-    /// The governed kind this request is a status UPDATE of, if any: each kind of the list
-    /// compared, once, by its own group and kind ([`Reviewed::is_of`]).
+    /// The governed kind this request is a status UPDATE of, if any.
     fn status_of(&self) -> Option<Kind> {
         if self.sub_resource.as_deref() != Some("status") || self.operation.as_deref() != Some("UPDATE") {
             return None;
@@ -407,8 +387,7 @@ impl ProbeRequest<'_> {
     }
 }
 
-/// A status UPDATE of kind `K`, read in one pass, or again with the object raw to word the
-/// error.
+/// A status UPDATE of kind `K`, read in one pass, or again with the object raw to word the error.
 fn read_status<'a, K: Reviewed>(body: &'a [u8]) -> Result<Review<'a>, ReviewError> {
     if let Ok(review) = serde_json::from_slice::<ReviewIn<K::In<'a>>>(body) {
         let (api_version, request) = header(review)?;
@@ -420,12 +399,9 @@ fn read_status<'a, K: Reviewed>(body: &'a [u8]) -> Result<Review<'a>, ReviewErro
     convert_status::<K, _>(api_version, request, parse::<K>)
 }
 
-/// What reading a status review needs of one kind: which requests are its, the parts of its
-/// object the decision reads, and the write they make (the Ingress's in `ingress.rs`, the
-/// Gateway's in `gateway.rs`).
+/// What reading a status review needs of one kind: which requests are its, and the write its object makes.
 trait Reviewed: Governed {
-    /// Groups the kind was also served under that API servers may still send, besides its
-    /// lean projection's (`Governed::Lean`).
+    /// Groups the kind was also served under that API servers may still send.
     const OLD_GROUPS: &'static [&'static str] = &[];
 
     /// Whether a request's group and kind are this kind's (of any version).
@@ -441,8 +417,7 @@ trait Reviewed: Governed {
     fn metadata<'a>(object: &mut Self::In<'a>) -> Option<MetaIn<'a>>;
 
     /// `write` (the request's namespace and name) completed with what `object` writes and the
-    /// class it will be stored with (`old`'s, where the API server resets it, and `metadata`,
-    /// the metadata it will be judged by), its shape, and the class field the write forged.
+    /// class it will be stored with (`old`'s), its shape, and the class field the write forged.
     #[allow(clippy::type_complexity)]
     fn written(
         object: Self::In<'_>,
@@ -470,9 +445,8 @@ fn convert_status<'a, K: Reviewed, O>(
     let mut object = read_object(request.object.take().ok_or(ReviewError::MissingObject(K::KIND))?)?;
     let written = K::metadata(&mut object);
     let old = request.old_object.take();
-    // Judged by the metadata that is stored: `oldObject`'s, which a governed write keeps (its
-    // uid the API server refills whatever was written). Without an `oldObject` (no API server
-    // sends an UPDATE without one), the object's is all there is.
+    // Judged by the stored metadata, `oldObject`'s (the API server refills the uid whatever was
+    // written); without one (no API server sends an UPDATE without it), the object's.
     let (judged, metadata) = match &old {
         Some(old) if K::KIND.info().status_keeps_metadata => {
             (Some(&old.metadata), Metadata::compare(written.as_ref(), &old.metadata)?)
@@ -482,21 +456,21 @@ fn convert_status<'a, K: Reviewed, O>(
     };
     let uid = judged.and_then(|m| m.uid.clone());
     let stored_status = old.as_ref().and_then(|old| old.status).map(|raw| RawStatus(raw.get()));
-    let (mut namespace, mut name) = (request.namespace.take(), request.name.take());
-    let target = match status_target(&mut namespace, &mut name, uid) {
-        Ok((write, object_uid)) => {
+    let (namespace, name) = (request.namespace.take().unwrap_or_default(), request.name.take().unwrap_or_default());
+    let target = match OutOfBounds::check(&namespace, &name, uid.as_deref()) {
+        Some(bound) => Target::OutOfBounds(bound),
+        None => {
+            let write = Write { namespace, name, ..Write::default() };
             let (write, shape, forged) = K::written(object, judged, old.as_ref(), write)?;
-            K::target(Status { write, object_uid, shape, forged, metadata })
+            K::target(Status { write, object_uid: uid, shape, forged, metadata })
         }
-        Err(bound) => Target::OutOfBounds(bound),
     };
     let mut review = finish(api_version, request.uid, request.dry_run, request.user_info, target);
     review.stored_status = stored_status;
     Ok(review)
 }
 
-/// The checks every review passes before its object is read: the envelope's kind and
-/// apiVersion, a request, and the bound on its uid.
+/// The checks every review passes before its object is read: kind, apiVersion, a request, its uid's bound.
 fn header<O>(review: ReviewIn<'_, O>) -> Result<(ApiVersion, RequestIn<'_, O>), ReviewError> {
     let kind = review.kind.as_deref().unwrap_or("");
     if kind != "AdmissionReview" {
@@ -512,8 +486,7 @@ fn header<O>(review: ReviewIn<'_, O>) -> Result<(ApiVersion, RequestIn<'_, O>), 
     Ok((api_version, request))
 }
 
-/// A review that is not a status write of a governed kind (its object skipped unread): any
-/// other request the webhook's rules let through.
+/// A review that is not a status write of a governed kind (its object skipped unread).
 fn read_other(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     let review: ReviewIn<de::IgnoredAny> =
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
@@ -535,21 +508,6 @@ fn read_other(body: &[u8]) -> Result<Review<'_>, ReviewError> {
         Target::Other(truncate(&what, usize::MAX, MAX_QUOTED))
     };
     Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
-}
-
-/// The write of a status review of any kind, with its namespace and name (the rest for its
-/// kind to fill), and the object's uid; out of bounds when a caller string is.
-#[allow(clippy::type_complexity)]
-fn status_target<'a, E>(
-    namespace: &mut Option<String>,
-    name: &mut Option<String>,
-    object_uid: Option<Cow<'a, str>>,
-) -> Result<(crate::kind::Write<E>, Option<Cow<'a, str>>), OutOfBounds> {
-    let (namespace, name) = (namespace.take().unwrap_or_default(), name.take().unwrap_or_default());
-    match OutOfBounds::check(&namespace, &name, object_uid.as_deref()) {
-        Some(bound) => Err(bound),
-        None => Ok((crate::kind::Write { namespace, name, ..crate::kind::Write::default() }, object_uid)),
-    }
 }
 
 /// The review of `target`, with what the response and a finding need of the request.

@@ -1,10 +1,6 @@
-//! The metadata a status write carries against the stored object's. On a kind whose status
-//! strategy keeps written metadata (an Ingress: it resets only `spec`), the `annotations`,
-//! `labels`, `ownerReferences` and `finalizers` a status write sends are stored as sent. Both
-//! objects' fields are kept as raw JSON borrowed from the body, compared with bounded memory
-//! (a keyed digest per entry, at most [`MAX_ITEMS`] per field), and the stored values are what
-//! a patch puts back ([`Metadata`]); and the governing policy's answer to a change
-//! (`Review::metadata_verdict`).
+//! The metadata a status write carries against the stored object's (on a kind whose status
+//! strategy stores it as sent), compared with bounded memory (a keyed digest per entry, at most
+//! [`MAX_ITEMS`] per field), what a patch puts back ([`Metadata`]), and the policy's answer to it.
 
 use std::{
     borrow::Cow,
@@ -90,15 +86,6 @@ impl Field {
             Field::Labels => "metadata.labels",
             Field::OwnerReferences => "metadata.ownerReferences",
             Field::Finalizers => "metadata.finalizers",
-        }
-    }
-
-    fn pointer(self) -> &'static str {
-        match self {
-            Field::Annotations => "/metadata/annotations",
-            Field::Labels => "/metadata/labels",
-            Field::OwnerReferences => "/metadata/ownerReferences",
-            Field::Finalizers => "/metadata/finalizers",
         }
     }
 
@@ -227,8 +214,8 @@ impl<'a> Metadata<'a> {
             let op: &[u8] = if stored.is_some() { b"add" } else { b"remove" };
             out.extend_from_slice(br#"{"op":""#);
             out.extend_from_slice(op);
-            out.extend_from_slice(br#"","path":""#);
-            out.extend_from_slice(field.pointer().as_bytes());
+            out.extend_from_slice(br#"","path":"/"#);
+            out.extend(field.path().bytes().map(|b| if b == b'.' { b'/' } else { b }));
             out.push(b'"');
             if let Some(value) = stored {
                 out.extend_from_slice(br#","value":"#);
@@ -255,24 +242,21 @@ fn symmetric_difference(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<u64> {
     let (mut i, mut j, mut out) = (0, 0, Vec::new());
     while i < a.len() || j < b.len() {
         match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x == y => (i, j) = (i + 1, j + 1),
             (Some(x), Some(y)) if x.0 == y.0 => {
-                out.push(x.0);
+                if x.1 != y.1 {
+                    out.push(x.0);
+                }
                 (i, j) = (i + 1, j + 1);
             }
-            (Some(x), Some(y)) if x.0 < y.0 => {
-                out.push(x.0);
-                i += 1;
-            }
-            (Some(x), None) => {
-                out.push(x.0);
-                i += 1;
-            }
-            (_, Some(y)) => {
+            (x, Some(y)) if x.is_none_or(|x| y.0 < x.0) => {
                 out.push(y.0);
                 j += 1;
             }
-            (None, None) => break,
+            (Some(x), _) => {
+                out.push(x.0);
+                i += 1;
+            }
+            _ => break,
         }
     }
     out
@@ -480,8 +464,7 @@ impl<'de> Visitor<'de> for Names<'_> {
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             map.next_value::<IgnoredAny>()?;
-            let digest = digest_of(&key);
-            self.found(&key, digest);
+            self.found(&key, digest_of(&key));
         }
         Ok(())
     }
@@ -492,19 +475,16 @@ impl<'de> Visitor<'de> for Names<'_> {
             return Ok(());
         }
         while let Some(item) = seq.next_element::<Cow<'de, str>>()? {
-            let digest = tagged(3, &*item);
-            self.found(&item, digest);
+            self.found(&item, tagged(3, &*item));
         }
         Ok(())
     }
 }
 
 impl super::Review<'_> {
-    /// The governing policy's answer to the metadata this write changed: `None` when it
-    /// changed none, no policy governs the object, or a trusted writer wrote it (its write
-    /// stands as written, as the admission policy, which such writes never match, lets it:
-    /// MetalLB writes its pool annotation with its status). `enforce` puts it back, unless the
-    /// stored values are too large for a patch (`Metadata::restorable`): then it refuses the write.
+    /// The governing policy's answer to the metadata this write changed: `None` when it changed
+    /// none, no policy governs the object, or a trusted writer wrote it (its write stands, as the
+    /// admission policy lets it). `enforce` puts it back, or refuses it past `MAX_RESTORE`.
     pub fn metadata_verdict<'p>(&self, verdict: &Verdict<'p>) -> Option<(&Metadata<'_>, &'p Policy, Action)> {
         if matches!(verdict, Verdict::Trusted { .. }) {
             return None;
