@@ -27,14 +27,13 @@ pub struct PortStatus {
     pub error: Option<String>,
 }
 
-/// A list of entries as it reads in logs, warnings, Event notes and audit annotations: `a,b`, or
-/// `<none>`. Bounded, because a caller chooses how many entries a review carries: at most
-/// [`MAX_SHOWN`] entries and [`MAX_SHOWN_BYTES`] bytes, then `…(+N more)`.
+/// A list of entries as logs, warnings, Events and audit annotations show it: `a,b`, or `<none>`;
+/// at most [`MAX_SHOWN`] entries and [`MAX_SHOWN_BYTES`] bytes (a caller chooses how many), then `…(+N more)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Addresses<'a, E = Address>(pub &'a [E]);
 
-/// A list as a caller wrote it, of which the reader kept the first entries ([`Entries`]): shown
-/// as [`Addresses`] when nothing was left out, else as `N entries: a,b,…(+M more)`.
+/// A list of which the reader kept the first entries ([`Entries`]): shown as [`Addresses`], or as
+/// `N entries: a,b,…(+M more)` when some were left out.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Written<'a, E = Address> {
     /// The entries kept, in the order written.
@@ -96,8 +95,7 @@ fn show(f: &mut std::fmt::Formatter<'_>, list: &[impl std::fmt::Display], omitte
     Ok(())
 }
 
-/// Text formatted up to a byte budget, then cut off (on a character boundary): formatting
-/// stops there, so what lies beyond is never copied.
+/// Text formatted up to a byte budget, then cut off on a character boundary: what lies beyond is never copied.
 struct Capped {
     text: String,
     room: usize,
@@ -153,7 +151,8 @@ impl Address {
         if item.is_empty() {
             return Err(AddressError::Empty);
         }
-        if let Some(ip) = parse_ip(item) {
+        // Rust's parser is strict: no leading zeros, no zone, no surrounding brackets.
+        if let Ok(ip) = item.parse() {
             return Ok(Address::ip(ip));
         }
         if is_valid_hostname(item) {
@@ -166,7 +165,7 @@ impl Address {
     /// canonical text form, so it cannot make the API server reject our patch.
     pub fn sanitized(self) -> Result<Self, AddressError> {
         let ip = match self.ip.as_deref().filter(|s| !s.is_empty()) {
-            Some(text) => Some(parse_ip(text).ok_or_else(|| AddressError::Invalid(text.to_owned()))?),
+            Some(text) => Some(text.parse::<IpAddr>().map_err(|_| AddressError::Invalid(text.to_owned()))?),
             None => None,
         };
         let hostname = match self.hostname.filter(|s| !s.is_empty()) {
@@ -203,11 +202,6 @@ impl std::fmt::Display for Address {
             (None, None) => f.write_str("<empty>"),
         }
     }
-}
-
-/// Parses an IP literal strictly: no leading zeros, no zone, no surrounding brackets.
-fn parse_ip(text: &str) -> Option<IpAddr> {
-    text.parse().ok()
 }
 
 /// What the API server accepts as `hostname`: a DNS-1123 subdomain that Go's lenient IP parser
@@ -249,8 +243,7 @@ pub(crate) fn canonicalize(mut entries: Vec<Address>) -> Vec<Address> {
     entries
 }
 
-/// Whether `entries` is what [`canonicalize`] makes of it: strictly in its order, so sorted and
-/// without duplicates.
+/// Whether `entries` is what [`canonicalize`] makes of it: strictly in its order.
 pub(crate) fn is_canonical(entries: &[Address]) -> bool {
     entries.windows(2).all(|pair| canonical_order(&pair[0], &pair[1]) == std::cmp::Ordering::Less)
 }

@@ -92,8 +92,7 @@ impl NamespacedName {
         Self::parse(text, "", "ingress-nginx/ingress-nginx-controller", label)
     }
 
-    /// A publish Gateway's `NAMESPACE/NAME`: its name a DNS-1123 subdomain, as any custom
-    /// resource's is.
+    /// A publish Gateway's `NAMESPACE/NAME`: its name a DNS-1123 subdomain, as a custom resource's.
     pub fn gateway(text: &str) -> Result<Self, RefError> {
         let subdomain = (names::is_dns1123_subdomain as fn(&str) -> bool, "lowercase letters, digits, '-' and '.'");
         Self::parse(text, " of a Gateway", "gateway-system/public", subdomain)
@@ -128,8 +127,7 @@ pub struct PodsRef {
 }
 
 impl PodsRef {
-    /// What one Pod watch serves: the namespace and the selector text (the address kind is
-    /// applied at lookup, so two sources that differ only in it share a watch).
+    /// What one Pod watch serves (the address kind is applied at lookup, so sources share it).
     pub fn watch_key(&self) -> (String, String) {
         (self.namespace.clone(), self.selector.to_string())
     }
@@ -153,9 +151,8 @@ pub enum Source {
     Pods(PodsRef),
     /// A Gateway's `status.addresses`, read from a watch-fed cache.
     Gateway(GatewayRef),
-    /// No address at all: the identities whose status writes define the status
-    /// (`trustedWriters`), always a policy's only source. Its value is whatever they wrote
-    /// last, which no source can compute, so it resolves to none.
+    /// The identities whose status writes define the status (`trustedWriters`), always a policy's
+    /// only source: it resolves to no address.
     Trusted(TrustedWriters),
 }
 
@@ -199,16 +196,14 @@ pub struct ClassScope {
     pub without_class: bool,
 }
 
-/// What the cluster says about one Ingress, beyond the write itself: the facts class and
-/// namespace matching need, read from watch-fed caches by the caller.
+/// What the cluster says about one object beyond its write: what class and namespace matching need.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Subject<'a> {
     pub namespace: &'a str,
     pub class: Option<&'a str>,
     /// `spec.controller` of the IngressClass named `class`, when it exists.
     pub class_controller: Option<String>,
-    /// The default IngressClasses ([`crate::kind::ingress::is_default_class`]), each with its
-    /// controller.
+    /// The default classes ([`crate::kind::ingress::is_default_class`]), each with its controller.
     pub default_classes: Vec<(String, Option<String>)>,
     /// The labels of the Ingress's Namespace; `None` when unknown.
     pub namespace_labels: Option<BTreeMap<String, String>>,
@@ -279,8 +274,7 @@ pub struct Policy {
     pub scope: ClassScope,
     /// Only Ingresses in Namespaces whose labels match (config only).
     pub namespace_selector: Option<LabelSelector>,
-    /// Never empty; the canonical set is the union of what they resolve to. A
-    /// [`Source::Trusted`] is always alone ([`Policy::trusted_writers`]).
+    /// Never empty; the canonical set is their union. A [`Source::Trusted`] is always alone.
     pub sources: Vec<Source>,
     pub mode: Mode,
     pub keep_ports: bool,
@@ -288,8 +282,7 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The identities whose writes define the status, when that is the policy's source: then
-    /// there is no canonical value, only the stored status and who may change it.
+    /// The identities whose writes define the status, when that is the policy's source.
     pub fn trusted_writers(&self) -> Option<&TrustedWriters> {
         match &self.sources[..] {
             [Source::Trusted(writers)] => Some(writers),
@@ -304,8 +297,8 @@ impl Policy {
         }
     }
 
-    /// The rule by which this policy governs `subject`, if it does. A Namespace whose labels
-    /// are unknown is not governed by a policy with a `namespaceSelector`.
+    /// The rule by which this policy governs `subject`, if it does (never in a Namespace of
+    /// unknown labels, under a `namespaceSelector`).
     pub fn matches(&self, subject: &Subject<'_>) -> Option<ClassRule> {
         if let Some(selector) = &self.namespace_selector
             && !subject.namespace_labels.as_ref().is_some_and(|labels| selector.matches(labels))
@@ -316,8 +309,7 @@ impl Policy {
     }
 }
 
-/// The validated set of policies, in file order, each carrying the kind (`Kind`) it governs: the
-/// first policy of an object's kind whose scope matches the object governs it.
+/// The validated set of policies, in file order: the first of an object's kind that matches governs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policies(Vec<Policy>);
 
@@ -347,14 +339,13 @@ impl Policies {
         self.of(kind).find(|p| p.matches(subject).is_some())
     }
 
-    /// Every policy of `kind` that matches `subject`, in file order (more than one is a
-    /// run-time overlap).
+    /// Every policy of `kind` that matches `subject`, in file order (more than one is an overlap).
     pub fn matching(&self, kind: Kind, subject: &Subject<'_>) -> Vec<&Policy> {
         self.of(kind).filter(|p| p.matches(subject).is_some()).collect()
     }
 
-    /// Whether matching objects of `kind` needs their classes read: a policy matches by
-    /// controller, or could govern class-less objects through the kind's default class.
+    /// Whether matching objects of `kind` needs their classes read: a policy matches by controller,
+    /// or could govern class-less objects through the kind's default class.
     pub fn need_classes(&self, kind: Kind) -> bool {
         let default_class = kind.info().default_class;
         kind.has_class_objects()
@@ -364,12 +355,9 @@ impl Policies {
             })
     }
 
-    /// The same policies, each narrowed to the Namespaces the scope of its kind selects: the
-    /// guard's webhook scope ([`crate::scope`]), a union of selectors (`None`: every Namespace;
-    /// empty: none). A policy becomes one copy per selector of the union, its own
-    /// `namespaceSelector` AND that one, side by side, so the first policy that matches an
-    /// object still governs it; a scope of no Namespace narrows it to a selector nothing
-    /// matches. Narrowing every policy alike cannot make two of them overlap.
+    /// The same policies, each narrowed to its kind's webhook scope ([`crate::scope`]), a union of
+    /// selectors (`None`: every Namespace; empty: none): one copy per selector, its own AND that
+    /// one, side by side, so the first match still governs. Narrowing all alike cannot make overlaps.
     pub(crate) fn within<'s>(&self, scope: impl Fn(Kind) -> Option<&'s [LabelSelector]>) -> Policies {
         let mut narrowed = Vec::with_capacity(self.0.len());
         for p in &self.0 {
@@ -398,26 +386,17 @@ impl Policies {
 
     /// Every distinct publish Service, each to be watched once.
     pub fn services(&self) -> Vec<ServiceRef> {
-        self.distinct(|s| match s {
-            Source::Service(svc) => Some(svc.clone()),
-            _ => None,
-        })
+        self.distinct(|s| if let Source::Service(svc) = s { Some(svc.clone()) } else { None })
     }
 
     /// Every distinct publish Gateway, each to be watched once.
     pub fn gateways(&self) -> Vec<GatewayRef> {
-        self.distinct(|s| match s {
-            Source::Gateway(gw) => Some(gw.clone()),
-            _ => None,
-        })
+        self.distinct(|s| if let Source::Gateway(gw) = s { Some(gw.clone()) } else { None })
     }
 
     /// Every distinct node-IP source's Pod watch (namespace, selector).
     pub fn pod_watches(&self) -> Vec<(String, String)> {
-        self.distinct(|s| match s {
-            Source::Pods(pods) => Some(pods.watch_key()),
-            _ => None,
-        })
+        self.distinct(|s| if let Source::Pods(pods) = s { Some(pods.watch_key()) } else { None })
     }
 
     /// What `pick` takes from the sources of every policy, sorted, each once.
@@ -432,9 +411,8 @@ impl Policies {
         self.0.iter().flat_map(|p| &p.sources)
     }
 
-    /// Pairs of policies of one kind (earlier, later) that govern a common class in Namespaces
-    /// whose selectors are not provably disjoint: they overlap if a Namespace matches both,
-    /// which is counted at run time (the earlier wins). Logged at start-up.
+    /// Pairs of policies of one kind (earlier, later) that govern a common class in Namespaces whose
+    /// selectors are not provably disjoint: an overlap is counted at run time (the earlier wins).
     pub fn possible_overlaps(&self) -> Vec<(&str, &str)> {
         let mut pairs = Vec::new();
         for (i, p) in self.0.iter().enumerate() {
@@ -455,8 +433,7 @@ impl Policies {
         self.0.iter().any(|p| p.namespace_selector.is_some())
     }
 
-    /// What the policies read from the cluster beside the Ingresses: the one answer to "do
-    /// these policies need a Kubernetes client?", for `serve` at start-up and for reloads.
+    /// What the policies read from the cluster beside the governed objects.
     pub(crate) fn cluster_needs(&self) -> ClusterNeeds {
         ClusterNeeds {
             services: !self.services().is_empty(),

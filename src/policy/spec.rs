@@ -1,6 +1,5 @@
-//! Policies as written: the YAML file's entries and what the flags say, before validation, and
-//! their validation into [`Policy`] values (every error names the field), including the overlap
-//! rules between policies.
+//! Policies as written (the YAML file's entries, what the flags say) and their validation into
+//! [`Policy`] values, every error naming the field, overlap rules included.
 
 use std::path::Path;
 
@@ -55,9 +54,8 @@ pub struct PodsSpec {
     pub selector: String,
 }
 
-/// Every field a policy of a policy file may have, and those of its `sources` entries: the
-/// leader publishes them on its Lease, so that `version --config` can tell a file that this
-/// guard would refuse (a field a newer client knows) before it is rolled out.
+/// Every field a policy (and its `sources` entries) may have: the leader publishes them on its
+/// Lease, so `version --config` can tell a file this guard would refuse before it is rolled out.
 pub(crate) const FIELDS: &[&str] = &[
     "name",
     "kind",
@@ -107,9 +105,8 @@ pub enum SelectorSpec {
     Object(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector),
 }
 
-/// One policy as written, before validation: a YAML file's entry, or what the flags say. Also
-/// the library's way to build policies (`PolicySpec { .., ..Default::default() }` is named
-/// `default`, as the flags' policy is), through [`PolicySpec::into_policies`].
+/// One policy as written, before validation: a YAML file's entry, or what the flags say (named
+/// `default` by [`Default`], as the flags' policy is); built by [`PolicySpec::into_policies`].
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PolicySpec {
@@ -134,9 +131,8 @@ pub struct PolicySpec {
     /// `gatewayControllers`: the policy governs Gateways whose GatewayClass has this `controllerName`.
     #[serde(default)]
     pub gateway_controllers: Vec<String>,
-    /// `loadBalancerClasses` (`kind: Service` only): the `spec.loadBalancerClass` values of the
-    /// LoadBalancer Services governed; `kind::service::NO_CLASS` (`""`) stands for
-    /// Services without one.
+    /// `loadBalancerClasses` (`kind: Service` only): the `spec.loadBalancerClass` values governed;
+    /// `""` stands for Services without one.
     #[serde(default)]
     pub load_balancer_classes: Vec<String>,
     /// `acknowledgeKubeProxyImpact` (`kind: Service` only): required with a static or node-IP
@@ -332,15 +328,21 @@ impl SpecError {
 }
 
 impl SourceSpec {
-    /// Validates one source; `internal_ip` is the policy's `reportNodeInternalIp`.
-    fn build(self, internal_ip: bool) -> Result<Source, SpecError> {
-        let given = [
+    /// The source fields that are set.
+    fn set(&self) -> impl Iterator<Item = &'static str> + use<> {
+        [
             ("publishService", self.publish_service.is_some()),
             ("publishStatusAddress", self.publish_status_address.is_some()),
             ("publishPods", self.publish_pods.is_some()),
             ("publishGateway", self.publish_gateway.is_some()),
-        ];
-        let mut set = given.iter().filter(|(_, on)| *on).map(|(name, _)| *name);
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+    }
+
+    /// Validates one source; `internal_ip` is the policy's `reportNodeInternalIp`.
+    fn build(self, internal_ip: bool) -> Result<Source, SpecError> {
+        let mut set = self.set();
         if let (Some(first), Some(second)) = (set.next(), set.next()) {
             return Err(SpecError::BothSources(first, second));
         }
@@ -468,14 +470,7 @@ impl PolicySpec {
             publish_gateway: self.publish_gateway,
             report_node_internal_ip: None,
         };
-        let first_shorthand = [
-            ("publishService", shorthand.publish_service.is_some()),
-            ("publishStatusAddress", shorthand.publish_status_address.is_some()),
-            ("publishPods", shorthand.publish_pods.is_some()),
-            ("publishGateway", shorthand.publish_gateway.is_some()),
-        ]
-        .into_iter()
-        .find_map(|(name, on)| on.then_some(name));
+        let first_shorthand = shorthand.set().next();
         let internal_ip = self.report_node_internal_ip;
         let sources = if let Some(identities) = self.trusted_writers {
             // What else a source could say of the status: no union with a trusted writer has a meaning.
@@ -556,9 +551,8 @@ pub fn parse_file(path: &str, text: &str) -> Result<Policies, ConfigError> {
     Ok(Policies::new(policies)?)
 }
 
-/// Why two class scopes certainly share Ingresses, whatever the cluster holds; `None` when
-/// they share none, or only through IngressClasses seen at run time (a class name on one side
-/// and its controller on the other, the default class).
+/// Why two class scopes certainly share objects, whatever the cluster holds; `None` when they
+/// share none, or only through class objects seen at run time.
 pub(super) fn class_clash(p: &ClassScope, q: &ClassScope) -> Option<String> {
     if p.governs_everything() || q.governs_everything() {
         Some("one of them lists no ingressClasses or controllerClasses and so governs every Ingress".to_owned())
@@ -573,9 +567,8 @@ pub(super) fn class_clash(p: &ClassScope, q: &ClassScope) -> Option<String> {
     }
 }
 
-/// Two policies must never claim the same Ingress, or which one wins would depend on file
-/// order. What can be decided here is refused; what depends on IngressClasses and Namespace
-/// labels is counted at run time (the first policy wins).
+/// Two policies must never claim the same object, or which one wins would depend on file order:
+/// what can be decided here is refused; the rest is counted at run time (the first policy wins).
 pub(super) fn validate_overlaps(policies: &[&Policy]) -> Result<(), OverlapError> {
     for (i, p) in policies.iter().enumerate() {
         for q in &policies[..i] {
