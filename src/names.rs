@@ -49,13 +49,7 @@ pub(crate) fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
+    let _ = write_escaped(&mut out, text); // writing to a String cannot fail
     std::borrow::Cow::Owned(out)
 }
 
