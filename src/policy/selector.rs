@@ -1,7 +1,5 @@
-//! Label selectors as operators write them: kubectl's text syntax (`app=x,tier in (a,b),!old`)
-//! or a Kubernetes `LabelSelector` (`matchLabels`/`matchExpressions`), validated once, matched
-//! against label maps, rendered for a watch's `labelSelector`, and compared for provable
-//! disjointness (the static overlap check of policies).
+//! Label selectors as operators write them (kubectl's text syntax or a Kubernetes `LabelSelector`),
+//! validated once, matched, rendered for a watch, and compared for provable disjointness.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -78,9 +76,8 @@ impl LabelSelector {
         Ok(LabelSelector(exprs))
     }
 
-    /// The selector as a Kubernetes `LabelSelector`, every requirement one `matchExpressions`
-    /// entry (`k=v` is `In [v]`, `k!=v` is `NotIn [v]`, which also match as kubectl's do), for
-    /// objects the API server matches itself: an admission policy binding's `namespaceSelector`.
+    /// The selector as a Kubernetes `LabelSelector` of `matchExpressions` only (`k=v` is `In [v]`,
+    /// `k!=v` is `NotIn [v]`), for an admission policy binding's `namespaceSelector`.
     pub(crate) fn to_kube(&self) -> KubeLabelSelector {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
         let requirement = |key: &str, operator: &str, values: Option<Vec<String>>| LabelSelectorRequirement {
@@ -125,9 +122,8 @@ impl LabelSelector {
         self.0.iter().all(|e| e.matches(labels))
     }
 
-    /// True when no label map can match both selectors, judged requirement by requirement on
-    /// the same key (e.g. `team=a` and `team=b`, `team in (a)` and `team notin (a)`, `x` and
-    /// `!x`). False means "may overlap", not "does".
+    /// True when no label map can match both selectors, judged requirement by requirement on the
+    /// same key (`team=a` and `team=b`). False means "may overlap", not "does".
     pub fn disjoint(&self, other: &LabelSelector) -> bool {
         self.0.iter().any(|a| other.0.iter().any(|b| conflict(a, b) || conflict(b, a)))
     }

@@ -16,7 +16,6 @@ use crate::{
 };
 
 mod service;
-mod trusted;
 
 /// Why a policy file cannot be used. Errors in one policy name it by its index and field.
 #[derive(Debug, thiserror::Error)]
@@ -477,7 +476,14 @@ impl PolicySpec {
             let computed = first_shorthand
                 .or((!self.sources.is_empty()).then_some("sources"))
                 .or(internal_ip.then_some("reportNodeInternalIp"));
-            vec![trusted::source(identities, computed, self.keep_ports)?]
+            if let Some(field) = computed {
+                return Err(SpecError::TrustedWithSource(field));
+            }
+            if self.keep_ports {
+                // A trusted writer's entries stand as written, ports included.
+                return Err(SpecError::TrustedKeepPorts);
+            }
+            vec![Source::Trusted(TrustedWriters::new(identities).map_err(SpecError::Trusted)?)]
         } else if self.sources.is_empty() {
             if internal_ip && shorthand.publish_pods.is_none() {
                 return Err(SpecError::InternalIpWithoutPods);

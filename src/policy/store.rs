@@ -1,6 +1,5 @@
-//! The policies in force: an atomically swapped [`Policies`] that the webhook and the
-//! reconciler read. A reload ([`crate::reload::policy`]) replaces them in one swap, so a reader
-//! sees the old set or the new one, never a mix, and subscribers (the reconciler) are told.
+//! The policies in force, swapped atomically on a reload, so a reader sees the old set or the new
+//! one, never a mix; subscribers (the reconciler) are told.
 
 use std::sync::Arc;
 

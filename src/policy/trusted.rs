@@ -1,6 +1,5 @@
 //! The trusted-writer source (`trustedWriters:`): the identities whose status writes define a
-//! governed object's status. Validated once, at load: every identity non-empty, bounded, and a
-//! ServiceAccount's username well formed; the list bounded, duplicates collapsed.
+//! governed object's status, validated once, at load.
 
 use std::fmt;
 

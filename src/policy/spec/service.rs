@@ -1,6 +1,6 @@
-//! A `kind: Service` policy's validation: its class field, `loadBalancerClasses`, its mode's
-//! default, and the acknowledgement a source whose addresses are not a load balancer's needs,
-//! because kube-proxy programs every node from a LoadBalancer Service's status.
+//! A `kind: Service` policy's validation: `loadBalancerClasses`, its mode's default, and the
+//! acknowledgement a source whose addresses are not a load balancer's needs (kube-proxy programs
+//! every node from a LoadBalancer Service's status).
 
 use super::{PolicySpec, SpecError};
 use crate::{
@@ -9,10 +9,8 @@ use crate::{
 };
 
 impl PolicySpec {
-    /// A `kind: Service` policy: its `loadBalancerClasses` are its class names (a Service
-    /// without a class has the class `""`, so that class-less Services are governed only when
-    /// named), `mode` defaults to `audit`, and a source whose addresses are not a load
-    /// balancer's needs `acknowledgeKubeProxyImpact`.
+    /// A `kind: Service` policy: its `loadBalancerClasses` are its class names (`""` for Services
+    /// without one), and `mode` defaults to `audit`.
     pub(super) fn build_service(mut self) -> Result<Policy, SpecError> {
         use crate::kind::service::NO_CLASS;
         let classes = std::mem::take(&mut self.load_balancer_classes);
