@@ -1,7 +1,5 @@
-//! The decision: given a status write of any governed kind (from an AdmissionReview or a stored
-//! object), the policies and the sources, what is canonical and what to do about it. Pure, and
-//! written once over [`Governed`]: the webhook, the reconciler, `check` and `explain` call the
-//! same [`decide`] for an Ingress and for a Gateway.
+//! The decision: given a status write of any governed kind, the policies and the sources, what is
+//! canonical and what to do about it. Pure; the webhook, the reconciler and `check` call it alike.
 
 use std::borrow::Cow;
 
@@ -44,22 +42,18 @@ impl Action {
 /// Everything [`decide`] can conclude; each variant maps to one response shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict<'p> {
-    /// Not a status UPDATE of a governed kind (the webhook is registered for more than it should be);
-    /// says what the request was.
+    /// Not a status UPDATE of a governed kind; says what the request was.
     Ignored(String),
     /// No policy governs the object.
     NotGoverned,
     /// The written addresses are already canonical; under a trusted-writer policy, a write by
     /// anyone else that leaves the stored status as it is.
     Canonical { policy: &'p Policy },
-    /// The policy's source is its trusted writers (`trustedWriters`) and the status stands as
-    /// written: a trusted identity wrote it (a review), or it is stored (the reconciler,
-    /// `check`, `explain`), which no source can recompute.
+    /// The policy's source is its trusted writers and the status stands as written: a trusted
+    /// identity wrote it, or it is stored, which no source can recompute.
     Trusted { policy: &'p Policy },
-    /// The written addresses differ from the canonical ones.
-    /// `canonical` is borrowed from the policy when its static list is the answer; under a
-    /// trusted-writer policy it is the stored status, shown as addresses (the rewrite restores
-    /// the stored entries themselves).
+    /// The written addresses differ from the canonical ones (under a trusted-writer policy, the
+    /// stored status shown as addresses; the rewrite restores the stored entries themselves).
     Mismatch { policy: &'p Policy, action: Action, canonical: Cow<'p, [Address]> },
     /// The policy's source has no addresses now; `deny` refuses the write until it has.
     Unresolved { policy: &'p Policy, deny: bool, reason: Unresolved },
@@ -116,8 +110,7 @@ pub(crate) fn subject<'w, K: Governed>(
     }
 }
 
-/// The first two policies that both match `write`, when more than one does: a run-time overlap
-/// (the first governs), which the caller counts and logs.
+/// The first two policies that both match `write`, when more than one does: a run-time overlap.
 pub(crate) fn overlap<'p, K: Governed>(
     write: &Write<K::Entry>,
     policies: &'p Policies,
@@ -131,17 +124,15 @@ pub(crate) fn overlap<'p, K: Governed>(
 }
 
 /// Who sent a reviewed status write, and the stored status it would replace: what a
-/// trusted-writer policy judges by. A stored object (the reconciler, `check`) has none.
+/// trusted-writer policy judges by.
 pub(crate) struct Author<'a, E> {
     /// `request.userInfo.username`, bounded by the reader.
     pub(crate) username: &'a str,
-    /// The stored status list (`request.oldObject`'s), read only when a write by an
-    /// identity that is not trusted must be compared with it; an error says why it cannot be.
+    /// The stored status list, read only when an untrusted write must be compared with it.
     pub(crate) stored: &'a dyn Fn() -> Result<Write<E>, String>,
 }
 
-/// Decides one stored status of any governed kind (no writer: the reconciler, `check`,
-/// `explain`).
+/// Decides one stored status of any governed kind (no writer).
 pub(crate) fn decide<'p, K: Governed>(
     write: &Write<K::Entry>,
     policies: &'p Policies,
@@ -180,10 +171,9 @@ pub(crate) fn decide_by<'p, K: Governed>(
     }
 }
 
-/// The verdict of a trusted-writer policy: a trusted identity's write, and a stored status,
-/// stand as written; anyone else's write is compared with the stored status, which is what
-/// `enforce` restores. Only the governed list is compared, entry by entry and in order (what
-/// the API server would store differs otherwise), as the admission policy compares it.
+/// The verdict of a trusted-writer policy: a trusted identity's write, and a stored status, stand
+/// as written; anyone else's is compared with the stored list entry by entry, in order (as the
+/// admission policy compares it), and `enforce` restores it.
 fn trusted<'p, K: Governed>(
     write: &Write<K::Entry>,
     author: Option<&Author<'_, K::Entry>>,

@@ -1,7 +1,6 @@
-//! Objects only where the schema has objects. serde's derived `Deserialize` for a struct also
-//! accepts a JSON array of its fields in order, so `status: []` would read as an empty status
-//! and `[["10.9.9.9"]]` as an address; the helpers here make those fields errors. They are used
-//! as `#[serde(deserialize_with = ...)]` on the fields of the wire types.
+//! Objects only where the schema has objects: serde's derived `Deserialize` for a struct also
+//! accepts a JSON array of its fields, so `status: []` would read as an empty status; these
+//! helpers (`#[serde(deserialize_with = ...)]`) make such fields errors.
 
 use std::{fmt, marker::PhantomData};
 
@@ -104,11 +103,9 @@ pub(crate) fn path_to_error<'a, T: Deserialize<'a>>(
     serde_path_to_error::deserialize(MapOnly(&mut de))
 }
 
-/// A list as a caller wrote it (or the API server stored it), read by a bounded visitor: the
-/// entries [`Bound::keep`] lets in, in the order written, and a count of the rest. Every entry
-/// is still read and checked (an invalid one is an error wherever it is, and each must be an
-/// object); those past the bound are dropped as they are read, so what is held never grows
-/// with what was sent.
+/// A list read by a bounded visitor: the entries [`Bound::keep`] lets in, and a count of the rest.
+/// Every entry is still read and checked; those past the bound are dropped as they are read, so
+/// what is held never grows with what was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Bounded<T> {
     /// The entries kept, in the order written.
@@ -123,8 +120,7 @@ impl<T> Default for Bounded<T> {
     }
 }
 
-/// How the entries of a [`Bounded`] list are read, and which are kept: a prefix of the list,
-/// since once one entry is left out every later one is too.
+/// How the entries of a [`Bounded`] list are read, and which are kept (a prefix of the list).
 pub(crate) trait Bound: Sized {
     /// One entry as the wire has it.
     type In: for<'de> Deserialize<'de>;
@@ -135,8 +131,7 @@ pub(crate) trait Bound: Sized {
     /// Whether `null` reads as an empty list (else it is an error).
     const NULL_IS_EMPTY: bool;
 
-    /// `entry` as kept, when it fits after `kept` entries that spent `budget`; `None`: it is
-    /// counted, not kept.
+    /// `entry` as kept, when it fits after `kept` entries that spent `budget`; `None`: only counted.
     fn keep(entry: Self::In, kept: usize, budget: &mut Self::Budget) -> Option<Self>;
 }
 

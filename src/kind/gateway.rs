@@ -1,8 +1,5 @@
-//! How a Gateway API object is read, once: the lean projections of `gateway.networking.k8s.io/v1`
-//! Gateways and GatewayClasses that the guard keeps (no `gateway-api` crate: its releases pin
-//! another kube), deserialized straight from the API server's JSON with every caller-chosen
-//! field bounded (`status`: the addresses and the `Programmed` condition), and implementing
-//! [`kube::Resource`] so kube's `Api` and watcher deliver them directly.
+//! How a Gateway API object is read, once: the lean, bounded projections of Gateways and
+//! GatewayClasses the guard keeps (no `gateway-api` crate: its releases pin another kube).
 
 pub(crate) mod status;
 
@@ -16,9 +13,7 @@ pub(crate) const GROUP: &str = "gateway.networking.k8s.io";
 /// The version read: `v1`, served by every standard-channel release since v1.0.
 pub(crate) const VERSION: &str = "v1";
 
-/// A write of a Gateway's status, as the webhook judges it: which Gateway, its class
-/// (`spec.gatewayClassName`, if it is a valid class name), and the `status.addresses` written
-/// (bounded as [`status::Addresses`] reads them, at most [`status::MAX_ADDRESSES`] kept).
+/// A write of a Gateway's status, as the decision sees it.
 pub(crate) type GatewayWrite = super::Write<status::GatewayAddress>;
 
 /// The Gateway's constants.
@@ -45,8 +40,7 @@ pub(crate) const INFO: super::Info = super::Info {
     ),
 };
 
-/// Gateways: `status.addresses`, entries `{type, value}`, an atomic list of at most
-/// [`status::MAX_ADDRESSES`].
+/// Gateways: `status.addresses`, entries `{type, value}`, at most [`status::MAX_ADDRESSES`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Gateways;
 
@@ -117,8 +111,8 @@ impl super::Governed for Gateways {
         entries.into_iter().map(shown).collect()
     }
 
-    /// An entry as an Ingress-style address; a type an Ingress cannot express reads as a
-    /// hostname that no canonical address has (so it always reads as another writer's).
+    /// An entry as an Ingress-style address; a type an Ingress cannot express reads as a hostname
+    /// no canonical address has.
     fn seen(entries: &[status::GatewayAddress]) -> std::borrow::Cow<'_, [crate::address::Address]> {
         let view = |entry: &status::GatewayAddress| {
             entry
@@ -188,9 +182,7 @@ pub(crate) enum GatewayShape {
 }
 
 impl GatewayShape {
-    /// The shape of an object whose `status` is `status` (`None`: absent or `null`) with
-    /// `addresses` in it (likewise): one rule for the write a review carries and the object
-    /// `explain` reads.
+    /// The shape of an object whose `status` and its `addresses` are as given (`None`: absent or `null`).
     pub(crate) fn of<A>(status: Option<Option<A>>) -> GatewayShape {
         match status {
             None => GatewayShape::NoStatus,
@@ -200,9 +192,8 @@ impl GatewayShape {
     }
 }
 
-/// A Gateway as the guard reads it: its identity, class, `status.addresses` (at most
-/// [`status::MAX_ADDRESSES`] kept, the rest counted) and `Programmed` condition. Listeners,
-/// the spec's addresses and every other condition are skipped unparsed.
+/// A Gateway as the guard reads it: its identity, class, bounded `status.addresses` and
+/// `Programmed` condition; everything else is skipped unparsed.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LeanGateway {
     /// Namespace, name, uid, resourceVersion and generation only.
@@ -216,8 +207,7 @@ pub(crate) struct LeanGateway {
     /// The `Programmed` condition of `status.conditions`, judged against `metadata.generation`
     /// (a `True` for an older generation is [`Programmed::Stale`]).
     pub(crate) programmed: Programmed,
-    /// The field managers that own some of `status`, as the lean Ingress keeps them
-    /// ([`crate::kind::ingress::bounded::status_managers`]): the reconciler names them in a fight.
+    /// The field managers that own some of `status` ([`crate::kind::ingress::bounded::status_managers`]).
     pub(crate) status_managers: Vec<String>,
 }
 
@@ -272,8 +262,7 @@ impl<'de> Deserialize<'de> for LeanGateway {
 pub(crate) struct LeanGatewayClass {
     /// Name, uid and resourceVersion only.
     pub(crate) meta: ObjectMeta,
-    /// `spec.controllerName` if it is a valid controller name (a domain-prefixed path of at
-    /// most 253 bytes), else `None`.
+    /// `spec.controllerName` if it is a valid controller name, else `None`.
     pub(crate) controller: Option<String>,
 }
 
@@ -300,9 +289,7 @@ impl<'de> Deserialize<'de> for LeanGatewayClass {
     }
 }
 
-/// The metadata kept of a Gateway API object; annotations and labels are skipped unparsed, and
-/// of managedFields only the status writers' names are kept, bounded. Names are bounded by the
-/// API server (it validates them before any admission), and kept only when they are valid names.
+/// The metadata kept of a Gateway API object, bounded; of managedFields only the status writers' names.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireMeta {

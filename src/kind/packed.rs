@@ -1,7 +1,5 @@
-//! The compact bytes the reconciler's cache keeps a status list as: IPs as their 4
-//! or 16 bytes, text as a length and its bytes, each kind's entry packed by its [`Entry`]
-//! impl; unpacked for the moment `decide` reads the list. The packing is deterministic, so
-//! equal lists are equal bytes (and share one interned copy).
+//! The compact bytes the reconciler's cache keeps a status list as (IPs as 4 or 16 bytes, text as
+//! a length and its bytes): deterministic, so equal lists are equal bytes and share one copy.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

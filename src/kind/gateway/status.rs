@@ -1,8 +1,6 @@
-//! A Gateway's `status` as the guard reads it, bounded at the wire: `addresses` (entries
-//! `{type, value}`, validated as the CRD validates them, at most [`MAX_ADDRESSES`] kept and the
-//! rest counted) and the one condition it needs, `Programmed`, found by a visitor that holds
-//! nothing of the other conditions. Caller strings are cut to [`MAX_TEXT`] bytes as they are
-//! read, so a 1 MiB value costs what a 253-byte one does.
+//! A Gateway's `status` as the guard reads it, bounded at the wire: `addresses`, validated as the
+//! CRD validates them, and the `Programmed` condition. Caller strings are cut to [`MAX_TEXT`]
+//! bytes as they are read, so a 1 MiB value costs what a 253-byte one does.
 
 use std::{borrow::Cow, fmt};
 
@@ -52,8 +50,7 @@ pub enum GatewayAddressError {
 }
 
 impl GatewayAddress {
-    /// The entry for an Ingress-style address: its IP, else its hostname (an [`Address`] with
-    /// both gives two entries, see [`GatewayAddress::from_addresses`]).
+    /// An `IPAddress` entry.
     pub(crate) fn ip(ip: &str) -> Self {
         GatewayAddress { kind: IP_ADDRESS.to_owned(), value: ip.to_owned() }
     }
@@ -63,9 +60,7 @@ impl GatewayAddress {
         GatewayAddress { kind: HOSTNAME.to_owned(), value: name.to_owned() }
     }
 
-    /// Checks the entry as the CRD (`sigs.k8s.io/gateway-api` v1.6, `GatewayStatusAddress`)
-    /// does: type pattern and length, value length, an IP for `IPAddress` and a hostname for
-    /// `Hostname`.
+    /// Checks the entry as the CRD (`sigs.k8s.io/gateway-api` v1.6, `GatewayStatusAddress`) does.
     pub(crate) fn validate(&self) -> Result<(), GatewayAddressError> {
         if !is_address_type(&self.kind) {
             return Err(GatewayAddressError::Type(self.kind.clone()));
@@ -82,9 +77,8 @@ impl GatewayAddress {
         }
     }
 
-    /// The Ingress status entry this address stands for: `IPAddress` → `{ip}`, `Hostname` →
-    /// `{hostname}` (re-validated as an Ingress hostname, which may not be a wildcard), any
-    /// other type → `Err` with the type, which an Ingress cannot express.
+    /// The Ingress status entry this address stands for (a hostname re-validated as an Ingress's,
+    /// which may not be a wildcard); any other type than IPAddress and Hostname is an `Err`.
     pub(crate) fn to_ingress(&self) -> Result<Address, ToIngressError> {
         self.validate().map_err(ToIngressError::Invalid)?;
         let address = match self.kind.as_str() {
@@ -150,14 +144,12 @@ fn is_gateway_hostname(value: &str) -> bool {
     crate::names::is_dns1123_subdomain(name)
 }
 
-/// Whether `name` is a GatewayClass `controllerName`: a domain-prefixed path of at most 253
-/// bytes (the CRD's pattern).
+/// Whether `name` is a GatewayClass `controllerName`: a domain-prefixed path (the CRD's pattern).
 pub(crate) fn is_controller_name(name: &str) -> bool {
     name.len() <= MAX_VALUE && is_address_type(name) && name.contains('/')
 }
 
-/// `status.addresses` as stored or written: the first [`MAX_ADDRESSES`] entries, and a count
-/// of the rest; `null` is none.
+/// `status.addresses`: the first [`MAX_ADDRESSES`] entries, and a count of the rest; `null` is none.
 pub(crate) type Addresses = crate::strict::Bounded<GatewayAddress>;
 
 /// One entry of `status.addresses` as the wire has it, its strings cut as read.
@@ -191,17 +183,15 @@ pub enum Programmed {
     Absent,
     /// `status: "True"`.
     True,
-    /// `status` `False` or `Unknown` (cut to [`MAX_TEXT`] bytes), with its `reason` (cut to 64
-    /// bytes).
+    /// `status` `False` or `Unknown` (cut to [`MAX_TEXT`] bytes), with its `reason` (cut to 64 bytes).
     Not {
         /// The condition's status.
         status: String,
         /// The condition's reason.
         reason: String,
     },
-    /// `status: "True"`, but written for an older generation of the Gateway than its
-    /// `metadata.generation`: the implementation has not yet programmed the current spec, so
-    /// the addresses may be those of the old one. Not Programmed (see [`ProgrammedCondition::judged`]).
+    /// `status: "True"`, but for an older generation than `metadata.generation`: the addresses
+    /// may be those of the old spec, so not Programmed.
     Stale {
         /// The condition's `observedGeneration`.
         observed: i64,
@@ -219,9 +209,8 @@ pub(crate) struct ProgrammedCondition {
 }
 
 impl ProgrammedCondition {
-    /// The condition against the Gateway's `metadata.generation`: a `True` written for an
-    /// older generation is [`Programmed::Stale`]. Without either generation (an implementation
-    /// that does not set `observedGeneration`) the condition is taken as written.
+    /// The condition against the Gateway's `metadata.generation` ([`Programmed::Stale`]); without
+    /// either generation, as written.
     pub(crate) fn judged(self, generation: Option<i64>) -> Programmed {
         match (self.programmed, self.observed_generation, generation) {
             (Programmed::True, Some(observed), Some(generation)) if observed < generation => {

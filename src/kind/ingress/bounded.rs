@@ -1,9 +1,6 @@
-//! The bounded readers of the reconciler's lean projection ([`super::LeanIngress`]): every
-//! replica caches every Ingress of the cluster, and any user who may create one chooses its
-//! annotations and status, so what is kept per Ingress is bounded here, at the wire, whatever
-//! the object holds: a class only if it is a valid class name, and at most [`MAX_MANAGERS`]
-//! names of the field managers that wrote the status. The status list is read as a review's is,
-//! by [`crate::address::Entries`]: its first entries and a count of the rest.
+//! The bounded readers of the reconciler's lean projection ([`super::LeanIngress`]): every replica
+//! caches every Ingress, whose annotations and status any user who may create one chooses, so
+//! what is kept is bounded at the wire: a valid class name, at most [`MAX_MANAGERS`] managers.
 
 use std::{borrow::Cow, fmt};
 
@@ -53,9 +50,8 @@ pub(crate) fn class_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<Option
     Ok(super::class_annotation::<D, Class>(d)?.map(|c| c.0))
 }
 
-/// The field managers whose entry of `metadata.managedFields` owns some of `status` (the
-/// writers that can have replaced the reconciler's value), at most [`MAX_MANAGERS`], each
-/// name cut to 128 bytes. The rest of each entry is skipped unparsed.
+/// The field managers whose `metadata.managedFields` entry owns some of `status`, at most
+/// [`MAX_MANAGERS`], each name cut to [`MAX_MANAGER_BYTES`].
 pub(crate) fn status_managers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]

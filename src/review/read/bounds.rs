@@ -1,9 +1,6 @@
-//! The bounds on the strings a caller writes into a review, checked once, as the review is read,
-//! so that nothing after the reader (decision, response, log, metrics, Events) holds more of
-//! them than this. Two kinds: what the API server itself checks (the request uid, the object's
-//! namespace, name and uid), which only a forged review can break; and what an authenticator
-//! chooses (username, groups), which a real write may exceed, so it is cut, never refused: a
-//! write must not escape its policy because its writer is in many groups.
+//! The bounds on the strings a caller writes into a review, checked once as it is read: what the
+//! API server checks (uids, namespace, name) only a forged review breaks; what an authenticator
+//! chooses (username, groups) is cut, never refused, so no write escapes its policy by it.
 
 use std::borrow::Cow;
 
@@ -45,8 +42,8 @@ pub enum OutOfBounds {
 }
 
 impl OutOfBounds {
-    /// The first bound an Ingress status review breaks, if any. Empty names are left to the
-    /// decision, as before (they match nothing the API server stores).
+    /// The first bound a status review breaks, if any. Empty names are left to the decision
+    /// (they match nothing the API server stores).
     pub(crate) fn check(namespace: &str, name: &str, object_uid: Option<&str>) -> Option<OutOfBounds> {
         if !namespace.is_empty() && !is_dns1123_label(namespace) {
             Some(OutOfBounds::Namespace)
@@ -65,11 +62,8 @@ pub(crate) fn uid(uid: &str) -> Result<(), usize> {
     if uid.len() <= MAX_UID { Ok(()) } else { Err(uid.len()) }
 }
 
-/// `username` read as a string, as `Cow<str>` reads it (so the same documents are errors), cut
-/// to [`MAX_USERNAME`] bytes as it is read, ending in `…` when cut (which no username the API
-/// server authenticates as a ServiceAccount ends in, and no trusted identity can equal): what
-/// a review holds of it does not grow with what was sent. Borrowed from the body when it has no
-/// escapes; an escaped one is copied once, already cut.
+/// `username` read as `Cow<str>` reads it, cut to [`MAX_USERNAME`] bytes as it is read, ending in
+/// `…` when cut (which no trusted identity can equal). Borrowed from the body when it has no escapes.
 pub(crate) fn username<'de, D: Deserializer<'de>>(d: D) -> Result<Cow<'de, str>, D::Error> {
     struct Visit;
     impl<'de> de::Visitor<'de> for Visit {
@@ -90,8 +84,7 @@ pub(crate) fn username<'de, D: Deserializer<'de>>(d: D) -> Result<Cow<'de, str>,
     d.deserialize_str(Visit)
 }
 
-/// `groups` read as a list of strings, as `Vec<String>` reads it (so the same documents are
-/// errors), keeping the first [`MAX_GROUPS`], each cut to [`MAX_GROUP`] bytes.
+/// `groups` read as `Vec<String>` reads it, keeping the first [`MAX_GROUPS`], each cut to [`MAX_GROUP`] bytes.
 pub(crate) fn groups<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     /// A string, borrowed from the body when it has no escapes.
     #[derive(Deserialize)]
