@@ -14,9 +14,8 @@ pub(crate) const MAX_ENTRIES: usize = 256;
 /// entries cost more than the entries themselves.
 pub(crate) const MAX_PORTS: usize = 4 * MAX_ENTRIES;
 
-/// `status.loadBalancer.ingress` as a review wrote it: the first entries, up to
-/// [`MAX_ENTRIES`] entries and [`MAX_PORTS`] ports, and how many followed; each entry read and
-/// checked as an [`Address`] is.
+/// `status.loadBalancer.ingress` as a review wrote it: the first entries, up to [`MAX_ENTRIES`]
+/// entries and [`MAX_PORTS`] ports, and how many followed.
 pub(crate) type Entries = crate::strict::Bounded<Address>;
 
 impl crate::strict::Bound for Address {

@@ -1,7 +1,5 @@
-//! A review of a Gateway status write (`gateway.networking.k8s.io` `gateways/status`, UPDATE):
-//! the parts of the object the decision reads ([`GatewayIn`], its `status.addresses` through the
-//! bounded visitor of [`crate::kind::gateway::status::Addresses`]: at most 16 entries kept,
-//! strings cut as read), and the write they make ([`super::Reviewed`]).
+//! A review of a Gateway status write (`gateways/status`, UPDATE): the parts of the object the
+//! decision reads ([`GatewayIn`]), and the write they make ([`super::Reviewed`]).
 
 use serde::Deserialize;
 
@@ -27,13 +25,10 @@ pub(super) struct StatusIn {
 
 /// The class a Gateway status write will be stored with, and the class field it forged.
 ///
-/// A Gateway is a custom resource: after mutating admission, the CRD status strategy
-/// (`apiextensions-apiserver` `pkg/registry/customresource/strategy.go`,
-/// `statusStrategy.PrepareForUpdate`) replaces the written object with the stored one and puts
-/// back only its `status` (and `managedFields`). So everything outside `status` is
-/// `oldObject`'s (measured on 1.31 and 1.37: `tests/cluster/gateway/forged.rs`), and of that the
-/// decision reads `spec.gatewayClassName` and `metadata.uid`; written metadata is never
-/// stored, so it is no finding. Without an `oldObject` the object is all there is.
+/// After mutating admission, the CRD status strategy (`apiextensions-apiserver`
+/// `statusStrategy.PrepareForUpdate`) keeps only the written `status` (and `managedFields`), so
+/// everything else is `oldObject`'s (measured on 1.31 and 1.37: `tests/cluster/gateway/forged.rs`)
+/// and written metadata is no finding. Without an `oldObject` the object is all there is.
 pub(super) fn stored_class(spec: SpecIn, old: Option<&StoredIn<'_>>) -> (Option<String>, Option<Forged>) {
     super::stored(
         spec.gateway_class_name,

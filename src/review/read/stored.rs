@@ -1,7 +1,5 @@
-//! The stored status a write replaces (`request.oldObject.status`): kept unparsed as the body
-//! holds it ([`RawStatus`]), and read as its kind's only when a trusted-writer policy compares
-//! a write with it or puts it back ([`stored_status`]), by the kind's own object reader, so
-//! bounded alike.
+//! The stored status a write replaces (`request.oldObject.status`): kept unparsed ([`RawStatus`]),
+//! and read by the kind's own bounded reader only when a trusted-writer policy needs it.
 
 use serde::{Deserialize, de};
 
@@ -22,9 +20,8 @@ impl PartialEq for RawStatus<'_> {
 
 impl Eq for RawStatus<'_> {}
 
-/// The stored status list of a review of kind `K` (`request.oldObject.status`, kept raw),
-/// read by the kind's own reader of a written object, so bounded alike: empty when there is
-/// none; an error naming the field when it is not the kind's.
+/// The stored status list of a review of kind `K`: empty when there is none; an error naming the
+/// field when it is not the kind's.
 pub(super) fn stored_status<K: Reviewed>(raw: Option<&str>) -> Result<Write<K::Entry>, String> {
     let Some(raw) = raw else { return Ok(Write::default()) };
     let object = K::In::deserialize(StatusOnly(raw))
@@ -33,8 +30,7 @@ pub(super) fn stored_status<K: Reviewed>(raw: Option<&str>) -> Result<Write<K::E
     Ok(write)
 }
 
-/// An object whose only member is `status`, the raw value it wraps: how a kind's object reader
-/// reads a stored status without a copy of the body.
+/// An object whose only member is `status`, the raw value it wraps: no copy of the body.
 struct StatusOnly<'a>(&'a str);
 
 impl<'de> de::Deserializer<'de> for StatusOnly<'de> {
