@@ -3,11 +3,11 @@
 
 use std::{borrow::Cow, collections::BTreeMap, fmt};
 
-use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::address::Address;
+use crate::{address::Address, strict::Bounded};
 
 pub(crate) mod gateway;
 pub(crate) mod ingress;
@@ -238,6 +238,15 @@ pub(crate) struct Leaned<E> {
 /// What a watch or a one-shot read deserializes.
 pub(crate) trait Listed: DeserializeOwned + Clone + fmt::Debug + Send + Sync + 'static {}
 impl<T: DeserializeOwned + Clone + fmt::Debug + Send + Sync + 'static> Listed for T {}
+
+impl<E> Leaned<E> {
+    /// A lean object's parts; `None` without a namespace and name.
+    fn of(meta: ObjectMeta, class: Option<String>, list: Bounded<E>, status_managers: Vec<String>) -> Option<Self> {
+        let (namespace, name) = (meta.namespace?, meta.name?);
+        let write = Write { namespace, name, class, addresses: list.kept, omitted: list.omitted };
+        Some(Leaned { write, resource_version: meta.resource_version, uid: meta.uid, status_managers })
+    }
+}
 
 /// One operation of a JSON patch; only `add` and `replace` are ever needed.
 #[derive(Serialize)]

@@ -48,13 +48,10 @@ pub enum OnUnresolved {
     Deny,
 }
 
+/// As the flag spells it.
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Enforce => "enforce",
-            Mode::Audit => "audit",
-            Mode::Deny => "deny",
-        })
+        f.write_str(clap::ValueEnum::to_possible_value(self).expect("no mode is skipped").get_name())
     }
 }
 

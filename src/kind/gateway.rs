@@ -81,18 +81,8 @@ impl super::Governed for Gateways {
         super::Class { controller: class.controller.clone(), default: false }
     }
 
-    fn leaned(mut lean: LeanGateway) -> Option<super::Leaned<status::GatewayAddress>> {
-        let namespace = lean.meta.namespace.take()?;
-        let name = lean.meta.name.take()?;
-        let status_managers = std::mem::take(&mut lean.status_managers);
-        let write = GatewayWrite {
-            namespace,
-            name,
-            class: lean.class,
-            addresses: lean.addresses.kept,
-            omitted: lean.addresses.omitted,
-        };
-        Some(super::Leaned { write, resource_version: lean.meta.resource_version, uid: lean.meta.uid, status_managers })
+    fn leaned(lean: LeanGateway) -> Option<super::Leaned<status::GatewayAddress>> {
+        super::Leaned::of(lean.meta, lean.class, lean.addresses, lean.status_managers)
     }
 
     fn trimmed(_: &GatewayWrite) -> [Option<&'static str>; 2] {

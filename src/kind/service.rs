@@ -173,18 +173,8 @@ impl super::Governed for Services {
         super::Class::default()
     }
 
-    fn leaned(mut lean: LeanService) -> Option<super::Leaned<LoadBalancerIngress>> {
-        let namespace = lean.meta.namespace.take()?;
-        let name = lean.meta.name.take()?;
-        let write = ServiceWrite {
-            namespace,
-            name,
-            class: Some(lean.class),
-            addresses: lean.addresses.kept,
-            omitted: lean.addresses.omitted,
-        };
-        let status_managers = std::mem::take(&mut lean.status_managers);
-        Some(super::Leaned { write, resource_version: lean.meta.resource_version, uid: lean.meta.uid, status_managers })
+    fn leaned(lean: LeanService) -> Option<super::Leaned<LoadBalancerIngress>> {
+        super::Leaned::of(lean.meta, Some(lean.class), lean.addresses, lean.status_managers)
     }
 
     fn trimmed(write: &ServiceWrite) -> [Option<&'static str>; 2] {
