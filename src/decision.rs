@@ -85,8 +85,7 @@ impl<'p> Verdict<'p> {
     }
 }
 
-/// What matching needs to know about `write`'s object, read from `sources` only when some
-/// policy of its kind needs it.
+/// What matching needs to know about `write`'s object, read only when a policy of its kind needs it.
 pub(crate) fn subject<'w, K: Governed>(
     write: &'w Write<K::Entry>,
     policies: &Policies,

@@ -182,8 +182,7 @@ impl GatewayShape {
     }
 }
 
-/// A Gateway as the guard reads it: its identity, class, bounded `status.addresses` and
-/// `Programmed` condition; everything else is skipped unparsed.
+/// A Gateway as the guard reads it, bounded; everything else is skipped unparsed.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LeanGateway {
     /// Namespace, name, uid, resourceVersion and generation only.

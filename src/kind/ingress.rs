@@ -18,8 +18,7 @@ pub(crate) const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// The annotation that marks the cluster's default IngressClass (`"true"`).
 pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 
-/// A write of `status.loadBalancer.ingress`, or a stored one, as the decision sees it; its class
-/// is read by [`class`].
+/// A write of `status.loadBalancer.ingress`, or a stored one, as the decision sees it.
 pub(crate) type StatusWrite = super::Write<Address>;
 
 /// The Ingress's constants.
@@ -145,8 +144,7 @@ impl super::Governed for Ingresses {
     }
 }
 
-/// The JSON patch that sets `status.loadBalancer.ingress` of an object of `shape` to `entries`:
-/// an Ingress's, and a Service's, whose status has the same path.
+/// The JSON patch that sets `status.loadBalancer.ingress` (an Ingress's or a Service's) to `entries`.
 pub(crate) fn load_balancer_patch<E: serde::Serialize>(
     shape: StatusShape,
     entries: &[E],
@@ -180,8 +178,7 @@ pub(crate) fn load_balancer_patch<E: serde::Serialize>(
     }
 }
 
-/// How much of `status.loadBalancer.ingress` an Ingress (or a Service) has: where a patch must
-/// go. A member that is `null` counts as absent.
+/// How much of `status.loadBalancer.ingress` an object has (`null` is absent): where a patch goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum StatusShape {
     #[default]

@@ -222,8 +222,7 @@ impl super::Governed for Services {
     }
 }
 
-/// A Service as the guard reads it: its identity, class, bounded status list and its shape;
-/// everything else is skipped unparsed.
+/// A Service as the guard reads it, bounded; everything else is skipped unparsed.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LeanService {
     /// Namespace, name, uid and resourceVersion only.

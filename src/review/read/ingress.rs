@@ -36,16 +36,11 @@ pub(super) struct LoadBalancerIn {
     pub(super) ingress: Option<Entries>,
 }
 
-/// The class an Ingress status write will be stored with, and the class field it forged.
-///
-/// The API server runs mutating admission on the object as the client wrote it, and only then
-/// `ingressStatusStrategy.PrepareForUpdate` (`pkg/registry/networking/ingress/strategy.go`:
-/// `newIngress.Spec = oldIngress.Spec`; `GetResetFields` is `spec` alone) copies the stored
-/// spec back. So `spec.ingressClassName` is `oldObject`'s. Metadata is not reset by a status
-/// write (measured on 1.23 and 1.37: `tests/cluster/forged.rs`), but a governed write's metadata is
-/// put back to the stored one (or the write refused), so the legacy class annotation is read
-/// from `metadata`, the stored metadata the caller judges by. Without an `oldObject` (no API
-/// server sends an UPDATE without one) the object is all there is.
+/// The class an Ingress status write will be stored with, and the class field it forged. After
+/// mutating admission, `ingressStatusStrategy.PrepareForUpdate` copies the stored spec back
+/// (`GetResetFields` is `spec` alone), so `spec.ingressClassName` is `oldObject`'s. Metadata is
+/// not reset (measured on 1.23 and 1.37: `tests/cluster/forged.rs`), but a governed write's is put
+/// back, so the class annotation is read from `metadata`, the metadata the caller judges by.
 fn stored_ingress_class(
     spec: SpecIn,
     metadata: Option<&MetaIn<'_>>,

@@ -36,14 +36,10 @@ pub(super) struct SpecIn {
     pub(super) load_balancer_class: Option<String>,
 }
 
-/// The class a Service status write will be stored with, and the class field it forged.
-///
-/// `serviceStatusStrategy.PrepareForUpdate` (`pkg/registry/core/service/strategy.go`:
-/// `newService.Spec = oldService.Spec`; `GetResetFields` is `spec` alone) runs after mutating
-/// admission and copies the stored spec back, so `spec.type` and `spec.loadBalancerClass` are
-/// `oldObject`'s: a status write can neither make a Service a load balancer nor move it to
-/// another class. Without an `oldObject` (no API server sends an UPDATE without one) the
-/// object is all there is.
+/// The class a Service status write will be stored with, and the class field it forged. After
+/// mutating admission, `serviceStatusStrategy.PrepareForUpdate` copies the stored spec back, so
+/// `spec.type` and `spec.loadBalancerClass` are `oldObject`'s: a status write can neither make a
+/// Service a load balancer nor move it to another class.
 fn stored_class(spec: SpecIn, old: Option<&StoredIn<'_>>) -> (String, Option<Forged>) {
     let old_spec = old.map(|old| &old.spec);
     let load_balancer = old_spec.map_or(spec.service_type.as_deref(), |s| s.service_type.as_deref());
