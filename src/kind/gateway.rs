@@ -3,10 +3,15 @@
 
 pub(crate) mod status;
 
+use std::{borrow::Cow, collections::HashSet};
+
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use serde::{Deserialize, Deserializer};
 
+use status::GatewayAddress;
 pub(crate) use status::Programmed;
+
+use crate::address::Address;
 
 /// The Gateway API's group.
 pub(crate) const GROUP: &str = "gateway.networking.k8s.io";
@@ -14,7 +19,7 @@ pub(crate) const GROUP: &str = "gateway.networking.k8s.io";
 pub(crate) const VERSION: &str = "v1";
 
 /// A write of a Gateway's status, as the decision sees it.
-pub(crate) type GatewayWrite = super::Write<status::GatewayAddress>;
+pub(crate) type GatewayWrite = super::Write<GatewayAddress>;
 
 /// The Gateway's constants.
 pub(crate) const INFO: super::Info = super::Info {
@@ -44,7 +49,7 @@ pub(crate) const INFO: super::Info = super::Info {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Gateways;
 
-impl super::Entry for status::GatewayAddress {
+impl super::Entry for GatewayAddress {
     fn pack(&self, out: &mut Vec<u8>) {
         use super::packed::{put_ip_or_str, put_str};
         match self.kind.as_str() {
@@ -66,13 +71,13 @@ impl super::Entry for status::GatewayAddress {
             2 => str(bytes)?,
             _ => return None,
         };
-        Some(status::GatewayAddress { kind, value: ip_or_str(bytes)? })
+        Some(GatewayAddress { kind, value: ip_or_str(bytes)? })
     }
 }
 
 impl super::Governed for Gateways {
     const KIND: super::Kind = super::Kind::Gateway;
-    type Entry = status::GatewayAddress;
+    type Entry = GatewayAddress;
     type Shape = GatewayShape;
     type Lean = LeanGateway;
     type ClassObject = LeanGatewayClass;
@@ -81,7 +86,7 @@ impl super::Governed for Gateways {
         super::Class { controller: class.controller.clone(), default: false }
     }
 
-    fn leaned(lean: LeanGateway) -> Option<super::Leaned<status::GatewayAddress>> {
+    fn leaned(lean: LeanGateway) -> Option<super::Leaned<GatewayAddress>> {
         super::Leaned::of(lean.meta, lean.class, lean.addresses, lean.status_managers)
     }
 
@@ -91,9 +96,8 @@ impl super::Governed for Gateways {
 
     /// Each entry's value in the field of its type (`type=value` as a hostname for a type an
     /// Ingress has no field for).
-    fn shown(entries: Vec<status::GatewayAddress>) -> Vec<crate::address::Address> {
-        use crate::address::Address;
-        let shown = |entry: status::GatewayAddress| match entry.kind.as_str() {
+    fn shown(entries: Vec<GatewayAddress>) -> Vec<Address> {
+        let shown = |entry: GatewayAddress| match entry.kind.as_str() {
             status::IP_ADDRESS => Address { ip: Some(entry.value), ..Address::default() },
             status::HOSTNAME => Address::hostname(entry.value),
             _ => Address::hostname(format!("{}={}", entry.kind, entry.value)),
@@ -103,20 +107,14 @@ impl super::Governed for Gateways {
 
     /// An entry as an Ingress-style address; a type an Ingress cannot express reads as a hostname
     /// no canonical address has.
-    fn seen(entries: &[status::GatewayAddress]) -> std::borrow::Cow<'_, [crate::address::Address]> {
-        let view = |entry: &status::GatewayAddress| {
-            entry
-                .to_ingress()
-                .unwrap_or_else(|_| crate::address::Address::hostname(format!("{}={}", entry.kind, entry.value)))
+    fn seen(entries: &[GatewayAddress]) -> Cow<'_, [Address]> {
+        let view = |entry: &GatewayAddress| {
+            entry.to_ingress().unwrap_or_else(|_| Address::hostname(format!("{}={}", entry.kind, entry.value)))
         };
-        std::borrow::Cow::Owned(entries.iter().map(view).collect())
+        Cow::Owned(entries.iter().map(view).collect())
     }
 
-    fn patch(
-        shape: GatewayShape,
-        entries: &[status::GatewayAddress],
-        out: impl std::io::Write,
-    ) -> serde_json::Result<()> {
+    fn patch(shape: GatewayShape, entries: &[GatewayAddress], out: impl std::io::Write) -> serde_json::Result<()> {
         // An entry serializes as the API writes it: `{type, value}`.
         let op = |op, path| super::Op { op, path, value: entries };
         match shape {
@@ -129,7 +127,7 @@ impl super::Governed for Gateways {
         }
     }
 
-    fn status(entries: &[status::GatewayAddress]) -> serde_json::Value {
+    fn status(entries: &[GatewayAddress]) -> serde_json::Value {
         serde_json::json!({ "addresses": entries })
     }
 
@@ -137,25 +135,16 @@ impl super::Governed for Gateways {
         tracing::info!(gateway = %object, from = %from, to = %to, policy = %policy, "reconciled stored status to the canonical addresses");
     }
 
-    fn entries(
-        canonical: &[crate::address::Address],
-    ) -> Result<std::borrow::Cow<'_, [status::GatewayAddress]>, super::TooMany> {
-        let entries = status::GatewayAddress::from_addresses(canonical);
+    fn entries(canonical: &[Address]) -> Result<Cow<'_, [GatewayAddress]>, super::TooMany> {
+        let entries = GatewayAddress::from_addresses(canonical);
         if entries.len() > status::MAX_ADDRESSES {
-            return Err(super::TooMany {
-                kind: super::Kind::Gateway,
-                entries: entries.len(),
-                max: status::MAX_ADDRESSES,
-            });
+            return Err(super::TooMany { kind: Self::KIND, entries: entries.len(), max: status::MAX_ADDRESSES });
         }
-        Ok(std::borrow::Cow::Owned(entries))
+        Ok(Cow::Owned(entries))
     }
 
-    fn same(written: &[status::GatewayAddress], canonical: &[status::GatewayAddress]) -> bool {
-        let set = |list: &[status::GatewayAddress]| -> std::collections::HashSet<(String, String)> {
-            list.iter().map(|a| (a.kind.clone(), a.value.clone())).collect()
-        };
-        set(written) == set(canonical)
+    fn same(written: &[GatewayAddress], canonical: &[GatewayAddress]) -> bool {
+        written.iter().collect::<HashSet<_>>() == canonical.iter().collect::<HashSet<_>>()
     }
 }
 

@@ -82,7 +82,7 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
                         &forged,
                     );
                 }
-                None if !forged.is_empty() => annotations(&mut out, &[], &forged),
+                None if forged.spec.is_some() || forged.metadata.is_some() => annotations(&mut out, &[], &forged),
                 None => {}
             }
         }
@@ -292,12 +292,6 @@ fn warning(out: &mut Vec<u8>, text: String) {
 struct Forgeries<'a> {
     spec: Option<&'a str>,
     metadata: Option<String>,
-}
-
-impl Forgeries<'_> {
-    fn is_empty(&self) -> bool {
-        self.spec.is_none() && self.metadata.is_none()
-    }
 }
 
 /// `"auditAnnotations"`; `members` in key order, and the forgeries in their places among them.
