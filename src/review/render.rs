@@ -45,11 +45,8 @@ pub fn render(review: &Review, verdict: &Verdict<'_>) -> Vec<u8> {
         Some((changed, policy, Action::Rewrite)) => {
             let mut ops = Vec::new();
             changed.write_ops(&mut ops);
-            (
-                Some(ops),
-                None,
-                Some(format!("{} put back by policy {}: status writes keep metadata", changed, policy.name)),
-            )
+            let text = format!("{changed} put back by policy {}: status writes keep metadata", policy.name);
+            (Some(ops), None, Some(text))
         }
         Some((changed, policy, Action::Audit)) => {
             (None, None, Some(format!("status write changed {changed} (policy {}, audit mode)", policy.name)))
