@@ -268,9 +268,10 @@ fn hasher() -> impl Hasher {
     KEYS.get_or_init(Default::default).build_hasher()
 }
 
-fn digest_of(text: &str) -> u64 {
+/// The keyed digest of `value`.
+fn digest(value: impl Hash) -> u64 {
     let mut h = hasher();
-    text.hash(&mut h);
+    value.hash(&mut h);
     h.finish()
 }
 
@@ -300,16 +301,8 @@ impl Items {
 
     fn add(&mut self, key: u64, content: u64, ordered: bool) {
         self.count += 1;
-        let mut h = hasher();
-        (key, content).hash(&mut h);
-        let entry = h.finish();
-        self.whole = if ordered {
-            let mut h = hasher();
-            (self.whole, entry).hash(&mut h);
-            h.finish()
-        } else {
-            self.whole.wrapping_add(entry)
-        };
+        let entry = digest((key, content));
+        self.whole = if ordered { digest((self.whole, entry)) } else { self.whole.wrapping_add(entry) };
         match &mut self.entries {
             Some(entries) if entries.len() < MAX_ITEMS => entries.push((key, content)),
             entries => *entries = None,
@@ -350,7 +343,7 @@ impl<'de> Visitor<'de> for ItemsVisitor {
         let mut items = Items { entries: Some(Vec::new()), ..Items::default() };
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             let content = map.next_value_seed(Digest)?;
-            items.add(digest_of(&key), content, false);
+            items.add(digest(&*key), content, false);
         }
         Ok(items.sorted())
     }
@@ -416,18 +409,14 @@ impl<'de> Visitor<'de> for Digest {
         let mut sum = 0u64;
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             let value = map.next_value_seed(Digest)?;
-            let mut h = hasher();
-            (&*key, value).hash(&mut h);
-            sum = sum.wrapping_add(h.finish());
+            sum = sum.wrapping_add(digest((&*key, value)));
         }
         Ok(tagged(6, sum))
     }
 }
 
 fn tagged(tag: u8, value: impl Hash) -> u64 {
-    let mut h = hasher();
-    (tag, value).hash(&mut h);
-    h.finish()
+    digest((tag, value))
 }
 
 /// A second reading of one field, for the text of the keys (or strings) whose digests are
@@ -464,7 +453,7 @@ impl<'de> Visitor<'de> for Names<'_> {
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             map.next_value::<IgnoredAny>()?;
-            self.found(&key, digest_of(&key));
+            self.found(&key, digest(&*key));
         }
         Ok(())
     }
