@@ -6,7 +6,7 @@ use std::{borrow::Cow, fmt};
 
 use k8s_openapi::{
     NamespaceResourceScope,
-    api::networking::v1::{Ingress, IngressClass},
+    api::networking::v1::{Ingress, IngressClass, IngressLoadBalancerIngress, IngressPortStatus},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use serde::{Deserialize, Deserializer, de};
@@ -278,25 +278,14 @@ impl Stored {
         let not_a_class = written.filter(|_| class.as_deref() == Some(bounded::INVALID_CLASS));
         let lb = ingress.status.as_ref().map(|s| s.load_balancer.as_ref());
         let shape = StatusShape::of(lb.map(|lb| lb.map(|lb| lb.ingress.as_ref())));
-        let addresses = lb
-            .flatten()
-            .and_then(|lb| lb.ingress.as_ref())
-            .map(|entries| {
-                entries
-                    .iter()
-                    .map(|e| Address {
-                        ip: e.ip.clone(),
-                        hostname: e.hostname.clone(),
-                        ports: e
-                            .ports
-                            .iter()
-                            .flatten()
-                            .map(|p| PortStatus { port: p.port, protocol: p.protocol.clone(), error: p.error.clone() })
-                            .collect(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let port =
+            |p: &IngressPortStatus| PortStatus { port: p.port, protocol: p.protocol.clone(), error: p.error.clone() };
+        let entry = |e: &IngressLoadBalancerIngress| {
+            let ports = e.ports.iter().flatten().map(port).collect();
+            Address { ip: e.ip.clone(), hostname: e.hostname.clone(), ports }
+        };
+        let list = lb.flatten().and_then(|lb| lb.ingress.as_ref());
+        let addresses = list.map(|list| list.iter().map(entry).collect()).unwrap_or_default();
         Stored {
             write: StatusWrite {
                 namespace: ingress.metadata.namespace.clone().unwrap_or_default(),
