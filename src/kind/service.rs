@@ -280,19 +280,11 @@ impl<'de> Deserialize<'de> for LeanService {
         let lb = wire.status.map(|s| s.load_balancer.map(|lb| lb.ingress));
         let shape = StatusShape::of(lb.as_ref().map(|lb| lb.as_ref().map(Option::as_ref)));
         let addresses = lb.flatten().flatten().unwrap_or_default();
-        let (meta, status_managers) = match wire.metadata {
-            Some(m) => (
-                ObjectMeta {
-                    name: m.name,
-                    namespace: m.namespace,
-                    resource_version: m.resource_version,
-                    uid: m.uid,
-                    ..ObjectMeta::default()
-                },
-                m.managed_fields,
-            ),
+        let (name, namespace, resource_version, uid, status_managers) = match wire.metadata {
+            Some(m) => (m.name, m.namespace, m.resource_version, m.uid, m.managed_fields),
             None => Default::default(),
         };
+        let meta = ObjectMeta { name, namespace, resource_version, uid, ..ObjectMeta::default() };
         // A Service that is not a load balancer keeps no entries: it is never governed.
         let addresses = if load_balancer { addresses } else { Entries::default() };
         Ok(LeanService {
