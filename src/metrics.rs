@@ -31,47 +31,6 @@ pub(crate) const REVISION: &str = env!("ISG_GIT_REVISION");
 /// What `--version` prints after the program name.
 pub(crate) const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (revision ", env!("ISG_GIT_REVISION"), ")");
 
-/// Every metric the webhook exports.
-pub struct Metrics {
-    registry: Registry,
-    requests: Family<ResultLabel, Counter>,
-    /// The counters of `requests` for every result, resolved once: a review costs one atomic add
-    /// instead of a lock and a hash lookup.
-    by_result: Vec<(&'static str, Counter)>,
-    duration: Histogram,
-    rogue_writes: Family<RogueLabels, Counter>,
-    unresolved: Family<PolicyLabel, Counter>,
-    cache_age: Family<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
-    /// The Services `cache_age` has a series for: those the policies no longer name are removed
-    /// at the next scrape instead of staying, frozen at their last age.
-    cache_age_services: Mutex<Vec<String>>,
-    events: Family<EventLabel, Counter>,
-    drift: Family<PolicyLabel, Gauge>,
-    patches: Family<PatchLabels, Counter>,
-    fights: Family<PolicyLabel, Counter>,
-    contested: Family<PolicyLabel, Gauge>,
-    trimmed: Family<FieldLabel, Counter>,
-    leader: Gauge,
-    scope_known: Gauge,
-    ready: Gauge,
-    reloads: Family<ResultLabel, Counter>,
-    watch_errors: Counter,
-    /// Writers with a label of their own now; at most `--max-writer-labels`.
-    writers: Mutex<writers::Table>,
-    writer_labels: WriterLabels,
-    folded_writers: Counter,
-    evicted_writers: Counter,
-    events_skipped: Family<ReasonLabel, Counter>,
-    /// `findings_logged` for `full` and `repeat`, resolved once: counted per finding.
-    findings_logged: [Counter; 2],
-    findings_dropped: Counter,
-    connections_refused: Family<ListenerLabel, Counter>,
-    connections_evicted: Family<ListenerLabel, Counter>,
-    requests_refused: Family<ReasonLabel, Counter>,
-    overlaps: Family<OverlapLabels, Counter>,
-    objects: objects::Objects,
-}
-
 /// Review outcomes, plus `error` for requests answered with an HTTP error.
 pub(crate) const ERROR: &str = "error";
 
@@ -109,6 +68,110 @@ macro_rules! register {
 }
 use register;
 
+/// Declares [`Metrics`] and its constructor from a table of fields, each made by its
+/// expression in the table's order (the order of the exposition) with `$registry`,
+/// `$max_writers` and `$labels` in scope.
+macro_rules! metrics {
+    ($registry:ident, $max_writers:ident, $labels:ident; $($(#[$doc:meta])* $field:ident: $ty:ty = $init:expr;)*) => {
+        /// Every metric the webhook exports.
+        pub struct Metrics {
+            $($(#[$doc])* $field: $ty,)*
+        }
+
+        impl Metrics {
+            /// Metrics whose `writer` label takes at most `max_writers` distinct values at once,
+            /// each shown as `labels` says.
+            pub(crate) fn with_writer_labels($max_writers: usize, $labels: WriterLabels) -> Self {
+                let mut $registry = Registry::with_prefix("ingress_status_guard");
+                $(let $field: $ty = $init;)*
+                Metrics { $($field,)* }
+            }
+        }
+    };
+}
+
+metrics! { registry, max_writers, labels;
+    requests: Family<ResultLabel, Counter> = registered(&mut registry, "admission_requests",
+        "AdmissionReviews answered, by result (patched, unchanged, not_governed, audited, denied, unresolved, unresolved_denied, ignored, error)");
+    // Handling takes tens of microseconds: buckets from 25 µs, so the histogram resolves it.
+    duration: Histogram = {
+        let buckets = [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25];
+        let duration = Histogram::new(buckets);
+        let help = "Time from request body received to response built";
+        registry.register("admission_duration_seconds", help, duration.clone());
+        duration
+    };
+    rogue_writes: Family<RogueLabels, Counter> = registered(&mut registry, "rogue_writes",
+        "Governed status writes whose addresses differed from the canonical ones, by policy, writer and action (patched, audited, denied, or dry_run for dry runs)");
+    unresolved: Family<PolicyLabel, Counter> = registered(&mut registry, "unresolved_sources",
+        "Governed status writes let through or denied because the policy's source had no address");
+    cache_age: Family<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>> = registered(&mut registry, "source_cache_age_seconds",
+        "Seconds since the publish Service cache last heard from the API server (list or watch event)");
+    /// The Services `cache_age` has a series for: those the policies no longer name are removed
+    /// at the next scrape instead of staying, frozen at their last age.
+    cache_age_services: Mutex<Vec<String>> = Mutex::default();
+    events: Family<ResultLabel, Counter> = registered(&mut registry, "kubernetes_events",
+        "Kubernetes Events about rogue writes, by result (published, failed (or timed out), dropped when the queue to the publisher was full, rate_limited by the token buckets per Ingress and writer, per writer, per policy and overall)");
+    drift: Family<PolicyLabel, Gauge> = registered(&mut registry, "drift_ingresses",
+        "Governed Ingresses whose stored status differs from the canonical addresses now, by Ingress policy (deprecated: drift_objects has both kinds)");
+    // Beside `drift_ingresses`, which it supersedes.
+    objects: objects::Objects = objects::Objects::register(&mut registry);
+    patches: Family<PatchLabels, Counter> = registered(&mut registry, "reconcile_patches",
+        "Status patches by the reconciler, by policy and result (patched, conflict, failed)");
+    fights: Family<PolicyLabel, Counter> = registered(&mut registry, "reconcile_fights",
+        "Fights of the reconciler over an Ingress, by policy: a patch another writer undid within a minute, a patch beyond 10 per Ingress in an hour, or other writers rewriting it twice within a minute; the Ingress is then held back, not rewritten");
+    contested: Family<PolicyLabel, Gauge> = registered(&mut registry, "reconcile_contested_ingresses",
+        "Governed Ingresses off canonical that the reconciler leaves alone because other writers keep rewriting them (the webhook is not stopping these writes), by policy");
+    trimmed: Family<FieldLabel, Counter> = registered(&mut registry, "ingress_cache_trimmed",
+        "Ingresses the reconciler's cache holds bounded, by field: class (not a valid class name, so it matches nothing), addresses (more than 256, kept as drift)");
+    leader: Gauge = registered(&mut registry, "leader",
+        "1 while this replica holds the reconciler's Lease, else 0");
+    scope_known: Gauge = registered(&mut registry, "reconcile_scope_known",
+        "0 while the reconciler's scope (the namespaceSelector of --webhook-configuration) is unknown, so it patches nothing; else 1");
+    ready: Gauge = registered(&mut registry, "ready",
+        "1 while /readyz answers 200 (not draining, no background task ended, the sources synced), else 0; read at each scrape");
+    reloads: Family<ResultLabel, Counter> = registered(&mut registry, "config_reloads",
+        "Reloads of the --config file, by result (success, failed: the old policies stay)");
+    // Labels are policy names from the configuration: bounded by it.
+    overlaps: Family<OverlapLabels, Counter> = registered(&mut registry, "policy_overlaps",
+        "Reviews of an Ingress that two policies match (seen only at run time: IngressClass controllers, the default class, Namespace labels); the first policy governs");
+    watch_errors: Counter = registered(&mut registry, "ingress_watch_errors",
+        "Errors of the reconciler's Ingress watch (API server unreachable, forbidden, ...); retried with backoff (deprecated: watch_errors_total{watch=\"ingresses\"})");
+    /// The counters of `requests` for every result, resolved once: a review costs one atomic add
+    /// instead of a lock and a hash lookup. (`build_info` is registered here, in exposition order.)
+    by_result: Vec<(&'static str, Counter)> = {
+        scope_known.set(1);
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info.get_or_create(&BuildLabels { version: VERSION, revision: REVISION }).set(1);
+        registry.register("build_info", "Always 1; the labels say which build is running", build_info);
+        RESULTS.iter().map(|&result| (result, requests.get_or_create(&ResultLabel { result }).clone())).collect()
+    };
+    /// Writers with a label of their own now; at most `--max-writer-labels`.
+    writers: Mutex<writers::Table> = Mutex::new(writers::Table::new(max_writers, writers::IDLE));
+    writer_labels: WriterLabels = labels;
+    folded_writers: Counter = registered(&mut registry, "writer_labels_folded",
+        "Rogue writes counted under writer=\"other\" because --max-writer-labels is 0");
+    evicted_writers: Counter = registered(&mut registry, "writer_labels_evicted",
+        "Writer labels dropped (with their series) to make room for a new writer, --max-writer-labels being reached; the least recently seen goes");
+    events_skipped: Family<ReasonLabel, Counter> = registered(&mut registry, "events_skipped",
+        "Findings that got no Kubernetes Event, by reason (unknown_object: the namespace, name and uid are not an Ingress the guard's watch knows; not_synced: the watch has not listed yet)");
+    /// `findings_logged` for `full` and `repeat`, resolved once: counted per finding.
+    findings_logged: [Counter; 2] = {
+        let family: Family<LineLabel, Counter> = registered(&mut registry, "findings_logged",
+            "Findings reported in the log, by line (full: the first of a writer, Ingress and value in --repeat-log-interval, one WARN line; repeat: counted, then summarised in one line at the interval's end)");
+        ["full", "repeat"].map(|line| family.get_or_create(&LineLabel { line }).clone())
+    };
+    findings_dropped: Counter = registered(&mut registry, "findings_dropped",
+        "Findings neither logged nor published because the queue to the reporter was full (in count or in bytes); the metrics above still count them");
+    connections_refused: Family<ListenerLabel, Counter> = registered(&mut registry, "connections_refused",
+        "Connections closed on accept because the listener had --max-connections (or --admin-max-connections, --probe-max-connections) open, each with a request in flight");
+    connections_evicted: Family<ListenerLabel, Counter> = registered(&mut registry, "connections_evicted",
+        "Idle connections closed to make room for a new one on a full listener (of the peer holding the most)");
+    requests_refused: Family<ReasonLabel, Counter> = registered(&mut registry, "requests_refused",
+        "Requests refused before their body was read in full, by reason (in_flight, body_too_large, body_timeout, buffered_bytes, body_read_error), or answered without a decision (decide_timeout, out_of_bounds: a review field over the bounds of the wire)");
+    registry: Registry = registry;
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -116,125 +179,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Metrics with the default writer labels.
     pub fn new() -> Self {
-        Self::with_max_writers(DEFAULT_MAX_WRITERS)
-    }
-
-    /// Metrics whose `writer` label takes at most `max_writers` distinct values at once.
-    pub fn with_max_writers(max_writers: usize) -> Self {
-        Self::with_writer_labels(max_writers, WriterLabels::User)
-    }
-
-    /// Metrics whose `writer` label takes at most `max_writers` distinct values at once, each
-    /// shown as `labels` says.
-    pub(crate) fn with_writer_labels(max_writers: usize, labels: WriterLabels) -> Self {
-        let mut registry = Registry::with_prefix("ingress_status_guard");
-        register! { &mut registry;
-            requests: Family<ResultLabel, Counter> = "admission_requests",
-                "AdmissionReviews answered, by result (patched, unchanged, not_governed, audited, denied, unresolved, unresolved_denied, ignored, error)";
-        }
-        // Handling takes tens of microseconds: buckets from 25 µs, so the histogram resolves it.
-        let buckets = [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25];
-        let duration = Histogram::new(buckets);
-        registry.register(
-            "admission_duration_seconds",
-            "Time from request body received to response built",
-            duration.clone(),
-        );
-        register! { &mut registry;
-            rogue_writes: Family<RogueLabels, Counter> = "rogue_writes",
-                "Governed status writes whose addresses differed from the canonical ones, by policy, writer and action (patched, audited, denied, or dry_run for dry runs)";
-            unresolved: Family<PolicyLabel, Counter> = "unresolved_sources",
-                "Governed status writes let through or denied because the policy's source had no address";
-            cache_age: Family<ServiceLabel, Gauge<f64, std::sync::atomic::AtomicU64>> = "source_cache_age_seconds",
-                "Seconds since the publish Service cache last heard from the API server (list or watch event)";
-            events: Family<EventLabel, Counter> = "kubernetes_events",
-                "Kubernetes Events about rogue writes, by result (published, failed (or timed out), dropped when the queue to the publisher was full, rate_limited by the token buckets per Ingress and writer, per writer, per policy and overall)";
-            drift: Family<PolicyLabel, Gauge> = "drift_ingresses",
-                "Governed Ingresses whose stored status differs from the canonical addresses now, by Ingress policy (deprecated: drift_objects has both kinds)";
-        }
-        // Beside `drift_ingresses`, which it supersedes.
-        let objects = objects::Objects::register(&mut registry);
-        register! { &mut registry;
-            patches: Family<PatchLabels, Counter> = "reconcile_patches",
-                "Status patches by the reconciler, by policy and result (patched, conflict, failed)";
-            fights: Family<PolicyLabel, Counter> = "reconcile_fights",
-                "Fights of the reconciler over an Ingress, by policy: a patch another writer undid within a minute, a patch beyond 10 per Ingress in an hour, or other writers rewriting it twice within a minute; the Ingress is then held back, not rewritten";
-            contested: Family<PolicyLabel, Gauge> = "reconcile_contested_ingresses",
-                "Governed Ingresses off canonical that the reconciler leaves alone because other writers keep rewriting them (the webhook is not stopping these writes), by policy";
-            trimmed: Family<FieldLabel, Counter> = "ingress_cache_trimmed",
-                "Ingresses the reconciler's cache holds bounded, by field: class (not a valid class name, so it matches nothing), addresses (more than 256, kept as drift)";
-            leader: Gauge = "leader",
-                "1 while this replica holds the reconciler's Lease, else 0";
-            scope_known: Gauge = "reconcile_scope_known",
-                "0 while the reconciler's scope (the namespaceSelector of --webhook-configuration) is unknown, so it patches nothing; else 1";
-            ready: Gauge = "ready",
-                "1 while /readyz answers 200 (not draining, no background task ended, the sources synced), else 0; read at each scrape";
-            reloads: Family<ResultLabel, Counter> = "config_reloads",
-                "Reloads of the --config file, by result (success, failed: the old policies stay)";
-            // Labels are policy names from the configuration: bounded by it.
-            overlaps: Family<OverlapLabels, Counter> = "policy_overlaps",
-                "Reviews of an Ingress that two policies match (seen only at run time: IngressClass controllers, the default class, Namespace labels); the first policy governs";
-            watch_errors: Counter = "ingress_watch_errors",
-                "Errors of the reconciler's Ingress watch (API server unreachable, forbidden, ...); retried with backoff (deprecated: watch_errors_total{watch=\"ingresses\"})";
-        }
-        scope_known.set(1);
-        let build_info = Family::<BuildLabels, Gauge>::default();
-        build_info.get_or_create(&BuildLabels { version: VERSION, revision: REVISION }).set(1);
-        registry.register("build_info", "Always 1; the labels say which build is running", build_info);
-        let by_result =
-            RESULTS.iter().map(|&result| (result, requests.get_or_create(&ResultLabel { result }).clone())).collect();
-        register! { &mut registry;
-            folded_writers: Counter = "writer_labels_folded",
-                "Rogue writes counted under writer=\"other\" because --max-writer-labels is 0";
-            evicted_writers: Counter = "writer_labels_evicted",
-                "Writer labels dropped (with their series) to make room for a new writer, --max-writer-labels being reached; the least recently seen goes";
-            events_skipped: Family<ReasonLabel, Counter> = "events_skipped",
-                "Findings that got no Kubernetes Event, by reason (unknown_object: the namespace, name and uid are not an Ingress the guard's watch knows; not_synced: the watch has not listed yet)";
-            findings_logged: Family<LineLabel, Counter> = "findings_logged",
-                "Findings reported in the log, by line (full: the first of a writer, Ingress and value in --repeat-log-interval, one WARN line; repeat: counted, then summarised in one line at the interval's end)";
-            findings_dropped: Counter = "findings_dropped",
-                "Findings neither logged nor published because the queue to the reporter was full (in count or in bytes); the metrics above still count them";
-            connections_refused: Family<ListenerLabel, Counter> = "connections_refused",
-                "Connections closed on accept because the listener had --max-connections (or --admin-max-connections, --probe-max-connections) open, each with a request in flight";
-            connections_evicted: Family<ListenerLabel, Counter> = "connections_evicted",
-                "Idle connections closed to make room for a new one on a full listener (of the peer holding the most)";
-            requests_refused: Family<ReasonLabel, Counter> = "requests_refused",
-                "Requests refused before their body was read in full, by reason (in_flight, body_too_large, body_timeout, buffered_bytes, body_read_error), or answered without a decision (decide_timeout, out_of_bounds: a review field over the bounds of the wire)";
-        }
-        Metrics {
-            registry,
-            connections_refused,
-            connections_evicted,
-            requests_refused,
-            requests,
-            by_result,
-            duration,
-            rogue_writes,
-            unresolved,
-            cache_age,
-            cache_age_services: Mutex::new(Vec::new()),
-            events,
-            drift,
-            patches,
-            fights,
-            contested,
-            trimmed,
-            leader,
-            scope_known,
-            ready,
-            reloads,
-            watch_errors,
-            writers: Mutex::new(writers::Table::new(max_writers, writers::IDLE)),
-            writer_labels: labels,
-            folded_writers,
-            evicted_writers,
-            events_skipped,
-            findings_logged: ["full", "repeat"].map(|line| findings_logged.get_or_create(&LineLabel { line }).clone()),
-            findings_dropped,
-            overlaps,
-            objects,
-        }
+        Self::with_writer_labels(DEFAULT_MAX_WRITERS, WriterLabels::User)
     }
 
     /// Registers a metric that another module owns and keeps current (its name gets the
@@ -351,7 +298,7 @@ impl Metrics {
     }
 
     pub fn event(&self, result: &'static str) {
-        self.events.get_or_create(&EventLabel { result }).inc();
+        self.events.get_or_create(&ResultLabel { result }).inc();
     }
 
     pub fn set_cache_age(&self, service: &str, age: Duration) {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 
 use super::writers;
 use crate::names::truncate;
@@ -39,67 +39,29 @@ impl EncodeLabelValue for Escaped {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ResultLabel {
-    pub(super) result: &'static str,
+/// Declares label sets: structs whose fields are encoded as labels of their names.
+macro_rules! label_sets {
+    ($($name:ident { $($field:ident: $ty:ty),+ })*) => {
+        $(
+            #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+            pub(super) struct $name {
+                $(pub(super) $field: $ty,)+
+            }
+        )*
+    };
 }
+pub(super) use label_sets;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct RogueLabels {
-    pub(super) policy: Escaped,
-    pub(super) writer: Escaped,
-    pub(super) action: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct PolicyLabel {
-    pub(super) policy: Escaped,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct OverlapLabels {
-    pub(super) first: Escaped,
-    pub(super) second: Escaped,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ServiceLabel {
-    pub(super) service: Escaped,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct FieldLabel {
-    pub(super) field: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct PatchLabels {
-    pub(super) policy: Escaped,
-    pub(super) result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ListenerLabel {
-    pub(super) listener: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ReasonLabel {
-    pub(super) reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct LineLabel {
-    pub(super) line: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct BuildLabels {
-    pub(super) version: &'static str,
-    pub(super) revision: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct EventLabel {
-    pub(super) result: &'static str,
+label_sets! {
+    ResultLabel { result: &'static str }
+    RogueLabels { policy: Escaped, writer: Escaped, action: &'static str }
+    PolicyLabel { policy: Escaped }
+    OverlapLabels { first: Escaped, second: Escaped }
+    ServiceLabel { service: Escaped }
+    FieldLabel { field: &'static str }
+    PatchLabels { policy: Escaped, result: &'static str }
+    ListenerLabel { listener: &'static str }
+    ReasonLabel { reason: &'static str }
+    LineLabel { line: &'static str }
+    BuildLabels { version: &'static str, revision: &'static str }
 }

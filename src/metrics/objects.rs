@@ -6,12 +6,11 @@
 //! a name never counts what it does not say.
 
 use prometheus_client::{
-    encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
 
-use super::{Escaped, register, registered};
+use super::{Escaped, label_sets, register, registered};
 use crate::kind::Kind;
 
 /// The watches whose failures are counted, as the `watch` label names them.
@@ -25,21 +24,10 @@ pub(crate) const GATEWAY_CLASSES: &str = Kind::Gateway.info().class_plural;
 /// A `publishGateway` source's watch of its Gateway.
 pub(crate) const PUBLISH_GATEWAY: &str = "publish-gateway";
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct KindPolicyLabels {
-    policy: Escaped,
-    kind: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ForgedLabels {
-    field: &'static str,
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct WatchLabel {
-    watch: &'static str,
+label_sets! {
+    KindPolicyLabels { policy: Escaped, kind: &'static str }
+    ForgedLabels { field: &'static str, result: &'static str }
+    WatchLabel { watch: &'static str }
 }
 
 /// `watch_errors_total{watch}`, shared: the source cache's watches start before the

@@ -63,7 +63,7 @@ fn label_values_are_escaped() {
 
 #[test]
 fn writers_beyond_the_cap_take_the_least_recent_label() {
-    let m = Metrics::with_max_writers(3);
+    let m = Metrics::with_writer_labels(3, WriterLabels::User);
     for i in 0..10 {
         rogue(&m, &format!("user-{i}"));
     }
@@ -78,7 +78,7 @@ fn writers_beyond_the_cap_take_the_least_recent_label() {
     assert!(!text.contains(r#"writer="user-7""#), "the least recently seen went: {text}");
     assert!(text.contains("ingress_status_guard_writer_labels_evicted_total 8"), "{text}");
     assert!(text.len() < 16 * 1024, "a 1 MiB username is not a 1 MiB label: {} bytes", text.len());
-    let none = Metrics::with_max_writers(0);
+    let none = Metrics::with_writer_labels(0, WriterLabels::User);
     rogue(&none, "dev");
     assert!(none.encode().contains(r#"writer="other",action="patched"} 1"#));
 }
@@ -101,7 +101,7 @@ fn usernames_can_stay_out_of_metrics() {
 
 #[test]
 fn long_labels_are_cut() {
-    let m = Metrics::with_max_writers(3);
+    let m = Metrics::with_writer_labels(3, WriterLabels::User);
     rogue(&m, &"y".repeat(1 << 20));
     let text = m.encode();
     let line = text.lines().find(|l| l.starts_with("ingress_status_guard_rogue_writes_total{")).unwrap_or_default();
