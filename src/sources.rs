@@ -63,31 +63,20 @@ pub enum Unresolved {
     #[error("Gateway {0} {1}")]
     Gateway(GatewayRef, Box<GatewayError>),
     #[error(transparent)]
-    TooMany(crate::kind::TooMany),
-    /// In `--admission=policy`, another guard holds the policy's admission objects (its owner
-    /// label, named here): their value is not this guard's to enforce, so its reconciler
-    /// leaves the policy's objects alone.
+    TooMany(#[from] crate::kind::TooMany),
+    /// In `--admission=policy`, another guard holds the policy's admission objects (owner label
+    /// named).
     #[error(
         "its admission policy is held by another guard (ingress-status-guard/lease={0}): this guard leaves the policy's objects alone; give one of the two guards another --leader-election-lease-name (chart: another release name)"
     )]
     HeldByAnotherGuard(String),
-    /// The policy's source is its trusted writers (`trustedWriters`): the status is what they
-    /// wrote, which nothing computes, so there is no canonical value to publish or heal to.
     #[error("its trusted writers define the status: there is no canonical value to compute")]
     Trusted,
-    /// The stored status (`request.oldObject`) a write under a trusted-writer policy is
-    /// compared with could not be read as its kind's (no API server sends such a review).
+    /// No API server sends a review whose stored status cannot be read.
     #[error("the stored status (request.oldObject) cannot be read: {0}")]
     StoredStatus(String),
-    /// Every source of a policy with several is unresolved.
     #[error("every source is unresolved: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     All(Vec<Unresolved>),
-}
-
-impl From<crate::kind::TooMany> for Unresolved {
-    fn from(too_many: crate::kind::TooMany) -> Self {
-        Unresolved::TooMany(too_many)
-    }
 }
 
 impl Unresolved {
@@ -109,8 +98,7 @@ pub(crate) fn every_source_read(policy: &Policy, sources: &dyn Sources) -> bool 
     sources.synced() && policy.sources.iter().all(|s| !sources.source(s).is_err_and(|e| e.not_read_yet()))
 }
 
-/// Lookup of the current canonical addresses of a policy. Implemented by [`SourceCache`];
-/// tests implement it with fixed values.
+/// Lookup of the current canonical addresses of a policy ([`SourceCache`], or fixed values).
 pub trait Sources: Send + Sync {
     /// The canonical addresses a publish Service gives now.
     fn service(&self, svc: &ServiceRef) -> Result<Vec<Address>, Unresolved>;
@@ -173,10 +161,8 @@ pub trait Sources: Send + Sync {
         }
     }
 
-    /// The union of the policy's sources, canonical. Unresolved only when every source is;
-    /// when only some are, the others are used and a warning is logged.
-    /// A policy whose one source is a static list, already canonical, lends it: no copy per
-    /// review.
+    /// The union of the policy's sources, canonical; unresolved only when every source is. A
+    /// lone static list, already canonical, is lent: no copy per review.
     fn canonical<'p>(&self, policy: &'p Policy) -> Result<Cow<'p, [Address]>, Unresolved> {
         if let [Source::Static(list)] = &policy.sources[..]
             && (policy.keep_ports || list.iter().all(|a| a.ports.is_empty()))
@@ -212,9 +198,8 @@ pub trait Sources: Send + Sync {
 /// every judgement of the reconciler computes the union, so unlimited it would log per write.
 const PARTIAL_WARNING_EVERY: Duration = Duration::from_secs(60);
 
-/// Whether the partial-sources warning of `policy` is due at `now` (then it is not due again
-/// for [`PARTIAL_WARNING_EVERY`]). Policy names come from the configuration, so the map is
-/// bounded by it; it is emptied if reloads ever leave it large.
+/// Whether the partial-sources warning of `policy` is due at `now`. Policy names come from the
+/// configuration, so the map is bounded by it; it is emptied if reloads ever leave it large.
 fn partial_warning_due(policy: &str, now: Instant) -> bool {
     static LAST: std::sync::Mutex<Option<HashMap<String, Instant>>> = std::sync::Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -235,21 +220,14 @@ fn partial_warning_due(policy: &str, now: Instant) -> bool {
 /// (`watches::ServiceWatches`), and the inventory of cluster facts the policies need.
 #[derive(Debug)]
 pub struct SourceCache {
-    /// The publish Services.
     pub(crate) services: Published<PublishService>,
-    /// The publish Gateways.
     pub(crate) gateways: Published<PublishGateway>,
-    /// Counts changes of any source's entry, so the reconciler knows when canonical addresses
-    /// may have moved without polling.
+    /// Counts changes of any source's entry, so the reconciler need not poll.
     generation: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Whether every source and inventory collection of the start-up policies was read once:
-    /// each holds a handle until its watch reads it. Readiness; latched, so that a reload that
-    /// adds a Service does not take a serving webhook out of its endpoints.
+    /// Readiness: latched once every start-up source and collection was read.
     pub(crate) initialize: Initialize,
-    /// The IngressClasses, GatewayClasses, Namespaces, controller Pods and Nodes the policies
-    /// need; replaced when a reload changes what is needed ([`SourceCache::track_inventory`]).
+    /// Replaced when a reload changes what is needed ([`SourceCache::track_inventory`]).
     inventory: RwLock<Arc<Inventory>>,
-    /// Where the watches count their failures, once `serve` has its metrics.
     watch_errors: std::sync::OnceLock<crate::metrics::objects::WatchErrors>,
 }
 
@@ -272,10 +250,9 @@ impl SourceCache {
         self.inventory.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    /// Makes the watches count their failures (not "no Gateway API", which is the inactive
-    /// state) in `errors`; before this, they only log them.
+    /// Makes the watches count their failures (not "no Gateway API", the inactive state) in
+    /// `errors`; until then they only log them.
     pub(crate) fn count_watch_errors(&self, errors: crate::metrics::objects::WatchErrors) {
-        // Set once at start-up; a second call would be a bug, and counting into the first is fine.
         let _ = self.watch_errors.set(errors);
     }
 
@@ -304,8 +281,7 @@ impl SourceCache {
         self.inventory().run(client, self.watch_errors.get()).await;
     }
 
-    /// Changes whenever some source's addresses (or resolvability), or a cluster fact of the
-    /// inventory, change.
+    /// Changes whenever a source's addresses (or resolvability) or an inventory fact change.
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.generation.subscribe()
     }

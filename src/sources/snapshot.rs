@@ -1,8 +1,6 @@
 //! The [`Sources`] of the one-shot commands (`check`, `explain`, `cutover`): the publish
-//! Services and Gateways the policies name and the cluster facts their matching needs (each
-//! kind's classes among them), read
-//! once ([`read`]: paged, each request within the deadline), in place of `serve`'s watch-fed
-//! caches.
+//! sources and cluster facts the policies need, read once ([`read`]: paged, each request within
+//! the deadline), in place of `serve`'s watch-fed caches.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -55,22 +53,19 @@ pub(crate) enum GatewayFetched {
     Found(Result<Vec<Address>, GatewayError>),
 }
 
-/// The publish Services of the policies, and the cluster facts their matching and node-IP
-/// sources need, read once: the [`Sources`] `check`, `explain` and `cutover` decide with.
+/// The publish Services of the policies, and the cluster facts they need, read once.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Snapshot(pub BTreeMap<ServiceRef, Fetched>, pub Facts);
 
-/// What is kept of each kind's classes, the Namespaces, controller Pods and Nodes read for the
-/// policies (only those some policy needs are read).
+/// The cluster facts read for the policies (only those some policy needs).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Facts {
-    /// Each kind's classes ([`Kind::index`]).
+    /// By [`Kind::index`].
     pub classes: [Classes; Kind::ALL.len()],
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// (namespace, selector) of each node-IP source -> its Pods
     pub pods: BTreeMap<(String, String), Vec<PodFacts>>,
     pub nodes: HashMap<String, NodeAddrs>,
-    /// Each publish Gateway.
     pub gateways: BTreeMap<GatewayRef, GatewayFetched>,
 }
 
@@ -98,14 +93,6 @@ impl Sources for Snapshot {
         Some(self.1.classes[kind.index()].clone())
     }
 
-    fn class_controller(&self, kind: Kind, class: &str) -> Option<String> {
-        self.1.classes[kind.index()].get(class)?.controller.clone()
-    }
-
-    fn default_classes(&self, kind: Kind) -> Vec<String> {
-        self.1.classes[kind.index()].iter().filter(|(_, c)| c.default).map(|(name, _)| name.clone()).collect()
-    }
-
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
         let list = self.1.pods.get(&pods.watch_key()).ok_or_else(|| Unresolved::PodsNotSynced(pods.to_string()))?;
         nodeip::addresses(list, &self.1.nodes, pods.internal_ip).map_err(|e| Unresolved::Pods(pods.to_string(), e))
@@ -116,8 +103,7 @@ impl Sources for Snapshot {
     }
 }
 
-/// Reads every publish Service and Gateway the policies name, once, and the IngressClasses,
-/// Namespaces, controller Pods and Nodes that some policy needs.
+/// Reads every publish source the policies name, and the cluster facts some policy needs.
 pub(crate) async fn read(client: &Client, policies: &Policies, timeout: Duration) -> Result<Snapshot, RequestError> {
     use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
     use kube::ResourceExt as _;
