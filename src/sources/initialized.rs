@@ -1,30 +1,20 @@
-//! Start-up readiness of the watches, in kubert's `initialized` pattern: [`Initialize`] hands
-//! a [`Handle`] to each watch, the watch drops it once its first list has been read, and the
-//! sources are initialized when every handle is gone. Nothing collects flags: a watch that is
-//! stopped (a reload dropped its Service) or dies drops its handle with it.
-//!
-//! Unlike kubert's, it is latched and never waits twice: once initialized, handles given out
-//! later are inert, so a reload that adds a Service does not take a serving webhook out of its
-//! endpoints (the new source is unresolved until its watch lists, as any unresolved source).
-//! A guard whose policies read no cluster gives out no handle: it is initialized at once (and
-//! a reload that adds a watch later does not unready it either).
+//! Start-up readiness of the watches, in kubert's `initialized` pattern: each watch drops its
+//! [`Handle`] once its first list has been read (or when it stops or dies). Unlike kubert's, it
+//! latches: handles given out later are inert, so a reload that adds a watch does not take a
+//! serving webhook out of its endpoints.
 
 use std::sync::{Arc, Mutex};
 
 /// Handles given out and not yet dropped; `None` once initialized (latched).
-#[derive(Debug)]
-struct Count {
-    outstanding: Mutex<Option<usize>>,
-}
+type Count = Mutex<Option<usize>>;
 
-/// Hands out [`Handle`]s and says whether all have been dropped. Cheap to clone: clones share
-/// one count.
+/// Hands out [`Handle`]s and says whether all have been dropped; clones share one count.
 #[derive(Debug, Clone)]
 pub(crate) struct Initialize(Arc<Count>);
 
 impl Default for Initialize {
     fn default() -> Self {
-        Initialize(Arc::new(Count { outstanding: Mutex::new(Some(0)) }))
+        Initialize(Arc::new(Mutex::new(Some(0))))
     }
 }
 
@@ -36,7 +26,7 @@ pub(crate) struct Handle(Option<Arc<Count>>);
 impl Initialize {
     /// A handle to drop once the caller has read what it watches; inert once initialized.
     pub(crate) fn handle(&self) -> Handle {
-        let mut outstanding = self.0.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut outstanding = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match &mut *outstanding {
             Some(n) => {
                 *n += 1;
@@ -46,12 +36,10 @@ impl Initialize {
         }
     }
 
-    /// Whether no handle is outstanding (every one given out has been dropped, or none was).
-    /// Once it has said so it always will: the answer latches when first observed, as the
-    /// old readiness flags did, so handles must be given out before anyone asks (the watches
-    /// take theirs when they are spawned, before `serve` listens).
+    /// Whether no handle is outstanding. The answer latches when first observed, so handles
+    /// must be given out before anyone asks (the watches take theirs before `serve` listens).
     pub(crate) fn initialized(&self) -> bool {
-        let mut outstanding = self.0.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut outstanding = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match *outstanding {
             None => true,
             Some(0) => {
@@ -66,7 +54,7 @@ impl Initialize {
 impl Drop for Handle {
     fn drop(&mut self) {
         let Some(count) = self.0.take() else { return };
-        let mut outstanding = count.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut outstanding = count.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(n) = &mut *outstanding {
             *n -= 1;
             if *n == 0 {
