@@ -1,16 +1,10 @@
-//! The one follower of a watched collection, in two halves: [`Projection`], the pure state a
-//! stream of watcher events builds (a keyed map of projected values, with kube's re-list
-//! semantics), and [`follow`], the thin async driver that pumps a kube `watcher` into it and
-//! tells its owner what changed. Every watch of the crate (publish Services, the inventory's
-//! collections, the reconciler's Ingresses) is one of these, so the list, re-list and delete
-//! rules live once, tested without a cluster; the watch of every object of a governed kind
-//! ([`follow_all`]) streams its lists or pages them as [`lists`] decides, and every list of a
-//! kind bounds its pages in bytes as [`pages`] does.
+//! The one follower of a watched collection: [`Projection`], the pure state watcher events
+//! build (a keyed map with kube's re-list semantics), and [`follow`], the async driver that pumps
+//! a kube `watcher` into it. Every watch of the crate is one of these; [`follow_all`] streams or
+//! pages its lists as [`lists`] decides, bounding pages in bytes as [`pages`] does.
 //!
-//! A re-list is applied as it arrives: objects it returns replace what is held at once, and
-//! what it did not return is dropped when it ends. So a re-list never holds two copies of a
-//! large collection, and readers see nothing before the first list has ended
-//! ([`Projection::synced`]).
+//! A re-list is applied as it arrives and what it did not return is dropped when it ends, so it
+//! never holds two copies of a large collection.
 
 pub(crate) mod fingerprint;
 mod lists;
@@ -45,9 +39,8 @@ use crate::{kind::Governed, policy::Policies};
 pub(crate) enum Change<K, V> {
     /// A (re-)list began or returned an object: its end, [`Change::Listed`], is the news.
     Listing,
-    /// A (re-)list ended: the map holds exactly what it returned. `first` on the first one,
-    /// from which on the projection is synced; `dropped` are the keys held before that it did
-    /// not return (deleted while the watch was down), which the owner forgets too.
+    /// A (re-)list ended: the map holds exactly what it returned (`first`: now synced);
+    /// `dropped` are the keys it did not return, which the owner forgets too.
     Listed { first: bool, dropped: Vec<K> },
     /// `key` was added or modified; `old` is what it held before.
     Applied { key: K, old: Option<V> },
@@ -55,9 +48,8 @@ pub(crate) enum Change<K, V> {
     Deleted { key: K, old: Option<V> },
 }
 
-/// What a follower's projection made of one object: a value to keep under its key, a key to
-/// keep nothing under (an object the owner does not keep: a change makes a held one go, as
-/// if deleted), or nothing at all (an object without a key).
+/// What a follower's projection made of one object: a value to keep, a key to keep nothing
+/// under (a change makes a held one go, as if deleted), or nothing (an object without a key).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Projected<K, V> {
     Keep(K, V),
@@ -75,9 +67,8 @@ impl<K, V> From<Option<(K, V)>> for Projected<K, V> {
 #[derive(Debug)]
 pub(crate) struct Projection<K, V> {
     values: HashMap<K, V>,
-    /// The fingerprints of the keys returned by the (re-)list in progress, while one is: 8
-    /// bytes a key, not a copy of each (a key deleted while the watch was down, whose
-    /// fingerprint a listed one shares by chance, is dropped by the next re-list instead).
+    /// The fingerprints of the keys the (re-)list in progress returned: 8 bytes a key, not a
+    /// copy (a key sharing a listed one's fingerprint by chance is dropped a re-list later).
     listing: Option<HashSet<Print>>,
     prints: Fingerprints,
     synced: bool,
@@ -163,9 +154,9 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
         Change::Deleted { key, old }
     }
 
-    /// Stores what a list of one part of the collection returned ([`list_namespace`]) if `key`
-    /// holds nothing (the watch delivers what follows anyway), as listed by a re-list in
-    /// progress, which went by it before the owner kept it. `None` if held already.
+    /// Stores what a list of one Namespace returned ([`list_namespace`]) if `key` holds
+    /// nothing, as listed by a re-list in progress (which went by it before the owner kept it).
+    /// `None` if held already.
     pub(crate) fn adopt(&mut self, key: K, value: V) -> Option<Change<K, V>> {
         if self.values.contains_key(&key) {
             return None;
@@ -202,14 +193,11 @@ impl<K, V> Hold<K, V> for std::sync::RwLock<Projection<K, V>> {
 pub(crate) const WATCH_TIMEOUT_SECS: u32 = 25;
 
 /// Follows `api` (with `config`) into `held` until the task is aborted. Each object is
-/// projected on arrival (`project`: `None` or [`Projected::Skip`] skips it,
-/// [`Projected::Gone`] removes what its key held), so only the projection is ever kept;
-/// `hook` is then told, outside the lock, what the event changed, or the watch error (the
-/// watcher retries with backoff while the projection keeps the last known state).
+/// projected on arrival, so only the projection is ever kept; `hook` is then told, outside the
+/// lock, what the event changed, or the watch error (retried with backoff).
 ///
-/// `cap` bounds the retries: at most that far apart (from 800 ms, doubling) instead of kube's
-/// default 30 s, for a watch of a resource that may not be served yet (a CRD installed after
-/// start-up), so the guard notices it soon after it appears.
+/// `cap` bounds the retries (from 800 ms, doubling) instead of kube's 30 s, for a resource that
+/// may not be served yet (a CRD installed after start-up), so it is noticed soon after.
 pub(crate) async fn follow<R, K, V, P: Into<Projected<K, V>>>(
     api: Api<R>,
     config: watcher::Config,
@@ -247,14 +235,12 @@ async fn follow_kept<R, K, V, P: Into<Projected<K, V>>>(
     }
 }
 
-/// Whether the policies need a watch of every object of kind `K`; it starts the first time they
-/// do. An `always_watched` kind (Ingresses) is always watched.
+/// Whether the policies need a watch of every object of kind `K` (Ingresses: always).
 pub(crate) fn wanted<K: Governed>(policies: &Policies) -> bool {
     K::KIND.info().always_watched || policies.of(K::KIND).next().is_some()
 }
 
-/// Longest wait between two attempts of a failing watch of kind `K` (`None`: kube's default
-/// backoff): an API installed after start-up is noticed within it.
+/// Longest wait between two attempts of a failing watch of kind `K` (`None`: kube's default).
 pub(crate) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
     K::KIND.info().optional_api.map(|_| RETRY_CAP)
 }
@@ -263,12 +249,10 @@ pub(crate) fn retry_cap<K: Governed>() -> Option<std::time::Duration> {
 /// Gateway API's CRDs): how soon CRDs installed after start-up are noticed.
 pub(crate) const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// [`follow`] of every object of a governed kind (`R`, its lean projection): by streaming
-/// lists where the API server serves them, else in list pages ([`Lists`]), started over when
-/// `relist` is notified (the owner keeps more than before; at most once per [`RELIST_EVERY`]),
-/// when the pages are to grow back or when streaming lists are given up (a page over its bytes
-/// does not start the list over: it goes on in smaller pages, [`pages`]); `strategy` is told
-/// which one each start uses. Returns only if the watch ends.
+/// [`follow`] of every object of a governed kind (`R`, its lean projection), by streaming lists
+/// or list pages ([`Lists`]), started over when `relist` is notified (at most once per
+/// [`RELIST_EVERY`]), when pages are to grow back or streaming lists are given up; `strategy`
+/// is told which one each start uses. Returns only if the watch ends.
 pub(crate) async fn follow_all<R, K, V, P: Into<Projected<K, V>>>(
     client: &kube::Client,
     cap: Option<std::time::Duration>,
@@ -326,8 +310,7 @@ pub(crate) fn is_api_absent(error: &watcher::Error) -> bool {
     }
 }
 
-/// Exponential backoff from 800 ms, doubling up to a cap, restarted by the watcher after a
-/// success.
+/// Exponential backoff from 800 ms, doubling up to a cap; reset by the watcher on success.
 #[derive(Debug, Clone)]
 pub(crate) struct CappedBackoff {
     next: std::time::Duration,

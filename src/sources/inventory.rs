@@ -1,10 +1,7 @@
 //! Watch-fed caches of what class matching, namespace matching and the node-IP source need:
-//! each kind's classes (controller, default flag), Namespace labels,
-//! controller Pods (one watch per node-IP source: namespace plus label selector) and Node
-//! addresses. Each watch starts only when a policy needs it, and each cache keeps only the few
-//! fields it needs. An API server without the Gateway API CRDs leaves the GatewayClasses empty
-//! but read (so readiness does not wait for CRDs that may never come), and their watch keeps
-//! retrying at most [`RETRY_CAP`] apart.
+//! each kind's classes, Namespace labels, controller Pods and Node addresses, each watched only
+//! when a policy needs it. Without the Gateway API CRDs the GatewayClasses are empty but read
+//! (readiness does not wait for CRDs that may never come), and retried [`RETRY_CAP`] apart.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -41,10 +38,8 @@ const NODE_PAGE_SIZE: u32 = 100;
 #[derive(Debug)]
 struct Store<V> {
     held: RwLock<Projection<String, V>>,
-    /// The last watch attempt found the kind not served (its CRDs are not installed): read as
-    /// empty.
+    /// The last watch attempt found the kind not served (no CRDs): read as empty.
     absent: AtomicBool,
-    /// Readiness waits for this collection until its watch has read it.
     unread: std::sync::Mutex<Option<Handle>>,
 }
 
@@ -57,7 +52,6 @@ impl<V> Store<V> {
         }
     }
 
-    /// The collection has been read: readiness no longer waits for it.
     fn read_once(&self) {
         self.unread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }
@@ -65,10 +59,8 @@ impl<V> Store<V> {
 
 /// How one collection is watched.
 struct Watch {
-    /// What the log lines call it.
     what: &'static str,
-    /// Set for a kind that may not be served (a CRD): retries at most this far apart, and
-    /// the warning logged while it is not served.
+    /// For a kind that may not be served (a CRD): the retry cap, and the warning while absent.
     absent: Option<(Duration, &'static str)>,
     /// The `watch_errors_total` label its failures count under, if counted.
     metric: Option<&'static str>,
@@ -88,8 +80,7 @@ impl<V: PartialEq> Store<V> {
         f(self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner).view())
     }
 
-    /// Feeds the store from a watch until it ends (never, short of shutdown: errors are
-    /// retried with backoff while the last known state stays in place).
+    /// Feeds the store from a watch until the task is aborted.
     async fn follow<K>(
         &self,
         api: Api<K>,
@@ -147,13 +138,13 @@ impl<V: PartialEq> Store<V> {
 /// Every cache a policy set needs; the others stay empty and count as synced.
 #[derive(Debug)]
 pub(crate) struct Inventory {
-    /// Each kind's classes ([`Kind::index`]), when a policy of the kind matches by them.
+    /// By [`Kind::index`], when a policy of the kind matches by class.
     classes: [Option<Store<Class>>; Kind::ALL.len()],
     namespaces: Option<Store<BTreeMap<String, String>>>,
     /// One store per (namespace, selector) of a node-IP source.
     pods: HashMap<(String, String), Store<PodFacts>>,
     nodes: Option<Store<NodeAddrs>>,
-    /// Bumped whenever what is kept changes, so a consumer (the reconciler) judges again.
+    /// Bumped whenever what is kept changes.
     changed: Arc<watch::Sender<u64>>,
 }
 
@@ -187,7 +178,6 @@ impl Inventory {
         for kind in Kind::ALL {
             let Some(store) = &self.classes[kind.index()] else { continue };
             let info = kind.info();
-            // A kind whose classes may not be served (a CRD) retries at a capped pace.
             let absent = info.classes_absent.map(|warning| (RETRY_CAP, warning));
             let metric = WATCHES.iter().copied().find(|&w| w == info.class_plural);
             let watch = Watch { what: info.classes, absent, metric };
@@ -227,19 +217,16 @@ impl Inventory {
         store.read(|facts| nodes.read(|nodes| Some(nodeip::addresses(facts?.values(), nodes?, pods.internal_ip))))
     }
 
-    /// Every class of `kind` once read (none without its CRDs): none when no policy needs
-    /// them (nothing is watched), `None` until their watch has synced.
+    /// Every class of `kind` (none when not needed or without its CRDs), `None` until synced.
     pub(crate) fn classes(&self, kind: Kind) -> Option<Classes> {
         let Some(store) = &self.classes[kind.index()] else { return Some(Classes::new()) };
         store.read(|m| Some(m?.iter().map(|(name, class)| (name.clone(), class.clone())).collect()))
     }
 
-    /// The controller of `kind`'s class `class`, if it is known.
     pub(crate) fn class_controller(&self, kind: Kind, class: &str) -> Option<String> {
         self.classes[kind.index()].as_ref()?.read(|m| m?.get(class)?.controller.clone())
     }
 
-    /// The names of `kind`'s classes annotated as the cluster default, sorted.
     pub(crate) fn default_classes(&self, kind: Kind) -> Vec<String> {
         let Some(store) = &self.classes[kind.index()] else { return Vec::new() };
         store.read(|m| {

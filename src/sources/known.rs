@@ -1,12 +1,8 @@
-//! The governed objects the guard knows from its own watches: namespace and name to uid,
-//! nothing more, in one index per kind ([`watch()`]; the Gateways once a policy governs them).
-//! The audit trail writes a Kubernetes Event only about an object in its kind's index, so a
-//! forged review naming an object that does not exist (or the right name with the wrong uid)
-//! can never make the guard write into the cluster. Each index is fed through the kind's
-//! bounded reader ([`Governed::Lean`]), in pages, so each object costs its three strings
-//! and a list costs one page, whatever its annotations hold; when the reconciler runs, the index
-//! is its cache, which holds each object's uid already ([`KnownObjects::fed_by`]): one map
-//! per kind, not two.
+//! The governed objects the guard knows from its own watches: namespace and name to uid, one
+//! index per kind ([`watch()`]). The audit trail writes a Kubernetes Event only about an object
+//! in its kind's index, so a forged review naming an object that does not exist (or the wrong
+//! uid) can never make the guard write into the cluster. When the reconciler runs, its cache
+//! answers instead ([`KnownObjects::fed_by`]): one map per kind, not two.
 
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 
@@ -36,7 +32,6 @@ pub(crate) enum Known {
 pub(crate) trait Lookup: Send + Sync {
     /// As [`KnownObjects::check`].
     fn check(&self, namespace: &str, name: &str, uid: Option<&str>) -> Known;
-    /// Objects known.
     fn len(&self) -> usize;
 }
 
@@ -53,8 +48,7 @@ pub(crate) struct KnownObjects {
     held: RwLock<Projection<Key, String>>,
     /// The cache that answers instead of `held`, once the reconciler runs.
     fed: OnceLock<Weak<dyn Lookup>>,
-    /// Ticks at every change, so a finding about an Ingress created a moment ago can wait for
-    /// the watch to deliver it.
+    /// Ticks at every change, so a finding about a brand-new Ingress can wait for the watch.
     changed: watch::Sender<u64>,
 }
 
@@ -72,7 +66,6 @@ impl std::fmt::Debug for KnownObjects {
 
 impl Hold<Key, String> for KnownObjects {
     fn update<T>(&self, f: impl FnOnce(&mut Projection<Key, String>) -> T) -> T {
-        // Every event leaves the projection consistent: a panic cannot leave half of one.
         let out = f(&mut self.held.write().unwrap_or_else(std::sync::PoisonError::into_inner));
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
         out
@@ -80,7 +73,6 @@ impl Hold<Key, String> for KnownObjects {
 }
 
 impl KnownObjects {
-    /// An empty index, not synced.
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
@@ -100,8 +92,8 @@ impl KnownObjects {
         }
     }
 
-    /// Answered by `cache` from now on (the reconciler's, which its watch keeps), instead of
-    /// a watch and map of its own; [`KnownObjects::touched`] at each change of it.
+    /// Answered by `cache` from now on (the reconciler's), which calls
+    /// [`KnownObjects::touched`] at each change.
     pub(crate) fn fed_by(&self, cache: Weak<dyn Lookup>) {
         let _ = self.fed.set(cache);
     }
@@ -111,7 +103,6 @@ impl KnownObjects {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// Ticks whenever the index changes.
     pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
     }
@@ -122,7 +113,6 @@ impl KnownObjects {
         self.update(|p| p.apply(event))
     }
 
-    /// How many Ingresses are known.
     pub(crate) fn len(&self) -> usize {
         if let Some(cache) = self.fed.get().and_then(Weak::upgrade) {
             return cache.len();

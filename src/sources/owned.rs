@@ -1,10 +1,7 @@
-//! Every background task has one owner, a [`Tasks`]: `serve`'s root set (the watches, the
-//! Event publisher, the leader's work) and the sets the components it starts keep (the watches
-//! of the policies in force, the reconciler's watch and loops, the scope follower, the
-//! admission policy keeper). A set holds its tasks in a `JoinSet`, so dropping it stops them
-//! all, and logs each one's end. A task that ends without being stopped (a panic, or a loop
-//! that returned) is reported to [`Failures`]: the root set's own, which [`Tasks::failed`]
-//! hands to `serve` to turn `/readyz` false, naming it.
+//! Every background task has one owner, a [`Tasks`] set: dropping it stops them all, and each
+//! end is logged. A task that ends without being stopped (a panic, or a loop that returned) is
+//! reported to [`Failures`], which the root set's [`Tasks::failed`] hands to `serve` to turn
+//! `/readyz` false, naming it.
 
 use std::{collections::HashMap, future::Future, time::Duration};
 
@@ -14,15 +11,13 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-/// Where the unexpected end of an owned task is reported: the root set's channel, which
-/// [`Tasks::failed`] reads. Without a receiver (tests, one-shot commands) an end is only
-/// logged.
+/// Where the unexpected end of an owned task is reported (the root set's channel); without a
+/// receiver an end is only logged.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Failures(Option<mpsc::UnboundedSender<String>>);
 
 impl Failures {
-    /// Reports into `to`; each task ends once, so the channel holds at most one message per
-    /// task.
+    /// Reports into `to`; each task ends once, so the channel holds one message a task at most.
     pub(crate) fn new(to: mpsc::UnboundedSender<String>) -> Self {
         Failures(Some(to))
     }
@@ -50,7 +45,7 @@ pub struct Tasks {
     set: JoinSet<()>,
     names: HashMap<Id, String>,
     failures: Failures,
-    /// A root set's end of `failures`: what [`Tasks::failed`] waits on.
+    /// A root set's end of `failures`.
     reported: Option<mpsc::UnboundedReceiver<String>>,
     /// What every task that stops gracefully watches; cancelled by [`Tasks::stop`].
     shutdown: CancellationToken,
@@ -75,7 +70,7 @@ impl Tasks {
         }
     }
 
-    /// Where the sets the tasks of this one start report their unexpected ends.
+    /// Where sets below this one report their unexpected ends.
     pub(crate) fn failures(&self) -> Failures {
         self.failures.clone()
     }
@@ -121,9 +116,8 @@ impl Tasks {
         self.log(end);
     }
 
-    /// Waits for a task of this set, or of a set reporting here, to end unexpectedly (never,
-    /// while they all run, or in a set that is not a root), and returns its name; the end is
-    /// logged already. Cancel-safe.
+    /// Waits for a task of this set, or of a set reporting here, to end unexpectedly (never in
+    /// a set that is not a root), and returns its name. Cancel-safe.
     pub async fn failed(&mut self) -> String {
         loop {
             tokio::select! {

@@ -1,8 +1,6 @@
 //! The cache of one kind of publish source (a Service, a Gateway): one watch per object the
-//! policies name, field-selected by name, each keeping only the object's addresses, and what
-//! the webhook reads of them. The algorithm is written once here; what differs per kind is its
-//! wire ([`Publish`]): which object is watched and which of its fields give the addresses
-//! (`sources/service.rs`, `sources/gateway.rs`).
+//! policies name, field-selected by name, keeping only its addresses. What differs per kind is
+//! its wire ([`Publish`]).
 
 use std::{
     collections::HashMap,
@@ -47,15 +45,13 @@ pub(crate) trait Publish: Send + Sync + 'static {
     /// The `watch_errors_total` label its watch failures count under, if they are counted.
     const WATCH_METRIC: Option<&'static str>;
 
-    /// The objects of this kind that `policies` publish.
     fn refs(policies: &Policies) -> Vec<Self::Ref>;
     /// The namespace and name of `r`.
     fn locate(r: &Self::Ref) -> (&str, &str);
     /// The canonical addresses an object publishes, ports kept.
     fn addresses(object: &Self::Object) -> Result<Vec<Address>, Self::Error>;
-    /// What a lookup of `r` answers when it has no addresses.
     fn unresolved(r: &Self::Ref, why: Why<Self::Error>) -> Unresolved;
-    /// Logs `news` about `r` (the log's field names are the kind's: `service=`, `gateway=`).
+    /// Logs `news` about `r` (with the kind's field name: `service=`, `gateway=`).
     fn log(r: &Self::Ref, news: News<'_, Self::Error>);
 }
 
@@ -75,19 +71,17 @@ pub(crate) enum News<'a, E> {
     Resolved(&'a [Address]),
     Unusable(&'a E),
     Missing,
-    /// The first source of the cache to find the kind's API absent (said once until it is
-    /// back); its watch retries this far apart.
+    /// The first source to find the kind's API absent (said once until it is back); its watch
+    /// retries this far apart.
     ApiAbsent(Duration),
-    /// The API is served again.
     ApiBack,
-    /// A watch error other than an absent API; the watch retries.
     WatchFailed(&'a watcher::Error),
     /// No policy uses the source any more: its watch stopped.
     Stopped,
 }
 
-/// The log lines of [`Publish::log`], written once: `$field` is the kind's field name, `$kind`
-/// its name in the messages and `$api` what serves it when it may be absent.
+/// The log lines of [`Publish::log`]: `$field` is the kind's field name, `$kind` its name in
+/// the messages and `$api` what serves it when it may be absent.
 macro_rules! log_news {
     ($field:ident, $kind:literal, $api:literal, $r:expr, $news:expr) => {
         match $news {
@@ -117,8 +111,8 @@ macro_rules! log_news {
 }
 pub(crate) use log_news;
 
-/// What the cache holds for one source object: its addresses with ports kept (policies that
-/// drop ports strip them at lookup), or why it has none.
+/// One source object's addresses, ports kept (policies that drop them strip them at lookup),
+/// or why it has none.
 type Entry<E> = Result<Vec<Address>, Why<E>>;
 
 /// The publish sources of one kind, each fed by its own watch ([`Published::watch`]).
@@ -129,17 +123,16 @@ pub(crate) struct Published<P: Publish> {
     heard: RwLock<HashMap<P::Ref, Instant>>,
     /// Whether the "API not served" warning was logged: once, however many sources wait for it.
     absent_logged: AtomicBool,
-    /// Each unread source's readiness handle, dropped when its watch first reads it (or when
-    /// no policy names it any more).
+    /// Each unread source's readiness handle, dropped when its watch first reads it.
     unread: std::sync::Mutex<HashMap<P::Ref, Handle>>,
     initialize: Initialize,
-    /// Bumped at every change of an entry, so the reconciler knows canonical addresses moved.
+    /// Bumped at every change of an entry.
     generation: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl<P: Publish> Published<P> {
     /// The sources `policies` publish, unsynced, each holding a handle of `initialize` until
-    /// its watch has read it; their watches fill them.
+    /// its watch has read it.
     pub(crate) fn new(
         policies: &Policies,
         generation: Arc<tokio::sync::watch::Sender<u64>>,
@@ -184,8 +177,7 @@ impl<P: Publish> Published<P> {
         self.generation.send_modify(|g| *g += 1);
     }
 
-    /// Sets `r`'s entry, logging and telling subscribers when it changed; once it is read
-    /// (anything but unsynced), its readiness handle goes.
+    /// Sets `r`'s entry, logging and telling subscribers when it changed.
     fn set(&self, r: &P::Ref, entry: Entry<P::Error>) {
         if entry != Err(Why::NotSynced) {
             self.unread().remove(r);
@@ -218,9 +210,9 @@ impl<P: Publish> Published<P> {
         self.generation.send_modify(|g| *g += 1);
     }
 
-    /// Watches source `r` (field-selected by name) until the task is aborted. Watch errors are logged (counted through `failed`) and retried with
-    /// backoff; the cache keeps the last known state meanwhile. For a kind with a retry cap, a
-    /// 404 from the API server (no CRDs) marks the source inactive.
+    /// Watches source `r` (field-selected by name) until the task is aborted. Watch errors are
+    /// logged (counted through `failed`) and retried; for a kind with a retry cap, a 404 (no
+    /// CRDs) marks the source inactive.
     pub(crate) async fn watch(&self, client: Client, r: P::Ref, failed: impl Fn(&'static str)) {
         let (namespace, name) = P::locate(&r);
         let api: Api<P::Object> = Api::namespaced(client, namespace);
@@ -256,7 +248,6 @@ impl<P: Publish> Published<P> {
         .await;
     }
 
-    /// `r`'s addresses, or why it has none.
     pub(crate) fn lookup(&self, r: &P::Ref) -> Result<Vec<Address>, Unresolved> {
         let entry = self.read().get(r).cloned();
         entry.unwrap_or(Err(Why::NotSynced)).map_err(|why| P::unresolved(r, why))

@@ -1,7 +1,5 @@
-//! The watch tasks that follow the policies in force: one per publish source (Service,
-//! Gateway), and one for the inventory's collections, started and stopped as a reload changes
-//! what the policies need. They are owned [`Tasks`]: their owner waits on [`ServiceWatches::ended`],
-//! which logs each end and reports a panic, and dropping the owner stops them all.
+//! The watch tasks that follow the policies in force: one per publish source, and one for the
+//! inventory's collections, started and stopped as a reload changes what the policies need.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -60,14 +58,12 @@ pub(crate) struct ServiceWatches {
     owned: Tasks,
     services: Watched<PublishService>,
     gateways: Watched<PublishGateway>,
-    /// The watches of the cache's inventory (IngressClasses, GatewayClasses, Namespaces, Pods,
-    /// Nodes).
     inventory: Option<AbortHandle>,
 }
 
 impl ServiceWatches {
-    /// Starts watching what `policies` need; an unexpected end of a watch goes to `failures`.
-    /// Must be called inside a tokio runtime.
+    /// Starts watching what `policies` need (inside a tokio runtime); an unexpected end of a
+    /// watch goes to `failures`.
     pub(crate) fn start(client: Client, cache: Arc<SourceCache>, policies: &Policies, failures: Failures) -> Self {
         let mut watches = ServiceWatches {
             client,
@@ -81,8 +77,8 @@ impl ServiceWatches {
         watches
     }
 
-    /// Makes the watches exactly those `policies` need: their publish sources, and the
-    /// inventory's watches (restarted when the needed cluster facts change).
+    /// Makes the watches exactly those `policies` need (the inventory's restarted when the
+    /// needed cluster facts change).
     pub(crate) fn sync_policies(&mut self, policies: &Policies) {
         let (owned, client, cache) = (&mut self.owned, &self.client, &self.cache);
         self.services.sync(owned, client, cache, &PublishService::refs(policies));
