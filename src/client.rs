@@ -1,8 +1,6 @@
-//! The Kubernetes client every command that talks to a cluster uses: from a kubeconfig file, or
-//! inferred (in-cluster service account, then `KUBECONFIG`, then `~/.kube/config`); and what the
-//! API server's version tells about the fields it stores; who this process is in the cluster
-//! ([`PodIdentity`]); and the one-shot reads of the commands (a deadline per call, paging, an
-//! error that keeps the [`kube::Error`]).
+//! The Kubernetes client every command that talks to a cluster uses, who this process is in the
+//! cluster ([`PodIdentity`]), and the one-shot reads of the commands (a deadline per call,
+//! paging, an error that keeps the [`kube::Error`]).
 
 use std::{
     future::Future,
@@ -17,10 +15,8 @@ pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The deadline of one API call as a whole (patch, get, Lease read or write).
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Implements [`kube::Resource`] for a lean projection (`$ty`, whose `meta` field holds the
-/// `ObjectMeta` it keeps) of the kind `$kind` in `$group`/`$version` (`$plural`), so kube's
-/// `Api` and watcher deliver it directly: the one impl behind `LeanIngress`, `LeanGateway` and
-/// `LeanGatewayClass`.
+/// Implements [`kube::Resource`] for a lean projection (`$ty`, with a `meta` field) of the kind
+/// `$kind` in `$group`/`$version` (`$plural`), so kube's `Api` and watcher deliver it directly.
 macro_rules! lean_resource {
     ($ty:ty, $scope:ty, $group:expr, $version:expr, $kind:literal, $plural:literal) => {
         impl kube::Resource for $ty {
@@ -69,9 +65,8 @@ pub enum ClientError {
     Build(#[source] kube::Error),
 }
 
-/// Which cluster, as whom: a kubeconfig and a context in it (kubectl's `--kubeconfig` and
-/// `--context`). Neither set: the inferred config (in-cluster, then `KUBECONFIG`, then
-/// `~/.kube/config`).
+/// Which cluster, as whom (kubectl's `--kubeconfig` and `--context`). Neither set: the inferred
+/// config (in-cluster, then `KUBECONFIG`, then `~/.kube/config`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Target {
     /// One file, or a list joined as `KUBECONFIG` joins them (`a:b`), merged as kubectl merges.
@@ -80,7 +75,6 @@ pub(crate) struct Target {
     pub context: Option<String>,
 }
 
-/// A client for the cluster `target` names, or the inferred one.
 pub(crate) async fn connect(target: &Target) -> Result<kube::Client, ClientError> {
     let mut config = match (&target.kubeconfig, &target.context) {
         (None, None) => kube::Config::infer().await.map_err(ClientError::Infer)?,
@@ -138,11 +132,9 @@ pub(crate) async fn within<T>(
     }
 }
 
-/// Runs the write `write` only if this replica leads when it starts, and cancels it (drops its
-/// request) the moment leadership is lost: `None` then. Every write of the leader's work (the
-/// reconciler's patches, the admission policy keeper's applies and deletes) goes through it,
-/// so a deposed leader does not finish a pass it began: the election drops `leading` at the
-/// renew deadline, before any other replica may take the Lease over.
+/// Runs `write` only if this replica leads when it starts, and cancels it the moment
+/// leadership is lost (`None` then), so a deposed leader does not finish a pass it began: the
+/// election drops `leading` at the renew deadline, before another replica may take the Lease.
 pub(crate) async fn fenced<T>(
     leading: &tokio::sync::watch::Receiver<bool>,
     write: impl Future<Output = T>,
@@ -159,10 +151,8 @@ pub(crate) async fn fenced<T>(
     }
 }
 
-// ---- One-shot reads: `check`, `explain` and `cutover` ----
-
-/// Why a one-shot command could not read (or write) what it needed: the client, or one
-/// request, which keeps the API server's answer ([`kube::Error`]) for callers to match on.
+/// Why a one-shot command could not read (or write) what it needed; keeps the API server's
+/// answer ([`kube::Error`]) for callers to match on.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RequestError {
     #[error("cannot build a Kubernetes client: {0}; pass --kubeconfig or run in a cluster")]
@@ -177,7 +167,6 @@ pub(crate) enum RequestError {
 }
 
 impl RequestError {
-    /// The HTTP status code the API server refused the request with (404, 403, 409...).
     pub(crate) fn code(&self) -> Option<u16> {
         match self {
             RequestError::Api { source: kube::Error::Api(status), .. } => Some(status.code),
@@ -186,8 +175,7 @@ impl RequestError {
     }
 }
 
-/// A client for `target` within `timeout`: a kubeconfig's exec credential plugin may hang, and
-/// in a fleet one such context must not hold up the report.
+/// A client for `target` within `timeout`: a kubeconfig's exec credential plugin may hang.
 pub(crate) async fn connect_within(target: &Target, timeout: Duration) -> Result<kube::Client, RequestError> {
     match tokio::time::timeout(timeout, connect(target)).await {
         Ok(connected) => Ok(connected?),
@@ -214,17 +202,9 @@ pub(crate) fn describe(e: &kube::Error) -> String {
     if let kube::Error::Api(status) = e {
         return format!("{} (HTTP {} {})", status.message, status.code, status.reason);
     }
-    causes(e)
-        .skip(1)
+    std::iter::successors(std::error::Error::source(e), |e| e.source())
         .map(ToString::to_string)
         .fold(e.to_string(), |text, more| if text.contains(&more) { text } else { format!("{text}: {more}") })
-}
-
-/// `error`, then its sources, outermost first.
-fn causes<'e>(
-    error: &'e (dyn std::error::Error + 'static),
-) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
-    std::iter::successors(Some(error), |e| e.source())
 }
 
 /// Lists every object of `api` page by page (`params` sets the page size), keeping only what
@@ -251,8 +231,7 @@ where
     }
 }
 
-/// As [`list_all`], but `None` when the API server serves no such resource (a 404: its CRD is
-/// not installed), which for a custom resource is a state to report, not an error.
+/// As [`list_all`], but `None` when the API server serves no such resource (a 404: no CRD).
 pub(crate) async fn list_served<K, T>(
     api: &kube::Api<K>,
     params: kube::api::ListParams,
@@ -270,9 +249,7 @@ where
     }
 }
 
-/// The webhook's own Pod, as the Downward API names it (`POD_NAME`, `POD_NAMESPACE`); read once
-/// by the command line, an empty value counting as absent. Leader election takes its identity
-/// and default namespace from it, Events their reporting instance and the Pod they are about.
+/// The webhook's own Pod, as the Downward API names it (`POD_NAME`, `POD_NAMESPACE`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PodIdentity {
     pub(crate) name: Option<String>,
@@ -293,11 +270,9 @@ impl PodIdentity {
 }
 
 /// Whether an API server of this version stores `status.loadBalancer.ingress[].ports` of
-/// Ingresses: the field arrived in Kubernetes 1.20 (k8s.io/api v0.20), and 1.23 stores it
-/// (`tests/cluster/matching.rs` on `ISG_K8S_VERSION=v1.23`). An older one drops the field from every
-/// write, so a policy that keeps ports would find every write off canonical and patch it
-/// forever. `minor` may carry a suffix (`"19+"` on some distributions); unparsable versions count as
-/// new, the common case.
+/// Ingresses (since 1.20): an older one drops the field from every write, so a policy that keeps
+/// ports would patch forever. `minor` may carry a suffix (`"19+"`); unparsable versions count as
+/// new.
 pub(crate) fn stores_ingress_ports(major: &str, minor: &str) -> bool {
     let number = |s: &str| s.trim_start_matches('v').split(|c: char| !c.is_ascii_digit()).next()?.parse::<u32>().ok();
     match (number(major), number(minor)) {
