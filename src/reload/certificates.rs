@@ -1,12 +1,7 @@
-//! Certificate rotation without restart: watches `--tls-cert`, `--tls-key` and `--client-ca` and
-//! swaps the listener's rustls configuration in place when their contents change. New
-//! connections get the new configuration; connections already open keep theirs. The
-//! `--client-san` names, fixed at start, are required by every configuration built.
-//!
-//! The files are watched as [`crate::reload::fswatch`] describes (the kubelet's `..data` symlink swap,
-//! and a read every [`POLL_INTERVAL`] as backstop). Contents are compared, not timestamps. A new set that does not load (unparsable,
-//! key not matching the certificate, bad client CA) is refused with a log line naming the file,
-//! and the configuration in use stays.
+//! Certificate rotation without restart: watches `--tls-cert`, `--tls-key` and `--client-ca`
+//! ([`crate::reload::fswatch`]) and swaps the listener's rustls configuration in place when their
+//! contents change; open connections keep theirs. A new set that does not load is refused with
+//! a log line naming the file, and the configuration in use stays.
 
 use std::{
     future::Future,
@@ -38,7 +33,7 @@ pub struct CertFiles {
     pub cert: PathBuf,
     /// Its private key (PEM).
     pub key: PathBuf,
-    /// With it, clients must present a certificate signed by one of these CAs.
+    /// Clients must present a certificate signed by one of these CAs.
     pub client_ca: Option<PathBuf>,
 }
 
@@ -50,7 +45,6 @@ struct Contents {
 }
 
 impl CertFiles {
-    /// Reads the files without blocking the runtime's workers.
     async fn read(&self) -> Result<Contents, TlsError> {
         let read = async |file, path: &Path| {
             tokio::fs::read(path).await.map_err(|source| TlsError::Read {
@@ -124,8 +118,8 @@ pub struct Status {
     pub outcome: Outcome,
 }
 
-/// Keeps the watch running; dropping it stops reloading. The handle owns the watch's task
-/// (kubert's style): `Reloader::supervise` is how `serve` sees it end.
+/// Owns the watch's task: dropping it stops reloading, and `Reloader::supervise` is how
+/// `serve` sees it end.
 pub struct Reloader {
     task: tokio::task::JoinHandle<()>,
     status: watch::Receiver<Status>,
@@ -133,7 +127,6 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// Runs `watch` in a task of its own, owned by the returned handle.
     fn spawn(watch: impl Future<Output = ()> + Send + 'static, status: watch::Receiver<Status>, expiry: Gauge) -> Self {
         Reloader { task: tokio::spawn(watch), status, expiry }
     }
@@ -150,8 +143,7 @@ impl Reloader {
     }
 
     /// Runs until the watch of the files ends, which it does only by panicking: the panic is
-    /// raised again here, so the task that owns the reloader ends with it (and `serve` logs it
-    /// and stops being ready).
+    /// raised again here, so the owning task ends with it (and `serve` stops being ready).
     pub(crate) async fn supervise(mut self) {
         if let Err(e) = (&mut self.task).await
             && e.is_panic()
@@ -167,9 +159,8 @@ impl Drop for Reloader {
     }
 }
 
-/// Loads the files and starts watching them: the returned configuration is the one to serve
-/// with, updated in place. Fails, naming the file, if the files do not load now.
-/// Must be called inside a tokio runtime.
+/// Loads the files and starts watching them (inside a tokio runtime): the returned
+/// configuration is updated in place. Fails, naming the file, if the files do not load now.
 pub async fn start(files: CertFiles, poll: Duration) -> Result<(RustlsConfig, Reloader), TlsError> {
     start_requiring(files, ClientNames::default(), poll).await
 }
@@ -189,21 +180,15 @@ pub async fn start_requiring(
 
     let changes = Changes::watch(&files.paths(), poll, "certificate");
     let (status_tx, status_rx) = watch::channel(Status { seq: 0, outcome: Outcome::Loaded });
-    let watched = Watched { files, names, config: config.clone(), expiry: expiry.clone() };
-    let watch = watch_files(watched, contents, changes, status_tx);
+    let watch = watch_files(files, names, config.clone(), expiry.clone(), contents, changes, status_tx);
     Ok((config, Reloader::spawn(watch, status_rx, expiry)))
 }
 
-/// What a reload updates.
-struct Watched {
+async fn watch_files(
     files: CertFiles,
     names: ClientNames,
     config: RustlsConfig,
     expiry: Gauge,
-}
-
-async fn watch_files(
-    Watched { files, names, config, expiry }: Watched,
     mut current: Contents,
     mut changes: Changes,
     status: watch::Sender<Status>,

@@ -1,11 +1,6 @@
-//! Noticing that files mounted from a Secret or ConfigMap may have changed: the directories
-//! holding them are watched (inotify through `notify`), with a poll as backstop.
-//!
-//! The kubelet updates such a volume by writing a new timestamped directory and renaming a
-//! `..data` symlink over the old one, so the files themselves never change: watching the
-//! directory sees the rename. The poll covers missed events, network filesystems and symlinks
-//! that point elsewhere. Callers compare contents, never timestamps: a wake-up only says
-//! "look again".
+//! Noticing that files mounted from a Secret or ConfigMap may have changed: their directories
+//! are watched, since the kubelet renames a `..data` symlink and the files themselves never
+//! change; a poll covers missed events and network filesystems. A wake-up only says "look again".
 
 use std::{
     path::{Path, PathBuf},
@@ -26,8 +21,8 @@ pub(crate) struct Changes {
 }
 
 impl Changes {
-    /// Watches the directories of `files` (`what` names them in log lines). Must be called
-    /// inside a tokio runtime. Never fails: without inotify it only polls.
+    /// Watches the directories of `files` (`what` names them in log lines), inside a tokio
+    /// runtime. Without inotify it only polls.
     pub(crate) fn watch(files: &[&Path], poll: Duration, what: &str) -> Changes {
         let (tx, events) = mpsc::channel::<()>(1);
         let watcher = match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {

@@ -1,11 +1,7 @@
-//! The hot reload of the policy file of `--config`.
-//!
-//! A reload reads the file whenever its directory changes (a ConfigMap volume's `..data`
-//! symlink swap) or the poll ticks. A file that parses to different policies replaces them in
-//! one swap ([`PolicyStore`]); before that, the watches start and stop to match
-//! ([`ServiceWatches`]). A file that does not parse is refused: the old policies stay, and the
-//! refusal is logged at ERROR with the field, counted, and written as a Warning Event on the
-//! webhook's own Pod when the Downward API names it ([`PodIdentity`]).
+//! The hot reload of the policy file of `--config`: new policies replace the old in one swap
+//! ([`PolicyStore`]) after the watches start and stop to match ([`ServiceWatches`]). A file that
+//! does not parse is refused, logged, counted, and written as a Warning Event on the webhook's
+//! own Pod when the Downward API names it ([`PodIdentity`]).
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
@@ -38,7 +34,7 @@ pub(crate) struct PodEvents {
 }
 
 impl PodEvents {
-    /// The webhook's own Pod, if the Downward API names it (`POD_NAME` and `POD_NAMESPACE`).
+    /// The webhook's own Pod, if the Downward API names it.
     pub(crate) fn new(client: Client, pod: &PodIdentity) -> Option<Self> {
         let (name, namespace) = (pod.name.clone()?, pod.namespace.clone()?);
         let reporter = Reporter { controller: "ingress-status-guard".to_owned(), instance: Some(name.clone()) };
