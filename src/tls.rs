@@ -1,9 +1,6 @@
 //! TLS for the webhook listener: the rustls server configuration (TLS 1.2 and 1.3, ALPN h2 and
-//! http/1.1, optionally requiring client certificates of a CA) from PEM bytes or files, with
-//! errors naming the file at fault; and the certificates it serves ([`certs`]: a private CA,
-//! serving certificates, `certs bootstrap`), with the ephemeral CA's private directory
-//! ([`scratch`]) for runs without `--tls-cert`, and the client names `--client-san` requires
-//! ([`identity`]).
+//! http/1.1, optionally mTLS) with errors naming the file at fault; the certificates it serves
+//! ([`certs`], [`scratch`]), and the client names `--client-san` requires ([`identity`]).
 
 pub(crate) mod certs;
 pub(crate) mod identity;
@@ -20,8 +17,7 @@ use rustls::{
     server::WebPkiClientVerifier,
 };
 
-/// The files a TLS configuration is built from. Errors say which one is at fault; the command
-/// line names them by their flags ([`TlsError::message`]).
+/// The files a TLS configuration is built from ([`TlsError::message`] names them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsFile {
     Cert,
@@ -40,8 +36,7 @@ impl TlsFile {
     }
 }
 
-/// Why a TLS configuration cannot be built. `Display` names the files by role; see
-/// [`TlsError::message`] to name them otherwise.
+/// Why a TLS configuration cannot be built. `Display` names the files by role.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", self.message(TlsFile::role))]
 pub enum TlsError {
@@ -89,8 +84,7 @@ pub fn server_config(
 }
 
 /// As [`server_config`]; with `client_ca` (PEM and its path), every client must present a
-/// certificate that chains to one of its CAs (mTLS) and, unless `names` is empty, carries one
-/// of `names`.
+/// certificate that chains to one of its CAs and, unless `names` is empty, carries one of them.
 pub(crate) fn server_config_with_client_ca(
     cert_pem: &[u8],
     key_pem: &[u8],

@@ -1,8 +1,5 @@
-//! Certificates: a private CA and serving certificates signed by it, as PEM (rcgen, no openssl),
-//! and what the `certs` subcommand does with them: `generate` writes them to files, `bootstrap`
-//! keeps them in a Secret and in the webhook configuration's `caBundle` (see [`bootstrap`]).
-//!
-//! Also used for the ephemeral certificate of `serve` without `--tls-cert`, and by tests.
+//! A private CA and serving certificates signed by it, as PEM (rcgen), and the `certs`
+//! subcommand: `generate` writes them to files, [`bootstrap`] keeps them in a Secret.
 
 pub(crate) mod bootstrap;
 
@@ -51,8 +48,8 @@ pub enum CertError {
 /// How long certificates made without an explicit validity last.
 pub(crate) const DEFAULT_VALIDITY_DAYS: u32 = 365;
 
-/// Generates a fresh CA named `ca_name` and a serving certificate for `names` (DNS names or IP
-/// literals) signed by it, both valid for `DEFAULT_VALIDITY_DAYS`.
+/// A fresh CA named `ca_name` and a serving certificate for `names` (DNS names or IP literals),
+/// both valid for `DEFAULT_VALIDITY_DAYS`.
 pub fn generate(ca_name: &str, names: &[String]) -> Result<ServingBundle, CertError> {
     generate_with_validity(ca_name, names, days(DEFAULT_VALIDITY_DAYS))
 }
@@ -166,7 +163,6 @@ pub fn verify_serving(cert_pem: &[u8], key_pem: &[u8], ca_pem: &[u8], names: &[S
     Ok(earliest)
 }
 
-/// The end of a certificate's validity.
 pub(crate) fn not_after(der: &CertificateDer<'_>) -> Result<SystemTime, String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| format!("unparsable certificate: {e}"))?;
     let secs = cert.validity().not_after.timestamp();

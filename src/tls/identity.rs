@@ -60,8 +60,7 @@ pub enum ClientNameError {
     Control(String),
 }
 
-/// The names of which a client certificate must carry one (compared ignoring ASCII case);
-/// empty means any certificate the client CA verifies is accepted.
+/// The names of which a client certificate must carry one (ignoring ASCII case); empty: any.
 #[derive(Debug, Clone, Default)]
 pub struct ClientNames(Arc<[String]>, Refusals);
 
@@ -105,8 +104,7 @@ impl ClientNames {
         self.0.iter().any(|want| presented.iter().any(|got| got.eq_ignore_ascii_case(want)))
     }
 
-    /// Client certificates refused so far for `reason` (`untrusted`, `name_not_allowed`,
-    /// `missing`).
+    /// Client certificates refused so far for `reason`.
     pub fn refused(&self, reason: &str) -> u64 {
         [UNTRUSTED, NAME_NOT_ALLOWED, MISSING]
             .into_iter()
@@ -119,7 +117,6 @@ impl ClientNames {
         self.1.get_or_create(&RefusalLabel { reason: MISSING }).inc();
     }
 
-    /// The refusal counters, for the metrics registry.
     pub(crate) fn refusals(&self) -> Refusals {
         self.1.clone()
     }
@@ -155,8 +152,7 @@ pub(crate) fn certificate_names(der: &[u8]) -> Vec<String> {
     names
 }
 
-/// Accepts a client whose certificate chains to the client CA (the inner verifier) and names
-/// one of `names`.
+/// Accepts a client whose certificate the inner verifier accepts and that names one of `names`.
 #[derive(Debug)]
 struct RequireNames {
     inner: Arc<dyn ClientCertVerifier>,

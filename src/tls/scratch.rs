@@ -6,8 +6,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-/// A private directory holding `ca.crt`; removed with its contents on drop (when `serve`
-/// returns).
+/// A private directory holding `ca.crt`; removed with its contents on drop.
 pub(crate) struct CaDir {
     dir: tempfile::TempDir,
 }
@@ -15,8 +14,8 @@ pub(crate) struct CaDir {
 impl CaDir {
     /// Creates the directory in `parent` and writes `ca_pem` to `ca.crt` in it.
     pub(crate) fn create(parent: &Path, ca_pem: &str) -> std::io::Result<CaDir> {
-        // tempfile: a random name created with mkdir (fails if it exists) and mode 0700, so no
-        // other user can pre-plant or read it, unlike the old `ingress-status-guard-<pid>`.
+        // A random name created with mkdir (fails if it exists) and mode 0700, so no other user
+        // can pre-plant or read it.
         let mut builder = tempfile::Builder::new();
         builder.prefix("ingress-status-guard-");
         #[cfg(unix)]
@@ -27,7 +26,6 @@ impl CaDir {
         Ok(dir)
     }
 
-    /// The CA certificate's path, for the operator to trust.
     pub(crate) fn ca(&self) -> PathBuf {
         self.dir.path().join("ca.crt")
     }
