@@ -1,13 +1,10 @@
-//! A key's 64-bit fingerprint: what the per-object bookkeeping (drift, contests, queue slots,
-//! damping records) and a re-list's set of listed keys are keyed by, 8 bytes instead of a
-//! copy of the namespace and name each (a heal of every object held the name four times over
-//! before).
+//! A key's 64-bit fingerprint: what per-object bookkeeping and a re-list's set of listed keys
+//! are keyed by, 8 bytes instead of a copy of the namespace and name each.
 //!
 //! The hash is keyed afresh per process ([`RandomState`]), so names cannot be chosen to
 //! collide. Two keys share a fingerprint by chance at odds of about n² / 2⁶⁵ (1 in 3.7 × 10⁹
-//! at 100,000 objects); they then share bookkeeping, which is a heuristic: a gauge off by one,
-//! one damping record for two objects. Nothing that decides a write is looked up by
-//! fingerprint alone: the queue hands out real keys, found in the cache (`crate::reconcile::queue`).
+//! at 100,000 objects); they then share bookkeeping (a gauge off by one). Nothing that decides
+//! a write is looked up by fingerprint alone (`crate::reconcile::queue`).
 
 use std::hash::{BuildHasher, Hash, RandomState};
 

@@ -1,16 +1,12 @@
 //! How the watch of every object of a governed kind gets the state it starts from, as pure
-//! decisions over the watcher's events: a streaming list (WatchList: a watch that sends the
-//! current objects first, one an event, then a bookmark marking their end) where the API
-//! server serves one, else list pages bounded in objects and in bytes, whose size shrinks on a
-//! page over its bytes, the list going on ([`super::pages`]), and grows back after lists that
-//! ended.
+//! decisions over the watcher's events: a streaming list (WatchList) where the API server serves
+//! one, else list pages bounded in objects and bytes ([`super::pages`]), grown back after lists
+//! that ended.
 //!
-//! A streaming list holds one object at a time on top of what the projection keeps, where a
-//! page holds up to [`LIST_PAGE_BYTES`](super::pages::LIST_PAGE_BYTES) (twice while it is parsed); and it is served from the
-//! API server's watch cache. Kubernetes 1.23 to 1.26 refuse it (`resourceVersionMatch` is
-//! forbidden on a watch), later versions refuse it while their WatchList feature gate is off
-//! (off by default up to 1.31 at least, on in 1.37): each answers 422 Invalid, naming the
-//! parameter, and the watch then lists in pages until the process restarts.
+//! A streaming list holds one object at a time, where a page holds up to
+//! [`LIST_PAGE_BYTES`](super::pages::LIST_PAGE_BYTES). Kubernetes 1.23 to 1.26 refuse it, later
+//! versions while their WatchList gate is off (up to 1.31 at least): each answers 422 Invalid,
+//! naming the parameter, and the watch then lists in pages until the process restarts.
 
 use kube::runtime::watcher;
 
@@ -19,9 +15,8 @@ use super::pages::{PageSize, shrunk};
 /// Objects a list page asks for, as client-go's informers do.
 pub(crate) const LIST_PAGE: u32 = 500;
 /// Streaming lists in a row that may end without their bookmark before the watch lists in
-/// pages: an API server that ignored `sendInitialEvents` would send the objects as a plain
-/// watch does and never the bookmark, so the watch would never sync. Each attempt ends with the
-/// watch's timeout ([`super::WATCH_TIMEOUT_SECS`]), so pages start within about a minute.
+/// pages: an API server that ignored `sendInitialEvents` would never send it, so the watch would
+/// never sync. Each attempt ends with the watch's timeout ([`super::WATCH_TIMEOUT_SECS`]).
 pub(crate) const UNENDED_STREAMS: u32 = 2;
 /// The query parameters only a server with streaming lists accepts on a watch.
 const STREAMING_PARAMS: [&str; 2] = ["sendInitialEvents", "resourceVersionMatch"];
@@ -92,8 +87,7 @@ pub(crate) struct Lists {
     streaming: bool,
     /// Streaming lists begun since the last one ended.
     unended: u32,
-    /// Shared with the client the watch lists through, which shrinks it on a page over its
-    /// bytes ([`super::pages::paging`]).
+    /// Shared with the client that shrinks it ([`super::pages::paging`]).
     page: PageSize,
     /// The page size the last list ended at, since the watch (re)started.
     listed: Option<u32>,

@@ -1,12 +1,7 @@
-//! A one-off list of one Namespace's objects into a follower's projection, beside the watch of
-//! every object ([`super::follow_all`]): what a Namespace entering the owner's scope brings.
-//! The watch is cluster-wide and filtered by the owner as objects arrive, so it already
-//! delivers every later change in that Namespace; only the objects it went by before they were
-//! kept need reading, and a list of that Namespace costs its objects, not the cluster's.
-//!
-//! Pages are bounded as the watch's are, through the same client ([`super::pages`]): a page
-//! over its bytes is asked again with a quarter of the objects, continuing the same list
-//! instead of starting it over.
+//! A one-off list of one Namespace's objects into a follower's projection: what a Namespace
+//! entering the owner's scope brings. The cluster-wide watch delivers every later change; only
+//! the objects it went by before they were kept need reading, at the cost of that Namespace's
+//! objects, in pages bounded as the watch's are ([`super::pages`]).
 
 use std::{fmt::Debug, hash::Hash};
 
@@ -21,10 +16,8 @@ use super::{
 };
 use crate::client::{CALL_TIMEOUT, CallError, within};
 
-/// Lists `namespace`'s objects of `R` into `held`, each projected by `project` as the watch's
-/// are, and adopted ([`super::Projection::adopt`]) unless the watch holds it already; `hook` is
-/// told of each adopted one, outside the lock, as of a watch event. Returns how many were
-/// adopted.
+/// Lists `namespace`'s objects of `R` into `held`, projected as the watch's are and adopted
+/// ([`super::Projection::adopt`]); `hook` is told of each adopted one. Returns how many.
 pub(crate) async fn list_namespace<R, K, V, P: Into<Projected<K, V>>>(
     client: &kube::Client,
     namespace: &str,

@@ -1,12 +1,8 @@
-//! List pages bounded in bytes as well as in objects, for every list of a governed kind (the
-//! watch's own, [`super::follow_all`], and a Namespace's, [`super::list_namespace`]): a page is
-//! read whole before it is parsed, and tenants choose the size of their objects. A page over its
-//! bytes is asked again at the same position (the same continue token, or none for a first
-//! page) with a quarter of the objects, down to one, which the API server's own limits bound;
-//! the list goes on at that size, so what it read stands and it is never started over for a
-//! big object (kube's watcher would start it over on a failed page, as it drops the continue
-//! token). The size is shared with the list's owner, who grows it back after lists that ended
-//! ([`super::lists`]).
+//! List pages bounded in bytes as well as in objects, for every list of a governed kind: a page
+//! is read whole before it is parsed, and tenants choose the size of their objects. A page over
+//! its bytes is asked again at the same position with a quarter of the objects, down to one
+//! (which the API server's own limits bound), and the list goes on at that size: it is never
+//! started over for a big object, as kube's watcher would.
 
 use std::sync::{
     Arc,
