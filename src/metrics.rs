@@ -208,10 +208,9 @@ impl Metrics {
         self.duration.observe(elapsed.as_secs_f64());
     }
 
-    /// Counts a rogue write of `policy`'s Ingress by `writer` (a username, bounded here), which
-    /// got `action` (`Finding::outcome`). The writer's label is its own (as `--writer-labels`
-    /// shows it) while it is among the `--max-writer-labels` seen most recently; whoever reaches
-    /// the webhook chooses usernames, so they must not choose how many series exist.
+    /// Counts a rogue write of `policy`'s Ingress by `writer`, which got `action`
+    /// (`Finding::outcome`). The writer has a label of its own while it is among the
+    /// `--max-writer-labels` seen most recently ([`writers`]).
     pub fn rogue_write(&self, policy: &str, writer: &str, action: &'static str) {
         let label = self.writer_labels.label(writer);
         let now = std::time::Instant::now();
@@ -221,16 +220,13 @@ impl Metrics {
         };
         let (counter, churn) = self.lock_writers().count(&label, policy, action, now, create);
         self.drop_writers(churn);
-        match counter {
-            Some(counter) => {
-                counter.inc();
-            }
-            None => {
-                self.folded_writers.inc();
-                let labels = RogueLabels { policy: Escaped::new(policy), writer: Escaped::new(OTHER_WRITER), action };
-                self.rogue_writes.get_or_create(&labels).inc();
-            }
-        }
+        let Some(counter) = counter else {
+            self.folded_writers.inc();
+            let labels = RogueLabels { policy: Escaped::new(policy), writer: Escaped::new(OTHER_WRITER), action };
+            self.rogue_writes.get_or_create(&labels).inc();
+            return;
+        };
+        counter.inc();
     }
 
     fn lock_writers(&self) -> std::sync::MutexGuard<'_, writers::Table> {
@@ -240,9 +236,7 @@ impl Metrics {
 
     /// Removes the series of labels the writer table let go.
     fn drop_writers(&self, churn: writers::Churn) {
-        for _ in 0..churn.evicted {
-            self.evicted_writers.inc();
-        }
+        self.evicted_writers.inc_by(churn.evicted as u64);
         for (label, series) in churn.dropped {
             for (policy, action) in series {
                 let labels = RogueLabels { policy: Escaped::new(&policy), writer: Escaped::new(&label), action };
@@ -262,7 +256,6 @@ impl Metrics {
         self.findings_logged[usize::from(!in_full)].inc();
     }
 
-    /// Counts a finding the full queue to the reporter turned away.
     pub fn finding_dropped(&self) {
         self.findings_dropped.inc();
     }
@@ -301,10 +294,6 @@ impl Metrics {
         self.events.get_or_create(&ResultLabel { result }).inc();
     }
 
-    pub fn set_cache_age(&self, service: &str, age: Duration) {
-        self.cache_age.get_or_create(&ServiceLabel { service: Escaped::new(service) }).set(age.as_secs_f64());
-    }
-
     /// Sets the cache age of every Service the policies name now (`Sources::cache_ages`), and
     /// drops the series of those they no longer name (a reload moved the policy on).
     pub fn set_cache_ages(&self, ages: &[(String, Duration)]) {
@@ -314,7 +303,7 @@ impl Metrics {
         }
         known.clear();
         for (service, age) in ages {
-            self.set_cache_age(service, *age);
+            self.cache_age.get_or_create(&ServiceLabel { service: Escaped::new(service) }).set(age.as_secs_f64());
             known.push(service.clone());
         }
     }
@@ -340,17 +329,14 @@ impl Metrics {
         self.patches.get_or_create(&PatchLabels { policy: Escaped::new(policy), result }).inc();
     }
 
-    /// Counts a fight of the reconciler over an Ingress of `policy`.
     pub fn reconcile_fight(&self, policy: &str) {
         self.fights.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).inc();
     }
 
-    /// Sets the gauge of contested Ingresses of a policy.
     pub fn set_contested(&self, policy: &str, count: i64) {
         self.contested.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).set(count);
     }
 
-    /// Drops the contested series of a policy no longer in force.
     pub fn remove_contested(&self, policy: &str) {
         self.contested.remove(&PolicyLabel { policy: Escaped::new(policy) });
     }

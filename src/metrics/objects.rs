@@ -1,9 +1,6 @@
-//! The metrics that count both governed kinds, Ingresses and Gateways, with a `kind` label:
-//! drift per policy and kind, the errors of every watch by `watch`, and status writes that
-//! forged a field the API server resets, by `field`, and how each governed kind's watch lists
-//! (`watch_streaming_lists`). The older Ingress-only
-//! names (`drift_ingresses`, `ingress_watch_errors`) stay beside them, Ingress-only, so that
-//! a name never counts what it does not say.
+//! The metrics that count both governed kinds: drift, watch errors, forged fields and how each
+//! watch lists. The older Ingress-only names (`drift_ingresses`, `ingress_watch_errors`) stay
+//! beside them, so that a name never counts what it does not say.
 
 use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge},

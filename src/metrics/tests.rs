@@ -6,7 +6,7 @@ fn counts_by_result() {
     m.observe("patched", Duration::from_micros(30));
     m.observe("patched", Duration::from_micros(30));
     m.observe(ERROR, Duration::from_micros(5));
-    m.set_cache_age("ns/svc", Duration::from_secs(3));
+    m.set_cache_ages(&[("ns/svc".to_owned(), Duration::from_secs(3))]);
     let text = m.encode();
     assert!(text.contains("ingress_status_guard_admission_requests_total{result=\"patched\"} 2"), "{text}");
     assert!(text.contains("ingress_status_guard_admission_requests_total{result=\"error\"} 1"), "{text}");

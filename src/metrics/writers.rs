@@ -1,11 +1,7 @@
 //! The `writer` label of the rogue-writes metric: which value a username becomes
-//! (`--writer-labels`), and the bounded, least-recently-used table of the values that have a
-//! series now (`--max-writer-labels`). Pure: the caller passes the time.
-//!
-//! Whoever reaches the webhook chooses usernames, so they must not choose how many series exist,
-//! nor keep a label once they stop writing: a full table gives the newcomer the label of the
-//! writer seen least recently, and a label idle for [`IDLE`] is dropped even when there is room.
-//! So after a flood of forged writers, a real writer gets its label back at its first write.
+//! (`--writer-labels`), and the bounded LRU table of the values with a series now
+//! (`--max-writer-labels`). Whoever reaches the webhook chooses usernames, so they must not
+//! choose how many series exist, nor keep a label once they stop writing ([`IDLE`]).
 
 use std::{collections::HashMap, time::Duration};
 
