@@ -314,15 +314,8 @@ impl Sources for SourceCache {
     }
 
     fn inactive(&self) -> Vec<String> {
-        self.gateways
-            .inactive()
-            .iter()
-            .map(|gw| {
-                format!(
-                    "publishGateway {gw}: inactive, the API server serves no Gateways (Gateway API CRDs not installed)"
-                )
-            })
-            .collect()
+        let why = "inactive, the API server serves no Gateways (Gateway API CRDs not installed)";
+        self.gateways.inactive().iter().map(|gw| format!("publishGateway {gw}: {why}")).collect()
     }
 
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {

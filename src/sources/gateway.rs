@@ -32,12 +32,7 @@ pub enum GatewayError {
     TooMany(usize),
     /// An entry that cannot be an Ingress status entry.
     #[error("status.addresses[{index}]: {error}")]
-    Entry {
-        /// Its position in `status.addresses`.
-        index: usize,
-        /// Why it cannot be used.
-        error: ToIngressError,
-    },
+    Entry { index: usize, error: ToIngressError },
 }
 
 /// The canonical Ingress entries a Gateway publishes: each `status.addresses` entry

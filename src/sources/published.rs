@@ -138,15 +138,16 @@ impl<P: Publish> Published<P> {
         generation: Arc<tokio::sync::watch::Sender<u64>>,
         initialize: &Initialize,
     ) -> Self {
-        let refs = P::refs(policies);
-        Published {
-            entries: RwLock::new(refs.iter().map(|r| (r.clone(), Err(Why::NotSynced))).collect()),
+        let published = Published {
+            entries: RwLock::default(),
             heard: RwLock::default(),
             absent_logged: AtomicBool::new(false),
-            unread: std::sync::Mutex::new(refs.into_iter().map(|r| (r, initialize.handle())).collect()),
+            unread: std::sync::Mutex::default(),
             initialize: initialize.clone(),
             generation,
-        }
+        };
+        published.track(&P::refs(policies));
+        published
     }
 
     fn unread(&self) -> std::sync::MutexGuard<'_, HashMap<P::Ref, Handle>> {
