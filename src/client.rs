@@ -50,9 +50,7 @@ pub(crate) use lean_resource;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("kubeconfig {path}: {source}")]
-    Read { path: PathBuf, source: kube::config::KubeconfigError },
-    #[error("kubeconfig {path}: {source}")]
-    Load { path: PathBuf, source: kube::config::KubeconfigError },
+    Kubeconfig { path: PathBuf, source: kube::config::KubeconfigError },
     #[error("no in-cluster config and no usable kubeconfig: {0}")]
     Infer(#[source] kube::config::InferConfigError),
     /// `--context` (or `--all-contexts`) without `--kubeconfig`, and no file in `KUBECONFIG` or
@@ -83,7 +81,7 @@ pub(crate) async fn connect(target: &Target) -> Result<kube::Client, ClientError
             let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
             kube::Config::from_custom_kubeconfig(file, &options).await.map_err(|source| match (context, path) {
                 (Some(context), _) => ClientError::Context { context: context.clone(), source },
-                (None, Some(path)) => ClientError::Load { path: path.clone(), source },
+                (None, Some(path)) => ClientError::Kubeconfig { path: path.clone(), source },
                 (None, None) => ClientError::NoKubeconfig(source),
             })?
         }
@@ -106,8 +104,9 @@ fn read_kubeconfig(path: Option<&Path>) -> Result<kube::config::Kubeconfig, Clie
     };
     // clap hands `KUBECONFIG=a:b` over as one path; kubectl merges the list, and so do we.
     std::env::split_paths(path).filter(|p| !p.as_os_str().is_empty()).try_fold(Kubeconfig::default(), |merged, file| {
-        let next = Kubeconfig::read_from(&file).map_err(|source| ClientError::Read { path: file.clone(), source })?;
-        merged.merge(next).map_err(|source| ClientError::Load { path: path.to_owned(), source })
+        let next =
+            Kubeconfig::read_from(&file).map_err(|source| ClientError::Kubeconfig { path: file.clone(), source })?;
+        merged.merge(next).map_err(|source| ClientError::Kubeconfig { path: path.to_owned(), source })
     })
 }
 
