@@ -205,13 +205,8 @@ pub(crate) fn generate_files(args: &Files) -> Result<ServingBundle, CertError> {
     write_file(&files[0], bundle.ca_pem.as_bytes(), 0o644).map_err(io(&files[0]))?;
     write_file(&files[1], bundle.cert_pem.as_bytes(), 0o644).map_err(io(&files[1]))?;
     write_file(&files[2], bundle.key_pem.as_bytes(), 0o600).map_err(io(&files[2]))?;
-    eprintln!(
-        "wrote {}, {} and {} for {}",
-        files[0].display(),
-        files[1].display(),
-        files[2].display(),
-        names.join(", ")
-    );
+    let [ca, cert, key] = files.each_ref().map(|f| f.display());
+    eprintln!("wrote {ca}, {cert} and {key} for {}", names.join(", "));
     Ok(bundle)
 }
 

@@ -49,13 +49,10 @@ const LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// Why a `--client-san` value is refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ClientNameError {
-    /// An empty item, e.g. from `a,,b`.
     #[error("--client-san: an empty name; give a DNS name or common name of the API server's client certificate")]
     Empty,
-    /// Longer than any certificate name the API server would present.
     #[error("--client-san {0:?}: longer than {MAX_NAME_BYTES} bytes")]
     TooLong(String),
-    /// Line breaks or other control characters.
     #[error("--client-san {0:?}: contains a control character")]
     Control(String),
 }

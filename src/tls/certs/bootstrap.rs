@@ -1,14 +1,8 @@
-//! `certs bootstrap`: run in the cluster (a Job) to give the webhook a serving certificate
-//! without cert-manager, as ingress-nginx's kube-webhook-certgen does.
-//!
-//! 1. The serving Secret (type `kubernetes.io/tls`, with `ca.crt`) is created if missing, and
-//!    replaced by a new CA and certificate if it does not verify for the Service's names or
-//!    expires within `--renew-before-days`. Writes carry the resourceVersion read, so two
-//!    bootstraps racing never overwrite each other: the loser re-reads and uses the winner's.
-//! 2. Every webhook of the MutatingWebhookConfiguration whose `caBundle` does not hold the
-//!    Secret's CA gets it. Right after a renewal the bundle holds the new CA *and* the old one,
-//!    so the API server keeps trusting the pods that still serve the old certificate until the
-//!    kubelet refreshes their Secret volume and `serve` reloads it.
+//! `certs bootstrap` (a Job): a serving certificate without cert-manager, as ingress-nginx's
+//! kube-webhook-certgen does. The Secret is created, or renewed when it does not verify or
+//! expires soon; writes carry the resourceVersion read, so racing bootstraps never overwrite
+//! each other. Every webhook's `caBundle` then gets the Secret's CA, and after a renewal the old
+//! one too, so pods still serving the old certificate stay trusted until they reload.
 
 use std::{
     collections::BTreeMap,
@@ -28,8 +22,7 @@ use super::{Ca, CertError, days, service_names, verify_serving};
 const SECRET_TYPE: &str = "kubernetes.io/tls";
 const FIELD_MANAGER: &str = "ingress-status-guard-certs";
 
-/// What `certs bootstrap` keeps: the Secret of the Service's certificate and the caBundles of
-/// the webhook configuration.
+/// What `certs bootstrap` keeps.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub service: String,
@@ -59,7 +52,6 @@ pub(crate) struct Report {
     pub patched: Vec<String>,
 }
 
-/// Bootstraps and logs what was done.
 pub(crate) async fn run(client: Client, args: &Settings) -> Result<(), CertError> {
     let report = bootstrap(client, args).await?;
     tracing::info!(
@@ -72,7 +64,6 @@ pub(crate) async fn run(client: Client, args: &Settings) -> Result<(), CertError
     Ok(())
 }
 
-/// Ensures the Secret, then the caBundles.
 pub(crate) async fn bootstrap(client: Client, args: &Settings) -> Result<Report, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &args.namespace);
     let (action, ca_pem, previous_ca) = ensure_secret(&secrets, args).await?;
@@ -192,9 +183,8 @@ fn new_secret(
     Ok((secret, ca_pem))
 }
 
-/// Sets the caBundle of every webhook that does not trust `ca_pem` yet: to `ca_pem`, followed
-/// by `previous_ca` (the CA a renewal just replaced) so pods still serving the old certificate
-/// stay trusted. Returns the names of the webhooks patched.
+/// Sets the caBundle of every webhook that does not trust `ca_pem` yet to `ca_pem` and
+/// `previous_ca` (the CA a renewal just replaced); returns the names of the webhooks patched.
 async fn patch_ca_bundles(
     api: &Api<MutatingWebhookConfiguration>,
     args: &Settings,
