@@ -59,15 +59,6 @@ fn registered<M: prometheus_client::registry::Metric + Clone + Default>(
     metric
 }
 
-/// Declares each metric of the table as a local, registered under its name and help text, in
-/// the table's order (the order of the exposition).
-macro_rules! register {
-    ($registry:expr; $($metric:ident: $ty:ty = $name:literal, $help:literal;)*) => {
-        $(let $metric: $ty = registered($registry, $name, $help);)*
-    };
-}
-use register;
-
 /// Declares [`Metrics`] and its constructor from a table of fields, each made by its
 /// expression in the table's order (the order of the exposition) with `$registry`,
 /// `$max_writers` and `$labels` in scope.
@@ -114,8 +105,17 @@ metrics! { registry, max_writers, labels;
         "Kubernetes Events about rogue writes, by result (published, failed (or timed out), dropped when the queue to the publisher was full, rate_limited by the token buckets per Ingress and writer, per writer, per policy and overall)");
     drift: Family<PolicyLabel, Gauge> = registered(&mut registry, "drift_ingresses",
         "Governed Ingresses whose stored status differs from the canonical addresses now, by Ingress policy (deprecated: drift_objects has both kinds)");
-    // Beside `drift_ingresses`, which it supersedes.
-    objects: objects::Objects = objects::Objects::register(&mut registry);
+    // Beside `drift_ingresses`, which it supersedes; `drift_ingresses` and `ingress_watch_errors`
+    // stay Ingress-only, so that a name never counts what it does not say.
+    drift_objects: Family<KindPolicyLabels, Gauge> = registered(&mut registry, "drift_objects",
+        "Governed objects whose stored status differs from the canonical addresses now, by policy and kind (ingress: status.loadBalancer.ingress, gateway: status.addresses)");
+    watch_errors_by_watch: objects::WatchErrors = objects::WatchErrors::register(&mut registry);
+    forged: Family<ForgedLabels, Counter> = registered(&mut registry, "forged_spec_writes",
+        "Status writes that also changed a field the API server resets from the stored object (field: spec.ingressClassName, spec.gatewayClassName), by the result of the review (judged under the stored value; dry_run for dry runs)");
+    forged_metadata: Family<ForgedLabels, Counter> = registered(&mut registry, "forged_metadata_writes",
+        "Status writes that also changed metadata a status write stores as written (field: metadata.annotations, metadata.labels, metadata.ownerReferences, metadata.finalizers), one per field, by the result of the review (patched: put back, denied, audited, not_governed: stored as written; dry_run for dry runs)");
+    streaming: Family<WatchLabel, Gauge> = registered(&mut registry, "watch_streaming_lists",
+        "Whether the reconciler's watch of a governed kind (watch: ingresses, gateways) gets its state by streaming lists (1: WatchList) or in list pages (0: the API server does not serve streaming lists); no series before the watch starts");
     patches: Family<PatchLabels, Counter> = registered(&mut registry, "reconcile_patches",
         "Status patches by the reconciler, by policy and result (patched, conflict, failed)");
     fights: Family<PolicyLabel, Counter> = registered(&mut registry, "reconcile_fights",
@@ -262,12 +262,12 @@ impl Metrics {
 
     /// Counts a status write that changed the metadata `field`, answered as `result`.
     pub fn forged_metadata(&self, field: &'static str, result: &'static str) {
-        self.objects.forged_metadata(field, result);
+        self.forged_metadata.get_or_create(&ForgedLabels { field, result }).inc();
     }
 
     /// Counts a status write that forged `field` (`Forged::field`), judged as `result`.
     pub fn forged_spec(&self, field: &'static str, result: &'static str) {
-        self.objects.forged(field, result);
+        self.forged.get_or_create(&ForgedLabels { field, result }).inc();
     }
 
     pub fn unresolved(&self, policy: &str) {
@@ -311,7 +311,8 @@ impl Metrics {
     /// Sets the drift gauges of a policy governing `kind`: `drift_objects`, and for Ingress
     /// policies the older `drift_ingresses` too.
     pub(crate) fn set_drift(&self, kind: Kind, policy: &str, count: i64) {
-        self.objects.set_drift(kind.label(), policy, count);
+        let labels = KindPolicyLabels { policy: Escaped::new(policy), kind: kind.label() };
+        self.drift_objects.get_or_create(&labels).set(count);
         if kind == Kind::Ingress {
             self.drift.get_or_create(&PolicyLabel { policy: Escaped::new(policy) }).set(count);
         }
@@ -319,7 +320,7 @@ impl Metrics {
 
     /// Drops the drift series of a policy no longer in force.
     pub(crate) fn remove_drift(&self, kind: Kind, policy: &str) {
-        self.objects.remove_drift(kind.label(), policy);
+        self.drift_objects.remove(&KindPolicyLabels { policy: Escaped::new(policy), kind: kind.label() });
         if kind == Kind::Ingress {
             self.drift.remove(&PolicyLabel { policy: Escaped::new(policy) });
         }
@@ -366,18 +367,18 @@ impl Metrics {
     /// Whether the reconciler's watch `watch` (of [`objects::WATCHES`]) streams its lists (else
     /// it pages them).
     pub(crate) fn set_list_streaming(&self, watch: &'static str, streaming: bool) {
-        self.objects.set_streaming(watch, streaming);
+        self.streaming.get_or_create(&WatchLabel { watch }).set(i64::from(streaming));
     }
 
     /// The `watch_errors_total` family, for watches started before the reconciler's.
     pub(crate) fn watch_errors(&self) -> objects::WatchErrors {
-        self.objects.watch_errors.clone()
+        self.watch_errors_by_watch.clone()
     }
 
     /// Counts a failure of one of the guard's watches ([`objects::WATCHES`]); the Ingress
     /// watch's also in the older `ingress_watch_errors_total`.
     pub fn watch_error(&self, watch: &'static str) {
-        self.objects.watch_errors.inc(watch);
+        self.watch_errors_by_watch.inc(watch);
         if watch == objects::INGRESSES {
             self.watch_errors.inc();
         }

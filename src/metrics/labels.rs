@@ -50,7 +50,6 @@ macro_rules! label_sets {
         )*
     };
 }
-pub(super) use label_sets;
 
 label_sets! {
     ResultLabel { result: &'static str }
@@ -64,4 +63,7 @@ label_sets! {
     ReasonLabel { reason: &'static str }
     LineLabel { line: &'static str }
     BuildLabels { version: &'static str, revision: &'static str }
+    KindPolicyLabels { policy: Escaped, kind: &'static str }
+    ForgedLabels { field: &'static str, result: &'static str }
+    WatchLabel { watch: &'static str }
 }
