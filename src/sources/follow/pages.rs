@@ -115,12 +115,9 @@ impl tower_service::Service<axum::http::Request<kube::client::Body>> for Paging 
                         .parse()
                         .map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(e.into()))?,
                 );
-                let mut page = axum::http::Request::new(kube::client::Body::from(Vec::new()));
-                *page.method_mut() = parts.method.clone();
-                *page.uri_mut() = axum::http::Uri::from_parts(uri_parts).map_err(|e| kube::Error::Service(e.into()))?;
-                *page.version_mut() = parts.version;
-                *page.headers_mut() = parts.headers.clone();
-                *page.extensions_mut() = parts.extensions.clone();
+                let mut head = parts.clone();
+                head.uri = axum::http::Uri::from_parts(uri_parts).map_err(|e| kube::Error::Service(e.into()))?;
+                let page = axum::http::Request::from_parts(head, kube::client::Body::from(Vec::new()));
                 let response = this.client.send(page).await?;
                 if limit <= 1 {
                     return Ok(response.map(Either::Right));
