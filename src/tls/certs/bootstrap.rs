@@ -44,27 +44,8 @@ pub(crate) enum SecretAction {
     Kept,
 }
 
-/// The outcome of a bootstrap, for logs and tests.
-#[derive(Debug, Clone)]
-pub(crate) struct Report {
-    pub secret: SecretAction,
-    /// Names of the webhooks whose caBundle was patched.
-    pub patched: Vec<String>,
-}
-
+/// Ensures the Secret, then the caBundles, and logs what was done.
 pub(crate) async fn run(client: Client, args: &Settings) -> Result<(), CertError> {
-    let report = bootstrap(client, args).await?;
-    tracing::info!(
-        secret = %format!("{}/{}", args.namespace, args.secret),
-        action = ?report.secret,
-        webhook_configuration = %args.webhook_configuration,
-        patched = %report.patched.join(","),
-        "certificates bootstrapped"
-    );
-    Ok(())
-}
-
-pub(crate) async fn bootstrap(client: Client, args: &Settings) -> Result<Report, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &args.namespace);
     let (action, ca_pem, previous_ca) = ensure_secret(&secrets, args).await?;
     match &action {
@@ -76,7 +57,14 @@ pub(crate) async fn bootstrap(client: Client, args: &Settings) -> Result<Report,
     }
     let configs: Api<MutatingWebhookConfiguration> = Api::all(client);
     let patched = patch_ca_bundles(&configs, args, &ca_pem, previous_ca.as_deref()).await?;
-    Ok(Report { secret: action, patched })
+    tracing::info!(
+        secret = %format!("{}/{}", args.namespace, args.secret),
+        action = ?action,
+        webhook_configuration = %args.webhook_configuration,
+        patched = %patched.join(","),
+        "certificates bootstrapped"
+    );
+    Ok(())
 }
 
 fn kube_error(what: String) -> impl FnOnce(kube::Error) -> CertError {
