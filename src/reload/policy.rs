@@ -113,19 +113,18 @@ impl Reload {
         if self.drops_ports {
             policies = policies.without_ports();
         }
-        let needs = policies.cluster_needs();
-        if self.watches.is_none() && (needs.pods || needs.classes.contains(&true) || needs.namespaces) {
+        if self.watches.is_some() {
+            return Ok(policies);
+        }
+        let (needs, file) = (policies.cluster_needs(), self.path.display());
+        if needs.pods || needs.classes.contains(&true) || needs.namespaces {
             return Err(format!(
-                "config file {}: its policies need class objects (IngressClasses, GatewayClasses), Namespaces or controller Pods, and there is no Kubernetes client to watch them (start with --kubeconfig or in a cluster)",
-                self.path.display()
+                "config file {file}: its policies need class objects (IngressClasses, GatewayClasses), Namespaces or controller Pods, and there is no Kubernetes client to watch them (start with --kubeconfig or in a cluster)"
             ));
         }
-        if self.watches.is_none()
-            && let Some(svc) = policies.services().first()
-        {
+        if let Some(svc) = policies.services().first() {
             return Err(format!(
-                "config file {}: publishService {svc}: no Kubernetes client to watch it (start with --kubeconfig or in a cluster)",
-                self.path.display()
+                "config file {file}: publishService {svc}: no Kubernetes client to watch it (start with --kubeconfig or in a cluster)"
             ));
         }
         Ok(policies)
