@@ -120,15 +120,8 @@ impl Table {
     /// Drops the labels idle for longer than the expiry.
     pub(crate) fn expire(&mut self, now: Instant) -> Churn {
         let idle = self.idle;
-        let stale: Vec<String> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| now.saturating_duration_since(e.last) >= idle)
-            .map(|(k, _)| k.clone())
-            .collect();
-        let dropped =
-            stale.into_iter().filter_map(|k| self.entries.remove(&k).map(|entry| (k, pairs(&entry)))).collect();
-        Churn { dropped, evicted: 0 }
+        let stale = self.entries.extract_if(|_, e| now.saturating_duration_since(e.last) >= idle);
+        Churn { dropped: stale.map(|(k, entry)| (k, pairs(&entry))).collect(), evicted: 0 }
     }
 
     #[cfg(test)]

@@ -96,16 +96,9 @@ impl<K: Eq + Hash + Clone, V> Projection<K, V> {
                 Change::Listing
             }
             watcher::Event::InitDone => {
-                let mut dropped = Vec::new();
-                if let Some(listing) = self.listing.take() {
-                    self.values.retain(|key, _| {
-                        let keep = listing.contains(&self.prints.of(key));
-                        if !keep {
-                            dropped.push(key.clone());
-                        }
-                        keep
-                    });
-                }
+                let listing = self.listing.take();
+                let unlisted = |key: &K, _: &mut V| listing.as_ref().is_some_and(|l| !l.contains(&self.prints.of(key)));
+                let dropped = self.values.extract_if(unlisted).map(|(key, _)| key).collect();
                 let first = !self.synced;
                 self.synced = true;
                 Change::Listed { first, dropped }

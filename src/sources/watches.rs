@@ -28,14 +28,10 @@ impl<P: Publish> Watched<P> {
     /// Makes the watches exactly those of `refs`.
     fn sync(&mut self, owned: &mut Tasks, client: &Client, cache: &Arc<SourceCache>, refs: &[P::Ref]) {
         (self.cache)(cache).track(refs);
-        self.tasks.retain(|r, task| {
-            let keep = refs.contains(r);
-            if !keep {
-                P::log(r, News::Stopped);
-                task.abort();
-            }
-            keep
-        });
+        for (r, task) in self.tasks.extract_if(|r, _| !refs.contains(r)) {
+            P::log(&r, News::Stopped);
+            task.abort();
+        }
         for r in refs {
             if self.tasks.contains_key(r) {
                 continue;
