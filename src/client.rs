@@ -125,10 +125,7 @@ pub(crate) async fn within<T>(
     limit: Duration,
     call: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, CallError> {
-    match tokio::time::timeout(limit, call).await {
-        Ok(result) => result.map_err(CallError::Api),
-        Err(_) => Err(CallError::Timeout(limit)),
-    }
+    tokio::time::timeout(limit, call).await.map_err(|_| CallError::Timeout(limit))?.map_err(CallError::Api)
 }
 
 /// Runs `write` only if this replica leads when it starts, and cancels it the moment
@@ -176,10 +173,8 @@ impl RequestError {
 
 /// A client for `target` within `timeout`: a kubeconfig's exec credential plugin may hang.
 pub(crate) async fn connect_within(target: &Target, timeout: Duration) -> Result<kube::Client, RequestError> {
-    match tokio::time::timeout(timeout, connect(target)).await {
-        Ok(connected) => Ok(connected?),
-        Err(_) => Err(RequestError::Timeout { what: "build a Kubernetes client".into(), timeout }),
-    }
+    let connected = tokio::time::timeout(timeout, connect(target)).await;
+    Ok(connected.map_err(|_| RequestError::Timeout { what: "build a Kubernetes client".into(), timeout })??)
 }
 
 /// `call` within `timeout` ([`within`]), its failure saying what it was for (`what`, built
