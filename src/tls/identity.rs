@@ -137,16 +137,13 @@ pub(crate) fn certificate_names(der: &[u8]) -> Vec<String> {
     let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
         return Vec::new();
     };
-    let mut names = Vec::new();
-    if let Ok(Some(san)) = cert.subject_alternative_name() {
-        for name in &san.value.general_names {
-            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
-                names.push((*dns).to_owned());
-            }
-        }
-    }
-    names.extend(cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).map(str::to_owned));
-    names
+    let san = cert.subject_alternative_name().ok().flatten();
+    let dns = san.iter().flat_map(|san| &san.value.general_names).filter_map(|name| match name {
+        x509_parser::extensions::GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+        _ => None,
+    });
+    let cns = cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).map(str::to_owned);
+    dns.chain(cns).collect()
 }
 
 /// Accepts a client whose certificate the inner verifier accepts and that names one of `names`.
