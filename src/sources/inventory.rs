@@ -43,20 +43,6 @@ struct Store<V> {
     unread: std::sync::Mutex<Option<Handle>>,
 }
 
-impl<V> Store<V> {
-    fn new(init: &Initialize) -> Self {
-        Store {
-            held: RwLock::default(),
-            absent: AtomicBool::new(false),
-            unread: std::sync::Mutex::new(Some(init.handle())),
-        }
-    }
-
-    fn read_once(&self) {
-        self.unread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-    }
-}
-
 /// How one collection is watched.
 struct Watch {
     what: &'static str,
@@ -73,6 +59,18 @@ impl Watch {
 }
 
 impl<V: PartialEq> Store<V> {
+    fn new(init: &Initialize) -> Self {
+        Store {
+            held: RwLock::default(),
+            absent: AtomicBool::new(false),
+            unread: std::sync::Mutex::new(Some(init.handle())),
+        }
+    }
+
+    fn read_once(&self) {
+        self.unread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    }
+
     fn read<T>(&self, f: impl FnOnce(Option<&HashMap<String, V>>) -> T) -> T {
         if self.absent.load(Ordering::Relaxed) {
             return f(Some(&HashMap::new()));
