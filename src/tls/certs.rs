@@ -156,11 +156,7 @@ pub fn verify_serving(cert_pem: &[u8], key_pem: &[u8], ca_pem: &[u8], names: &[S
             .verify_server_cert(leaf, intermediates, &server_name, &[], UnixTime::now())
             .map_err(|e| format!("tls.crt for {name}: {e}"))?;
     }
-    let mut earliest = not_after(leaf)?;
-    for ca in &cas {
-        earliest = earliest.min(not_after(ca)?);
-    }
-    Ok(earliest)
+    cas.iter().map(not_after).try_fold(not_after(leaf)?, |earliest, ca| ca.map(|ca| earliest.min(ca)))
 }
 
 pub(crate) fn not_after(der: &CertificateDer<'_>) -> Result<SystemTime, String> {
