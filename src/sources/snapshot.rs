@@ -159,11 +159,10 @@ async fn gateway(client: &Client, gw: &GatewayRef, timeout: Duration) -> Result<
     let api: Api<crate::kind::gateway::LeanGateway> = Api::namespaced(client.clone(), &gw.namespace);
     let params = ListParams::default().fields(&format!("metadata.name={}", gw.name)).limit(1);
     match bounded(|| format!("get publish Gateway {gw}"), timeout, api.list(&params)).await {
-        Ok(list) => Ok(list
-            .items
-            .into_iter()
-            .next()
-            .map_or(GatewayFetched::Missing, |g| GatewayFetched::Found(super::gateway::addresses(&g)))),
+        Ok(list) => {
+            let found = list.items.first().map(|g| GatewayFetched::Found(super::gateway::addresses(g)));
+            Ok(found.unwrap_or(GatewayFetched::Missing))
+        }
         Err(e) if e.code() == Some(404) => Ok(GatewayFetched::ApiAbsent),
         Err(e) => Err(e),
     }
