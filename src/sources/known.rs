@@ -44,18 +44,13 @@ pub(crate) fn by_kind() -> KnownByKind {
 }
 
 /// The index; shared by the watch that fills it and the Event publisher that asks it.
+#[derive(Default)]
 pub(crate) struct KnownObjects {
     held: RwLock<Projection<Key, String>>,
     /// The cache that answers instead of `held`, once the reconciler runs.
     fed: OnceLock<Weak<dyn Lookup>>,
     /// Ticks at every change, so a finding about a brand-new Ingress can wait for the watch.
     changed: watch::Sender<u64>,
-}
-
-impl Default for KnownObjects {
-    fn default() -> Self {
-        KnownObjects { held: RwLock::default(), fed: OnceLock::new(), changed: watch::Sender::new(0) }
-    }
 }
 
 impl std::fmt::Debug for KnownObjects {
