@@ -301,11 +301,10 @@ impl Metrics {
         for gone in known.iter().filter(|s| !ages.iter().any(|(service, _)| service == *s)) {
             self.cache_age.remove(&ServiceLabel { service: Escaped::new(gone) });
         }
-        known.clear();
         for (service, age) in ages {
             self.cache_age.get_or_create(&ServiceLabel { service: Escaped::new(service) }).set(age.as_secs_f64());
-            known.push(service.clone());
         }
+        *known = ages.iter().map(|(service, _)| service.clone()).collect();
     }
 
     /// Sets the drift gauges of a policy governing `kind`: `drift_objects`, and for Ingress
