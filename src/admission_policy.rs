@@ -1,13 +1,10 @@
-//! Admission policies the API server enforces in process, without the guard on the write path:
-//! one policy's current canonical addresses rendered as a MutatingAdmissionPolicy (`enforce`)
-//! or a ValidatingAdmissionPolicy (`audit`, `deny`), each with its binding. Pure: a policy,
-//! its canonical value and its resolved class names in, Kubernetes objects out.
+//! Admission policies the API server enforces in process: one policy's canonical addresses
+//! rendered as a MutatingAdmissionPolicy (`enforce`) or a ValidatingAdmissionPolicy (`audit`,
+//! `deny`), each with its binding. Pure.
 //!
-//! Both kinds run with `failurePolicy: Fail`. The reason for `Ignore` on a webhook (the guard
-//! may be down or unreachable) does not exist here: the API server evaluates the policy in its
-//! own process. What can still fail is an expression on one write (its runtime cost budget, on
-//! a pathological object), and such a write must not be stored unchecked. The mutation's cost
-//! does not depend on the write at all: it sets a literal.
+//! Both run with `failurePolicy: Fail`: the reason for `Ignore` on a webhook (the guard may be
+//! unreachable) does not exist in process, and a write whose expression fails (its cost budget,
+//! on a pathological object) must not be stored unchecked.
 
 pub(crate) mod cel;
 pub(crate) mod desired;
@@ -79,6 +76,29 @@ impl Governed {
         let without_class = scope.without_class || classes.iter().any(|c| c.1.default && governs(&c));
         Governed::Classes { names, without_class }
     }
+
+    /// The class names governed; none for `Everything`.
+    pub(crate) fn names(&self) -> &[String] {
+        match self {
+            Governed::Classes { names, .. } => names,
+            Governed::Everything => &[],
+        }
+    }
+
+    /// What is left of `self` once `earlier` has taken its Ingresses.
+    fn excluding(self, earlier: &Governed) -> Governed {
+        match (self, earlier) {
+            (Governed::Classes { names, without_class }, Governed::Classes { names: taken, without_class: gone }) => {
+                Governed::Classes {
+                    names: names.into_iter().filter(|n| !taken.contains(n)).collect(),
+                    without_class: without_class && !gone,
+                }
+            }
+            (_, Governed::Everything) => Governed::Classes { names: Vec::new(), without_class: false },
+            // Refused by the file check (a policy of every class beside another without selectors).
+            (Governed::Everything, Governed::Classes { .. }) => Governed::Everything,
+        }
+    }
 }
 
 /// The class rules of every policy, in file order, with what an earlier policy governs taken
@@ -101,23 +121,6 @@ pub(crate) fn governed_in_order(policies: &Policies, kind: Kind, classes: &Class
         out.push(governed);
     }
     out
-}
-
-impl Governed {
-    /// What is left of `self` once `earlier` has taken its Ingresses.
-    fn excluding(self, earlier: &Governed) -> Governed {
-        match (self, earlier) {
-            (Governed::Classes { names, without_class }, Governed::Classes { names: taken, without_class: gone }) => {
-                Governed::Classes {
-                    names: names.into_iter().filter(|n| !taken.contains(n)).collect(),
-                    without_class: without_class && !gone,
-                }
-            }
-            (_, Governed::Everything) => Governed::Classes { names: Vec::new(), without_class: false },
-            // Refused by the file check (a policy of every class beside another without selectors).
-            (Governed::Everything, Governed::Classes { .. }) => Governed::Everything,
-        }
-    }
 }
 
 /// Why a policy cannot be rendered.
@@ -190,8 +193,8 @@ pub(crate) fn render<K: Admitted>(
     render_named::<K>(policy, canonical, governed, api, &slot_name(DEFAULT_LEASE, K::KIND.info().label, 0))
 }
 
-/// The objects for one policy of kind `K`, named `name` (their owner's name of them,
-/// [`object_name_in`]): the admission policy, then its binding.
+/// The objects for one policy of kind `K`, named `name` ([`object_name_in`]): the admission
+/// policy, then its binding.
 pub(crate) fn render_named<K: Admitted>(
     policy: &Policy,
     canonical: &[Address],
@@ -243,9 +246,8 @@ pub(crate) struct Shape {
     pub(crate) metadata_unchanged: Option<&'static str>,
 }
 
-/// The admission policy named `name` for `policy` (a MutatingAdmissionPolicy to `enforce`, a
-/// ValidatingAdmissionPolicy to `audit` or `deny`), then its binding, which carries the
-/// policy's `namespaceSelector`: one builder for Ingress and Gateway policies.
+/// The admission policy named `name` for `policy`, then its binding, which carries the policy's
+/// `namespaceSelector`: one builder for every kind.
 pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape) -> Vec<Value> {
     let Shape { match_constraints, match_conditions, patch, written, same_set, message, metadata_unchanged } = shape;
     let mut validations = vec![json!({
@@ -267,58 +269,45 @@ pub(crate) fn objects(policy: &Policy, name: &str, api: ApiVersion, shape: Shape
         "labels": {"app.kubernetes.io/managed-by": "ingress-status-guard"},
         "annotations": {POLICY_ANNOTATION: policy.name},
     });
-    let (policy_object, mut binding) = match policy.mode {
+    let (group_version, kind, spec, binding_spec) = match policy.mode {
         Mode::Enforce => (
+            api.group_version(),
+            "MutatingAdmissionPolicy",
             json!({
-                "apiVersion": api.group_version(),
-                "kind": "MutatingAdmissionPolicy",
-                "metadata": metadata,
-                "spec": {
-                    "failurePolicy": "Fail",
-                    // One mutation whose value does not depend on anything another policy or
-                    // webhook could change: running it again would change nothing.
-                    "reinvocationPolicy": "Never",
-                    "matchConstraints": match_constraints,
-                    "matchConditions": match_conditions,
-                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}],
-                },
+                "failurePolicy": "Fail",
+                // One mutation whose value does not depend on anything another policy or
+                // webhook could change: running it again would change nothing.
+                "reinvocationPolicy": "Never",
+                "matchConstraints": match_constraints,
+                "matchConditions": match_conditions,
+                "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}],
             }),
-            json!({
-                "apiVersion": api.group_version(),
-                "kind": "MutatingAdmissionPolicyBinding",
-                "metadata": metadata,
-                "spec": {"policyName": name},
-            }),
+            json!({"policyName": name}),
         ),
         Mode::Audit | Mode::Deny => {
             let actions = if policy.mode == Mode::Deny { json!(["Deny"]) } else { json!(["Warn", "Audit"]) };
             (
+                ApiVersion::V1.group_version(),
+                "ValidatingAdmissionPolicy",
                 json!({
-                    "apiVersion": "admissionregistration.k8s.io/v1",
-                    "kind": "ValidatingAdmissionPolicy",
-                    "metadata": metadata,
-                    "spec": {
-                        "failurePolicy": "Fail",
-                        "matchConstraints": match_constraints,
-                        "matchConditions": match_conditions,
-                        "variables": [{"name": "written", "expression": written}],
-                        "validations": validations,
-                    },
+                    "failurePolicy": "Fail",
+                    "matchConstraints": match_constraints,
+                    "matchConditions": match_conditions,
+                    "variables": [{"name": "written", "expression": written}],
+                    "validations": validations,
                 }),
-                json!({
-                    "apiVersion": "admissionregistration.k8s.io/v1",
-                    "kind": "ValidatingAdmissionPolicyBinding",
-                    "metadata": metadata,
-                    "spec": {"policyName": name, "validationActions": actions},
-                }),
+                json!({"policyName": name, "validationActions": actions}),
             )
         }
     };
+    let object =
+        |kind: String, spec| json!({"apiVersion": group_version, "kind": kind, "metadata": metadata, "spec": spec});
+    let mut binding = object(format!("{kind}Binding"), binding_spec);
     if let Some(selector) = &policy.namespace_selector {
         binding["spec"]["matchResources"] =
             json!({"namespaceSelector": serde_json::to_value(selector.to_kube()).unwrap_or_default()});
     }
-    vec![policy_object, binding]
+    vec![object(kind.to_owned(), spec), binding]
 }
 
 /// The leader Lease of a guard run with the defaults (`--leader-election-lease-name`), and of
@@ -337,14 +326,11 @@ pub(crate) const POLICY_ANNOTATION: &str = "ingress-status-guard/policy";
 /// The longest Lease name whose objects are still DNS-1123 labels: `<lease>-gateway-15`.
 pub(crate) const MAX_LEASE: usize = 63 - "-gateway-15".len();
 
-/// The one naming rule of the admission objects a guard keeps: `<lease>-<kind label>-<slot>`,
-/// where `lease` is the guard's leader Lease (the chart's release fullname) and the slot is the
-/// policy's place among the file's policies of its kind. Read from the right (digits, then a
-/// kind label that holds no `-`), a name gives back its Lease, kind and slot, so no two
-/// (Lease, kind, slot) share a name: not an Ingress and a Gateway policy, not two releases.
-/// A name that is not a DNS-1123 label of at most 63 characters is refused, never hashed: the
-/// chart grants these names (`isg.admissionObjectNames`), and a hash it cannot compute would
-/// have to widen the grant to every name.
+/// The name of `policy`'s admission objects: `<lease>-<kind label>-<slot>`, the slot being its
+/// place among the file's policies of its kind. Read from the right (the kind label holds no
+/// `-`), a name gives back its Lease, kind and slot, so no two share one. A name that is not a
+/// DNS-1123 label is refused, never hashed: the chart grants these names
+/// (`isg.admissionObjectNames`), and a hash it cannot compute would widen the grant to all.
 pub(crate) fn object_name_in(lease: &str, policies: &Policies, policy: &Policy) -> Result<String, RenderError> {
     let label = policy.kind.info().label;
     let slot = policies.of(policy.kind).position(|p| p.name == policy.name);

@@ -50,19 +50,17 @@ impl Desired {
     }
 }
 
-/// Who keeps a set of admission objects: a guard, known by its leader Lease. Its objects are
-/// named by [`object_name_in`] of the Lease name, labelled [`OWNER_LABEL`]`=<label>`, and
-/// written under [`Owner::field_manager`]: one field manager per owner. An object of one of
-/// its names that carries another label is another guard's, never written or deleted.
+/// Who keeps a set of admission objects: a guard, known by its leader Lease. An object of one
+/// of its names ([`object_name_in`]) labelled [`OWNER_LABEL`] with another value is another
+/// guard's, never written or deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Owner {
     /// The [`OWNER_LABEL`] value: [`owner`] of the Lease's namespace and name.
     pub(crate) label: String,
     /// The Lease's name, which the object names start with.
     pub(crate) lease: String,
-    /// The labels earlier versions gave a Lease whose `namespace.name` is no label value (a
-    /// 32-bit FNV-1a, which the chart could not compute; then an Adler-32, which transposed
-    /// digits collide in): read as this owner's, and replaced on the next write.
+    /// Older hashed labels of a Lease whose `namespace.name` is no label value (FNV-1a, then
+    /// Adler-32): read as this owner's, and replaced on the next write.
     pub(crate) legacy: Vec<String>,
 }
 
@@ -90,12 +88,12 @@ impl Owner {
     }
 }
 
-/// 32-bit FNV-1a: the hash of the owner labels of earlier versions ([`Owner::legacy`]).
+/// 32-bit FNV-1a ([`Owner::legacy`]).
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
-/// Adler-32 of `bytes`: the hash of the owner labels of the version before SHA-256.
+/// Adler-32 ([`Owner::legacy`]).
 fn adler32(bytes: &[u8]) -> u32 {
     let (a, b) = bytes.iter().fold((1u32, 0u32), |(a, b), &c| {
         let a = (a + u32::from(c)) % 65_521;
@@ -134,9 +132,8 @@ fn not_read_yet(policy: &Policy, sources: &dyn Sources) -> Option<String> {
 /// that kind's policies' objects are rendered or deleted.
 pub(crate) fn desired(policies: &Policies, sources: &dyn Sources, api: ApiVersion, owner: &Owner) -> Desired {
     let mut plan = Desired::default();
-    // Each kind's policies wait on their own classes only. Class rules resolve against every
-    // class of the kind, and what an earlier policy governs is taken out of the later ones:
-    // until the classes are known, nothing of the kind's policies is known.
+    // Each kind's policies wait on their own classes only: class rules resolve against every
+    // class of the kind, and earlier policies' classes are taken out of later ones.
     for kind in Kind::ALL {
         let governed = sources.classes(kind).map(|classes| governed_in_order(policies, kind, &classes));
         let governed = governed.ok_or_else(|| format!("{} not synced yet", kind.info().classes));
@@ -159,7 +156,6 @@ impl Desired {
         for (at, policy) in policies.of(K::KIND).enumerate() {
             let name = match object_name_in(&owner.lease, policies, policy) {
                 Ok(name) => name,
-                // A name the chart's RBAC cannot grant: refused, never hashed into a wider grant.
                 // Nothing is deleted for it either: its old objects, if any, are not this name's.
                 Err(e) => {
                     self.skipped.push((policy.name.clone(), e.to_string()));

@@ -1,10 +1,8 @@
 //! The sources the reconciler judges by in `--admission=policy`: the live caches, except that a
-//! policy's canonical value is the one its admission policy in the cluster carries, once the
-//! keeper has applied it. The reconciler's patches pass through that admission policy; judged by
-//! a newer value than it carries, each patch would be rewritten to the old one, read as a fight
-//! and backed off, until the keeper caught up. A policy whose admission objects another guard
-//! holds has no value here at all: that guard's policy enforces, so this guard's reconciler
-//! leaves the policy's objects alone ([`Unresolved::HeldByAnotherGuard`]) rather than fight it.
+//! policy's canonical value is the one its admission policy in the cluster carries. The
+//! reconciler's patches pass through that policy: judged by a newer value, each would be
+//! rewritten to the old one and read as a fight. A policy another guard holds has no value at
+//! all ([`Unresolved::HeldByAnotherGuard`]): that guard's policy enforces, and this one stays off.
 
 use std::{
     borrow::Cow,
@@ -32,12 +30,10 @@ pub(crate) struct InForce {
     pub(crate) held: BTreeMap<String, String>,
 }
 
-/// What is in force after a pass that wrote `plan`, from what was before (`previous`): a
-/// rendered policy's value once its objects were written; the previous value of a kept one,
-/// or of one whose write failed (the old object still enforces); nothing for a policy whose
-/// mutation was removed; and for a policy whose object (by name) another owner holds
-/// (`foreign`: object name to owner label), no value but that owner, for as long as it holds
-/// it (a kept policy stays held as it was).
+/// What is in force after a pass that wrote `plan`, from `previous`: a rendered policy's value
+/// once written; the previous value of a kept one or a failed write (the old object still
+/// enforces); nothing for a removed one; and no value but the owner for a policy whose object
+/// another owner holds (`foreign`: object name to owner label; a kept policy stays held).
 pub(crate) fn in_force(
     previous: InForce,
     plan: &Desired,
@@ -138,9 +134,8 @@ impl Sources for Enforced {
         self.live.source(source)
     }
 
-    /// The value the policy's admission policy carries; none for a policy another guard holds
-    /// (unresolved: the reconciler leaves its objects as they are, neither patched nor
-    /// cleared); else (none applied: unresolved, or not rendered yet) what the caches say.
+    /// The value the policy's admission policy carries; none for a policy another guard holds;
+    /// else (none applied yet) what the caches say.
     fn canonical<'p>(&self, policy: &'p Policy) -> Result<Cow<'p, [Address]>, Unresolved> {
         let values = self.values.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(owner) = values.as_ref().and_then(|v| v.held.get(&policy.name)) {

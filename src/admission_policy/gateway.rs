@@ -1,8 +1,5 @@
-//! A Gateway policy's admission objects in CEL (`gatewayClasses`, `gatewayControllers`): a
-//! MutatingAdmissionPolicy replaces `status.addresses` of a governed Gateway's status write with
-//! the canonical `{type, value}` list (`enforce`), a ValidatingAdmissionPolicy compares the
-//! written list with it (`audit`, `deny`). The objects around them are written once, in
-//! [`crate::admission_policy`].
+//! A Gateway policy's part of its admission objects in CEL: `status.addresses` set to, or
+//! compared with, the canonical `{type, value}` list, on Gateways of the governed classes.
 
 use serde_json::json;
 
@@ -26,11 +23,7 @@ impl Admitted for crate::kind::gateway::Gateways {
         if let Err(too_many) = <crate::kind::gateway::Gateways as crate::kind::Governed>::entries(canonical) {
             return Err(RenderError::TooMany { policy: policy.name.clone(), too_many });
         }
-        let classes = match governed {
-            Governed::Classes { names, .. } => names.as_slice(),
-            Governed::Everything => &[],
-        };
-        let list = cel::string_list(classes.iter().map(String::as_str));
+        let list = cel::string_list(governed.names().iter().map(String::as_str));
         // From `oldObject`, as the webhook reads it (`review::read::gateway::stored_class`): the
         // CRD status strategy keeps everything but `status` from the stored object.
         let match_conditions = json!([{
@@ -73,21 +66,15 @@ impl Admitted for crate::kind::gateway::Gateways {
     }
 }
 
-/// The canonical entries as a CEL list of `{type, value}` maps: untyped maps, because `type`
-/// names a CEL function and a typed `Object.status.addresses{...}` literal would need it as a
-/// field name.
-fn addresses_literal(entries: &[GatewayAddress]) -> String {
+/// The JSONPatch that sets `status.addresses` (an atomic list, so a whole replacement, which
+/// an ApplyConfiguration could not express); `/status` is added when the object has none. The
+/// entries are untyped maps: `type` names a CEL function, so a typed literal could not use it.
+fn patch(entries: &[GatewayAddress]) -> String {
     let items: Vec<String> = entries
         .iter()
         .map(|a| format!("{{\"type\": {}, \"value\": {}}}", cel::string(&a.kind), cel::string(&a.value)))
         .collect();
-    format!("[{}]", items.join(", "))
-}
-
-/// The JSONPatch that sets `status.addresses` (an atomic list, so a whole replacement, which
-/// an ApplyConfiguration could not express); `/status` is added when the object has none.
-fn patch(entries: &[GatewayAddress]) -> String {
-    let value = addresses_literal(entries);
+    let value = format!("[{}]", items.join(", "));
     format!(
         "has(object.status) ? [JSONPatch{{op: \"add\", path: \"/status/addresses\", value: {value}}}] : [JSONPatch{{op: \"add\", path: \"/status\", value: {{\"addresses\": {value}}}}}]"
     )
@@ -97,13 +84,9 @@ fn patch(entries: &[GatewayAddress]) -> String {
 /// `IPAddress`. A canonical type never holds `|`, so equal keys are equal entries.
 const WRITTEN_KEYS: &str = "(has(object.status) && has(object.status.addresses) ? object.status.addresses : []).map(a, (has(a.type) ? a.type : \"IPAddress\") + \"|\" + (has(a.value) ? a.value : \"\"))";
 
-fn key(a: &GatewayAddress) -> String {
-    format!("{}|{}", a.kind, a.value)
-}
-
 /// Whether the written entries are the canonical ones, ignoring order and duplicates.
 fn same_set(entries: &[GatewayAddress]) -> String {
-    let keys: Vec<String> = entries.iter().map(key).collect();
+    let keys: Vec<String> = entries.iter().map(|a| format!("{}|{}", a.kind, a.value)).collect();
     let list = cel::string_list(keys.iter().map(String::as_str));
     format!(
         "size(variables.written) <= {MAX_ADDRESSES} && variables.written.all(k, k in {list}) && {list}.all(k, k in variables.written)"
@@ -133,10 +116,7 @@ mod tests {
         let class = |(name, controller): (&String, &Option<String>)| {
             (name.clone(), crate::kind::Class { controller: controller.clone(), default: false })
         };
-        match Governed::resolve(scope, &classes.iter().map(class).collect()) {
-            Governed::Classes { names, .. } => names,
-            Governed::Everything => Vec::new(),
-        }
+        Governed::resolve(scope, &classes.iter().map(class).collect()).names().to_vec()
     }
 
     fn policy(file: &str) -> Policy {

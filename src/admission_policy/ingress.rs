@@ -1,7 +1,5 @@
-//! An Ingress policy's admission objects in CEL (`--admission=policy`): the canonical
-//! `status.loadBalancer` as a typed literal, the class condition and the key that compares
-//! written entries with canonical ones. The objects around them are written once, in
-//! [`crate::admission_policy`].
+//! An Ingress policy's part of its admission objects in CEL: the canonical `status.loadBalancer`
+//! as a typed literal, the class condition and the key that compares written entries.
 
 use std::fmt::Write as _;
 
@@ -15,8 +13,6 @@ use crate::{
 };
 
 impl Admitted for crate::kind::ingress::Ingresses {
-    /// The Ingress's part of `policy`'s admission objects for `canonical`, over the class rules
-    /// `governed`.
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         if let Some(a) = canonical.iter().find(|a| {
             let fields = a.ports.iter().flat_map(|p| [Some(&p.protocol), p.error.as_ref()]).flatten();
@@ -135,13 +131,10 @@ pub(crate) fn patch(canonical: &[Address]) -> String {
     )
 }
 
-/// Whether the Ingress's class is one of `classes`, by the class rule of `ingress`:
-/// `spec.ingressClassName`, else the legacy annotation; a class-less Ingress gives
-/// `without_class`. Each is read where the webhook reads it (`review::read`,
-/// `stored_ingress_class`): the field from `oldObject`, because the API server puts the
-/// stored spec back after mutating admission; the annotation from `oldObject` too, because a
-/// governed status write's metadata is put back to the stored one (or the write refused). The
-/// rules match UPDATEs only, which always have an `oldObject`.
+/// Whether the Ingress's class (`spec.ingressClassName`, else the legacy annotation; none:
+/// `without_class`) is one of `classes`, read from `oldObject` as the webhook reads it: the API
+/// server puts the stored spec back after mutating admission, and a governed status write's
+/// metadata is put back too (or refused). UPDATEs always have an `oldObject`.
 pub(crate) fn class_condition(classes: &[String], without_class: bool) -> String {
     let list = cel::string_list(classes.iter().map(String::as_str));
     let annotation = cel::string(CLASS_ANNOTATION);

@@ -1,17 +1,13 @@
-//! The leader's keeper of `--admission=policy`: carries out [`desired`] in the cluster under its
-//! owner's field manager, and deletes what this guard labelled that no policy renders any more.
-//! It runs on the changes the reconciler runs on (sources, cluster facts, policy reloads,
-//! leadership), coalesced and at most one pass a second, and writes only objects whose
-//! rendering changed since its last write, except at the resync, which writes all.
+//! The leader's keeper of `--admission=policy`: carries out [`desired`] in the cluster, and
+//! deletes what this guard labelled that no policy renders any more. It runs on the reconciler's
+//! changes, coalesced, at most one pass a second, writing only changed renderings (all at the
+//! resync).
 //!
-//! Each write reads the object first: one that carries another owner's label is that guard's
-//! and is left alone (said once, counted); one of this owner (or unlabelled: adopted) is
-//! replaced whole, with its resourceVersion as precondition, which also drops any field another
-//! manager added (a foreign `matchResources`, an extra matchCondition), which a server-side
-//! apply would have kept; a missing one is created, which fails if another guard created it
-//! meanwhile. Deletes carry the listed uid and resourceVersion. A policy whose object another
-//! owner holds is published as that owner's ([`in_force`]): this guard's reconciler leaves the
-//! policy's Ingresses and Gateways alone, so two guards never fight over their statuses.
+//! Each write reads the object first: another owner's is left alone (said once, counted, and
+//! published as that owner's, [`in_force`], so two guards never fight); this owner's (or an
+//! unlabelled one: adopted) is replaced whole under its resourceVersion, which also drops fields
+//! another manager added, as a server-side apply would not; a missing one is created. Deletes
+//! carry the listed uid and resourceVersion.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -107,9 +103,8 @@ pub(crate) struct Keeper {
     /// What the reconciler judges by, published after each pass.
     pub(crate) enforced: Arc<Enforced>,
     /// Everything is written and swept again this often (`--admission-policy-resync`), which
-    /// repairs objects that someone else edited or deleted (nothing watches them). A fixed
-    /// interval from the keeper's start, which no change restarts: churn of the sources cannot
-    /// put the repair off.
+    /// repairs objects someone else edited or deleted (nothing watches them); no change
+    /// restarts it, so churn of the sources cannot put the repair off.
     pub(crate) resync: Duration,
 }
 
@@ -122,10 +117,7 @@ pub(crate) fn resource(kind: &str, api: ApiVersion) -> Option<ApiResource> {
         "ValidatingAdmissionPolicyBinding" => (ApiVersion::V1, "validatingadmissionpolicybindings"),
         _ => return None,
     };
-    let version = match version {
-        ApiVersion::V1 => "v1",
-        ApiVersion::V1beta1 => "v1beta1",
-    };
+    let version = version.group_version().trim_start_matches("admissionregistration.k8s.io/");
     let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", version, kind);
     Some(ApiResource::from_gvk_with_plural(&gvk, plural))
 }
@@ -138,8 +130,7 @@ const KINDS: [&str; 4] = [
     "ValidatingAdmissionPolicy",
 ];
 
-/// What one leader term remembers: the last object applied per (kind, name), and the plan
-/// of the last complete sweep.
+/// What one leader term remembers.
 #[derive(Default)]
 struct Memory {
     applied: HashMap<(String, String), Value>,
@@ -304,8 +295,8 @@ impl Keeper {
         ok
     }
 
-    /// Tells the reconciler what is in force now ([`in_force`]), once the objects applied (and
-    /// the API server had time to see them).
+    /// Tells the reconciler what is in force now ([`in_force`]), once the API server had time to
+    /// see what was applied.
     async fn publish(
         &self,
         plan: &Desired,
@@ -375,9 +366,8 @@ struct Swept {
     failed: usize,
 }
 
-/// Deletes the objects of `kind` (at `resource`) labelled `owner` that `keep` does not keep,
-/// each under its listed uid and resourceVersion: not one created again under its name since,
-/// nor one changed since (relabelled to another owner among such changes).
+/// Deletes the objects of `kind` labelled `owner` that `keep` does not keep, each under its
+/// listed uid and resourceVersion: never one created again or changed (relabelled) since.
 async fn sweep_kind(
     client: &Client,
     kind: &str,

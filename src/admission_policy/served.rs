@@ -51,8 +51,7 @@ pub(crate) fn choose(version: &str, served: Served) -> Result<ApiVersion, NotSer
     Ok(api)
 }
 
-/// Reads `/version` and the two group versions' resources, each within the client's call
-/// deadline. A group version that is not served answers 404, which reads as not served.
+/// Reads `/version` and the two group versions' resources; a 404 reads as not served.
 pub(crate) async fn discover(client: &Client) -> Result<ApiVersion, NotServed> {
     let info = within(CALL_TIMEOUT, client.apiserver_version())
         .await

@@ -1,7 +1,6 @@
-//! A Service policy's admission objects in CEL (`loadBalancerClasses`): the Ingress's
-//! (`status.loadBalancer.ingress` has the same path and entry fields on a Service, and its
-//! status write keeps metadata alike), matched on `services/status` of LoadBalancer Services of
-//! the governed classes, read from `oldObject` as the webhook reads them.
+//! A Service policy's admission objects in CEL: the Ingress's (`status.loadBalancer.ingress`
+//! and the metadata rule are alike), matched on `services/status` of LoadBalancer Services of
+//! the governed classes.
 
 use serde_json::json;
 
@@ -22,10 +21,6 @@ impl Admitted for Services {
     /// `spec.type` is `LoadBalancer`, and compares entries without it.
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         let shape = <Ingresses as Admitted>::admission_shape(policy, canonical, &Governed::Everything)?;
-        let classes = match governed {
-            Governed::Classes { names, .. } => names.as_slice(),
-            Governed::Everything => &[],
-        };
         Ok(Shape {
             match_constraints: json!({
                 "resourceRules": [{
@@ -35,7 +30,7 @@ impl Admitted for Services {
                     "resources": ["services/status"],
                 }],
             }),
-            match_conditions: json!([{"name": "governed-class", "expression": class_condition(classes)}]),
+            match_conditions: json!([{"name": "governed-class", "expression": class_condition(governed.names())}]),
             ..shape
         })
     }

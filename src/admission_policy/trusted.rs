@@ -1,19 +1,15 @@
-//! A trusted-writer policy's admission objects (`trustedWriters`), for every kind alike: they
-//! match the kind's status writes as its own objects do, and only writes by an identity that
-//! is not trusted (`request.userInfo.username`); the MutatingAdmissionPolicy (`enforce`) puts
-//! the stored value of the kind's status field (`oldObject`'s) back on the written object, the
-//! ValidatingAdmissionPolicy (`audit`, `deny`) compares the two. Written from the field's path
-//! (`Info::field`) and the kind's rebuild of its entries (`Admitted::rebuilt`; a kind without
-//! one is refused here, and the webhook enforces it), so a new kind needs nothing in this file.
+//! A trusted-writer policy's admission objects, for every kind alike: they match the kind's
+//! status writes by an untrusted identity, and put the stored status field back (`enforce`) or
+//! compare it with the written one (`audit`, `deny`). Written from the field's path and the
+//! kind's [`Admitted::rebuilt`], so a new kind needs nothing here.
 
 use serde_json::{Value, json};
 
 use super::{Admitted, Governed, RenderError, Shape, cel};
 use crate::{address::Address, policy::Policy, policy::TrustedWriters};
 
-/// The kind's part of a trusted-writer policy's objects: its resources and class conditions
-/// (the kind's own, which do not depend on a value), the writer condition, and the CEL that
-/// restores or compares its status field.
+/// The kind's part of a trusted-writer policy's objects: its own resources and class
+/// conditions, the writer condition, and the CEL that restores or compares its status field.
 pub(super) fn shape<K: Admitted>(
     policy: &Policy,
     writers: &TrustedWriters,
@@ -75,9 +71,7 @@ impl Path<'_> {
     }
 
     /// The value to add at the first `depth` members so that the field is `oldObject`'s: the
-    /// stored list `rebuilt` ([`Admitted::rebuilt`]), or the typed objects that hold it
-    /// (`Object.status{loadBalancer: ...}`), typed so that the API server checks them against
-    /// the kind's schema.
+    /// list `rebuilt`, or the typed objects that hold it (typed: checked against the schema).
     fn value(&self, depth: usize, rebuilt: &str) -> String {
         if depth == self.0.len() {
             return rebuilt.to_owned();
