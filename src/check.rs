@@ -1,9 +1,6 @@
-//! `check` and `explain`: the drift report operators and CI run. Stored Ingresses and Gateways
-//! and their sources are read with one-shot GETs, then judged by the webhook's own
-//! [`decide`](crate::decision::decide) (and, for `explain`, answered by its own
-//! [`render`](crate::review::render)). The report and the explanation are built from values
-//! (`report`, `explain`); the async functions here only read and print. Nothing is written to
-//! the cluster.
+//! `check` and `explain`: the drift report operators and CI run. Stored objects and their
+//! sources are read with one-shot GETs and judged by the webhook's own
+//! [`decide`](crate::decision::decide); the async functions here only read and print.
 
 pub(crate) mod admission;
 mod explain;
@@ -45,15 +42,13 @@ pub(crate) trait Explained: crate::kind::Governed {
     /// The objects as a failed list names them (`Ingresses`).
     const LISTED: &'static str;
 
-    /// What `check` and `explain` judge of `object`: its class as it is (never a lean
-    /// projection's stand-in), so the report shows what the operator wrote.
+    /// What `check` and `explain` judge of `object`, its class as the operator wrote it.
     fn stored(object: Self::Read) -> Self::Stored;
 
     /// The write a stored object stands for.
     fn stored_write(stored: &Self::Stored) -> &crate::kind::Write<Self::Entry>;
 
-    /// The review of a write of the stored value, which `explain` answers with the webhook's
-    /// own render.
+    /// The review of a write of the stored value, which `explain` answers.
     fn review_target(stored: &Self::Stored) -> crate::review::Target<'static>;
 
     /// `explain`'s `Class` line: the class, and where it came from or what it is.
@@ -68,9 +63,8 @@ pub(crate) trait Explained: crate::kind::Governed {
     /// A class rule as `explain`'s `Rule` line says it, in the kind's policy fields.
     fn rule_shown(rule: &crate::policy::ClassRule) -> String;
 
-    /// Whether `check` lists (or counts as not governed) a stored object of this kind: every
-    /// one, unless the kind is never governed in some of its objects (a Service that is not
-    /// `type: LoadBalancer`).
+    /// Whether `check` lists a stored object of this kind (a Service that is not
+    /// `type: LoadBalancer` is never governed).
     fn listed(_write: &crate::kind::Write<Self::Entry>) -> bool {
         true
     }
@@ -85,12 +79,11 @@ pub(crate) struct Cluster {
     pub target: Target,
     /// Longest wait for each request to the API server.
     pub request_timeout: Duration,
-    /// `--webhook-configuration`: whose webhooks' rules and namespaceSelectors scope the
-    /// reconciler, and so the objects judged ([`crate::scope`]); empty: the policies' selectors alone.
+    /// `--webhook-configuration`, whose namespaceSelectors scope the objects judged
+    /// ([`crate::scope`]); empty: the policies' selectors alone.
     pub webhook_configuration: String,
-    /// The guard whose admission policies to read (`--leader-election-lease-name` and
-    /// `--leader-election-namespace`); an empty label (no namespace given): any owner's objects
-    /// of its names are read as its own.
+    /// The guard whose admission policies to read; an empty label (no namespace given): any
+    /// owner's objects of its names are read as its own.
     pub owner: crate::admission_policy::desired::Owner,
 }
 
@@ -105,7 +98,7 @@ pub(crate) enum Output {
 }
 
 impl Output {
-    /// The report as this format: `table()`, or its JSON (`json()`), as YAML for `yaml`.
+    /// The report as this format (YAML from the JSON).
     pub(crate) fn render(self, json: impl FnOnce() -> String, table: impl FnOnce() -> String) -> String {
         match self {
             Output::Table => table(),
@@ -126,9 +119,8 @@ pub(crate) struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    /// Whether objects of `kind` are read: when asked for; else always for an `always_watched`
-    /// kind (Ingresses), and for another (Gateways, Services) when a policy could govern one, so
-    /// an Ingress-only setup needs no right on them and its report stays as it was.
+    /// Whether objects of `kind` are read: when asked for; else an `always_watched` kind, or
+    /// one a policy could govern (an Ingress-only setup needs no right on the others).
     fn reads(&self, kind: Kind, policies: &Policies) -> bool {
         match self.kind {
             Some(asked) => asked == kind,
@@ -181,8 +173,7 @@ pub(crate) async fn check(
 async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Result<Report, CheckError> {
     let timeout = cluster.request_timeout;
     let client = cluster.connect().await?;
-    // The lists come first, in the kind list's order: their errors (unreachable, forbidden)
-    // are the ones to show. Each is judged once the policies are scoped.
+    // The lists come first: their errors (unreachable, forbidden) are the ones to show.
     type Judge = Box<dyn FnOnce(&mut Report, &Policies, &dyn Sources) + Send>;
     let mut lists: Vec<Judge> = Vec::new();
     for kind in Kind::ALL.into_iter().filter(|kind| scope.reads(*kind, policies)) {
@@ -251,7 +242,8 @@ async fn explain_of<K: Explained>(
     let sources = snapshot::read(&client, policies, timeout).await?;
     let found = admission::fetch(&client, policies, &cluster.owner, timeout).await?;
     let mut explanation = explain::<K>(&stored, last_writer.as_ref(), policies, &sources);
-    let governing = explain::governing(&crate::decision::decide::<K>(write, policies, &sources))
+    let governing = crate::decision::decide::<K>(write, policies, &sources)
+        .policy()
         .and_then(|p| Some((p, crate::admission_policy::object_name_in(&cluster.owner.lease, policies, p).ok()?)));
     explain::add_admission(&mut explanation, governing, policies, &cluster.owner, &sources, &found);
     print!("{}", output.render(|| explanation.json(), || explanation.text()));

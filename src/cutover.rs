@@ -178,13 +178,14 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     let annotation = edit::previous_annotation(&settings.key)
         .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })?;
     let shown = format!("{} of ConfigMap {cm_ref}", settings.key);
-    // A policy of another kind is refused before its source is edited (or its kept one
-    // looked for): the edit would be valid, but nothing would follow it.
-    if let Ok(now) = edit::validate(&shown, current) {
-        target(&now, &settings.policy)?;
+    // The policies as the guard runs them now (the same parser and error as its reload). A
+    // policy of another kind is refused before its source is edited: nothing would follow it.
+    let before = crate::policy::parse_file(&shown, current).ok();
+    if let Some(now) = &before {
+        target(now, &settings.policy)?;
     }
     let (edited, kept) = edited_text(settings, cm_ref, &config_map, current, &annotation)?;
-    let policies = edit::validate(&shown, &edited).map_err(CutoverError::Invalid)?;
+    let policies = crate::policy::parse_file(&shown, &edited).map_err(CutoverError::Invalid)?;
     let target = target(&policies, &settings.policy)?;
     if target.mode == Mode::Audit {
         return Err(CutoverError::Audit(settings.policy.clone()));
@@ -192,8 +193,6 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     if !settings.dry_run {
         may_patch(&client, cm_ref, timeout).await?;
     }
-    // The policy as the guard runs it now, to say where the Ingresses move from.
-    let before = edit::validate(&shown, current).ok();
     let unchanged = edited == *current || before.as_ref() == Some(&policies);
     // What the apply would be refused for is bad input too: said before the plan, and by a
     // dry run as well.
@@ -443,7 +442,7 @@ mod tests {
     #[test]
     fn a_gateway_policy_is_refused_by_name() {
         let file = "policies:\n- name: edge\n  publishStatusAddress: 192.0.2.10\n- name: gw\n  kind: Gateway\n  gatewayClasses: [cilium]\n  publishStatusAddress: 192.0.2.20\n";
-        let policies = super::edit::validate("f", file).unwrap();
+        let policies = crate::policy::parse_file("f", file).unwrap();
         assert_eq!(target(&policies, "edge").unwrap().kind, Kind::Ingress);
         let refused = target(&policies, "gw").unwrap_err();
         assert!(matches!(refused, CutoverError::NotIngress { kind: Kind::Gateway, .. }), "{refused:?}");

@@ -1,11 +1,8 @@
-//! Findings off the request path. The handler queues each finding without waiting (the queue is
-//! bounded in count and in bytes); the reporter task logs it (summarising repeats,
-//! [`crate::audit::summary`]) and, with a cluster and unless a dry run, decides whether it
-//! becomes a Kubernetes Event: only about an Ingress (or Gateway) the guard's own watch knows
-//! ([`KnownObjects`](crate::sources::known::KnownObjects), one index per kind), and within the
-//! fair shares of [`ratelimit`]. A second loop, within the reporter's task, publishes the Events through its recorder (which counts repeats of a writer on
-//! an object up in one Event), each call under a timeout, so a hung API server delays Events, never the log lines
-//! and counts of later findings.
+//! Findings off the request path. The handler queues each finding without waiting (bounded in
+//! count and bytes); the reporter task logs it ([`crate::audit::summary`]) and makes an Event of
+//! it only about an object the guard's own watch knows, within the fair shares of [`ratelimit`].
+//! A second loop publishes the Events, each under a timeout, so a hung API server delays
+//! Events, never the log lines and counts of later findings.
 
 use std::{
     future::Future,
@@ -53,9 +50,8 @@ const DROP_LOG_EVERY: Duration = Duration::from_secs(10);
 /// Events waiting for the publisher; while it is stuck, further Events are dropped and counted.
 /// Above the overall burst of the Event budget, so a burst the budget allows always fits.
 const PUBLISH_QUEUE: usize = 512;
-/// Findings about an Ingress the index does not know yet (the watch may deliver a new Ingress
-/// after its first status write, or not have listed yet at start-up) wait this long, at most
-/// this many at once.
+/// Findings about an object the index does not know yet (the watch may deliver it after its
+/// first status write) wait this long, at most this many at once.
 const AWAIT_INDEX: Duration = Duration::from_secs(2);
 const MAX_AWAITING: usize = 64;
 /// Longest `related` (writer) name written into an Event.
@@ -132,8 +128,7 @@ fn log_due(last: u64, now: u64, every: u64) -> bool {
 }
 
 impl EventSink {
-    /// Queues a finding without waiting: one `try_send`, and the formatting of its log line
-    /// and Event happens in the background task.
+    /// Queues a finding without waiting; its log line and Event are made in the background.
     pub fn publish(&self, finding: Finding) {
         let weight = finding.weight();
         let held = self.bytes.fetch_add(weight, Ordering::Relaxed) + weight;
@@ -146,10 +141,8 @@ impl EventSink {
     }
 }
 
-/// The sink for the handler, and the task to run until `shutdown`; then it handles what is
-/// still queued (its owner bounds how long) and ends. Without a publisher findings are only
-/// logged. The Event publisher runs within the task, so a panic there is the task's, and the
-/// task ends once the Events queued before shutdown are written too.
+/// The sink for the handler, and the task to run until `shutdown`, then through what is still
+/// queued (Events included). Without a publisher findings are only logged.
 pub(crate) fn start(
     publisher: Option<Publisher>,
     instance: Option<String>,

@@ -1,9 +1,7 @@
-//! Token buckets for Kubernetes Events, in fair shares: one per (Ingress, writer), one per
-//! writer, one per policy and one overall. An Event is written only when every bucket it draws
-//! on has a token, so a flood of forged reviews (anyone who reaches the webhook port can send
-//! one) cannot become a flood of Events written with the guard's identity, and one writer's
-//! flood empties only its own buckets: another writer's first Event still goes out. Pure: the
-//! caller passes the time.
+//! Token buckets for Kubernetes Events, in fair shares: per (Ingress, writer), per writer, per
+//! policy and overall. A flood of forged reviews (anyone who reaches the webhook port can send
+//! one) cannot become a flood of Events with the guard's identity, and one writer's flood
+//! empties only its own buckets. Pure: the caller passes the time.
 
 use std::{collections::HashMap, hash::Hash, time::Duration};
 

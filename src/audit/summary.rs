@@ -1,15 +1,10 @@
 //! Repeated findings, summarised: the first finding of a (writer, Ingress, attempted value) in
-//! an interval (`--repeat-log-interval`) is logged in full; its repeats within the interval are
-//! counted, and logged once, with the count, when it ends. Two controllers fighting over one
-//! Ingress then cost one full line and one summary line per interval instead of a line per
-//! write. Metrics count every finding regardless. Pure: the caller passes the time.
+//! an interval (`--repeat-log-interval`) is logged in full; its repeats are counted and logged
+//! once when the interval ends. Metrics count every finding regardless. Pure.
 //!
-//! The table holds [`MAX_KEYS`] keys. Past it, a finding is not logged in full but counted by
-//! (writer, policy), at most [`MAX_WRITERS`] of them, and past those in one bucket for all the
-//! rest; each such count is one line when its interval ends. At 10,000 fought-over Ingresses
-//! (20,000 keys) a full table once meant a full line per write: 98,124 lines in 10 minutes
-//! (benches/results/history.md). Now an interval logs at most
-//! `2 × MAX_KEYS + MAX_WRITERS + 1` lines, whatever the number of Ingresses or writers.
+//! Past [`MAX_KEYS`] keys, findings are counted by (writer, policy), at most [`MAX_WRITERS`],
+//! then in one bucket, so an interval logs at most `2 × MAX_KEYS + MAX_WRITERS + 1` lines (a
+//! full line per write was 98,124 lines in 10 minutes at 10,000 fought-over Ingresses).
 
 use std::{
     collections::{HashMap, VecDeque},

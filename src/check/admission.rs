@@ -1,9 +1,6 @@
-//! The admission policies in the cluster (`serve --admission=policy`, or a rendered file
-//! applied by hand) against what the sources render now: a policy whose value or class
-//! condition lags the sources is drift of the enforcement itself, and so is a field another
-//! writer added to it or to its binding. An object of the guard's name that another guard holds
-//! (its owner label) is shown as such. The comparison is pure ([`compare`]); [`fetch`] reads
-//! each policy's object and binding by name.
+//! The admission policies in the cluster against what the sources render now: a value or class
+//! condition that lags, or a field another writer added, is drift of the enforcement itself.
+//! The comparison is pure ([`compare`]); [`fetch`] reads each object and binding by name.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -110,8 +107,7 @@ fn defaulted(key: &str, value: &Value) -> bool {
 }
 
 /// Where `live` differs from `rendered` (a path such as `spec.matchResources`), server
-/// defaults and empty values aside: a field another writer changed or added. Bounded by the
-/// rendering's depth (a few levels), not by what the cluster holds.
+/// defaults and empty values aside. Bounded by the rendering's depth, not the cluster's.
 pub(crate) fn drift(rendered: &Value, live: &Value, at: &str) -> Option<String> {
     match (rendered, live) {
         (Value::Object(want), Value::Object(got)) => {
@@ -133,9 +129,8 @@ pub(crate) fn drift(rendered: &Value, live: &Value, at: &str) -> Option<String> 
     }
 }
 
-/// Each policy's object found in the cluster, judged against its rendering over `snapshot`,
-/// which holds each kind's classes as the keeper's sources would; `owner` is the guard whose
-/// objects these are (their names, their label; an empty label: whoever's label they carry).
+/// Each policy's object found in the cluster, judged against its rendering over `snapshot`;
+/// `owner` is the guard whose objects these are (an empty label: whoever's they are).
 pub(crate) fn compare(
     policies: &Policies,
     owner: &Owner,
@@ -156,9 +151,7 @@ pub(crate) fn compare(
     rows
 }
 
-/// The row of one policy's object `name` found in the cluster, whatever the policy's kind:
-/// another guard's (`owner` is this one), or judged against what `render` renders from a
-/// canonical value.
+/// The row of one policy's object `name`: another guard's, or judged against `render`.
 fn row_of<R>(policy: &Policy, name: String, found: &Found, owner: &Owner, snapshot: &Snapshot, render: R) -> Row
 where
     R: FnOnce(&[Address]) -> Result<Vec<Value>, admission_policy::RenderError>,
@@ -232,10 +225,9 @@ fn judge(
     }
 }
 
-/// Reads each policy's object by name (`owner`'s name of it): a MutatingAdmissionPolicy (v1,
-/// else v1beta1), else a ValidatingAdmissionPolicy, and its binding. Not found, a version not
-/// served and no permission to read all count as not there: the cluster may simply run the
-/// webhook.
+/// Reads each policy's object by name (a MutatingAdmissionPolicy, v1 else v1beta1, else a
+/// ValidatingAdmissionPolicy) and its binding. Not found, not served and forbidden all count
+/// as not there: the cluster may simply run the webhook.
 pub(crate) async fn fetch(
     client: &Client,
     policies: &Policies,

@@ -116,8 +116,7 @@ pub(crate) fn explain<K: Explained>(
         (K::KIND.name(), format!("{}/{}", write.namespace, write.name)),
         ("Class", K::class_shown(stored, snapshot)),
     ];
-    let policy = governing(&verdict);
-    match policy {
+    match verdict.policy() {
         None => lines.push(("Policy", format!("none: {}", K::none_shown(policies)))),
         Some(policy) => {
             lines.push(("Policy", format!("{:?} (mode {}{})", policy.name, policy.mode, K::governs_shown(policy))));
@@ -165,15 +164,8 @@ pub(crate) fn explain<K: Explained>(
     Explanation { lines, exit_code }
 }
 
-/// The policy a verdict names, if one governs.
-pub(crate) fn governing<'p>(verdict: &Verdict<'p>) -> Option<&'p Policy> {
-    verdict.policy()
-}
-
-/// The `Admission` line: which admission policy in the cluster (`found`:
-/// [`super::admission::fetch`]) enforces the governing policy, whose object is named `object`,
-/// and whether it carries what the sources give now. Added before the `Webhook` line; a stale
-/// one turns the exit code to 1. Not governed: no line.
+/// The `Admission` line, before the `Webhook` one: which admission policy in the cluster
+/// enforces the governing policy (named `object`), and whether it is current (stale: exit 1).
 pub(crate) fn add_admission(
     explanation: &mut Explanation,
     governing: Option<(&Policy, String)>,

@@ -13,10 +13,8 @@ use crate::{
     kind::Write,
 };
 
-/// Lists the stored objects of kind `K` page by page, keeping what the decision reads, each
-/// class as it is ([`Explained::stored`]), and who wrote its status last (shown for a
-/// trusted-writer policy's objects); `None` when the API server does not serve a kind whose API
-/// is optional (a CRD).
+/// Lists the stored objects of kind `K` page by page ([`Explained::stored`]) with who wrote
+/// their status last; `None` when the API server does not serve an optional kind (a CRD).
 pub(super) async fn stored<K: Explained>(
     client: &Client,
     namespace: Option<&str>,

@@ -133,11 +133,8 @@ impl Fleet {
     }
 }
 
-/// Runs `check` in each context of `kubeconfig`'s file (`base` gives the file and the timeout):
-/// prints one report, returns its exit code, or an error (2) when no cluster could be read.
-/// Each cluster's client and every request it makes are bounded by `--request-timeout`, and the
-/// clusters are read concurrently, so an unreachable one costs the fleet one timeout, not one
-/// per cluster.
+/// Runs `check` in each context of `base`'s kubeconfig, concurrently (an unreachable cluster
+/// costs the fleet one `--request-timeout`), prints one report and returns its exit code.
 pub(crate) async fn check_fleet(
     contexts: Vec<String>,
     base: &Cluster,

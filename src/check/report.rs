@@ -83,9 +83,8 @@ pub(crate) struct Row {
 /// A stored object as `check` read it: its write, and who wrote its status last.
 pub(crate) type Read<E> = (Write<E>, Option<LastWriter>);
 
-/// Who wrote a stored status last, as `managedFields` says: a field manager, with the operation
-/// and time of its write. A manager is what the writing client calls itself (its user agent by
-/// default), not the authenticated user: the API server records no user in an object.
+/// Who wrote a stored status last, as `managedFields` says: a field manager (what the client
+/// calls itself; the API server records no user in an object), the operation and its time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LastWriter {
     manager: String,
@@ -109,9 +108,8 @@ impl std::fmt::Display for LastWriter {
     }
 }
 
-/// The field manager that wrote the stored status last, as `managedFields` says: the entry of
-/// the `status` subresource that owns `f:status`, the latest by time (of equal times, the later
-/// entry), its strings cut and escaped.
+/// The entry of the `status` subresource that owns `f:status` and was written last, its
+/// strings cut and escaped.
 pub(crate) fn last_status_writer(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<LastWriter> {
@@ -134,8 +132,7 @@ fn label<S: serde::Serializer>(kind: &Kind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(kind.label())
 }
 
-/// The columns of the table, one per [`Row::cells`], when only Ingresses are reported (the
-/// table of every release before Gateways, kept as it was for the scripts that read it).
+/// The columns when only Ingresses are reported (kept for the scripts that read the table).
 pub(super) const HEADER: [&str; 6] = ["INGRESS", "POLICY", "SOURCE", "STORED", "CANONICAL", "STATE"];
 /// The columns when the report covers Gateways: the kind, then the object's name.
 pub(super) const HEADER_KINDS: [&str; 7] = ["KIND", "NAME", "POLICY", "SOURCE", "STORED", "CANONICAL", "STATE"];
@@ -189,8 +186,7 @@ impl Row {
         cells
     }
 
-    /// The row of a decided write of a stored object's status; `None` when no policy governs
-    /// it. Canonical entries are shown in the kind's shape, as the webhook would write them.
+    /// The row of a stored object's decided status; `None` when no policy governs it.
     pub(super) fn of<K: Governed>(
         write: &Write<K::Entry>,
         verdict: &Verdict<'_>,
@@ -272,8 +268,7 @@ pub(crate) const GATEWAYS_INACTIVE: &str =
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Report {
-    /// Every governed object, Ingresses then Gateways (the name predates Gateways; each row
-    /// says its `kind`).
+    /// Every governed object, each row with its `kind` (the name is the wire's).
     pub ingresses: Vec<Row>,
     /// Over every kind read: with Ingresses only, the Ingress summary.
     pub summary: Summary,
@@ -310,9 +305,7 @@ impl Report {
         }
     }
 
-    /// Adds the stored objects of one kind, each decided as the webhook would decide a write
-    /// of its stored status; `None`: the API server does not serve the kind (a CRD), which
-    /// makes its configured policies inactive, said in the report.
+    /// [`Report::add_read`] of objects without a last writer.
     #[cfg(test)]
     pub(crate) fn add<K: Governed>(
         &mut self,
@@ -324,8 +317,9 @@ impl Report {
         self.add_read::<K>(read.as_deref(), policies, sources);
     }
 
-    /// `Report::add` of objects as `check` reads them: a trusted-writer policy's rows say
-    /// who wrote the stored status last.
+    /// Adds the stored objects of one kind, each decided as the webhook would decide a write
+    /// of its stored status (a trusted-writer policy's rows say who wrote it last); `None`: the
+    /// API server does not serve the kind (a CRD), which the report says.
     pub(crate) fn add_read<K: Governed>(
         &mut self,
         stored: Option<&[Read<K::Entry>]>,
@@ -354,8 +348,7 @@ impl Report {
         self.by_kind.0[kind.index()] = Some(summary);
     }
 
-    /// Appends the governed rows (sorted by namespace then name), counts them, returns their
-    /// summary and adds it to the total.
+    /// Appends the governed rows, sorted, and adds their summary to the total.
     fn add_rows(&mut self, rows: impl Iterator<Item = Option<Row>>) -> Summary {
         let mut summary = Summary::default();
         let mut governed: Vec<Row> = rows
@@ -390,8 +383,7 @@ impl Report {
         u8::from(self.summary.drift + self.summary.unresolved > 0 || stale)
     }
 
-    /// One line per kind read (`governed Ingresses: ...`, `governed Gateways: ...`), then the
-    /// line saying Gateway policies are inactive, if they are.
+    /// One line per kind read, then the line saying Gateway policies are inactive, if they are.
     pub(crate) fn summary_lines(&self) -> Vec<String> {
         let line = |what: &str, s: &Summary| {
             format!(

@@ -6,7 +6,7 @@ use serde_norway::{Mapping, Value};
 
 use crate::{
     address,
-    policy::{self, ConfigError, GatewayRef, Policies, ServiceRef},
+    policy::{GatewayRef, ServiceRef},
 };
 
 /// The source a policy moves to, in the shapes of today's flags and policy fields.
@@ -152,12 +152,6 @@ fn shown_names(names: &[String]) -> String {
     text
 }
 
-/// The policies of `text` exactly as the guard's reload reads them: the same parser and the
-/// same error, named after where the file comes from.
-pub(crate) fn validate(shown: &str, text: &str) -> Result<Policies, ConfigError> {
-    policy::parse_file(shown, text)
-}
-
 /// The API server's bound on all of an object's annotations together (keys and values).
 pub(crate) const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 /// The API server's bound on a ConfigMap's `data` and `binaryData` together.
@@ -220,6 +214,7 @@ pub(crate) fn check_fits(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy;
 
     const FILE: &str = "\
 # the guard's policies
@@ -241,7 +236,7 @@ policies:
     #[test]
     fn the_source_is_replaced_in_place_and_the_rest_is_kept() {
         let out = replace_source(FILE, "nginx", &svc("traefik/traefik")).unwrap();
-        let policies = validate("f", &out).unwrap();
+        let policies = policy::parse_file("f", &out).unwrap();
         let p = policies.of(crate::kind::Kind::Ingress).find(|p| p.name == "nginx").unwrap();
         assert_eq!(policy::SourceList(&p.sources).to_string(), "service traefik/traefik");
         assert_eq!(p.scope.classes, ["nginx"]);
@@ -256,14 +251,14 @@ policies:
     fn every_old_source_field_goes() {
         let out =
             replace_source(FILE, "pods", &NewSource::status_address("192.0.2.1, lb.example.com").unwrap()).unwrap();
-        let policies = validate("f", &out).unwrap();
+        let policies = policy::parse_file("f", &out).unwrap();
         let p = policies.of(crate::kind::Kind::Ingress).find(|p| p.name == "pods").unwrap();
         assert_eq!(policy::SourceList(&p.sources).to_string(), "static [192.0.2.1,lb.example.com]");
         assert!(!out.contains("reportNodeInternalIp") && !out.contains("publishPods"), "{out}");
         let many = "policies:\n  - name: a\n    sources:\n      - publishService: x/y\n      - publishStatusAddress: 192.0.2.9\n";
         let out = replace_source(many, "a", &svc("x/z")).unwrap();
         assert!(!out.contains("sources"), "{out}");
-        assert!(validate("f", &out).is_ok(), "{out}");
+        assert!(policy::parse_file("f", &out).is_ok(), "{out}");
     }
 
     #[test]
@@ -271,8 +266,12 @@ policies:
         let gw = NewSource::Gateway(GatewayRef::gateway("edge/public").unwrap());
         let out = replace_source(FILE, "nginx", &gw).unwrap();
         assert!(out.contains("publishGateway: edge/public") && !out.contains("publishService"), "{out}");
-        let p =
-            validate("f", &out).unwrap().of(crate::kind::Kind::Ingress).find(|p| p.name == "nginx").cloned().unwrap();
+        let p = policy::parse_file("f", &out)
+            .unwrap()
+            .of(crate::kind::Kind::Ingress)
+            .find(|p| p.name == "nginx")
+            .cloned()
+            .unwrap();
         assert_eq!(policy::SourceList(&p.sources).to_string(), "gateway edge/public");
         // From a Gateway back to a Service: the Gateway field goes as the others do.
         let back = replace_source(&out, "nginx", &svc("ingress-nginx/controller")).unwrap();
@@ -297,9 +296,10 @@ policies:
         // Two policies of one class overlap: the guard's reload refuses such a file.
         let file = "policies:\n  - name: a\n    ingressClasses: [x]\n    publishService: n/a\n  - name: b\n    ingressClasses: [y]\n    publishService: n/b\n";
         let out = replace_source(file, "a", &svc("n/c")).unwrap();
-        assert!(validate("f", &out).is_ok());
-        let err = validate("configmap ns/cm, key config.yaml", "policies:\n  - name: a\n    publishService: bad\n")
-            .unwrap_err();
+        assert!(policy::parse_file("f", &out).is_ok());
+        let err =
+            policy::parse_file("configmap ns/cm, key config.yaml", "policies:\n  - name: a\n    publishService: bad\n")
+                .unwrap_err();
         assert!(
             err.to_string().starts_with("config file configmap ns/cm, key config.yaml: policies[0].publishService"),
             "{err}"

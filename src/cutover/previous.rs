@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(roll_back(&back, "a", &kept), Err(EditError::NothingKept { name: "a".into() }));
         let (again, _) = roll_back(&back, "b", &kept).unwrap();
         assert_eq!(source(&again, "b"), source(FILE, "b"));
-        assert!(super::super::edit::validate("f", &again).is_ok());
+        assert!(crate::policy::parse_file("f", &again).is_ok());
     }
 
     #[test]

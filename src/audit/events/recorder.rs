@@ -1,12 +1,8 @@
-//! Writes `events.k8s.io/v1` Events with names the API server accepts whatever the Ingress's.
-//!
-//! kube's `Recorder` names an Event `<object name>.<hex nanoseconds>`, which is longer than the
-//! 253 bytes a name may have once the Ingress's name passes about 236: every Event about such an
-//! Ingress was refused. This recorder cuts the object's name to fit ([`event_name`]) and keeps
-//! what that `Recorder` did besides: repeats of one writer on one Ingress (same action and
-//! reason) within [`SERIES_TTL`] count up in the first Event's `series` instead of making new
-//! Events. Unlike kube's, its memory of Events is bounded ([`MAX_SERIES`]). It is owned by the
-//! one publishing task, so it needs no lock.
+//! Writes `events.k8s.io/v1` Events with names the API server accepts whatever the object's:
+//! kube's `Recorder` names one `<object name>.<hex nanoseconds>`, over 253 bytes past a
+//! 236-byte name, so this one cuts the name to fit ([`event_name`]). Like kube's, repeats
+//! within [`SERIES_TTL`] count up in the first Event's `series`; unlike it, its memory is
+//! bounded ([`MAX_SERIES`]).
 
 use std::collections::HashMap;
 

@@ -142,7 +142,7 @@ fn a_gateway_explanation_says_its_rule_and_its_admission_policy() {
     let write = gateway("infra", "edge", "eg", &[GatewayAddress::ip("10.0.0.9")]);
     let stored = StoredGateway { write: write.clone(), shape: GatewayShape::Addresses };
     let mut explanation = crate::check::explain::explain::<Gateways>(&stored, None, &policies, &sources);
-    let governing = explain::governing(&crate::decision::decide::<Gateways>(&write, &policies, &sources)).map(|p| {
+    let governing = crate::decision::decide::<Gateways>(&write, &policies, &sources).policy().map(|p| {
         (p, crate::admission_policy::object_name_in(crate::admission_policy::DEFAULT_LEASE, &policies, p).unwrap())
     });
     let owner = crate::admission_policy::desired::Owner::new("isg", crate::admission_policy::DEFAULT_LEASE);
