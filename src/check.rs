@@ -186,7 +186,7 @@ async fn report(cluster: &Cluster, scope: Scope<'_>, policies: &Policies) -> Res
     }
     let policies = &scoped(&client, cluster, policies).await?;
     let sources = snapshot::read(&client, policies, timeout).await?;
-    let mut report = Report::empty();
+    let mut report = Report::default();
     for judge in lists {
         judge(&mut report, policies, &sources);
     }

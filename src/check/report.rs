@@ -265,7 +265,7 @@ pub(crate) const GATEWAYS_INACTIVE: &str =
     "inactive: the API server serves no Gateways (the Gateway API CRDs are not installed)";
 
 /// The drift report of `check`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Report {
     /// Every governed object, each row with its `kind` (the name is the wire's).
@@ -282,41 +282,6 @@ pub(crate) struct Report {
 }
 
 impl Report {
-    /// Decides every stored Ingress, as the webhook would decide a write of its stored status.
-    #[cfg(test)]
-    pub(crate) fn build(
-        stored: &[crate::kind::ingress::StatusWrite],
-        policies: &Policies,
-        sources: &dyn Sources,
-    ) -> Report {
-        let mut report = Report::empty();
-        report.add::<crate::kind::ingress::Ingresses>(Some(stored), policies, sources);
-        report
-    }
-
-    /// A report of nothing read yet.
-    pub(crate) fn empty() -> Report {
-        Report {
-            ingresses: Vec::new(),
-            summary: Summary::default(),
-            by_kind: ByKind::default(),
-            gateway_policies: None,
-            admission_policies: Vec::new(),
-        }
-    }
-
-    /// [`Report::add_read`] of objects without a last writer.
-    #[cfg(test)]
-    pub(crate) fn add<K: Governed>(
-        &mut self,
-        stored: Option<&[Write<K::Entry>]>,
-        policies: &Policies,
-        sources: &dyn Sources,
-    ) {
-        let read = stored.map(|stored| stored.iter().map(|write| (write.clone(), None)).collect::<Vec<_>>());
-        self.add_read::<K>(read.as_deref(), policies, sources);
-    }
-
     /// Adds the stored objects of one kind, each decided as the webhook would decide a write
     /// of its stored status (a trusted-writer policy's rows say who wrote it last); `None`: the
     /// API server does not serve the kind (a CRD), which the report says.

@@ -19,6 +19,30 @@ use crate::{
     sources::{Sources, Unresolved},
 };
 
+impl Report {
+    /// Decides every stored Ingress, as the webhook would decide a write of its stored status.
+    pub(crate) fn build(
+        stored: &[crate::kind::ingress::StatusWrite],
+        policies: &Policies,
+        sources: &dyn Sources,
+    ) -> Report {
+        let mut report = Report::default();
+        report.add::<crate::kind::ingress::Ingresses>(Some(stored), policies, sources);
+        report
+    }
+
+    /// [`Report::add_read`] of objects without a last writer.
+    pub(crate) fn add<K: crate::kind::Governed>(
+        &mut self,
+        stored: Option<&[crate::kind::Write<K::Entry>]>,
+        policies: &Policies,
+        sources: &dyn Sources,
+    ) {
+        let read = stored.map(|stored| stored.iter().map(|write| (write.clone(), None)).collect::<Vec<_>>());
+        self.add_read::<K>(read.as_deref(), policies, sources);
+    }
+}
+
 fn ingress(value: serde_json::Value) -> Ingress {
     serde_json::from_value(value).expect("test Ingress must deserialize")
 }

@@ -35,7 +35,7 @@ fn report(rows: Vec<Row>, not_governed: usize) -> Report {
         unresolved: count(State::Unresolved),
         not_governed,
     };
-    Report { ingresses: rows, summary, by_kind: ByKind([Some(summary), None, None]), ..Report::empty() }
+    Report { ingresses: rows, summary, by_kind: ByKind([Some(summary), None, None]), ..Report::default() }
 }
 
 fn ok(cluster: &str, report: Report) -> Outcome {

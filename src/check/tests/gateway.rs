@@ -116,7 +116,7 @@ Gateway policies: inactive: the API server serves no Gateways (the Gateway API C
     // Without Gateway policies (`--kind gateway` on an Ingress-only setup), nothing to say.
     let ingress_only =
         Policies::new(vec![policy("lb", &["nginx"], Source::Service(svc_ref()), Mode::Enforce)]).unwrap();
-    let mut report = Report::empty();
+    let mut report = Report::default();
     report.add::<crate::kind::gateway::Gateways>(None, &ingress_only, &sources);
     assert_eq!(report.table(), "governed Gateways: 0 (0 OK, 0 DRIFT, 0 UNRESOLVED); not governed: 0\n");
 }
