@@ -181,18 +181,6 @@ pub(crate) trait Admitted: crate::kind::Governed {
     }
 }
 
-/// The objects for one policy of kind `K`: the admission policy, then its binding, named as
-/// the guard of the default Lease names its kind's first slot.
-#[cfg(test)]
-pub(crate) fn render<K: Admitted>(
-    policy: &Policy,
-    canonical: &[Address],
-    governed: &Governed,
-    api: ApiVersion,
-) -> Result<Vec<Value>, RenderError> {
-    render_named::<K>(policy, canonical, governed, api, &slot_name(DEFAULT_LEASE, K::KIND.info().label, 0))
-}
-
 /// The objects for one policy of kind `K`, named `name` ([`object_name_in`]): the admission
 /// policy, then its binding.
 pub(crate) fn render_named<K: Admitted>(
@@ -375,4 +363,4 @@ pub(crate) fn to_yaml(objects: &[Value]) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -315,35 +315,34 @@ impl Finding {
     }
 }
 
-/// A finding of `writer` on Ingress `namespace/name` (metadata.uid `uid`), writing 10.9.9.9 where
-/// policy `p` wants lb.example: for the tests of the reporter and the summariser.
-#[cfg(test)]
-pub(crate) fn sample(writer: &str, namespace: &str, name: &str, uid: &str) -> Finding {
-    let attempted = vec![Address { ip: Some("10.9.9.9".into()), ..Address::default() }];
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    attempted.hash(&mut hasher);
-    Finding {
-        kind: Kind::Ingress,
-        uid: "review-uid".into(),
-        object_uid: Some(uid.into()),
-        namespace: namespace.into(),
-        name: name.into(),
-        class: None,
-        policy: "p".into(),
-        writer: Writer::new(writer.into(), vec![]),
-        attempted_hash: hasher.finish(),
-        attempted: Shown::of(attempted, 0),
-        canonical: Shown::of(vec![Address::hostname("lb.example")], 0),
-        action: Action::Rewrite,
-        dry_run: false,
-        forged: None,
-        forged_metadata: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A finding of `writer` on Ingress `namespace/name` (metadata.uid `uid`), writing 10.9.9.9 where
+    /// policy `p` wants lb.example: for the tests of the reporter and the summariser.
+    pub(crate) fn sample(writer: &str, namespace: &str, name: &str, uid: &str) -> Finding {
+        let attempted = vec![Address { ip: Some("10.9.9.9".into()), ..Address::default() }];
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        attempted.hash(&mut hasher);
+        Finding {
+            kind: Kind::Ingress,
+            uid: "review-uid".into(),
+            object_uid: Some(uid.into()),
+            namespace: namespace.into(),
+            name: name.into(),
+            class: None,
+            policy: "p".into(),
+            writer: Writer::new(writer.into(), vec![]),
+            attempted_hash: hasher.finish(),
+            attempted: Shown::of(attempted, 0),
+            canonical: Shown::of(vec![Address::hostname("lb.example")], 0),
+            action: Action::Rewrite,
+            dry_run: false,
+            forged: None,
+            forged_metadata: None,
+        }
+    }
 
     #[test]
     fn writers() {

@@ -109,7 +109,7 @@ mod tests {
         api: ApiVersion,
     ) -> Result<Vec<Value>, RenderError> {
         let governed = Governed::Classes { names: classes.to_vec(), without_class: false };
-        crate::admission_policy::render::<crate::kind::gateway::Gateways>(p, canonical, &governed, api)
+        crate::admission_policy::tests::render::<crate::kind::gateway::Gateways>(p, canonical, &governed, api)
     }
 
     fn class_names(scope: &crate::policy::ClassScope, classes: &BTreeMap<String, Option<String>>) -> Vec<String> {

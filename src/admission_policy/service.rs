@@ -70,7 +70,8 @@ mod tests {
         );
         let governed = Governed::resolve(&p.scope, &Default::default());
         let canonical = [Address::parse("192.0.2.7").unwrap()];
-        let objects = crate::admission_policy::render::<Services>(&p, &canonical, &governed, ApiVersion::V1).unwrap();
+        let objects =
+            crate::admission_policy::tests::render::<Services>(&p, &canonical, &governed, ApiVersion::V1).unwrap();
         let admission = &objects[0];
         assert_eq!(admission["kind"], "MutatingAdmissionPolicy");
         let rules = &admission["spec"]["matchConstraints"]["resourceRules"][0];
@@ -84,7 +85,7 @@ mod tests {
 
         let audit = Policy { mode: crate::policy::Mode::Audit, ..p };
         let objects =
-            crate::admission_policy::render::<Services>(&audit, &canonical, &governed, ApiVersion::V1).unwrap();
+            crate::admission_policy::tests::render::<Services>(&audit, &canonical, &governed, ApiVersion::V1).unwrap();
         assert_eq!(objects[0]["kind"], Value::from("ValidatingAdmissionPolicy"));
     }
 }

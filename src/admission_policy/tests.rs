@@ -8,6 +8,17 @@ use crate::{
     policy::{LabelSelector, OnUnresolved, Source},
 };
 
+/// The objects for one policy of kind `K`: the admission policy, then its binding, named as
+/// the guard of the default Lease names its kind's first slot.
+pub(crate) fn render<K: Admitted>(
+    policy: &Policy,
+    canonical: &[Address],
+    governed: &Governed,
+    api: ApiVersion,
+) -> Result<Vec<Value>, RenderError> {
+    render_named::<K>(policy, canonical, governed, api, &slot_name(DEFAULT_LEASE, K::KIND.info().label, 0))
+}
+
 fn policy(name: &str, mode: Mode) -> Policy {
     Policy {
         name: name.to_owned(),

@@ -112,7 +112,7 @@ impl Path<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission_policy::{ApiVersion, render};
+    use crate::admission_policy::{ApiVersion, tests::render};
     use crate::kind::{gateway::Gateways, ingress::Ingresses};
 
     fn policy(file: &str) -> Policy {

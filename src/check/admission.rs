@@ -308,7 +308,7 @@ mod tests {
                 .unwrap();
         let policy = policies.of(crate::kind::Kind::Ingress).next().unwrap();
         let governed = admission_policy::governed_in_order(&policies, Kind::Ingress, &Classes::new());
-        let rendered = admission_policy::render::<Ingresses>(
+        let rendered = admission_policy::tests::render::<Ingresses>(
             policy,
             &parse_static_list("192.0.2.1").unwrap(),
             &governed[0],
@@ -387,7 +387,7 @@ mod tests {
         let policy = policies.of(crate::kind::Kind::Gateway).next().unwrap();
         let class = |controller: &str| Class { controller: Some(controller.to_owned()), default: false };
         let classes = Classes::from([("eg".to_owned(), class("example.test/gw"))]);
-        let rendered = admission_policy::render::<Gateways>(
+        let rendered = admission_policy::tests::render::<Gateways>(
             policy,
             &parse_static_list("192.0.2.1").unwrap(),
             &admission_policy::Governed::Classes { names: vec!["eg".to_owned()], without_class: false },

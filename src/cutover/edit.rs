@@ -72,13 +72,6 @@ pub(crate) enum EditError {
     ChangedSince { name: String, sources: Box<[String; 2]> },
 }
 
-/// `text` with policy `name`'s source replaced by `to`. Comments and layout are not kept (the
-/// file is written back as plain YAML).
-#[cfg(test)]
-pub(crate) fn replace_source(text: &str, name: &str, to: &NewSource) -> Result<String, EditError> {
-    replace_fields(text, name, &to.fields()).map(|(text, _)| text)
-}
-
 impl NewSource {
     /// The source as the policy's fields: one field, its value as written.
     pub(crate) fn fields(&self) -> Mapping {
@@ -228,6 +221,12 @@ policies:
     publishPods: {namespace: kube-system, selector: app=x}
     reportNodeInternalIp: true
 ";
+
+    /// `text` with policy `name`'s source replaced by `to`. Comments and layout are not kept (the
+    /// file is written back as plain YAML).
+    fn replace_source(text: &str, name: &str, to: &NewSource) -> Result<String, EditError> {
+        replace_fields(text, name, &to.fields()).map(|(text, _)| text)
+    }
 
     fn svc(text: &str) -> NewSource {
         NewSource::Service(crate::policy::ServiceRef::service(text).unwrap())

@@ -139,20 +139,20 @@ mod tests {
     #[test]
     fn a_source_edited_since_its_cutover_is_not_rolled_back() {
         let (one, kept) = cut_over(FILE, "a", &svc("ns/a-new"), None).unwrap();
-        let edited = super::super::edit::replace_source(&one, "a", &svc("ns/by-hand")).unwrap();
+        let edited = replace_fields(&one, "a", &svc("ns/by-hand").fields()).unwrap().0;
         let err = roll_back(&edited, "a", &kept).unwrap_err();
         assert!(matches!(err, EditError::ChangedSince { .. }), "{err}");
         assert!(err.to_string().contains("ns/by-hand") && err.to_string().contains("ns/a-new"), "{err}");
         // Another policy's edit does not stand in the way.
-        let other = super::super::edit::replace_source(&one, "b", &svc("ns/b-hand")).unwrap();
+        let other = replace_fields(&one, "b", &svc("ns/b-hand").fields()).unwrap().0;
         assert!(roll_back(&other, "a", &kept).is_ok());
     }
 
     #[test]
     fn an_annotation_of_the_older_shape_rolls_back_one_policy_too() {
         // Before, the annotation held the whole previous file.
-        let moved = super::super::edit::replace_source(FILE, "a", &svc("ns/a-new")).unwrap();
-        let moved = super::super::edit::replace_source(&moved, "b", &svc("ns/b-new")).unwrap();
+        let moved = replace_fields(FILE, "a", &svc("ns/a-new").fields()).unwrap().0;
+        let moved = replace_fields(&moved, "b", &svc("ns/b-new").fields()).unwrap().0;
         let (back, kept) = roll_back(&moved, "a", FILE).unwrap();
         assert_eq!(source(&back, "a"), source(FILE, "a"));
         assert_eq!(source(&back, "b"), svc("ns/b-new").fields(), "b stays moved");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kube::runtime::watcher::Event::{Init, InitApply, InitDone};
 
 use super::*;
-use crate::audit::sample;
+use crate::audit::tests::sample;
 use crate::{kind::Kind, sources::known::KnownObjects};
 
 /// A client whose every request hangs: the listener accepts and then never reads or answers.
