@@ -176,9 +176,8 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// The finding of a review, when its verdict is a mismatch. Takes the review and verdict
-    /// apart instead of copying them (the handler is done with both): fewer allocations on the
-    /// request path.
+    /// The finding of a review, when its verdict is a mismatch; takes both apart rather than
+    /// copy them (fewer allocations on the request path).
     pub fn take(review: Review, verdict: Verdict<'_>) -> Option<Finding> {
         let metadata = review.metadata_verdict(&verdict);
         let forged_metadata = metadata.map(|(m, ..)| truncate(&m.to_string(), usize::MAX, MAX_FIELD));

@@ -228,9 +228,8 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     interruptible(&client, settings, cm_ref, &policies, &plan, &mut show, Some(applied)).await
 }
 
-/// Follows until done, or until SIGINT: then says what stays applied and how to undo it, and
-/// ends with exit 130. The handler is installed only here, so a Ctrl-C before anything is
-/// applied ends the process as it always does.
+/// Follows until done or SIGINT (then says how to undo what stays applied); the handler is
+/// installed only here, so a Ctrl-C before anything is applied ends the process as usual.
 async fn interruptible(
     client: &Client,
     settings: &Settings,

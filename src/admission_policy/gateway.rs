@@ -11,10 +11,8 @@ use crate::{
 };
 
 impl Admitted for crate::kind::gateway::Gateways {
-    /// The Gateway's part of `policy`'s admission objects for `canonical`. `governed` holds the
-    /// GatewayClass names it governs (CEL sees only the Gateway, so controller names become class
-    /// names, and the keeper renders again when the GatewayClasses change); none renders a policy
-    /// that matches nothing.
+    /// `governed` holds GatewayClass names (CEL sees only the Gateway, so controllers become
+    /// class names, rendered again when the GatewayClasses change); none matches nothing.
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         let entries = GatewayAddress::from_addresses(canonical);
         if entries.is_empty() {

@@ -45,17 +45,13 @@ impl Admitted for crate::kind::ingress::Ingresses {
         })
     }
 
-    /// Each stored entry as a typed `Object.status.loadBalancer.ingress`, its members present
-    /// only where the stored one has them (CEL optionals), strings and numbers converted from
-    /// the object's dynamic values.
     fn rebuilt(list: &str) -> Option<String> {
         Some(load_balancer_entries(list, &[]))
     }
 }
 
-/// `list`'s entries rebuilt as typed `Object.status.loadBalancer.ingress` values (`ip`,
-/// `hostname`, `ports`, and the string members `extra`), for a kind whose status field is a
-/// load-balancer list ([`Admitted::rebuilt`]).
+/// `list`'s entries rebuilt as typed `Object.status.loadBalancer.ingress` values, each member
+/// (and the string members `extra`) present only where the stored entry has it (CEL optionals).
 pub(super) fn load_balancer_entries(list: &str, extra: &[&str]) -> String {
     let opt = |of: &str, member: &str, value: String| {
         format!("?{member}: has({of}.{member}) ? optional.of({value}) : optional.none()")

@@ -15,10 +15,8 @@ use crate::{
 };
 
 impl Admitted for Services {
-    /// The Ingress's shape (the canonical literal, its comparison and the metadata rule) with
-    /// the Service's resources and class condition. The literal has no `ipMode` (the Ingress
-    /// schema has none): the API server defaults it to `VIP` after the mutation when the written
-    /// `spec.type` is `LoadBalancer`, and compares entries without it.
+    /// The Ingress's shape with the Service's resources and class condition. The literal has
+    /// no `ipMode` (the Ingress schema has none): the API server defaults it to `VIP`.
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         let shape = <Ingresses as Admitted>::admission_shape(policy, canonical, &Governed::Everything)?;
         Ok(Shape {

@@ -155,8 +155,7 @@ impl Summariser {
             }
             let Some((_, key)) = self.overflow_ends.pop_front() else { break };
             if let Some(open) = self.overflow.remove(&key) {
-                let grouped = if key.is_some() { Grouped::Writer } else { Grouped::All };
-                out.push(Repeated { finding: open.first, repeats: open.repeats, grouped });
+                out.push(overflowed(&key, open));
             }
         }
         while let Some(&(until, hash)) = self.ends.front() {
@@ -190,14 +189,7 @@ impl Summariser {
             .map(|(_, o)| Repeated { finding: o.first, repeats: o.repeats, grouped: Grouped::Key })
             .collect();
         out.sort_by(|a, b| a.finding.name.cmp(&b.finding.name));
-        let mut overflow: Vec<Repeated> = self
-            .overflow
-            .drain()
-            .map(|(key, o)| {
-                let grouped = if key.is_some() { Grouped::Writer } else { Grouped::All };
-                Repeated { finding: o.first, repeats: o.repeats, grouped }
-            })
-            .collect();
+        let mut overflow: Vec<Repeated> = self.overflow.drain().map(|(key, o)| overflowed(&key, o)).collect();
         overflow.sort_by(|a, b| {
             (a.grouped == Grouped::All, &a.finding.writer.username)
                 .cmp(&(b.grouped == Grouped::All, &b.finding.writer.username))
@@ -205,6 +197,12 @@ impl Summariser {
         out.extend(overflow);
         out
     }
+}
+
+/// The count of findings past the table, by writer (`None`: every further writer).
+fn overflowed(key: &Option<(String, String)>, open: Open) -> Repeated {
+    let grouped = if key.is_some() { Grouped::Writer } else { Grouped::All };
+    Repeated { finding: open.first, repeats: open.repeats, grouped }
 }
 
 /// Logs the summary line of an interval that had repeats (or findings past the table).

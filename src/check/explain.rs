@@ -101,8 +101,7 @@ fn webhook_shown<K: Explained>(stored: &K::Stored, verdict: &Verdict<'_>) -> Str
     }
 }
 
-/// Explains how the webhook judges `stored`, an object of kind `K`; `last_writer` is
-/// [`last_status_writer`](super::report::last_status_writer) of it, shown when a trusted-writer
+/// Explains how the webhook judges `stored`; `last_writer` is shown when a trusted-writer
 /// policy governs it.
 pub(crate) fn explain<K: Explained>(
     stored: &K::Stored,

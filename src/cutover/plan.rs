@@ -114,10 +114,8 @@ pub(crate) struct Summary {
 }
 
 impl Plan {
-    /// Judges every stored Ingress under the edited `policies`, for policy `name` (which the
-    /// caller has checked is in them). `from` is the policy before the edit, when the current
-    /// file could be read; `scope` the guard's (`None`: every Namespace), whose Namespaces'
-    /// labels `sources` holds.
+    /// Judges every stored Ingress under the edited `policies`, for policy `name`; `from` is
+    /// the policy before the edit, `scope` the guard's (`None`: every Namespace).
     pub(crate) fn build(
         stored: &[Seen],
         policies: &Policies,
