@@ -167,7 +167,8 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &cm_ref.namespace);
     let config_map = bounded(|| format!("get ConfigMap {cm_ref}"), timeout, api.get_opt(&cm_ref.name))
         .await
-        .map_err(|e| forbidden_or(e, cm_ref))?
+        // A 403 reading the ConfigMap is the same missing right as one patching it.
+        .map_err(|e| if e.code() == Some(403) { CutoverError::Forbidden(cm_ref.clone()) } else { e.into() })?
         .ok_or_else(|| CutoverError::NoConfigMap(cm_ref.clone()))?;
     let data = config_map.data.clone().unwrap_or_default();
     let current = data.get(&settings.key).ok_or_else(|| CutoverError::NoKey {
@@ -388,14 +389,6 @@ async fn may_patch(client: &Client, cm_ref: &ConfigMapRef, timeout: Duration) ->
     if answer.status.is_some_and(|s| s.allowed) { Ok(()) } else { Err(CutoverError::Forbidden(cm_ref.clone())) }
 }
 
-/// A 403 reading the ConfigMap is the same missing right as one patching it.
-fn forbidden_or(e: RequestError, cm_ref: &ConfigMapRef) -> CutoverError {
-    match e.code() {
-        Some(403) => CutoverError::Forbidden(cm_ref.clone()),
-        _ => e.into(),
-    }
-}
-
 /// Every Ingress, page by page, as the plan keeps it.
 async fn stored(client: &Client, timeout: Duration) -> Result<Vec<Seen>, RequestError> {
     let api: Api<k8s_openapi::api::networking::v1::Ingress> = Api::all(client.clone());
@@ -420,15 +413,12 @@ fn target<'p>(policies: &'p Policies, name: &str) -> Result<&'p Policy, CutoverE
     match policies.iter().find(|p| p.name == name) {
         Some(policy) if policy.kind == Kind::Ingress => Ok(policy),
         Some(policy) => Err(CutoverError::NotIngress { policy: name.to_owned(), kind: policy.kind }),
-        None => Err(CutoverError::Policy {
-            policy: name.to_owned(),
-            source: EditError::NoSuchPolicy { name: name.to_owned(), known: policy_names(policies) },
-        }),
+        None => {
+            let known = policies.of(Kind::Ingress).map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ");
+            let source = EditError::NoSuchPolicy { name: name.to_owned(), known };
+            Err(CutoverError::Policy { policy: name.to_owned(), source })
+        }
     }
-}
-
-fn policy_names(policies: &Policies) -> String {
-    policies.of(Kind::Ingress).map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

@@ -164,7 +164,7 @@ pub(crate) fn start(
             let (events_tx, events_rx) = mpsc::channel(PUBLISH_QUEUE);
             let recorder = Recorder::new(client, reporter);
             let publish = publish_loop(recorder, events_rx, metrics.clone(), settings.publish_timeout);
-            (Some(events_tx), Some(Indexes(known)), Some(publish))
+            (Some(events_tx), Some(known), Some(publish))
         }
         None => (None, None, None),
     };
@@ -188,13 +188,9 @@ pub(crate) fn start(
 /// An Event ready to be written, and the object it is about (for the log).
 type Ready = (Event, ObjectReference, String);
 
-/// The known-object indexes, one per kind a finding may be about.
-struct Indexes(KnownByKind);
-
-impl Indexes {
-    fn check(&self, finding: &Finding) -> Known {
-        self.0[finding.kind as usize].check(&finding.namespace, &finding.name, finding.object_uid.as_deref())
-    }
+/// Whether the index of the finding's kind knows its object.
+fn check(known: &KnownByKind, finding: &Finding) -> Known {
+    known[finding.kind as usize].check(&finding.namespace, &finding.name, finding.object_uid.as_deref())
 }
 
 /// The reporter's state.
@@ -203,7 +199,7 @@ struct Report {
     settings: Settings,
     summariser: Summariser,
     limiter: Limiter,
-    known: Option<Indexes>,
+    known: Option<KnownByKind>,
     events: Option<mpsc::Sender<Ready>>,
     /// Findings whose Ingress the index does not know yet: until when they wait, and whether
     /// their skip deserves its own line.
@@ -217,7 +213,7 @@ impl Report {
         bytes: Arc<AtomicUsize>,
         shutdown: CancellationToken,
     ) {
-        let mut index_changed = self.known.as_ref().map(|k| k.0.each_ref().map(|index| index.subscribe()));
+        let mut index_changed = self.known.as_ref().map(|k| k.each_ref().map(|index| index.subscribe()));
         let mut stopping = false;
         loop {
             let wake = [self.summariser.next_end(), self.awaiting.iter().map(|(at, ..)| *at).min()]
@@ -289,7 +285,7 @@ impl Report {
             return;
         }
         let Some(known) = &self.known else { return };
-        match known.check(&finding) {
+        match check(known, &finding) {
             Known::Yes => self.offer(&finding),
             // Not known yet, or not listed yet: wait a moment for the watch.
             Known::No | Known::NotSynced if self.awaiting.len() < MAX_AWAITING => {
@@ -303,7 +299,7 @@ impl Report {
     fn recheck(&mut self, now: Instant) {
         let Some(known) = self.known.take() else { return };
         for (until, finding, loud) in std::mem::take(&mut self.awaiting) {
-            match known.check(&finding) {
+            match check(&known, &finding) {
                 Known::Yes => self.offer(&finding),
                 known if now >= until => self.skip(&finding, known, loud),
                 _ => self.awaiting.push((until, finding, loud)),
