@@ -1,9 +1,7 @@
-//! `cutover`: moves one policy's source in the policy ConfigMap the guard reloads, and shows
-//! the move. Plan (the webhook's own `decide` over the edited file and the live sources, read as
-//! `check` reads them), act (one server-side apply of the ConfigMap, the policy's previous source
-//! kept in an annotation beside every other policy's: `previous`), follow (a watch of the
-//! Ingresses until each is canonical for the new source, or `--timeout`). `--rollback` is the
-//! same three steps back to the policy's kept source, the other policies left as they are.
+//! `cutover`: moves one policy's source in the policy ConfigMap the guard reloads. Plan (the
+//! webhook's own `decide` over the edited file), act (one server-side apply, the previous source
+//! kept in an annotation: `previous`), follow (a watch of the Ingresses until each is canonical,
+//! or `--timeout`). `--rollback` is the same three steps back to the policy's kept source.
 
 mod edit;
 mod follow;

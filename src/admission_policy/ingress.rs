@@ -1,8 +1,6 @@
 //! An Ingress policy's part of its admission objects in CEL: the canonical `status.loadBalancer`
 //! as a typed literal, the class condition and the key that compares written entries.
 
-use std::fmt::Write as _;
-
 use serde_json::json;
 
 use crate::kind::ingress::CLASS_ANNOTATION;
@@ -90,27 +88,23 @@ pub(crate) fn load_balancer(canonical: &[Address]) -> String {
     let entries: Vec<String> = canonical
         .iter()
         .map(|a| {
-            let mut fields = Vec::new();
-            if let Some(ip) = &a.ip {
-                fields.push(format!("ip: {}", cel::string(ip)));
-            }
-            if let Some(hostname) = &a.hostname {
-                fields.push(format!("hostname: {}", cel::string(hostname)));
-            }
-            if !a.ports.is_empty() {
-                let ports: Vec<String> = a
-                    .ports
-                    .iter()
-                    .map(|p| {
-                        let mut port = format!("port: {}, protocol: {}", p.port, cel::string(&p.protocol));
-                        if let Some(error) = &p.error {
-                            let _ = write!(port, ", error: {}", cel::string(error));
-                        }
-                        format!("Object.status.loadBalancer.ingress.ports{{{port}}}")
-                    })
-                    .collect();
-                fields.push(format!("ports: [{}]", ports.join(", ")));
-            }
+            let ports: Vec<String> = a
+                .ports
+                .iter()
+                .map(|p| {
+                    let error = p.error.as_ref().map(|e| format!(", error: {}", cel::string(e))).unwrap_or_default();
+                    let (port, protocol) = (p.port, cel::string(&p.protocol));
+                    format!("Object.status.loadBalancer.ingress.ports{{port: {port}, protocol: {protocol}{error}}}")
+                })
+                .collect();
+            let fields: Vec<String> = [
+                a.ip.as_ref().map(|ip| format!("ip: {}", cel::string(ip))),
+                a.hostname.as_ref().map(|hostname| format!("hostname: {}", cel::string(hostname))),
+                (!ports.is_empty()).then(|| format!("ports: [{}]", ports.join(", "))),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
             format!("Object.status.loadBalancer.ingress{{{}}}", fields.join(", "))
         })
         .collect();

@@ -1,7 +1,6 @@
-//! What `--rollback` restores: the source each policy had before its last cutover, kept per
-//! policy in the key's annotation beside the source the cutover set, so rolling one policy back
-//! leaves every other policy's move in place, and is refused when that policy's source was
-//! edited since. Pure, text in and text out.
+//! What `--rollback` restores: each policy's source before its last cutover, kept per policy
+//! beside the source the cutover set, so rolling one back leaves the others' moves in place and
+//! is refused when its source was edited since. Pure.
 
 use std::collections::BTreeMap;
 

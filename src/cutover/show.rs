@@ -1,7 +1,5 @@
-//! How `cutover` shows its work: the plan as a table and then, while it follows, an
-//! `indicatif` progress bar on a terminal, one plain line every few seconds off one, or one
-//! JSON event per line (`-o json`) or one YAML document per event (`-o yaml`) for pipelines.
-//! Only output; the state is `track`'s.
+//! How `cutover` shows its work: the plan as a table, then a progress bar on a terminal, a
+//! plain line every few seconds off one, or one JSON line or YAML document per event.
 
 use std::{
     fmt::Write as _,
