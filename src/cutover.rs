@@ -193,14 +193,12 @@ pub(crate) async fn run(settings: &Settings) -> Result<(), CutoverError> {
         may_patch(&client, cm_ref, timeout).await?;
     }
     let unchanged = edited == *current || before.as_ref() == Some(&policies);
-    // What the apply would be refused for is bad input too: said before the plan, and by a
-    // dry run as well.
+    // What the apply would be refused for is bad input: said before the plan, dry run or not.
     if !unchanged {
         check_size(&config_map, cm_ref, &settings.key, &annotation, &edited, &kept)?;
     }
     let from = before.as_ref().and_then(|p| p.of(Kind::Ingress).find(|p| p.name == settings.policy));
-    // The guard's scope, as `check` reads it: the Namespaces' labels are read with the scoped
-    // policies, so the plan can tell an Ingress outside it.
+    // The guard's scope, as `check` reads it, so the plan can tell an Ingress outside it.
     let scope = crate::scope::read(&client, &settings.cluster.webhook_configuration, timeout, &policies).await?;
     let scoped = scope.as_ref().map(|scope| scope.narrow(&policies));
     let sources = snapshot::read(&client, scoped.as_ref().unwrap_or(&policies), timeout).await?;

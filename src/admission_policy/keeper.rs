@@ -262,8 +262,6 @@ impl Keeper {
                     memory.applied.insert(key, object.clone());
                 }
                 Ok(Written::Foreign(other)) => {
-                    // Another guard's object under this name: it stays that guard's to keep, and
-                    // the policy's objects that guard's to reconcile.
                     if memory.foreign.get(&key) != Some(&other) {
                         let policy = plan.names.iter().find(|(_, n)| *n == key.1).map_or("", |(p, _)| p.as_str());
                         tracing::warn!(kind = %key.0, name = %key.1, policy = %policy, owner = %other, this_owner = %self.owner.label, "admission policy held by another guard (its ingress-status-guard/lease label): neither written nor deleted, and this guard's reconciler leaves the policy's Ingresses and Gateways alone; give one of the two guards another --leader-election-lease-name (chart: another release name)");

@@ -20,6 +20,14 @@ use crate::{
     sources::snapshot::{Fetched, Snapshot},
 };
 
+/// A stored object read as its lean projection: its write, and the shape of its status, so
+/// that `explain` shows the patch the webhook would send.
+#[derive(Debug, Clone)]
+pub(crate) struct Leaned<W, S> {
+    pub(crate) write: W,
+    pub(crate) shape: S,
+}
+
 /// What `explain` says about one Ingress: labelled lines, and the exit code of its state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Explanation {

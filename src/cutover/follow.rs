@@ -59,7 +59,6 @@ pub(super) async fn follow(
     show.start(&tracker);
     let timeout = settings.cluster.request_timeout;
     let mut sources = snapshot::read(client, policies, timeout).await?;
-    // One namespace is watched alone; a cutover across namespaces watches them all.
     let mut namespaces: Vec<&str> = plan.ingresses.iter().map(|m| m.namespace.as_str()).collect();
     namespaces.dedup();
     let api: Api<Ingress> = match namespaces[..] {

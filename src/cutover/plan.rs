@@ -155,8 +155,7 @@ impl Plan {
                     hosts: seen.hosts.clone(),
                 }),
                 Verdict::Canonical { policy } if policy.name == name => plan.summary.already += 1,
-                // The new source unresolved: every Ingress of the policy stays where it is, which
-                // the plan says once, as `unresolved`.
+                // The new source unresolved: the plan says so once, as `unresolved`.
                 Verdict::Unresolved { policy, .. } if policy.name == name => {}
                 _ => plan.summary.other += 1,
             }

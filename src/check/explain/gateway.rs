@@ -11,13 +11,8 @@ use crate::{
     sources::Sources,
 };
 
-/// A stored Gateway: its write, and the shape of its status, read by the review reader's rule
-/// ([`GatewayShape::of`]), so that `explain` shows the patch the webhook would send.
-#[derive(Debug, Clone)]
-pub(crate) struct StoredGateway {
-    pub(crate) write: GatewayWrite,
-    pub(crate) shape: GatewayShape,
-}
+/// A stored Gateway, its shape read by the review reader's rule ([`GatewayShape::of`]).
+pub(crate) type StoredGateway = super::Leaned<GatewayWrite, GatewayShape>;
 
 impl Explained for Gateways {
     type Read = LeanGateway;

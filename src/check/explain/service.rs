@@ -15,13 +15,8 @@ use crate::{
     sources::Sources,
 };
 
-/// A stored Service: its write, and the shape of its status, so that `explain` shows the patch
-/// the webhook would send.
-#[derive(Debug, Clone)]
-pub(crate) struct StoredService {
-    pub(crate) write: ServiceWrite,
-    pub(crate) shape: StatusShape,
-}
+/// A stored Service.
+pub(crate) type StoredService = super::Leaned<ServiceWrite, StatusShape>;
 
 impl Explained for Services {
     type Read = LeanService;
