@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{ApiVersion, Governed, RenderError, governed_in_order, object_name_in, render_named};
+use super::{ApiVersion, Governed, governed_in_order, object_name_in, render_named};
 use crate::{
     address::Address,
     kind::{Kind, with_kind},
@@ -163,14 +163,44 @@ impl Desired {
                 }
             };
             self.names.push((policy.name.clone(), name.clone()));
-            match governed.as_ref().map(|all| &all[at]) {
-                Err(why) => self.keep(policy, name, why.clone()),
-                Ok(governed) => {
-                    let named = name.clone();
-                    self.one(policy, name, sources, &owner.label, |c| {
-                        render_named::<K>(policy, c, governed, api, &named)
-                    });
+            let governed = match governed.as_ref().map(|all| &all[at]) {
+                Ok(governed) => governed,
+                Err(why) => {
+                    self.keep(policy, name, why.clone());
+                    continue;
                 }
+            };
+            if let Some(why) = not_read_yet(policy, sources) {
+                self.keep(policy, name, why);
+                continue;
+            }
+            let canonical = match super::value(policy, sources) {
+                Ok(canonical) => canonical,
+                // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation),
+                // and `deny` holds the line with the last value rendered, the strictest thing a
+                // literal can do. (A source not read yet is not unresolved: it was kept above.)
+                Err(reason) if policy.on_unresolved == OnUnresolved::Deny => {
+                    self.keep(policy, name, reason.to_string());
+                    continue;
+                }
+                Err(reason) => {
+                    self.skipped.push((policy.name.clone(), reason.to_string()));
+                    continue;
+                }
+            };
+            match render_named::<K>(policy, &canonical, governed, api, &name) {
+                Ok(objects) => {
+                    self.objects.extend(objects.into_iter().map(|mut o| {
+                        o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner.label.as_str());
+                        o
+                    }));
+                    // A trusted-writer policy's objects carry no value for the reconciler to judge by.
+                    if policy.trusted_writers().is_none() {
+                        self.values.push((policy.name.clone(), canonical.into_owned()));
+                    }
+                }
+                // A value the comparison cannot carry: the last rendered one stays.
+                Err(e) => self.keep(policy, name, e.to_string()),
             }
         }
     }
@@ -180,45 +210,6 @@ impl Desired {
         self.kept.insert(name);
         self.kept_policies.insert(policy.name.clone());
         self.skipped.push((policy.name.clone(), why));
-    }
-
-    /// The plan of one policy (its objects named `name`), whatever its kind: rendered by
-    /// `render` once its value is known, else kept or left out.
-    fn one(
-        &mut self,
-        policy: &Policy,
-        name: String,
-        sources: &dyn Sources,
-        owner: &str,
-        render: impl FnOnce(&[Address]) -> Result<Vec<Value>, RenderError>,
-    ) {
-        if let Some(why) = not_read_yet(policy, sources) {
-            return self.keep(policy, name, why);
-        }
-        let canonical = match super::value(policy, sources) {
-            Ok(canonical) => canonical,
-            // Unresolved: as the webhook, `allow` lets writes through unchanged (no mutation),
-            // and `deny` holds the line with the last value rendered, the strictest thing a
-            // literal can do. (A source not read yet is not unresolved: it was kept above.)
-            Err(reason) if policy.on_unresolved == OnUnresolved::Deny => {
-                return self.keep(policy, name, reason.to_string());
-            }
-            Err(reason) => return self.skipped.push((policy.name.clone(), reason.to_string())),
-        };
-        match render(&canonical) {
-            Ok(objects) => {
-                self.objects.extend(objects.into_iter().map(|mut o| {
-                    o["metadata"]["labels"][OWNER_LABEL] = Value::from(owner);
-                    o
-                }));
-                // A trusted-writer policy's objects carry no value for the reconciler to judge by.
-                if policy.trusted_writers().is_none() {
-                    self.values.push((policy.name.clone(), canonical.into_owned()));
-                }
-            }
-            // A value the comparison cannot carry: the last rendered one stays.
-            Err(e) => self.keep(policy, name, e.to_string()),
-        }
     }
 }
 

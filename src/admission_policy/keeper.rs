@@ -288,25 +288,15 @@ impl Keeper {
                 ok = false;
             }
         }
-        let held = memory.foreign.iter().map(|((_, name), owner)| (name.clone(), owner.clone())).collect();
-        self.publish(&plan, &failed, &held, applied_any).await;
-        ok
-    }
-
-    /// Tells the reconciler what is in force now ([`in_force`]), once the API server had time to
-    /// see what was applied.
-    async fn publish(
-        &self,
-        plan: &Desired,
-        failed: &BTreeSet<String>,
-        foreign: &BTreeMap<String, String>,
-        applied_any: bool,
-    ) {
-        let values = in_force(self.enforced.current(), plan, failed, foreign);
+        // What is in force now, told the reconciler once the API server had time to see it.
+        let held: BTreeMap<String, String> =
+            memory.foreign.iter().map(|((_, name), owner)| (name.clone(), owner.clone())).collect();
+        let values = in_force(self.enforced.current(), &plan, &failed, &held);
         if applied_any {
             tokio::time::sleep(SETTLE).await;
         }
         self.enforced.publish(Some(values));
+        ok
     }
 
     /// Writes `object` (of kind and name `key`) unless another owner holds it: created when
