@@ -42,14 +42,6 @@ pub(crate) struct Desired {
     pub(crate) names: Vec<(String, String)>,
 }
 
-impl Desired {
-    /// Whether the object of kind `kind` named `name` is to stay: rendered as such, or kept
-    /// whatever its kind (a policy whose mode changed keeps its old kind until it renders).
-    pub(crate) fn keeps(&self, kind: &str, name: &str) -> bool {
-        self.kept.contains(name) || self.objects.iter().any(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-    }
-}
-
 /// Who keeps a set of admission objects: a guard, known by its leader Lease. An object of one
 /// of its names ([`object_name_in`]) labelled [`OWNER_LABEL`] with another value is another
 /// guard's, never written or deleted.
@@ -143,6 +135,12 @@ pub(crate) fn desired(policies: &Policies, sources: &dyn Sources, api: ApiVersio
 }
 
 impl Desired {
+    /// Whether the object of kind `kind` named `name` is to stay: rendered as such, or kept
+    /// whatever its kind (a policy whose mode changed keeps its old kind until it renders).
+    pub(crate) fn keeps(&self, kind: &str, name: &str) -> bool {
+        self.kept.contains(name) || self.objects.iter().any(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+    }
+
     /// The plan of the policies of kind `K`: `governed` holds their class rules in file order,
     /// or says why their class facts are not known yet (then their objects are kept).
     fn kind<K: super::Admitted>(

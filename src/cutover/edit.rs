@@ -32,6 +32,11 @@ impl NewSource {
         }
     }
 
+    /// The source as the policy's fields: one field, its value as written.
+    pub(crate) fn fields(&self) -> Mapping {
+        Mapping::from_iter([(Value::from(self.field()), Value::from(self.value()))])
+    }
+
     fn value(&self) -> String {
         match self {
             NewSource::Service(svc) => svc.to_string(),
@@ -70,13 +75,6 @@ pub(crate) enum EditError {
     )]
     /// `sources`: the policy's source now, and the one the cutover set (boxed: a rare error).
     ChangedSince { name: String, sources: Box<[String; 2]> },
-}
-
-impl NewSource {
-    /// The source as the policy's fields: one field, its value as written.
-    pub(crate) fn fields(&self) -> Mapping {
-        Mapping::from_iter([(Value::from(self.field()), Value::from(self.value()))])
-    }
 }
 
 /// `text` with the source fields of policy `name` replaced by `fields` (in the place of the

@@ -84,8 +84,7 @@ pub(crate) struct Recorder {
     client: Client,
     reporter: Reporter,
     series: HashMap<Key, Written>,
-    /// The last suffix handed out: suffixes strictly increase, so two Events written within one
-    /// clock tick (or with a clock stepped back) still get distinct names.
+    /// The last suffix handed out ([`next_stamp`]).
     last_nanos: u128,
 }
 
