@@ -53,16 +53,12 @@ impl Writer {
         let username = bounded(username, MAX_USERNAME);
         groups.truncate(MAX_GROUPS);
         // The log line shows 1 KiB of the joined groups; keep no more than that.
-        let mut room = MAX_FIELD;
         let groups = groups
             .into_iter()
             .map(|g| bounded(g, MAX_GROUP))
-            .take_while(|g| match room.checked_sub(g.len()) {
-                Some(left) => {
-                    room = left;
-                    true
-                }
-                None => false,
+            .scan(MAX_FIELD, |room, g| {
+                *room = room.checked_sub(g.len())?;
+                Some(g)
             })
             .collect();
         let service_account = username

@@ -60,12 +60,9 @@ pub(crate) struct Row {
 impl Row {
     /// One line: `MutatingAdmissionPolicy ingress-status-guard-x: CURRENT (...)`.
     pub(crate) fn shown(&self) -> String {
-        let state = match self.state {
-            State::Current => "CURRENT",
-            State::Stale => "STALE",
-            State::Unknown => "UNKNOWN",
-            State::Foreign => "FOREIGN",
-        };
+        // As JSON spells it.
+        let state = serde_json::to_value(self.state).unwrap_or_default();
+        let state = state.as_str().unwrap_or_default();
         let reason = self.reason.as_ref().map_or_else(String::new, |r| format!(" ({r})"));
         format!("{} {} of policy {:?}: {state}{reason}", self.kind, self.name, self.policy)
     }
