@@ -354,12 +354,7 @@ pub(crate) fn object_names(policies: &Policies, lease: &str) -> Result<Vec<(Stri
 
 /// The objects as YAML documents, each opened by `---`.
 pub(crate) fn to_yaml(objects: &[Value]) -> String {
-    let mut out = String::new();
-    for object in objects {
-        out.push_str("---\n");
-        out.push_str(&serde_norway::to_string(object).unwrap_or_default());
-    }
-    out
+    objects.iter().map(|object| format!("---\n{}", serde_norway::to_string(object).unwrap_or_default())).collect()
 }
 
 #[cfg(test)]

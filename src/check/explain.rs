@@ -46,10 +46,9 @@ impl Explanation {
     pub(crate) fn json(&self) -> String {
         let lines: Vec<_> =
             self.lines.iter().map(|(label, value)| serde_json::json!({"label": label, "value": value})).collect();
-        let mut text = serde_json::to_string_pretty(&serde_json::json!({"lines": lines, "exitCode": self.exit_code}))
-            .expect("strings always serialize");
-        text.push('\n');
-        text
+        serde_json::to_string_pretty(&serde_json::json!({"lines": lines, "exitCode": self.exit_code}))
+            .expect("strings always serialize")
+            + "\n"
     }
 }
 

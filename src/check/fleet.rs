@@ -81,9 +81,7 @@ impl Fleet {
                     for row in &report.ingresses {
                         lines.push(std::iter::once(cluster.clone()).chain(row.cells(kinds)).collect());
                     }
-                    for line in report.summary_lines() {
-                        summaries.push_str(&format!("cluster {cluster}: {line}\n"));
-                    }
+                    summaries.extend(report.summary_lines().iter().map(|line| format!("cluster {cluster}: {line}\n")));
                 }
                 // The error is in the cluster's row; said once is enough.
                 Err(_) => summaries.push_str(&format!("cluster {cluster}: not read (ERROR row above)\n")),

@@ -372,13 +372,8 @@ impl Report {
             let kinds = self.kinds();
             out = align(std::iter::once(header(kinds)).chain(self.ingresses.iter().map(|row| row.cells(kinds))));
         }
-        for line in self.summary_lines() {
-            out.push_str(&line);
-            out.push('\n');
-        }
-        for row in &self.admission_policies {
-            out.push_str(&format!("admission policy: {}\n", row.shown()));
-        }
+        out.extend(self.summary_lines().into_iter().map(|line| line + "\n"));
+        out.extend(self.admission_policies.iter().map(|row| format!("admission policy: {}\n", row.shown())));
         out
     }
 
