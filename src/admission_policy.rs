@@ -162,12 +162,10 @@ pub(crate) enum RenderError {
 /// injective.
 pub(crate) const SEPARATORS: [char; 3] = ['|', ';', '/'];
 
-/// What a governed kind's admission objects are: the kind's part of them, said per kind in
-/// `admission_policy/<kind>.rs`; the objects around it are written once here.
+/// A governed kind's part of its admission objects, said in `admission_policy/<kind>.rs`.
 pub(crate) trait Admitted: crate::kind::Governed {
-    /// The kind's part of a policy's admission objects (`--admission=policy`) for a non-empty
-    /// `canonical`: the resources and classes (`governed`) matched, and the CEL that sets or
-    /// compares the status list; or why the list cannot be rendered.
+    /// The resources and classes (`governed`) matched, and the CEL that sets or compares the
+    /// status list, for a non-empty `canonical`; or why the list cannot be rendered.
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError>;
 
     /// CEL that rebuilds the status list `list` (read from `oldObject`) entry by entry as
@@ -201,7 +199,7 @@ pub(crate) fn render_named<K: Admitted>(
 }
 
 /// The value `policy`'s admission objects carry: its canonical addresses, or none for a
-/// trusted-writer policy, whose objects put the stored status back and so carry no value.
+/// trusted-writer policy (its objects put the stored status back).
 pub(crate) fn value<'p>(
     policy: &'p Policy,
     sources: &dyn Sources,
