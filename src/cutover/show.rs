@@ -265,13 +265,8 @@ impl Show {
                 // The first ones name the cause; a long tail of the same adds nothing.
                 const SHOWN: usize = 20;
                 for n in not_moved.iter().take(SHOWN) {
-                    let reason = serde_json::to_value(n.reason).ok().and_then(|v| v.as_str().map(str::to_owned));
-                    text.push_str(&format!(
-                        "  {} {}: {}\n",
-                        n.ingress,
-                        reason.unwrap_or_default().to_uppercase(),
-                        n.detail
-                    ));
+                    let reason = serde_json::to_value(n.reason).ok().and_then(|v| v.as_str().map(str::to_uppercase));
+                    let _ = writeln!(text, "  {} {}: {}", n.ingress, reason.unwrap_or_default(), n.detail);
                 }
                 if not_moved.len() > SHOWN {
                     text.push_str(&format!("  ... and {} more\n", not_moved.len() - SHOWN));
