@@ -176,29 +176,25 @@ pub fn main() -> ExitCode {
     let cli = plugin::parse();
     // kube's client and our listener share one TLS stack; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // `check` and `explain` report on stdout and their errors in one line on stderr; kube's
-    // own log lines would only repeat those errors.
-    let default_level = match cli.command {
+    // The reporting commands print on stdout and their errors in one line on stderr (kube's
+    // own log lines would only repeat those errors); they tell what they found by their exit
+    // code (0 canonical, 1 drift), so any error of theirs is 2, as clap's usage errors are.
+    let reports = matches!(
+        cli.command,
         Command::Check { .. }
-        | Command::Explain { .. }
-        | Command::Doctor { .. }
-        | Command::Cutover(_)
-        | Command::Version(_) => "warn,kube_client=off",
+            | Command::Explain { .. }
+            | Command::Doctor { .. }
+            | Command::Cutover(_)
+            | Command::Version(_)
+    );
+    let default_level = match cli.command {
+        _ if reports => "warn,kube_client=off",
         // A log line would land among the shell's completions.
         Command::Complete(_) => "off",
         _ => "info",
     };
     logging::init_logging(cli.log_format, cli.log_level.as_deref(), default_level);
-    // `check` and `explain` tell what they found by their exit code (0 canonical, 1 drift) and
-    // print their own errors; any error of theirs is 2, as clap's usage errors are.
-    let failure = match cli.command {
-        Command::Check { .. }
-        | Command::Explain { .. }
-        | Command::Doctor { .. }
-        | Command::Cutover(_)
-        | Command::Version(_) => ExitCode::from(2),
-        _ => ExitCode::FAILURE,
-    };
+    let failure = if reports { ExitCode::from(2) } else { ExitCode::FAILURE };
     // One runtime for every command; `resolve` and `certs generate` simply do not await. Its
     // blocking pool is the reviews' (`server::limits`), and small, as each may hold a body.
     let result = match tokio::runtime::Builder::new_multi_thread()
@@ -216,18 +212,9 @@ pub fn main() -> ExitCode {
                 Command::RenderAdmissionPolicy(args) => render::render(&args).map(|yaml| print!("{yaml}")).map(done),
                 Command::Certs(args) => certs::run(args).await.map_err(CliError::from).map(done),
                 Command::Serve(args) => serve::serve(*args).await.map(done),
-                Command::Check { args, policy } => match policy.policies() {
-                    Ok(policies) => Ok(check::check(args, &policies).await),
-                    Err(e) => Err(e),
-                },
-                Command::Explain { args, policy } => match policy.policies() {
-                    Ok(policies) => Ok(check::explain(args, &policies).await),
-                    Err(e) => Err(e),
-                },
-                Command::Doctor { args, policy } => match policy.policies() {
-                    Ok(policies) => Ok(doctor::doctor(args, &policies).await),
-                    Err(e) => Err(e),
-                },
+                Command::Check { args, policy } => Ok(check::check(args, &policy.policies()?).await),
+                Command::Explain { args, policy } => Ok(check::explain(args, &policy.policies()?).await),
+                Command::Doctor { args, policy } => Ok(doctor::doctor(args, &policy.policies()?).await),
                 Command::Cutover(args) => Ok(cutover::cutover(*args).await),
                 Command::AdmissionPolicy(args) => admission::run(args).await.map(done),
                 Command::Version(args) => Ok(version::version(args).await),
