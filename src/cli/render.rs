@@ -8,7 +8,6 @@ use std::{collections::HashMap, path::PathBuf};
 use clap::Args;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Resource as _;
-use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::{CliError, policy::PolicyArgs};
@@ -124,27 +123,10 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
 
 /// Reads one manifest's objects into `offline`; other kinds (Namespaces, Ingresses, ...) are
 /// skipped, so `kubectl get ... -o yaml` of more than is needed can be piped in.
-fn read_manifest(path: &PathBuf, offline: &mut Offline) -> Result<(), CliError> {
-    let stdin = path.as_os_str() == "-";
-    let shown = if stdin { "<stdin>".to_owned() } else { path.display().to_string() };
+fn read_manifest(path: &std::path::Path, offline: &mut Offline) -> Result<(), CliError> {
+    let (shown, text) = super::resolve::read_text(path)?;
     let manifest = |message: String| CliError::Manifest { path: shown.clone(), message };
-    let text = if stdin {
-        std::io::read_to_string(std::io::stdin())?
-    } else {
-        std::fs::read_to_string(path).map_err(|e| manifest(e.to_string()))?
-    };
-    let mut objects = Vec::new();
-    for (i, doc) in serde_norway::Deserializer::from_str(&text).enumerate() {
-        let value =
-            Value::deserialize(doc).map_err(|e| manifest(format!("document {}: not YAML or JSON: {e}", i + 1)))?;
-        match value.get("kind").and_then(Value::as_str) {
-            _ if value.is_null() => {}
-            Some(kind) if kind.ends_with("List") => {
-                objects.extend(value.get("items").and_then(Value::as_array).cloned().unwrap_or_default());
-            }
-            _ => objects.push(value),
-        }
-    }
+    let objects = super::resolve::objects(&text).map_err(manifest)?;
     for (i, object) in objects.into_iter().enumerate() {
         let what = |e: serde_json::Error| manifest(format!("object {}: {e}", i + 1));
         match object.get("kind").and_then(Value::as_str) {

@@ -1,10 +1,15 @@
 //! `resolve`: the canonical addresses of a source, computed offline from flags or manifests, as
 //! JSON (what the webhook would publish, without a cluster).
 
-use std::path::PathBuf;
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use clap::Args;
 use k8s_openapi::api::core::v1::Service;
+use serde::Deserialize as _;
+use serde_json::Value;
 
 use super::{CliError, output::Format, policy::PolicyFlagsArgs};
 use crate::{
@@ -42,7 +47,7 @@ pub(crate) struct ResolveArgs {
 
 /// `addresses` (a JSON array of load-balancer entries) as `format`.
 pub(crate) fn shown(addresses: &str, format: Format) -> String {
-    let value: serde_json::Value = serde_json::from_str(addresses).expect("resolve prints valid JSON");
+    let value: Value = serde_json::from_str(addresses).expect("resolve prints valid JSON");
     format.document(&value, || {
         let entries = value.as_array().cloned().unwrap_or_default();
         let mut table = String::from("ADDRESS\n");
@@ -62,13 +67,7 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
             address::parse_static_list(list).map_err(|source| CliError::StaticFlag { value: list.clone(), source })?
         }
         (None, Some(path)) => {
-            let shown = if path.as_os_str() == "-" { "<stdin>".to_owned() } else { path.display().to_string() };
-            let text = if path.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin())?
-            } else {
-                std::fs::read_to_string(path)
-                    .map_err(|e| CliError::Manifest { path: shown.clone(), message: e.to_string() })?
-            };
+            let (shown, text) = read_text(path)?;
             let manifest = |message: String| CliError::Manifest { path: shown.clone(), message };
             if let Some(namespace) = &args.publish_pods_namespace {
                 let flags = PolicyFlagsArgs {
@@ -85,8 +84,7 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
                 };
                 return node_ips(&text, pods).map_err(manifest);
             }
-            let value: serde_json::Value =
-                serde_norway::from_str(&text).map_err(|e| manifest(format!("not YAML or JSON: {e}")))?;
+            let value: Value = serde_norway::from_str(&text).map_err(|e| manifest(format!("not YAML or JSON: {e}")))?;
             match value.get("kind").and_then(|k| k.as_str()) {
                 Some("Service") | None => {}
                 Some(other) => return Err(manifest(format!("kind is {other:?}; expected a Service"))),
@@ -101,24 +99,38 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
     Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
 }
 
-/// The node-IP source over the Pods and Nodes of a manifest (a List, or YAML documents that
-/// are objects or Lists), as JSON; errors say which document is wrong.
-fn node_ips(text: &str, pods: &policy::PodsRef) -> Result<String, String> {
-    use std::collections::HashMap;
+/// The text of manifest `path` (`-` reads stdin), and how errors name it.
+pub(super) fn read_text(path: &Path) -> Result<(String, String), CliError> {
+    let stdin = path.as_os_str() == "-";
+    let shown = if stdin { "<stdin>".to_owned() } else { path.display().to_string() };
+    let text = if stdin {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(path).map_err(|e| CliError::Manifest { path: shown.clone(), message: e.to_string() })?
+    };
+    Ok((shown, text))
+}
 
-    use serde::Deserialize as _;
+/// The objects of a manifest: YAML documents that are objects or Lists; errors say which
+/// document is wrong.
+pub(super) fn objects(text: &str) -> Result<Vec<Value>, String> {
     let mut objects = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let value =
-            serde_json::Value::deserialize(doc).map_err(|e| format!("document {}: not YAML or JSON: {e}", i + 1))?;
-        match value.get("kind").and_then(|k| k.as_str()) {
+        let value = Value::deserialize(doc).map_err(|e| format!("document {}: not YAML or JSON: {e}", i + 1))?;
+        match value.get("kind").and_then(Value::as_str) {
             _ if value.is_null() => {}
             Some(kind) if kind.ends_with("List") => {
-                objects.extend(value.get("items").and_then(|v| v.as_array()).cloned().unwrap_or_default());
+                objects.extend(value.get("items").and_then(Value::as_array).cloned().unwrap_or_default());
             }
             _ => objects.push(value),
         }
     }
+    Ok(objects)
+}
+
+/// The node-IP source over the Pods and Nodes of a manifest, as JSON.
+fn node_ips(text: &str, pods: &policy::PodsRef) -> Result<String, String> {
+    let objects = objects(text)?;
     let (mut facts, mut nodes) = (Vec::new(), HashMap::new());
     for (i, object) in objects.into_iter().enumerate() {
         let what = |e: serde_json::Error| format!("object {}: {e}", i + 1);
