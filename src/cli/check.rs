@@ -133,7 +133,12 @@ fn parse_explain_ref(text: &str) -> Result<ObjectRef, String> {
 }
 
 fn parse_ingress_ref(text: &str) -> Result<(Option<String>, String), String> {
-    let shape = || format!("{text:?} must be NAMESPACE/NAME or NAME, e.g. default/web");
+    parse_ref(text, "Ingress", "default/web")
+}
+
+/// `NAMESPACE/NAME` or `NAME` of an object of kind `kind`; errors show `example`.
+pub(super) fn parse_ref(text: &str, kind: &str, example: &str) -> Result<(Option<String>, String), String> {
+    let shape = || format!("{text:?} must be NAMESPACE/NAME or NAME, e.g. {example}");
     let (namespace, name) = match text.split_once('/') {
         Some((namespace, name)) => (Some(namespace), name),
         None => (None, text),
@@ -142,7 +147,7 @@ fn parse_ingress_ref(text: &str) -> Result<(Option<String>, String), String> {
         return Err(format!("{}: namespace {namespace:?} is not a valid namespace name", shape()));
     }
     if !crate::names::is_dns1123_subdomain(name) {
-        return Err(format!("{}: name {name:?} is not a valid Ingress name", shape()));
+        return Err(format!("{}: name {name:?} is not a valid {kind} name", shape()));
     }
     Ok((namespace.map(str::to_owned), name.to_owned()))
 }

@@ -6,12 +6,11 @@ use std::{process::ExitCode, time::Duration};
 use clap::Args;
 
 use super::{
-    check::{ClusterArgs, parse_namespace},
+    check::{ClusterArgs, parse_namespace, parse_ref},
     duration::Seconds,
 };
 use crate::{
     cutover::{self, Change, NewSource, Output, Settings},
-    names,
     policy::{GatewayRef, ServiceRef},
 };
 
@@ -70,19 +69,7 @@ pub(crate) struct CutoverArgs {
 const KUBECONFIG_HELP: &str = "kubeconfig to read and patch the policy ConfigMap, and read Ingresses and publish Services with; default: in-cluster config, then KUBECONFIG";
 
 fn parse_config_map(text: &str) -> Result<(Option<String>, String), String> {
-    let shape =
-        || format!("{text:?} must be NAMESPACE/NAME or NAME, e.g. ingress-status-guard/ingress-status-guard-config");
-    let (namespace, name) = match text.split_once('/') {
-        Some((namespace, name)) => (Some(namespace), name),
-        None => (None, text),
-    };
-    if let Some(namespace) = namespace.filter(|ns| !names::is_dns1123_label(ns)) {
-        return Err(format!("{}: namespace {namespace:?} is not a valid namespace name", shape()));
-    }
-    if !names::is_dns1123_subdomain(name) {
-        return Err(format!("{}: name {name:?} is not a valid ConfigMap name", shape()));
-    }
-    Ok((namespace.map(str::to_owned), name.to_owned()))
+    parse_ref(text, "ConfigMap", "ingress-status-guard/ingress-status-guard-config")
 }
 
 /// `kubectl isg` when run as the kubectl plugin, else the binary's own name.
