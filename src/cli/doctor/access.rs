@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::{
-    admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration},
+    admissionregistration::v1::MutatingWebhook,
     authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
 };
 use kube::{Api, api::PostParams};
@@ -78,12 +78,9 @@ pub(crate) struct Guard<'a> {
 /// selects by label. An empty or absent selector reviews every namespace and reads none; an
 /// unreadable configuration leaves the guard's scope unknown, with no watch either.
 pub(crate) fn scope_selects_namespaces(configuration: &str, webhooks: &[MutatingWebhook]) -> bool {
-    let config = MutatingWebhookConfiguration {
-        metadata: kube::api::ObjectMeta { name: Some(configuration.to_owned()), ..Default::default() },
-        webhooks: Some(webhooks.to_vec()),
-    };
-    crate::scope::reaches_of(&config)
-        .is_ok_and(|reaches| Kind::ALL.iter().any(|kind| reaches.of(*kind).selectors().is_some_and(|s| !s.is_empty())))
+    super::probe::reaches(configuration, webhooks).is_some_and(|reaches| {
+        Kind::ALL.iter().any(|kind| reaches.of(*kind).selectors().is_some_and(|s| !s.is_empty()))
+    })
 }
 
 /// What the guard does with `policies` in its mode: the chart's RBAC, rule by rule.

@@ -50,14 +50,13 @@ pub(crate) fn name(lease: &str) -> Result<String, String> {
     }
 }
 
-/// What doctor knows of where the API server reviews Ingress status writes: `None` in policy
-/// mode, or when the configuration's reach cannot be read.
-pub(crate) fn reach(configuration: &str, webhooks: &[MutatingWebhook]) -> Option<crate::scope::Reach> {
+/// Where configuration `configuration`'s `webhooks` send reviews; `None` when unreadable.
+pub(crate) fn reaches(configuration: &str, webhooks: &[MutatingWebhook]) -> Option<crate::scope::Reaches> {
     let config = MutatingWebhookConfiguration {
         metadata: kube::api::ObjectMeta { name: Some(configuration.to_owned()), ..Default::default() },
         webhooks: Some(webhooks.to_vec()),
     };
-    crate::scope::reaches_of(&config).ok().map(|r| r.of(Kind::Ingress).clone())
+    crate::scope::reaches_of(&config).ok()
 }
 
 /// A class the policies govern in `namespace` (labelled `labels`), and the mode of the policy
@@ -180,7 +179,7 @@ pub(crate) async fn create(
                     "rename it, or pass --probe NAMESPACE/NAME to write to an Ingress of yours",
                 ));
             };
-            if let Some(e) = delete(client, namespace, &old, timeout).await {
+            if let Some(e) = delete(client, namespace, name, old.metadata.uid, timeout).await {
                 return Err(Finding::fail(CHECK, e, "delete the leftover probe by hand"));
             }
             bounded(|| format!("create the probe Ingress {namespace}/{name}"), timeout, api.create(&params, &ingress))
@@ -204,20 +203,8 @@ fn cannot_create(namespace: &str, e: &str) -> Finding {
     )
 }
 
-/// Deletes `ingress` (under its uid), within `timeout`; what went wrong, if anything.
-pub(crate) async fn delete(
-    client: &kube::Client,
-    namespace: &str,
-    ingress: &Ingress,
-    timeout: Duration,
-) -> Option<String> {
-    let name = ingress.metadata.name.clone().unwrap_or_default();
-    let uid = ingress.metadata.uid.clone();
-    delete_named(client, namespace, &name, uid, timeout).await
-}
-
 /// Deletes the probe `namespace/name` of `uid`: gone already is done.
-pub(crate) async fn delete_named(
+pub(crate) async fn delete(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -238,7 +225,7 @@ pub(crate) async fn delete_named(
 pub(crate) async fn clean(client: &kube::Client, leftover: &Leftover, timeout: Duration) -> Option<String> {
     let held = leftover.lock().ok().and_then(|mut held| held.take());
     let (namespace, name, uid) = held?;
-    delete_named(client, &namespace, &name, Some(uid), timeout).await
+    delete(client, &namespace, &name, Some(uid), timeout).await
 }
 
 #[cfg(test)]
