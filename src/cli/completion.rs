@@ -240,10 +240,6 @@ fn find_arg<'a>(command: &'a Command, root: &'a Command, word: &str) -> Option<&
     command.get_arguments().find(matches).or_else(|| root.get_arguments().filter(|a| a.is_global_set()).find(matches))
 }
 
-fn takes_value(arg: &Arg) -> bool {
-    matches!(arg.get_action(), ArgAction::Set | ArgAction::Append)
-}
-
 fn parse<'a>(root: &'a Command, before: &[String]) -> (&'a Command, Parsed) {
     let mut command = root;
     let mut parsed = Parsed::default();
@@ -258,7 +254,7 @@ fn parse<'a>(root: &'a Command, before: &[String]) -> (&'a Command, Parsed) {
                 None => (word.as_str(), None),
             };
             let Some(arg) = find_arg(command, root, flag) else { continue };
-            if !takes_value(arg) {
+            if !matches!(arg.get_action(), ArgAction::Set | ArgAction::Append) {
                 continue;
             }
             let value = match inline {
@@ -350,7 +346,7 @@ async fn values(arg: &Arg, parsed: &Parsed, typed: &str) -> (Vec<String>, u8) {
         "namespace" | "leader_election_namespace" | "publish_pods_namespace" | "probe_namespace" => {
             namespaces(parsed).await
         }
-        "probe" => Ingresses::names(parsed, true).await,
+        "probe" => ingress_names(parsed, true).await,
         "context" => contexts(parsed),
         "policy" => policies(parsed).await,
         "kubeconfig" | "config" | "file" | "tls_cert" | "tls_key" | "client_ca" => return (Vec::new(), FILES),
@@ -362,12 +358,9 @@ async fn values(arg: &Arg, parsed: &Parsed, typed: &str) -> (Vec<String>, u8) {
     (keep(found), NO_FILES)
 }
 
-fn target(parsed: &Parsed) -> Target {
-    Target { kubeconfig: parsed.kubeconfig.as_ref().map(Into::into), context: parsed.context.clone() }
-}
-
 async fn client(parsed: &Parsed) -> Option<kube::Client> {
-    crate::client::connect_within(&target(parsed), CLUSTER_TIMEOUT).await.ok()
+    let target = Target { kubeconfig: parsed.kubeconfig.as_ref().map(Into::into), context: parsed.context.clone() };
+    crate::client::connect_within(&target, CLUSTER_TIMEOUT).await.ok()
 }
 
 async fn within<T>(call: impl Future<Output = kube::Result<T>>) -> Option<T> {
@@ -389,21 +382,17 @@ fn contexts(parsed: &Parsed) -> Vec<String> {
     config.map(|c| c.contexts.into_iter().map(|c| c.name).collect()).unwrap_or_default()
 }
 
-/// Ingress (or Gateway) names for `explain` and `--probe`.
-struct Ingresses;
-
-impl Ingresses {
-    /// In `--namespace` as NAME (unless `qualified`), else every namespace's as NAMESPACE/NAME.
-    async fn names(parsed: &Parsed, qualified: bool) -> Vec<String> {
-        let Some(client) = client(parsed).await else { return Vec::new() };
-        let api = match &parsed.namespace {
-            Some(ns) => Api::<Ingress>::namespaced(client, ns),
-            None => Api::all(client),
-        };
-        let list = within(api.list_metadata(&ListParams::default())).await;
-        let items = list.map(|l| l.items).unwrap_or_default();
-        items.into_iter().filter_map(|i| name(&i.metadata, parsed, qualified)).collect()
-    }
+/// Ingress names for `explain` and `--probe`: in `--namespace` as NAME (unless `qualified`),
+/// else every namespace's as NAMESPACE/NAME.
+async fn ingress_names(parsed: &Parsed, qualified: bool) -> Vec<String> {
+    let Some(client) = client(parsed).await else { return Vec::new() };
+    let api = match &parsed.namespace {
+        Some(ns) => Api::<Ingress>::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let list = within(api.list_metadata(&ListParams::default())).await;
+    let items = list.map(|l| l.items).unwrap_or_default();
+    items.into_iter().filter_map(|i| name(&i.metadata, parsed, qualified)).collect()
 }
 
 fn name(meta: &kube::api::ObjectMeta, parsed: &Parsed, qualified: bool) -> Option<String> {
@@ -420,7 +409,7 @@ fn name(meta: &kube::api::ObjectMeta, parsed: &Parsed, qualified: bool) -> Optio
 async fn objects(parsed: &Parsed) -> Vec<String> {
     let mut found = Vec::new();
     if parsed.kind.as_deref() != Some("gateway") {
-        found = Ingresses::names(parsed, false).await;
+        found = ingress_names(parsed, false).await;
     }
     if parsed.kind.as_deref().is_none_or(|k| k == "gateway")
         && let Some(client) = client(parsed).await
