@@ -144,71 +144,59 @@ const KUBECONFIG_HELP: &str = "kubeconfig for watching publish Services; default
 
 /// Runs `serve` until shutdown.
 pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
-    let ServeArgs {
-        listen,
-        admin_listen,
-        probe_listen,
-        tls_cert,
-        tls_key,
-        client_ca,
-        client_san,
-        network_policy_narrowed,
-        max_body_bytes,
-        drain_seconds,
-        shutdown_delay_seconds,
-        admission,
-        admission_policy_resync,
-        client,
-        max_writer_labels,
-        writer_labels,
-        repeat_log_interval,
-        no_events,
-        policy,
-        reconcile,
-        limits,
-        pod,
-    } = args;
     // Caught from here on: a SIGTERM while starting (the ephemeral CA already on disk) must end
     // in the orderly shutdown that removes it, not the default action that kills the process.
     let first_signal = server::shutdown_signal();
-    let client_names = ClientNames::new(client_san)?;
+    let client_names = ClientNames::new(args.client_san)?;
     let client_refusals = client_names.refusals();
-    let counted_names = client_ca.is_some().then(|| client_names.clone());
-    let pod = PodIdentity::from(pod);
-    let (reconcile_settings, leader_settings) = reconcile.settings(&pod)?;
-    let policy_mode = admission == Admission::Policy;
+    let counted_names = args.client_ca.is_some().then(|| client_names.clone());
+    let pod = PodIdentity::from(args.pod);
+    let (reconcile_settings, leader_settings) = args.reconcile.settings(&pod)?;
+    let policy_mode = args.admission == Admission::Policy;
     if policy_mode {
-        let flags =
-            [("--listen", listen.is_some()), ("--tls-cert", tls_cert.is_some()), ("--client-ca", client_ca.is_some())];
-        refuse_webhook_flags(&flags)?;
+        let given = [
+            ("--listen", args.listen.is_some()),
+            ("--tls-cert", args.tls_cert.is_some()),
+            ("--client-ca", args.client_ca.is_some()),
+        ];
+        // No webhook port opens: a flag (or its variable) that configures one is a mistake to
+        // name, not to ignore (the operator expects a port that is not there).
+        if let Some(&(flag, _)) = given.iter().find(|(_, given)| *given) {
+            return Err(CliError::NoWebhookPort { flag });
+        }
     }
-    let policies = load_policies(&policy)?;
+    let policies = load_policies(&args.policy)?;
     if policy_mode {
         // Every policy takes one of its kind's fixed object names, or the guard does not start.
         crate::admission_policy::object_names(&policies, &leader_settings.lease_name)?;
     }
-    let client_ca_set = client_ca.is_some();
+    let client_ca_set = args.client_ca.is_some();
     // The process that holds the admission-policy rights answers no network caller: no
     // review reaches it, so it opens no webhook port (docs/security.md, "Rights by mode").
     // `_ca_dir` lives until `serve` returns, then removes the ephemeral CA's directory.
     let (tls, reloader, _ca_dir) = if policy_mode {
         (None, None, None)
     } else {
-        warn_if_open(client_ca_set, network_policy_narrowed);
-        let (tls, reloader, dir) = build_tls(tls_cert, tls_key, client_ca, client_names).await?;
+        // Without mTLS or a NetworkPolicy, any pod can post reviews: bounded, but worth knowing.
+        if !client_ca_set && !args.network_policy_narrowed {
+            tracing::warn!(
+                "the webhook port accepts any caller: neither --client-ca (mTLS from the API server) nor a narrowed NetworkPolicy (--network-policy-narrowed) is on; see docs/deploy.md, \"Lock the webhook down to the API server\""
+            );
+        }
+        let (tls, reloader, dir) = build_tls(args.tls_cert, args.tls_key, args.client_ca, client_names).await?;
         (Some(tls), reloader, dir)
     };
     let cache = SourceCache::new(&policies);
     // No review reaches the guard in policy mode, so there is nothing to make Events of.
-    let no_events = no_events || policy_mode;
+    let no_events = args.no_events || policy_mode;
     // Events, the reconciler and reloads that add a Service use a client when there is one.
-    let wants_client = !no_events || reconcile.reconcile || policy.config.is_some();
+    let wants_client = !no_events || args.reconcile.reconcile || args.policy.config.is_some();
     let client = if policy_mode {
-        let connected = client::connect(&client.target()).await;
+        let connected = client::connect(&args.client.target()).await;
         let needed_for = "the sources and keep the admission policies (--admission=policy)".to_owned();
         Some(connected.map_err(|source| CliError::Client { needed_for, source })?)
     } else {
-        connect_client(&policies, &client.target(), wants_client).await?
+        connect_client(&policies, &args.client.target(), wants_client).await?
     };
     let admission_api = match (&client, policy_mode) {
         (Some(client), true) => Some(served::discover(client).await?),
@@ -217,14 +205,16 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     // An API server older than Ingress status ports drops them; a policy that keeps them
     // would then patch every write in a loop. Checked once; reloads apply the same rule.
     let drops_ports = match &client {
-        Some(client) if policy.config.is_some() || policies.of(crate::kind::Kind::Ingress).any(|p| p.keep_ports) => {
+        Some(client)
+            if args.policy.config.is_some() || policies.of(crate::kind::Kind::Ingress).any(|p| p.keep_ports) =>
+        {
             server_drops_ports(client).await
         }
         _ => false,
     };
     let policies = if drops_ports { policies.without_ports() } else { policies };
     let mut tasks = Tasks::default();
-    let mut metrics = Metrics::with_writer_labels(max_writer_labels, writer_labels);
+    let mut metrics = Metrics::with_writer_labels(args.max_writer_labels, args.writer_labels);
     cache.count_watch_errors(metrics.watch_errors());
     let watches = client.as_ref().map(|c| ServiceWatches::start(c.clone(), cache.clone(), &policies, tasks.failures()));
     let store = PolicyStore::new(policies);
@@ -243,20 +233,20 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             api,
             owner: desired::Owner::new(&leader_settings.namespace, &leader_settings.lease_name),
             metrics: KeeperMetrics::register(&mut metrics),
-            resync: admission_policy_resync,
+            resync: args.admission_policy_resync,
             enforced: Enforced::new(cache.clone()),
         }),
         _ => None,
     };
     let metrics = Arc::new(metrics);
     let pod_events = client.clone().and_then(|client| PodEvents::new(client, &pod));
-    start_watches(&mut tasks, policy.config, watches, &store, &metrics, pod_events, drops_ports);
-    let leader_client = client.clone().filter(|_| reconcile.reconcile || keeper.is_some());
+    start_watches(&mut tasks, args.policy.config, watches, &store, &metrics, pod_events, drops_ports);
+    let leader_client = client.clone().filter(|_| args.reconcile.reconcile || keeper.is_some());
     let leader = leader_client.map(|client| Leader {
         client,
         settings: leader_settings,
-        reconcile: reconcile.reconcile.then_some(reconcile_settings),
-        webhook_configuration: reconcile.webhook_configuration.clone(),
+        reconcile: args.reconcile.reconcile.then_some(reconcile_settings),
+        webhook_configuration: args.reconcile.webhook_configuration,
         keeper,
     });
     // Events only about Ingresses the guard's watch has seen: the reconciler's, when it runs
@@ -270,24 +260,24 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let stop_reconciler = start_leader_work(&mut tasks, leader, &store, &cache, &metrics, known.clone());
     // Findings are logged and turned into Events by one background task, off the request path.
     let publisher = events_client.zip(known).map(|(client, known)| events::Publisher { client, known });
-    let settings = events::Settings { repeat_interval: repeat_log_interval, ..events::Settings::default() };
+    let settings = events::Settings { repeat_interval: args.repeat_log_interval, ..events::Settings::default() };
     let (events, reporter) =
         events::start(publisher, pod.instance(), metrics.clone(), settings, tasks.shutdown_token());
     tasks.spawn("finding reporter (log, Kubernetes Events)", reporter);
     let state = AppState::with(store, cache, metrics, Some(events));
-    let probe_listen = probe::address(probe_listen, admin_listen, probe::in_pod());
+    let probe_listen = probe::address(args.probe_listen, args.admin_listen, probe::in_pod());
     let webhook = tls.map(|tls| {
-        let listener = bind(listen.unwrap_or(DEFAULT_LISTEN), "--listen", "ISG_LISTEN")?;
+        let listener = bind(args.listen.unwrap_or(DEFAULT_LISTEN), "--listen", "ISG_LISTEN")?;
         Ok::<_, CliError>(WebhookPort { listener, tls, client_names: counted_names })
     });
     let listeners = Listeners {
         webhook: webhook.transpose()?,
-        admin: bind(admin_listen, "--admin-listen", "ISG_ADMIN_LISTEN")?,
+        admin: bind(args.admin_listen, "--admin-listen", "ISG_ADMIN_LISTEN")?,
         probe: bind(probe_listen, "--probe-listen", "ISG_PROBE_LISTEN")?,
-        limits: limits.limits(max_body_bytes),
-        drain: drain_seconds,
+        limits: args.limits.limits(args.max_body_bytes),
+        drain: args.drain_seconds,
     };
-    let shutdown = shutdown(first_signal, state.clone(), stop_reconciler, shutdown_delay_seconds);
+    let shutdown = shutdown(first_signal, state.clone(), stop_reconciler, args.shutdown_delay_seconds);
     Ok(server::serve(state, listeners, tasks, shutdown).await?)
 }
 
@@ -313,15 +303,6 @@ fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
 /// `--listen`'s default.
 const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 8443));
 
-/// `--admission=policy` opens no webhook port: a flag (or its variable) that configures one is
-/// a mistake to name, not to ignore (the operator expects a port that is not there).
-fn refuse_webhook_flags(flags: &[(&'static str, bool)]) -> Result<(), CliError> {
-    match flags.iter().find(|(_, given)| *given) {
-        Some(&(flag, _)) => Err(CliError::NoWebhookPort { flag }),
-        None => Ok(()),
-    }
-}
-
 /// The serving configuration: from the given files, watched and reloaded, or else an ephemeral
 /// certificate whose CA is kept in a private directory (removed when dropped).
 async fn build_tls(
@@ -345,15 +326,6 @@ async fn build_tls(
     let config =
         tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes(), "<ephemeral>", "<ephemeral>")?;
     Ok((RustlsConfig::from_config(Arc::new(config)), None, Some(dir)))
-}
-
-/// Without mTLS or a NetworkPolicy, any pod can post reviews: bounded, but worth knowing.
-fn warn_if_open(mtls: bool, network_policy_narrowed: bool) {
-    if !mtls && !network_policy_narrowed {
-        tracing::warn!(
-            "the webhook port accepts any caller: neither --client-ca (mTLS from the API server) nor a narrowed NetworkPolicy (--network-policy-narrowed) is on; see docs/deploy.md, \"Lock the webhook down to the API server\""
-        );
-    }
 }
 
 /// The Kubernetes client: required when the policies read the cluster (the error says for
