@@ -1,9 +1,6 @@
-//! `version`: this binary's version and revision and, unless `--client`, the versions of the
-//! guard running in the cluster: its Deployments' images and the version its leader writes on
-//! the Lease; a warning when any of them differs from this client by a minor version (or
-//! more), and with `--config` when a policy of the file uses a field the running guard does not
-//! know (its leader lists the fields it knows on the Lease). Exit codes: `0` printed (warnings
-//! included), `2` the cluster or the file could not be read.
+//! `version`: this binary's version and revision and, unless `--client`, the guard's in the
+//! cluster (its Deployments' images, its leader's Lease), with a warning for each minor-version
+//! skew and, with `--config`, each policy field the running guard does not know.
 
 use std::{process::ExitCode, time::Duration};
 
@@ -299,48 +296,21 @@ fn unknown_fields(found: &InCluster, used: &[String], path: &std::path::Path) ->
 impl Report {
     /// Aligned columns (KIND, NAME, VERSION, DETAIL), then one line per warning.
     pub(crate) fn table(&self) -> String {
-        let mut rows = vec![["KIND".to_owned(), "NAME".to_owned(), "VERSION".to_owned(), "DETAIL".to_owned()]];
-        rows.push([
-            "client".to_owned(),
-            "ingress-status-guard".to_owned(),
-            self.client.version.clone(),
-            format!("revision {}", self.client.revision),
-        ]);
+        let revision = format!("revision {}", self.client.revision);
+        let client = ["client", "ingress-status-guard", &self.client.version, &revision].map(String::from).to_vec();
+        let mut rows = vec![["KIND", "NAME", "VERSION", "DETAIL"].map(String::from).to_vec(), client];
         let unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "<unknown>".to_owned());
-        if let Some(cluster) = &self.cluster {
-            for d in &cluster.deployments {
-                rows.push([
-                    "deployment".to_owned(),
-                    format!("{}/{}", d.namespace, d.name),
-                    unknown(&d.version),
-                    format!("container {} image {}", d.container, d.image),
-                ]);
-            }
-            for l in &cluster.leases {
-                let holder = if l.holder.is_empty() { "no holder".to_owned() } else { format!("holder {}", l.holder) };
-                rows.push(["lease".to_owned(), format!("{}/{}", l.namespace, l.name), unknown(&l.version), holder]);
-            }
+        let cluster = self.cluster.as_ref();
+        for d in cluster.iter().flat_map(|c| &c.deployments) {
+            let detail = format!("container {} image {}", d.container, d.image);
+            rows.push(vec!["deployment".into(), format!("{}/{}", d.namespace, d.name), unknown(&d.version), detail]);
         }
-        let widths: Vec<usize> = (0..3).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
-        let mut out = String::new();
-        for r in &rows {
-            let line = format!(
-                "{:w0$}  {:w1$}  {:w2$}  {}",
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2]
-            );
-            out.push_str(line.trim_end());
-            out.push('\n');
+        for l in cluster.iter().flat_map(|c| &c.leases) {
+            let holder = if l.holder.is_empty() { "no holder".to_owned() } else { format!("holder {}", l.holder) };
+            rows.push(vec!["lease".into(), format!("{}/{}", l.namespace, l.name), unknown(&l.version), holder]);
         }
-        for w in &self.warnings {
-            out.push_str(&format!("warning: {w}\n"));
-        }
-        out
+        let warnings = self.warnings.iter().map(|w| format!("warning: {w}\n"));
+        crate::check::align(rows) + &warnings.collect::<String>()
     }
 }
 
