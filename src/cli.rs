@@ -1,7 +1,5 @@
-//! The command line, the one boundary between flags and the crate: every flag group is a clap
-//! `*Args` struct in this folder (`serve`, `resolve`, `certs`, `check` and `explain`, `cutover`, and the
-//! groups they share), parsed and validated once into the typed settings the modules that own
-//! the behaviour take; then `main` runs the command and maps its error to an exit code.
+//! The command line: clap `*Args` structs parsed and validated once into the typed settings of
+//! the modules that own the behaviour; then `main` runs the command and maps its exit code.
 
 mod admission;
 mod certs;

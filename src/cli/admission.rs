@@ -1,6 +1,5 @@
-//! `admission-policy remove`: deletes the admission policies and bindings one guard (one Lease)
-//! keeps, and nobody else's: for an uninstall of `--admission=policy` without helm (the
-//! admission policies enforce without the guard, so deleting its Deployment leaves them).
+//! `admission-policy remove`: deletes one guard's admission policies and bindings, and nobody
+//! else's (they enforce without the guard, so deleting its Deployment leaves them).
 
 use clap::{Args, Subcommand};
 

@@ -1,11 +1,6 @@
-//! Shell completion. `completion SHELL` prints a script that asks the hidden `__complete` for
-//! every word, for bash, zsh, fish, PowerShell and kubectl's plugin completion
-//! (`kubectl_complete-isg`), so namespaces, Ingress and Gateway names, contexts and cutover's
-//! policy names come from the cluster, and subcommands, flags and enumerated values from the
-//! one clap definition. `__complete WORDS...` prints the candidates for the last word, one a
-//! line, then cobra's directive line (`:4` no file names, `:0` file names too), the format
-//! kubectl reads from a plugin's helper; each script is a thin reader of it (cobra's design:
-//! one completion engine in the binary, so the shells never disagree).
+//! Shell completion: `completion SHELL` prints a thin script that asks the hidden `__complete`
+//! for every word, which prints the candidates and cobra's directive line (the format kubectl
+//! reads from a plugin's helper): one engine in the binary, so the shells never disagree.
 
 use std::{io::Write as _, time::Duration};
 

@@ -1,12 +1,6 @@
-//! `doctor`: proves that admission works, as the API server sees it. Webhook mode: its
-//! configuration reviews the status writes of every kind the policies govern, its caBundle
-//! verifies the certificate the webhook presents, its Service has ready endpoints. Policy mode:
-//! the guard's admission policies and bindings are present, current and its own. Both: a
-//! server-side dry-run status write of a governed Ingress (`--probe`, or a probe doctor creates
-//! and deletes) comes back as the policy's mode says; the guard's ServiceAccount may do what its
-//! mode needs; its Lease has a live holder. Each check prints what it found and what to do;
-//! `--wait` tries again until healthy or the time is up. Exit codes: `0` healthy, `1` a check
-//! failed, `2` doctor itself could not run, `130` interrupted (its probe deleted first).
+//! `doctor`: proves that admission works as the API server sees it, each check saying what it
+//! found and what to do. Exit codes: `0` healthy, `1` a check failed, `2` doctor itself could
+//! not run, `130` interrupted (its probe deleted first).
 
 mod access;
 mod lease;

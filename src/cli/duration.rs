@@ -1,6 +1,5 @@
 //! The one parser of every duration flag: whole seconds, bare (`30`) or with a unit (`30s`,
-//! `1m`), within the flag's own range. Each flag used to take a subset of this syntax; all of
-//! them now take all of it.
+//! `1m`), within the flag's own range.
 
 use std::{ffi::OsStr, time::Duration};
 

@@ -1,6 +1,4 @@
-//! The one output flag, `-o`/`--output`: `table` (aligned columns and lines, for people),
-//! `json` and `yaml` (one document, for programs). A wrong value is refused by clap, naming the
-//! values the command accepts.
+//! The `-o`/`--output` flag: `table` for people, `json` and `yaml` (one document) for programs.
 
 use clap::ValueEnum;
 use serde::Serialize;

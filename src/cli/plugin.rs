@@ -1,6 +1,5 @@
-//! The kubectl plugin: invoked as `kubectl-isg` (a symlink or a copy of the binary on PATH,
-//! which is how kubectl finds plugins), the command line names itself `kubectl isg` in its
-//! usage, help and errors; the commands and flags are the same as under its own name.
+//! The kubectl plugin: invoked as `kubectl-isg`, the command line names itself `kubectl isg` in
+//! its usage, help and errors; the commands and flags are the same.
 
 use std::{ffi::OsString, path::Path};
 

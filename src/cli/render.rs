@@ -1,7 +1,5 @@
-//! `render-admission-policy`: the admission policies that enforce the current config without a
-//! running guard, computed offline from the policy flags (or `--config`) and the Services, Pods,
-//! Nodes and classes of `-f` manifests, printed as YAML; or, with `--names`, only the names
-//! a guard of the Lease may give its objects, which RBAC grants by.
+//! `render-admission-policy`: the admission policies that enforce the current config, computed
+//! offline from the policies and `-f` manifests; with `--names`, only the names RBAC grants by.
 
 use std::{collections::HashMap, path::PathBuf};
 

@@ -1,8 +1,5 @@
-//! Whether the guard's ServiceAccount may do what its mode needs: one SubjectAccessReview per
-//! verb and resource, asked of the API server's own authorizer (RBAC, or whatever the cluster
-//! runs), so a missing grant is named before the guard trips over it. The list is derived from
-//! the policies as the chart derives its RBAC: each publish Service, Pod namespace and Gateway
-//! by name, the admission objects by name in policy mode.
+//! Whether the guard's ServiceAccount may do what its mode needs, asked of the API server's own
+//! authorizer (SubjectAccessReviews), rule by rule as the chart derives its RBAC.
 
 use std::time::Duration;
 

@@ -1,7 +1,5 @@
-//! Whether the guard's leader Lease has a live holder: someone holds it and renewed it within
-//! its duration. Without one nobody reconciles stored statuses and, in policy mode, nobody keeps
-//! the admission policies current. Judged by this machine's clock against the holder's
-//! `renewTime`, as a contender would judge it.
+//! Whether the guard's leader Lease has a live holder (renewed within its duration), judged by
+//! this machine's clock as a contender would judge it.
 
 use std::time::Duration;
 

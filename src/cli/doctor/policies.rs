@@ -1,7 +1,5 @@
-//! Policy mode (`--admission=policy`): the guard's admission policies and bindings are in the
-//! cluster, current (what the guard would render from the sources now) and its own (its owner
-//! label). Read and compared with `check`'s own reader and comparison, and the set expected is
-//! the keeper's own plan, so doctor, `check` and the guard never disagree about an object.
+//! Policy mode: the guard's admission policies and bindings are present, current and its own,
+//! judged with `check`'s reader and the keeper's plan, so doctor, `check` and the guard agree.
 
 use std::{collections::BTreeMap, time::Duration};
 

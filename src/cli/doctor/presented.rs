@@ -1,7 +1,5 @@
-//! The serving certificate the webhook actually presents, verified as the API server verifies it:
-//! a TLS handshake to the webhook's address with the configuration's caBundle as the only roots
-//! and the name the API server dials as the server name. Blocking (std sockets, each bounded by
-//! the timeout); the caller runs it off the runtime.
+//! The certificate the webhook presents, verified as the API server does: a TLS handshake with
+//! the caBundle as the only roots. Blocking (std sockets, each step bounded).
 
 use std::{
     net::{TcpStream, ToSocketAddrs},

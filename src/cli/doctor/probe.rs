@@ -1,9 +1,6 @@
-//! doctor's own probe Ingress, for the dry-run status write when no `--probe` is named: one of a
-//! class the policies govern, created in doctor's namespace (`--probe-namespace`) under a name
-//! derived from the guard's Lease (so the chart can grant delete and status patch on that one
-//! name), and deleted when the write is done, on every path: the caller deletes what
-//! [`Leftover`] holds on a signal too. Before creating it, doctor says plainly when the
-//! namespace is one the webhook or the policies do not govern, rather than prove nothing.
+//! doctor's own probe Ingress for the dry-run write without `--probe`: of a governed class, named
+//! after the guard's Lease (so the chart can grant on that one name), and deleted on every path,
+//! a signal included ([`Leftover`]).
 
 use std::{
     collections::BTreeMap,

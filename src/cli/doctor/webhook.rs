@@ -1,7 +1,5 @@
-//! The checks of the webhook path, API server to Pod: the configuration exists and its rules
-//! send the status writes of every kind the policies govern; its caBundle verifies the
-//! certificate the webhook presents; its Service has ready endpoints. Each says what it found
-//! and what to do.
+//! The checks of the webhook path: the configuration's rules, its caBundle against the
+//! certificate the webhook presents, and its Service's ready endpoints.
 
 use std::time::Duration;
 

@@ -1,8 +1,5 @@
-//! The end-to-end proof: a server-side dry-run status write of a governed Ingress, with an
-//! address no canonical set holds, must come back rewritten (`enforce`), refused by the webhook
-//! (`deny`) or let through with the webhook's warning (`audit`), as the policy that governs it
-//! says. Nothing is stored: the API server runs admission on a dry run and writes nothing, and
-//! the guard writes no Event for one.
+//! The end-to-end proof: a server-side dry-run status write of a governed Ingress must come back
+//! as its policy's mode says. Nothing is stored: a dry run writes nothing, and no Event is made.
 
 use std::time::Duration;
 

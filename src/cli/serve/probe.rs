@@ -1,11 +1,6 @@
-//! Where the probe listener binds when `--probe-listen` is not given: the kubelet's port in a
-//! Pod, and nothing beyond the admin listener's host elsewhere.
-//!
-//! In a Pod (the API server's in-cluster address is in the environment) the probe port is
-//! `0.0.0.0:8081`, the port the manifests and the chart probe. Outside one it takes the admin
-//! listener's host and a port the OS picks (logged as "probe server listening"): a local run
-//! with `--admin-listen 127.0.0.1:8080` opens nothing on other interfaces, and a second local
-//! instance does not fail on a taken 8081. `/livez` and `/readyz` are on the admin port anyway.
+//! Where the probe listener binds without `--probe-listen`: in a Pod the kubelet's port; outside
+//! one the admin listener's host with a port the OS picks, so a local run on loopback opens
+//! nothing on other interfaces and a second local instance does not fail on a taken 8081.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
