@@ -49,7 +49,7 @@ pub(crate) struct RenderArgs {
 
 /// What the manifests hold, as the sources of a running guard would hold it.
 #[derive(Default)]
-struct Offline {
+pub(super) struct Offline {
     services: HashMap<ServiceRef, Service>,
     pods: Vec<Pod>,
     nodes: HashMap<String, nodeip::NodeAddrs>,
@@ -119,38 +119,46 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
     })
 }
 
-/// Reads one manifest's objects into `offline`; other kinds (Namespaces, Ingresses, ...) are
-/// skipped, so `kubectl get ... -o yaml` of more than is needed can be piped in.
+/// Reads one manifest's objects into `offline`.
 fn read_manifest(path: &std::path::Path, offline: &mut Offline) -> Result<(), CliError> {
     let (shown, text) = super::resolve::read_text(path)?;
     let manifest = |message: String| CliError::Manifest { path: shown.clone(), message };
-    let objects = super::resolve::objects(&text).map_err(manifest)?;
-    for (i, object) in objects.into_iter().enumerate() {
-        let what = |e: serde_json::Error| manifest(format!("object {}: {e}", i + 1));
+    for (i, object) in super::resolve::objects(&text).map_err(manifest)?.into_iter().enumerate() {
+        offline.add(object).map_err(|e| manifest(format!("object {}: {e}", i + 1)))?;
+    }
+    Ok(())
+}
+
+impl Offline {
+    /// Adds `object`; other kinds (Namespaces, Ingresses, ...) are skipped, so `kubectl get ...
+    /// -o yaml` of more than is needed can be piped in.
+    pub(super) fn add(&mut self, object: Value) -> Result<(), serde_json::Error> {
         match object.get("kind").and_then(Value::as_str) {
             Some("Service") => {
-                let svc: Service = serde_json::from_value(object).map_err(what)?;
+                let svc: Service = serde_json::from_value(object)?;
                 let key = ServiceRef {
                     namespace: svc.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned()),
                     name: svc.metadata.name.clone().unwrap_or_default(),
                 };
-                offline.services.insert(key, svc);
+                self.services.insert(key, svc);
             }
-            Some("Pod") => offline.pods.push(serde_json::from_value(object).map_err(what)?),
+            Some("Pod") => self.pods.push(serde_json::from_value(object)?),
             Some("Node") => {
-                let node: Node = serde_json::from_value(object).map_err(what)?;
-                offline.nodes.insert(node.metadata.name.clone().unwrap_or_default(), nodeip::NodeAddrs::of(&node));
+                let node: Node = serde_json::from_value(object)?;
+                self.nodes.insert(node.metadata.name.clone().unwrap_or_default(), nodeip::NodeAddrs::of(&node));
             }
             Some(class_kind) => {
-                let Some(kind) = Kind::ALL.into_iter().find(|k| k.info().class_kind == class_kind) else { continue };
+                let Some(kind) = Kind::ALL.into_iter().find(|k| k.info().class_kind == class_kind) else {
+                    return Ok(());
+                };
                 let (name, class) = with_kind!(kind, K => {
-                    let class: <K as Governed>::ClassObject = serde_json::from_value(object).map_err(what)?;
+                    let class: <K as Governed>::ClassObject = serde_json::from_value(object)?;
                     (class.meta().name.clone().unwrap_or_default(), K::class(&class))
                 });
-                offline.classes[kind.index()].insert(name, class);
+                self.classes[kind.index()].insert(name, class);
             }
             None => {}
         }
+        Ok(())
     }
-    Ok(())
 }

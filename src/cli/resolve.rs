@@ -1,10 +1,7 @@
 //! `resolve`: the canonical addresses of a source, computed offline from flags or manifests, as
 //! JSON (what the webhook would publish, without a cluster).
 
-use std::{
-    collections::HashMap,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use k8s_openapi::api::core::v1::Service;
@@ -15,7 +12,7 @@ use super::{CliError, output::Format, policy::PolicyFlagsArgs};
 use crate::{
     address::{self, Address},
     policy,
-    sources::{nodeip, service},
+    sources::{Sources as _, service},
 };
 
 #[derive(Args, Debug)]
@@ -130,28 +127,14 @@ pub(super) fn objects(text: &str) -> Result<Vec<Value>, String> {
 
 /// The node-IP source over the Pods and Nodes of a manifest, as JSON.
 fn node_ips(text: &str, pods: &policy::PodsRef) -> Result<String, String> {
-    let objects = objects(text)?;
-    let (mut facts, mut nodes) = (Vec::new(), HashMap::new());
-    for (i, object) in objects.into_iter().enumerate() {
-        let what = |e: serde_json::Error| format!("object {}: {e}", i + 1);
-        match object.get("kind").and_then(|k| k.as_str()) {
-            Some("Pod") => {
-                let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(object).map_err(what)?;
-                let labels = pod.metadata.labels.clone().unwrap_or_default();
-                let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-                if ns == pods.namespace && pods.selector.matches(&labels) {
-                    facts.push(nodeip::PodFacts::of(&pod));
-                }
-            }
-            Some("Node") => {
-                let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(object).map_err(what)?;
-                nodes.insert(node.metadata.name.clone().unwrap_or_default(), nodeip::NodeAddrs::of(&node));
-            }
-            other => {
-                return Err(format!("object {}: kind is {:?}; expected Pod or Node", i + 1, other.unwrap_or_default()));
-            }
+    let mut offline = super::render::Offline::default();
+    for (i, object) in objects(text)?.into_iter().enumerate() {
+        let kind = object.get("kind").and_then(Value::as_str);
+        if !matches!(kind, Some("Pod" | "Node")) {
+            return Err(format!("object {}: kind is {:?}; expected Pod or Node", i + 1, kind.unwrap_or_default()));
         }
+        offline.add(object).map_err(|e| format!("object {}: {e}", i + 1))?;
     }
-    let addresses = nodeip::addresses(&facts, &nodes, pods.internal_ip).map_err(|e| format!("{pods}: {e}"))?;
+    let addresses = offline.pods(pods).map_err(|e| e.to_string())?;
     Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
 }

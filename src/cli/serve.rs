@@ -267,7 +267,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let state = AppState::with(store, cache, metrics, Some(events));
     let probe_listen = probe::address(args.probe_listen, args.admin_listen, probe::in_pod());
     let webhook = tls.map(|tls| {
-        let listener = bind(args.listen.unwrap_or(DEFAULT_LISTEN), "--listen", "ISG_LISTEN")?;
+        let listener = bind(args.listen.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 8443))), "--listen", "ISG_LISTEN")?;
         Ok::<_, CliError>(WebhookPort { listener, tls, client_names: counted_names })
     });
     let listeners = Listeners {
@@ -299,9 +299,6 @@ fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
     }
     Ok(policies)
 }
-
-/// `--listen`'s default.
-const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 8443));
 
 /// The serving configuration: from the given files, watched and reloaded, or else an ephemeral
 /// certificate whose CA is kept in a private directory (removed when dropped).

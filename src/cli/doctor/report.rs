@@ -18,16 +18,6 @@ pub(crate) enum State {
     Fail,
 }
 
-impl State {
-    fn word(self) -> &'static str {
-        match self {
-            State::Pass => "PASS",
-            State::Skip => "SKIP",
-            State::Fail => "FAIL",
-        }
-    }
-}
-
 /// One check's line: what it found and, unless it passed, what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Finding {
@@ -87,7 +77,7 @@ impl Report {
         let width = self.checks.iter().map(|f| f.check.len()).max().unwrap_or(0);
         let mut out = String::new();
         for f in &self.checks {
-            out.push_str(&format!("{}  {:width$}  {}\n", f.state.word(), f.check, f.found));
+            out.push_str(&format!("{}  {:width$}  {}\n", format!("{:?}", f.state).to_uppercase(), f.check, f.found));
             if !f.todo.is_empty() {
                 out.push_str(&format!("{:6}{:width$}  → {}\n", "", "", f.todo));
             }

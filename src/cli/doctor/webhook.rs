@@ -74,11 +74,6 @@ fn covers(rule: &RuleWithOperations, kind: Kind) -> bool {
         && rule.resources.iter().flatten().any(resource)
 }
 
-/// The kinds the policies govern.
-pub(crate) fn governed_kinds(policies: &Policies) -> Vec<Kind> {
-    Kind::ALL.into_iter().filter(|k| policies.of(*k).next().is_some()).collect()
-}
-
 /// Reads configuration `name` and checks that its webhooks review the status writes of every
 /// governed kind; returns the webhooks that review any, for the checks after it.
 pub(crate) async fn configuration(
@@ -98,7 +93,7 @@ pub(crate) async fn configuration(
         Err(e) => return (Finding::fail(CHECK, e.to_string(), "give doctor an identity that may get it"), vec![]),
     };
     let webhooks: Vec<MutatingWebhook> = found.webhooks.into_iter().flatten().take(MAX_WEBHOOKS).collect();
-    let kinds = governed_kinds(policies);
+    let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| policies.of(*k).next().is_some()).collect();
     let missing: Vec<String> = kinds
         .iter()
         .filter(|kind| !webhooks.iter().any(|w| w.rules.iter().flatten().any(|r| covers(r, **kind))))
