@@ -85,25 +85,15 @@ pub(crate) async fn run(args: CertsArgs) -> Result<(), CertError> {
             Ok(())
         }
         CertsCommand::Bootstrap(args) => {
-            let BootstrapArgs {
-                service,
-                namespace,
-                secret,
-                webhook_configuration,
-                renew_before_days,
-                validity_days,
-                wait_seconds,
-                client,
-            } = args;
-            let client = crate::client::connect(&client.target()).await?;
+            let client = crate::client::connect(&args.client.target()).await?;
             let settings = bootstrap::Settings {
-                service,
-                namespace,
-                secret,
-                webhook_configuration,
-                renew_before_days,
-                validity_days,
-                wait: wait_seconds,
+                service: args.service,
+                namespace: args.namespace,
+                secret: args.secret,
+                webhook_configuration: args.webhook_configuration,
+                renew_before_days: args.renew_before_days,
+                validity_days: args.validity_days,
+                wait: args.wait_seconds,
             };
             bootstrap::run(client, &settings).await
         }

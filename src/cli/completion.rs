@@ -416,9 +416,8 @@ async fn objects(parsed: &Parsed) -> Vec<String> {
             None => Api::all_with(client, &resource),
         };
         if let Some(list) = within(api.list_metadata(&ListParams::default())).await {
-            let qualified = Parsed { namespace: None, ..Parsed::default() };
             found.extend(
-                list.items.iter().filter_map(|g| name(&g.metadata, &qualified, true)).map(|n| format!("gateway/{n}")),
+                list.items.iter().filter_map(|g| name(&g.metadata, parsed, true)).map(|n| format!("gateway/{n}")),
             );
         }
     }

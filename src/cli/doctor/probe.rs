@@ -158,10 +158,9 @@ pub(crate) async fn create(
     .map_err(|e| Finding::fail(CHECK, e.to_string(), ""))?;
     let api = Api::<Ingress>::namespaced(client.clone(), namespace);
     let params = PostParams { field_manager: Some(super::write::FIELD_MANAGER.into()), ..PostParams::default() };
-    let created =
-        bounded(|| format!("create the probe Ingress {namespace}/{name}"), timeout, api.create(&params, &ingress))
-            .await;
-    let created = match created {
+    let create =
+        || bounded(|| format!("create the probe Ingress {namespace}/{name}"), timeout, api.create(&params, &ingress));
+    let created = match create().await {
         Ok(created) => created,
         // A leftover of a run killed before it could delete it: doctor's (its label), replaced.
         Err(e) if e.code() == Some(409) => {
@@ -179,9 +178,7 @@ pub(crate) async fn create(
             if let Some(e) = delete(client, namespace, name, old.metadata.uid, timeout).await {
                 return Err(Finding::fail(CHECK, e, "delete the leftover probe by hand"));
             }
-            bounded(|| format!("create the probe Ingress {namespace}/{name}"), timeout, api.create(&params, &ingress))
-                .await
-                .map_err(|e| cannot_create(namespace, &e.to_string()))?
+            create().await.map_err(|e| cannot_create(namespace, &e.to_string()))?
         }
         Err(e) => return Err(cannot_create(namespace, &e.to_string())),
     };
