@@ -191,13 +191,13 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let no_events = args.no_events || policy_mode;
     // Events, the reconciler and reloads that add a Service use a client when there is one.
     let wants_client = !no_events || args.reconcile.reconcile || args.policy.config.is_some();
-    let client = if policy_mode {
-        let connected = client::connect(&args.client.target()).await;
-        let needed_for = "the sources and keep the admission policies (--admission=policy)".to_owned();
-        Some(connected.map_err(|source| CliError::Client { needed_for, source })?)
+    let needs = policies.cluster_needs();
+    let needed_for = if policy_mode {
+        Some("the sources and keep the admission policies (--admission=policy)".to_owned())
     } else {
-        connect_client(&policies, &args.client.target(), wants_client).await?
+        needs.any().then(|| needs_in_flag_words(needs).join(", "))
     };
+    let client = connect_client(&args.client.target(), needed_for, wants_client).await?;
     let admission_api = match (&client, policy_mode) {
         (Some(client), true) => Some(served::discover(client).await?),
         _ => None,
@@ -325,26 +325,23 @@ async fn build_tls(
     Ok((RustlsConfig::from_config(Arc::new(config)), None, Some(dir)))
 }
 
-/// The Kubernetes client: required when the policies read the cluster (the error says for
-/// what), tried when `wanted` (its absence only turns features off), else none.
+/// The Kubernetes client: required when something is `needed_for` it (the error says what),
+/// tried when `wanted` (its absence only turns features off), else none.
 async fn connect_client(
-    policies: &Policies,
     target: &client::Target,
+    needed_for: Option<String>,
     wanted: bool,
 ) -> Result<Option<kube::Client>, CliError> {
-    let needs = policies.cluster_needs();
-    if needs.any() {
-        let connected = client::connect(target).await;
-        let needed_for = needs_in_flag_words(needs).join(", ");
-        return Ok(Some(connected.map_err(|source| CliError::Client { needed_for, source })?));
+    match needed_for {
+        Some(needed_for) => {
+            Ok(Some(client::connect(target).await.map_err(|source| CliError::Client { needed_for, source })?))
+        }
+        None if wanted => Ok(client::connect(target)
+            .await
+            .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events and the reconciler are off"))
+            .ok()),
+        None => Ok(None),
     }
-    if !wanted {
-        return Ok(None);
-    }
-    Ok(client::connect(target)
-        .await
-        .inspect_err(|e| tracing::info!(reason = %e, "no Kubernetes client: Events and the reconciler are off"))
-        .ok())
 }
 
 /// What the policies need a cluster for, in the words of the flags and fields that ask for it.
