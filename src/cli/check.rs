@@ -120,9 +120,8 @@ pub(super) fn parse_namespace(text: &str) -> Result<String, String> {
     }
 }
 
-/// `<kind>/NAMESPACE/NAME` with a kind's label (`gateway/edge/gw`, `ingress/shop/web`) is an
-/// object of that kind; anything else an Ingress reference, the first kind's (two slashes are
-/// needed: `gateway/NAME` stays Ingress NAME in namespace `gateway`, as before Gateways).
+/// `<kind>/NAMESPACE/NAME` with a kind's label (`gateway/edge/gw`) is an object of that kind;
+/// anything else an Ingress reference (`gateway/NAME` is Ingress NAME in namespace `gateway`).
 fn parse_explain_ref(text: &str) -> Result<ObjectRef, String> {
     let of_kind = |kind: &Kind| Some((*kind, text.strip_prefix(kind.label())?.strip_prefix('/')?));
     let (kind, text) = match Kind::ALL.iter().find_map(of_kind).filter(|(_, rest)| rest.contains('/')) {
@@ -152,9 +151,8 @@ pub(super) fn parse_ref(text: &str, kind: &str, example: &str) -> Result<(Option
     Ok((namespace.map(str::to_owned), name.to_owned()))
 }
 
-/// Runs `check` with its validated policies; the exit code is the report's (or 2 on error).
-/// One cluster (no `--context`, or one) gives the single-cluster report; several contexts, or
-/// `--all-contexts`, the fleet report with its CLUSTER column.
+/// Runs `check`: one cluster's report, or several contexts' (or `--all-contexts`) fleet report;
+/// the exit code is the report's (or 2 on error).
 pub(crate) async fn check(args: CheckArgs, policies: &Policies) -> std::process::ExitCode {
     let CheckArgs { cluster, all_contexts, namespace, kind, output } = args;
     let scope = Scope { namespace: namespace.as_deref(), kind };

@@ -7,9 +7,8 @@ use clap::{ArgAction, Args};
 
 use crate::client::{PodIdentity, Target};
 
-/// How to reach the cluster, with kubectl's names (`--kubeconfig`, `--context`). Each command
-/// says in its own help what it uses the cluster for (`mut_arg` on the command), so the flags
-/// are declared once.
+/// How to reach the cluster, with kubectl's names; each command's help says what it uses the
+/// cluster for (`mut_arg`), so the flags are declared once.
 #[derive(Args, Debug, Clone, Default)]
 pub(crate) struct ClientArgs {
     /// kubeconfig; default: in-cluster config, then KUBECONFIG.
@@ -29,8 +28,7 @@ impl ClientArgs {
     }
 }
 
-/// The Downward API's view of the Pod `serve` runs in. Hidden: set by the Deployment's env,
-/// not by people.
+/// The Downward API's view of the Pod `serve` runs in (hidden: set by the Deployment).
 #[derive(Args, Debug, Clone, Default)]
 pub(crate) struct PodArgs {
     #[arg(long, env = "POD_NAME", hide = true)]

@@ -190,8 +190,7 @@ fi
 exec @BINARY@ __complete -- "$@"
 "#;
 
-/// Prints the candidates for `words` and the directive line; never fails (a shell waiting on
-/// a Tab wants nothing rather than an error).
+/// Prints the candidates and the directive line; never fails (a Tab wants nothing, not an error).
 pub(crate) async fn complete(args: CompleteArgs) {
     let mut words = args.words;
     // PowerShell before 7.3 drops an empty argument: its script sends `""` for one.
@@ -208,8 +207,7 @@ pub(crate) async fn complete(args: CompleteArgs) {
     let _ = std::io::stdout().write_all(out.as_bytes());
 }
 
-/// What the words before the completed one say: the subcommand reached, the flag whose value
-/// is being typed, and the values of the flags that choose what the cluster is asked.
+/// What the words before the completed one say: subcommand, pending flag, cluster flags.
 #[derive(Debug, Default)]
 struct Parsed {
     path: Vec<String>,
@@ -399,8 +397,7 @@ fn name(meta: &kube::api::ObjectMeta, parsed: &Parsed, qualified: bool) -> Optio
     }
 }
 
-/// `explain`'s object: Ingresses, and Gateways as `gateway/NAMESPACE/NAME` when the API serves
-/// them (with `--kind gateway`, Gateways only).
+/// `explain`'s object: Ingresses, and Gateways (`gateway/NAMESPACE/NAME`) when served.
 async fn objects(parsed: &Parsed) -> Vec<String> {
     let mut found = Vec::new();
     if parsed.kind.as_deref() != Some("gateway") {

@@ -12,14 +12,12 @@ pub(crate) const PLUGIN_EXECUTABLE: &str = "kubectl-isg";
 /// How kubectl users type it, and so how usage lines spell it.
 const PLUGIN_COMMAND: &str = "kubectl isg";
 
-/// Whether `argv0` (the name the process was started under) is the plugin's: its file name,
-/// with or without Windows' `.exe` (krew installs the same archive layout there).
+/// Whether `argv0` is the plugin's file name, with or without Windows' `.exe` (krew's layout).
 pub(crate) fn is_plugin(argv0: &Path) -> bool {
     argv0.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.strip_suffix(".exe").unwrap_or(n) == PLUGIN_EXECUTABLE)
 }
 
-/// Parses the process's arguments under the name it was invoked as; exits as clap does on
-/// `--help`, `--version` and usage errors.
+/// Parses the process's arguments under the name it was invoked as (exits as clap does).
 pub(crate) fn parse() -> Cli {
     parse_from(std::env::args_os())
 }

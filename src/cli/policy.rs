@@ -11,8 +11,7 @@ use crate::{
     policy::{self, Mode, OnUnresolved, PodsSpec, Policies, PolicySpec, ServiceRef, SpecError},
 };
 
-/// Where the policies come from: a file, or the flags of one policy. `serve`, `check` and
-/// `explain` all take it, so they read the same policies from the same flags.
+/// Where the policies come from: a file, or the flags of one policy (the same for every command).
 #[derive(Args, Debug, Clone, Default)]
 pub(crate) struct PolicyArgs {
     /// YAML file with several policies (see docs/policies.md); replaces the policy flags below.

@@ -108,8 +108,7 @@ pub(super) fn read_text(path: &Path) -> Result<(String, String), CliError> {
     Ok((shown, text))
 }
 
-/// The objects of a manifest: YAML documents that are objects or Lists; errors say which
-/// document is wrong.
+/// The objects of a manifest's YAML documents, each an object or a List.
 pub(super) fn objects(text: &str) -> Result<Vec<Value>, String> {
     let mut objects = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {

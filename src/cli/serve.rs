@@ -300,8 +300,7 @@ fn load_policies(policy: &PolicyArgs) -> Result<Policies, CliError> {
     Ok(policies)
 }
 
-/// The serving configuration: from the given files, watched and reloaded, or else an ephemeral
-/// certificate whose CA is kept in a private directory (removed when dropped).
+/// The serving configuration: the given files, reloaded, or an ephemeral certificate (and CA).
 async fn build_tls(
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
@@ -357,8 +356,7 @@ fn needs_in_flag_words(needs: ClusterNeeds) -> Vec<&'static str> {
     words.into_iter().chain(classes).filter_map(|(needed, words)| needed.then_some(words)).collect()
 }
 
-/// Whether the API server is older than the Ingress `ports` field (it would drop them from
-/// every write, which would then never be canonical); logged when it is.
+/// Whether the API server is older than the Ingress `ports` field (it would drop them); logged.
 async fn server_drops_ports(client: &kube::Client) -> bool {
     match client::server_stores_ingress_ports(client).await {
         Some((false, version)) => {
@@ -373,8 +371,7 @@ async fn server_drops_ports(client: &kube::Client) -> bool {
     }
 }
 
-/// One task owns the Service watches (they start and stop with the policies) and, with
-/// --config, the reload of the policy file.
+/// One task owns the Service watches and, with --config, the reload of the policy file.
 fn start_watches(
     tasks: &mut Tasks,
     config: Option<PathBuf>,
@@ -409,8 +406,7 @@ fn start_watches(
     }
 }
 
-/// The watches of every governed kind's objects (each once a policy governs the kind) that tell
-/// real Event targets from forged ones, when the reconciler's do not run.
+/// The watches of each governed kind's objects that tell real Event targets from forged ones.
 fn start_known_objects(
     tasks: &mut Tasks,
     client: &kube::Client,
@@ -432,8 +428,7 @@ fn bind(addr: SocketAddr, flag: &'static str, env: &'static str) -> Result<std::
     std::net::TcpListener::bind(addr).map_err(|source| CliError::Bind { flag, env, addr, source })
 }
 
-/// Resolves at `first_signal` (SIGTERM or Ctrl-C, caught since `serve` began), after stopping
-/// the reconciler and, with a shutdown delay, serving on while not ready.
+/// Resolves at `first_signal`, after stopping the reconciler and the shutdown delay, not ready.
 async fn shutdown(
     first_signal: impl Future<Output = ()> + Send + 'static,
     state: Arc<AppState>,

@@ -191,8 +191,7 @@ async fn read(args: &VersionArgs) -> Result<InCluster, RequestError> {
     Ok(found)
 }
 
-/// The version an image's tag names: `repo/name:v0.2.1@sha256:…` is `0.2.1`; none without a
-/// tag.
+/// The version an image's tag names: `repo/name:v0.2.1@sha256:…` is `0.2.1`.
 fn image_version(image: &str) -> Option<String> {
     let image = image.split_once('@').map_or(image, |(name, _digest)| name);
     let last = image.rsplit_once('/').map_or(image, |(_, last)| last);
@@ -208,8 +207,7 @@ fn minor(version: &str) -> Option<(u64, u64)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
-/// The warnings: each version in the cluster another minor than `client`'s, each held Lease
-/// whose holder reports no version, and no guard found at all.
+/// The warnings: each minor-version skew, each holder reporting no version, no guard found.
 fn skew(client: &str, found: &InCluster, args: &VersionArgs) -> Vec<String> {
     let ours = minor(client);
     let mut warnings = Vec::new();
@@ -248,8 +246,7 @@ fn skew(client: &str, found: &InCluster, args: &VersionArgs) -> Vec<String> {
     warnings
 }
 
-/// The fields the policies of the file `path` use, and those of their `sources` entries, in
-/// the order first used.
+/// The fields the policies of file `path` (and their `sources` entries) use, in order.
 fn fields_used(path: &std::path::Path) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read --config {}: {e}", path.display()))?;
     let file: serde_json::Value =
@@ -269,8 +266,7 @@ fn fields_used(path: &std::path::Path) -> Result<Vec<String>, String> {
     Ok(used)
 }
 
-/// A warning for each held Lease whose leader does not know a field the file uses, or lists no
-/// fields at all (a guard that predates the list: the file cannot be checked against it).
+/// A warning for each leader that does not know a field the file uses, or lists no fields.
 fn unknown_fields(found: &InCluster, used: &[String], path: &std::path::Path) -> Vec<String> {
     let held = found.leases.iter().filter(|l| !l.holder.is_empty());
     held.filter_map(|l| {

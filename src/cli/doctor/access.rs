@@ -72,8 +72,7 @@ pub(crate) struct Guard<'a> {
 }
 
 /// Whether the guard watches Namespaces to follow `webhooks`' scope: only when one of them
-/// selects by label. An empty or absent selector reviews every namespace and reads none; an
-/// unreadable configuration leaves the guard's scope unknown, with no watch either.
+/// selects by label (not for an empty selector, nor an unreadable configuration).
 pub(crate) fn scope_selects_namespaces(configuration: &str, webhooks: &[MutatingWebhook]) -> bool {
     super::probe::reaches(configuration, webhooks).is_some_and(|reaches| {
         Kind::ALL.iter().any(|kind| reaches.of(*kind).selectors().is_some_and(|s| !s.is_empty()))

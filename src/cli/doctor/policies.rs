@@ -101,8 +101,7 @@ fn judge(plan: &desired::Desired, rows: &[Row], found: &BTreeMap<String, Found>,
     Finding::pass(CHECK, said)
 }
 
-/// A stale object's line: the field that differs from the guard's rendering now, when the plan
-/// has one to compare with (an edit by hand shows there), else `check`'s reason.
+/// A stale object's line: the field that differs from the guard's rendering, else `check`'s reason.
 fn stale(plan: &desired::Desired, row: &Row, found: &BTreeMap<String, Found>) -> String {
     let rendered =
         plan.objects.iter().find(|o| o["kind"] == row.kind.as_str() && o["metadata"]["name"] == row.name.as_str());

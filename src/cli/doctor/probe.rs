@@ -56,9 +56,8 @@ pub(crate) fn reaches(configuration: &str, webhooks: &[MutatingWebhook]) -> Opti
     crate::scope::reaches_of(&config).ok()
 }
 
-/// A class the policies govern in `namespace` (labelled `labels`), and the mode of the policy
-/// that governs it there, as the webhook picks it: the first policy that matches. `classes`
-/// holds each IngressClass's controller. Pure.
+/// A class the policies govern in `namespace` (labelled `labels`; `classes` maps each class
+/// to its controller), and the mode of the first policy that matches, as the webhook picks.
 fn governed(
     policies: &Policies,
     namespace: &str,

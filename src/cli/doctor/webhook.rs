@@ -74,8 +74,7 @@ fn covers(rule: &RuleWithOperations, kind: Kind) -> bool {
         && rule.resources.iter().flatten().any(resource)
 }
 
-/// Reads configuration `name` and checks that its webhooks review the status writes of every
-/// governed kind; returns the webhooks that review any, for the checks after it.
+/// Whether configuration `name` reviews every governed kind's status writes; its webhooks that do.
 pub(crate) async fn configuration(
     client: &kube::Client,
     name: &str,
@@ -117,8 +116,7 @@ pub(crate) async fn configuration(
     (Finding::pass(CHECK, found), reviewing)
 }
 
-/// Whether the caBundle of `webhook` verifies the certificate its address presents. A Service
-/// is dialled by its cluster DNS name, which resolves only inside the cluster.
+/// Whether the caBundle of `webhook` verifies the certificate its address presents.
 pub(crate) async fn ca_bundle(webhook: &MutatingWebhook, timeout: Duration) -> Finding {
     const CHECK: &str = "ca-bundle";
     let target = match Target::of(webhook) {

@@ -31,8 +31,7 @@ pub(crate) const FIELD_MANAGER: &str = "ingress-status-guard-doctor";
 /// Addresses from TEST-NET-1 (RFC 5737) that no real load balancer hands out.
 const PROBES: [&str; 2] = ["192.0.2.77", "192.0.2.78"];
 
-/// The policy of `kind` that governs an object of class `class` by its class alone, if one does
-/// (the policies' Namespace selectors and controller classes need reads doctor does not make).
+/// The Ingress policy that governs class `class` by the class alone (no reads of selectors).
 fn governing<'p>(policies: &'p Policies, class: Option<&str>) -> Option<&'p Policy> {
     policies.of(Kind::Ingress).find(|p| {
         let scope = &p.scope;

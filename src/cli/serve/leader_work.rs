@@ -16,20 +16,17 @@ use crate::{
     sources::owned::{Tasks, or_never},
 };
 
-/// What the leader does, and the election that picks it: the reconciler, the admission
-/// policy keeper, or both.
+/// What the leader does (the reconciler, the keeper, or both), and its election.
 pub(super) struct Leader {
     pub(super) client: kube::Client,
     pub(super) settings: leader::Settings,
     pub(super) reconcile: Option<reconcile::Settings>,
-    /// `--webhook-configuration`: whose webhooks' rules and namespaceSelectors scope the
-    /// reconciler.
+    /// `--webhook-configuration`, which scopes the reconciler.
     pub(super) webhook_configuration: String,
     pub(super) keeper: Option<Keeper>,
 }
 
-/// Starts leader election with the reconciler and the admission policy keeper, each if on; the
-/// sender stops them at SIGTERM.
+/// Starts leader election with the reconciler and the keeper, each if on; the sender stops them.
 pub(super) fn start_leader_work(
     tasks: &mut Tasks,
     leader: Option<Leader>,

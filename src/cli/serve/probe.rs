@@ -7,12 +7,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 /// The probe address in a Pod, where the kubelet probes it.
 pub(crate) const IN_POD: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8081);
 
-/// The environment variable the kubelet sets in every Pod (as does kube's in-cluster config
-/// detection read it): its presence is what "in a Pod" means here.
+/// Set by the kubelet in every Pod (kube's in-cluster detection reads it): "in a Pod" here.
 const IN_CLUSTER_ENV: &str = "KUBERNETES_SERVICE_HOST";
 
-/// The probe listener's address: `explicit` (`--probe-listen`, `ISG_PROBE_LISTEN`) when given,
-/// else [`IN_POD`] in a Pod, else the admin listener's host with an OS-picked port.
+/// `explicit` when given, else [`IN_POD`] in a Pod, else the admin host with an OS-picked port.
 pub(crate) fn address(explicit: Option<SocketAddr>, admin: SocketAddr, in_pod: bool) -> SocketAddr {
     match explicit {
         Some(addr) => addr,
