@@ -6,10 +6,7 @@ use std::{process::ExitCode, time::Duration};
 
 use clap::Args;
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
-use kube::{
-    Api,
-    api::{ListParams, ObjectList},
-};
+use kube::{Api, api::ListParams};
 use serde::Serialize;
 
 use super::{client::ClientArgs, duration::Seconds, output::Format};
@@ -149,19 +146,11 @@ async fn read(args: &VersionArgs) -> Result<InCluster, RequestError> {
     };
     let where_ = namespace.map_or_else(|| "in any namespace".to_owned(), |ns| format!("in namespace {ns}"));
     let selected = ListParams::default().labels(&args.selector);
-    let deployments: ObjectList<Deployment> = bounded(
-        || format!("list the Deployments labelled {} {where_}", args.selector),
-        timeout,
-        deployments.list(&selected),
-    )
-    .await?;
+    let what = || format!("list the Deployments labelled {} {where_}", args.selector);
+    let deployments = bounded(what, timeout, deployments.list(&selected)).await?;
     let named = ListParams::default().fields(&format!("metadata.name={}", args.leader_election_lease_name));
-    let leases: ObjectList<Lease> = bounded(
-        || format!("list the Leases named {} {where_}", args.leader_election_lease_name),
-        timeout,
-        leases.list(&named),
-    )
-    .await?;
+    let what = || format!("list the Leases named {} {where_}", args.leader_election_lease_name);
+    let leases = bounded(what, timeout, leases.list(&named)).await?;
     let mut found = InCluster::default();
     for d in deployments {
         let containers = d.spec.and_then(|s| s.template.spec).map(|s| s.containers).unwrap_or_default();

@@ -120,20 +120,12 @@ pub(crate) async fn create(
             "pass --probe-namespace with a namespace the webhook selects (chart: doctor.probeNamespace), or --probe NAMESPACE/NAME",
         );
     }
-    let classes = Api::<IngressClass>::all(client.clone());
-    let classes: BTreeMap<String, Option<String>> = match bounded(
-        || "list IngressClasses".into(),
-        timeout,
-        classes.list(&ListParams::default().limit(MAX_CLASSES)),
-    )
-    .await
-    {
-        Ok(list) => {
-            list.items.into_iter().filter_map(|c| Some((c.metadata.name?, c.spec.and_then(|s| s.controller)))).collect()
-        }
-        // Unreadable: classes named by the policies still do.
-        Err(_) => BTreeMap::new(),
-    };
+    let (api, params) = (Api::<IngressClass>::all(client.clone()), ListParams::default().limit(MAX_CLASSES));
+    // Unreadable: classes named by the policies still do.
+    let listed = bounded(|| "list IngressClasses".into(), timeout, api.list(&params)).await.map(|l| l.items);
+    let classes: BTreeMap<String, Option<String>> = (listed.unwrap_or_default().into_iter())
+        .filter_map(|c| Some((c.metadata.name?, c.spec.and_then(|s| s.controller))))
+        .collect();
     let Some((class, mode)) = governed(policies, namespace, labels.as_ref(), &classes) else {
         return skip(
             format!(

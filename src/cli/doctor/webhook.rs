@@ -179,11 +179,11 @@ pub(crate) async fn endpoints(client: &kube::Client, webhook: &MutatingWebhook, 
     }
     let slices = Api::<EndpointSlice>::namespaced(client.clone(), &namespace);
     let params = ListParams::default().labels(&format!("kubernetes.io/service-name={name}")).limit(MAX_SLICES);
-    let listed =
-        match bounded(|| format!("list EndpointSlices of {namespace}/{name}"), timeout, slices.list(&params)).await {
-            Ok(listed) => listed,
-            Err(e) => return unreadable(CHECK, e),
-        };
+    let what = || format!("list EndpointSlices of {namespace}/{name}");
+    let listed = match bounded(what, timeout, slices.list(&params)).await {
+        Ok(listed) => listed,
+        Err(e) => return unreadable(CHECK, e),
+    };
     let ready = listed
         .items
         .iter()
