@@ -36,7 +36,7 @@ pub(crate) struct DoctorArgs {
     /// An Ingress of a governed class to write to (a dry run, nothing is stored); default: a
     /// probe Ingress doctor creates in --probe-namespace and deletes.
     #[arg(long, env = "ISG_DOCTOR_PROBE", value_name = "NAMESPACE/NAME", value_parser = parse_probe)]
-    pub probe: Option<Probe>,
+    pub probe: Option<(String, String)>,
     /// Where doctor creates its probe Ingress (`<lease name>-doctor-probe`); default: the
     /// kubeconfig context's namespace (in a Pod: its own).
     #[arg(long, env = "ISG_DOCTOR_PROBE_NAMESPACE", value_name = "NAMESPACE", value_parser = parse_namespace, conflicts_with = "probe")]
@@ -44,7 +44,7 @@ pub(crate) struct DoctorArgs {
     /// The guard's ServiceAccount: whether it may do what its mode needs is asked of the API
     /// server (SubjectAccessReviews); not given: not checked.
     #[arg(long, env = "ISG_DOCTOR_SERVICE_ACCOUNT", value_name = "NAMESPACE/NAME", value_parser = parse_probe)]
-    pub service_account: Option<Probe>,
+    pub service_account: Option<(String, String)>,
     /// Try again until every check passes or this time is up (`90s`, `2m`); default: once.
     #[arg(long, env = "ISG_DOCTOR_WAIT", default_value = "0", value_parser = Seconds::ANY)]
     pub wait: Duration,
@@ -53,19 +53,13 @@ pub(crate) struct DoctorArgs {
     pub output: Format,
 }
 
-/// `--probe`'s Ingress, `--service-account`'s ServiceAccount.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Probe {
-    pub namespace: String,
-    pub name: String,
-}
-
-fn parse_probe(text: &str) -> Result<Probe, String> {
+/// `--probe`'s Ingress, `--service-account`'s ServiceAccount: `(namespace, name)`.
+fn parse_probe(text: &str) -> Result<(String, String), String> {
     match text.split_once('/') {
         Some((namespace, name))
             if crate::names::is_dns1123_label(namespace) && crate::names::is_dns1123_subdomain(name) =>
         {
-            Ok(Probe { namespace: namespace.to_owned(), name: name.to_owned() })
+            Ok((namespace.to_owned(), name.to_owned()))
         }
         _ => Err(format!("{text:?} must be NAMESPACE/NAME, e.g. default/web")),
     }
@@ -155,7 +149,7 @@ async fn examine(client: &kube::Client, args: &DoctorArgs, policies: &Policies, 
                 scope_selects_namespaces,
             };
             let needs = access::needs(policies, &guard);
-            access::permissions(client, &(sa.namespace.clone(), sa.name.clone()), &needs, timeout).await
+            access::permissions(client, sa, &needs, timeout).await
         }
         (Some(_), None) => report::Finding::skip(
             "permissions",
@@ -188,7 +182,7 @@ async fn dry_run(
         return skipped;
     }
     if let Some(p) = &args.probe {
-        return match write::named(client, &(p.namespace.clone(), p.name.clone()), policies, timeout).await {
+        return match write::named(client, p, policies, timeout).await {
             Ok((ingress, mode)) => write::dry_run(client, &ingress, mode, timeout).await,
             Err(finding) => finding,
         };
@@ -216,7 +210,7 @@ mod tests {
 
     #[test]
     fn probe_is_namespace_slash_name() {
-        assert_eq!(parse_probe("demo/web"), Ok(Probe { namespace: "demo".into(), name: "web".into() }));
+        assert_eq!(parse_probe("demo/web"), Ok(("demo".into(), "web".into())));
         for bad in ["web", "Demo/web", "demo/", "/web", "demo/Web"] {
             assert!(parse_probe(bad).unwrap_err().contains("must be NAMESPACE/NAME"), "{bad}");
         }

@@ -17,12 +17,8 @@ pub(crate) fn is_plugin(argv0: &Path) -> bool {
     argv0.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.strip_suffix(".exe").unwrap_or(n) == PLUGIN_EXECUTABLE)
 }
 
-/// Parses the process's arguments under the name it was invoked as (exits as clap does).
-pub(crate) fn parse() -> Cli {
-    parse_from(std::env::args_os())
-}
-
-/// [`parse`] of the given arguments (`args[0]` being the invocation name).
+/// Parses `args` (`args[0]` being the invocation name) under the name it was invoked as; exits
+/// as clap does on `--help`, `--version` and usage errors.
 pub(crate) fn parse_from(args: impl IntoIterator<Item = OsString>) -> Cli {
     let mut args = args.into_iter().peekable();
     let plugin = args.peek().is_some_and(|argv0| is_plugin(Path::new(argv0)));
