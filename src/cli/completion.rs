@@ -198,12 +198,7 @@ pub(crate) async fn complete(args: CompleteArgs) {
         last.clear();
     }
     let (candidates, directive) = candidates(&Cli::command(), &words).await;
-    let mut out = String::new();
-    for c in candidates {
-        out.push_str(&c);
-        out.push('\n');
-    }
-    out.push_str(&format!(":{directive}\n"));
+    let out: String = candidates.iter().map(|c| format!("{c}\n")).chain([format!(":{directive}\n")]).collect();
     let _ = std::io::stdout().write_all(out.as_bytes());
 }
 

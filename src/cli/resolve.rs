@@ -46,14 +46,9 @@ pub(crate) struct ResolveArgs {
 pub(crate) fn shown(addresses: &str, format: Format) -> String {
     let value: Value = serde_json::from_str(addresses).expect("resolve prints valid JSON");
     format.document(&value, || {
-        let entries = value.as_array().cloned().unwrap_or_default();
-        let mut table = String::from("ADDRESS\n");
-        for entry in &entries {
-            let address = entry["ip"].as_str().or(entry["hostname"].as_str()).unwrap_or_default();
-            table.push_str(address);
-            table.push('\n');
-        }
-        table
+        let entries = value.as_array().into_iter().flatten();
+        let addresses = entries.map(|entry| entry["ip"].as_str().or(entry["hostname"].as_str()).unwrap_or_default());
+        std::iter::once("ADDRESS").chain(addresses).map(|address| format!("{address}\n")).collect()
     })
 }
 

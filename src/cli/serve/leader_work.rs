@@ -35,7 +35,7 @@ pub(super) fn start_leader_work(
     metrics: &Arc<Metrics>,
     known: Option<KnownByKind>,
 ) -> oneshot::Sender<()> {
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
     let Some(Leader { client, settings: leader_settings, reconcile, webhook_configuration, keeper }) = leader else {
         tracing::info!("reconciler off (--reconcile=false or no Kubernetes client)");
         return stop_tx;
@@ -61,7 +61,7 @@ pub(super) fn start_leader_work(
         }
         _ => scope::follow::Scope::everywhere(),
     };
-    let running = reconcile.map(|settings| {
+    let mut running = reconcile.map(|settings| {
         tracing::info!(qps = settings.qps, lease = %lease, identity = %identity, "reconciler on: the leader patches stored statuses that are off canonical");
         let common = reconcile::Common {
             client,
@@ -86,7 +86,6 @@ pub(super) fn start_leader_work(
     // Lease over at once. The admission policies stay: they enforce while no guard runs.
     let token = tasks.shutdown_token();
     tasks.spawn("reconciler, admission policy keeper and leader election", async move {
-        let (mut stop_rx, mut running) = (stop_rx, running);
         loop {
             tokio::select! {
                 _ = &mut stop_rx => break,
