@@ -123,18 +123,15 @@ impl CutoverArgs {
 
 /// Runs `cutover`: 0 moved (or planned), 1 unresolved or timed out, 2 bad input.
 pub(crate) async fn cutover(args: CutoverArgs) -> ExitCode {
-    let settings = match args.settings() {
-        Ok(settings) => settings,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+    let ran = match args.settings() {
+        Ok(settings) => cutover::run(&settings).await.map_err(|e| (e.to_string(), e.exit_code())),
+        Err(e) => Err((e, 2)),
     };
-    match cutover::run(&settings).await {
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err((e, code)) => {
             eprintln!("error: {e}");
-            ExitCode::from(e.exit_code())
+            ExitCode::from(code)
         }
     }
 }

@@ -108,23 +108,18 @@ pub(crate) struct Leased {
 /// Runs `version`: prints the report; 2 when the cluster could not be read.
 pub(crate) async fn version(args: VersionArgs) -> ExitCode {
     let client = Build { version: VERSION.to_owned(), revision: REVISION.to_owned() };
-    let cluster = if args.client {
-        None
-    } else {
-        match read(&args).await {
-            Ok(found) => Some(found),
-            Err(e) => {
-                eprintln!("error: {e}; pass --client for this binary's version alone");
-                return ExitCode::from(2);
-            }
-        }
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let read = if args.client { None } else { Some(read(&args).await) };
+    let cluster = match read.transpose() {
+        Ok(found) => found,
+        Err(e) => return fail(format!("{e}; pass --client for this binary's version alone")),
     };
     let used = match args.config.as_deref().map(fields_used).transpose() {
         Ok(used) => used,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(e),
     };
     let mut warnings = cluster.as_ref().map(|c| skew(VERSION, c, &args)).unwrap_or_default();
     if let (Some(found), Some(used)) = (&cluster, &used) {
