@@ -245,15 +245,9 @@ fn parse<'a>(root: &'a Command, before: &[String]) -> (&'a Command, Parsed) {
             if !matches!(arg.get_action(), ArgAction::Set | ArgAction::Append) {
                 continue;
             }
-            let value = match inline {
-                Some(value) => value,
-                None => match words.next() {
-                    Some(value) => value.clone(),
-                    None => {
-                        parsed.pending = Some(arg.get_id().to_string());
-                        break;
-                    }
-                },
+            let Some(value) = inline.or_else(|| words.next().cloned()) else {
+                parsed.pending = Some(arg.get_id().to_string());
+                break;
             };
             let slot = match arg.get_id().as_str() {
                 "kubeconfig" => &mut parsed.kubeconfig,
@@ -338,7 +332,7 @@ async fn values(arg: &Arg, parsed: &Parsed, typed: &str) -> (Vec<String>, u8) {
         "context" => contexts(parsed),
         "policy" => policies(parsed).await,
         "kubeconfig" | "config" | "file" | "tls_cert" | "tls_key" | "client_ca" => return (Vec::new(), FILES),
-        _ if arg.get_value_hint() == clap::ValueHint::FilePath || arg.get_value_hint() == clap::ValueHint::AnyPath => {
+        _ if matches!(arg.get_value_hint(), clap::ValueHint::FilePath | clap::ValueHint::AnyPath) => {
             return (Vec::new(), FILES);
         }
         _ => Vec::new(),

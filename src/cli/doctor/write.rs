@@ -101,13 +101,10 @@ pub(crate) async fn dry_run(client: &kube::Client, ingress: &Ingress, mode: Mode
     let name = ingress.metadata.name.clone().unwrap_or_default();
     let stored = addresses(ingress);
     let written = if stored == [PROBES[0]] { PROBES[1] } else { PROBES[0] };
-    let answer = match write(client, &namespace, &name, written, timeout).await {
-        Ok(answer) => answer,
-        Err(e) => {
-            return Finding::fail(CHECK, e, "check that doctor may patch ingresses/status (the chart's doctor Role)");
-        }
-    };
-    judge(&format!("{namespace}/{name}"), written, mode, &answer)
+    match write(client, &namespace, &name, written, timeout).await {
+        Ok(answer) => judge(&format!("{namespace}/{name}"), written, mode, &answer),
+        Err(e) => Finding::fail(CHECK, e, "check that doctor may patch ingresses/status (the chart's doctor Role)"),
+    }
 }
 
 /// What the API server answered to the dry-run write.
