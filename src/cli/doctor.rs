@@ -20,7 +20,7 @@ use clap::Args;
 
 use super::{check::ClusterArgs, duration::Seconds, output::Format, serve::Admission};
 use crate::policy::Policies;
-use report::Report;
+use report::{Finding, Report};
 
 /// Pause between two rounds of `--wait`.
 const RETRY: Duration = Duration::from_secs(2);
@@ -151,20 +151,16 @@ async fn examine(client: &kube::Client, args: &DoctorArgs, policies: &Policies, 
             let needs = access::needs(policies, &guard);
             access::permissions(client, sa, &needs, timeout).await
         }
-        (Some(_), None) => report::Finding::skip(
+        (Some(_), None) => Finding::skip(
             "permissions",
             "not checked: the guard's Lease namespace is not known",
             "pass --leader-election-namespace (the guard's namespace)",
         ),
-        (None, _) => {
-            report::Finding::skip("permissions", "not checked", "pass --service-account NAMESPACE/NAME of the guard")
-        }
+        (None, _) => Finding::skip("permissions", "not checked", "pass --service-account NAMESPACE/NAME of the guard"),
     });
     checks.push(match lease_namespace {
         Some(namespace) => lease::live_holder(client, namespace, lease, timeout).await,
-        None => {
-            report::Finding::skip("lease", "not checked", "pass --leader-election-namespace (the guard's namespace)")
-        }
+        None => Finding::skip("lease", "not checked", "pass --leader-election-namespace (the guard's namespace)"),
     });
     Report::new(checks)
 }
@@ -176,7 +172,7 @@ async fn dry_run(
     policies: &Policies,
     reach: Option<&crate::scope::Reach>,
     leftover: &probe::Leftover,
-) -> report::Finding {
+) -> Finding {
     let timeout = args.cluster.request_timeout;
     if let Some(skipped) = write::skipped(policies) {
         return skipped;
@@ -190,7 +186,7 @@ async fn dry_run(
     let namespace = args.probe_namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
     let name = match probe::name(&args.cluster.leader_election_lease_name) {
         Ok(name) => name,
-        Err(e) => return report::Finding::fail("dry-run-write", e, "pass --probe NAMESPACE/NAME"),
+        Err(e) => return Finding::fail("dry-run-write", e, "pass --probe NAMESPACE/NAME"),
     };
     let (ingress, mode) = match probe::create(client, &namespace, &name, policies, reach, timeout, leftover).await {
         Ok(created) => created,
@@ -199,7 +195,7 @@ async fn dry_run(
     let mut finding = write::dry_run(client, &ingress, mode, timeout).await;
     // Deleted whatever the write proved; a probe left behind is a failure of doctor's to say.
     if let Some(e) = probe::clean(client, leftover, timeout).await {
-        finding = report::Finding::fail("dry-run-write", format!("{}; then {e}", finding.found), "delete it by hand");
+        finding = Finding::fail("dry-run-write", format!("{}; then {e}", finding.found), "delete it by hand");
     }
     finding
 }
