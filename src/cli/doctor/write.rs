@@ -88,11 +88,8 @@ pub(crate) async fn named(
 
 /// Whether any policy governs Ingresses: the dry-run write probes Ingresses only.
 pub(crate) fn skipped(policies: &Policies) -> Option<Finding> {
-    policies
-        .of(Kind::Ingress)
-        .next()
-        .is_none()
-        .then(|| Finding::skip(CHECK, "no Ingress policy: the dry-run write probes Ingresses only", ""))
+    let none = policies.of(Kind::Ingress).next().is_none();
+    none.then(|| Finding::skip(CHECK, "no Ingress policy: the dry-run write probes Ingresses only", ""))
 }
 
 /// The dry-run write to `ingress`, governed in `mode`, and what it proves.
