@@ -170,7 +170,6 @@ fn tls_flag(file: TlsFile) -> &'static str {
 
 /// Entry point for `main`: parses flags, runs the command, returns the process exit code.
 pub fn main() -> ExitCode {
-    // Under the name `kubectl-isg` it is the kubectl plugin, and says so in its usage lines.
     let cli = plugin::parse_from(std::env::args_os());
     // kube's client and our listener share one TLS stack; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -73,7 +73,6 @@ pub(crate) struct BootstrapArgs {
     pub(crate) client: ClientArgs,
 }
 
-/// Runs `certs generate` or `certs bootstrap`.
 pub(crate) async fn run(args: CertsArgs) -> Result<(), CertError> {
     match args.command {
         CertsCommand::Generate(args) => {

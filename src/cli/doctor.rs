@@ -132,7 +132,6 @@ async fn examine(client: &kube::Client, args: &DoctorArgs, policies: &Policies, 
             checks.push(webhook::ca_bundle(reviewing, timeout).await);
             checks.push(webhook::endpoints(client, reviewing, timeout).await);
         }
-        // Where the API server reviews Ingress status writes, when the configuration says.
         reach = probe::reaches(name, &webhooks).map(|r| r.of(crate::kind::Kind::Ingress).clone());
         scope_selects_namespaces = access::scope_selects_namespaces(name, &webhooks);
     }

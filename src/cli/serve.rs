@@ -189,7 +189,6 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let cache = SourceCache::new(&policies);
     // No review reaches the guard in policy mode, so there is nothing to make Events of.
     let no_events = args.no_events || policy_mode;
-    // Events, the reconciler and reloads that add a Service use a client when there is one.
     let wants_client = !no_events || args.reconcile.reconcile || args.policy.config.is_some();
     let needs = policies.cluster_needs();
     let needed_for = if policy_mode {
@@ -396,7 +395,6 @@ fn start_watches(
         }
         None => tasks.spawn_until_shutdown("publish Service watches", async move {
             match watches {
-                // Logs and reports each end; the others watch on.
                 Some(mut watches) => loop {
                     watches.ended().await;
                 },

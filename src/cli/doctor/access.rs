@@ -102,7 +102,6 @@ pub(crate) fn needs(policies: &Policies, guard: &Guard<'_>) -> Vec<Need> {
             out.push(Need::new("create", "admissionregistration.k8s.io", resource));
             out.push(Need::new("list", "admissionregistration.k8s.io", resource));
         }
-        // Each policy's object and binding by name, of the kind its mode renders.
         for policy in policies.iter() {
             let Ok(name) = admission_policy::object_name_in(guard.lease, policies, policy) else { continue };
             let (object, binding) = match policy.mode {

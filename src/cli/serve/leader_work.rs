@@ -90,7 +90,6 @@ pub(super) fn start_leader_work(
             tokio::select! {
                 _ = &mut stop_rx => break,
                 () = token.cancelled() => break,
-                // Logged and reported by `ended`; the others go on.
                 () = owned.ended() => {}
                 () = or_never(running.as_mut().map(Tasks::ended)) => {}
             }
