@@ -21,10 +21,8 @@ impl Format {
         match self {
             Format::Table => table(),
             Format::Json => {
-                let mut text = serde_json::to_string_pretty(value)
-                    .unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()));
-                text.push('\n');
-                text
+                serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()))
+                    + "\n"
             }
             Format::Yaml => serde_norway::to_string(value).unwrap_or_else(|e| format!("error: {e}\n")),
         }

@@ -64,13 +64,9 @@ impl Sources for Offline {
     }
 
     fn pods(&self, pods: &PodsRef) -> Result<Vec<Address>, Unresolved> {
-        let facts: Vec<nodeip::PodFacts> = self
-            .pods
-            .iter()
-            .filter(|p| p.metadata.namespace.as_deref().unwrap_or("default") == pods.namespace)
-            .filter(|p| pods.selector.matches(&p.metadata.labels.clone().unwrap_or_default()))
-            .map(nodeip::PodFacts::of)
-            .collect();
+        let in_namespace = |p: &&Pod| p.metadata.namespace.as_deref().unwrap_or("default") == pods.namespace;
+        let selected = |p: &&Pod| pods.selector.matches(&p.metadata.labels.clone().unwrap_or_default());
+        let facts: Vec<_> = self.pods.iter().filter(in_namespace).filter(selected).map(nodeip::PodFacts::of).collect();
         nodeip::addresses(&facts, &self.nodes, pods.internal_ip).map_err(|e| Unresolved::Pods(pods.to_string(), e))
     }
 
