@@ -1,11 +1,15 @@
 //! `render-admission-policy`: the admission policies that enforce the current config, computed
 //! offline from the policies and `-f` manifests; with `--names`, only the names RBAC grants by.
 
-use std::{collections::HashMap, path::PathBuf};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use clap::Args;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Resource as _;
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::{CliError, policy::PolicyArgs};
@@ -116,13 +120,41 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
 }
 
 /// Reads one manifest's objects into `offline`.
-fn read_manifest(path: &std::path::Path, offline: &mut Offline) -> Result<(), CliError> {
-    let (shown, text) = super::resolve::read_text(path)?;
+fn read_manifest(path: &Path, offline: &mut Offline) -> Result<(), CliError> {
+    let (shown, text) = read_text(path)?;
     let manifest = |message: String| CliError::Manifest { path: shown.clone(), message };
-    for (i, object) in super::resolve::objects(&text).map_err(manifest)?.into_iter().enumerate() {
+    for (i, object) in objects(&text).map_err(manifest)?.into_iter().enumerate() {
         offline.add(object).map_err(|e| manifest(format!("object {}: {e}", i + 1)))?;
     }
     Ok(())
+}
+
+/// The text of manifest `path` (`-` reads stdin), and how errors name it.
+pub(super) fn read_text(path: &Path) -> Result<(String, String), CliError> {
+    let stdin = path.as_os_str() == "-";
+    let shown = if stdin { "<stdin>".to_owned() } else { path.display().to_string() };
+    let text = if stdin {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(path).map_err(|e| CliError::Manifest { path: shown.clone(), message: e.to_string() })?
+    };
+    Ok((shown, text))
+}
+
+/// The objects of a manifest's YAML documents, each an object or a List.
+pub(super) fn objects(text: &str) -> Result<Vec<Value>, String> {
+    let mut objects = Vec::new();
+    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(doc).map_err(|e| format!("document {}: not YAML or JSON: {e}", i + 1))?;
+        match value.get("kind").and_then(Value::as_str) {
+            _ if value.is_null() => {}
+            Some(kind) if kind.ends_with("List") => {
+                objects.extend(value.get("items").and_then(Value::as_array).cloned().unwrap_or_default());
+            }
+            _ => objects.push(value),
+        }
+    }
+    Ok(objects)
 }
 
 impl Offline {

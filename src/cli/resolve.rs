@@ -1,11 +1,10 @@
 //! `resolve`: the canonical addresses of a source, computed offline from flags or manifests, as
 //! JSON (what the webhook would publish, without a cluster).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use k8s_openapi::api::core::v1::Service;
-use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::{CliError, output::Format, policy::PolicyFlagsArgs};
@@ -59,7 +58,7 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
             address::parse_static_list(list).map_err(|source| CliError::StaticFlag { value: list.clone(), source })?
         }
         (None, Some(path)) => {
-            let (shown, text) = read_text(path)?;
+            let (shown, text) = super::render::read_text(path)?;
             let manifest = |message: String| CliError::Manifest { path: shown.clone(), message };
             if let Some(namespace) = &args.publish_pods_namespace {
                 let flags = PolicyFlagsArgs {
@@ -91,38 +90,10 @@ pub(crate) fn resolve(args: &ResolveArgs) -> Result<String, CliError> {
     Ok(serde_json::to_string_pretty(&addresses).expect("addresses always serialize"))
 }
 
-/// The text of manifest `path` (`-` reads stdin), and how errors name it.
-pub(super) fn read_text(path: &Path) -> Result<(String, String), CliError> {
-    let stdin = path.as_os_str() == "-";
-    let shown = if stdin { "<stdin>".to_owned() } else { path.display().to_string() };
-    let text = if stdin {
-        std::io::read_to_string(std::io::stdin())?
-    } else {
-        std::fs::read_to_string(path).map_err(|e| CliError::Manifest { path: shown.clone(), message: e.to_string() })?
-    };
-    Ok((shown, text))
-}
-
-/// The objects of a manifest's YAML documents, each an object or a List.
-pub(super) fn objects(text: &str) -> Result<Vec<Value>, String> {
-    let mut objects = Vec::new();
-    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(doc).map_err(|e| format!("document {}: not YAML or JSON: {e}", i + 1))?;
-        match value.get("kind").and_then(Value::as_str) {
-            _ if value.is_null() => {}
-            Some(kind) if kind.ends_with("List") => {
-                objects.extend(value.get("items").and_then(Value::as_array).cloned().unwrap_or_default());
-            }
-            _ => objects.push(value),
-        }
-    }
-    Ok(objects)
-}
-
 /// The node-IP source over the Pods and Nodes of a manifest, as JSON.
 fn node_ips(text: &str, pods: &policy::PodsRef) -> Result<String, String> {
     let mut offline = super::render::Offline::default();
-    for (i, object) in objects(text)?.into_iter().enumerate() {
+    for (i, object) in super::render::objects(text)?.into_iter().enumerate() {
         let kind = object.get("kind").and_then(Value::as_str);
         if !matches!(kind, Some("Pod" | "Node")) {
             return Err(format!("object {}: kind is {:?}; expected Pod or Node", i + 1, kind.unwrap_or_default()));
