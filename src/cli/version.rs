@@ -204,10 +204,8 @@ fn skew(client: &str, found: &InCluster, args: &VersionArgs) -> Vec<String> {
             ));
         }
     };
-    for d in &found.deployments {
-        if let Some(v) = &d.version {
-            compare(&mut warnings, format!("Deployment {}/{} (container {})", d.namespace, d.name, d.container), v);
-        }
+    for (d, v) in found.deployments.iter().filter_map(|d| Some((d, d.version.as_ref()?))) {
+        compare(&mut warnings, format!("Deployment {}/{} (container {})", d.namespace, d.name, d.container), v);
     }
     for l in &found.leases {
         match &l.version {
