@@ -62,7 +62,6 @@ use cache::{Interner, Key, Stored};
 use damping::Fight;
 use filter::{Filter, Widening};
 use judge::Judgement;
-use release::Releases;
 
 #[cfg(feature = "test-support")]
 pub use probe::{Bookkeeping, IngressCache, ServiceCache};
@@ -471,13 +470,6 @@ impl<K: Governed> Reconciler<K> {
                 logged_in_full = fights::FULL_PER_WINDOW,
                 "more fights under this policy than are logged one by one: counted here (and in reconcile_fights_total); other writers keep replacing the canonical status"
             );
-        }
-    }
-
-    /// Lets `key` be queued again at `at` (by [`Reconciler::releases`]), and judges it then.
-    fn release_at(&self, releases: &mut Releases<Key>, key: Key, at: Instant) {
-        if releases.arm(key, at) {
-            self.armed.notify_one();
         }
     }
 

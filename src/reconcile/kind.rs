@@ -44,20 +44,16 @@ pub(super) fn project_kept<K: Governed>(
     admits: impl FnOnce(&str, Option<&str>) -> bool,
 ) -> Projected<Key, Stored<K::Entry>> {
     let Some(leaned) = K::leaned(obj) else { return Projected::Skip };
-    count_trimmed::<K>(&leaned.write, metrics);
+    // Counts what the reader bounded, of every object read (kept or not).
+    for field in K::trimmed(&leaned.write).into_iter().flatten() {
+        metrics.ingress_cache_trimmed(field);
+    }
     if !admits(&leaned.write.namespace, leaned.write.class.as_deref()) {
         let Write { namespace, name, .. } = leaned.write;
         return Projected::Gone((namespace.into(), name.into_boxed_str()));
     }
     let (key, stored) = interner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(leaned);
     Projected::Keep(key, stored)
-}
-
-/// Counts what the reader bounded, of every object read (kept or not).
-fn count_trimmed<K: Governed>(write: &Write<K::Entry>, metrics: &Metrics) {
-    for field in K::trimmed(write).into_iter().flatten() {
-        metrics.ingress_cache_trimmed(field);
-    }
 }
 
 /// A mismatch `decide` found, with the canonical entries (as written and as they read back).

@@ -120,7 +120,12 @@ impl<K: Governed> Reconciler<K> {
         match state.books.queue.done(key.clone(), result.is_ok(), now.into_std()) {
             After::Settled => {}
             After::Recheck => self.rejudge(&mut state, &key, &policies, false),
-            After::RetryAt(at) => self.release_at(&mut state.books.releases, key, at),
+            // Queued again at `at` by the releases task, and judged then.
+            After::RetryAt(at) => {
+                if state.books.releases.arm(key, at) {
+                    self.armed.notify_one();
+                }
+            }
         }
     }
 
