@@ -79,17 +79,9 @@ pub(crate) struct Summariser {
     overflow_ends: VecDeque<(Instant, Option<(String, String)>)>,
 }
 
-fn key_hash(f: &Finding) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (&f.writer.username, &f.namespace, &f.name, f.attempted_hash).hash(&mut h);
-    h.finish()
-}
-
-fn same_key(a: &Finding, b: &Finding) -> bool {
-    a.attempted_hash == b.attempted_hash
-        && a.writer.username == b.writer.username
-        && a.namespace == b.namespace
-        && a.name == b.name
+/// What makes findings repeats of one another: the writer, the object and what it wrote.
+fn key(f: &Finding) -> (&str, &str, &str, u64) {
+    (&f.writer.username, &f.namespace, &f.name, f.attempted_hash)
 }
 
 impl Summariser {
@@ -110,9 +102,11 @@ impl Summariser {
         if self.interval.is_zero() {
             return Seen::Untracked;
         }
-        let hash = key_hash(finding);
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key(finding).hash(&mut hasher);
+        let hash = hasher.finish();
         if let Some(open) = self.open.get_mut(&hash) {
-            if !same_key(&open.first, finding) {
+            if key(&open.first) != key(finding) {
                 return Seen::Untracked;
             }
             if now < open.until {
@@ -149,25 +143,14 @@ impl Summariser {
     /// silently: their one line said it all).
     pub(crate) fn due(&mut self, now: Instant) -> Vec<Repeated> {
         let mut out = Vec::new();
-        while let Some((until, _)) = self.overflow_ends.front() {
-            if *until > now {
-                break;
-            }
+        while self.overflow_ends.front().is_some_and(|(until, _)| *until <= now) {
             let Some((_, key)) = self.overflow_ends.pop_front() else { break };
-            if let Some(open) = self.overflow.remove(&key) {
-                out.push(overflowed(&key, open));
-            }
+            out.extend(self.overflow.remove(&key).map(|open| overflowed(&key, open)));
         }
-        while let Some(&(until, hash)) = self.ends.front() {
-            if until > now {
-                break;
-            }
-            self.ends.pop_front();
-            if let Some(open) = self.open.remove(&hash)
-                && open.repeats > 0
-            {
-                out.push(Repeated { finding: open.first, repeats: open.repeats, grouped: Grouped::Key });
-            }
+        while self.ends.front().is_some_and(|(until, _)| *until <= now) {
+            let Some((_, hash)) = self.ends.pop_front() else { break };
+            let open = self.open.remove(&hash).filter(|open| open.repeats > 0);
+            out.extend(open.map(|o| Repeated { finding: o.first, repeats: o.repeats, grouped: Grouped::Key }));
         }
         out
     }
