@@ -465,9 +465,7 @@ fn convert_status<'a, K: Reviewed, O>(
             K::target(Status { write, object_uid: uid, shape, forged, metadata })
         }
     };
-    let mut review = finish(api_version, request.uid, request.dry_run, request.user_info, target);
-    review.stored_status = stored_status;
-    Ok(review)
+    Ok(finish(api_version, request, target, stored_status))
 }
 
 /// The checks every review passes before its object is read: kind, apiVersion, a request, its uid's bound.
@@ -492,33 +490,31 @@ fn read_other(body: &[u8]) -> Result<Review<'_>, ReviewError> {
         serde_json::from_slice(body).map_err(|_| ReviewError::Json(explain::<ReviewIn<&RawValue>>(body)))?;
     let (api_version, request) = header(review)?;
     let sub_resource = request.sub_resource.as_deref().unwrap_or("");
-    let target = {
-        // Every part is the caller's: each is cut, then the whole.
-        let part = |text: &str| truncate(text, usize::MAX, 253);
-        let what = format!(
-            "{} of {}/{}{}{} ({}/{}) is not an Ingress status UPDATE; check the webhook's rules",
-            part(request.operation.as_deref().unwrap_or("")),
-            part(&request.kind.group),
-            part(&request.kind.kind),
-            if sub_resource.is_empty() { "" } else { "/" },
-            part(sub_resource),
-            part(request.namespace.as_deref().unwrap_or("")),
-            part(request.name.as_deref().unwrap_or("")),
-        );
-        Target::Other(truncate(&what, usize::MAX, MAX_QUOTED))
-    };
-    Ok(finish(api_version, request.uid, request.dry_run, request.user_info, target))
+    // Every part is the caller's: each is cut, then the whole.
+    let part = |text: &str| truncate(text, usize::MAX, 253);
+    let what = format!(
+        "{} of {}/{}{}{} ({}/{}) is not an Ingress status UPDATE; check the webhook's rules",
+        part(request.operation.as_deref().unwrap_or("")),
+        part(&request.kind.group),
+        part(&request.kind.kind),
+        if sub_resource.is_empty() { "" } else { "/" },
+        part(sub_resource),
+        part(request.namespace.as_deref().unwrap_or("")),
+        part(request.name.as_deref().unwrap_or("")),
+    );
+    let target = Target::Other(truncate(&what, usize::MAX, MAX_QUOTED));
+    Ok(finish(api_version, request, target, None))
 }
 
 /// The review of `target`, with what the response and a finding need of the request.
-fn finish<'a>(
+fn finish<'a, O>(
     api_version: ApiVersion,
-    uid: Cow<'a, str>,
-    dry_run: Option<bool>,
-    user: User<'a>,
+    request: RequestIn<'a, O>,
     target: Target<'a>,
+    stored_status: Option<RawStatus<'a>>,
 ) -> Review<'a> {
-    Review { api_version, uid, dry_run: dry_run.unwrap_or(false), user, target, stored_status: None }
+    let RequestIn { uid, dry_run, user_info: user, .. } = request;
+    Review { api_version, uid, dry_run: dry_run.unwrap_or(false), user, target, stored_status }
 }
 
 /// Parses again, off the common path, to name the field that failed (`request.uid: missing ...`).
