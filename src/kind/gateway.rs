@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer};
 use status::GatewayAddress;
 pub(crate) use status::Programmed;
 
+use super::ingress::Wire;
 use crate::address::Address;
 
 /// The Gateway API's group.
@@ -194,12 +195,6 @@ crate::client::lean_resource!(LeanGateway, NamespaceResourceScope, GROUP, VERSIO
 impl<'de> Deserialize<'de> for LeanGateway {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
-        struct Wire {
-            metadata: Option<WireMeta>,
-            spec: Option<WireSpec>,
-            status: Option<WireStatus>,
-        }
-        #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct WireSpec {
             #[serde(default, deserialize_with = "crate::kind::ingress::bounded::class_field")]
@@ -212,7 +207,7 @@ impl<'de> Deserialize<'de> for LeanGateway {
             #[serde(default)]
             conditions: Option<status::ProgrammedCondition>,
         }
-        let wire = Wire::deserialize(d)?;
+        let wire = Wire::<WireMeta, WireSpec, WireStatus>::deserialize(d)?;
         let status = wire.status;
         let shape = GatewayShape::of(status.as_ref().map(|s| s.addresses.as_ref()));
         let (addresses, condition) = match status {
@@ -249,17 +244,13 @@ crate::client::lean_resource!(LeanGatewayClass, ClusterResourceScope, GROUP, VER
 impl<'de> Deserialize<'de> for LeanGatewayClass {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
-        struct Wire {
-            metadata: Option<WireMeta>,
-            spec: Option<WireSpec>,
-        }
-        #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct WireSpec {
             #[serde(default, deserialize_with = "status::bounded_text")]
             controller_name: Option<String>,
         }
-        let wire = Wire::deserialize(d)?;
+        // A GatewayClass's status is skipped as any unknown field is.
+        let wire = Wire::<WireMeta, WireSpec, serde::de::IgnoredAny>::deserialize(d)?;
         Ok(LeanGatewayClass {
             meta: wire.metadata.map(WireMeta::into_meta).unwrap_or_default(),
             controller: wire.spec.and_then(|s| s.controller_name).filter(|c| status::is_controller_name(c)),

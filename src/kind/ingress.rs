@@ -332,12 +332,6 @@ crate::client::lean_resource!(LeanIngress, NamespaceResourceScope, "networking.k
 impl<'de> Deserialize<'de> for LeanIngress {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
-        struct Wire {
-            metadata: Option<WireMeta>,
-            spec: Option<WireSpec>,
-            status: Option<WireStatus>,
-        }
-        #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct WireMeta {
             name: Option<String>,
@@ -355,16 +349,7 @@ impl<'de> Deserialize<'de> for LeanIngress {
             #[serde(default, deserialize_with = "bounded::class_field")]
             ingress_class_name: Option<String>,
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct WireStatus {
-            load_balancer: Option<WireLoadBalancer>,
-        }
-        #[derive(Deserialize)]
-        struct WireLoadBalancer {
-            ingress: Option<crate::address::Entries>,
-        }
-        let wire = Wire::deserialize(d)?;
+        let wire = Wire::<WireMeta, WireSpec, LoadBalancerStatus<crate::address::Entries>>::deserialize(d)?;
         let (name, namespace, resource_version, uid, annotation, status_managers) = match wire.metadata {
             Some(m) => (m.name, m.namespace, m.resource_version, m.uid, m.annotations, m.managed_fields),
             None => (None, None, None, None, None, Vec::new()),
@@ -378,6 +363,26 @@ impl<'de> Deserialize<'de> for LeanIngress {
             status_managers,
         })
     }
+}
+
+/// The parts of an object a lean reader takes; everything else is skipped unparsed.
+#[derive(Deserialize)]
+pub(super) struct Wire<M, S, T> {
+    pub(super) metadata: Option<M>,
+    pub(super) spec: Option<S>,
+    pub(super) status: Option<T>,
+}
+
+/// `status.loadBalancer.ingress` of an Ingress or a Service, its entries read as `E`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct LoadBalancerStatus<E> {
+    pub(super) load_balancer: Option<LoadBalancer<E>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct LoadBalancer<E> {
+    pub(super) ingress: Option<E>,
 }
 
 pub(crate) mod bounded;

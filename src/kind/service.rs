@@ -9,7 +9,7 @@ use k8s_openapi::{
 };
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::ingress::{StatusShape, bounded};
+use super::ingress::{LoadBalancerStatus, StatusShape, Wire, bounded};
 use crate::address::{Address, EntryIn};
 
 /// The `spec.type` the guard governs; any other Service is never governed.
@@ -242,12 +242,6 @@ crate::client::lean_resource!(LeanService, NamespaceResourceScope, "", "v1", "Se
 impl<'de> Deserialize<'de> for LeanService {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
-        struct Wire {
-            metadata: Option<WireMeta>,
-            spec: Option<WireSpec>,
-            status: Option<WireStatus>,
-        }
-        #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct WireMeta {
             name: Option<String>,
@@ -265,16 +259,7 @@ impl<'de> Deserialize<'de> for LeanService {
             #[serde(default, deserialize_with = "class_field")]
             load_balancer_class: Option<String>,
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct WireStatus {
-            load_balancer: Option<WireLoadBalancer>,
-        }
-        #[derive(Deserialize)]
-        struct WireLoadBalancer {
-            ingress: Option<Entries>,
-        }
-        let wire = Wire::deserialize(d)?;
+        let wire = Wire::<WireMeta, WireSpec, LoadBalancerStatus<Entries>>::deserialize(d)?;
         let (load_balancer, written_class) =
             wire.spec.map_or((false, None), |s| (s.load_balancer, s.load_balancer_class));
         let lb = wire.status.map(|s| s.load_balancer.map(|lb| lb.ingress));
