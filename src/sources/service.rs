@@ -2,7 +2,7 @@
 //! dual-stack and unable to produce an entry the API server would reject; and the Service's
 //! wire for the publish-source cache ([`PublishService`]).
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service, ServiceSpec};
 
 use super::{
     Unresolved,
@@ -36,21 +36,15 @@ pub enum ServiceError {
 /// `ports` of load-balancer entries, as Contour and Traefik do; ingress-nginx drops them.
 pub(crate) fn addresses(svc: &Service, keep_ports: bool) -> Result<Vec<Address>, ServiceError> {
     let spec = svc.spec.clone().unwrap_or_default();
-    let external_ips = spec.external_ips.unwrap_or_default();
+    let external_ips = spec.external_ips.as_deref().unwrap_or_default();
     // The API server defaults an unset type to ClusterIP; manifests given to `resolve` may omit it.
     let entries = match spec.type_.as_deref().unwrap_or("ClusterIP") {
         "ExternalName" => vec![Address::parse(spec.external_name.as_deref().unwrap_or(""))?],
-        "ClusterIP" => cluster_ips(spec.cluster_ip, spec.cluster_ips)?,
-        "NodePort" if !external_ips.is_empty() => ips(&external_ips)?,
-        "NodePort" => cluster_ips(spec.cluster_ip, spec.cluster_ips)?,
+        "ClusterIP" => cluster_ips(&spec)?,
+        "NodePort" if !external_ips.is_empty() => ips(external_ips)?,
+        "NodePort" => cluster_ips(&spec)?,
         "LoadBalancer" => {
-            let lb_entries = svc
-                .status
-                .as_ref()
-                .and_then(|s| s.load_balancer.as_ref())
-                .and_then(|lb| lb.ingress.as_ref())
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let lb_entries = load_balancer_entries(svc);
             let mut entries = Vec::with_capacity(lb_entries.len() + external_ips.len());
             for lb in lb_entries {
                 let ports = match (&lb.ports, keep_ports) {
@@ -62,7 +56,7 @@ pub(crate) fn addresses(svc: &Service, keep_ports: bool) -> Result<Vec<Address>,
                 };
                 entries.push(Address { ip: lb.ip.clone(), hostname: lb.hostname.clone(), ports }.sanitized()?);
             }
-            for ip in ips(&external_ips)? {
+            for ip in ips(external_ips)? {
                 let present = entries.iter().any(|e| e.ip == ip.ip || e.hostname == ip.ip);
                 if !present {
                     entries.push(ip);
@@ -84,11 +78,7 @@ pub(crate) fn rule(svc: &Service) -> String {
     let spec = svc.spec.clone().unwrap_or_default();
     let has_external_ips = spec.external_ips.as_ref().is_some_and(|ips| !ips.is_empty());
     let cluster_ips = || {
-        let all = spec
-            .cluster_ips
-            .clone()
-            .filter(|all| !all.is_empty())
-            .unwrap_or_else(|| spec.cluster_ip.clone().into_iter().filter(|ip| !ip.is_empty()).collect());
+        let all = all_cluster_ips(&spec);
         match all.len() {
             _ if all.iter().any(|ip| ip == "None") => "headless (clusterIP: None), no address".to_owned(),
             0 => "no cluster IP allocated yet".to_owned(),
@@ -102,12 +92,7 @@ pub(crate) fn rule(svc: &Service) -> String {
         "NodePort" if has_external_ips => "NodePort Service: spec.externalIPs".to_owned(),
         "NodePort" => format!("NodePort Service without externalIPs: {}", cluster_ips()),
         "LoadBalancer" => {
-            let entries = svc
-                .status
-                .as_ref()
-                .and_then(|s| s.load_balancer.as_ref())
-                .and_then(|lb| lb.ingress.as_deref())
-                .unwrap_or_default();
+            let entries = load_balancer_entries(svc);
             let ip = entries.iter().any(|e| e.ip.is_some());
             let hostname = entries.iter().any(|e| e.hostname.is_some());
             let status = match (ip, hostname) {
@@ -164,12 +149,19 @@ impl Publish for PublishService {
     }
 }
 
-fn cluster_ips(cluster_ip: Option<String>, cluster_ips: Option<Vec<String>>) -> Result<Vec<Address>, ServiceError> {
-    // `clusterIPs` lists every family of a dual-stack Service; its first item equals `clusterIP`.
-    let all = match cluster_ips {
-        Some(all) if !all.is_empty() => all,
-        _ => cluster_ip.into_iter().filter(|ip| !ip.is_empty()).collect(),
-    };
+fn load_balancer_entries(svc: &Service) -> &[LoadBalancerIngress] {
+    svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_deref()).unwrap_or_default()
+}
+
+/// `clusterIPs`, which lists every family of a dual-stack Service (its first item equals
+/// `clusterIP`), else `clusterIP`.
+fn all_cluster_ips(spec: &ServiceSpec) -> Vec<String> {
+    let one = || spec.cluster_ip.clone().into_iter().filter(|ip| !ip.is_empty()).collect();
+    spec.cluster_ips.clone().filter(|all| !all.is_empty()).unwrap_or_else(one)
+}
+
+fn cluster_ips(spec: &ServiceSpec) -> Result<Vec<Address>, ServiceError> {
+    let all = all_cluster_ips(spec);
     if all.is_empty() {
         return Err(ServiceError::NoClusterIp);
     }
