@@ -234,12 +234,10 @@ impl Report {
             };
             tokio::select! {
                 item = rx.recv() => match item {
-                    Some((finding, weight)) => {
-                        bytes.fetch_sub(weight, Ordering::Relaxed);
-                        self.handle(finding);
-                        // Under load, one wake-up takes what has queued since: fewer timers set
-                        // and wake-ups made, on the CPUs the webhook answers on.
-                        while let Ok((finding, weight)) = rx.try_recv() {
+                    // Under load, one wake-up takes what has queued since: fewer timers set
+                    // and wake-ups made, on the CPUs the webhook answers on.
+                    Some(first) => {
+                        for (finding, weight) in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
                             bytes.fetch_sub(weight, Ordering::Relaxed);
                             self.handle(finding);
                         }
