@@ -201,11 +201,6 @@ pub(crate) fn start(client: Client, settings: Settings, metrics: std::sync::Arc<
     Leadership { leader, stop: Some(stop_tx), task }
 }
 
-/// Our creation of the Lease, under the reconciler's field manager.
-fn params() -> PostParams {
-    PostParams { field_manager: Some(super::FIELD_MANAGER.to_owned()), ..PostParams::default() }
-}
-
 /// Writes `lease`'s spec as a merge patch conditional on the resourceVersion it was read at
 /// (a 409 if it changed meanwhile): the RBAC grants `patch` on the one Lease, not `update`.
 async fn write(leases: &Api<Lease>, s: &Settings, lease: &Lease) -> kube::Result<Lease> {
@@ -316,7 +311,9 @@ async fn acquire(leases: &Api<Lease>, s: &Settings) -> Lease {
                     },
                     spec: None,
                 };
-                within(CALL_TIMEOUT, leases.create(&params(), &held(lease, s))).await.map(Some)
+                let params =
+                    PostParams { field_manager: Some(super::FIELD_MANAGER.to_owned()), ..PostParams::default() };
+                within(CALL_TIMEOUT, leases.create(&params, &held(lease, s))).await.map(Some)
             }
             Ok(Some(lease)) => {
                 let now = Instant::now();
