@@ -304,12 +304,9 @@ fn overlap<'p, K: crate::kind::Governed>(
     policies: &'p Policies,
     state: &AppState,
 ) -> Option<(crate::kind::Kind, &'p crate::policy::Policy, &'p crate::policy::Policy)> {
-    let kind = K::KIND;
-    if !policies.several(kind) {
-        return None;
-    }
-    let (first, second) = crate::decision::overlap::<K>(&status.write, policies, state.sources.as_ref())?;
-    Some((kind, first, second))
+    let overlap = || crate::decision::overlap::<K>(&status.write, policies, state.sources.as_ref());
+    let (first, second) = policies.several(K::KIND).then(overlap)??;
+    Some((K::KIND, first, second))
 }
 
 /// Logs, counts and queues the Event for a decision; never waits.
