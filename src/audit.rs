@@ -92,7 +92,13 @@ impl Shown {
         let mut used = 0;
         let mut keep = 0;
         for entry in &mut list {
-            cut_address(entry);
+            entry.ip = entry.ip.take().map(|ip| bounded(ip, 64));
+            entry.hostname = entry.hostname.take().map(|h| bounded(h, MAX_NAME));
+            entry.ports.truncate(MAX_PORTS);
+            for PortStatus { protocol, error, .. } in &mut entry.ports {
+                *protocol = bounded(std::mem::take(protocol), 16);
+                *error = error.take().map(|e| bounded(e, 64));
+            }
             let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
             used += text(&entry.ip) + text(&entry.hostname) + 1;
             if used > MAX_SHOWN_BYTES && keep > 0 {
@@ -115,16 +121,6 @@ impl Shown {
                     + a.ports.iter().map(|p| 48 + p.protocol.len() + text(&p.error)).sum::<usize>()
             })
             .sum()
-    }
-}
-
-fn cut_address(a: &mut Address) {
-    a.ip = a.ip.take().map(|ip| bounded(ip, 64));
-    a.hostname = a.hostname.take().map(|h| bounded(h, MAX_NAME));
-    a.ports.truncate(MAX_PORTS);
-    for PortStatus { protocol, error, .. } in &mut a.ports {
-        *protocol = bounded(std::mem::take(protocol), 16);
-        *error = error.take().map(|e| bounded(e, 64));
     }
 }
 
