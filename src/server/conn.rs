@@ -195,9 +195,9 @@ pub(crate) struct Tracked<S> {
 impl<S> Tracked<S> {
     fn new(inner: S, live: Arc<Live>, ticket: Ticket) -> Self {
         let now = Instant::now();
-        let evicted = Box::pin(live.evicted().clone().cancelled_owned());
         let first = now + ticket.shared.lifetimes.idle.min(ticket.shared.lifetimes.max_age);
         Tracked {
+            evicted: Box::pin(live.evicted().clone().cancelled_owned()),
             inner,
             live,
             ticket,
@@ -205,7 +205,6 @@ impl<S> Tracked<S> {
             last: now,
             aged: false,
             timer: Box::pin(tokio::time::sleep_until(first)),
-            evicted,
         }
     }
 
@@ -270,11 +269,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        Pin::new(&mut this.inner).poll_write(cx, buf).map(|result| {
-            this.active();
-            result
-        })
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if polled.is_ready() {
+            self.active();
+        }
+        polled
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -290,11 +289,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs).map(|result| {
-            this.active();
-            result
-        })
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if polled.is_ready() {
+            self.active();
+        }
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
