@@ -210,6 +210,12 @@ pub(crate) fn value<'p>(
     }
 }
 
+/// `matchConstraints` of the UPDATEs of the status subresource `resource` of `group`, version `v1`.
+fn status_updates(group: &str, resource: &str) -> Value {
+    let rule = json!({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": [resource]});
+    json!({"resourceRules": [rule]})
+}
+
 /// What one kind's admission objects say of its status ([`Admitted::admission_shape`]).
 pub(crate) struct Shape {
     /// The resources matched (`matchConstraints`).

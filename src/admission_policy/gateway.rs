@@ -29,15 +29,8 @@ impl Admitted for crate::kind::gateway::Gateways {
             "expression": format!("has(oldObject.spec.gatewayClassName) && oldObject.spec.gatewayClassName in {list}"),
         }]);
         // `Equivalent` (the default, written out): a write through v1beta1 is matched as v1.
-        let match_constraints = json!({
-            "matchPolicy": "Equivalent",
-            "resourceRules": [{
-                "apiGroups": [crate::kind::gateway::GROUP],
-                "apiVersions": ["v1"],
-                "operations": ["UPDATE"],
-                "resources": ["gateways/status"],
-            }],
-        });
+        let mut match_constraints = super::status_updates(crate::kind::gateway::GROUP, "gateways/status");
+        match_constraints["matchPolicy"] = json!("Equivalent");
         let shown: Vec<String> = entries.iter().map(ToString::to_string).collect();
         Ok(Shape {
             match_constraints,

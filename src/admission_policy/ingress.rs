@@ -24,16 +24,8 @@ impl Admitted for crate::kind::ingress::Ingresses {
                 vec![json!({"name": "governed-class", "expression": class_condition(names, *without_class)})]
             }
         };
-        let match_constraints = json!({
-            "resourceRules": [{
-                "apiGroups": ["networking.k8s.io"],
-                "apiVersions": ["v1"],
-                "operations": ["UPDATE"],
-                "resources": ["ingresses/status"],
-            }],
-        });
         Ok(Shape {
-            match_constraints,
+            match_constraints: super::status_updates("networking.k8s.io", "ingresses/status"),
             match_conditions: json!(match_conditions),
             patch: patch(canonical),
             written: WRITTEN_KEYS,

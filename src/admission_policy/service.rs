@@ -20,14 +20,7 @@ impl Admitted for Services {
     fn admission_shape(policy: &Policy, canonical: &[Address], governed: &Governed) -> Result<Shape, RenderError> {
         let shape = <Ingresses as Admitted>::admission_shape(policy, canonical, &Governed::Everything)?;
         Ok(Shape {
-            match_constraints: json!({
-                "resourceRules": [{
-                    "apiGroups": [""],
-                    "apiVersions": ["v1"],
-                    "operations": ["UPDATE"],
-                    "resources": ["services/status"],
-                }],
-            }),
+            match_constraints: super::status_updates("", "services/status"),
             match_conditions: json!([{"name": "governed-class", "expression": class_condition(governed.names())}]),
             ..shape
         })

@@ -167,58 +167,46 @@ where
         );
         return row(State::Foreign, Some(reason));
     }
-    match admission_policy::value(policy, snapshot) {
-        Ok(canonical) => {
-            let rendered = render(&canonical).map(|objects| (objects, canonical.into_owned()));
-            judge(policy, found, rendered, row)
+    let canonical = match admission_policy::value(policy, snapshot) {
+        Ok(canonical) => canonical,
+        Err(e) => return row(State::Unknown, Some(format!("the sources are unresolved: {e}"))),
+    };
+    let objects = match render(&canonical) {
+        Ok(objects) => objects,
+        Err(e) => return row(State::Unknown, Some(e.to_string())),
+    };
+    match objects.iter().find(|o| o["kind"] == found.kind) {
+        Some(object) if ours(&object["spec"]) != ours(&found.spec) => {
+            let (want, got) = (ours(&object["spec"]), ours(&found.spec));
+            // The value is the same: only the class conditions differ, which a class change
+            // or another writer's edit explains, not the sources' addresses.
+            let reason = match want[..2] == got[..2] {
+                true => "its spec.matchConditions are not the rendering's (the governed classes changed, or another writer edited them); re-render it, or run the guard with --admission=policy".to_owned(),
+                false => format!(
+                    "the sources give {} now; re-render it, or run the guard with --admission=policy",
+                    crate::address::Addresses(&canonical)
+                ),
+            };
+            row(State::Stale, Some(reason))
         }
-        Err(e) => row(State::Unknown, Some(format!("the sources are unresolved: {e}"))),
-    }
-}
-
-/// The row of one policy's object found in the cluster against its rendering now.
-fn judge(
-    policy: &Policy,
-    found: &Found,
-    rendered: Result<(Vec<Value>, Vec<Address>), admission_policy::RenderError>,
-    row: impl Fn(State, Option<String>) -> Row,
-) -> Row {
-    match rendered {
-        Ok((objects, canonical)) => match objects.iter().find(|o| o["kind"] == found.kind) {
-            Some(object) if ours(&object["spec"]) != ours(&found.spec) => {
-                let (want, got) = (ours(&object["spec"]), ours(&found.spec));
-                // The value is the same: only the class conditions differ, which a class change
-                // or another writer's edit explains, not the sources' addresses.
-                let reason = match want[..2] == got[..2] {
-                    true => "its spec.matchConditions are not the rendering's (the governed classes changed, or another writer edited them); re-render it, or run the guard with --admission=policy".to_owned(),
-                    false => format!(
-                        "the sources give {} now; re-render it, or run the guard with --admission=policy",
-                        crate::address::Addresses(&canonical)
-                    ),
-                };
-                row(State::Stale, Some(reason))
-            }
-            Some(object) => {
-                let binding = objects.iter().find(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")));
-                let field = drift(&object["spec"], &found.spec, "spec");
-                let bound = match (binding, &found.binding) {
-                    (_, None) => Some("its binding is missing".to_owned()),
-                    (Some(b), Some(live)) => {
-                        drift(&b["spec"], live, "spec").map(|f| format!("its binding's {f} is not the rendering's"))
-                    }
-                    (None, Some(_)) => None,
-                };
-                match field.map(|f| format!("its {f} is not the rendering's")).or(bound) {
-                    None => row(State::Current, None),
-                    Some(what) => row(
-                        State::Stale,
-                        Some(format!("{what} (another writer's?); the guard's next resync replaces it")),
-                    ),
+        Some(object) => {
+            let binding = objects.iter().find(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")));
+            let field = drift(&object["spec"], &found.spec, "spec");
+            let bound = match (binding, &found.binding) {
+                (_, None) => Some("its binding is missing".to_owned()),
+                (Some(b), Some(live)) => {
+                    drift(&b["spec"], live, "spec").map(|f| format!("its binding's {f} is not the rendering's"))
+                }
+                (None, Some(_)) => None,
+            };
+            match field.map(|f| format!("its {f} is not the rendering's")).or(bound) {
+                None => row(State::Current, None),
+                Some(what) => {
+                    row(State::Stale, Some(format!("{what} (another writer's?); the guard's next resync replaces it")))
                 }
             }
-            None => row(State::Stale, Some(format!("mode {} renders another kind", policy.mode))),
-        },
-        Err(e) => row(State::Unknown, Some(e.to_string())),
+        }
+        None => row(State::Stale, Some(format!("mode {} renders another kind", policy.mode))),
     }
 }
 

@@ -6,6 +6,7 @@ use clap::{ArgAction, Args};
 
 use super::{client::ClientArgs, duration::Seconds};
 use crate::{
+    admission_policy::desired::Owner,
     check::{self, CheckError, Cluster, Kind, ObjectRef, Output, Scope},
     client,
     policy::Policies,
@@ -46,16 +47,10 @@ impl ClusterArgs {
             target: self.client.target(),
             request_timeout: self.request_timeout,
             webhook_configuration: self.webhook_configuration.clone(),
-            owner: match &self.leader_election_namespace {
-                Some(namespace) => {
-                    crate::admission_policy::desired::Owner::new(namespace, &self.leader_election_lease_name)
-                }
-                None => crate::admission_policy::desired::Owner {
-                    label: String::new(),
-                    lease: self.leader_election_lease_name.clone(),
-                    legacy: Vec::new(),
-                },
-            },
+            owner: self.leader_election_namespace.as_deref().map_or_else(
+                || Owner { label: String::new(), lease: self.leader_election_lease_name.clone(), legacy: Vec::new() },
+                |namespace| Owner::new(namespace, &self.leader_election_lease_name),
+            ),
         }
     }
 }
