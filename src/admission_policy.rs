@@ -356,10 +356,5 @@ pub(crate) fn object_names(policies: &Policies, lease: &str) -> Result<Vec<(Stri
     policies.iter().map(|p| object_name_in(lease, policies, p).map(|name| (p.name.clone(), name))).collect()
 }
 
-/// The objects as YAML documents, each opened by `---`.
-pub(crate) fn to_yaml(objects: &[Value]) -> String {
-    objects.iter().map(|object| format!("---\n{}", serde_norway::to_string(object).unwrap_or_default())).collect()
-}
-
 #[cfg(test)]
 pub(crate) mod tests;

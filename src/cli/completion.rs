@@ -2,7 +2,7 @@
 //! for every word, which prints the candidates and cobra's directive line (the format kubectl
 //! reads from a plugin's helper): one engine in the binary, so the shells never disagree.
 
-use std::{io::Write as _, time::Duration};
+use std::{io::Write as _, path::Path, time::Duration};
 
 use clap::{Arg, ArgAction, Args, Command, CommandFactory as _, ValueEnum};
 use k8s_openapi::api::{
@@ -329,7 +329,7 @@ async fn values(arg: &Arg, parsed: &Parsed, typed: &str) -> (Vec<String>, u8) {
             namespaces(parsed).await
         }
         "probe" => ingress_names(parsed, true).await,
-        "context" => contexts(parsed),
+        "context" => crate::client::context_names(parsed.kubeconfig.as_deref().map(Path::new)).unwrap_or_default(),
         "policy" => policies(parsed).await,
         "kubeconfig" | "config" | "file" | "tls_cert" | "tls_key" | "client_ca" => return (Vec::new(), FILES),
         _ if matches!(arg.get_value_hint(), clap::ValueHint::FilePath | clap::ValueHint::AnyPath) => {
@@ -355,15 +355,6 @@ async fn namespaces(parsed: &Parsed) -> Vec<String> {
     list.map(|l| l.items.into_iter().filter_map(|n| n.metadata.name).collect()).unwrap_or_default()
 }
 
-/// The contexts of the kubeconfig (`--kubeconfig`, else `KUBECONFIG`, else ~/.kube/config).
-fn contexts(parsed: &Parsed) -> Vec<String> {
-    let config = match &parsed.kubeconfig {
-        Some(path) => kube::config::Kubeconfig::read_from(path).ok(),
-        None => kube::config::Kubeconfig::read().ok(),
-    };
-    config.map(|c| c.contexts.into_iter().map(|c| c.name).collect()).unwrap_or_default()
-}
-
 /// Ingress names for `explain` and `--probe`: in `--namespace` as NAME (unless `qualified`),
 /// else every namespace's as NAMESPACE/NAME.
 async fn ingress_names(parsed: &Parsed, qualified: bool) -> Vec<String> {
@@ -379,11 +370,8 @@ async fn ingress_names(parsed: &Parsed, qualified: bool) -> Vec<String> {
 
 fn name(meta: &kube::api::ObjectMeta, parsed: &Parsed, qualified: bool) -> Option<String> {
     let name = meta.name.clone()?;
-    if parsed.namespace.is_some() && !qualified {
-        Some(name)
-    } else {
-        Some(format!("{}/{name}", meta.namespace.as_deref()?))
-    }
+    let qualify = qualified || parsed.namespace.is_none();
+    Some(if qualify { format!("{}/{name}", meta.namespace.as_deref()?) } else { name })
 }
 
 /// `explain`'s object: Ingresses, and Gateways (`gateway/NAMESPACE/NAME`) when served.

@@ -111,7 +111,10 @@ pub(crate) fn render(args: &RenderArgs) -> Result<String, CliError> {
         }
     }
     Ok(match args.output {
-        RenderOutput::Yaml => admission_policy::to_yaml(&objects),
+        // YAML documents, each opened by `---`.
+        RenderOutput::Yaml => {
+            objects.iter().map(|o| format!("---\n{}", serde_norway::to_string(o).unwrap_or_default())).collect()
+        }
         RenderOutput::Json => {
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
             serde_json::to_string_pretty(&list).expect("JSON values always serialize") + "\n"
