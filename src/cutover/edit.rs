@@ -83,22 +83,11 @@ pub(crate) fn replace_fields(text: &str, name: &str, fields: &Mapping) -> Result
     let mut file: Value = serde_norway::from_str(text).map_err(|e| EditError::NotYaml(e.to_string()))?;
     let policy = policy_mut(&mut file, name)?;
     let old = source_fields(policy);
-    let mut edited = Mapping::new();
-    let mut placed = false;
-    for (key, value) in std::mem::take(policy) {
-        if key.as_str().is_some_and(|k| SOURCE_FIELDS.contains(&k)) {
-            if !placed {
-                edited.extend(fields.clone());
-                placed = true;
-            }
-        } else {
-            edited.insert(key, value);
-        }
-    }
-    if !placed {
-        edited.extend(fields.clone());
-    }
-    *policy = edited;
+    let is_source = |key: &Value| key.as_str().is_some_and(|k| SOURCE_FIELDS.contains(&k));
+    let at = policy.keys().take_while(|key| !is_source(key)).count();
+    let mut kept: Vec<(Value, Value)> = std::mem::take(policy).into_iter().filter(|(key, _)| !is_source(key)).collect();
+    kept.splice(at..at, fields.clone());
+    *policy = kept.into_iter().collect();
     let text = serde_norway::to_string(&file).map_err(|e| EditError::NotYaml(e.to_string()))?;
     Ok((text, old))
 }

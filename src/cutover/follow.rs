@@ -132,13 +132,8 @@ pub(super) async fn follow(
             _ = tick.tick() => show.tick(&tracker, started.elapsed()),
             () = tokio::time::sleep_until(deadline) => {
                 show.timed_out(&tracker, started.elapsed());
-                let not_moved = summarize(&tracker.not_moved());
-                return Err(CutoverError::Timeout {
-                    timeout: settings.timeout,
-                    moved: tracker.moved(),
-                    total: tracker.total(),
-                    not_moved,
-                });
+                let (moved, total, not_moved) = (tracker.moved(), tracker.total(), summarize(&tracker.not_moved()));
+                return Err(CutoverError::Timeout { timeout: settings.timeout, moved, total, not_moved });
             }
         }
     }
