@@ -15,10 +15,11 @@ const TOP: &str = "previousSources";
 const MAX_KEPT: usize = 256;
 
 /// One policy's move: its source fields before, and the ones the cutover set.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 struct Move {
     before: Mapping,
     /// `None` when read from an annotation of the older shape (the whole previous file).
+    #[serde(skip_serializing_if = "Option::is_none")]
     after: Option<Mapping>,
 }
 
@@ -56,17 +57,8 @@ fn read(kept: &str, current: &str) -> BTreeMap<String, Move> {
 }
 
 fn write(moves: &BTreeMap<String, Move>) -> Result<String, EditError> {
-    let mut all = Mapping::new();
-    for (policy, m) in moves.iter().take(MAX_KEPT) {
-        let mut entry = Mapping::new();
-        entry.insert(Value::from("before"), Value::Mapping(m.before.clone()));
-        if let Some(after) = &m.after {
-            entry.insert(Value::from("after"), Value::Mapping(after.clone()));
-        }
-        all.insert(Value::from(policy.as_str()), Value::Mapping(entry));
-    }
-    let top = Mapping::from_iter([(Value::from(TOP), Value::Mapping(all))]);
-    serde_norway::to_string(&top).map_err(|e| EditError::NotYaml(e.to_string()))
+    let kept: BTreeMap<&String, &Move> = moves.iter().take(MAX_KEPT).collect();
+    serde_norway::to_string(&BTreeMap::from([(TOP, kept)])).map_err(|e| EditError::NotYaml(e.to_string()))
 }
 
 /// A cutover of `policy` to `to` in `current`: the key's new text and the annotation's, with
