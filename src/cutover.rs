@@ -308,17 +308,12 @@ fn check_size(
     edited: &str,
     kept: &str,
 ) -> Result<(), CutoverError> {
-    let data = config_map.data.iter().flatten().filter(|(k, _)| *k != key).map(|(k, v)| k.len() + v.len());
-    let binary = config_map.binary_data.iter().flatten().map(|(k, v)| k.len() + v.0.len());
-    let other_data = data.chain(binary).sum();
-    let other_annotations = config_map
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        .filter(|(k, _)| *k != annotation)
-        .map(|(k, v)| k.len() + v.len())
-        .sum();
+    let others = |map: &Option<BTreeMap<String, String>>, skip: &str| {
+        map.iter().flatten().filter(|(k, _)| *k != skip).map(|(k, v)| k.len() + v.len()).sum::<usize>()
+    };
+    let binary: usize = config_map.binary_data.iter().flatten().map(|(k, v)| k.len() + v.0.len()).sum();
+    let (other_data, other_annotations) =
+        (others(&config_map.data, key) + binary, others(&config_map.metadata.annotations, annotation));
     edit::check_fits(key, annotation, edited, kept, other_data, other_annotations)
         .map_err(|source| CutoverError::Size { config_map: cm_ref.clone(), source })
 }
