@@ -300,37 +300,28 @@ impl Report {
                 Summary::default()
             }
             Some(stored) => {
-                let rows = stored.iter().map(|(write, writer)| {
-                    let mut row = Row::of::<K>(write, &decide::<K>(write, policies, sources), sources)?;
-                    if row.state == State::Trusted {
-                        row.reason = writer.as_ref().map(LastWriter::short);
-                    }
-                    Some(row)
-                });
-                self.add_rows(rows)
+                let mut summary = Summary::default();
+                let mut governed: Vec<Row> = stored
+                    .iter()
+                    .filter_map(|(write, writer)| {
+                        let Some(mut row) = Row::of::<K>(write, &decide::<K>(write, policies, sources), sources) else {
+                            summary.not_governed += 1;
+                            return None;
+                        };
+                        if row.state == State::Trusted {
+                            row.reason = writer.as_ref().map(LastWriter::short);
+                        }
+                        Some(row)
+                    })
+                    .collect();
+                governed.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+                governed.iter().for_each(|row| summary.count(row.state));
+                self.ingresses.extend(governed);
+                self.summary.add(&summary);
+                summary
             }
         };
         self.by_kind.0[kind.index()] = Some(summary);
-    }
-
-    /// Appends the governed rows, sorted, and adds their summary to the total.
-    fn add_rows(&mut self, rows: impl Iterator<Item = Option<Row>>) -> Summary {
-        let mut summary = Summary::default();
-        let mut governed: Vec<Row> = rows
-            .filter_map(|row| {
-                if row.is_none() {
-                    summary.not_governed += 1;
-                }
-                row
-            })
-            .collect();
-        governed.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        for row in &governed {
-            summary.count(row.state);
-        }
-        self.ingresses.extend(governed);
-        self.summary.add(&summary);
-        summary
     }
 
     /// Whether the table has a KIND column: the report covers Gateways.
